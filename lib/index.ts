@@ -1,0 +1,1 @@
+export { loadNative } from './native.js';

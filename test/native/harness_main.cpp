@@ -1,0 +1,46 @@
+// Runs every registered native test case (or those whose name contains argv[1]) and prints
+// "N passed, N failed" as its last line. Exit code 1 if any case failed.
+#include <cstdio>
+#include <exception>
+
+#include "harness.h"
+
+namespace harness {
+
+static int g_failures_in_case = 0;
+
+std::vector<test_case>& registry() {
+  static std::vector<test_case> cases;
+  return cases;
+}
+
+void fail(const char* file, int line, const std::string& message) {
+  ++g_failures_in_case;
+  std::fprintf(stderr, "  %s:%d: %s\n", file, line, message.c_str());
+}
+
+}  // namespace harness
+
+int main(int argc, char** argv) {
+  std::string filter = argc > 1 ? argv[1] : "";
+  int passed = 0, failed = 0;
+  for (const auto& tc : harness::registry()) {
+    if (!filter.empty() && tc.name.find(filter) == std::string::npos) continue;
+    harness::g_failures_in_case = 0;
+    try {
+      tc.fn();
+    } catch (const harness::stop_test&) {
+    } catch (const std::exception& e) {
+      harness::fail(__FILE__, __LINE__, std::string("unexpected exception: ") + e.what());
+    }
+    if (harness::g_failures_in_case == 0) {
+      ++passed;
+      std::printf("ok   %s\n", tc.name.c_str());
+    } else {
+      ++failed;
+      std::printf("FAIL %s\n", tc.name.c_str());
+    }
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
