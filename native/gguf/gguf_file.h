@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "gguf/ggml_type.h"
@@ -93,6 +94,9 @@ class gguf_file {
   uint64_t alignment_ = 32;
   std::vector<gguf_kv> kvs_;
   std::vector<gguf_tensor> tensors_;
+  // Lookup indexes; the views point into kvs_[i].key / tensors_[i].name, which never move after parsing.
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
   friend struct gguf_parser;
 };
 
