@@ -36,6 +36,13 @@ class tokenizer {
   virtual bool is_eog(int32_t id) const = 0;               // end-of-generation (EOS, EOT, <|im_end|>...)
   virtual const std::vector<int32_t>& eog_ids() const = 0;
   virtual token_attr attr(int32_t id) const = 0;
+  // llama.cpp's llama_token_attr bit mask for `id` (LLAMA_TOKEN_ATTR_*: unknown 1, unused 2, normal 4, control 8,
+  // user_defined 16, byte 32, lstrip 128, rstrip 256). Invalid ids throw spindle::error. The default derives
+  // one bit from attr(); the GGUF tokenizer returns the full mask.
+  virtual uint32_t attr_flags(int32_t id) const {
+    static const uint32_t bits[] = {4, 8, 16, 1, 32, 2};  // indexed by token_attr
+    return bits[static_cast<int>(attr(id))];
+  }
   virtual const std::string& token_text(int32_t id) const = 0;  // the vocabulary string as stored
 };
 
