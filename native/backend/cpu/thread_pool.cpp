@@ -1,7 +1,9 @@
-// Invariant: a worker runs each job generation exactly once; run() returns after pending_ reaches zero.
+// Invariant: a worker runs each job generation exactly once; run() returns (or rethrows the first exception
+// a thread raised) only after pending_ reaches zero.
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "common/error.h"
 
@@ -26,17 +28,32 @@ void thread_pool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+  // An exception must neither escape a worker (std::terminate) nor leave run() while workers still use fn:
+  // the first one is kept and rethrown after every thread finished.
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  const std::function<void(int, int)> guarded = [&](int ith, int nth) {
+    try {
+      fn(ith, nth);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!first_error) first_error = std::current_exception();
+    }
+  };
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
+    job_ = &guarded;
     pending_ = n_threads_ - 1;
     ++generation_;
   }
   wake_.notify_all();
-  fn(0, n_threads_);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  guarded(0, n_threads_);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 void thread_pool::worker_loop(int ith) {

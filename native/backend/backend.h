@@ -1,0 +1,124 @@
+// The interface the model code computes through, so that CPU, CUDA and Metal kernels can be swapped without
+// touching model code. Pointers passed to ops are backend memory (from alloc_f32 / upload_weight); token ids and
+// positions are host memory. All activations are f32, row-major.
+// Invariant (batch invariance): row r of every op's output depends only on row r of its inputs (attention: on
+// query row r and the cache up to its position) with a fixed reduction order, never on how many rows a call
+// holds or on the number of threads. So a token's logits are the same whatever it is batched with.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "gguf/ggml_type.h"
+
+namespace spindle {
+
+// A weight matrix as stored in the model file: n_out rows of n_in elements of `type`, rows contiguous.
+struct backend_weight {
+  ggml_type type = ggml_type::F32;
+  const void* data = nullptr;  // backend memory (CPU: inside the GGUF mapping, never copied)
+  int64_t n_in = 0;            // ne[0], elements per row
+  int64_t n_out = 0;           // ne[1], rows
+};
+
+// Rotary position embedding as ggml_rope_ext computes it with no YaRN extrapolation (ext_factor 0, mscale 1):
+// theta_0 = pos, theta_{j+1} = theta_j * freq_base^(-2/n_rot) (in f32), angle_j = freq_scale * theta_j / ff[j].
+struct rope_params {
+  int32_t n_rot = 0;                    // rotated dims at the start of each head (even, <= head_dim)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;              // 1 / linear scaling factor
+  bool neox = false;                    // pairs (j, j + n_rot/2) instead of (2j, 2j + 1)
+  const float* freq_factors = nullptr;  // [n_rot/2] backend memory, or nullptr (all 1)
+};
+
+// Causal attention of n_tokens query rows of one sequence against its KV cache. Query row i sits at position
+// n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).
+// Query head h uses KV head h / (n_head / n_head_kv) (GQA / MQA).
+struct attention_params {
+  int64_t n_tokens = 0;
+  int64_t n_past = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  int64_t k_row_stride = 0;  // floats between consecutive positions in the K cache (>= n_head_kv * head_dim_k)
+  int64_t v_row_stride = 0;  // floats between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
+  float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual const char* name() const = 0;
+  virtual int n_threads() const = 0;
+  // True for the weight types matmul and get_rows accept.
+  virtual bool supports_type(ggml_type type) const = 0;
+
+  // Memory. alloc_f32 returns n zeroed floats of backend memory (throws spindle::error if it cannot).
+  virtual float* alloc_f32(int64_t n) = 0;
+  virtual void free_f32(float* p) = 0;
+  virtual void upload(float* dst, const float* src, int64_t n) = 0;    // host -> backend, n floats
+  virtual void download(float* dst, const float* src, int64_t n) = 0;  // backend -> host, n floats
+  virtual void copy(float* dst, const float* src, int64_t n) = 0;      // backend -> backend, n floats
+  // Makes a model-file weight usable by the ops (CPU: wraps the mapped bytes; GPU: uploads them).
+  virtual backend_weight upload_weight(ggml_type type, const void* host_data, int64_t n_in, int64_t n_out) = 0;
+  virtual void release_weight(backend_weight& w) = 0;
+  virtual void sync() = 0;  // waits until every queued op finished
+
+  // out[i, :] = dequantized row ids[i] of table.   ids: host [n], each in [0, table.n_out).
+  virtual void get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) = 0;
+  // y[t, o] = sum_i W[o, i] * x[t, i].   x: [n_rows, w.n_in], y: [n_rows, w.n_out]
+  virtual void matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) = 0;
+  // x[r, :] += b.   x: [n_rows, n], b: [n]
+  virtual void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) = 0;
+  // y = a + b elementwise, n elements (y may alias a or b)
+  virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;
+  // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w.   x, y: [n_rows, n], w: [n] or nullptr (no weight)
+  virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) = 0;
+  // Rotates each head of x in place.   x: [n_rows, n_head, head_dim], pos: host [n_rows]
+  virtual void rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
+                    const rope_params& p) = 0;
+  // y = silu(gate) * up elementwise, n elements (y may alias gate or up)
+  virtual void swiglu(const float* gate, const float* up, float* y, int64_t n) = 0;
+  // x[r, :] = softmax(x[r, :] * scale) in place.   x: [n_rows, n]
+  virtual void softmax(float* x, int64_t n_rows, int64_t n, float scale) = 0;
+  // q: [n_tokens, n_head * head_dim_k], k_cache: [positions, k_row_stride], v_cache: [positions, v_row_stride]
+  // out: [n_tokens, n_head * head_dim_v]
+  virtual void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
+                         float* out) = 0;
+};
+
+// The CPU backend; n_threads <= 0 means std::thread::hardware_concurrency().
+std::unique_ptr<backend> make_cpu_backend(int n_threads);
+
+// Owns n floats of backend memory for the lifetime of the object.
+class backend_buffer {
+ public:
+  backend_buffer() = default;
+  backend_buffer(backend& be, int64_t n) : be_(&be), data_(be.alloc_f32(n)), n_(n) {}
+  ~backend_buffer() { reset(); }
+  backend_buffer(const backend_buffer&) = delete;
+  backend_buffer& operator=(const backend_buffer&) = delete;
+  backend_buffer(backend_buffer&& o) noexcept : be_(o.be_), data_(o.data_), n_(o.n_) { o.data_ = nullptr; o.n_ = 0; }
+  backend_buffer& operator=(backend_buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      be_ = o.be_; data_ = o.data_; n_ = o.n_;
+      o.data_ = nullptr; o.n_ = 0;
+    }
+    return *this;
+  }
+  void reset() {
+    if (data_) be_->free_f32(data_);
+    data_ = nullptr;
+    n_ = 0;
+  }
+  float* data() const { return data_; }
+  int64_t size() const { return n_; }  // floats
+
+ private:
+  backend* be_ = nullptr;
+  float* data_ = nullptr;
+  int64_t n_ = 0;
+};
+
+}  // namespace spindle

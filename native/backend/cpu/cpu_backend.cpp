@@ -1,0 +1,177 @@
+// CPU backend (see cpu_backend.h). Invariant: work is split by whole rows / (query, head) items only; nothing
+// a worker runs can throw (arguments are checked before pool.run).
+#include "backend/cpu/cpu_backend.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+#include "common/checked_math.h"
+#include "common/error.h"
+
+namespace spindle {
+
+namespace {
+
+int resolve_threads(int n_threads) {
+  if (n_threads > 0) return n_threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : (int)hw;
+}
+
+// Elementwise ops below this many elements run on the calling thread only (same result, less overhead).
+constexpr int64_t k_min_parallel_elements = 1 << 14;
+
+// Calls fn(ith, begin, end) over [0, n) split into contiguous ranges, on the pool when n is large enough.
+template <typename F>
+void parallel_range_ith(thread_pool& pool, int64_t n, int64_t min_parallel, F&& fn) {
+  if (n < min_parallel || pool.size() == 1) {
+    fn(0, (int64_t)0, n);
+    return;
+  }
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    thread_pool::split(n, ith, nth, &b, &e);
+    if (b < e) fn(ith, b, e);
+  });
+}
+
+template <typename F>
+void parallel_range(thread_pool& pool, int64_t n, int64_t min_parallel, F&& fn) {
+  parallel_range_ith(pool, n, min_parallel, [&](int, int64_t b, int64_t e) { fn(b, e); });
+}
+
+}  // namespace
+
+std::unique_ptr<backend> make_cpu_backend(int n_threads) { return std::make_unique<cpu_backend>(n_threads); }
+
+cpu_backend::cpu_backend(int n_threads) : pool_(resolve_threads(n_threads)) {}
+
+bool cpu_backend::supports_type(ggml_type type) const { return cpu_supports_type(type); }
+
+float* cpu_backend::alloc_f32(int64_t n) {
+  if (n < 0) throw error("cpu backend: negative allocation size");
+  const uint64_t bytes = checked_mul((uint64_t)n, sizeof(float), "cpu backend allocation");
+  float* p = new (std::nothrow) float[n == 0 ? 1 : n]();
+  if (!p) throw error("cpu backend: out of memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void cpu_backend::free_f32(float* p) { delete[] p; }
+
+float* cpu_backend::scratch(int64_t n) {
+  if ((int64_t)scratch_.size() < n) scratch_.resize((size_t)n);
+  return scratch_.data();
+}
+
+void cpu_backend::upload(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void cpu_backend::download(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void cpu_backend::copy(float* dst, const float* src, int64_t n) { std::memmove(dst, src, n * sizeof(float)); }
+
+backend_weight cpu_backend::upload_weight(ggml_type type, const void* host_data, int64_t n_in, int64_t n_out) {
+  if (!cpu_supports_type(type)) {
+    const ggml_type_traits* info = ggml_type_info((uint32_t)type);
+    throw error(std::string("cpu backend: unsupported weight type ") + (info ? info->name : "?"));
+  }
+  backend_weight w;
+  w.type = type;
+  w.data = host_data;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  return w;
+}
+
+void cpu_backend::release_weight(backend_weight& w) { w = backend_weight{}; }
+
+void cpu_backend::get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= table.n_out) {
+      throw error("get_rows: row id " + std::to_string(ids[i]) + " out of range [0, " +
+                  std::to_string(table.n_out) + ")");
+    }
+  }
+  const uint64_t row_bytes = ggml_row_size(table.type, (uint64_t)table.n_in);
+  const uint8_t* base = static_cast<const uint8_t*>(table.data);
+  parallel_range(pool_, n, 2, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      cpu_dequantize_row(table.type, base + (uint64_t)ids[i] * row_bytes, out + i * table.n_in, table.n_in);
+    }
+  });
+}
+
+void cpu_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {
+  cpu_matmul(pool_, w.type, w.data, w.n_out, w.n_in, x, n_rows, y);
+}
+
+void cpu_backend::add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) {
+  parallel_range(pool_, n_rows, k_min_parallel_elements / (n > 0 ? n : 1) + 1, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) ops_add(x + r * n, b, x + r * n, n);
+  });
+}
+
+void cpu_backend::add(const float* a, const float* b, float* y, int64_t n) {
+  parallel_range(pool_, n, k_min_parallel_elements, [&](int64_t s, int64_t e) { ops_add(a + s, b + s, y + s, e - s); });
+}
+
+void cpu_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
+  parallel_range(pool_, n_rows, k_min_parallel_elements / (n > 0 ? n : 1) + 1, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) ops_rms_norm_row(x + r * n, w, y + r * n, n, eps);
+  });
+}
+
+void cpu_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
+                       const rope_params& p) {
+  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
+    throw error("rope: n_rot " + std::to_string(p.n_rot) + " must be even and in (0, head_dim " +
+                std::to_string(head_dim) + "]");
+  }
+  float* caches = scratch((int64_t)pool_.size() * p.n_rot);  // one [n_rot] cache per thread
+  parallel_range_ith(pool_, n_rows, 2, [&](int ith, int64_t rb, int64_t re) {
+    float* cache = caches + (size_t)ith * p.n_rot;
+    for (int64_t r = rb; r < re; ++r) {
+      ops_rope_cache(pos[r], p, cache);
+      float* row = x + r * (int64_t)n_head * head_dim;
+      for (int32_t h = 0; h < n_head; ++h) ops_rope_head(row + (int64_t)h * head_dim, cache, p.n_rot, p.neox);
+    }
+  });
+}
+
+void cpu_backend::swiglu(const float* gate, const float* up, float* y, int64_t n) {
+  parallel_range(pool_, n, k_min_parallel_elements, [&](int64_t s, int64_t e) { ops_swiglu(gate + s, up + s, y + s, e - s); });
+}
+
+void cpu_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
+  parallel_range(pool_, n_rows, k_min_parallel_elements / (n > 0 ? n : 1) + 1, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) ops_softmax_row(x + r * n, n, scale);
+  });
+}
+
+void cpu_backend::attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
+                            float* out) {
+  if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_tokens < 0 || p.n_past < 0) {
+    throw error("attention: invalid head counts or token range");
+  }
+  const int64_t n_kv_max = p.n_past + p.n_tokens;
+  const int64_t n_items = p.n_tokens * p.n_head;
+  const int32_t group = p.n_head / p.n_head_kv;
+  float* scores_all = scratch((int64_t)pool_.size() * n_kv_max);  // one [n_kv_max] score row per thread
+  parallel_range_ith(pool_, n_items, 2, [&](int ith, int64_t ib, int64_t ie) {
+    float* scores = scores_all + (size_t)ith * n_kv_max;
+    for (int64_t item = ib; item < ie; ++item) {
+      const int64_t t = item / p.n_head;
+      const int32_t h = (int32_t)(item % p.n_head);
+      const int32_t hkv = h / group;
+      const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
+      float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
+      ops_attention_head(qh, k_cache + (int64_t)hkv * p.head_dim_k, p.k_row_stride,
+                         v_cache + (int64_t)hkv * p.head_dim_v, p.v_row_stride, p.n_past + t + 1, p.head_dim_k,
+                         p.head_dim_v, p.scale, scores, oh);
+    }
+  });
+}
+
+}  // namespace spindle

@@ -1,0 +1,51 @@
+// The CPU implementation of the backend interface: ops from ops.h spread over a thread_pool, matmul and row
+// dequantization from matmul.h. Weights are used in place inside the GGUF mapping (never copied).
+// Invariant: every op splits its work by whole output rows (or whole (query, head) pairs), each computed by
+// one thread with the single-row kernel, so results are bitwise independent of n_threads and of n_rows.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace spindle {
+
+class cpu_backend final : public backend {
+ public:
+  explicit cpu_backend(int n_threads);  // n_threads <= 0: std::thread::hardware_concurrency()
+
+  const char* name() const override { return "cpu"; }
+  int n_threads() const override { return pool_.size(); }
+  bool supports_type(ggml_type type) const override;
+
+  float* alloc_f32(int64_t n) override;
+  void free_f32(float* p) override;
+  void upload(float* dst, const float* src, int64_t n) override;
+  void download(float* dst, const float* src, int64_t n) override;
+  void copy(float* dst, const float* src, int64_t n) override;
+  backend_weight upload_weight(ggml_type type, const void* host_data, int64_t n_in, int64_t n_out) override;
+  void release_weight(backend_weight& w) override;
+  void sync() override {}
+
+  void get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) override;
+  void matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) override;
+  void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) override;
+  void add(const float* a, const float* b, float* y, int64_t n) override;
+  void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
+  void rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
+            const rope_params& p) override;
+  void swiglu(const float* gate, const float* up, float* y, int64_t n) override;
+  void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
+  void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
+                 float* out) override;
+
+  thread_pool& pool() { return pool_; }
+
+ private:
+  float* scratch(int64_t n);  // per-op scratch of at least n floats, grown only (ops never run concurrently)
+  thread_pool pool_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace spindle

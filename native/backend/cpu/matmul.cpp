@@ -1,0 +1,136 @@
+// cpu_matmul: convert x once into the weight type's activation format, then split output rows over the
+// pool; each thread walks its rows in tiles of up to max_rows rows x max_tokens tokens.
+// Invariant (batch invariance): every y[t, o] is one tile-kernel output computed over the full row, and tile
+// kernels give bitwise the same value for (o, t) in any tile shape, so neither n_tokens, the other rows of x,
+// the chunking below nor the thread count can change it.
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/quants.h"
+#include "backend/cpu/vec_dot.h"
+#include "common/checked_math.h"
+#include "common/error.h"
+
+namespace spindle {
+
+bool cpu_supports_type(ggml_type type) {
+  switch (type) {
+    case ggml_type::F32: case ggml_type::F16: case ggml_type::BF16:
+    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_K: case ggml_type::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void cpu_dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
+  if (!cpu_supports_type(type))
+    throw error("cpu_dequantize_row: unsupported ggml type " + std::to_string((uint32_t)type));
+  const size_t bytes = cpu_row_bytes(type, n);  // validates n against the block size
+  if (n == 0) return;
+  if (src == nullptr || dst == nullptr) throw error("cpu_dequantize_row: null buffer");
+  switch (type) {
+    case ggml_type::F32: std::memcpy(dst, src, bytes); return;
+    case ggml_type::F16: dequantize_row_f16((const uint16_t*)src, dst, n); return;
+    case ggml_type::BF16: dequantize_row_bf16((const uint16_t*)src, dst, n); return;
+    case ggml_type::Q8_0: dequantize_row_q8_0((const block_q8_0*)src, dst, n); return;
+    case ggml_type::Q4_0: dequantize_row_q4_0((const block_q4_0*)src, dst, n); return;
+    case ggml_type::Q4_K: dequantize_row_q4_K((const block_q4_K*)src, dst, n); return;
+    case ggml_type::Q6_K: dequantize_row_q6_K((const block_q6_K*)src, dst, n); return;
+    default: return;
+  }
+}
+
+void cpu_matmul(thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out, int64_t n_in, const float* x,
+                int64_t n_tokens, float* y) {
+  cpu_matmul_at_level(cpu_active_level(), pool, wtype, W, n_out, n_in, x, n_tokens, y);
+}
+
+namespace {
+
+struct matmul_plan {
+  tile_kernel kernel;
+  const uint8_t* w;      // [n_out, w_row] bytes
+  size_t w_row;          // bytes per weight row
+  const uint8_t* act;    // [n_tokens, act_row] bytes, activations in the kernel's format
+  size_t act_row;        // bytes per activation row
+  int64_t n_out, n_in, n_tokens;
+  int64_t chunk_tokens;  // tokens whose activations are walked against all of a thread's rows at a time
+  float* y;              // [n_tokens, n_out]
+};
+
+// Thread ith's share: whole row tiles, then token chunks x row tiles x token tiles.
+void matmul_rows(const matmul_plan& p, int ith, int nth) {
+  const int mr = p.kernel.max_rows, mt = p.kernel.max_tokens;
+  int64_t g0, g1;
+  thread_pool::split((p.n_out + mr - 1) / mr, ith, nth, &g0, &g1);
+  const int64_t r0 = g0 * mr, r1 = std::min(p.n_out, g1 * mr);
+  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += p.chunk_tokens) {
+    const int64_t t1 = std::min(p.n_tokens, t0 + p.chunk_tokens);
+    for (int64_t o = r0; o < r1; o += mr) {
+      const int nr = (int)std::min<int64_t>(mr, r1 - o);
+      for (int64_t t = t0; t < t1; t += mt) {
+        const int nt = (int)std::min<int64_t>(mt, t1 - t);
+        p.kernel.fn(p.n_in, p.w + o * p.w_row, p.w_row, nr, p.act + t * p.act_row, p.act_row, nt,
+                    p.y + t * p.n_out + o, p.n_out);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out,
+                         int64_t n_in, const float* x, int64_t n_tokens, float* y) {
+  if (!cpu_supports_type(wtype))
+    throw error("cpu_matmul: unsupported weight type " + std::to_string((uint32_t)wtype));
+  if (n_out < 0 || n_in < 0 || n_tokens < 0) throw error("cpu_matmul: negative dimension");
+  const ggml_type act_type = cpu_activation_type(wtype);
+  matmul_plan p;
+  p.w_row = cpu_row_bytes(wtype, n_in);  // throws if n_in is not a multiple of the block size
+  p.act_row = cpu_row_bytes(act_type, n_in);
+  checked_mul(checked_mul((uint64_t)n_out, (uint64_t)n_tokens, "cpu_matmul output"), 4, "cpu_matmul output");
+  if (n_out == 0 || n_tokens == 0) return;
+  if (W == nullptr || x == nullptr || y == nullptr) throw error("cpu_matmul: null buffer");
+  if (n_in == 0) {
+    std::fill(y, y + n_out * n_tokens, 0.0f);
+    return;
+  }
+  p.kernel = cpu_tile_kernel(level, wtype);
+  if (p.kernel.fn == nullptr)
+    throw error(std::string("cpu_matmul: kernel level ") + cpu_level_name(level) + " is not available here");
+
+  // Activations: f32 rows are used in place; other formats are converted once, tokens split over threads.
+  std::vector<uint8_t> scratch;
+  if (act_type == ggml_type::F32) {
+    p.act = (const uint8_t*)x;
+  } else {
+    scratch.resize((size_t)checked_mul(p.act_row, (uint64_t)n_tokens, "cpu_matmul activations"));
+    uint8_t* act = scratch.data();
+    const size_t act_row = p.act_row;
+    auto convert = [&](int ith, int nth) {
+      int64_t t0, t1;
+      thread_pool::split(n_tokens, ith, nth, &t0, &t1);
+      for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * n_in, act + t * act_row, n_in);
+    };
+    if (n_tokens >= 4 && pool.size() > 1) pool.run(convert);
+    else convert(0, 1);
+    p.act = act;
+  }
+  p.w = (const uint8_t*)W;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  p.n_tokens = n_tokens;
+  p.y = y;
+  // Keep a chunk's activations around 256 KiB (L2) while a thread's row tiles stream past them.
+  const int64_t mt = p.kernel.max_tokens;
+  p.chunk_tokens = std::max<int64_t>(mt, (int64_t)((256 * 1024) / p.act_row) / mt * mt);
+  if (pool.size() == 1) matmul_rows(p, 0, 1);
+  else pool.run([&p](int ith, int nth) { matmul_rows(p, ith, nth); });
+}
+
+}  // namespace spindle

@@ -1,0 +1,41 @@
+// Float kernels of the CPU backend, one row (or one attention head of one query) at a time. They mirror the
+// numerics of ggml's CPU ops where that is cheap (rms_norm sums squares in double; softmax sums exp in double;
+// rope angles are built by repeated f32 multiplication as ggml_rope_cache_init does).
+// Invariant: each function is a pure function of its arguments with a fixed reduction order, so the threaded
+// wrappers in cpu_backend.cpp give bitwise the same rows whatever the split.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace spindle {
+
+// sum_i a[i] * b[i] in f32 with 8 interleaved partial sums (lane i % 8), then summed pairwise.
+float ops_dot_f32(const float* a, const float* b, int64_t n);
+
+// y = x * (1 / sqrt(mean(x^2) + eps)) [* w].   x, y, w: [n]; w may be nullptr; y may alias x.
+void ops_rms_norm_row(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// cache[2j] = cos(angle_j), cache[2j + 1] = sin(angle_j) for j < n_rot/2 at position pos.   cache: [n_rot]
+void ops_rope_cache(int64_t pos, const rope_params& p, float* cache);
+// Rotates the first n_rot dims of one head in place with a cache from ops_rope_cache.   x: [head_dim]
+void ops_rope_head(float* x, const float* cache, int32_t n_rot, bool neox);
+
+// x = softmax(x * scale) in place (max subtracted, exp summed in double).   x: [n]
+void ops_softmax_row(float* x, int64_t n, float scale);
+
+// silu(x) = x / (1 + exp(-x))
+float ops_silu(float x);
+// y = silu(gate) * up.   n elements; y may alias gate or up.
+void ops_swiglu(const float* gate, const float* up, float* y, int64_t n);
+// y = a + b.   n elements; y may alias a or b.
+void ops_add(const float* a, const float* b, float* y, int64_t n);
+
+// One query head against positions [0, n_kv) of its KV head:
+// out[d] = sum_j softmax_j(scale * q.k_j) * v_j[d].   q: [head_dim_k], k_j = k + j * k_stride,
+// v_j = v + j * v_stride, out: [head_dim_v], scores: scratch [n_kv].
+void ops_attention_head(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                        int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scores,
+                        float* out);
+
+}  // namespace spindle

@@ -1,0 +1,36 @@
+// Shared pieces of the AVX2 kernel files (internal to native/backend/cpu).
+// Invariant: everything here is either a declaration or a function carrying the AVX2 target attribute, so
+// including it never makes baseline code depend on AVX2.
+#pragma once
+#include "backend/cpu/vec_dot.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define SPINDLE_HAVE_X86_KERNELS 1
+#include <immintrin.h>
+#define SPINDLE_AVX2 __attribute__((target("avx2,fma,f16c")))
+#else
+#define SPINDLE_HAVE_X86_KERNELS 0
+#endif
+
+namespace spindle {
+
+// The AVX2 kernels for F32 / F16 / BF16 weights (vec_dot_avx2_float.cpp).
+tile_kernel tile_kernel_avx2_float(ggml_type wtype);
+
+#if SPINDLE_HAVE_X86_KERNELS
+// Sum of the 8 lanes in a fixed order.
+SPINDLE_AVX2 inline float hsum_avx2(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 8 int32 lanes, each the sum of 4 products w[i] * x[i] (int8; aw = |w|, x never -128).
+SPINDLE_AVX2 inline __m256i dot_i8_avx2(__m256i aw, __m256i w, __m256i x) {
+  const __m256i sx = _mm256_sign_epi8(x, w);  // x * sign(w)
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+}
+#endif
+
+}  // namespace spindle
