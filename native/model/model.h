@@ -29,6 +29,8 @@ struct model_hparams {
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   bool rope_neox = false;  // NEOX halves (qwen family) vs adjacent pairs (llama)
+  int32_t n_rot = 0;              // rope.dimension_count (default head_dim_k; must equal it for these archs)
+  float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear scaling; 1 when absent or type "none")
 };
 
 struct model_options {

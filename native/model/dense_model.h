@@ -1,0 +1,96 @@
+// The dense decoder-only transformer shared by llama, qwen2 and qwen3: weights, the per-architecture tensor
+// table entry points, and the model class whose forward pass runs the common block on a backend.
+// Invariant: a dense_model holds every tensor its forward reads, checked by tensor_table at load; forward()
+// validates its arguments before touching the cache, so a bad call throws and leaves the sequence unchanged.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+namespace spindle {
+
+class tensor_table;
+
+struct dense_layer {
+  backend_buffer attn_norm;                  // [n_embd]
+  backend_weight wq, wk, wv;                 // [n_embd, n_head * hd], [n_embd, n_head_kv * hd] x2
+  backend_buffer bq, bk, bv;                 // optional biases, [n_head * hd], [n_head_kv * hd] x2
+  backend_buffer q_norm, k_norm;             // optional per-head RMSNorm weights (qwen3), [hd]
+  backend_weight wo;                         // [n_head * hd, n_embd]
+  backend_buffer bo;                         // optional, [n_embd]
+  backend_buffer ffn_norm;                   // [n_embd]
+  backend_weight ffn_gate, ffn_up;           // [n_embd, n_ff]
+  backend_weight ffn_down;                   // [n_ff, n_embd]
+};
+
+struct dense_weights {
+  backend_weight tok_embd;     // [n_embd, n_vocab]
+  backend_buffer output_norm;  // [n_embd]
+  backend_weight output;       // [n_embd, n_vocab]; token_embd when the file has no output.weight (tied)
+  backend_buffer output_b;     // optional, [n_vocab]
+  backend_buffer rope_freqs;   // optional rope frequency factors, [n_rot / 2]
+  std::vector<dense_layer> layers;
+};
+
+// What differs between the dense architectures' tensor tables.
+struct dense_layout {
+  int64_t n_embd_q = 0;    // columns of attn_q (and rows of attn_output's input)
+  bool qk_norm = false;    // attn_q_norm / attn_k_norm required
+  bool out_bias = false;   // optional output.bias allowed
+  bool attn_out_bias = false;  // optional attn_output.bias allowed
+  bool rope_freqs = false;     // optional rope_freqs.weight allowed
+};
+
+// Loads the tensors every dense architecture shares, per `layout` (model_dense_tensors.cpp).
+dense_weights load_dense_weights(tensor_table& table, const model_hparams& hp, const dense_layout& layout);
+
+// Per-architecture entry points (model_llama.cpp, model_qwen2.cpp, model_qwen3.cpp).
+dense_weights load_llama_weights(tensor_table& table, const model_hparams& hp);
+dense_weights load_qwen2_weights(tensor_table& table, const model_hparams& hp);
+dense_weights load_qwen3_weights(tensor_table& table, const model_hparams& hp);
+
+// Activations of one forward call, allocated once per call size (grown, never per layer).
+struct dense_scratch {
+  int64_t capacity = 0;                // tokens the buffers hold
+  backend_buffer x;                    // [n, n_embd] residual stream
+  backend_buffer cur;                  // [n, max(n_embd, n_head * hd)] normed input / projections
+  backend_buffer q;                    // [n, n_head * hd]
+  backend_buffer attn;                 // [n, n_head * hd]
+  backend_buffer gate, up;             // [n, n_ff]
+  backend_buffer logits;               // [n, n_vocab]
+  std::vector<int32_t> pos;            // host [n]
+};
+
+class dense_model final : public model {
+ public:
+  // weights must have been made with `be` (backend_buffers free through it).
+  dense_model(std::unique_ptr<gguf_file> file, std::unique_ptr<tokenizer> vocab, std::unique_ptr<backend> be,
+              model_hparams hp, dense_weights weights);
+  ~dense_model() override;
+
+  const model_hparams& hparams() const override { return hp_; }
+  const tokenizer& vocab() const override { return *vocab_; }
+  const gguf_file& file() const override { return *file_; }
+  backend& compute_backend() { return *be_; }
+  const dense_weights& weights() const { return w_; }
+
+  std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const override;
+  void forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) override;
+
+ private:
+  void check_call(const sequence_state& state, const int32_t* tokens, int64_t n, const float* logits) const;
+  void reserve_scratch(int64_t n);
+  void run_layer(int il, sequence_state& state, int64_t n);  // model_dense_block.cpp
+
+  std::unique_ptr<gguf_file> file_;  // owns the mapping the weights point into (declared first: freed last)
+  std::unique_ptr<tokenizer> vocab_;
+  std::unique_ptr<backend> be_;      // declared before everything it allocated: destroyed after them
+  model_hparams hp_;
+  dense_weights w_;
+  dense_scratch scratch_;
+};
+
+}  // namespace spindle

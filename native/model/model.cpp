@@ -1,0 +1,52 @@
+// model::load: opens the GGUF, picks the architecture, reads hparams, builds the tokenizer and the backend,
+// and loads the tensor table. Invariant: returns a complete model or throws spindle::error naming the file.
+#include <cstring>
+#include <string>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "model/dense_model.h"
+#include "model/model_hparams.h"
+#include "model/model_tensors.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spindle {
+
+namespace {
+
+struct arch_entry {
+  const char* name;
+  bool rope_neox;  // llama.cpp's llama_model_rope_type: NORM for llama, NEOX for qwen2 / qwen3
+  dense_weights (*load)(tensor_table&, const model_hparams&);
+};
+
+const arch_entry k_archs[] = {
+    {"llama", false, load_llama_weights},
+    {"qwen2", true, load_qwen2_weights},
+    {"qwen3", true, load_qwen3_weights},
+};
+
+const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
+  for (const arch_entry& e : k_archs) {
+    if (arch == e.name) return e;
+  }
+  throw error(file.path() + ": unsupported architecture '" + arch + "' (supported: llama, qwen2, qwen3)");
+}
+
+}  // namespace
+
+std::unique_ptr<model> model::load(const std::string& path, const model_options& options) {
+  std::unique_ptr<gguf_file> file = gguf_file::open(path);
+  const std::string arch = file->get_string("general.architecture");
+  const arch_entry& entry = find_arch(*file, arch);
+  std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
+  model_hparams hp = load_hparams(*file, arch, vocab->n_vocab(), entry.rope_neox);
+  std::unique_ptr<backend> be = make_cpu_backend(options.threads);
+  tensor_table table(*file, *be, arch);
+  dense_weights w = entry.load(table, hp);
+  return std::make_unique<dense_model>(std::move(file), std::move(vocab), std::move(be), std::move(hp),
+                                       std::move(w));
+}
+
+}  // namespace spindle

@@ -1,0 +1,146 @@
+// model::forward on small random-weight GGUFs against a double-precision reference (model_reference.h), and
+// the batch-invariance promise: a token's logits are bitwise the same however the prompt is split into calls
+// and whatever the thread count.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "harness.h"
+#include "model/model.h"
+#include "model_reference.h"
+#include "model_test_gguf.h"
+
+using namespace spindle;
+
+namespace {
+
+struct loaded {
+  std::string path;
+  std::unique_ptr<model> m;
+  ~loaded() { std::error_code ec; std::filesystem::remove(path, ec); }
+};
+
+std::unique_ptr<loaded> load_spec(const model_test::spec& s, const model_test::built& b, int threads) {
+  auto l = std::make_unique<loaded>();
+  l->path = model_test::write_temp(b, s.arch);
+  model_options o;
+  o.threads = threads;
+  l->m = model::load(l->path, o);
+  return l;
+}
+
+std::vector<int32_t> some_tokens(int n, int n_vocab) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (int32_t)((i * 37 + 11) % n_vocab);
+  t[0] = 1;  // <s>
+  return t;
+}
+
+std::vector<float> run_all(model& m, const std::vector<int32_t>& tokens, const std::vector<int>& chunks) {
+  const int64_t V = m.hparams().n_vocab;
+  std::vector<float> out(tokens.size() * V);
+  auto seq = m.new_sequence((int64_t)tokens.size());
+  size_t at = 0;
+  for (int c : chunks) {
+    m.forward(*seq, tokens.data() + at, c, out.data() + at * V, true);
+    at += c;
+  }
+  return out;
+}
+
+// Max |ours - reference| over every position and vocabulary entry.
+double max_diff(const std::vector<float>& ours, const std::vector<model_test::dvec>& ref) {
+  double d = 0;
+  const size_t V = ref[0].size();
+  for (size_t t = 0; t < ref.size(); ++t)
+    for (size_t v = 0; v < V; ++v) d = std::max(d, std::fabs(ours[t * V + v] - ref[t][v]));
+  return d;
+}
+
+void check_against_reference(model_test::spec s, double tol) {
+  const model_test::built b = model_test::build(s);
+  auto l = load_spec(s, b, 2);
+  const std::vector<int32_t> tokens = some_tokens(9, b.n_vocab);
+  const std::vector<float> ours = run_all(*l->m, tokens, {9});
+  const auto ref = model_test::reference_forward(b, s, tokens);
+  double spread = 0;  // logits must not be degenerate for the comparison to mean anything
+  for (size_t v = 1; v < ref[8].size(); ++v) spread = std::max(spread, std::fabs(ref[8][v] - ref[8][0]));
+  CHECK(spread > 0.1);
+  const double d = max_diff(ours, ref);
+  if (!(d <= tol)) harness::fail(__FILE__, __LINE__, s.arch + ": max |logit diff| " + std::to_string(d));
+}
+
+}  // namespace
+
+TEST_CASE("model forward: llama F32 matches the reference (adjacent-pair rope, GQA)") {
+  model_test::spec s;
+  check_against_reference(s, 2e-4);
+}
+
+TEST_CASE("model forward: qwen2 F32 with q/k/v biases matches the reference (NEOX rope)") {
+  model_test::spec s;
+  s.arch = "qwen2";
+  s.qkv_bias = true;
+  s.rope_base = 1000000.0f;
+  check_against_reference(s, 2e-4);
+}
+
+TEST_CASE("model forward: qwen3 F32 with q/k norm, tied output, MQA matches the reference") {
+  model_test::spec s;
+  s.arch = "qwen3";
+  s.tied = true;
+  s.n_head_kv = 1;
+  check_against_reference(s, 2e-4);
+}
+
+TEST_CASE("model forward: F16 weights match the reference on the rounded weights") {
+  model_test::spec s;
+  s.weight_type = ggml_type::F16;
+  check_against_reference(s, 2e-2);  // activations are rounded to f16 before each dot, as llama.cpp does
+}
+
+TEST_CASE("model forward: logits are batch- and thread-invariant (bitwise)") {
+  model_test::spec s;
+  s.arch = "qwen3";
+  const model_test::built b = model_test::build(s);
+  auto one = load_spec(s, b, 1);
+  auto three = load_spec(s, b, 3);
+  const std::vector<int32_t> tokens = some_tokens(12, b.n_vocab);
+  const std::vector<float> whole = run_all(*one->m, tokens, {12});
+  CHECK(whole == run_all(*three->m, tokens, {12}));
+  CHECK(whole == run_all(*three->m, tokens, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}));
+  CHECK(whole == run_all(*one->m, tokens, {5, 2, 4, 1}));
+  // last-token-only output equals the last row of all_logits
+  const int64_t V = b.n_vocab;
+  auto seq = three->m->new_sequence(16);
+  std::vector<float> last(V);
+  three->m->forward(*seq, tokens.data(), 12, last.data(), false);
+  CHECK_EQ(seq->n_past, (int64_t)12);
+  CHECK(std::memcmp(last.data(), whole.data() + 11 * V, V * sizeof(float)) == 0);
+}
+
+TEST_CASE("model forward: invalid calls throw and leave the sequence unchanged") {
+  model_test::spec s;
+  const model_test::built b = model_test::build(s);
+  auto l = load_spec(s, b, 2);
+  model& m = *l->m;
+  auto seq = m.new_sequence(4);
+  std::vector<float> logits(5 * b.n_vocab);
+  std::vector<int32_t> bad = {1, b.n_vocab};
+  CHECK_THROWS_WITH(m.forward(*seq, bad.data(), 2, logits.data(), true), "out of range");
+  bad[1] = -1;
+  CHECK_THROWS_WITH(m.forward(*seq, bad.data(), 2, logits.data(), true), "out of range");
+  std::vector<int32_t> five = {1, 2, 3, 4, 5};
+  CHECK_THROWS_WITH(m.forward(*seq, five.data(), 5, logits.data(), true), "capacity");
+  CHECK_THROWS_WITH(m.forward(*seq, five.data(), 0, logits.data(), true), "at least one token");
+  CHECK_EQ(seq->n_past, (int64_t)0);
+  m.forward(*seq, five.data(), 4, logits.data(), false);
+  CHECK_EQ(seq->n_past, (int64_t)4);
+  CHECK_THROWS_WITH(m.forward(*seq, five.data(), 1, logits.data(), false), "capacity");
+  CHECK_THROWS_WITH(m.new_sequence(0), "max_tokens");
+  sequence_state foreign;
+  foreign.max_tokens = 4;
+  CHECK_THROWS_WITH(m.forward(foreign, five.data(), 1, logits.data(), false), "new_sequence");
+}

@@ -1,0 +1,191 @@
+// Builds small random-weight GGUF models (llama / qwen2 / qwen3) in memory for the native model tests, with a
+// minimal SentencePiece vocabulary, and keeps the f32 values the file holds for a reference forward.
+// Invariant: spec.weight_type F32 stores the host weights exactly; F16 stores them rounded, and `host` holds
+// the rounded values, so a reference built from `host` sees exactly what the model file says.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/fp16.h"
+#include "gguf_test_writer.h"
+
+namespace model_test {
+
+using spindle::ggml_type;
+using spindle::gguf_value_type;
+
+struct spec {
+  std::string arch = "llama";
+  int n_layer = 2, n_embd = 32, n_head = 4, n_head_kv = 2, n_ff = 48;
+  int n_normal_tokens = 40;  // besides <unk> <s> </s> and the 256 byte tokens
+  bool tied = false;         // no output.weight
+  bool qkv_bias = false;
+  float rope_base = 10000.0f;
+  ggml_type weight_type = ggml_type::F32;  // of the 2-D matrices; 1-D tensors are always F32
+  uint32_t seed = 1;
+  int64_t block_count_override = -1;        // written instead of n_layer when >= 0
+  // Edits applied to the tensor list before writing (drop / reshape / retype a tensor).
+  std::function<void(std::vector<gguf_test::tensor_spec>&)> edit_tensors;
+};
+
+struct tensor_data {
+  std::vector<int64_t> ne;
+  std::vector<float> host;  // values as stored (after f16 rounding)
+};
+
+struct built {
+  std::vector<uint8_t> bytes;
+  std::map<std::string, tensor_data> tensors;
+  int n_vocab = 0;
+};
+
+inline std::vector<std::string> vocab_tokens(const spec& s) {
+  std::vector<std::string> t = {"<unk>", "<s>", "</s>"};
+  char buf[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    t.push_back(buf);
+  }
+  for (int i = 0; i < s.n_normal_tokens; ++i) t.push_back("\xE2\x96\x81w" + std::to_string(i));
+  return t;
+}
+
+inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std::string>& toks) {
+  const std::string a = s.arch;
+  const int64_t n_layer = s.block_count_override >= 0 ? s.block_count_override : s.n_layer;
+  w.kv_str("general.architecture", a);
+  w.kv<uint32_t>(a + ".context_length", gguf_value_type::UINT32, 256);
+  w.kv<uint32_t>(a + ".embedding_length", gguf_value_type::UINT32, s.n_embd);
+  w.kv<uint32_t>(a + ".block_count", gguf_value_type::UINT32, (uint32_t)n_layer);
+  w.kv<uint32_t>(a + ".feed_forward_length", gguf_value_type::UINT32, s.n_ff);
+  w.kv<uint32_t>(a + ".attention.head_count", gguf_value_type::UINT32, s.n_head);
+  w.kv<uint32_t>(a + ".attention.head_count_kv", gguf_value_type::UINT32, s.n_head_kv);
+  w.kv<float>(a + ".attention.layer_norm_rms_epsilon", gguf_value_type::FLOAT32, 1e-6f);
+  w.kv<float>(a + ".rope.freq_base", gguf_value_type::FLOAT32, s.rope_base);
+  w.kv_str("tokenizer.ggml.model", "llama");
+  w.arr_str("tokenizer.ggml.tokens", toks);
+  std::vector<float> scores(toks.size());
+  std::vector<int32_t> types(toks.size(), 1);
+  types[0] = 2;
+  types[1] = types[2] = 3;
+  for (int b = 0; b < 256; ++b) types[3 + b] = 6;
+  for (size_t i = 0; i < toks.size(); ++i) scores[i] = -(float)i;
+  w.arr_of<float>("tokenizer.ggml.scores", gguf_value_type::FLOAT32, scores);
+  w.arr_of<int32_t>("tokenizer.ggml.token_type", gguf_value_type::INT32, types);
+  w.kv<uint32_t>("tokenizer.ggml.bos_token_id", gguf_value_type::UINT32, 1);
+  w.kv<uint32_t>("tokenizer.ggml.eos_token_id", gguf_value_type::UINT32, 2);
+  w.kv<uint32_t>("tokenizer.ggml.unknown_token_id", gguf_value_type::UINT32, 0);
+}
+constexpr uint64_t k_n_kv = 16;  // keys written by write_kvs
+
+inline std::vector<gguf_test::tensor_spec> tensor_list(const spec& s, int n_vocab) {
+  const int64_t hd = s.n_embd / s.n_head, e = s.n_embd, q = hd * s.n_head, kv = hd * s.n_head_kv;
+  const ggml_type W = s.weight_type, F = ggml_type::F32;
+  std::vector<gguf_test::tensor_spec> t = {{"token_embd.weight", {e, n_vocab}, W}, {"output_norm.weight", {e}, F}};
+  if (!s.tied) t.push_back({"output.weight", {e, n_vocab}, W});
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    t.push_back({b + "attn_norm.weight", {e}, F});
+    t.push_back({b + "attn_q.weight", {e, q}, W});
+    t.push_back({b + "attn_k.weight", {e, kv}, W});
+    t.push_back({b + "attn_v.weight", {e, kv}, W});
+    if (s.qkv_bias) {
+      t.push_back({b + "attn_q.bias", {q}, F});
+      t.push_back({b + "attn_k.bias", {kv}, F});
+      t.push_back({b + "attn_v.bias", {kv}, F});
+    }
+    if (s.arch == "qwen3") {
+      t.push_back({b + "attn_q_norm.weight", {hd}, F});
+      t.push_back({b + "attn_k_norm.weight", {hd}, F});
+    }
+    t.push_back({b + "attn_output.weight", {q, e}, W});
+    t.push_back({b + "ffn_norm.weight", {e}, F});
+    t.push_back({b + "ffn_gate.weight", {e, s.n_ff}, W});
+    t.push_back({b + "ffn_up.weight", {e, s.n_ff}, W});
+    t.push_back({b + "ffn_down.weight", {s.n_ff, e}, W});
+  }
+  return t;
+}
+
+// Random values: norms around 1, biases small, matrices scaled by 1/sqrt(n_in); rounded as stored.
+inline std::vector<float> random_values(const gguf_test::tensor_spec& t, std::mt19937& rng) {
+  int64_t n = 1;
+  for (int64_t d : t.ne) n *= d;
+  const bool is_norm = t.name.find("norm") != std::string::npos, is_bias = t.name.find(".bias") != std::string::npos;
+  const float scale = is_norm ? 0.2f : is_bias ? 0.1f : 1.5f / std::sqrt((float)t.ne[0]);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v((size_t)n);
+  for (auto& x : v) {
+    x = (is_norm ? 1.0f : 0.0f) + scale * dist(rng);
+    if (t.type == ggml_type::F16) x = spindle::fp16_to_f32(spindle::f32_to_fp16(x));
+  }
+  return v;
+}
+
+inline void append_data(std::vector<uint8_t>& out, const gguf_test::tensor_spec& t, const std::vector<float>& v) {
+  if (t.type == ggml_type::F16) {
+    for (float x : v) {
+      const uint16_t h = spindle::f32_to_fp16(x);
+      out.push_back((uint8_t)(h & 0xff));
+      out.push_back((uint8_t)(h >> 8));
+    }
+  } else {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(v.data());
+    const uint64_t n = gguf_test::tensor_bytes(t);  // may be smaller/larger than v for retyped tensors
+    for (uint64_t i = 0; i < n; ++i) out.push_back(i < v.size() * 4 ? p[i] : 0);
+  }
+}
+
+inline built build(const spec& s) {
+  const std::vector<std::string> toks = vocab_tokens(s);
+  built out;
+  out.n_vocab = (int)toks.size();
+  std::vector<gguf_test::tensor_spec> tensors = tensor_list(s, out.n_vocab);
+  if (s.edit_tensors) s.edit_tensors(tensors);
+  std::mt19937 rng(s.seed);
+  std::vector<std::vector<float>> values;
+  for (const auto& t : tensors) {
+    values.push_back(random_values(t, rng));
+    out.tensors[t.name] = {t.ne, values.back()};
+  }
+  gguf_test::writer w;
+  w.header(3, tensors.size(), k_n_kv);
+  write_kvs(w, s, toks);
+  uint64_t next = 0;
+  std::vector<uint64_t> offsets;
+  for (const auto& t : tensors) {
+    offsets.push_back(next);
+    w.tensor_info(t.name, t.ne, (uint32_t)t.type, next);
+    next = (next + gguf_test::tensor_bytes(t) + 31) / 32 * 32;
+  }
+  w.pad_to(32);
+  const uint64_t data_start = w.bytes.size();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    w.bytes.resize(data_start + offsets[i], 0);
+    append_data(w.bytes, tensors[i], values[i]);
+  }
+  out.bytes = std::move(w.bytes);
+  return out;
+}
+
+// Writes the file to a unique temp path and returns it.
+inline std::string write_temp(const built& b, const std::string& tag) {
+  static int counter = 0;
+  static const unsigned salt = std::random_device{}();
+  const std::string name = "spindle_model_test_" + std::to_string(salt) + "_" + tag + "_" + std::to_string(counter++) + ".gguf";
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return path;
+  std::fwrite(b.bytes.data(), 1, b.bytes.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+}  // namespace model_test
