@@ -1,6 +1,9 @@
 // The Node-API addon entry: registers every exported class and function.
 #include <napi.h>
 
+#include "napi/engine_wrap.h"
+#include "napi/tokenizer_wrap.h"
+
 namespace spindle::napi {
 
 static Napi::Value version(const Napi::CallbackInfo& info) {
@@ -11,6 +14,9 @@ static Napi::Value version(const Napi::CallbackInfo& info) {
 
 static Napi::Object spindle_init(Napi::Env env, Napi::Object exports) {
   exports.Set("version", Napi::Function::New(env, spindle::napi::version, "version"));
+  { void spindle_register_model_debug(Napi::Env, Napi::Object); spindle_register_model_debug(env, exports); }
+  spindle::napi::init_tokenizer(env, exports);
+  spindle::napi::register_engine(env, exports);
   return exports;
 }
 

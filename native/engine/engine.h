@@ -1,0 +1,140 @@
+// The engine: one dedicated thread that loads the model and then runs `while (running) step()`.
+// JS-facing calls (submit / abort / close / stats) only lock a mutex, touch the inbox and wake the loop;
+// the loop drains the inbox between steps and reports through `sink` (called on the engine thread, must not
+// block). Invariants: the engine thread never waits on its caller; every submitted request gets exactly one
+// output with finish != none (stop | length | abort, or an error); after close() the thread reports `closed`
+// last and exits.
+//
+// This version runs one sequence at a time, first come first served: prefill the whole prompt in one forward,
+// then decode token by token, draining the inbox between decode steps.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace spindle {
+
+class model;
+struct sequence;
+
+struct engine_options {
+  int32_t max_model_len = 0;  // tokens (prompt + output); 0 = the model's trained context length
+};
+
+// Facts about the loaded model that the TypeScript layer needs (chat template, special tokens).
+struct model_info {
+  std::string arch;
+  std::string name;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t max_model_len = 0;
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  bool add_bos = false;
+  std::vector<int32_t> eog_ids;
+  std::string bos_text;  // "" when bos_id < 0
+  std::string eos_text;
+  std::vector<std::string> eog_texts;
+  bool has_chat_template = false;
+  std::string chat_template;  // tokenizer.chat_template
+};
+
+class gguf_file;
+class tokenizer;
+// Model facts from the file's metadata and tokenizer alone (no weights); n_ctx_train from
+// {arch}.context_length, max_model_len left 0. Throws spindle::error on malformed metadata.
+model_info describe_file(const gguf_file& file, const tokenizer& tok);
+
+struct engine_event {
+  enum class kind : uint8_t { ready, load_error, step, closed };
+  kind type = kind::step;
+  model_info info;                      // ready
+  std::string message;                  // load_error
+  std::vector<request_output> outputs;  // step: one entry per request that changed this step
+};
+
+struct engine_stats {
+  bool ready = false;
+  bool closed = false;
+  int32_t running = 0;
+  int32_t waiting = 0;  // queued on the engine thread or still in the inbox
+  uint64_t prompt_tokens = 0;     // prefilled so far
+  uint64_t generated_tokens = 0;  // sampled so far
+  uint64_t requests_finished = 0;
+  uint64_t steps = 0;
+};
+
+class engine {
+ public:
+  using loader_fn = std::function<std::shared_ptr<model>()>;  // runs on the engine thread
+  using sink_fn = std::function<void(engine_event&&)>;       // runs on the engine thread
+
+  engine(loader_fn loader, engine_options options, sink_fn sink);  // starts the thread
+  ~engine();  // close(false) and join()
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // Validates (throws spindle::error: not ready, closed, or a bad request) and queues; returns the id.
+  uint64_t submit(request r);
+  // Aborts a queued or running request; unknown or finished ids are ignored.
+  void abort(uint64_t id);
+  // Stops taking requests. drain: let queued and running requests finish; else abort them. Non-blocking.
+  void close(bool drain);
+  void join();  // waits for the thread to exit (after close)
+  engine_stats stats() const;
+  // The loaded model, shared with whoever needs its tokenizer (null before ready or after a load error).
+  std::shared_ptr<model> loaded_model() const;
+
+ private:
+  struct message {
+    bool is_abort = false;
+    uint64_t id = 0;
+    request req;  // when !is_abort
+  };
+
+  void thread_main();
+  bool load();
+  bool wait_and_drain(std::vector<request_output>& outs);
+  void handle_abort(uint64_t id, std::vector<request_output>& outs);
+  void abort_all(std::vector<request_output>& outs);
+  void step(std::vector<request_output>& outs);
+  void run_running(std::vector<request_output>& outs);
+  void finish_running(request_output& out);
+  void emit_step(std::vector<request_output>& outs);
+
+  loader_fn loader_;
+  engine_options options_;
+  sink_fn sink_;
+
+  // Shared with the JS thread, guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<message> inbox_;
+  bool closing_ = false;
+  bool drain_ = false;
+  bool ready_ = false;
+  std::string load_error_;
+  int32_t n_vocab_ = 0;        // valid ids for prompts: min(model rows, tokenizer vocabulary)
+  int32_t max_model_len_ = 0;
+  uint64_t next_id_ = 1;
+  std::shared_ptr<model> model_;
+  engine_stats stats_;
+
+  // Engine thread only.
+  std::deque<request> waiting_;
+  std::unique_ptr<sequence> running_;
+  std::vector<float> logits_;  // [n_vocab]
+
+  std::thread thread_;
+};
+
+}  // namespace spindle

@@ -1,0 +1,72 @@
+// What a request asks for (prompt ids + sampling parameters) and what the engine reports back per step.
+// Invariant: a request reaches the engine thread only after validate_request() accepted it, so the loop can
+// index the vocabulary with every prompt id and stop id without further checks.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spindle {
+
+enum class finish_reason : uint8_t { none, stop, length, abort };
+const char* finish_reason_name(finish_reason r);  // "stop" | "length" | "abort" ("" for none)
+
+// Limits shared with the TypeScript normalizer (lib/sampling-params.ts) and docs/RELIABILITY.md.
+constexpr int32_t max_stop_strings = 16;
+constexpr int32_t max_stop_string_bytes = 256;
+constexpr int32_t max_logprobs = 20;
+constexpr int32_t max_stop_token_ids = 1024;
+
+struct sampling_params {
+  float temperature = 1.0f;        // >= 0; 0 = greedy
+  float top_p = 1.0f;              // (0, 1]
+  int32_t top_k = -1;              // <= 0 disables
+  float min_p = 0.0f;              // [0, 1]
+  float repetition_penalty = 1.0f; // > 0, over prompt + output tokens (llama.cpp semantics)
+  float presence_penalty = 0.0f;   // [-2, 2], over output tokens (OpenAI semantics)
+  float frequency_penalty = 0.0f;  // [-2, 2]
+  int32_t max_tokens = -1;         // -1 = until the context (max_model_len) is full; else >= 1
+  int32_t min_tokens = 0;          // EOG / stop ids / stop strings ignored before this many output tokens
+  std::vector<std::string> stop;   // stop strings, never emitted
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool has_seed = false;
+  uint32_t seed = 0;
+  int32_t logprobs = -1;           // -1 = none; else 0..max_logprobs alternatives per token
+};
+
+// Throws spindle::error naming the field and the allowed range.
+void validate_sampling_params(const sampling_params& p);
+
+struct request {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;  // token ids
+  sampling_params params;
+};
+
+// Throws spindle::error when the prompt is empty, too long for max_model_len, or holds an id (prompt or
+// stop_token_ids) outside [0, n_vocab); also runs validate_sampling_params.
+void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len);
+
+// Logprob record of one generated token, computed from the raw model logits (before penalties / masks).
+struct token_logprob {
+  int32_t id = 0;
+  float logprob = 0;            // log softmax of the chosen token
+  int32_t rank = 0;             // 1 = most likely
+  std::vector<int32_t> top_ids; // [logprobs] most likely ids, descending
+  std::vector<float> top_logprobs;
+};
+
+// Everything new about one request in one engine step.
+struct request_output {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;          // new token ids this step
+  std::string text;                     // new text this step (complete UTF-8, stop strings held back)
+  std::vector<token_logprob> logprobs;  // one per new token when requested
+  finish_reason finish = finish_reason::none;
+  std::string stop_string;              // the stop string that matched (finish == stop)
+  int32_t stop_token = -1;              // the EOG / stop id that matched (finish == stop)
+  std::string error;                    // non-empty when the request failed inside the engine
+};
+
+}  // namespace spindle

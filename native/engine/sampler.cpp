@@ -1,0 +1,198 @@
+// Sampling steps (see sampler.h for the chain order).
+// Invariant: each step keeps at least one candidate, and every draw consumes exactly one value of the
+// request's own generator, so a seeded request is reproducible on its own.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace spindle {
+
+// ---- generator ----
+
+static uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+sampler_rng::sampler_rng(uint64_t seed) {
+  for (uint64_t& s : s_) s = splitmix64(seed);
+}
+
+uint64_t sampler_rng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double sampler_rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+// ---- steps ----
+
+void apply_repetition_penalty(float* logits, const std::vector<int32_t>& context_ids, float penalty) {
+  if (penalty == 1.0f) return;
+  for (int32_t id : context_ids) {
+    float& l = logits[id];
+    l = l > 0 ? l / penalty : l * penalty;
+  }
+}
+
+void apply_presence_frequency_penalty(float* logits, const std::unordered_map<int32_t, int32_t>& output_counts,
+                                      float presence, float frequency) {
+  if (presence == 0.0f && frequency == 0.0f) return;
+  for (const auto& [id, count] : output_counts) {
+    logits[id] -= float(count) * frequency + (count > 0 ? presence : 0.0f);
+  }
+}
+
+int32_t argmax(const float* logits, int32_t n) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+static bool by_logit_desc(const token_candidate& a, const token_candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+void keep_top_k(std::vector<token_candidate>& c, int32_t k) {
+  if (k <= 0 || size_t(k) >= c.size()) return;
+  std::partial_sort(c.begin(), c.begin() + k, c.end(), by_logit_desc);
+  c.resize(size_t(k));
+}
+
+void keep_top_p(std::vector<token_candidate>& c, float p) {
+  if (p >= 1.0f || c.size() <= 1) return;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const auto& t : c) max_logit = std::max(max_logit, t.logit);
+  double sum = 0;
+  for (const auto& t : c) sum += std::exp(double(t.logit - max_logit));
+  // Most of the mass usually sits in a few hundred tokens: sort that prefix first, the rest only if needed.
+  size_t sorted = std::min<size_t>(256, c.size());
+  std::partial_sort(c.begin(), c.begin() + sorted, c.end(), by_logit_desc);
+  double cum = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i == sorted) {
+      std::sort(c.begin() + sorted, c.end(), by_logit_desc);
+      sorted = c.size();
+    }
+    cum += std::exp(double(c[i].logit - max_logit)) / sum;
+    if (cum >= p) {
+      c.resize(i + 1);
+      return;
+    }
+  }
+}
+
+void keep_min_p(std::vector<token_candidate>& c, float p) {
+  if (p <= 0.0f || c.size() <= 1) return;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const auto& t : c) max_logit = std::max(max_logit, t.logit);
+  const float min_logit = max_logit + std::log(p);
+  size_t kept = 0;
+  for (const auto& t : c) {
+    if (t.logit >= min_logit) c[kept++] = t;
+  }
+  if (kept > 0) c.resize(kept);  // kept == 0 only when logits are NaN: leave c alone
+}
+
+int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, sampler_rng& rng) {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const auto& t : c) max_logit = std::max(max_logit, t.logit);
+  std::vector<double> weights(c.size());
+  double sum = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    weights[i] = std::exp(double(c[i].logit - max_logit) / double(temperature));
+    sum += weights[i];
+  }
+  const double u = rng.uniform() * sum;
+  double cum = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    cum += weights[i];
+    if (u < cum) return c[i].id;
+  }
+  return c.front().id;  // only reached through rounding at the very end or non-finite logits
+}
+
+token_logprob compute_logprobs(const float* logits, int32_t n_vocab, int32_t chosen, int32_t n_top) {
+  float max_logit = logits[argmax(logits, n_vocab)];
+  double sum = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i] - max_logit));
+  const double log_z = double(max_logit) + std::log(sum);
+  token_logprob r;
+  r.id = chosen;
+  r.logprob = float(double(logits[chosen]) - log_z);
+  r.rank = 1;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    if (logits[i] > logits[chosen] || (logits[i] == logits[chosen] && i < chosen)) r.rank++;
+  }
+  n_top = std::min(n_top, n_vocab);
+  if (n_top > 0) {
+    std::vector<token_candidate> all(static_cast<size_t>(n_vocab));
+    for (int32_t i = 0; i < n_vocab; ++i) all[size_t(i)] = {i, logits[i]};
+    std::partial_sort(all.begin(), all.begin() + n_top, all.end(), by_logit_desc);
+    for (int32_t i = 0; i < n_top; ++i) {
+      r.top_ids.push_back(all[size_t(i)].id);
+      r.top_logprobs.push_back(float(double(all[size_t(i)].logit) - log_z));
+    }
+  }
+  return r;
+}
+
+// ---- sampler ----
+
+static uint64_t request_seed(const sampling_params& p) {
+  if (p.has_seed) return p.seed;
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
+
+sampler::sampler(const sampling_params& params, int32_t n_vocab, const std::vector<int32_t>& prompt)
+    : params_(params), n_vocab_(n_vocab), rng_(request_seed(params)), in_context_(size_t(n_vocab), 0) {
+  for (int32_t id : prompt) {
+    if (!in_context_[size_t(id)]) {
+      in_context_[size_t(id)] = 1;
+      context_ids_.push_back(id);
+    }
+  }
+}
+
+void sampler::accept(int32_t token) {
+  if (!in_context_[size_t(token)]) {
+    in_context_[size_t(token)] = 1;
+    context_ids_.push_back(token);
+  }
+  output_counts_[token]++;
+}
+
+int32_t sampler::sample(float* logits, const std::vector<int32_t>& masked) {
+  apply_repetition_penalty(logits, context_ids_, params_.repetition_penalty);
+  apply_presence_frequency_penalty(logits, output_counts_, params_.presence_penalty, params_.frequency_penalty);
+  if (!masked.empty() && masked.size() < size_t(n_vocab_)) {
+    for (int32_t id : masked) logits[id] = -std::numeric_limits<float>::infinity();
+  }
+  if (params_.temperature == 0.0f) return argmax(logits, n_vocab_);
+
+  candidates_.resize(size_t(n_vocab_));
+  for (int32_t i = 0; i < n_vocab_; ++i) candidates_[size_t(i)] = {i, logits[i]};
+  keep_top_k(candidates_, params_.top_k);
+  keep_top_p(candidates_, params_.top_p);
+  keep_min_p(candidates_, params_.min_p);
+  return sample_candidates(candidates_, params_.temperature, rng_);
+}
+
+}  // namespace spindle

@@ -1,0 +1,72 @@
+// Token sampling for one sequence: penalties, then (unless greedy) top-k -> top-p -> min-p -> temperature ->
+// a draw from the seeded per-request generator. This is llama.cpp's default chain order, so top-p and min-p
+// see the temperature-1 distribution.
+// Invariant: the same params, seed, prompt and logits give the same tokens, whatever else the engine runs;
+// sample() always returns an id in [0, n_vocab) that is not masked.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace spindle {
+
+// xoshiro256** seeded through splitmix64: small, fast, identical on every platform.
+class sampler_rng {
+ public:
+  explicit sampler_rng(uint64_t seed);
+  uint64_t next();
+  double uniform();  // in [0, 1), 53 random bits
+ private:
+  uint64_t s_[4];
+};
+
+struct token_candidate {
+  int32_t id;
+  float logit;
+};
+
+// --- the steps, each usable on its own (tests call them directly) ---
+
+// llama.cpp: for every token present in `context_ids` (distinct ids), logit /= penalty if logit > 0, else
+// logit *= penalty.
+void apply_repetition_penalty(float* logits, const std::vector<int32_t>& context_ids, float penalty);
+// OpenAI: logit -= count * frequency + (count > 0) * presence, over the output tokens' counts.
+void apply_presence_frequency_penalty(float* logits, const std::unordered_map<int32_t, int32_t>& output_counts,
+                                      float presence, float frequency);
+// Highest logit; ties go to the lowest id. n >= 1.
+int32_t argmax(const float* logits, int32_t n);
+// Keeps the k highest logits, sorted descending. k <= 0 or k >= size keeps everything (order unchanged).
+void keep_top_k(std::vector<token_candidate>& c, int32_t k);
+// Keeps the smallest descending prefix whose softmax mass reaches p (at least one token); sorts c.
+void keep_top_p(std::vector<token_candidate>& c, float p);
+// Keeps tokens with probability >= p * max probability, i.e. logit >= max_logit + log(p).
+void keep_min_p(std::vector<token_candidate>& c, float p);
+// Draws from softmax(logit / temperature) over c (temperature > 0, c non-empty).
+int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, sampler_rng& rng);
+// Raw logprobs of `chosen`: its log-softmax, rank and the n_top most likely ids.
+token_logprob compute_logprobs(const float* logits, int32_t n_vocab, int32_t chosen, int32_t n_top);
+
+class sampler {
+ public:
+  // `prompt` seeds the repetition-penalty context. A random seed is drawn when params.has_seed is false.
+  sampler(const sampling_params& params, int32_t n_vocab, const std::vector<int32_t>& prompt);
+
+  // Picks the next token. `logits` [n_vocab] is modified in place (penalties, masks). `masked` ids get
+  // -inf first (min_tokens: EOG and stop ids); if every token would be masked the mask is ignored.
+  int32_t sample(float* logits, const std::vector<int32_t>& masked);
+  // Records a generated token for the penalties.
+  void accept(int32_t token);
+
+ private:
+  sampling_params params_;
+  int32_t n_vocab_;
+  sampler_rng rng_;
+  std::vector<uint8_t> in_context_;                     // [n_vocab] 1 if the id is in prompt + output
+  std::vector<int32_t> context_ids_;                    // distinct ids of prompt + output
+  std::unordered_map<int32_t, int32_t> output_counts_;  // id -> times generated
+  std::vector<token_candidate> candidates_;             // scratch, [n_vocab]
+};
+
+}  // namespace spindle

@@ -1,0 +1,91 @@
+// Postprocessing of each generated token: stop ids, detokenization, stop strings, length.
+// Invariant: min_tokens suppresses EOG / stop ids (masked before sampling, so they cannot be drawn) and
+// stop strings (not checked) until the output holds min_tokens tokens; the stop token's own text is never
+// emitted (its id is reported in tokens and stop_token).
+#include "engine/sequence.h"
+
+#include <algorithm>
+
+namespace spindle {
+
+static bool contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+sequence::sequence(request r, const tokenizer& t, int32_t n_vocab_, int32_t max_model_len)
+    : req(std::move(r)),
+      tok(t),
+      n_vocab(n_vocab_),
+      smp_(req.params, n_vocab_, req.prompt),
+      decoder_(t, /*skip_special=*/true),
+      stops_(req.params.stop) {
+  const int32_t room = max_model_len - int32_t(req.prompt.size());
+  max_output = req.params.max_tokens < 0 ? room : std::min(req.params.max_tokens, room);
+  if (!req.params.ignore_eos) {
+    for (int32_t id : t.eog_ids()) {
+      if (id >= 0 && id < n_vocab && !contains(min_tokens_mask_, id)) min_tokens_mask_.push_back(id);
+    }
+  }
+  for (int32_t id : req.params.stop_token_ids) {
+    if (!contains(min_tokens_mask_, id)) min_tokens_mask_.push_back(id);
+  }
+}
+
+void sequence::sample_and_append(float* logits, request_output& out) {
+  const bool want_logprobs = req.params.logprobs >= 0;
+  if (want_logprobs) raw_logits_.assign(logits, logits + n_vocab);
+  static const std::vector<int32_t> no_mask;
+  const bool before_min = int32_t(output.size()) < req.params.min_tokens;
+  const int32_t token = smp_.sample(logits, before_min ? min_tokens_mask_ : no_mask);
+  if (want_logprobs) out.logprobs.push_back(compute_logprobs(raw_logits_.data(), n_vocab, token, req.params.logprobs));
+  append(token, out);
+}
+
+void sequence::append(int32_t token, request_output& out) {
+  const bool may_stop = int32_t(output.size()) >= req.params.min_tokens;
+  output.push_back(token);
+  smp_.accept(token);
+  out.tokens.push_back(token);
+
+  const bool stop_id = (!req.params.ignore_eos && tok.is_eog(token)) || contains(req.params.stop_token_ids, token);
+  if (stop_id && may_stop) {
+    out.stop_token = token;
+    finish_with(finish_reason::stop, out);
+    return;
+  }
+  std::string piece = decoder_.push(token);
+  if (int32_t(output.size()) >= req.params.min_tokens) {
+    out.text += stops_.push(piece);
+    if (stops_.stopped()) {
+      out.stop_string = stops_.matched_string();
+      finish = finish_reason::stop;
+      return;
+    }
+  } else {
+    out.text += piece;
+  }
+  if (int32_t(output.size()) >= max_output) finish_with(finish_reason::length, out);
+}
+
+void sequence::finish_with(finish_reason r, request_output& out) {
+  std::string rest = drain_text();
+  out.text += rest;
+  if (stops_.stopped()) {  // the decoder's last bytes completed a stop string
+    out.stop_string = stops_.matched_string();
+    r = finish_reason::stop;
+  }
+  finish = r;
+}
+
+std::string sequence::drain_text() {
+  std::string tail = decoder_.flush();
+  std::string out;
+  if (int32_t(output.size()) >= req.params.min_tokens) {
+    out = stops_.push(tail);
+  } else {
+    out = tail;
+  }
+  return out + stops_.flush();
+}
+
+}  // namespace spindle

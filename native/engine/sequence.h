@@ -1,0 +1,49 @@
+// One request as the engine thread runs it: KV state, sampler, detokenizer and stop conditions.
+// Invariant: after append(), `finish` says whether the sequence is done; a finished sequence has emitted all
+// of its text except stop strings (and what followed them), and its output never exceeds max_output tokens.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/stop_checker.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spindle {
+
+struct sequence {
+  // n_vocab: length of the logits rows; max_model_len bounds prompt + output tokens.
+  sequence(request r, const tokenizer& tok, int32_t n_vocab, int32_t max_model_len);
+
+  // Samples the next token from `logits` [n_vocab] (modified in place), appends it and records the new
+  // token, text, logprobs and finish in `out`.
+  void sample_and_append(float* logits, request_output& out);
+  // Appends an already chosen token (tests, and the sampling path above).
+  void append(int32_t token, request_output& out);
+  // Positions the KV cache must hold: prompt + output - 1 (the last sampled token is never forwarded).
+  int64_t kv_capacity() const { return int64_t(req.prompt.size()) + max_output - 1; }
+  bool finished() const { return finish != finish_reason::none; }
+
+  request req;
+  const tokenizer& tok;
+  int32_t n_vocab;
+  int32_t max_output;                       // tokens this sequence may generate (maxTokens, context room)
+  std::unique_ptr<sequence_state> kv;       // null until the prompt is prefilled
+  std::vector<int32_t> output;              // generated ids
+  finish_reason finish = finish_reason::none;
+
+ private:
+  void finish_with(finish_reason r, request_output& out);
+  std::string drain_text();  // decoder + stop-checker leftovers at the end
+
+  sampler smp_;
+  incremental_decoder decoder_;
+  stop_checker stops_;
+  std::vector<int32_t> min_tokens_mask_;  // distinct EOG (unless ignore_eos) and stop ids
+  std::vector<float> raw_logits_;         // copy for logprobs, [n_vocab] when requested
+};
+
+}  // namespace spindle

@@ -1,0 +1,243 @@
+// NativeEngine (see engine_wrap.h): a thin, argument-checking shell over spindle::engine.
+// Invariant: every C++ exception becomes a JS exception before it can leave a Node-API callback; the engine
+// thread touches nothing but its copy of the ThreadSafeFunction handle.
+#include "napi/engine_wrap.h"
+
+#include <string>
+
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "model/model.h"
+#include "napi/tokenizer_wrap.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spindle::napi {
+
+namespace {
+
+// Runs `fn`, turning C++ exceptions into JS exceptions (Napi::Error passes through as it is).
+template <typename Fn>
+auto guarded(Napi::Env env, Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+}
+
+Napi::Object event_object(Napi::Env env, const char* type) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("type", type);
+  return o;
+}
+
+}  // namespace
+
+void engine_wrap_call_js(Napi::Env env, Napi::Function callback, engine_wrap* self, engine_event* ev) {
+  std::unique_ptr<engine_event> owned(ev);
+  if (env == nullptr || self == nullptr || !owned) return;  // the TSFN is being torn down
+  self->deliver(env, callback, *owned);
+}
+
+Napi::Function engine_wrap::define(Napi::Env env) {
+  return DefineClass(env, "NativeEngine",
+                     {
+                         InstanceMethod<&engine_wrap::submit>("submit"),
+                         InstanceMethod<&engine_wrap::abort>("abort"),
+                         InstanceMethod<&engine_wrap::stats>("stats"),
+                         InstanceMethod<&engine_wrap::close>("close"),
+                         StaticMethod<&engine_wrap::inspect>("inspect"),
+                     });
+}
+
+Napi::Value engine_wrap::inspect(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "inspect(path: string)");
+  const std::string path = info[0].As<Napi::String>().Utf8Value();
+  std::shared_ptr<const tokenizer> tok;
+  model_info mi = guarded(env, [&] {
+    std::unique_ptr<gguf_file> file = gguf_file::open(path);
+    tok = std::shared_ptr<const tokenizer>(tokenizer::from_gguf(*file));
+    return describe_file(*file, *tok);
+  });
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("info", info_object(env, mi));
+  o.Set("tokenizer", wrap_tokenizer(env, tok));
+  return o;
+}
+
+engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engine_wrap>(info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsString() || !info[2].IsFunction()) {
+    throw Napi::TypeError::New(env, "NativeEngine(path: string, options: object, onEvent: function)");
+  }
+  const std::string path = info[0].As<Napi::String>().Utf8Value();
+  const native_engine_options opts = parse_engine_options(info[1]);
+
+  tsfn_ = engine_tsfn::New(env, info[2].As<Napi::Function>(), "spindle-engine", 0, 1, this);
+  // Registered after the TSFN, so it runs before Node's own TSFN cleanup at environment teardown.
+  napi_add_env_cleanup_hook(env, &engine_wrap::env_cleanup, this);
+  cleanup_hook_ = true;
+  Ref();  // the JS object lives until the engine thread has exited (on_closed)
+
+  engine_tsfn tsfn = tsfn_;
+  auto sink = [tsfn](engine_event&& ev) mutable {
+    auto* boxed = new engine_event(std::move(ev));
+    if (tsfn.NonBlockingCall(boxed) != napi_ok) delete boxed;  // only while the environment shuts down
+  };
+  const int threads = opts.threads;
+  auto loader = [path, threads]() -> std::shared_ptr<model> {
+    model_options mo;
+    mo.threads = threads;
+    return std::shared_ptr<model>(model::load(path, mo));
+  };
+  try {
+    engine_ = std::make_unique<engine>(loader, opts.engine, sink);
+  } catch (const std::exception& e) {  // thread creation failed: undo the above and report
+    napi_remove_env_cleanup_hook(env, &engine_wrap::env_cleanup, this);
+    cleanup_hook_ = false;
+    closed_ = true;
+    tsfn_.Release();
+    Unref();
+    throw Napi::Error::New(env, std::string("NativeEngine: could not start the engine thread: ") + e.what());
+  }
+}
+
+engine_wrap::~engine_wrap() {
+  if (cleanup_hook_) napi_remove_env_cleanup_hook(Env(), &engine_wrap::env_cleanup, this);
+  engine_.reset();  // close + join (already done unless the environment is going away)
+}
+
+void engine_wrap::env_cleanup(void* arg) {
+  auto* self = static_cast<engine_wrap*>(arg);
+  self->cleanup_hook_ = false;
+  if (self->engine_) {
+    self->engine_->close(false);
+    self->engine_->join();
+  }
+}
+
+void engine_wrap::set_busy(Napi::Env env) {
+  if (closed_) return;
+  const bool busy = loading_ || closing_ || pending_ > 0;
+  if (busy && !tsfn_refd_) tsfn_.Ref(env);
+  if (!busy && tsfn_refd_) tsfn_.Unref(env);
+  tsfn_refd_ = busy;
+}
+
+void engine_wrap::deliver(Napi::Env env, Napi::Function callback, engine_event& ev) {
+  Napi::HandleScope scope(env);
+  Napi::Object js;
+  switch (ev.type) {
+    case engine_event::kind::ready:
+      loading_ = false;
+      js = event_object(env, "ready");
+      js.Set("info", info_object(env, ev.info));
+      if (std::shared_ptr<model> m = engine_->loaded_model()) {
+        // Aliasing pointer: the JS Tokenizer keeps the whole model (which owns the vocabulary) alive.
+        js.Set("tokenizer", wrap_tokenizer(env, std::shared_ptr<const tokenizer>(m, &m->vocab())));
+      }
+      break;
+    case engine_event::kind::load_error:
+      loading_ = false;
+      js = event_object(env, "loadError");
+      js.Set("message", ev.message);
+      break;
+    case engine_event::kind::step: {
+      js = event_object(env, "step");
+      Napi::Array outs = Napi::Array::New(env, ev.outputs.size());
+      for (uint32_t i = 0; i < ev.outputs.size(); ++i) {
+        outs.Set(i, output_object(env, ev.outputs[i]));
+        if (ev.outputs[i].finish != finish_reason::none) pending_--;
+      }
+      js.Set("outputs", outs);
+      break;
+    }
+    case engine_event::kind::closed:
+      js = event_object(env, "closed");
+      on_closed(env);
+      break;
+  }
+  set_busy(env);
+  try {
+    callback.Call({js});
+  } catch (const Napi::Error& e) {
+    // A throwing handler is the caller's bug: report it as an uncaught exception, as Node does for callbacks.
+    napi_fatal_exception(env, e.Value());
+  }
+}
+
+void engine_wrap::on_closed(Napi::Env env) {
+  engine_->join();
+  if (cleanup_hook_) {
+    napi_remove_env_cleanup_hook(env, &engine_wrap::env_cleanup, this);
+    cleanup_hook_ = false;
+  }
+  closed_ = true;
+  pending_ = 0;
+  tsfn_.Release();
+  for (auto& d : close_waiters_) d.Resolve(env.Undefined());
+  close_waiters_.clear();
+  Unref();
+}
+
+Napi::Value engine_wrap::submit(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  request r = parse_request(info[0]);
+  const uint64_t id = guarded(env, [&] { return engine_->submit(std::move(r)); });
+  pending_++;
+  set_busy(env);
+  return Napi::Number::New(env, double(id));
+}
+
+Napi::Value engine_wrap::abort(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "abort(id): id must be a number");
+  const double d = info[0].As<Napi::Number>().DoubleValue();
+  if (d >= 1 && d <= 9007199254740991.0 && d == double(uint64_t(d))) engine_->abort(uint64_t(d));
+  return env.Undefined();
+}
+
+Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const engine_stats s = engine_->stats();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ready", s.ready);
+  o.Set("closed", s.closed);
+  o.Set("running", s.running);
+  o.Set("waiting", s.waiting);
+  o.Set("promptTokens", Napi::Number::New(env, double(s.prompt_tokens)));
+  o.Set("generatedTokens", Napi::Number::New(env, double(s.generated_tokens)));
+  o.Set("requestsFinished", Napi::Number::New(env, double(s.requests_finished)));
+  o.Set("steps", Napi::Number::New(env, double(s.steps)));
+  return o;
+}
+
+Napi::Value engine_wrap::close(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  bool drain = false;
+  if (info.Length() > 0 && !info[0].IsUndefined() && !info[0].IsNull()) {
+    if (!info[0].IsObject()) throw Napi::TypeError::New(env, "close(options?: { drain?: boolean })");
+    Napi::Value d = info[0].As<Napi::Object>().Get("drain");
+    if (!d.IsUndefined() && !d.IsBoolean()) throw Napi::TypeError::New(env, "close: drain must be a boolean");
+    drain = d.IsBoolean() && d.As<Napi::Boolean>().Value();
+  }
+  Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
+  if (closed_) {
+    deferred.Resolve(env.Undefined());
+    return deferred.Promise();
+  }
+  closing_ = true;
+  set_busy(env);
+  engine_->close(drain);
+  close_waiters_.push_back(deferred);
+  return deferred.Promise();
+}
+
+void register_engine(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeEngine", engine_wrap::define(env));
+}
+
+}  // namespace spindle::napi

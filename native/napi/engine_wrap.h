@@ -1,0 +1,73 @@
+// NativeEngine: the JS handle of one engine (native/engine/engine.h).
+//
+//   new NativeEngine(path, { maxModelLen?, threads? }, onEvent)   starts the engine thread, which loads
+//   submit(spec) -> id          validates every field (TypeError / RangeError / Error naming it), queues
+//   abort(id)                   unknown / finished ids are ignored
+//   stats() -> { ready, closed, running, waiting, promptTokens, generatedTokens, requestsFinished, steps }
+//   close({ drain? }) -> Promise<void>   resolves after the engine thread has exited
+//   NativeEngine.inspect(path) -> { info, tokenizer }   synchronous: GGUF metadata + tokenizer, no weights
+//
+// onEvent receives, on the JS thread and in order: { type: 'ready', info, tokenizer } or
+// { type: 'loadError', message }, then { type: 'step', outputs: [...] } once per engine step that changed
+// something, and { type: 'closed' } last.
+// Invariants: the engine thread only ever makes non-blocking ThreadSafeFunction calls; the wrapper keeps the
+// Node process alive (TSFN ref'd) exactly while the model loads, requests are pending or close() runs; the JS
+// object stays alive until the thread has exited; at environment teardown the thread is stopped and joined.
+#pragma once
+#include <napi.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace spindle::napi {
+
+class engine_wrap;
+void engine_wrap_call_js(Napi::Env env, Napi::Function callback, engine_wrap* self, engine_event* ev);
+using engine_tsfn = Napi::TypedThreadSafeFunction<engine_wrap, engine_event, engine_wrap_call_js>;
+
+class engine_wrap : public Napi::ObjectWrap<engine_wrap> {
+ public:
+  static Napi::Function define(Napi::Env env);
+  explicit engine_wrap(const Napi::CallbackInfo& info);
+  ~engine_wrap() override;
+
+  // Runs on the JS thread for every event the engine thread posted.
+  void deliver(Napi::Env env, Napi::Function callback, engine_event& ev);
+
+ private:
+  Napi::Value submit(const Napi::CallbackInfo& info);
+  Napi::Value abort(const Napi::CallbackInfo& info);
+  Napi::Value stats(const Napi::CallbackInfo& info);
+  Napi::Value close(const Napi::CallbackInfo& info);
+  static Napi::Value inspect(const Napi::CallbackInfo& info);
+
+  void set_busy(Napi::Env env);  // ref the TSFN while loading / pending / closing, unref when idle
+  void on_closed(Napi::Env env);
+  static void env_cleanup(void* arg);
+
+  std::unique_ptr<engine> engine_;
+  engine_tsfn tsfn_;
+  bool tsfn_refd_ = true;
+  bool loading_ = true;
+  bool closing_ = false;
+  bool closed_ = false;
+  bool cleanup_hook_ = false;
+  int64_t pending_ = 0;  // submitted, not yet finished (as seen on the JS thread)
+  std::vector<Napi::Promise::Deferred> close_waiters_;
+};
+
+void register_engine(Napi::Env env, Napi::Object exports);
+
+// engine_wrap_convert.cpp
+struct native_engine_options {
+  engine_options engine;
+  int threads = 0;  // 0 = every core
+};
+native_engine_options parse_engine_options(const Napi::Value& options);
+request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field
+Napi::Object info_object(Napi::Env env, const model_info& info);
+Napi::Object output_object(Napi::Env env, const request_output& out);
+
+}  // namespace spindle::napi

@@ -1,0 +1,188 @@
+// Conversions for NativeEngine: JS submit specs to requests (every field type- and range-checked) and engine
+// events to plain JS objects.
+// Invariant: nothing here trusts a JS value; a bad one becomes a TypeError / RangeError naming the field.
+#include "napi/engine_wrap.h"
+
+#include <cmath>
+#include <string>
+
+#include "common/error.h"
+#include "model/model.h"
+
+namespace spindle::napi {
+
+namespace {
+
+// ---- argument checking ----
+
+bool absent(const Napi::Value& v) { return v.IsUndefined() || v.IsNull(); }
+
+double number_field(const Napi::Object& o, const char* key, double fallback) {
+  Napi::Value v = o.Get(key);
+  if (absent(v)) return fallback;
+  if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string(key) + " must be a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d)) throw Napi::RangeError::New(o.Env(), std::string(key) + " must be a finite number");
+  return d;
+}
+
+int64_t integer_field(const Napi::Object& o, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+  Napi::Value v = o.Get(key);
+  if (absent(v)) return fallback;
+  double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+  if (!v.IsNumber() || !std::isfinite(d) || d != std::floor(d) || d < double(lo) || d > double(hi)) {
+    throw Napi::RangeError::New(o.Env(), std::string(key) + " must be an integer in [" + std::to_string(lo) +
+                                             ", " + std::to_string(hi) + "]");
+  }
+  return int64_t(d);
+}
+
+bool bool_field(const Napi::Object& o, const char* key, bool fallback) {
+  Napi::Value v = o.Get(key);
+  if (absent(v)) return fallback;
+  if (!v.IsBoolean()) throw Napi::TypeError::New(o.Env(), std::string(key) + " must be a boolean");
+  return v.As<Napi::Boolean>().Value();
+}
+
+// An Int32Array or an array of integers in [0, 2^31); at most `max_len` entries.
+std::vector<int32_t> ids_field(const Napi::Object& o, const char* key, size_t max_len) {
+  Napi::Env env = o.Env();
+  Napi::Value v = o.Get(key);
+  std::vector<int32_t> ids;
+  if (absent(v)) return ids;
+  if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
+    Napi::Int32Array a = v.As<Napi::Int32Array>();
+    if (a.ElementLength() > max_len) throw Napi::RangeError::New(env, std::string(key) + " is too long");
+    ids.assign(a.Data(), a.Data() + a.ElementLength());
+    return ids;
+  }
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an Int32Array or an array of integers");
+  Napi::Array a = v.As<Napi::Array>();
+  if (a.Length() > max_len) throw Napi::RangeError::New(env, std::string(key) + " is too long");
+  ids.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    double d = e.IsNumber() ? e.As<Napi::Number>().DoubleValue() : NAN;
+    if (!e.IsNumber() || !std::isfinite(d) || d != std::floor(d) || d < -2147483648.0 || d > 2147483647.0) {
+      throw Napi::TypeError::New(env, std::string(key) + "[" + std::to_string(i) + "] must be an integer token id");
+    }
+    ids.push_back(int32_t(d));
+  }
+  return ids;
+}
+
+std::vector<std::string> strings_field(const Napi::Object& o, const char* key) {
+  Napi::Env env = o.Env();
+  Napi::Value v = o.Get(key);
+  std::vector<std::string> out;
+  if (absent(v)) return out;
+  if (v.IsString()) return {v.As<Napi::String>().Utf8Value()};
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be a string or an array of strings");
+  Napi::Array a = v.As<Napi::Array>();
+  if (a.Length() > uint32_t(max_stop_strings)) {
+    throw Napi::RangeError::New(env, std::string(key) + " must hold at most 16 strings");
+  }
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    if (!e.IsString()) throw Napi::TypeError::New(env, std::string(key) + "[" + std::to_string(i) + "] must be a string");
+    out.push_back(e.As<Napi::String>().Utf8Value());
+  }
+  return out;
+}
+
+}  // namespace
+
+native_engine_options parse_engine_options(const Napi::Value& v) {
+  native_engine_options out;
+  if (absent(v)) return out;
+  if (!v.IsObject()) throw Napi::TypeError::New(v.Env(), "NativeEngine: options must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  out.engine.max_model_len = int32_t(integer_field(o, "maxModelLen", 0, 0, INT32_MAX));
+  out.threads = int(integer_field(o, "threads", 0, 0, 1024));
+  return out;
+}
+
+request parse_request(const Napi::Value& spec_value) {
+  if (!spec_value.IsObject()) throw Napi::TypeError::New(spec_value.Env(), "submit: spec must be an object");
+  Napi::Object s = spec_value.As<Napi::Object>();
+  request r;
+  r.prompt = ids_field(s, "promptTokenIds", size_t(1) << 24);
+  sampling_params& p = r.params;
+  p.temperature = float(number_field(s, "temperature", p.temperature));
+  p.top_p = float(number_field(s, "topP", p.top_p));
+  p.top_k = int32_t(integer_field(s, "topK", p.top_k, -1, INT32_MAX));
+  p.min_p = float(number_field(s, "minP", p.min_p));
+  p.repetition_penalty = float(number_field(s, "repetitionPenalty", p.repetition_penalty));
+  p.presence_penalty = float(number_field(s, "presencePenalty", p.presence_penalty));
+  p.frequency_penalty = float(number_field(s, "frequencyPenalty", p.frequency_penalty));
+  p.max_tokens = int32_t(integer_field(s, "maxTokens", -1, 1, INT32_MAX));
+  p.min_tokens = int32_t(integer_field(s, "minTokens", 0, 0, INT32_MAX));
+  p.stop = strings_field(s, "stop");
+  p.stop_token_ids = ids_field(s, "stopTokenIds", size_t(max_stop_token_ids));
+  p.ignore_eos = bool_field(s, "ignoreEos", false);
+  p.has_seed = !absent(s.Get("seed"));
+  p.seed = uint32_t(integer_field(s, "seed", 0, 0, UINT32_MAX));
+  p.logprobs = int32_t(integer_field(s, "logprobs", -1, 0, max_logprobs));
+  return r;
+}
+
+// ---- events to JS ----
+
+static Napi::Array int_array(Napi::Env env, const std::vector<int32_t>& v) {
+  Napi::Array a = Napi::Array::New(env, v.size());
+  for (uint32_t i = 0; i < v.size(); ++i) a.Set(i, Napi::Number::New(env, v[i]));
+  return a;
+}
+
+Napi::Object info_object(Napi::Env env, const model_info& m) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("arch", m.arch);
+  o.Set("name", m.name);
+  o.Set("nVocab", m.n_vocab);
+  o.Set("nCtxTrain", m.n_ctx_train);
+  o.Set("maxModelLen", m.max_model_len);
+  o.Set("bosId", m.bos_id);
+  o.Set("eosId", m.eos_id);
+  o.Set("addBos", m.add_bos);
+  o.Set("eogIds", int_array(env, m.eog_ids));
+  o.Set("bosToken", m.bos_id >= 0 ? Napi::Value(Napi::String::New(env, m.bos_text)) : env.Null());
+  o.Set("eosToken", m.eos_id >= 0 ? Napi::Value(Napi::String::New(env, m.eos_text)) : env.Null());
+  Napi::Array eog = Napi::Array::New(env, m.eog_texts.size());
+  for (uint32_t i = 0; i < m.eog_texts.size(); ++i) eog.Set(i, m.eog_texts[i]);
+  o.Set("eogTokens", eog);
+  o.Set("chatTemplate", m.has_chat_template ? Napi::Value(Napi::String::New(env, m.chat_template)) : env.Null());
+  return o;
+}
+
+Napi::Object output_object(Napi::Env env, const request_output& r) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("id", Napi::Number::New(env, double(r.id)));
+  o.Set("tokenIds", int_array(env, r.tokens));
+  o.Set("text", r.text);
+  o.Set("finishReason", r.finish == finish_reason::none ? env.Null()
+                                                        : Napi::Value(Napi::String::New(env, finish_reason_name(r.finish))));
+  Napi::Value stop_reason = env.Null();
+  if (!r.stop_string.empty()) stop_reason = Napi::String::New(env, r.stop_string);
+  else if (r.stop_token >= 0) stop_reason = Napi::Number::New(env, r.stop_token);
+  o.Set("stopReason", stop_reason);
+  o.Set("error", r.error.empty() ? env.Null() : Napi::Value(Napi::String::New(env, r.error)));
+  if (!r.logprobs.empty()) {
+    Napi::Array lps = Napi::Array::New(env, r.logprobs.size());
+    for (uint32_t i = 0; i < r.logprobs.size(); ++i) {
+      const token_logprob& lp = r.logprobs[i];
+      Napi::Object e = Napi::Object::New(env);
+      e.Set("tokenId", lp.id);
+      e.Set("logprob", lp.logprob);
+      e.Set("rank", lp.rank);
+      e.Set("topTokenIds", int_array(env, lp.top_ids));
+      Napi::Array tl = Napi::Array::New(env, lp.top_logprobs.size());
+      for (uint32_t k = 0; k < lp.top_logprobs.size(); ++k) tl.Set(k, Napi::Number::New(env, lp.top_logprobs[k]));
+      e.Set("topLogprobs", tl);
+      lps.Set(i, e);
+    }
+    o.Set("logprobs", lps);
+  }
+  return o;
+}
+
+}  // namespace spindle::napi

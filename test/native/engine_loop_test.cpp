@@ -1,0 +1,242 @@
+// Engine loop tests on a scripted fake model: load events, FCFS generation, one event per step, abort,
+// close (abort and drain), forward failures, validation at submit.
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "engine_fakes.h"
+#include "harness.h"
+
+using namespace spindle;
+using engine_test::fake_model;
+
+namespace {
+
+// Collects the sink's events; wait() blocks until a predicate over them holds (or 5 s pass).
+struct collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<engine_event> events;
+
+  engine::sink_fn sink() {
+    return [this](engine_event&& ev) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.push_back(std::move(ev));
+      cv.notify_all();
+    };
+  }
+  template <typename Pred>
+  bool wait(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(5), [&] { return pred(events); });
+  }
+  bool wait_kind(engine_event::kind k) {
+    return wait([k](const std::vector<engine_event>& evs) {
+      for (auto& e : evs) if (e.type == k) return true;
+      return false;
+    });
+  }
+  bool wait_finished(uint64_t id) {
+    return wait([id](const std::vector<engine_event>& evs) {
+      for (auto& e : evs)
+        for (auto& o : e.outputs) if (o.id == id && o.finish != finish_reason::none) return true;
+      return false;
+    });
+  }
+  // Everything reported for one request, merged.
+  request_output merged(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    request_output r;
+    r.id = id;
+    for (auto& e : events) {
+      for (auto& o : e.outputs) {
+        if (o.id != id) continue;
+        r.tokens.insert(r.tokens.end(), o.tokens.begin(), o.tokens.end());
+        r.text += o.text;
+        if (o.finish != finish_reason::none) r.finish = o.finish;
+        if (!o.error.empty()) r.error = o.error;
+      }
+    }
+    return r;
+  }
+};
+
+// Counts up from the last token through the pieces, EOG ("</s>" = 1) after `len` generated positions.
+std::shared_ptr<fake_model> counting_model(int64_t eog_at = 1000) {
+  return std::make_shared<fake_model>(
+      std::vector<std::string>{"a", "b", "c", "d", "e"},
+      [eog_at](int64_t pos, int32_t last) { return pos >= eog_at ? 1 : 3 + (last - 3 + 1 + 5) % 5; });
+}
+
+request make_request(std::vector<int32_t> prompt, int32_t max_tokens = -1) {
+  request r;
+  r.prompt = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("engine: a load failure is reported, then closed; submit names the failure") {
+  collector c;
+  engine e([]() -> std::shared_ptr<model> { throw error("model.gguf: bad magic"); }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::closed));
+  REQUIRE(c.events.size() == 2);
+  CHECK(c.events[0].type == engine_event::kind::load_error);
+  CHECK_EQ(c.events[0].message, std::string("model.gguf: bad magic"));
+  CHECK_THROWS_WITH(e.submit(make_request({0, 3})), "the model failed to load: model.gguf: bad magic");
+}
+
+TEST_CASE("engine: ready carries the model info; maxModelLen defaults to the trained context") {
+  collector c;
+  engine e([] { return counting_model(); }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  const model_info& info = c.events[0].info;
+  CHECK_EQ(info.arch, std::string("fake"));
+  CHECK_EQ(info.n_vocab, 8);
+  CHECK_EQ(info.max_model_len, 64);
+  CHECK_EQ(info.bos_text, std::string("<s>"));
+  CHECK_EQ(info.eos_text, std::string("</s>"));
+  CHECK(info.eog_ids == std::vector<int32_t>({1, 2}));
+  CHECK(info.has_chat_template);
+  CHECK_EQ(info.chat_template, std::string("{{ messages }}"));
+  CHECK(e.loaded_model() != nullptr);
+
+  collector d;
+  engine too_long([] { return counting_model(); }, {100}, d.sink());
+  REQUIRE(d.wait_kind(engine_event::kind::load_error));
+  CHECK(d.events[0].message.find("maxModelLen 100 exceeds the model's trained context length 64") !=
+        std::string::npos);
+}
+
+TEST_CASE("engine: generates token by token, one event per step, until EOG") {
+  collector c;
+  engine e([] { return counting_model(/*eog_at=*/5); }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  uint64_t id = e.submit(make_request({0, 3}));  // "<s>a": positions 2, 3, 4 -> b c d, position 5 -> EOG
+  REQUIRE(c.wait_finished(id));
+  request_output r = c.merged(id);
+  CHECK(r.finish == finish_reason::stop);
+  CHECK(r.tokens == std::vector<int32_t>({4, 5, 6, 1}));
+  CHECK_EQ(r.text, std::string("bcd"));
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& ev : c.events) {
+    if (ev.type != engine_event::kind::step) continue;
+    REQUIRE(ev.outputs.size() == 1);
+    CHECK_EQ(ev.outputs[0].tokens.size(), size_t(1));
+  }
+}
+
+TEST_CASE("engine: requests run first come first served; maxTokens and the context give length") {
+  collector c;
+  engine e([] { return counting_model(); }, {12}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  uint64_t a = e.submit(make_request({0, 3}, 3));
+  uint64_t b = e.submit(make_request({0, 4}));  // runs until the context (12) is full
+  uint64_t d = e.submit(make_request({0, 5}, 2));
+  REQUIRE(c.wait_finished(d));
+  CHECK(c.merged(a).tokens == std::vector<int32_t>({4, 5, 6}));
+  CHECK(c.merged(a).finish == finish_reason::length);
+  CHECK_EQ(c.merged(b).tokens.size(), size_t(10));
+  CHECK(c.merged(b).finish == finish_reason::length);
+  CHECK(c.merged(b).error.empty());
+  CHECK(c.merged(d).finish == finish_reason::length);
+  // finish order = submission order
+  std::vector<uint64_t> order;
+  for (auto& ev : c.events)
+    for (auto& o : ev.outputs) if (o.finish != finish_reason::none) order.push_back(o.id);
+  CHECK(order == std::vector<uint64_t>({a, b, d}));
+  engine_stats s = e.stats();
+  CHECK_EQ(s.requests_finished, uint64_t(3));
+  CHECK_EQ(s.generated_tokens, uint64_t(15));
+  CHECK_EQ(s.prompt_tokens, uint64_t(6));
+  CHECK_EQ(s.running, 0);
+  CHECK_EQ(s.waiting, 0);
+}
+
+TEST_CASE("engine: abort stops a running request within a step and drops a waiting one") {
+  collector c;
+  auto m = counting_model();
+  m->delay_ms = 2;
+  engine e([m] { return m; }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  uint64_t running = e.submit(make_request({0, 3}));
+  uint64_t waiting = e.submit(make_request({0, 3}));
+  REQUIRE(c.wait([&](const std::vector<engine_event>& evs) { return evs.size() >= 4; }));
+  e.abort(waiting);
+  e.abort(running);
+  e.abort(12345);  // unknown: ignored
+  REQUIRE(c.wait_finished(running));
+  REQUIRE(c.wait_finished(waiting));
+  CHECK(c.merged(running).finish == finish_reason::abort);
+  CHECK(c.merged(running).tokens.size() < 40);
+  CHECK(c.merged(waiting).finish == finish_reason::abort);
+  CHECK(c.merged(waiting).tokens.empty());
+  CHECK_EQ(e.stats().requests_finished, uint64_t(2));
+}
+
+TEST_CASE("engine: close aborts in-flight requests and reports closed last") {
+  collector c;
+  auto m = counting_model();
+  m->delay_ms = 2;
+  engine e([m] { return m; }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  uint64_t a = e.submit(make_request({0, 3}));
+  uint64_t b = e.submit(make_request({0, 3}));
+  e.close(false);
+  REQUIRE(c.wait_kind(engine_event::kind::closed));
+  e.join();
+  CHECK(c.merged(a).finish == finish_reason::abort);
+  CHECK(c.merged(b).finish == finish_reason::abort);
+  CHECK(c.events.back().type == engine_event::kind::closed);
+  CHECK_THROWS_WITH(e.submit(make_request({0, 3})), "the engine is closed");
+  CHECK(e.stats().closed);
+}
+
+TEST_CASE("engine: close with drain lets queued requests finish") {
+  collector c;
+  engine e([] { return counting_model(); }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  uint64_t a = e.submit(make_request({0, 3}, 4));
+  uint64_t b = e.submit(make_request({0, 4}, 4));
+  e.close(true);
+  REQUIRE(c.wait_kind(engine_event::kind::closed));
+  CHECK(c.merged(a).finish == finish_reason::length);
+  CHECK(c.merged(b).finish == finish_reason::length);
+  CHECK_EQ(c.merged(b).tokens.size(), size_t(4));
+}
+
+TEST_CASE("engine: a failing forward fails that request only") {
+  collector c;
+  auto m = counting_model();
+  m->fail_at_position = 5;
+  engine e([m] { return m; }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  uint64_t a = e.submit(make_request({0, 3}));
+  REQUIRE(c.wait_finished(a));
+  request_output r = c.merged(a);
+  CHECK(r.finish == finish_reason::abort);
+  CHECK_EQ(r.error, std::string("injected forward failure"));
+  m->fail_at_position = -1;
+  uint64_t b = e.submit(make_request({0, 3}, 2));
+  REQUIRE(c.wait_finished(b));
+  CHECK(c.merged(b).finish == finish_reason::length);
+}
+
+TEST_CASE("engine: submit validates before queueing and refuses while loading") {
+  collector c;
+  std::mutex gate;
+  gate.lock();
+  engine e([&gate] { std::lock_guard<std::mutex> g(gate); return counting_model(); }, {16}, c.sink());
+  CHECK_THROWS_WITH(e.submit(make_request({0, 3})), "not ready");
+  gate.unlock();
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  CHECK_THROWS_WITH(e.submit(make_request({0, 8})), "outside the vocabulary");
+  CHECK_THROWS_WITH(e.submit(make_request(std::vector<int32_t>(16, 3))), "maxModelLen is 16");
+  request bad = make_request({0, 3});
+  bad.params.top_p = 2;
+  CHECK_THROWS_WITH(e.submit(bad), "topP");
+  CHECK_EQ(e.stats().waiting, 0);
+}
