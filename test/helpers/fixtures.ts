@@ -1,0 +1,125 @@
+// Cached fixture models for tests: fixtureModel(spec) returns the path of a generated GGUF under
+// test/.fixtures/, generating it on first use. Invariant: the file name is a hash of the resolved spec and
+// of the generator's source, so a changed spec or generator never reuses a stale file; files appear only by
+// rename of a complete temp file, so concurrent test processes never see a partial model.
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generateModel, resolveSpec, type ModelSpec } from '../../lib/fixtures/index.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const FIXTURE_DIR = join(repoRoot, 'test', '.fixtures');
+
+const tiny = { nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 768 } as const;
+const llama2Dims = { arch: 'llama', tokenizer: 'llama2', ...tiny, nHeadKv: 4, seed: 4 } as const;
+
+/**
+ * Named fixture models. Dimensions are tiny; the vocabulary (128k / 152k / 32k rows) dominates the size.
+ * Families that tie embeddings in their small models (Llama 3.2 1B, Qwen3 0.6B, Qwen2.5 0.5B) tie here too.
+ */
+export const PRESETS = {
+  /** Llama 3 tokenizer (llama-bpe), GQA 4/2, head_dim 64, tied, F16: ~77 MB */
+  llama3Tiny: { arch: 'llama', tokenizer: 'llama3', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 1 },
+  /** Qwen3: q/k norms, head_dim 128 (n_head * head_dim = 512 != n_embd), NEOX rope, tied, F16: ~88 MB */
+  qwen3Tiny: { arch: 'qwen3', tokenizer: 'qwen3', weights: 'F16', ...tiny, headDim: 128, tiedEmbeddings: true, seed: 2 },
+  /** Qwen2 (q/k/v biases) with the Qwen tokenizer, tied, F16: ~87 MB */
+  qwen2Tiny: { arch: 'qwen2', tokenizer: 'qwen3', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 3 },
+  /** SentencePiece (llama2-style) tokenizer, MHA, untied output.weight, F16: ~37 MB */
+  llama2Tiny: { ...llama2Dims, weights: 'F16' },
+  /** The llama2Tiny model in every other weight encoding (same dims and seed, so same underlying values). */
+  llama2F32: { ...llama2Dims, weights: 'F32' },
+  llama2BF16: { ...llama2Dims, weights: 'BF16' },
+  llama2Q8_0: { ...llama2Dims, weights: 'Q8_0' },
+  llama2Q4_0: { ...llama2Dims, weights: 'Q4_0' },
+  llama2Q6_K: { ...llama2Dims, weights: 'Q6_K' },
+  /** 4 layers so the Q4_K_M mix shows: attn_v / ffn_down of layers 2, 3 and output are Q6_K, the rest Q4_K */
+  llama2Q4_K_M: { ...llama2Dims, weights: 'Q4_K_M', nLayer: 4 },
+  /** Vocabulary-only files (metadata, no tensors) for tokenizer tests: load with vocabOnly */
+  llama3Vocab: { arch: 'llama', tokenizer: 'llama3', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 1, vocabOnly: true },
+  qwen3Vocab: { arch: 'qwen3', tokenizer: 'qwen3', weights: 'F16', ...tiny, headDim: 128, tiedEmbeddings: true, seed: 2, vocabOnly: true },
+  llama2Vocab: { ...llama2Dims, weights: 'F16', vocabOnly: true },
+} as const satisfies Record<string, ModelSpec>;
+
+export type PresetName = keyof typeof PRESETS;
+
+let sourceHash: string | undefined;
+
+/** Hash of the generator's own source: editing it invalidates every cached fixture. */
+function generatorSourceHash(): string {
+  if (sourceHash) return sourceHash;
+  const h = createHash('sha256');
+  for (const dir of ['lib/fixtures', 'lib/gguf']) {
+    for (const f of readdirSync(join(repoRoot, dir)).filter((n) => n.endsWith('.ts')).sort()) {
+      h.update(f).update(readFileSync(join(repoRoot, dir, f)));
+    }
+  }
+  sourceHash = h.digest('hex');
+  return sourceHash;
+}
+
+/** Cache file name for a spec: <arch>-<tokenizer>-<weights>[-vocab]-<hash16>.gguf */
+export function fixtureFileName(spec: ModelSpec): string {
+  const r = resolveSpec(spec);
+  const key = createHash('sha256').update(JSON.stringify(r)).update(generatorSourceHash()).digest('hex');
+  return `${r.arch}-${r.tokenizer}-${r.weights}${r.vocabOnly ? '-vocab' : ''}-${key.slice(0, 16)}.gguf`;
+}
+
+/** Temp files older than this are left over from killed runs. */
+const STALE_TEMP_MS = 60 * 60 * 1000;
+
+function removeStaleTemps(): void {
+  for (const f of readdirSync(FIXTURE_DIR)) {
+    if (!f.endsWith('.tmp')) continue;
+    const p = join(FIXTURE_DIR, f);
+    try {
+      if (Date.now() - statSync(p).mtimeMs > STALE_TEMP_MS) unlinkSync(p);
+    } catch {
+      // another process removed or renamed it first
+    }
+  }
+}
+
+const inFlight = new Map<string, Promise<string>>();
+
+/** Path of the fixture model for `spec` (a preset name or a spec), generated and cached on first use. */
+export function fixtureModel(spec: ModelSpec | PresetName): Promise<string> {
+  const s: ModelSpec = typeof spec === 'string' ? PRESETS[spec] : spec;
+  if (!s) return Promise.reject(new Error(`unknown fixture preset ${String(spec)}`));
+  let name: string;
+  try {
+    name = fixtureFileName(s);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const path = join(FIXTURE_DIR, name);
+  const pending = inFlight.get(path);
+  if (pending) return pending;
+  const p = (async () => {
+    if (existsSync(path)) return path;
+    mkdirSync(FIXTURE_DIR, { recursive: true });
+    removeStaleTemps();
+    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    await generateModel(s, tmp);
+    renameSync(tmp, path); // atomic; a concurrent writer of the same name wrote identical bytes
+    return path;
+  })();
+  inFlight.set(path, p);
+  p.catch(() => inFlight.delete(path));
+  return p;
+}
+
+/**
+ * Options for node-llama-cpp contexts in tests. threads: 1 matters: on a shared 2-core machine llama.cpp's
+ * spinning worker threads make a 2-thread context ~25x slower (32 tokens: 0.5 s with 1 thread, 12 s with 2).
+ */
+export const REFERENCE_CONTEXT_OPTIONS = { contextSize: 512, flashAttention: false, threads: 1 } as const;
+
+let llamaPromise: Promise<import('node-llama-cpp').Llama> | undefined;
+
+/** The shared node-llama-cpp instance (CPU prebuilt, never builds, errors-only logging). */
+export function referenceLlama(): Promise<import('node-llama-cpp').Llama> {
+  llamaPromise ??= import('node-llama-cpp').then(({ getLlama, LlamaLogLevel }) =>
+    getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error }));
+  return llamaPromise;
+}
