@@ -1,22 +1,147 @@
-// Loads the native addon: a prebuilt binary from prebuilds/<platform>-<arch>/ when one matches, else the
-// local build (build/Release) made by cmake-js or node-gyp. Mirrors native/napi/ by hand.
+// Loads the native addon and mirrors its interface by hand (native/napi/*.cpp).
+// Lookup: SPINDLE_NATIVE_PATH (a .node file, or a package-like directory holding build/Release or prebuilds)
+// when set; else a prebuilt binary from prebuilds/<platform>-<arch>/ when one matches; else the local build
+// (build/Release) made by cmake-js or node-gyp.
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
+/** native/napi/tokenizer_wrap.cpp */
+export interface NativeTokenizer {
+  encode(text: string, addSpecial?: boolean, parseSpecial?: boolean): Int32Array;
+  decode(ids: Int32Array | readonly number[], skipSpecial?: boolean): string;
+  tokenToPiece(id: number, special?: boolean): Buffer;
+  isEog(id: number): boolean;
+  readonly nVocab: number;
+  readonly bosId: number; // -1 if none
+  readonly eosId: number; // -1 if none
+  readonly addBos: boolean;
+  readonly eogIds: Int32Array;
+}
+
+export interface NativeTokenizerClass {
+  fromFile(path: string): NativeTokenizer;
+}
+
+/** native/napi/engine_wrap_convert.cpp info_object */
+export interface NativeModelInfo {
+  arch: string;
+  name: string;
+  nVocab: number;
+  nCtxTrain: number;
+  maxModelLen: number;
+  bosId: number;
+  eosId: number;
+  addBos: boolean;
+  eogIds: number[];
+  bosToken: string | null;
+  eosToken: string | null;
+  eogTokens: string[];
+  chatTemplate: string | null;
+}
+
+export interface NativeLogprob {
+  tokenId: number;
+  logprob: number;
+  rank: number;
+  topTokenIds: number[];
+  topLogprobs: number[];
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+
+/** One request's news in one engine step. */
+export interface NativeStepOutput {
+  id: number;
+  tokenIds: number[];
+  text: string;
+  finishReason: FinishReason | null;
+  stopReason: string | number | null; // the stop string or stop token id that matched
+  error: string | null;
+  logprobs?: NativeLogprob[];
+}
+
+export type NativeEvent =
+  | { type: 'ready'; info: NativeModelInfo; tokenizer: NativeTokenizer }
+  | { type: 'loadError'; message: string }
+  | { type: 'step'; outputs: NativeStepOutput[] }
+  | { type: 'closed' };
+
+/** Field names and meanings as in lib/sampling-params.ts; absent = default. */
+export interface NativeSubmitSpec {
+  promptTokenIds: Int32Array | readonly number[];
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  minP?: number;
+  repetitionPenalty?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  maxTokens?: number; // absent: until the context is full
+  minTokens?: number;
+  stop?: readonly string[];
+  stopTokenIds?: readonly number[];
+  ignoreEos?: boolean;
+  seed?: number;
+  logprobs?: number;
+}
+
+export interface NativeEngineStats {
+  ready: boolean;
+  closed: boolean;
+  running: number;
+  waiting: number;
+  promptTokens: number;
+  generatedTokens: number;
+  requestsFinished: number;
+  steps: number;
+}
+
+export interface NativeEngineOptions {
+  maxModelLen?: number; // 0 / absent: the model's trained context length
+  threads?: number; // 0 / absent: every core
+}
+
+/** native/napi/engine_wrap.cpp */
+export interface NativeEngine {
+  submit(spec: NativeSubmitSpec): number;
+  abort(id: number): void;
+  stats(): NativeEngineStats;
+  close(options?: { drain?: boolean }): Promise<void>;
+}
+
+export interface NativeEngineClass {
+  new (path: string, options: NativeEngineOptions, onEvent: (event: NativeEvent) => void): NativeEngine;
+  /** Synchronously maps a GGUF and reads its tokenizer and metadata (no weights). Throws on a bad file. */
+  inspect(path: string): { info: NativeModelInfo; tokenizer: NativeTokenizer };
+}
+
 export interface NativeAddon {
   version(): string;
+  Tokenizer: NativeTokenizerClass;
+  NativeEngine: NativeEngineClass;
 }
 
 let cached: NativeAddon | undefined;
 
 export function loadNative(): NativeAddon {
   if (!cached) {
-    const nodeGypBuild = require('node-gyp-build') as (dir: string) => NativeAddon;
-    cached = nodeGypBuild(packageRoot);
+    const override = process.env.SPINDLE_NATIVE_PATH;
+    if (override) {
+      const path = resolve(override);
+      if (path.endsWith('.node')) {
+        cached = require(path) as NativeAddon;
+      } else {
+        const nodeGypBuild = require('node-gyp-build') as (dir: string) => NativeAddon;
+        cached = nodeGypBuild(path);
+      }
+    } else {
+      const nodeGypBuild = require('node-gyp-build') as (dir: string) => NativeAddon;
+      cached = nodeGypBuild(packageRoot);
+    }
   }
   return cached;
 }

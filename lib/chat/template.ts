@@ -1,0 +1,130 @@
+// Chat messages -> prompt text through the model's Jinja chat template (GGUF tokenizer.chat_template),
+// rendered with @huggingface/jinja the way transformers' apply_chat_template does.
+// Invariant: every failure is a ChatTemplateError whose message names the problem (bad role, unknown content
+// part type, vision input on a text model, a template that does not parse or fails to render).
+import { Template } from '@huggingface/jinja';
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface TextPart {
+  type: 'text';
+  text: string;
+}
+
+export interface ImageUrlPart {
+  type: 'image_url';
+  image_url: { url: string };
+}
+
+export type ContentPart = TextPart | ImageUrlPart;
+
+export interface ChatMessage {
+  role: Role;
+  content?: string | ContentPart[] | null;
+  name?: string;
+  tool_calls?: unknown[];
+  tool_call_id?: string;
+  [extra: string]: unknown;
+}
+
+export interface RenderOptions {
+  addGenerationPrompt?: boolean; // default true
+  bosToken?: string | null;
+  eosToken?: string | null;
+  tools?: unknown[];
+  /** Extra variables for the template (vLLM's chat_template_kwargs), e.g. { enable_thinking: false }. */
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+export class ChatTemplateError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ChatTemplateError';
+  }
+}
+
+const ROLES: ReadonlySet<string> = new Set(['system', 'user', 'assistant', 'tool']);
+
+function contentText(content: unknown, where: string): string | null {
+  if (content === undefined || content === null) return null;
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) {
+    throw new ChatTemplateError(`${where}.content must be a string or an array of content parts`);
+  }
+  const texts: string[] = [];
+  content.forEach((part: unknown, i) => {
+    const at = `${where}.content[${i}]`;
+    if (typeof part !== 'object' || part === null) throw new ChatTemplateError(`${at} must be an object`);
+    const type = (part as { type?: unknown }).type;
+    if (type === 'text') {
+      const text = (part as { text?: unknown }).text;
+      if (typeof text !== 'string') throw new ChatTemplateError(`${at}.text must be a string`);
+      texts.push(text);
+    } else if (type === 'image_url') {
+      throw new ChatTemplateError(
+        `${at}: image inputs (content part type 'image_url') are not supported: this model has no vision encoder`);
+    } else {
+      throw new ChatTemplateError(`${at}: unknown content part type '${String(type)}' (supported: 'text', 'image_url')`);
+    }
+  });
+  return texts.join('\n');  // vLLM joins text parts with a newline
+}
+
+/** Checks roles and flattens content parts; returns plain objects for the template. */
+export function normalizeMessages(messages: readonly ChatMessage[]): Record<string, unknown>[] {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw new ChatTemplateError('messages must be a non-empty array of { role, content } objects');
+  }
+  return messages.map((m, i) => {
+    const where = `messages[${i}]`;
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new ChatTemplateError(`${where} must be an object`);
+    if (typeof m.role !== 'string' || !ROLES.has(m.role)) {
+      throw new ChatTemplateError(`${where}.role must be one of system, user, assistant, tool (got ${JSON.stringify(m.role)})`);
+    }
+    const content = contentText(m.content, where);
+    if (content === null && !(m.role === 'assistant' && Array.isArray(m.tool_calls))) {
+      throw new ChatTemplateError(`${where}.content is missing`);
+    }
+    return { ...m, content: content ?? '' };
+  });
+}
+
+const compiled = new Map<string, Template>();
+
+function compile(source: string): Template {
+  let t = compiled.get(source);
+  if (!t) {
+    try {
+      t = new Template(source);
+    } catch (e) {
+      throw new ChatTemplateError(`the chat template could not be parsed: ${(e as Error).message}`);
+    }
+    if (compiled.size > 32) compiled.clear();
+    compiled.set(source, t);
+  }
+  return t;
+}
+
+/** Renders `template` for `messages` (see RenderOptions). */
+export function renderChatTemplate(template: string, messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+  if (typeof template !== 'string' || template.length === 0) {
+    throw new ChatTemplateError('this model has no chat template (GGUF tokenizer.chat_template); use generate() with a raw prompt');
+  }
+  const context: Record<string, unknown> = {
+    ...(options.chatTemplateKwargs ?? {}),
+    messages: normalizeMessages(messages),
+    add_generation_prompt: options.addGenerationPrompt ?? true,
+    bos_token: options.bosToken ?? '',
+    eos_token: options.eosToken ?? '',
+  };
+  if (options.tools !== undefined) {
+    if (!Array.isArray(options.tools)) throw new ChatTemplateError('tools must be an array');
+    context.tools = options.tools;
+  }
+  const t = compile(template);
+  try {
+    return t.render(context);
+  } catch (e) {
+    throw new ChatTemplateError(`the chat template failed to render: ${(e as Error).message}`);
+  }
+}

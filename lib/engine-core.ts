@@ -1,0 +1,207 @@
+// The JS side of one native engine: starts it, turns its event stream into per-request promises and streams,
+// and closes it. Shared by LLM and Engine.
+// Invariants: the native event callback never throws (a failure there fails the pending requests instead);
+// every submitted request settles exactly once (finish, error, or abort at close); ready() is rejected
+// (never unhandled) when the model fails to load.
+import { AsyncQueue } from './async-queue.js';
+import type { EngineOptions } from './engine-options.js';
+import {
+  loadNative,
+  type FinishReason,
+  type NativeEngine,
+  type NativeEvent,
+  type NativeLogprob,
+  type NativeModelInfo,
+  type NativeStepOutput,
+  type NativeSubmitSpec,
+  type NativeEngineStats,
+} from './native.js';
+import { Tokenizer } from './tokenizer.js';
+
+export interface CoreReady {
+  info: NativeModelInfo;
+  tokenizer: Tokenizer;
+}
+
+/** What one engine step added to a request. */
+export interface RequestDelta {
+  tokenIds: number[];
+  text: string;
+  logprobs: NativeLogprob[] | undefined;
+  finishReason: FinishReason | null;
+  stopReason: string | number | null;
+}
+
+export interface RequestResult {
+  tokenIds: number[];
+  text: string;
+  logprobs: NativeLogprob[] | undefined;
+  finishReason: FinishReason;
+  stopReason: string | number | null;
+  latencySeconds: number; // submit to finish
+}
+
+export class RequestHandle {
+  readonly id: number;
+  readonly result: Promise<RequestResult>;
+  readonly deltas: AsyncQueue<RequestDelta> | null;
+  #core: EngineCore;
+  #resolve!: (r: RequestResult) => void;
+  #reject!: (e: Error) => void;
+  #start = performance.now();
+  #acc: RequestResult = { tokenIds: [], text: '', logprobs: undefined, finishReason: 'abort', stopReason: null, latencySeconds: 0 };
+  #settled = false;
+
+  /** @internal */
+  constructor(core: EngineCore, id: number, stream: boolean) {
+    this.#core = core;
+    this.id = id;
+    this.result = new Promise<RequestResult>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    this.result.catch(() => {}); // a stream consumer may never look at result
+    this.deltas = stream ? new AsyncQueue<RequestDelta>(() => this.abort()) : null;
+  }
+
+  get settled(): boolean { return this.#settled; }
+
+  abort(): void {
+    if (!this.#settled) this.#core.abortRequest(this.id);
+  }
+
+  /** @internal */
+  apply(out: NativeStepOutput): void {
+    const acc = this.#acc;
+    acc.tokenIds.push(...out.tokenIds);
+    acc.text += out.text;
+    if (out.logprobs) (acc.logprobs ??= []).push(...out.logprobs);
+    const delta: RequestDelta = {
+      tokenIds: out.tokenIds,
+      text: out.text,
+      logprobs: out.logprobs,
+      finishReason: out.finishReason,
+      stopReason: out.stopReason,
+    };
+    if (out.error !== null) {
+      this.fail(new Error(`generation failed: ${out.error}`));
+      return;
+    }
+    this.deltas?.push(delta);
+    if (out.finishReason !== null) {
+      acc.finishReason = out.finishReason;
+      acc.stopReason = out.stopReason;
+      this.finish();
+    }
+  }
+
+  /** @internal */
+  finish(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#acc.latencySeconds = (performance.now() - this.#start) / 1000;
+    this.deltas?.end();
+    this.#resolve(this.#acc);
+  }
+
+  /** @internal */
+  fail(error: Error): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.deltas?.fail(error);
+    this.#reject(error);
+  }
+}
+
+export class EngineCore {
+  readonly modelPath: string;
+  #native: NativeEngine;
+  #ready: Promise<CoreReady>;
+  #readyValue: CoreReady | undefined;
+  #loadError: Error | undefined;
+  #requests = new Map<number, RequestHandle>();
+  #closing: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: EngineOptions) {
+    this.modelPath = options.model;
+    let resolveReady!: (r: CoreReady) => void;
+    let rejectReady!: (e: Error) => void;
+    this.#ready = new Promise<CoreReady>((resolve, reject) => {
+      resolveReady = resolve;
+      rejectReady = reject;
+    });
+    this.#ready.catch(() => {}); // reported through ready() / generate(), never as an unhandled rejection
+    const onEvent = (ev: NativeEvent): void => {
+      try {
+        this.#onEvent(ev, resolveReady, rejectReady);
+      } catch (e) {
+        this.#failAll(e instanceof Error ? e : new Error(String(e)));
+      }
+    };
+    const { NativeEngine } = loadNative();
+    this.#native = new NativeEngine(options.model, {
+      maxModelLen: options.maxModelLen ?? 0,
+      threads: options.threads ?? 0,
+    }, onEvent);
+  }
+
+  ready(): Promise<CoreReady> { return this.#ready; }
+  get readyValue(): CoreReady | undefined { return this.#readyValue; }
+  get closed(): boolean { return this.#closing !== undefined; }
+
+  /** Queues one request; throws (synchronously) when the engine is not ready or the spec is invalid. */
+  submit(spec: NativeSubmitSpec, stream: boolean): RequestHandle {
+    if (this.#closing) throw new Error('the engine is closed');
+    if (this.#loadError) throw this.#loadError;
+    const id = this.#native.submit(spec);
+    const handle = new RequestHandle(this, id, stream);
+    this.#requests.set(id, handle);
+    return handle;
+  }
+
+  /** @internal */
+  abortRequest(id: number): void {
+    if (!this.#closed) this.#native.abort(id);
+  }
+
+  stats(): NativeEngineStats { return this.#native.stats(); }
+
+  /** Stops the engine: aborts (or with drain, finishes) pending requests, then joins the engine thread. */
+  close(drain = false): Promise<void> {
+    this.#closing ??= this.#native.close({ drain });
+    return this.#closing;
+  }
+
+  #onEvent(ev: NativeEvent, resolveReady: (r: CoreReady) => void, rejectReady: (e: Error) => void): void {
+    switch (ev.type) {
+      case 'ready':
+        this.#readyValue = { info: ev.info, tokenizer: new Tokenizer(ev.tokenizer, ev.info) };
+        resolveReady(this.#readyValue);
+        break;
+      case 'loadError':
+        this.#loadError = new Error(ev.message);
+        rejectReady(this.#loadError);
+        break;
+      case 'step':
+        for (const out of ev.outputs) {
+          const handle = this.#requests.get(out.id);
+          if (!handle) continue;
+          handle.apply(out);
+          if (handle.settled) this.#requests.delete(out.id);
+        }
+        break;
+      case 'closed':
+        this.#closed = true;
+        rejectReady(this.#loadError ?? new Error('the engine was closed before the model finished loading'));
+        for (const handle of this.#requests.values()) handle.finish(); // the engine reported aborts already
+        this.#requests.clear();
+        break;
+    }
+  }
+
+  #failAll(error: Error): void {
+    for (const handle of this.#requests.values()) handle.fail(error);
+    this.#requests.clear();
+  }
+}

@@ -1,0 +1,117 @@
+// Engine options shared by LLM (vLLM spelling) and Engine (SGLang spelling), camelCase or snake_case.
+// Invariant: normalizeEngineOptions returns checked values or throws a TypeError / RangeError naming the option;
+// unknown options are rejected. Options that this version accepts but does not act on yet (it runs one
+// sequence at a time) are still range-checked so that code written for later versions fails early.
+
+export interface EngineOptionsInput {
+  model?: string;
+  modelPath?: string;
+  model_path?: string;
+  maxModelLen?: number;
+  max_model_len?: number;
+  contextLength?: number;
+  context_length?: number;
+  maxNumSeqs?: number;
+  max_num_seqs?: number;
+  maxRunningRequests?: number;
+  max_running_requests?: number;
+  maxNumBatchedTokens?: number;
+  max_num_batched_tokens?: number;
+  chunkedPrefillSize?: number;
+  chunked_prefill_size?: number;
+  kvCacheMemory?: number;
+  kv_cache_memory?: number;
+  threads?: number;
+  dtype?: 'auto' | 'float32';
+  device?: 'auto' | 'cpu' | 'cuda';
+}
+
+export interface EngineOptions {
+  model: string;
+  maxModelLen: number | null; // null: the model's trained context length
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number | null;
+  chunkedPrefillSize: number; // -1: never split a prompt
+  kvCacheMemory: number | null; // bytes (> 1) or a fraction of free memory (<= 1); null: automatic
+  threads: number | null; // null: every core
+  dtype: 'auto' | 'float32';
+  device: 'auto' | 'cpu';
+}
+
+type Key = keyof EngineOptions;
+
+const ALIASES: Record<string, Key> = {
+  model: 'model', modelPath: 'model', model_path: 'model',
+  maxModelLen: 'maxModelLen', max_model_len: 'maxModelLen', contextLength: 'maxModelLen', context_length: 'maxModelLen',
+  maxNumSeqs: 'maxNumSeqs', max_num_seqs: 'maxNumSeqs',
+  maxRunningRequests: 'maxNumSeqs', max_running_requests: 'maxNumSeqs',
+  maxNumBatchedTokens: 'maxNumBatchedTokens', max_num_batched_tokens: 'maxNumBatchedTokens',
+  chunkedPrefillSize: 'chunkedPrefillSize', chunked_prefill_size: 'chunkedPrefillSize',
+  kvCacheMemory: 'kvCacheMemory', kv_cache_memory: 'kvCacheMemory',
+  threads: 'threads',
+  dtype: 'dtype',
+  device: 'device',
+};
+
+function int(name: string, v: unknown, lo: number, hi: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
+    throw new RangeError(`${name} must be an integer in [${lo}, ${hi}] (got ${String(v)})`);
+  }
+  return v;
+}
+
+function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
+  switch (key) {
+    case 'model':
+      if (typeof v !== 'string' || v.length === 0) throw new TypeError(`${name} must be a non-empty path to a .gguf file`);
+      return v;
+    case 'maxModelLen': return int(name, v, 2, 2 ** 31 - 1);
+    case 'maxNumSeqs': return int(name, v, 1, 4096);
+    case 'maxNumBatchedTokens': return int(name, v, 1, 2 ** 31 - 1);
+    case 'chunkedPrefillSize':
+      if (v === -1) return -1;
+      return int(name, v, 1, 2 ** 31 - 1);
+    case 'kvCacheMemory':
+      if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || (v > 1 && !Number.isInteger(v))) {
+        throw new RangeError(`${name} must be a fraction in (0, 1] or a whole number of bytes (got ${String(v)})`);
+      }
+      return v;
+    case 'threads': return int(name, v, 1, 1024);
+    case 'dtype':
+      if (v === 'auto' || v === 'float32') return v;
+      throw new RangeError(`${name} '${String(v)}' is not supported (supported: auto, float32; weights keep their GGUF type)`);
+    case 'device':
+      if (v === 'auto' || v === 'cpu') return v;
+      if (v === 'cuda') throw new RangeError(`${name} 'cuda' is not available in this build (CPU only)`);
+      throw new RangeError(`${name} must be 'auto', 'cpu' or 'cuda' (got ${String(v)})`);
+  }
+}
+
+export function normalizeEngineOptions(input: EngineOptionsInput, what: string): EngineOptions {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new TypeError(`${what}: options must be an object such as { model: 'model.gguf' }`);
+  }
+  const out: EngineOptions = {
+    model: '',
+    maxModelLen: null,
+    maxNumSeqs: 256,
+    maxNumBatchedTokens: null,
+    chunkedPrefillSize: -1,
+    kvCacheMemory: null,
+    threads: null,
+    dtype: 'auto',
+    device: 'auto',
+  };
+  const seen = new Map<Key, string>();
+  for (const [name, value] of Object.entries(input)) {
+    const key = Object.prototype.hasOwnProperty.call(ALIASES, name) ? ALIASES[name] : undefined;
+    if (!key) throw new TypeError(`${what}: unknown option '${name}' (known: ${Object.keys(ALIASES).join(', ')})`);
+    if (value === undefined || value === null) continue;
+    const previous = seen.get(key);
+    if (previous !== undefined) throw new TypeError(`${what}: ${name} and ${previous} are the same option; give only one`);
+    seen.set(key, name);
+    (out as unknown as Record<string, unknown>)[key] = check(key, `${what}: ${name}`, value);
+  }
+  if (!out.model) throw new TypeError(`${what}: the model path is required ({ model: 'model.gguf' })`);
+  return out;
+}

@@ -1,0 +1,218 @@
+/// <reference lib="esnext.disposable" />
+// SGLang-style offline API: `new Engine({ modelPath })`, generate({ prompt | inputIds, samplingParams, stream }).
+// Invariants: a non-streaming call resolves to one result per prompt (an array when a batch or n > 1 was
+// given); a streaming call yields incremental chunks (text and ids added since the previous chunk) and its
+// last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request.
+import { EngineCore, type RequestHandle, type RequestResult } from './engine-core.js';
+import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
+import { alignParams, toNativeSpec } from './llm.js';
+import { loadNative, type FinishReason, type NativeModelInfo } from './native.js';
+import type { SamplingParams, SamplingParamsInput } from './sampling-params.js';
+import { Tokenizer } from './tokenizer.js';
+
+export type EngineConstructorOptions = EngineOptionsInput;
+
+export interface EngineGenerateInput {
+  prompt?: string | string[];
+  text?: string | string[]; // SGLang's name for prompt
+  inputIds?: number[] | number[][];
+  input_ids?: number[] | number[][];
+  samplingParams?: SamplingParamsInput | SamplingParamsInput[];
+  sampling_params?: SamplingParamsInput | SamplingParamsInput[];
+  stream?: boolean;
+  signal?: AbortSignal;
+}
+
+/** SGLang's finish_reason object. */
+export interface EngineFinishReason {
+  type: FinishReason;
+  matched?: string | number; // stop: the stop string or token id
+  length?: number; // length: the number of generated tokens
+}
+
+export interface EngineMetaInfo {
+  id: number;
+  promptTokens: number;
+  completionTokens: number;
+  finishReason: EngineFinishReason | null; // null on stream chunks before the last
+  e2eLatency: number; // seconds
+}
+
+export interface EngineResult {
+  text: string;
+  outputIds: number[];
+  metaInfo: EngineMetaInfo;
+}
+
+/** A streamed chunk: text and ids added since the previous chunk. */
+export type EngineChunk = EngineResult;
+
+const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'stream', 'signal'];
+
+function pick<T>(input: Record<string, unknown>, a: string, b: string): T | undefined {
+  if (input[a] !== undefined && input[b] !== undefined) throw new TypeError(`generate: give ${a} or ${b}, not both`);
+  return (input[a] ?? input[b]) as T | undefined;
+}
+
+function finishReasonOf(r: { finishReason: FinishReason; stopReason: string | number | null }, n: number): EngineFinishReason {
+  if (r.finishReason === 'stop' && r.stopReason !== null) return { type: 'stop', matched: r.stopReason };
+  if (r.finishReason === 'length') return { type: 'length', length: n };
+  return { type: r.finishReason };
+}
+
+export class Engine {
+  readonly #core: EngineCore;
+  #earlyTokenizer: Tokenizer | undefined;
+
+  constructor(options: EngineConstructorOptions) {
+    this.#core = new EngineCore(normalizeEngineOptions(options, 'Engine'));
+  }
+
+  async ready(): Promise<void> {
+    await this.#core.ready();
+  }
+
+  /** The model's tokenizer. Before the model has loaded it is read from the GGUF metadata (synchronously). */
+  get tokenizer(): Tokenizer {
+    const r = this.#core.readyValue;
+    if (r) return r.tokenizer;
+    if (!this.#earlyTokenizer) {
+      const { info, tokenizer } = loadNative().NativeEngine.inspect(this.#core.modelPath);
+      this.#earlyTokenizer = new Tokenizer(tokenizer, info);
+    }
+    return this.#earlyTokenizer;
+  }
+
+  get modelInfo(): NativeModelInfo {
+    const r = this.#core.readyValue;
+    if (!r) throw new Error('engine.modelInfo is available after `await engine.ready()`');
+    return r.info;
+  }
+
+  generate(input: EngineGenerateInput & { stream: true }): AsyncIterableIterator<EngineChunk>;
+  generate(input: EngineGenerateInput & { stream?: false }): Promise<EngineResult | EngineResult[]>;
+  generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> | AsyncIterableIterator<EngineChunk>;
+  generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> | AsyncIterableIterator<EngineChunk> {
+    if (typeof input !== 'object' || input === null) throw new TypeError('generate: input must be an object');
+    for (const key of Object.keys(input)) {
+      if (!INPUT_KEYS.includes(key)) throw new TypeError(`generate: unknown field '${key}' (known: ${INPUT_KEYS.join(', ')})`);
+    }
+    if (input.stream !== undefined && typeof input.stream !== 'boolean') throw new TypeError('generate: stream must be a boolean');
+    if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) throw new TypeError('generate: signal must be an AbortSignal');
+    return input.stream ? this.#stream(input) : this.#generate(input);
+  }
+
+  /** Aborts pending requests and stops the engine thread. */
+  shutdown(): Promise<void> {
+    return this.#core.close(false);
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+
+  // Prompts (as ids), whether the input was a batch, and params aligned with the prompts.
+  async #prepare(input: EngineGenerateInput): Promise<{ ids: number[][]; batch: boolean; params: SamplingParams[] }> {
+    const raw = input as Record<string, unknown>;
+    const text = pick<string | string[]>(raw, 'prompt', 'text');
+    const inputIds = pick<number[] | number[][]>(raw, 'inputIds', 'input_ids');
+    if ((text === undefined) === (inputIds === undefined)) throw new TypeError('generate: give exactly one of prompt (text) or inputIds');
+    const paramsIn = pick<SamplingParamsInput | SamplingParamsInput[]>(raw, 'samplingParams', 'sampling_params');
+    let batch: boolean;
+    let count: number;
+    if (text !== undefined) {
+      batch = Array.isArray(text);
+      const list = Array.isArray(text) ? text : [text];
+      if (!list.every((t) => typeof t === 'string')) throw new TypeError('generate: prompt must be a string or an array of strings');
+      count = list.length;
+    } else {
+      if (!Array.isArray(inputIds)) throw new TypeError('generate: inputIds must be an array of token ids (or of such arrays)');
+      batch = Array.isArray(inputIds[0]);
+      count = batch ? inputIds.length : 1;
+    }
+    const params = alignParams(paramsIn, count);
+    const { tokenizer } = await this.#core.ready();
+    let ids: number[][];
+    if (text !== undefined) {
+      ids = (Array.isArray(text) ? text : [text]).map((t) => tokenizer.encode(t));
+    } else {
+      ids = (batch ? inputIds : [inputIds]) as number[][];
+      ids.forEach((row, i) => {
+        if (!Array.isArray(row) || !row.every((x) => Number.isInteger(x))) {
+          throw new TypeError(`generate: inputIds[${i}] must be an array of integer token ids`);
+        }
+      });
+    }
+    return { ids, batch, params };
+  }
+
+  async #generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> {
+    const { ids, batch, params } = await this.#prepare(input);
+    const handles: { h: RequestHandle; prompt: number }[] = [];
+    const abortAll = (): void => handles.forEach(({ h }) => h.abort());
+    try {
+      ids.forEach((row, i) => {
+        for (let j = 0; j < params[i].n; j++) handles.push({ h: this.#core.submit(toNativeSpec(row, params[i], j), false), prompt: i });
+      });
+    } catch (e) {
+      abortAll();
+      throw e;
+    }
+    input.signal?.addEventListener('abort', abortAll, { once: true });
+    if (input.signal?.aborted) abortAll();
+    try {
+      const results = await Promise.all(handles.map(({ h }) => h.result));
+      const out = results.map((r, k) => this.#result(r, handles[k].h.id, ids[handles[k].prompt].length));
+      return batch || out.length > 1 ? out : out[0];
+    } catch (e) {
+      abortAll();
+      throw e;
+    } finally {
+      input.signal?.removeEventListener('abort', abortAll);
+    }
+  }
+
+  #result(r: RequestResult, id: number, promptTokens: number): EngineResult {
+    return {
+      text: r.text,
+      outputIds: r.tokenIds,
+      metaInfo: {
+        id,
+        promptTokens,
+        completionTokens: r.tokenIds.length,
+        finishReason: finishReasonOf(r, r.tokenIds.length),
+        e2eLatency: r.latencySeconds,
+      },
+    };
+  }
+
+  async *#stream(input: EngineGenerateInput): AsyncGenerator<EngineChunk> {
+    const { ids, params } = await this.#prepare(input);
+    if (ids.length !== 1 || params[0].n !== 1) throw new TypeError('generate: stream supports one prompt with n = 1');
+    const handle = this.#core.submit(toNativeSpec(ids[0], params[0]), true);
+    const abort = (): void => handle.abort();
+    input.signal?.addEventListener('abort', abort, { once: true });
+    if (input.signal?.aborted) abort();
+    const start = performance.now();
+    let completion = 0;
+    try {
+      for await (const d of handle.deltas!) {
+        completion += d.tokenIds.length;
+        yield {
+          text: d.text,
+          outputIds: d.tokenIds,
+          metaInfo: {
+            id: handle.id,
+            promptTokens: ids[0].length,
+            completionTokens: completion,
+            finishReason: d.finishReason === null ? null : finishReasonOf({ finishReason: d.finishReason, stopReason: d.stopReason }, completion),
+            e2eLatency: (performance.now() - start) / 1000,
+          },
+        };
+      }
+    } finally {
+      input.signal?.removeEventListener('abort', abort);
+      handle.abort(); // no-op when finished; a consumer that left early frees the sequence
+    }
+  }
+}

@@ -1,0 +1,240 @@
+/// <reference lib="esnext.disposable" />
+// vLLM-style offline API: `new LLM({ model })`, generate(prompts, params), chat(conversations, params).
+// Invariants: results come back in input order, in vLLM's RequestOutput shape (camelCase); an AbortSignal
+// ends the affected requests with finishReason 'abort' (partial output kept); bad input throws before
+// anything is queued; n > 1 runs n independent samples (seed, seed + 1, ... when seeded).
+import type { ChatMessage } from './chat/template.js';
+import { EngineCore, type RequestHandle, type RequestResult } from './engine-core.js';
+import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
+import type { FinishReason, NativeModelInfo, NativeSubmitSpec } from './native.js';
+import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
+import type { Tokenizer } from './tokenizer.js';
+
+export type LLMOptions = EngineOptionsInput & { model: string };
+
+export interface Logprob {
+  logprob: number;
+  rank: number; // 1 = most likely
+  decodedToken: string;
+}
+
+export interface CompletionOutput {
+  index: number;
+  text: string;
+  tokenIds: number[];
+  finishReason: FinishReason;
+  stopReason: string | number | null; // the stop string or stop token id that ended it
+  /** Per generated token: the sampled token and the top alternatives, keyed by token id. */
+  logprobs?: Array<Record<number, Logprob>>;
+  cumulativeLogprob?: number;
+}
+
+export interface RequestOutput {
+  prompt: string | null; // null when the prompt was given as token ids
+  promptTokenIds: number[];
+  outputs: CompletionOutput[];
+  finished: boolean;
+}
+
+export type PromptInput = string | { prompt: string } | { promptTokenIds: readonly number[] } | { prompt_token_ids: readonly number[] };
+
+export interface GenerateOptions {
+  signal?: AbortSignal;
+}
+
+export interface ChatOptions extends GenerateOptions {
+  addGenerationPrompt?: boolean;
+  tools?: unknown[];
+  chatTemplate?: string;
+  chatTemplateKwargs?: Record<string, unknown>;
+}
+
+interface PreparedPrompt {
+  prompt: string | null;
+  promptTokenIds: number[];
+}
+
+/** Sampling params of sample `j` of a request as the native spec. */
+export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): NativeSubmitSpec {
+  return {
+    promptTokenIds: Int32Array.from(ids),
+    temperature: p.temperature,
+    topP: p.topP,
+    topK: p.topK,
+    minP: p.minP,
+    repetitionPenalty: p.repetitionPenalty,
+    presencePenalty: p.presencePenalty,
+    frequencyPenalty: p.frequencyPenalty,
+    maxTokens: p.maxTokens ?? undefined,
+    minTokens: p.minTokens,
+    stop: p.stop,
+    stopTokenIds: p.stopTokenIds,
+    ignoreEos: p.ignoreEos,
+    seed: p.seed === null ? undefined : (p.seed + j) >>> 0,
+    logprobs: p.logprobs ?? undefined,
+  };
+}
+
+function checkOptions(what: string, options: object, known: readonly string[]): void {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`${what}: options must be an object`);
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw new TypeError(`${what}: unknown option '${key}' (known: ${known.join(', ')})`);
+  }
+  const signal = (options as GenerateOptions).signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${what}: signal must be an AbortSignal`);
+}
+
+/** One params object for all prompts, or an array aligned with them. */
+export function alignParams(params: SamplingParamsInput | SamplingParamsInput[] | undefined, count: number): SamplingParams[] {
+  if (Array.isArray(params)) {
+    if (params.length !== count) {
+      throw new RangeError(`params has ${params.length} entries but there are ${count} prompts (give one object, or one per prompt)`);
+    }
+    return params.map((p) => normalizeSamplingParams(p));
+  }
+  const one = normalizeSamplingParams(params);
+  return new Array<SamplingParams>(count).fill(one);
+}
+
+function formatLogprobs(r: RequestResult, tokenizer: Tokenizer): { logprobs: Array<Record<number, Logprob>>; cumulative: number } {
+  const piece = (id: number): string => tokenizer.decode([id]);
+  let cumulative = 0;
+  const logprobs = (r.logprobs ?? []).map((lp) => {
+    const entry: Record<number, Logprob> = {};
+    lp.topTokenIds.forEach((id, k) => {
+      entry[id] = { logprob: lp.topLogprobs[k], rank: k + 1, decodedToken: piece(id) };
+    });
+    entry[lp.tokenId] = { logprob: lp.logprob, rank: lp.rank, decodedToken: piece(lp.tokenId) };
+    cumulative += lp.logprob;
+    return entry;
+  });
+  return { logprobs, cumulative };
+}
+
+/** Submits every prompt (n samples each), follows `signal`, and collects results in input order. */
+export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: PreparedPrompt[],
+  params: SamplingParams[], signal: AbortSignal | undefined): Promise<RequestOutput[]> {
+  const handles: RequestHandle[][] = [];
+  const abortAll = (): void => handles.flat().forEach((h) => h.abort());
+  try {
+    prompts.forEach((p, i) => {
+      const row: RequestHandle[] = [];
+      handles.push(row);
+      for (let j = 0; j < params[i].n; j++) row.push(core.submit(toNativeSpec(p.promptTokenIds, params[i], j), false));
+    });
+  } catch (e) {
+    abortAll();
+    throw e;
+  }
+  signal?.addEventListener('abort', abortAll, { once: true });
+  if (signal?.aborted) abortAll();
+  try {
+    const results = await Promise.all(handles.map((row) => Promise.all(row.map((h) => h.result))));
+    return results.map((row, i) => ({
+      prompt: prompts[i].prompt,
+      promptTokenIds: prompts[i].promptTokenIds,
+      finished: true,
+      outputs: row.map((r, index) => {
+        const out: CompletionOutput = {
+          index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason, stopReason: r.stopReason,
+        };
+        if (params[i].logprobs !== null) {
+          const { logprobs, cumulative } = formatLogprobs(r, tokenizer);
+          out.logprobs = logprobs;
+          out.cumulativeLogprob = cumulative;
+        }
+        return out;
+      }),
+    }));
+  } catch (e) {
+    abortAll();
+    throw e;
+  } finally {
+    signal?.removeEventListener('abort', abortAll);
+  }
+}
+
+export class LLM {
+  readonly #core: EngineCore;
+
+  constructor(options: LLMOptions) {
+    this.#core = new EngineCore(normalizeEngineOptions(options, 'LLM'));
+  }
+
+  /** Resolves when the model is loaded; rejects with the load error. */
+  async ready(): Promise<void> {
+    await this.#core.ready();
+  }
+
+  get tokenizer(): Tokenizer {
+    const r = this.#core.readyValue;
+    if (!r) throw new Error('llm.tokenizer is available after `await llm.ready()`');
+    return r.tokenizer;
+  }
+
+  /** Model facts (architecture, context length, special tokens, chat template); after ready(). */
+  get modelInfo(): NativeModelInfo {
+    const r = this.#core.readyValue;
+    if (!r) throw new Error('llm.modelInfo is available after `await llm.ready()`');
+    return r.info;
+  }
+
+  /** Raw prompts (no chat template; BOS added where the model asks for it) or { promptTokenIds }. */
+  async generate(prompts: PromptInput | PromptInput[], params?: SamplingParamsInput | SamplingParamsInput[],
+    options: GenerateOptions = {}): Promise<RequestOutput[]> {
+    checkOptions('generate', options, ['signal']);
+    const list = Array.isArray(prompts) ? prompts : [prompts];
+    if (list.length === 0) return [];
+    const aligned = alignParams(params, list.length);
+    const { tokenizer } = await this.#core.ready();
+    const prepared = list.map((p, i) => preparePrompt(p, i, tokenizer));
+    return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
+  }
+
+  /** One conversation (Message[]) or a batch (Message[][]), rendered with the model's chat template. */
+  async chat(conversations: ChatMessage[] | ChatMessage[][], params?: SamplingParamsInput | SamplingParamsInput[],
+    options: ChatOptions = {}): Promise<RequestOutput[]> {
+    checkOptions('chat', options, ['signal', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
+    if (!Array.isArray(conversations) || conversations.length === 0) {
+      throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
+    }
+    const batch = (Array.isArray(conversations[0]) ? conversations : [conversations]) as ChatMessage[][];
+    const aligned = alignParams(params, batch.length);
+    const { tokenizer } = await this.#core.ready();
+    const prepared = batch.map((messages) => {
+      const prompt = tokenizer.applyChatTemplate(messages, {
+        tokenize: false,
+        addGenerationPrompt: options.addGenerationPrompt ?? true,
+        tools: options.tools,
+        chatTemplate: options.chatTemplate,
+        chatTemplateKwargs: options.chatTemplateKwargs,
+      });
+      return { prompt, promptTokenIds: tokenizer.encode(prompt, { addSpecialTokens: false, parseSpecial: true }) };
+    });
+    return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
+  }
+
+  /** Aborts pending requests and stops the engine thread. */
+  close(): Promise<void> {
+    return this.#core.close(false);
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+function preparePrompt(p: PromptInput, i: number, tokenizer: Tokenizer): PreparedPrompt {
+  if (typeof p === 'string') return { prompt: p, promptTokenIds: tokenizer.encode(p) };
+  if (typeof p === 'object' && p !== null) {
+    const ids = 'promptTokenIds' in p ? p.promptTokenIds : 'prompt_token_ids' in p ? p.prompt_token_ids : undefined;
+    if (ids !== undefined) {
+      if (!Array.isArray(ids) || !ids.every((x) => Number.isInteger(x))) {
+        throw new TypeError(`prompts[${i}].promptTokenIds must be an array of integer token ids`);
+      }
+      return { prompt: null, promptTokenIds: [...ids] };
+    }
+    if ('prompt' in p && typeof p.prompt === 'string') return { prompt: p.prompt, promptTokenIds: tokenizer.encode(p.prompt) };
+  }
+  throw new TypeError(`prompts[${i}] must be a string, { prompt: string } or { promptTokenIds: number[] }`);
+}

