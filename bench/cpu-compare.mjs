@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+// Spindle vs llama.cpp (node-llama-cpp's prebuilt CPU binary) on the same GGUF file, same thread count, in
+// the same run, alternating engine by engine per repetition so machine noise hits both alike.
+// Measures, per model:  pp  = prompt tokens/s for one prompt of --pp tokens (time to the first output token);
+//                       tg  = decode tokens/s of one sequence ((n - 1) tokens over first -> last token);
+//                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each.
+// Models are performance-shaped random-weight fixtures (lib/fixtures), cached in bench/.models/.
+// Usage: node bench/cpu-compare.mjs [--models llama1b-q4_k_m,llama1b-q8_0,qwen3-0.6b-q8_0] [--threads 2]
+//        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--skip-batch]
+import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { getLlama } from 'node-llama-cpp';
+import { LLM } from '../dist/index.js';
+import { generateModel } from '../dist/fixtures/index.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const llama1b = { arch: 'llama', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, tiedEmbeddings: true, seed: 11 };
+const qwen06b = { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 28, nHead: 16, nHeadKv: 8, headDim: 128, nFf: 3072, tiedEmbeddings: true, seed: 12 };
+export const MODELS = {
+  'llama1b-q4_k_m': { ...llama1b, weights: 'Q4_K_M' },
+  'llama1b-q8_0': { ...llama1b, weights: 'Q8_0' },
+  'qwen3-0.6b-q8_0': { ...qwen06b, weights: 'Q8_0' },
+};
+
+const { values: args } = parseArgs({
+  options: {
+    models: { type: 'string', default: 'llama1b-q4_k_m,llama1b-q8_0' },
+    threads: { type: 'string', default: '2' },
+    pp: { type: 'string', default: '512' },
+    tg: { type: 'string', default: '128' },
+    seqs: { type: 'string', default: '16' },
+    reps: { type: 'string', default: '3' },
+    json: { type: 'string' },
+    'skip-batch': { type: 'boolean', default: false },
+  },
+});
+const threads = Number(args.threads), ppLen = Number(args.pp), tgLen = Number(args.tg);
+const nSeqs = Number(args.seqs), reps = Number(args.reps);
+
+async function modelPath(name) {
+  const spec = MODELS[name];
+  if (!spec) throw new Error(`unknown model ${name}; known: ${Object.keys(MODELS).join(', ')}`);
+  const path = join(root, 'bench', '.models', `${name}-s${spec.seed}.gguf`);
+  if (existsSync(path)) return path;
+  mkdirSync(dirname(path), { recursive: true });
+  const t0 = performance.now();
+  await generateModel({ ...spec, name }, path + '.tmp');
+  renameSync(path + '.tmp', path);
+  console.error(`generated ${path} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  return path;
+}
+
+// Deterministic prompt ids avoiding the special-token range (ids below 1000 are ordinary text tokens in
+// both the Llama 3 and Qwen vocabularies).
+const promptIds = (n, salt) => Array.from({ length: n }, (_, i) => 1000 + ((i * 7919 + salt * 104729) % 20000));
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+// ---- Spindle ----
+async function spindleRun(path) {
+  const llm = new LLM({ model: path, threads });
+  await llm.ready();
+  const greedy = { temperature: 0, ignoreEos: true };
+  return {
+    async pp() {
+      const t0 = performance.now();
+      await llm.generate([{ promptTokenIds: promptIds(ppLen, 1) }], { ...greedy, maxTokens: 1 });
+      return ppLen / ((performance.now() - t0) / 1000);
+    },
+    async tg() {
+      const ids = promptIds(8, 2);
+      const t0 = performance.now();
+      await llm.generate([{ promptTokenIds: ids }], { ...greedy, maxTokens: 1 });
+      const t1 = performance.now();
+      await llm.generate([{ promptTokenIds: ids }], { ...greedy, maxTokens: tgLen + 1 });
+      const t2 = performance.now();
+      return tgLen / ((t2 - t1 - (t1 - t0)) / 1000);
+    },
+    async batch() {
+      const prompts = Array.from({ length: nSeqs }, (_, i) => ({ promptTokenIds: promptIds(8, 10 + i) }));
+      const t0 = performance.now();
+      const outs = await llm.generate(prompts, { ...greedy, maxTokens: tgLen });
+      const n = outs.reduce((s, o) => s + o.outputs[0].tokenIds.length, 0);
+      return n / ((performance.now() - t0) / 1000);
+    },
+    close: () => llm.close(),
+  };
+}
+
+// ---- llama.cpp through node-llama-cpp ----
+let llamaInstance;
+async function llamaCppRun(path) {
+  llamaInstance ??= await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
+  const model = await llamaInstance.loadModel({ modelPath: path });
+  const ctx = await model.createContext({ contextSize: Math.max(1024, ppLen + 16), batchSize: 512, threads, flashAttention: false });
+  const seq = ctx.getSequence();
+  const decode = async (s, ids, n) => {
+    let count = 0, tFirst = 0;
+    for await (const _ of s.evaluate(ids, { temperature: 0 })) {
+      if (++count === 1) tFirst = performance.now();
+      if (count === n) break;
+    }
+    return { tFirst, tLast: performance.now() };
+  };
+  return {
+    async pp() {
+      await seq.clearHistory();
+      const t0 = performance.now();
+      await seq.evaluateWithoutGeneratingNewTokens(promptIds(ppLen, 1));
+      return ppLen / ((performance.now() - t0) / 1000);
+    },
+    async tg() {
+      await seq.clearHistory();
+      const { tFirst, tLast } = await decode(seq, promptIds(8, 2), tgLen + 1);
+      return tgLen / ((tLast - tFirst) / 1000);
+    },
+    async batch() {
+      const bctx = await model.createContext({ contextSize: nSeqs * (tgLen + 16), sequences: nSeqs, batchSize: 512, threads, flashAttention: false });
+      try {
+        const t0 = performance.now();
+        await Promise.all(Array.from({ length: nSeqs }, (_, i) => decode(bctx.getSequence(), promptIds(8, 10 + i), tgLen)));
+        return (nSeqs * tgLen) / ((performance.now() - t0) / 1000);
+      } finally {
+        await bctx.dispose();
+      }
+    },
+    close: async () => { await ctx.dispose(); await model.dispose(); },
+  };
+}
+
+const results = [];
+for (const name of args.models.split(',')) {
+  const path = await modelPath(name);
+  const bytes = statSync(path).size;
+  const engines = { spindle: await spindleRun(path), llamacpp: await llamaCppRun(path) };
+  const figures = { spindle: { pp: [], tg: [], batch: [] }, llamacpp: { pp: [], tg: [], batch: [] } };
+  const kinds = args['skip-batch'] ? ['pp', 'tg'] : ['pp', 'tg', 'batch'];
+  for (let r = 0; r < reps; ++r) {
+    for (const kind of kinds) {
+      for (const which of r % 2 === 0 ? ['spindle', 'llamacpp'] : ['llamacpp', 'spindle']) {
+        figures[which][kind].push(await engines[which][kind]());
+      }
+    }
+  }
+  for (const e of Object.values(engines)) await e.close();
+  const row = { model: name, bytes, threads, pp: ppLen, tg: tgLen, seqs: nSeqs };
+  for (const kind of kinds) {
+    row[`${kind}_spindle`] = median(figures.spindle[kind]);
+    row[`${kind}_llamacpp`] = median(figures.llamacpp[kind]);
+    row[`${kind}_ratio`] = row[`${kind}_spindle`] / row[`${kind}_llamacpp`];
+  }
+  results.push(row);
+  console.log(JSON.stringify(row));
+}
+
+console.log('\n| model | MB | pp' + ppLen + ' spindle | llama.cpp | ratio | tg' + tgLen + ' spindle | llama.cpp | ratio | ' +
+  (args['skip-batch'] ? '' : `${nSeqs}-seq spindle | llama.cpp | ratio |`));
+console.log('|---|---|---|---|---|---|---|---|' + (args['skip-batch'] ? '' : '---|---|---|'));
+for (const r of results) {
+  const f = (x) => x.toFixed(1);
+  let line = `| ${r.model} | ${(r.bytes / 1e6).toFixed(0)} | ${f(r.pp_spindle)} | ${f(r.pp_llamacpp)} | ${r.pp_ratio.toFixed(2)}x | ` +
+    `${f(r.tg_spindle)} | ${f(r.tg_llamacpp)} | ${r.tg_ratio.toFixed(2)}x |`;
+  if (!args['skip-batch']) line += ` ${f(r.batch_spindle)} | ${f(r.batch_llamacpp)} | ${r.batch_ratio.toFixed(2)}x |`;
+  console.log(line);
+}
+if (args.json) writeFileSync(args.json, JSON.stringify(results, null, 2) + '\n');

@@ -1,0 +1,35 @@
+// The request backends by name: how to send, the default endpoint, and where the model list lives.
+// Invariant: adding a backend is one entry here plus its send function.
+import { sendOllama } from './backend-ollama.js';
+import { sendOpenAiChat, sendOpenAiCompletions } from './backend-openai.js';
+import type { Agents } from './http.js';
+import type { BackendName, RequestInput, RequestOutput } from './types.js';
+
+export interface Backend {
+  defaultEndpoint: string;
+  /** GET path listing the served models, and how to read the first one */
+  modelsPath: string;
+  firstModel(doc: unknown): string | undefined;
+  send(input: RequestInput, agents: Agents): Promise<RequestOutput>;
+}
+
+const openAiFirstModel = (doc: unknown): string | undefined => {
+  const data = (doc as { data?: { id?: unknown }[] } | null)?.data;
+  const id = Array.isArray(data) && data.length > 0 ? data[0]?.id : undefined;
+  return typeof id === 'string' ? id : undefined;
+};
+
+const ollamaFirstModel = (doc: unknown): string | undefined => {
+  const models = (doc as { models?: { name?: unknown; model?: unknown }[] } | null)?.models;
+  const m = Array.isArray(models) && models.length > 0 ? models[0] : undefined;
+  const name = m?.name ?? m?.model;
+  return typeof name === 'string' ? name : undefined;
+};
+
+export const BACKENDS: Record<BackendName, Backend> = {
+  'openai-chat': { defaultEndpoint: '/v1/chat/completions', modelsPath: '/v1/models', firstModel: openAiFirstModel, send: sendOpenAiChat },
+  openai: { defaultEndpoint: '/v1/completions', modelsPath: '/v1/models', firstModel: openAiFirstModel, send: sendOpenAiCompletions },
+  ollama: { defaultEndpoint: '/api/generate', modelsPath: '/api/tags', firstModel: ollamaFirstModel, send: sendOllama },
+};
+
+export const BACKEND_NAMES = Object.keys(BACKENDS) as BackendName[];

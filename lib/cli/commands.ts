@@ -1,0 +1,25 @@
+// The `spindle` subcommands: one line each. `name` is the words typed after `spindle`; `load` imports
+// the module lazily (so `spindle --help` loads nothing heavy), which must export
+// `main(argv: string[], io?: { stdout, stderr }): Promise<number>` returning the exit code.
+// Invariant: names are unique; a longer name wins over a shorter one it starts with ('bench serve' over
+// a future 'bench').
+import type { Writable } from 'node:stream';
+
+export interface CommandIo {
+  stdout: Writable;
+  stderr: Writable & { isTTY?: boolean };
+}
+
+export interface CommandModule {
+  main(argv: string[], io?: CommandIo): Promise<number>;
+}
+
+export interface CommandEntry {
+  name: string;
+  summary: string;
+  load: () => Promise<CommandModule>;
+}
+
+export const COMMANDS: CommandEntry[] = [
+  { name: 'bench serve', summary: 'benchmark a running OpenAI- or Ollama-compatible server (like vllm bench serve)', load: () => import('../bench/serve/command.js') },
+];
