@@ -53,9 +53,9 @@ const ALIASES: Record<string, Key> = {
   device: 'device',
 };
 
-function int(name: string, v: unknown, lo: number, hi: number): number {
+function int(name: string, v: unknown, lo: number, hi: number, range = `an integer in [${lo}, ${hi}]`): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
-    throw new RangeError(`${name} must be an integer in [${lo}, ${hi}] (got ${String(v)})`);
+    throw new RangeError(`${name} must be ${range} (got ${String(v)})`);
   }
   return v;
 }
@@ -70,7 +70,7 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'maxNumBatchedTokens': return int(name, v, 1, 2 ** 31 - 1);
     case 'chunkedPrefillSize':
       if (v === -1) return -1;
-      return int(name, v, 1, 2 ** 31 - 1);
+      return int(name, v, 1, 2 ** 31 - 1, '-1 (off) or an integer in [1, 2147483647]');
     case 'kvCacheMemory':
       if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || (v > 1 && !Number.isInteger(v))) {
         throw new RangeError(`${name} must be a fraction in (0, 1] or a whole number of bytes (got ${String(v)})`);

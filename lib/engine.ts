@@ -2,7 +2,8 @@
 // SGLang-style offline API: `new Engine({ modelPath })`, generate({ prompt | inputIds, samplingParams, stream }).
 // Invariants: a non-streaming call resolves to one result per prompt (an array when a batch or n > 1 was
 // given); a streaming call yields incremental chunks (text and ids added since the previous chunk) and its
-// last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request.
+// last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request; generate() never
+// throws synchronously (bad input rejects the promise, or throws from the stream's first next()).
 import { EngineCore, type RequestHandle, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import { alignParams, toNativeSpec } from './llm.js';
@@ -60,6 +61,16 @@ function finishReasonOf(r: { finishReason: FinishReason; stopReason: string | nu
   return { type: r.finishReason };
 }
 
+function checkInput(input: unknown): asserts input is EngineGenerateInput {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new TypeError('generate: input must be an object');
+  for (const key of Object.keys(input)) {
+    if (!INPUT_KEYS.includes(key)) throw new TypeError(`generate: unknown field '${key}' (known: ${INPUT_KEYS.join(', ')})`);
+  }
+  const { stream, signal } = input as EngineGenerateInput;
+  if (stream !== undefined && typeof stream !== 'boolean') throw new TypeError('generate: stream must be a boolean');
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('generate: signal must be an AbortSignal');
+}
+
 export class Engine {
   readonly #core: EngineCore;
   #earlyTokenizer: Tokenizer | undefined;
@@ -89,17 +100,16 @@ export class Engine {
     return r.info;
   }
 
+  /**
+   * Never throws synchronously: a bad input rejects the returned promise, or (stream: true) makes the first
+   * `next()` of the iterator throw, so `await` / `for await` see every error at the same place.
+   */
   generate(input: EngineGenerateInput & { stream: true }): AsyncIterableIterator<EngineChunk>;
   generate(input: EngineGenerateInput & { stream?: false }): Promise<EngineResult | EngineResult[]>;
   generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> | AsyncIterableIterator<EngineChunk>;
   generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> | AsyncIterableIterator<EngineChunk> {
-    if (typeof input !== 'object' || input === null) throw new TypeError('generate: input must be an object');
-    for (const key of Object.keys(input)) {
-      if (!INPUT_KEYS.includes(key)) throw new TypeError(`generate: unknown field '${key}' (known: ${INPUT_KEYS.join(', ')})`);
-    }
-    if (input.stream !== undefined && typeof input.stream !== 'boolean') throw new TypeError('generate: stream must be a boolean');
-    if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) throw new TypeError('generate: signal must be an AbortSignal');
-    return input.stream ? this.#stream(input) : this.#generate(input);
+    const stream = typeof input === 'object' && input !== null && input.stream === true;
+    return stream ? this.#stream(input) : this.#generate(input);
   }
 
   /** Aborts pending requests and stops the engine thread. */
@@ -113,6 +123,7 @@ export class Engine {
 
   // Prompts (as ids), whether the input was a batch, and params aligned with the prompts.
   async #prepare(input: EngineGenerateInput): Promise<{ ids: number[][]; batch: boolean; params: SamplingParams[] }> {
+    checkInput(input);
     const raw = input as Record<string, unknown>;
     const text = pick<string | string[]>(raw, 'prompt', 'text');
     const inputIds = pick<number[] | number[][]>(raw, 'inputIds', 'input_ids');

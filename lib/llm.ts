@@ -23,7 +23,8 @@ export interface CompletionOutput {
   text: string;
   tokenIds: number[];
   finishReason: FinishReason;
-  stopReason: string | number | null; // the stop string or stop token id that ended it
+  /** The stop string or stop token id that ended it; null for length, abort and the model's EOS (as vLLM). */
+  stopReason: string | number | null;
   /** Per generated token: the sampled token and the top alternatives, keyed by token id. */
   logprobs?: Array<Record<number, Logprob>>;
   cumulativeLogprob?: number;
@@ -111,6 +112,15 @@ function formatLogprobs(r: RequestResult, tokenizer: Tokenizer): { logprobs: Arr
   return { logprobs, cumulative };
 }
 
+/**
+ * vLLM's stop_reason: the stop string, or the stop token id that ended the output, except the model's own EOS
+ * token, which vLLM reports as None (its other end-of-generation ids, e.g. <|eot_id|>, are reported by id).
+ */
+function stopReasonOf(r: RequestResult, p: SamplingParams, eosId: number | null): string | number | null {
+  if (eosId !== null && r.stopReason === eosId && !p.stopTokenIds.includes(eosId)) return null;
+  return r.stopReason;
+}
+
 /** Submits every prompt (n samples each), follows `signal`, and collects results in input order. */
 export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: PreparedPrompt[],
   params: SamplingParams[], signal: AbortSignal | undefined): Promise<RequestOutput[]> {
@@ -136,7 +146,8 @@ export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: 
       finished: true,
       outputs: row.map((r, index) => {
         const out: CompletionOutput = {
-          index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason, stopReason: r.stopReason,
+          index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason,
+          stopReason: stopReasonOf(r, params[i], tokenizer.eosTokenId),
         };
         if (params[i].logprobs !== null) {
           const { logprobs, cumulative } = formatLogprobs(r, tokenizer);

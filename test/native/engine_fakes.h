@@ -75,15 +75,16 @@ inline std::unique_ptr<gguf_file> metadata_only_gguf(std::vector<uint8_t>& stora
   return gguf_file::from_memory(storage.data(), storage.size(), "fake.gguf");
 }
 
-// next(position, last token) picks the token whose logit is 20 (others 0).
+// next(position, last token) picks the token whose logit is 20 (others 0). extra_rows: logit rows past the
+// tokenizer's vocabulary (padded embedding tables, as some real models have); next() may point into them.
 class fake_model : public model {
  public:
   using next_fn = std::function<int32_t(int64_t position, int32_t last)>;
-  fake_model(std::vector<std::string> pieces, next_fn next, int32_t n_ctx_train = 64)
+  fake_model(std::vector<std::string> pieces, next_fn next, int32_t n_ctx_train = 64, int32_t extra_rows = 0)
       : tok_(std::move(pieces)), next_(std::move(next)), file_(metadata_only_gguf(storage_, "{{ messages }}")) {
     hp_.arch = "fake";
     hp_.name = "fake model";
-    hp_.n_vocab = tok_.n_vocab();
+    hp_.n_vocab = tok_.n_vocab() + extra_rows;
     hp_.n_ctx_train = n_ctx_train;
   }
   const model_hparams& hparams() const override { return hp_; }

@@ -129,6 +129,28 @@ TEST_CASE("engine: generates token by token, one event per step, until EOG") {
   }
 }
 
+TEST_CASE("engine: logit rows past the tokenizer's vocabulary are never sampled") {
+  collector c;
+  // 8 tokenizer ids, 2 padding rows; the model always favours padding row 9.
+  auto padded = std::make_shared<fake_model>(std::vector<std::string>{"a", "b", "c", "d", "e"},
+                                             [](int64_t, int32_t) { return 9; }, 64, 2);
+  engine e([padded] { return padded; }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  CHECK_THROWS_WITH(e.submit(make_request({0, 8})), "prompt token id 8 at position 1 is outside the vocabulary [0, 8)");
+  for (float temperature : {0.0f, 1.0f}) {
+    request r = make_request({0, 3}, 6);
+    r.params.temperature = temperature;
+    r.params.ignore_eos = true;
+    uint64_t id = e.submit(std::move(r));
+    REQUIRE(c.wait_finished(id));
+    request_output out = c.merged(id);
+    CHECK_EQ(out.error, std::string(""));
+    CHECK(out.finish == finish_reason::length);
+    REQUIRE(out.tokens.size() == 6);
+    for (int32_t t : out.tokens) CHECK(t >= 0 && t < 8);
+  }
+}
+
 TEST_CASE("engine: requests run first come first served; maxTokens and the context give length") {
   collector c;
   engine e([] { return counting_model(); }, {12}, c.sink());
