@@ -1,0 +1,208 @@
+// Paged KV block manager (see block_manager.h). Invariant: each public mutator validates everything first
+// and only then changes state, so a thrown spindle::error leaves the free list, ref counts and tables as
+// they were.
+#include "engine/block_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "common/checked_math.h"
+#include "common/error.h"
+
+namespace spindle {
+
+namespace {
+
+std::string seq_name(uint64_t seq_id) { return "sequence " + std::to_string(seq_id); }
+
+}  // namespace
+
+block_manager::block_manager(int32_t num_blocks, int32_t block_size) : block_size_(block_size) {
+  if (block_size <= 0) throw error("block_manager: block_size must be > 0, got " + std::to_string(block_size));
+  if (num_blocks <= 0) throw error("block_manager: num_blocks must be > 0, got " + std::to_string(num_blocks));
+  ref_counts_.assign(size_t(num_blocks), 0);
+  free_blocks_.reserve(size_t(num_blocks));
+  for (int32_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);  // block 0 is handed out first
+}
+
+int32_t block_manager::blocks_for_tokens(int64_t n_tokens) const {
+  if (n_tokens < 0) throw error("block_manager: negative token count " + std::to_string(n_tokens));
+  int64_t n = (n_tokens + block_size_ - 1) / block_size_;
+  if (n > std::numeric_limits<int32_t>::max()) throw error("block_manager: token count too large");
+  return int32_t(n);
+}
+
+const block_manager::table& block_manager::find(uint64_t seq_id, const char* what) const {
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) throw error(std::string("block_manager: ") + what + ": unknown " + seq_name(seq_id));
+  return it->second;
+}
+
+int32_t block_manager::new_blocks_needed(const table& t, int32_t n_new_tokens) const {
+  if (n_new_tokens < 0) throw error("block_manager: negative token count " + std::to_string(n_new_tokens));
+  if (n_new_tokens == 0) return 0;
+  bool partial_tail = t.num_tokens % block_size_ != 0;
+  if (partial_tail && ref_counts_[size_t(t.blocks.back())] > 1) {
+    throw error("block_manager: cannot append to a shared, partially filled block " +
+                std::to_string(t.blocks.back()) + " (copy-on-write is not supported)");
+  }
+  int64_t total = int64_t(t.num_tokens) + n_new_tokens;
+  if (total > std::numeric_limits<int32_t>::max()) throw error("block_manager: token count too large");
+  return blocks_for_tokens(total) - int32_t(t.blocks.size());
+}
+
+bool block_manager::can_allocate(int64_t n_tokens) const {
+  return n_tokens >= 0 && n_tokens <= std::numeric_limits<int32_t>::max() &&
+         blocks_for_tokens(n_tokens) <= num_free_blocks();
+}
+
+void block_manager::allocate(uint64_t seq_id, int32_t n_tokens) {
+  if (has(seq_id)) throw error("block_manager: allocate: " + seq_name(seq_id) + " already has blocks");
+  int32_t need = blocks_for_tokens(n_tokens);
+  if (need > num_free_blocks()) {
+    throw error("block_manager: out of KV blocks: " + seq_name(seq_id) + " needs " + std::to_string(need) +
+                ", " + std::to_string(num_free_blocks()) + " free");
+  }
+  table t;
+  t.num_tokens = n_tokens;
+  t.blocks.reserve(size_t(need));
+  for (int32_t i = 0; i < need; ++i) {
+    int32_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    ref_counts_[size_t(b)] = 1;
+    t.blocks.push_back(b);
+  }
+  tables_.emplace(seq_id, std::move(t));
+}
+
+bool block_manager::can_append(uint64_t seq_id, int32_t n_new_tokens) const {
+  return new_blocks_needed(find(seq_id, "can_append"), n_new_tokens) <= num_free_blocks();
+}
+
+void block_manager::append(uint64_t seq_id, int32_t n_new_tokens) {
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) throw error("block_manager: append: unknown " + seq_name(seq_id));
+  table& t = it->second;
+  int32_t need = new_blocks_needed(t, n_new_tokens);
+  if (need > num_free_blocks()) {
+    throw error("block_manager: out of KV blocks: " + seq_name(seq_id) + " needs " + std::to_string(need) +
+                " more, " + std::to_string(num_free_blocks()) + " free");
+  }
+  for (int32_t i = 0; i < need; ++i) {
+    int32_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    ref_counts_[size_t(b)] = 1;
+    t.blocks.push_back(b);
+  }
+  t.num_tokens += n_new_tokens;
+}
+
+void block_manager::fork(uint64_t parent_id, uint64_t child_id) {
+  const table& parent = find(parent_id, "fork");
+  if (has(child_id)) throw error("block_manager: fork: " + seq_name(child_id) + " already has blocks");
+  table child = parent;
+  for (int32_t b : child.blocks) ++ref_counts_[size_t(b)];
+  tables_.emplace(child_id, std::move(child));
+}
+
+void block_manager::deallocate(uint64_t seq_id) {
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) return;
+  const std::vector<int32_t>& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {  // reversed: the first block is reused first
+    if (--ref_counts_[size_t(*b)] == 0) free_blocks_.push_back(*b);
+  }
+  tables_.erase(it);
+}
+
+const std::vector<int32_t>& block_manager::block_table(uint64_t seq_id) const {
+  return find(seq_id, "block_table").blocks;
+}
+
+int32_t block_manager::num_tokens(uint64_t seq_id) const {
+  auto it = tables_.find(seq_id);
+  return it == tables_.end() ? 0 : it->second.num_tokens;
+}
+
+int32_t block_manager::ref_count(int32_t block_id) const {
+  if (block_id < 0 || block_id >= num_blocks()) {
+    throw error("block_manager: block id " + std::to_string(block_id) + " out of range");
+  }
+  return ref_counts_[size_t(block_id)];
+}
+
+void block_manager::check_invariants() const {
+  std::vector<int32_t> holders(ref_counts_.size(), 0);
+  for (const auto& [seq_id, t] : tables_) {
+    if (int32_t(t.blocks.size()) != blocks_for_tokens(t.num_tokens)) {
+      throw error("block_manager invariant: " + seq_name(seq_id) + " holds " + std::to_string(t.blocks.size()) +
+                  " blocks for " + std::to_string(t.num_tokens) + " tokens");
+    }
+    for (int32_t b : t.blocks) {
+      if (b < 0 || b >= num_blocks()) throw error("block_manager invariant: block id out of range");
+      if (std::count(t.blocks.begin(), t.blocks.end(), b) != 1) {
+        throw error("block_manager invariant: " + seq_name(seq_id) + " holds block " + std::to_string(b) + " twice");
+      }
+      ++holders[size_t(b)];
+    }
+  }
+  std::vector<bool> on_free_list(ref_counts_.size(), false);
+  for (int32_t b : free_blocks_) {
+    if (b < 0 || b >= num_blocks() || on_free_list[size_t(b)]) {
+      throw error("block_manager invariant: free list holds block " + std::to_string(b) + " twice or out of range");
+    }
+    on_free_list[size_t(b)] = true;
+  }
+  for (size_t b = 0; b < ref_counts_.size(); ++b) {
+    if (ref_counts_[b] != holders[b] || on_free_list[b] != (holders[b] == 0)) {
+      throw error("block_manager invariant: block " + std::to_string(b) + " has ref_count " +
+                  std::to_string(ref_counts_[b]) + ", " + std::to_string(holders[b]) + " holders, " +
+                  (on_free_list[b] ? "on" : "not on") + " the free list");
+    }
+  }
+}
+
+uint64_t block_manager_bytes_per_token(int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k,
+                                       int32_t head_dim_v, uint64_t elem_size) {
+  if (n_layer <= 0 || n_head_kv <= 0 || head_dim_k <= 0 || head_dim_v <= 0 || elem_size == 0) {
+    throw error("KV cache: bad sizes (n_layer " + std::to_string(n_layer) + ", n_head_kv " +
+                std::to_string(n_head_kv) + ", head_dim_k " + std::to_string(head_dim_k) + ", head_dim_v " +
+                std::to_string(head_dim_v) + ", elem_size " + std::to_string(elem_size) + ")");
+  }
+  const char* what = "KV bytes per token";
+  uint64_t dims = checked_add(uint64_t(head_dim_k), uint64_t(head_dim_v), what);
+  uint64_t n = checked_mul(uint64_t(n_layer), uint64_t(n_head_kv), what);
+  return checked_mul(checked_mul(n, dims, what), elem_size, what);
+}
+
+uint64_t block_manager_budget_from_fraction(uint64_t free_bytes, double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw error("KV cache: memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  }
+  long double budget = std::floor((long double)free_bytes * (long double)fraction);
+  return budget >= (long double)free_bytes ? free_bytes : uint64_t(budget);
+}
+
+int32_t block_manager_num_blocks(uint64_t budget_bytes, uint64_t bytes_per_token, int32_t block_size,
+                                 int32_t max_model_len, int32_t max_num_seqs) {
+  if (bytes_per_token == 0 || block_size <= 0 || max_model_len <= 0 || max_num_seqs <= 0) {
+    throw error("KV cache: bytes_per_token, block_size, max_model_len and max_num_seqs must be > 0");
+  }
+  uint64_t bytes_per_block = checked_mul(bytes_per_token, uint64_t(block_size), "KV bytes per block");
+  uint64_t blocks = budget_bytes / bytes_per_block;
+  uint64_t per_seq = (uint64_t(max_model_len) + uint64_t(block_size) - 1) / uint64_t(block_size);
+  if (blocks < per_seq) {
+    throw error("KV cache: a budget of " + std::to_string(budget_bytes) + " bytes holds " + std::to_string(blocks) +
+                " blocks of " + std::to_string(block_size) + " tokens (" + std::to_string(bytes_per_block) +
+                " bytes each), but one sequence of max_model_len " + std::to_string(max_model_len) + " needs " +
+                std::to_string(per_seq) + " blocks (" + std::to_string(per_seq * bytes_per_block) +
+                " bytes); give the KV cache more memory or lower maxModelLen");
+  }
+  uint64_t cap = per_seq * uint64_t(max_num_seqs);  // both < 2^31: no overflow
+  blocks = std::min({blocks, cap, uint64_t(std::numeric_limits<int32_t>::max())});
+  return int32_t(blocks);
+}
+
+}  // namespace spindle

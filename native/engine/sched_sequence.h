@@ -1,0 +1,27 @@
+// The scheduler's view of one sequence: its token ids (prompt + generated) and how many of them have their
+// KV written. It knows nothing about sampling, text or memory layout.
+// Invariant (between steps): 0 <= num_computed_tokens < num_tokens(); a waiting sequence holds no KV blocks;
+// a running one holds slots for at least num_computed_tokens tokens (and at most num_tokens()).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace spindle {
+
+enum class sched_status : uint8_t { waiting, running };
+
+struct sched_sequence {
+  uint64_t id = 0;
+  uint64_t arrival = 0;            // order of scheduler::add(); lower is older
+  std::vector<int32_t> token_ids;  // prompt + generated
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed_tokens = 0;  // positions [0, num_computed_tokens) have KV written
+  int32_t num_preemptions = 0;      // times this sequence lost its blocks and was recomputed
+  sched_status status = sched_status::waiting;
+
+  int32_t num_tokens() const { return int32_t(token_ids.size()); }
+  int32_t num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }
+  int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+};
+
+}  // namespace spindle

@@ -1,0 +1,304 @@
+// The scheduler (see scheduler.h for the rule). Invariant: every sequence is in exactly one of running_
+// (holding blocks, sorted by arrival) and waiting_ (holding none), and owned by seqs_; the only ways out are
+// postprocess() of a finished sequence and abort(), both of which free its blocks at once.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+
+namespace spindle {
+
+namespace {
+
+std::string seq_name(uint64_t id) { return "sequence " + std::to_string(id); }
+
+}  // namespace
+
+scheduler::scheduler(scheduler_config config, block_manager blocks)
+    : config_(config), blocks_(std::move(blocks)) {
+  const scheduler_config& c = config_;
+  if (c.max_num_batched_tokens <= 0) {
+    throw error("scheduler: max_num_batched_tokens must be > 0, got " + std::to_string(c.max_num_batched_tokens));
+  }
+  if (c.max_num_seqs <= 0) throw error("scheduler: max_num_seqs must be > 0, got " + std::to_string(c.max_num_seqs));
+  if (c.max_model_len <= 0) throw error("scheduler: max_model_len must be > 0, got " + std::to_string(c.max_model_len));
+  if (c.chunked_prefill_size == 0 || c.chunked_prefill_size < -1) {
+    throw error("scheduler: chunked_prefill_size must be -1 (off) or >= 1, got " +
+                std::to_string(c.chunked_prefill_size));
+  }
+  if (c.chunked_prefill_size == -1 && c.max_num_batched_tokens < c.max_model_len) {
+    throw error("scheduler: with chunked prefill off (chunked_prefill_size -1), max_num_batched_tokens (" +
+                std::to_string(c.max_num_batched_tokens) + ") must be >= max_model_len (" +
+                std::to_string(c.max_model_len) + "): a whole prompt must fit in one step");
+  }
+  int32_t per_seq = blocks_.blocks_for_tokens(c.max_model_len);
+  if (blocks_.num_blocks() < per_seq) {
+    throw error("scheduler: the KV cache has " + std::to_string(blocks_.num_blocks()) + " blocks, but one sequence " +
+                "of max_model_len " + std::to_string(c.max_model_len) + " needs " + std::to_string(per_seq));
+  }
+}
+
+void scheduler::add(uint64_t id, std::vector<int32_t> prompt) {
+  if (seqs_.count(id) != 0) throw error("scheduler: " + seq_name(id) + " already exists");
+  if (prompt.empty()) throw error("scheduler: " + seq_name(id) + " has an empty prompt");
+  if (prompt.size() > size_t(config_.max_model_len)) {
+    throw error("scheduler: the prompt of " + seq_name(id) + " has " + std::to_string(prompt.size()) +
+                " tokens, more than max_model_len " + std::to_string(config_.max_model_len));
+  }
+  auto s = std::make_unique<sched_sequence>();
+  s->id = id;
+  s->arrival = next_arrival_++;
+  s->num_prompt_tokens = int32_t(prompt.size());
+  s->token_ids = std::move(prompt);
+  waiting_.push_back(s.get());
+  seqs_.emplace(id, std::move(s));
+}
+
+bool scheduler::abort(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return false;
+  remove(it->second.get());
+  return true;
+}
+
+void scheduler::remove(sched_sequence* s) {
+  blocks_.deallocate(s->id);
+  auto r = std::find(running_.begin(), running_.end(), s);
+  if (r != running_.end()) running_.erase(r);
+  auto w = std::find(waiting_.begin(), waiting_.end(), s);
+  if (w != waiting_.end()) waiting_.erase(w);
+  seqs_.erase(s->id);  // destroys *s
+}
+
+schedule_output scheduler::schedule() {
+  if (step_pending_) {
+    throw error("scheduler: schedule() called before postprocess() of step " + std::to_string(step_));
+  }
+  schedule_output out;
+  int32_t budget = config_.max_num_batched_tokens;
+  schedule_running(out, budget, /*decodes=*/true);
+  schedule_running(out, budget, /*decodes=*/false);
+  if (out.preempted.empty()) schedule_waiting(out, budget);
+  if (out.chunks.empty()) return out;
+  out.step = ++step_;
+  step_pending_ = true;
+  for (const scheduled_chunk& c : out.chunks) {
+    (c.is_decode ? out.num_decodes : out.num_prefills) += 1;
+    out.num_batched_tokens += c.n_tokens;
+  }
+  return out;
+}
+
+// One pass over running_, oldest first: decodes (one token left) or partly prefilled prompts.
+// Preemption only removes running_.back(), so indexes below i stay valid; if s itself was the newest and got
+// preempted, running_.size() == i and the loop ends.
+void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool decodes) {
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    sched_sequence* s = running_[i];
+    bool is_decode = s->num_uncomputed_tokens() == 1;
+    if (is_decode != decodes) continue;
+    int32_t n = decodes ? 1 : prefill_chunk(*s, budget);
+    if (n == 0) continue;
+    if (reserve_or_preempt(*s, n, out, budget)) push_chunk(out, budget, *s, n, is_decode);
+  }
+}
+
+// Admits waiting sequences from the front while a sequence slot, budget and free blocks last.
+void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
+  while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < config_.max_num_seqs) {
+    sched_sequence* s = waiting_.front();
+    int32_t n = prefill_chunk(*s, budget);
+    if (n == 0 || !can_reserve(*s, s->num_computed_tokens + n)) break;
+    reserve(*s, s->num_computed_tokens + n);
+    waiting_.pop_front();
+    s->status = sched_status::running;
+    insert_running(s);
+    push_chunk(out, budget, *s, n, /*is_decode=*/false);
+  }
+}
+
+int32_t scheduler::prefill_chunk(const sched_sequence& s, int32_t budget) const {
+  int32_t remaining = s.num_uncomputed_tokens();
+  if (config_.chunked_prefill_size < 0) return remaining <= budget ? remaining : 0;
+  return std::min({remaining, config_.chunked_prefill_size, budget});
+}
+
+bool scheduler::can_reserve(const sched_sequence& s, int32_t n_slots) const {
+  int32_t have = blocks_.num_tokens(s.id);
+  if (n_slots <= have) return true;
+  return blocks_.has(s.id) ? blocks_.can_append(s.id, n_slots - have) : blocks_.can_allocate(n_slots);
+}
+
+void scheduler::reserve(const sched_sequence& s, int32_t n_slots) {
+  int32_t have = blocks_.num_tokens(s.id);
+  if (n_slots <= have) return;
+  if (blocks_.has(s.id)) {
+    blocks_.append(s.id, n_slots - have);
+  } else {
+    blocks_.allocate(s.id, n_slots);
+  }
+}
+
+bool scheduler::reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget) {
+  int32_t n_slots = s.num_computed_tokens + n_tokens;
+  while (!can_reserve(s, n_slots)) {
+    bool self = running_.back() == &s;
+    preempt_newest(out, budget);
+    if (self) return false;
+  }
+  reserve(s, n_slots);
+  return true;
+}
+
+// Frees the newest running sequence for recompute; a chunk it already got this step is taken back.
+void scheduler::preempt_newest(schedule_output& out, int32_t& budget) {
+  sched_sequence* v = running_.back();
+  running_.pop_back();
+  blocks_.deallocate(v->id);
+  v->num_computed_tokens = 0;
+  v->status = sched_status::waiting;
+  ++v->num_preemptions;
+  ++preemptions_;
+  waiting_.push_front(v);
+  out.preempted.push_back(v->id);
+  for (auto it = out.chunks.begin(); it != out.chunks.end();) {
+    if (it->seq_id == v->id) {
+      budget += it->n_tokens;
+      it = out.chunks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void scheduler::push_chunk(schedule_output& out, int32_t& budget, sched_sequence& s, int32_t n_tokens,
+                           bool is_decode) {
+  scheduled_chunk c;
+  c.seq = &s;
+  c.seq_id = s.id;
+  c.first_pos = s.num_computed_tokens;
+  c.n_tokens = n_tokens;
+  c.is_decode = is_decode;
+  c.sample = c.first_pos + n_tokens == s.num_tokens();
+  out.chunks.push_back(c);
+  budget -= n_tokens;
+}
+
+void scheduler::insert_running(sched_sequence* s) {
+  auto pos = std::upper_bound(running_.begin(), running_.end(), s,
+                              [](const sched_sequence* a, const sched_sequence* b) { return a->arrival < b->arrival; });
+  running_.insert(pos, s);
+}
+
+void scheduler::validate_postprocess(const schedule_output& out, const std::vector<sampled_token>& sampled) const {
+  if (!step_pending_ || out.step != step_) {
+    throw error("scheduler: postprocess() of step " + std::to_string(out.step) + ", but the pending step is " +
+                (step_pending_ ? std::to_string(step_) : std::string("none")));
+  }
+  size_t k = 0;
+  for (const scheduled_chunk& c : out.chunks) {
+    auto it = seqs_.find(c.seq_id);
+    if (it == seqs_.end()) {  // aborted during the step: its sampled token may be present or left out
+      if (c.sample && k < sampled.size() && sampled[k].seq_id == c.seq_id) ++k;
+      continue;
+    }
+    const sched_sequence& s = *it->second;
+    if (s.status != sched_status::running || s.num_computed_tokens != c.first_pos ||
+        c.first_pos + c.n_tokens > s.num_tokens()) {
+      throw error("scheduler: the chunk of " + seq_name(c.seq_id) + " does not match its state");
+    }
+    if (!c.sample) continue;
+    if (k >= sampled.size() || sampled[k].seq_id != c.seq_id) {
+      throw error("scheduler: postprocess() expects a sampled token for " + seq_name(c.seq_id) + " at index " +
+                  std::to_string(k));
+    }
+    if (!sampled[k].finished && s.num_tokens() + 1 > config_.max_model_len) {
+      throw error("scheduler: " + seq_name(c.seq_id) + " reached max_model_len " +
+                  std::to_string(config_.max_model_len) + " without finishing");
+    }
+    ++k;
+  }
+  if (k != sampled.size()) {
+    throw error("scheduler: postprocess() got " + std::to_string(sampled.size()) + " sampled tokens, expected " +
+                std::to_string(k));
+  }
+}
+
+void scheduler::postprocess(const schedule_output& out, const std::vector<sampled_token>& sampled) {
+  if (out.empty()) {
+    if (!sampled.empty()) throw error("scheduler: postprocess() of an empty step got sampled tokens");
+    return;
+  }
+  validate_postprocess(out, sampled);
+  size_t k = 0;
+  for (const scheduled_chunk& c : out.chunks) {
+    auto it = seqs_.find(c.seq_id);
+    if (it == seqs_.end()) {
+      if (c.sample && k < sampled.size() && sampled[k].seq_id == c.seq_id) ++k;
+      continue;
+    }
+    sched_sequence* s = it->second.get();
+    s->num_computed_tokens += c.n_tokens;
+    if (!c.sample) continue;
+    const sampled_token& t = sampled[k++];
+    s->token_ids.push_back(t.token);
+    if (t.finished) remove(s);
+  }
+  step_pending_ = false;
+}
+
+const sched_sequence* scheduler::find(uint64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<uint64_t> scheduler::running_ids() const {
+  std::vector<uint64_t> ids;
+  for (const sched_sequence* s : running_) ids.push_back(s->id);
+  return ids;
+}
+
+std::vector<uint64_t> scheduler::waiting_ids() const {
+  std::vector<uint64_t> ids;
+  for (const sched_sequence* s : waiting_) ids.push_back(s->id);
+  return ids;
+}
+
+scheduler_stats scheduler::stats() const {
+  scheduler_stats st;
+  st.running = int32_t(running_.size());
+  st.waiting = int32_t(waiting_.size());
+  st.blocks_total = blocks_.num_blocks();
+  st.blocks_used = blocks_.num_used_blocks();
+  st.blocks_free = blocks_.num_free_blocks();
+  st.preemptions = preemptions_;
+  st.steps = step_;
+  return st;
+}
+
+void scheduler::check_invariants() const {
+  blocks_.check_invariants();
+  auto broken = [](const std::string& what) { return error("scheduler invariant: " + what); };
+  if (running_.size() > size_t(config_.max_num_seqs)) throw broken("more running sequences than max_num_seqs");
+  if (running_.size() + waiting_.size() != seqs_.size()) throw broken("a sequence is lost or queued twice");
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const sched_sequence* s = running_[i];
+    if (find(s->id) != s || s->status != sched_status::running) throw broken(seq_name(s->id) + " not running");
+    if (i > 0 && running_[i - 1]->arrival >= s->arrival) throw broken("running sequences out of arrival order");
+    int32_t have = blocks_.num_tokens(s->id);
+    if (!blocks_.has(s->id) || have < s->num_computed_tokens || have > s->num_tokens()) {
+      throw broken(seq_name(s->id) + " reserves " + std::to_string(have) + " slots for " +
+                   std::to_string(s->num_computed_tokens) + " computed of " + std::to_string(s->num_tokens()));
+    }
+    if (s->num_computed_tokens >= s->num_tokens()) throw broken(seq_name(s->id) + " has nothing left to compute");
+  }
+  for (const sched_sequence* s : waiting_) {
+    if (find(s->id) != s || s->status != sched_status::waiting) throw broken(seq_name(s->id) + " not waiting");
+    if (blocks_.has(s->id)) throw broken("waiting " + seq_name(s->id) + " holds blocks");
+    if (s->num_computed_tokens >= s->num_tokens()) throw broken(seq_name(s->id) + " has nothing left to compute");
+  }
+}
+
+}  // namespace spindle

@@ -1,0 +1,134 @@
+// The scheduler: one rule, no modes. Each step has a token budget (max_num_batched_tokens) and a cap on
+// sequences holding KV (max_num_seqs). Running sequences that need exactly one token (decodes) go first,
+// oldest first; the rest of the budget goes to prompts, a chunk at a time: first running sequences whose
+// prompt (or recompute) is partly done, oldest first, then the waiting queue from its front. A waiting
+// sequence is admitted only if its chunk's blocks are free (it never preempts) and no preemption happened
+// this step; the first one that does not fit stops admission (strict arrival order).
+// When a running sequence's chunk lacks KV blocks, the newest running sequence is preempted (blocks freed,
+// num_computed_tokens reset to 0, pushed to the front of the waiting queue, later recomputed over prompt +
+// generated tokens) until the chunk fits or the sequence itself was the one preempted.
+//
+// Invariants (check_invariants() verifies them): running sequences are sorted by arrival and reserve KV
+// slots for at least num_computed_tokens and at most num_tokens tokens; waiting ones hold none; running.size() <= max_num_seqs; a step's
+// chunks sum to at most max_num_batched_tokens, hold each sequence at most once, and start at the sequence's
+// num_computed_tokens; a sequence whose remaining tokens are all in one chunk samples exactly one token.
+// Progress: while any sequence is unfinished, schedule() returns a non-empty step (the oldest running
+// sequence always fits, since the cache holds one max_model_len sequence and it is never the newest victim
+// while others run). The scheduler never touches memory layout: the runner reads block tables from blocks().
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/sched_sequence.h"
+
+namespace spindle {
+
+struct scheduler_config {
+  int32_t max_num_batched_tokens = 2048;  // tokens per step, decodes + prefill chunks
+  int32_t max_num_seqs = 256;             // sequences holding KV at once (decoding or partly prefilled)
+  int32_t chunked_prefill_size = 512;     // prompt tokens per sequence per step; -1 = never split a prompt
+  int32_t max_model_len = 0;              // tokens per sequence, prompt + generated; > 0
+};
+
+// One sequence's share of a step: tokens [first_pos, first_pos + n_tokens) of seq->token_ids are forwarded
+// and their KV written into the slots of blocks().block_table(seq_id).
+struct scheduled_chunk {
+  const sched_sequence* seq = nullptr;  // valid until postprocess(), or abort() of this sequence
+  uint64_t seq_id = 0;
+  int32_t first_pos = 0;  // == seq->num_computed_tokens when scheduled
+  int32_t n_tokens = 0;   // >= 1
+  bool is_decode = false;  // a running sequence with exactly one token left to compute
+  bool sample = false;     // first_pos + n_tokens == num_tokens: the runner returns the last token's logits
+};
+
+struct schedule_output {
+  uint64_t step = 0;                    // 0 for an empty step
+  std::vector<scheduled_chunk> chunks;  // decodes first (oldest first), then prefill chunks (schedule order)
+  int32_t num_decodes = 0;
+  int32_t num_prefills = 0;
+  int32_t num_batched_tokens = 0;   // sum of n_tokens, <= max_num_batched_tokens
+  std::vector<uint64_t> preempted;  // ids preempted while building this step (now waiting, no blocks)
+  bool empty() const { return chunks.empty(); }
+};
+
+// What the engine sampled for one chunk with sample == true; finished: the sequence stops (EOS, stop, length)
+// after this token, and its blocks are freed in postprocess().
+struct sampled_token {
+  uint64_t seq_id = 0;
+  int32_t token = 0;
+  bool finished = false;
+};
+
+struct scheduler_stats {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t blocks_total = 0;
+  int32_t blocks_used = 0;
+  int32_t blocks_free = 0;
+  uint64_t preemptions = 0;  // since construction
+  uint64_t steps = 0;        // non-empty steps scheduled
+};
+
+class scheduler {
+ public:
+  // Throws spindle::error on a bad config: any size <= 0, chunked_prefill_size not -1 or >= 1,
+  // chunked_prefill_size == -1 with max_num_batched_tokens < max_model_len (a whole prompt or recompute
+  // could never fit a step), or a cache smaller than one max_model_len sequence.
+  scheduler(scheduler_config config, block_manager blocks);
+
+  // Queues a new sequence at the back of the waiting queue. Throws on a duplicate id, an empty prompt or
+  // one longer than max_model_len.
+  void add(uint64_t id, std::vector<int32_t> prompt);
+  // Removes a waiting or running sequence and frees its blocks; false when the id is unknown. Safe between
+  // schedule() and postprocess(): the sequence's chunks are then skipped.
+  bool abort(uint64_t id);
+
+  // Builds the next step and reserves its KV slots. Throws if the previous non-empty step was not
+  // postprocessed. An empty step means nothing is unfinished.
+  schedule_output schedule();
+  // Ends step `out`: advances num_computed_tokens by each chunk, appends the sampled token of each chunk with
+  // sample == true and frees the blocks of finished sequences. `sampled` holds one entry per sampling chunk
+  // of a still known sequence, in chunk order (entries for aborted sequences may be left out). Validates
+  // everything first (wrong step, ids, count, an unfinished sequence growing past max_model_len) and throws
+  // without changing state.
+  void postprocess(const schedule_output& out, const std::vector<sampled_token>& sampled);
+
+  bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
+  const sched_sequence* find(uint64_t id) const;  // null when unknown (never added, finished or aborted)
+  std::vector<uint64_t> running_ids() const;      // arrival order
+  std::vector<uint64_t> waiting_ids() const;      // queue order, front first
+  const block_manager& blocks() const { return blocks_; }
+  const scheduler_config& config() const { return config_; }
+  scheduler_stats stats() const;
+  // Throws spindle::error naming the first broken invariant (includes blocks().check_invariants()).
+  void check_invariants() const;
+
+ private:
+  void schedule_running(schedule_output& out, int32_t& budget, bool decodes);
+  void schedule_waiting(schedule_output& out, int32_t& budget);
+  int32_t prefill_chunk(const sched_sequence& s, int32_t budget) const;  // 0: does not fit this step
+  bool can_reserve(const sched_sequence& s, int32_t n_slots) const;
+  void reserve(const sched_sequence& s, int32_t n_slots);
+  bool reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget);
+  void preempt_newest(schedule_output& out, int32_t& budget);
+  void push_chunk(schedule_output& out, int32_t& budget, sched_sequence& s, int32_t n_tokens, bool is_decode);
+  void insert_running(sched_sequence* s);
+  void remove(sched_sequence* s);  // from running_ / waiting_ and seqs_, freeing its blocks
+  void validate_postprocess(const schedule_output& out, const std::vector<sampled_token>& sampled) const;
+
+  scheduler_config config_;
+  block_manager blocks_;
+  std::map<uint64_t, std::unique_ptr<sched_sequence>> seqs_;  // every unfinished sequence, by id
+  std::vector<sched_sequence*> running_;                      // holding blocks; sorted by arrival
+  std::deque<sched_sequence*> waiting_;                       // no blocks; front is scheduled first
+  uint64_t next_arrival_ = 0;
+  uint64_t step_ = 0;          // id of the last non-empty step
+  bool step_pending_ = false;  // step_ was scheduled and not yet postprocessed
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace spindle

@@ -1,0 +1,195 @@
+// Randomized scheduler simulation: many sequences of random lengths, random finishes and aborts (between
+// steps and inside a step), tiny KV caches. A fake runner writes (sequence, position, token) into the KV slot
+// each block table names and reads back every position a chunk attends to, so a block owned by two live
+// sequences, a missing recompute or a lost generated token shows up as a wrong slot. Every step also checks
+// the budget, chunk shape and all scheduler / block manager invariants; at the end every block is free.
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "harness.h"
+
+using namespace spindle;
+
+namespace {
+
+struct kv_slot {
+  uint64_t seq = 0;
+  int32_t pos = -1;
+  int32_t token = -1;
+};
+
+struct sim_params {
+  uint32_t seed;
+  int32_t block_size, extra_blocks, budget, max_seqs, chunk, max_len, n_seqs;
+};
+
+struct sim_totals {
+  uint64_t preemptions = 0, mid_step_aborts = 0, finished = 0, steps = 0;
+};
+
+int32_t fake_token(uint64_t id, int32_t index) { return int32_t((id * 7919 + uint64_t(index) * 31) % 50000); }
+
+int32_t slot_of(const block_manager& bm, uint64_t id, int32_t pos) {
+  const std::vector<int32_t>& table = bm.block_table(id);
+  size_t b = size_t(pos / bm.block_size());
+  if (b >= table.size()) return -1;
+  return table[b] * bm.block_size() + pos % bm.block_size();
+}
+
+// Checks the step's shape, then writes its KV and reads back every position each chunk attends to.
+void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<kv_slot>& kv) {
+  const scheduler_config& cfg = s.config();
+  CHECK(out.num_batched_tokens <= cfg.max_num_batched_tokens);
+  CHECK(int32_t(out.chunks.size()) <= cfg.max_num_seqs);
+  int32_t total = 0;
+  bool seen_prefill = false;
+  std::set<uint64_t> ids;
+  for (const scheduled_chunk& c : out.chunks) {
+    const sched_sequence& q = *c.seq;
+    total += c.n_tokens;
+    CHECK(ids.insert(c.seq_id).second);
+    CHECK_EQ(q.id, c.seq_id);
+    CHECK_EQ(c.first_pos, q.num_computed_tokens);
+    CHECK(c.n_tokens >= 1);
+    CHECK(c.first_pos + c.n_tokens <= q.num_tokens());
+    CHECK_EQ(c.sample, c.first_pos + c.n_tokens == q.num_tokens());
+    if (cfg.chunked_prefill_size > 0) CHECK(c.n_tokens <= cfg.chunked_prefill_size || c.is_decode);
+    if (cfg.chunked_prefill_size < 0 && !c.is_decode) CHECK_EQ(c.n_tokens, q.num_tokens());
+    if (c.is_decode) CHECK(!seen_prefill);
+    seen_prefill = seen_prefill || !c.is_decode;
+    CHECK(s.blocks().num_tokens(c.seq_id) >= c.first_pos + c.n_tokens);
+    for (int32_t p = c.first_pos; p < c.first_pos + c.n_tokens; ++p) {
+      int32_t slot = slot_of(s.blocks(), c.seq_id, p);
+      REQUIRE(slot >= 0);
+      kv[size_t(slot)] = {c.seq_id, p, q.token_ids[size_t(p)]};
+    }
+  }
+  CHECK_EQ(total, out.num_batched_tokens);
+  for (const scheduled_chunk& c : out.chunks) {
+    for (int32_t p = 0; p < c.first_pos + c.n_tokens; ++p) {
+      const kv_slot& k = kv[size_t(slot_of(s.blocks(), c.seq_id, p))];
+      if (k.seq != c.seq_id || k.pos != p || k.token != c.seq->token_ids[size_t(p)]) {
+        harness::fail(__FILE__, __LINE__, "KV slot of sequence " + std::to_string(c.seq_id) + " position " +
+                                              std::to_string(p) + " holds another value");
+        throw harness::stop_test{};
+      }
+    }
+  }
+}
+
+// Picks a random live id (or 0 when none) from `live`.
+uint64_t pick(std::mt19937& rng, const std::map<uint64_t, int32_t>& live) {
+  if (live.empty()) return 0;
+  auto it = live.begin();
+  std::advance(it, rng() % live.size());
+  return it->first;
+}
+
+void simulate(const sim_params& p, sim_totals& totals) {
+  std::mt19937 rng(p.seed);
+  scheduler_config cfg;
+  cfg.max_num_batched_tokens = p.budget;
+  cfg.max_num_seqs = p.max_seqs;
+  cfg.chunked_prefill_size = p.chunk;
+  cfg.max_model_len = p.max_len;
+  int32_t n_blocks = (p.max_len + p.block_size - 1) / p.block_size + p.extra_blocks;
+  scheduler s(cfg, block_manager(n_blocks, p.block_size));
+  std::vector<kv_slot> kv(size_t(n_blocks) * size_t(p.block_size));
+  std::map<uint64_t, int32_t> live;  // id -> num_tokens at which it finishes
+  uint64_t next_id = 1;
+  int32_t steps = 0;
+  while (int32_t(next_id) <= p.n_seqs || s.has_unfinished()) {
+    REQUIRE(++steps < 50000);
+    for (uint32_t a = rng() % 4; a > 0 && int32_t(next_id) <= p.n_seqs; --a, ++next_id) {
+      int32_t len = 1 + int32_t(rng() % uint32_t(p.max_len));
+      std::vector<int32_t> prompt;
+      for (int32_t i = 0; i < len; ++i) prompt.push_back(fake_token(next_id, i));
+      s.add(next_id, prompt);
+      live[next_id] = len + 1 + int32_t(rng() % uint32_t(p.max_len - len + 1));
+    }
+    if (rng() % 100 < 3) {
+      uint64_t id = pick(rng, live);
+      if (id != 0) CHECK(s.abort(id));
+      live.erase(id);
+    }
+    bool had_work = s.has_unfinished();
+    schedule_output out = s.schedule();
+    s.check_invariants();
+    REQUIRE(had_work == !out.empty());
+    totals.preemptions += out.preempted.size();
+    run_fake_model(s, out, kv);
+    uint64_t aborted = 0;
+    if (!out.empty() && rng() % 100 < 2) {
+      aborted = out.chunks[rng() % out.chunks.size()].seq_id;
+      CHECK(s.abort(aborted));
+      live.erase(aborted);
+      ++totals.mid_step_aborts;
+    }
+    std::vector<sampled_token> sampled;
+    for (const scheduled_chunk& c : out.chunks) {
+      if (!c.sample || (c.seq_id == aborted && rng() % 2 == 0)) continue;
+      int32_t n = c.first_pos + c.n_tokens;  // == num_tokens: the new token's index
+      auto target = live.find(c.seq_id);  // absent when aborted inside this step
+      bool fin = target == live.end() || n + 1 >= target->second || rng() % 50 == 0;
+      sampled.push_back({c.seq_id, fake_token(c.seq_id, n), fin});
+    }
+    s.postprocess(out, sampled);
+    s.check_invariants();
+    for (const sampled_token& t : sampled) {
+      if (t.seq_id == aborted) continue;
+      const sched_sequence* q = s.find(t.seq_id);
+      if (t.finished) {
+        CHECK(q == nullptr);
+        CHECK(!s.blocks().has(t.seq_id));
+        live.erase(t.seq_id);
+        ++totals.finished;
+        continue;
+      }
+      REQUIRE(q != nullptr);
+      CHECK_EQ(q->num_computed_tokens, q->num_tokens() - 1);
+      for (int32_t i = 0; i < q->num_tokens(); ++i) CHECK_EQ(q->token_ids[size_t(i)], fake_token(q->id, i));
+    }
+    CHECK_EQ(s.blocks().num_free_blocks() + s.blocks().num_used_blocks(), n_blocks);
+  }
+  CHECK(live.empty());
+  CHECK_EQ(s.blocks().num_free_blocks(), n_blocks);
+  CHECK_EQ(s.stats().running, 0);
+  CHECK_EQ(s.stats().waiting, 0);
+  totals.steps += uint64_t(steps);
+}
+
+}  // namespace
+
+TEST_CASE("scheduler: randomized simulation keeps every invariant") {
+  const int32_t block_sizes[] = {1, 2, 4, 16};
+  const int32_t max_lens[] = {8, 24, 64};
+  const int32_t chunks[] = {-1, 1, 3, 16};
+  const int32_t max_seqs[] = {1, 2, 3, 8};
+  sim_totals totals;
+  for (uint32_t seed = 1; seed <= 24; ++seed) {
+    std::mt19937 rng(seed * 101);
+    sim_params p;
+    p.seed = seed;
+    p.block_size = block_sizes[rng() % 4];
+    p.max_len = max_lens[rng() % 3];
+    p.extra_blocks = int32_t(rng() % 4);
+    p.chunk = chunks[rng() % 4];
+    p.budget = p.chunk < 0 ? p.max_len + int32_t(rng() % 8) : 1 + int32_t(rng() % 40);
+    p.max_seqs = max_seqs[rng() % 4];
+    p.n_seqs = 120;
+    simulate(p, totals);
+  }
+  // The tiny caches must actually exercise preemption, finishes and aborts inside a step.
+  CHECK(totals.preemptions > 0);
+  CHECK(totals.mid_step_aborts > 0);
+  CHECK(totals.finished > 0);
+  std::printf("  sim: %llu steps, %llu preemptions, %llu finished, %llu mid-step aborts\n",
+              (unsigned long long)totals.steps, (unsigned long long)totals.preemptions,
+              (unsigned long long)totals.finished, (unsigned long long)totals.mid_step_aborts);
+}

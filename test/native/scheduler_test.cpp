@@ -1,0 +1,330 @@
+// Scheduler: decodes first, exact budget, chunked prefill, -1 never splits, max_num_seqs, preemption of
+// the newest with recompute, abort, postprocess validation. The randomized simulation is in
+// scheduler_sim_test.cpp.
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "harness.h"
+
+using namespace spindle;
+
+namespace {
+
+scheduler make_sched(int32_t budget, int32_t max_seqs, int32_t chunk, int32_t max_len, int32_t n_blocks,
+                     int32_t block_size = 16) {
+  scheduler_config c;
+  c.max_num_batched_tokens = budget;
+  c.max_num_seqs = max_seqs;
+  c.chunked_prefill_size = chunk;
+  c.max_model_len = max_len;
+  return scheduler(c, block_manager(n_blocks, block_size));
+}
+
+std::vector<int32_t> tokens(int32_t n, int32_t base = 0) {
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < n; ++i) t.push_back(base + i);
+  return t;
+}
+
+// Postprocesses `out`: each sampling chunk gets token 1000 + its index; ids in `finish` stop.
+void finish_step(scheduler& s, const schedule_output& out, const std::set<uint64_t>& finish = {}) {
+  std::vector<sampled_token> sampled;
+  for (const scheduled_chunk& c : out.chunks) {
+    if (c.sample) sampled.push_back({c.seq_id, 1000 + c.seq->num_tokens(), finish.count(c.seq_id) != 0});
+  }
+  s.postprocess(out, sampled);
+  s.check_invariants();
+}
+
+schedule_output run_step(scheduler& s, const std::set<uint64_t>& finish = {}) {
+  schedule_output out = s.schedule();
+  s.check_invariants();
+  finish_step(s, out, finish);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("scheduler: rejects bad configs and prompts") {
+  CHECK_THROWS_WITH(make_sched(0, 4, 16, 64, 8), "max_num_batched_tokens must be > 0");
+  CHECK_THROWS_WITH(make_sched(64, 0, 16, 64, 8), "max_num_seqs must be > 0");
+  CHECK_THROWS_WITH(make_sched(64, 4, 16, 0, 8), "max_model_len must be > 0");
+  CHECK_THROWS_WITH(make_sched(64, 4, 0, 64, 8), "chunked_prefill_size must be -1");
+  CHECK_THROWS_WITH(make_sched(64, 4, -2, 64, 8), "chunked_prefill_size must be -1");
+  CHECK_THROWS_WITH(make_sched(63, 4, -1, 64, 8), "must be >= max_model_len");
+  CHECK_THROWS_WITH(make_sched(64, 4, 16, 65, 4), "needs 5");
+  scheduler s = make_sched(64, 4, 16, 64, 8);
+  s.add(1, tokens(3));
+  CHECK_THROWS_WITH(s.add(1, tokens(3)), "sequence 1 already exists");
+  CHECK_THROWS_WITH(s.add(2, {}), "empty prompt");
+  CHECK_THROWS_WITH(s.add(3, tokens(65)), "more than max_model_len 64");
+  CHECK_EQ(s.stats().waiting, 1);
+  s.check_invariants();
+}
+
+TEST_CASE("scheduler: decodes go first and share a step with prefill chunks") {
+  scheduler s = make_sched(64, 8, 16, 128, 32);
+  s.add(1, tokens(4));
+  schedule_output out = run_step(s);
+  REQUIRE(out.chunks.size() == 1);
+  CHECK(!out.chunks[0].is_decode);
+  CHECK(out.chunks[0].sample);
+  CHECK_EQ(s.find(1)->num_tokens(), 5);
+  CHECK_EQ(s.find(1)->num_computed_tokens, 4);
+
+  s.add(2, tokens(40));
+  out = run_step(s);
+  REQUIRE(out.chunks.size() == 2);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(1));
+  CHECK(out.chunks[0].is_decode);
+  CHECK_EQ(out.chunks[0].first_pos, 4);
+  CHECK_EQ(out.chunks[0].n_tokens, 1);
+  CHECK(out.chunks[0].sample);
+  CHECK_EQ(out.chunks[1].seq_id, uint64_t(2));
+  CHECK(!out.chunks[1].is_decode);
+  CHECK_EQ(out.chunks[1].n_tokens, 16);
+  CHECK(!out.chunks[1].sample);
+  CHECK_EQ(out.num_decodes, 1);
+  CHECK_EQ(out.num_prefills, 1);
+  CHECK_EQ(out.num_batched_tokens, 17);
+  CHECK_EQ(s.find(2)->num_tokens(), 40);  // no token appended for a mid-prompt chunk
+  CHECK_EQ(s.find(2)->num_computed_tokens, 16);
+  CHECK_EQ(s.find(1)->num_tokens(), 6);
+  // KV slots reserved: 1 through position 4 (its decode), 2 through its first chunk.
+  CHECK_EQ(s.blocks().num_tokens(1), 5);
+  CHECK_EQ(s.blocks().num_tokens(2), 16);
+}
+
+TEST_CASE("scheduler: the token budget is respected exactly") {
+  scheduler s = make_sched(16, 8, 512, 256, 64);
+  for (uint64_t id = 1; id <= 3; ++id) s.add(id, tokens(2));
+  run_step(s);  // three 2-token prompts: 6 tokens
+  s.add(4, tokens(100));
+  schedule_output out = run_step(s);
+  CHECK_EQ(out.num_decodes, 3);
+  CHECK_EQ(out.num_prefills, 1);
+  CHECK_EQ(out.num_batched_tokens, 16);
+  CHECK_EQ(out.chunks.back().n_tokens, 13);
+  int32_t total = 0;
+  for (const scheduled_chunk& c : out.chunks) total += c.n_tokens;
+  CHECK_EQ(total, 16);
+
+  // More decodes than budget: the oldest 16 decode, the rest wait a step.
+  scheduler t = make_sched(16, 32, 512, 64, 64);
+  for (uint64_t id = 1; id <= 20; ++id) t.add(id, tokens(1));
+  out = run_step(t);  // 16 one-token prompts fit
+  CHECK_EQ(out.num_batched_tokens, 16);
+  out = run_step(t);  // 16 decodes; the other 4 prompts get no budget
+  CHECK_EQ(out.num_decodes, 16);
+  CHECK_EQ(out.num_prefills, 0);
+  CHECK_EQ(out.chunks.front().seq_id, uint64_t(1));
+  CHECK_EQ(out.chunks.back().seq_id, uint64_t(16));
+}
+
+TEST_CASE("scheduler: chunked prefill splits a 300-token prompt") {
+  scheduler s = make_sched(2048, 8, 128, 512, 64);
+  s.add(1, tokens(300));
+  std::vector<int32_t> firsts, sizes;
+  for (int i = 0; i < 3; ++i) {
+    schedule_output out = s.schedule();
+    REQUIRE(out.chunks.size() == 1);
+    firsts.push_back(out.chunks[0].first_pos);
+    sizes.push_back(out.chunks[0].n_tokens);
+    CHECK_EQ(out.chunks[0].sample, i == 2);
+    CHECK_EQ(s.blocks().num_tokens(1), out.chunks[0].first_pos + out.chunks[0].n_tokens);
+    finish_step(s, out);
+  }
+  CHECK(firsts == std::vector<int32_t>({0, 128, 256}));
+  CHECK(sizes == std::vector<int32_t>({128, 128, 44}));
+  CHECK_EQ(s.find(1)->num_tokens(), 301);
+  CHECK_EQ(s.find(1)->token_ids[300], 1300);
+
+  // A budget smaller than the chunk size cuts the chunks instead.
+  scheduler t = make_sched(100, 8, 512, 512, 64);
+  t.add(1, tokens(300));
+  for (int i = 0; i < 3; ++i) CHECK_EQ(run_step(t).chunks[0].n_tokens, 100);
+  CHECK_EQ(t.find(1)->num_tokens(), 301);
+}
+
+TEST_CASE("scheduler: chunked_prefill_size -1 never splits a prompt") {
+  scheduler s = make_sched(256, 8, -1, 256, 64);
+  s.add(1, tokens(200));
+  schedule_output out = run_step(s);
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].n_tokens, 200);
+  CHECK(out.chunks[0].sample);
+
+  s.add(2, tokens(256));  // only fits an otherwise empty step
+  s.add(3, tokens(2));    // behind 2 in arrival order: waits too
+  for (int i = 0; i < 3; ++i) {
+    out = run_step(s, i == 2 ? std::set<uint64_t>{1} : std::set<uint64_t>{});
+    REQUIRE(out.chunks.size() == 1);
+    CHECK(out.chunks[0].is_decode);
+    CHECK_EQ(s.stats().waiting, 2);
+  }
+  out = run_step(s, {2});  // 1 finished: 2 goes whole (and, at max_model_len, stops)
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(2));
+  CHECK_EQ(out.chunks[0].n_tokens, 256);
+  CHECK(out.chunks[0].sample);
+  out = run_step(s);
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(3));
+  CHECK_EQ(out.chunks[0].n_tokens, 2);
+}
+
+TEST_CASE("scheduler: max_num_seqs caps the sequences holding KV") {
+  scheduler s = make_sched(64, 2, 16, 64, 16);
+  for (uint64_t id = 1; id <= 4; ++id) s.add(id, tokens(20));
+  schedule_output out = run_step(s);  // 16 + 16: both partial, both count
+  CHECK_EQ(out.chunks.size(), size_t(2));
+  CHECK(s.running_ids() == std::vector<uint64_t>({1, 2}));
+  CHECK(s.waiting_ids() == std::vector<uint64_t>({3, 4}));
+  out = run_step(s);  // the rest of 1 and 2, still only two sequences
+  CHECK_EQ(out.chunks.size(), size_t(2));
+  CHECK_EQ(s.stats().running, 2);
+  out = run_step(s, {1});  // decodes; 1 finishes
+  CHECK_EQ(out.num_decodes, 2);
+  CHECK_EQ(out.num_prefills, 0);
+  out = run_step(s);  // 2 decodes, 3 is admitted
+  CHECK_EQ(out.num_decodes, 1);
+  CHECK_EQ(out.num_prefills, 1);
+  CHECK_EQ(out.chunks[1].seq_id, uint64_t(3));
+  CHECK(s.running_ids() == std::vector<uint64_t>({2, 3}));
+}
+
+TEST_CASE("scheduler: out of blocks preempts the newest, which is later recomputed") {
+  // 4 blocks of 4 tokens; two 6-token prompts take 2 blocks each.
+  scheduler s = make_sched(64, 4, 16, 16, 4, 4);
+  s.add(1, tokens(6, 100));
+  s.add(2, tokens(6, 200));
+  run_step(s);  // both prefilled: 7 tokens each
+  run_step(s);  // decode position 6: 8 tokens each
+  run_step(s);  // decode position 7 fits the second block: 9 tokens each
+  CHECK_EQ(s.blocks().num_free_blocks(), 0);
+  schedule_output out = s.schedule();  // 1 needs a 3rd block for position 8: 2 is preempted
+  CHECK(out.preempted == std::vector<uint64_t>({2}));
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(1));
+  CHECK_EQ(out.chunks[0].first_pos, 8);
+  const sched_sequence* two = s.find(2);
+  CHECK(two->status == sched_status::waiting);
+  CHECK_EQ(two->num_computed_tokens, 0);
+  CHECK_EQ(two->num_tokens(), 9);
+  CHECK_EQ(two->num_preemptions, 1);
+  CHECK(!s.blocks().has(2));
+  CHECK_EQ(s.stats().preemptions, uint64_t(1));
+  s.check_invariants();
+  finish_step(s, out);
+  std::vector<int32_t> two_tokens = two->token_ids;
+
+  out = run_step(s);  // 2 needs 3 blocks to recompute 9 tokens; 1 holds 3 of 4: 2 waits
+  CHECK_EQ(out.chunks.size(), size_t(1));
+  CHECK_EQ(s.stats().waiting, 1);
+  out = run_step(s, {1});
+  CHECK_EQ(out.chunks.size(), size_t(1));
+  CHECK_EQ(s.blocks().num_free_blocks(), 4);
+
+  out = run_step(s);  // recompute covers prompt + the 3 generated tokens and samples the 4th
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(2));
+  CHECK_EQ(out.chunks[0].first_pos, 0);
+  CHECK_EQ(out.chunks[0].n_tokens, 9);
+  CHECK(out.chunks[0].sample);
+  CHECK(!out.chunks[0].is_decode);
+  REQUIRE(two->num_tokens() == 10);
+  CHECK(std::vector<int32_t>(two->token_ids.begin(), two->token_ids.begin() + 9) == two_tokens);
+  CHECK_EQ(two->token_ids[9], 1009);
+  CHECK_EQ(two->num_computed_tokens, 9);
+}
+
+TEST_CASE("scheduler: a partial prefill preempts a newer decode and takes back its budget") {
+  // 5 blocks of 4 tokens, budget 12, chunks of 8. 1 (prompt 20) is chunked; 2 (prompt 5) is newer.
+  scheduler s = make_sched(12, 4, 8, 20, 5, 4);
+  s.add(1, tokens(20));
+  s.add(2, tokens(5));
+  schedule_output out = run_step(s);  // 1: [0,8) 2 blocks; 2: [0,4) 1 block (budget spent)
+  REQUIRE(out.chunks.size() == 2);
+  CHECK_EQ(s.blocks().num_used_blocks(), 3);
+  // 2 has one token left: a decode, scheduled first (takes a 4th block). 1's chunk [8,16) then needs 2
+  // more blocks, 1 is free: 2, the newest, is preempted and its scheduled decode taken back.
+  out = s.schedule();
+  CHECK(out.preempted == std::vector<uint64_t>({2}));
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(1));
+  CHECK_EQ(out.chunks[0].first_pos, 8);
+  CHECK_EQ(out.chunks[0].n_tokens, 8);
+  CHECK_EQ(out.num_decodes, 0);
+  CHECK_EQ(out.num_batched_tokens, 8);
+  CHECK(s.waiting_ids() == std::vector<uint64_t>({2}));  // not readmitted in a step that preempted
+  s.check_invariants();
+  finish_step(s, out);
+  out = run_step(s, {1});  // 1: [16,20) takes the last block; 2 does not fit yet
+  REQUIRE(out.chunks.size() == 1);
+  CHECK(out.chunks[0].sample);
+  out = run_step(s);
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(2));
+  CHECK_EQ(out.chunks[0].n_tokens, 5);
+  CHECK(out.chunks[0].sample);
+}
+
+TEST_CASE("scheduler: abort of a waiting or running sequence frees every block") {
+  scheduler s = make_sched(26, 8, 16, 64, 16, 4);
+  s.add(1, tokens(10));
+  s.add(2, tokens(40));
+  s.add(3, tokens(5));
+  run_step(s);  // 1 whole (10), 2 partial (16), 3 waits: budget spent
+  CHECK_EQ(s.stats().running, 2);
+  CHECK_EQ(s.stats().waiting, 1);
+  CHECK(s.abort(3));
+  CHECK(s.abort(2));
+  CHECK(!s.blocks().has(2));
+  CHECK(!s.abort(2));
+  CHECK(!s.abort(99));
+  s.check_invariants();
+  CHECK(s.abort(1));
+  CHECK_EQ(s.blocks().num_free_blocks(), 16);
+  CHECK(!s.has_unfinished());
+  CHECK(s.schedule().empty());
+
+  // Abort between schedule() and postprocess(): the chunk is skipped, with or without its sampled token.
+  s.add(4, tokens(3));
+  s.add(5, tokens(3));
+  s.add(6, tokens(3));
+  schedule_output out = s.schedule();
+  REQUIRE(out.chunks.size() == 3);
+  CHECK(s.abort(4));
+  CHECK(s.abort(5));
+  s.check_invariants();
+  s.postprocess(out, {{5, 7, false}, {6, 8, false}});
+  CHECK_EQ(s.find(6)->num_tokens(), 4);
+  CHECK(s.abort(6));
+  CHECK_EQ(s.blocks().num_free_blocks(), 16);
+  s.check_invariants();
+}
+
+TEST_CASE("scheduler: postprocess validates before changing anything") {
+  scheduler s = make_sched(32, 8, 16, 8, 4, 4);
+  s.add(1, tokens(3));
+  s.add(2, tokens(8));  // = max_model_len: must finish at its first token
+  schedule_output out = s.schedule();
+  CHECK_THROWS_WITH(s.schedule(), "before postprocess");
+  CHECK_THROWS_WITH(s.postprocess(out, {{1, 5, false}}), "expects a sampled token for sequence 2");
+  CHECK_THROWS_WITH(s.postprocess(out, {{2, 5, false}, {1, 5, false}}), "sequence 1");
+  CHECK_THROWS_WITH(s.postprocess(out, {{1, 5, false}, {2, 5, true}, {3, 5, false}}), "got 3 sampled tokens");
+  CHECK_THROWS_WITH(s.postprocess(out, {{1, 5, false}, {2, 5, false}}), "reached max_model_len 8");
+  schedule_output stale = out;
+  stale.step += 1;
+  CHECK_THROWS_WITH(s.postprocess(stale, {{1, 5, false}, {2, 5, true}}), "pending step");
+  CHECK_EQ(s.find(1)->num_computed_tokens, 0);
+  CHECK_EQ(s.find(1)->num_tokens(), 3);
+  s.check_invariants();
+  s.postprocess(out, {{1, 5, false}, {2, 5, true}});
+  CHECK(s.find(2) == nullptr);
+  CHECK_EQ(s.find(1)->num_tokens(), 4);
+  CHECK_THROWS_WITH(s.postprocess(out, {{1, 5, false}}), "pending step is none");
+  s.check_invariants();
+}
