@@ -1,5 +1,5 @@
 // GGUF writer and quantizers: write files, read them back with a minimal independent reader, check
-// alignment and values; quantizer golden bytes (recorded from ggml's C reference functions) and round trips.
+// alignment and values; quantizer golden bytes (recorded from ggml's C functions) and round trips.
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -10,6 +10,7 @@ import {
   bf16BitsToFp32, dequantize, fp16BitsToFp32, fp32ToBf16Bits, fp32ToFp16Bits, quantize,
 } from '../lib/gguf/quantize.js';
 import { GgufWriter, type GgufArray } from '../lib/gguf/writer.js';
+import { Rng } from '../lib/fixtures/random.js';
 
 // ---- minimal GGUF reader (independent of the writer's code) ----
 interface ReadTensor { name: string; ne: number[]; type: number; offset: number }
@@ -192,6 +193,57 @@ t.test('quantized bytes equal ggml reference quantizers', async (t) => {
     const traits = GGML_TYPE_TRAITS[type];
     t.equal(q.length, (x.length / traits.blockSize) * traits.typeSize, `${traits.name} size`);
     t.equal(createHash('sha256').update(q).digest('hex'), hash, `${traits.name} bytes`);
+  }
+});
+
+/** 256 * 64 values of each of eleven distributions that reach every branch of the K-quant searches. */
+function stressInput(): Float32Array {
+  const n = 256 * 64;
+  const kinds: Array<(g: number, u: number, i: number) => number> = [
+    (g) => 0.02 * g, // fixture-like weights
+    (_g, u) => 2 * u - 1,
+    (_g, u) => 3 * u + 0.25, // all positive: the Q4_K min clamps to 0
+    (_g, u) => -3 * u - 0.25,
+    (_g, u) => Math.tan((u - 0.5) * 3.1), // heavy tails
+    (g, u) => (u < 0.85 ? 0 : g), // sparse
+    (g) => 1 + 1e-6 * g, // nearly constant
+    (_g, u) => (u < 0.5 ? -1 : 1), // two values
+    (g) => 100 + 0.01 * g, // small spread on a large offset
+    (g, _u, i) => g * 10 ** (((i >> 4) % 9) - 4), // scales 1e-4..1e4 within a block
+    (g) => 1e12 * g, // block scales overflow half precision (ggml's NaN / inf rounding)
+  ];
+  const x = new Float32Array(kinds.length * n);
+  const g = new Float32Array(n);
+  kinds.forEach((f, k) => {
+    const rng = new Rng(7, `stress${k}`);
+    rng.fillNormal(g, 1, 0);
+    for (let i = 0; i < n; i++) x[k * n + i] = f(g[i], rng.uniform(), i);
+  });
+  return x;
+}
+
+t.test('quantized bytes equal ggml on distributions that reach every search branch', async (t) => {
+  // SHA-256 of ggml_quantize_chunk (libggml-base.so of node-llama-cpp's prebuilt llama.cpp, no imatrix, as
+  // llama-quantize calls it) of stressInput(); the K-quant searches skip steps they prove cannot win, and
+  // this checks that they still choose exactly ggml's levels, scales and mins
+  const golden: Array<[GgmlType, string]> = [
+    [GgmlType.Q8_0, '273e69aa0fec6d61b1cb59ef268f531ad5c951e93340a212a5501d9c773466c0'],
+    [GgmlType.Q4_0, 'c0785278e72ed629a062d80769fd78c837861bce0b52b4f334bca8be8d103830'],
+    [GgmlType.Q4_K, '673265e50fcffc1ec6c2744812eca96cdfd2e06bfb874b2b90f595a8fddd13c5'],
+    [GgmlType.Q6_K, '9281f9959c5ed489e558356e32b4a48051d31a059c01f066d2b9f546b6272166'],
+    [GgmlType.F16, 'bb6bd548ae226cbf966cb99ddd9971379ddb897c421c89896dd49c438f471995'],
+    [GgmlType.BF16, '725c324e96d6e237ea8ab23eb7e692c20d8f072171a2c108d1e6a46d30ebd0ad'],
+  ];
+  const x = stressInput();
+  for (const [type, hash] of golden) {
+    t.equal(createHash('sha256').update(quantize(type, x)).digest('hex'), hash, `${GGML_TYPE_TRAITS[type].name} bytes`);
+  }
+  for (const type of [GgmlType.Q4_K, GgmlType.Q6_K]) {
+    const bad = new Float32Array(256);
+    bad[100] = NaN;
+    t.throws(() => quantize(type, bad), /cannot quantize the non-finite value NaN/, `${GGML_TYPE_TRAITS[type].name} rejects NaN`);
+    bad[100] = -Infinity;
+    t.throws(() => quantize(type, bad), /non-finite value -Infinity/, `${GGML_TYPE_TRAITS[type].name} rejects infinity`);
   }
 });
 

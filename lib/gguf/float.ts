@@ -61,8 +61,12 @@ export function bf16BitsToFp32(b: number): number {
   return f32Scratch[0];
 }
 
-/** Half-to-even rounding of a float32 value, like ggml's nearest_int. */
+/**
+ * Half-to-even rounding of a float32 value, like ggml's nearest_int (which reads the mantissa of v + 1.5 * 2^23:
+ * NaN gives 0 and +-infinity -4194304, as happens when a block's scale overflows).
+ */
 export function nearestInt(v: number): number {
+  if (!(v - v === 0)) return v !== v ? 0 : -4194304; // NaN, +-Infinity
   const r = Math.round(v);
   return r - v === 0.5 && (r & 1) !== 0 ? r - 1 : r;
 }

@@ -1,12 +1,14 @@
 // Cached fixture models for tests: fixtureModel(spec) returns the path of a generated GGUF under
-// test/.fixtures/, generating it on first use. Invariant: the file name is a hash of the resolved spec and
-// of the generator's source, so a changed spec or generator never reuses a stale file; files appear only by
-// rename of a complete temp file, so concurrent test processes never see a partial model.
+// test/.fixtures/, generating it on first use. Invariant: the file name is a hash of the resolved spec, the
+// generator's fingerprint (GENERATOR_VERSION, tokenizer package versions) and the generator's source, so a
+// changed spec or generator never reuses a stale file; files appear only by rename of a complete temp file,
+// so concurrent test processes never see a partial model; a file's mtime is its last use, and files unused
+// for CACHE_MAX_AGE_MS are deleted (they are regenerated on demand).
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateModel, resolveSpec, type ModelSpec } from '../../lib/fixtures/index.js';
+import { generateModel, generatorFingerprint, resolveSpec, type ModelSpec } from '../../lib/fixtures/index.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const FIXTURE_DIR = join(repoRoot, 'test', '.fixtures');
@@ -43,40 +45,58 @@ export const PRESETS = {
 
 export type PresetName = keyof typeof PRESETS;
 
-let sourceHash: string | undefined;
+let generatorKey: string | undefined;
 
-/** Hash of the generator's own source: editing it invalidates every cached fixture. */
-function generatorSourceHash(): string {
-  if (sourceHash) return sourceHash;
-  const h = createHash('sha256');
+/**
+ * The generator part of every cache key: its declared version and tokenizer packages, plus a hash of its own
+ * source (lib/fixtures, lib/gguf), so even an edit that forgets to bump GENERATOR_VERSION invalidates the cache.
+ */
+export function generatorCacheKey(): string {
+  if (generatorKey) return generatorKey;
+  const h = createHash('sha256').update(generatorFingerprint());
   for (const dir of ['lib/fixtures', 'lib/gguf']) {
     for (const f of readdirSync(join(repoRoot, dir)).filter((n) => n.endsWith('.ts')).sort()) {
-      h.update(f).update(readFileSync(join(repoRoot, dir, f)));
+      h.update('\0').update(f).update('\0').update(readFileSync(join(repoRoot, dir, f)));
     }
   }
-  sourceHash = h.digest('hex');
-  return sourceHash;
+  generatorKey = h.digest('hex');
+  return generatorKey;
 }
 
-/** Cache file name for a spec: <arch>-<tokenizer>-<weights>[-vocab]-<hash16>.gguf */
-export function fixtureFileName(spec: ModelSpec): string {
+/** Cache file name for a spec: <arch>-<tokenizer>-<weights>[-vocab]-<hash16>.gguf (throws on an invalid spec) */
+export function fixtureFileName(spec: ModelSpec, generatorKey = generatorCacheKey()): string {
   const r = resolveSpec(spec);
-  const key = createHash('sha256').update(JSON.stringify(r)).update(generatorSourceHash()).digest('hex');
+  const key = createHash('sha256').update(JSON.stringify(r)).update('\0').update(generatorKey).digest('hex');
   return `${r.arch}-${r.tokenizer}-${r.weights}${r.vocabOnly ? '-vocab' : ''}-${key.slice(0, 16)}.gguf`;
 }
 
 /** Temp files older than this are left over from killed runs. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
+/** Cached models not used for this long are deleted (old generator versions, specs no test uses any more). */
+export const CACHE_MAX_AGE_MS = 2 * 24 * 60 * 60 * 1000;
 
-function removeStaleTemps(): void {
+/** Deletes stale temp files and cached models unused for CACHE_MAX_AGE_MS. */
+function pruneCache(): void {
+  const now = Date.now();
   for (const f of readdirSync(FIXTURE_DIR)) {
-    if (!f.endsWith('.tmp')) continue;
+    const maxAge = f.endsWith('.tmp') ? STALE_TEMP_MS : f.endsWith('.gguf') ? CACHE_MAX_AGE_MS : Infinity;
     const p = join(FIXTURE_DIR, f);
     try {
-      if (Date.now() - statSync(p).mtimeMs > STALE_TEMP_MS) unlinkSync(p);
+      if (now - statSync(p).mtimeMs > maxAge) unlinkSync(p);
     } catch {
       // another process removed or renamed it first
     }
+  }
+}
+
+/** Marks a cached file as used now; false if it does not exist. */
+function touch(path: string): boolean {
+  try {
+    const now = new Date();
+    utimesSync(path, now, now);
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -96,9 +116,9 @@ export function fixtureModel(spec: ModelSpec | PresetName): Promise<string> {
   const pending = inFlight.get(path);
   if (pending) return pending;
   const p = (async () => {
-    if (existsSync(path)) return path;
+    if (touch(path)) return path;
     mkdirSync(FIXTURE_DIR, { recursive: true });
-    removeStaleTemps();
+    pruneCache();
     const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     await generateModel(s, tmp);
     renameSync(tmp, path); // atomic; a concurrent writer of the same name wrote identical bytes
