@@ -13,7 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { getLlama } from 'node-llama-cpp';
 import { LLM } from '../dist/index.js';
-import { generateModel } from '../dist/fixtures/index.js';
+import { createHash } from 'node:crypto';
+import { generateModel, generatorFingerprint } from '../dist/fixtures/index.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const llama1b = { arch: 'llama', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, tiedEmbeddings: true, seed: 11 };
@@ -42,7 +43,9 @@ const nSeqs = Number(args.seqs), reps = Number(args.reps);
 async function modelPath(name) {
   const spec = MODELS[name];
   if (!spec) throw new Error(`unknown model ${name}; known: ${Object.keys(MODELS).join(', ')}`);
-  const path = join(root, 'bench', '.models', `${name}-s${spec.seed}.gguf`);
+  // The file name carries a hash of the spec and the generator's fingerprint: a changed generator never reuses a stale file.
+  const key = createHash('sha256').update(JSON.stringify(spec)).update(generatorFingerprint()).digest('hex').slice(0, 12);
+  const path = join(root, 'bench', '.models', `${name}-${key}.gguf`);
   if (existsSync(path)) return path;
   mkdirSync(dirname(path), { recursive: true });
   const t0 = performance.now();
