@@ -247,7 +247,7 @@ t.test('dispatcher: longest match, groups, unknown commands, --help, --version',
   t.equal(await runCli(['--help'], io), 0);
   t.match(io.stdout.text, /spindle bench serve\s+benchmark a running OpenAI- or Ollama-compatible server/);
   const io2 = { stdout: sink(), stderr: sink() };
-  t.equal(await runCli(['bench'], io2), 2, 'a group without its subcommand');
+  t.equal(await runCli(['bench'], io2, [mk('bench serve')]), 2, 'a group without its subcommand');
   t.match(io2.stderr.text, /'spindle bench' needs a subcommand[\s\S]*spindle bench serve/);
   const io3 = { stdout: sink(), stderr: sink() };
   t.equal(await runCli(['frobnicate'], io3), 2);

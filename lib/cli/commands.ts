@@ -2,7 +2,7 @@
 // the module lazily (so `spindle --help` loads nothing heavy), which must export
 // `main(argv: string[], io?: { stdout, stderr }): Promise<number>` returning the exit code.
 // Invariant: names are unique; a longer name wins over a shorter one it starts with ('bench serve' over
-// a future 'bench').
+// 'bench').
 import type { Writable } from 'node:stream';
 
 export interface CommandIo {
@@ -21,5 +21,6 @@ export interface CommandEntry {
 }
 
 export const COMMANDS: CommandEntry[] = [
+  { name: 'bench', summary: 'offline throughput benchmark of the engine on a GGUF model (like llama-bench)', load: () => import('../bench/offline/command.js') },
   { name: 'bench serve', summary: 'benchmark a running OpenAI- or Ollama-compatible server (like vllm bench serve)', load: () => import('../bench/serve/command.js') },
 ];
