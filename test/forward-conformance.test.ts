@@ -2,8 +2,24 @@
 // For each architecture / tokenizer and weight type: a prompt plus llama.cpp's greedy continuation is
 // teacher-forced through both engines; Spindle's logits (debugForward, every position) are compared with
 // llama.cpp's raw logits at every position (its top-K plus Spindle's top-K tokens), and over the whole
-// vocabulary at the last position. Near-ties (llama.cpp top-1 minus top-2 logit < NEAR_TIE) are exempt from
-// the argmax check. Units: raw logits throughout (no softmax anywhere).
+// vocabulary at the last position. Units: raw logits throughout (no softmax anywhere).
+//
+// Two tiers, picked from the machine (see TOLERANCE below):
+//  - exact: the CPU runs llama.cpp's prebuilt "haswell" backend (AVX2 + FMA + F16C, no AVX-512, no AVX-VNNI)
+//    and Spindle its avx2 kernels, which perform the same IEEE operations in the same order (activation
+//    conversion to the weight's vec_dot type, the FMA contractions of the compiled ggml code, tinyBLAS /
+//    vec_dot / repacked-gemm reduction orders, ggml's vectorized expf in softmax and SiLU). Every compared
+//    logit must then be bit-identical. (Derived from node-llama-cpp 3.22.1's prebuilt binaries: a llama.cpp
+//    upgrade that changes an op's arithmetic shows up here first; native/backend/cpu/ops_avx2.cpp and
+//    vec_dot_avx2.cpp say which ggml code each kernel follows.)
+//  - approximate: any other CPU or kernel level. Results then differ by summation order and expf/FMA rounding
+//    (~1e-7 relative per op), which activation rounding amplifies (see TOLERANCE).
+// llama.cpp's repacked Q4_K gemm rounds the rows of a batch in groups of 4 and the last n % 4 rows through its
+// gemv, which steps its f32 sum per super-block instead of per 64 values (its own result for a token depends
+// on the batch size). Spindle matches the gemm; so the teacher batch is padded with filler tokens after the
+// last compared one (causal attention: they cannot change earlier positions) to a multiple of 4 tokens, and the
+// fillers ask for outputs too (llama.cpp runs the last layer's matmuls on the output rows only).
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { getLlama, type Llama, type Token } from 'node-llama-cpp';
 import { loadNative } from '../lib/native.js';
@@ -15,6 +31,7 @@ type Weights = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K_M' | 'Q6_K';
 
 interface DebugAddon {
   debugForward(path: string, tokens: Int32Array, options?: { threads?: number }): Float32Array;
+  debugCpuLevel(): string;
 }
 
 const MODELS: { label: string; arch: Arch; tokenizer: Tok; tied: boolean }[] = [
@@ -24,16 +41,61 @@ const MODELS: { label: string; arch: Arch; tokenizer: Tok; tied: boolean }[] = [
   { label: 'qwen3 (qwen3 tok)', arch: 'qwen3', tokenizer: 'qwen3', tied: true },
 ];
 const WEIGHTS: Weights[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K_M', 'Q6_K'];
-const FLOAT_TYPES = new Set<Weights>(['F32', 'F16', 'BF16']);
 
 const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
 const N_GENERATE = 32;
 const TOP_K = 8; // tokens per position whose logits are compared (llama.cpp's top-K and ours)
-const NEAR_TIE = 0.05; // logits
-// Stated tolerances: max |logit difference| over the compared tokens, and the argmax agreement rate over
-// positions that are not near-ties (float weights must agree everywhere).
-const MAX_DIFF = { float: 1e-3, quant: 1e-2 };
-const MIN_AGREEMENT = { float: 1.0, quant: 0.95 };
+const NEAR_TIE = 0.05; // logits: positions where llama.cpp's top-1 minus top-2 is smaller are exempt from argmax checks
+const BATCH_MULTIPLE = 4; // llama.cpp's repacked gemm takes activation rows in groups of 4 (see the header)
+
+type Tier = 'exact' | 'approximate';
+interface Tolerance {
+  maxDiff: number; // max |logit difference| over the compared tokens
+  minAgreement: number; // argmax agreement rate over the positions that are not near-ties
+  why: string;
+}
+// Stated tolerances and their reasons. Approximate-tier numbers: measured with SPINDLE_CPU_FEATURES=scalar
+// (plain C++ kernels: other summation orders, libm expf, no FMA) against llama.cpp's haswell build, plus margin.
+const TOLERANCE: Record<Tier, Record<'F32' | 'F16' | 'BF16' | 'quant', Tolerance>> = {
+  exact: {
+    F32: { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence' },
+    F16: { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence' },
+    BF16: { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence' },
+    quant: { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence' },
+  },
+  approximate: {
+    F32: { maxDiff: 1e-3, minAgreement: 1, why: 'f32 rounding only (~1e-7 per op), nothing amplifies it' },
+    F16: {
+      maxDiff: 0.02, minAgreement: 1,
+      why: 'a 1-ulp input difference can flip the f16 rounding of an activation (2^-11 relative) before each matmul',
+    },
+    BF16: {
+      maxDiff: 0.2, minAgreement: 1,
+      why: 'as F16, with bf16 activation rounding of 2^-8 relative',
+    },
+    quant: {
+      maxDiff: 1.5, minAgreement: 0.9,
+      why: 'a 1-ulp input difference can flip a q8 activation rounding (amax/127 of a block) before each matmul',
+    },
+  },
+};
+
+function toleranceFor(tier: Tier, w: Weights): Tolerance {
+  return TOLERANCE[tier][w === 'F32' || w === 'F16' || w === 'BF16' ? w : 'quant'];
+}
+
+/** True when node-llama-cpp's CPU backend on this machine is its "haswell" build (see the header). */
+function runsLlamaCppHaswellBuild(): boolean {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return false;
+  let flags: Set<string>;
+  try {
+    const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('flags'));
+    flags = new Set(line?.split(':')[1]?.trim().split(/\s+/) ?? []);
+  } catch {
+    return false;
+  }
+  return ['avx2', 'fma', 'f16c', 'bmi2'].every((f) => flags.has(f)) && !flags.has('avx512f') && !flags.has('avx_vnni');
+}
 
 interface Row {
   model: string;
@@ -41,7 +103,9 @@ interface Row {
   positions: number;
   agree: number; // argmax agreements among non-near-tie positions
   compared: number; // non-near-tie positions
+  agreeAll: number; // argmax agreements over every position
   greedy: number; // generated tokens whose preceding position's argmax (ours) equals llama.cpp's pick
+  identical: number; // positions whose compared logits are all bit-identical
   maxDiff: number; // over llama.cpp top-K ∪ ours top-K at every position
   maxDiffFullVocab: number; // every vocabulary entry at the last position
 }
@@ -101,12 +165,16 @@ async function llamaCppReference(llama: Llama, path: string): Promise<Reference>
   const teacher = async (all: number[], ours: Float32Array, nVocab: number): Promise<TeacherOut> => {
     await seq.clearHistory();
     const last = all.length - 1;
-    const out = await seq.controlledEvaluate(all.map((tok, p) => {
+    const items: Parameters<typeof seq.controlledEvaluate>[0] = all.map((tok, p) => {
       const ourTop = topK(ours.subarray(p * nVocab, (p + 1) * nVocab), TOP_K) as Token[];
       const logits = p === last ? true : { filter: { tokens: ourTop, includeTop: TOP_K } };
       return [tok as Token, { generateNext: { logits } }];
-    }));
-    return out.map((o) => {
+    });
+    // fillers; they too ask for an output, since llama.cpp keeps only output rows for the last layer's matmuls
+    const filler: (typeof items)[number] = [all[last] as Token, { generateNext: { logits: { filter: { tokens: [], includeTop: 1 } } } }];
+    while (items.length % BATCH_MULTIPLE !== 0) items.push(filler);
+    const out = await seq.controlledEvaluate(items);
+    return out.slice(0, all.length).map((o) => {
       if (!o?.next.logits) throw new Error('llama.cpp returned no logits');
       return o.next.logits;
     });
@@ -116,17 +184,19 @@ async function llamaCppReference(llama: Llama, path: string): Promise<Reference>
 
 function compare(label: string, weights: Weights, all: number[], nPrompt: number, ours: Float32Array,
   nVocab: number, ref: TeacherOut): Row {
-  const row: Row = { model: label, weights, positions: all.length, agree: 0, compared: 0, greedy: 0, maxDiff: 0,
-    maxDiffFullVocab: 0 };
+  const row: Row = { model: label, weights, positions: all.length, agree: 0, compared: 0, agreeAll: 0, greedy: 0,
+    identical: 0, maxDiff: 0, maxDiffFullVocab: 0 };
   for (let p = 0; p < all.length; p++) {
     const ourRow = ours.subarray(p * nVocab, (p + 1) * nVocab);
     const entries = [...ref[p].entries()].sort((a, b) => b[1] - a[1]); // llama.cpp's, highest first
     let d = 0;
     for (const [tok, logit] of entries) d = Math.max(d, Math.abs(logit - ourRow[tok]));
+    if (d === 0) row.identical++;
     if (p === all.length - 1) row.maxDiffFullVocab = d;
     else row.maxDiff = Math.max(row.maxDiff, d);
     const ourArgmax = topK(ourRow, 1)[0];
     if (p >= nPrompt - 1 && p < all.length - 1 && ourArgmax === all[p + 1]) row.greedy++;
+    if (ourArgmax === entries[0][0]) row.agreeAll++;
     if (entries.length >= 2 && entries[0][1] - entries[1][1] < NEAR_TIE) continue;
     row.compared++;
     if (ourArgmax === entries[0][0]) row.agree++;
@@ -136,43 +206,59 @@ function compare(label: string, weights: Weights, all: number[], nPrompt: number
 }
 
 function table(rows: Row[]): string {
-  const head = '| model | weights | argmax agree (non-tie) | greedy tokens matched | max |Δlogit| (top-K, all pos) | max |Δlogit| (full vocab, last pos) |';
-  const sep = '|---|---|---|---|---|---|';
+  const head = '| model | weights | argmax agree (non-tie) | argmax agree (all) | llama.cpp greedy tokens reproduced | ' +
+    'bit-identical positions | max |Δlogit| (top-K, all pos) | max |Δlogit| (full vocab, last pos) |';
+  const sep = '|---|---|---|---|---|---|---|---|';
   const lines = rows.map((r) =>
-    `| ${r.model} | ${r.weights} | ${r.agree}/${r.compared} | ${r.greedy}/${N_GENERATE} | ${r.maxDiff.toExponential(2)} | ${r.maxDiffFullVocab.toExponential(2)} |`);
+    `| ${r.model} | ${r.weights} | ${r.agree}/${r.compared} | ${r.agreeAll}/${r.positions} | ${r.greedy}/${N_GENERATE} | ` +
+    `${r.identical}/${r.positions} | ${r.maxDiff.toExponential(2)} | ${r.maxDiffFullVocab.toExponential(2)} |`);
   return [head, sep, ...lines].join('\n');
 }
 
 t.test('forward conformance with llama.cpp', async (t) => {
   const addon = loadNative() as unknown as DebugAddon;
+  const level = addon.debugCpuLevel();
+  const tier: Tier = level === 'avx2' && runsLlamaCppHaswellBuild() ? 'exact' : 'approximate';
+  t.comment(`tier: ${tier} (Spindle kernel level ${level})`);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
   const rows: Row[] = [];
+  const ms = { fixture: 0, llamaGenerate: 0, spindle: 0, llamaTeacher: 0 }; // wall time per phase
+  const timed = async <T>(phase: keyof typeof ms, f: () => T | Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    try {
+      return await f();
+    } finally {
+      ms[phase] += performance.now() - t0;
+    }
+  };
   for (const m of MODELS) {
     for (const weights of WEIGHTS) {
       const kQuant = weights === 'Q4_K_M' || weights === 'Q6_K';
-      const path = await fixtureModel({
+      const path = await timed('fixture', () => fixtureModel({
         arch: m.arch, tokenizer: m.tokenizer, weights, nEmbd: kQuant ? 256 : 64, nLayer: 2, nHead: 4, nHeadKv: 2,
         nFf: kQuant ? 512 : 128, tiedEmbeddings: m.tied, seed: 7,
-      });
-      const ref = await llamaCppReference(llama, path);
+      }));
+      const ref = await timed('llamaGenerate', () => llamaCppReference(llama, path));
       try {
-        const ours = addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 });
+        const ours = await timed('spindle', () => addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 }));
         const nVocab = ours.length / ref.tokens.length;
         t.ok(Number.isInteger(nVocab) && ours.every(Number.isFinite), `${m.label} ${weights}: finite logits`);
-        const teacher = await ref.teacher(ref.tokens, ours, nVocab);
+        const teacher = await timed('llamaTeacher', () => ref.teacher(ref.tokens, ours, nVocab));
         const r = compare(m.label, weights, ref.tokens, ref.nPrompt, ours, nVocab, teacher);
         rows.push(r);
-        const kind = FLOAT_TYPES.has(weights) ? 'float' : 'quant';
+        const tol = toleranceFor(tier, weights);
         t.ok(r.compared >= ref.tokens.length / 2, `${m.label} ${weights}: most positions are not near-ties`);
-        t.ok(r.agree >= Math.ceil(MIN_AGREEMENT[kind] * r.compared),
-          `${m.label} ${weights}: argmax agreement ${r.agree}/${r.compared} >= ${MIN_AGREEMENT[kind] * 100}%`);
-        t.ok(r.maxDiff <= MAX_DIFF[kind], `${m.label} ${weights}: max |logit diff| ${r.maxDiff} <= ${MAX_DIFF[kind]}`);
+        t.ok(r.agree >= Math.ceil(tol.minAgreement * r.compared),
+          `${m.label} ${weights}: argmax agreement ${r.agree}/${r.compared} >= ${tol.minAgreement * 100}% (${tier})`);
+        t.ok(r.maxDiff <= tol.maxDiff,
+          `${m.label} ${weights}: max |logit diff| ${r.maxDiff} <= ${tol.maxDiff} (${tier}: ${tol.why})`);
       } finally {
         await ref.dispose();
       }
     }
   }
-  t.comment('Spindle vs llama.cpp (node-llama-cpp 3.22.1, CPU, flashAttention off, F32 KV cache, raw logits)\n' +
-    table(rows));
+  t.comment(`Spindle vs llama.cpp (node-llama-cpp 3.22.1, CPU, flashAttention off, F32 KV cache, raw logits), ` +
+    `tier ${tier}, Spindle kernels ${level}\n${table(rows)}`);
+  t.comment(`wall time (ms): ${Object.entries(ms).map(([k, v]) => `${k} ${Math.round(v)}`).join(', ')}`);
   await llama.dispose();
 });

@@ -1,6 +1,7 @@
 // debugForward(path: string, tokens: Int32Array, options?: { threads?: number }) -> Float32Array
 // A test hook: loads the model (cached while path and threads stay the same), runs one forward pass over all
 // tokens in a fresh sequence and returns the logits of every position, [n, n_vocab] row-major. Synchronous.
+// debugCpuLevel() -> 'scalar' | 'avx2' | 'avx512': the CPU kernel level the forward pass runs with.
 // Invariant: every JS value is checked before use; any failure becomes a JS exception (never an abort).
 #include <napi.h>
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/cpu/cpu_features.h"
 #include "model/model.h"
 
 namespace spindle::napi {
@@ -80,6 +82,10 @@ Napi::Value debug_forward(const Napi::CallbackInfo& info) {
   }
 }
 
+Napi::Value debug_cpu_level(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), cpu_level_name(cpu_active_level()));
+}
+
 }  // namespace
 
 }  // namespace spindle::napi
@@ -87,4 +93,5 @@ Napi::Value debug_forward(const Napi::CallbackInfo& info) {
 // Registered from spindle_init (addon.cpp) through a block-scope declaration of this function.
 void spindle_register_model_debug(Napi::Env env, Napi::Object exports) {
   exports.Set("debugForward", Napi::Function::New(env, spindle::napi::debug_forward, "debugForward"));
+  exports.Set("debugCpuLevel", Napi::Function::New(env, spindle::napi::debug_cpu_level, "debugCpuLevel"));
 }

@@ -2,6 +2,7 @@
 // a worker runs can throw (arguments are checked before pool.run).
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -49,7 +50,8 @@ void parallel_range(thread_pool& pool, int64_t n, int64_t min_parallel, F&& fn) 
 
 std::unique_ptr<backend> make_cpu_backend(int n_threads) { return std::make_unique<cpu_backend>(n_threads); }
 
-cpu_backend::cpu_backend(int n_threads) : pool_(resolve_threads(n_threads)) {}
+cpu_backend::cpu_backend(int n_threads)
+    : pool_(resolve_threads(n_threads)), avx2_((int)cpu_active_level() >= (int)cpu_level::avx2) {}
 
 bool cpu_backend::supports_type(ggml_type type) const { return cpu_supports_type(type); }
 
@@ -135,18 +137,29 @@ void cpu_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_di
     for (int64_t r = rb; r < re; ++r) {
       ops_rope_cache(pos[r], p, cache);
       float* row = x + r * (int64_t)n_head * head_dim;
-      for (int32_t h = 0; h < n_head; ++h) ops_rope_head(row + (int64_t)h * head_dim, cache, p.n_rot, p.neox);
+      for (int32_t h = 0; h < n_head; ++h) {
+        if (avx2_) ops_rope_head_avx2(row + (int64_t)h * head_dim, cache, p.n_rot, p.neox);
+        else ops_rope_head(row + (int64_t)h * head_dim, cache, p.n_rot, p.neox);
+      }
     }
   });
 }
 
 void cpu_backend::swiglu(const float* gate, const float* up, float* y, int64_t n) {
-  parallel_range(pool_, n, k_min_parallel_elements, [&](int64_t s, int64_t e) { ops_swiglu(gate + s, up + s, y + s, e - s); });
+  // split in groups of 8 elements: the AVX2 kernel's 8-groups then start where a single call's would
+  parallel_range(pool_, (n + 7) / 8, k_min_parallel_elements / 8, [&](int64_t gb, int64_t ge) {
+    const int64_t s = gb * 8, e = std::min(n, ge * 8);
+    if (avx2_) ops_swiglu_avx2(gate + s, up + s, y + s, e - s);
+    else ops_swiglu(gate + s, up + s, y + s, e - s);
+  });
 }
 
 void cpu_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
   parallel_range(pool_, n_rows, k_min_parallel_elements / (n > 0 ? n : 1) + 1, [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) ops_softmax_row(x + r * n, n, scale);
+    for (int64_t r = rb; r < re; ++r) {
+      if (avx2_) ops_softmax_row_avx2(x + r * n, n, scale);
+      else ops_softmax_row(x + r * n, n, scale);
+    }
   });
 }
 
@@ -158,18 +171,26 @@ void cpu_backend::attention(const attention_params& p, const float* q, const flo
   const int64_t n_kv_max = p.n_past + p.n_tokens;
   const int64_t n_items = p.n_tokens * p.n_head;
   const int32_t group = p.n_head / p.n_head_kv;
-  float* scores_all = scratch((int64_t)pool_.size() * n_kv_max);  // one [n_kv_max] score row per thread
+  const int64_t per_thread = ops_attention_scratch(n_kv_max, p.head_dim_v);
+  float* scratch_all = scratch((int64_t)pool_.size() * per_thread);  // one scratch area per thread
   parallel_range_ith(pool_, n_items, 2, [&](int ith, int64_t ib, int64_t ie) {
-    float* scores = scores_all + (size_t)ith * n_kv_max;
+    float* scores = scratch_all + (size_t)ith * per_thread;
     for (int64_t item = ib; item < ie; ++item) {
       const int64_t t = item / p.n_head;
       const int32_t h = (int32_t)(item % p.n_head);
       const int32_t hkv = h / group;
       const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
       float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
-      ops_attention_head(qh, k_cache + (int64_t)hkv * p.head_dim_k, p.k_row_stride,
-                         v_cache + (int64_t)hkv * p.head_dim_v, p.v_row_stride, p.n_past + t + 1, p.head_dim_k,
-                         p.head_dim_v, p.scale, scores, oh);
+      const float* kh = k_cache + (int64_t)hkv * p.head_dim_k;
+      const float* vh = v_cache + (int64_t)hkv * p.head_dim_v;
+      const int64_t n_kv = p.n_past + t + 1;
+      if (avx2_) {
+        ops_attention_head_avx2(qh, kh, p.k_row_stride, vh, p.v_row_stride, n_kv, p.head_dim_k, p.head_dim_v,
+                                p.scale, scores, oh);
+      } else {
+        ops_attention_head(qh, kh, p.k_row_stride, vh, p.v_row_stride, n_kv, p.head_dim_k, p.head_dim_v, p.scale,
+                           scores, oh);
+      }
     }
   });
 }

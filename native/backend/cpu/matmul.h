@@ -1,7 +1,8 @@
 // Matrix multiply of quantized weights by f32 activations, and row dequantization, on the CPU.
 // Invariant (batch invariance): y[t, o] is bitwise the same whatever n_tokens, the other rows of x, or the
 // number of threads: each output is one dot product with a fixed reduction order.
-// Activations are converted as llama.cpp's CPU backend does, so results agree with it closely:
+// Activations are converted as llama.cpp's CPU backend does (with the AVX2 kernels the results are then
+// bit-identical to its batched matmuls, see vec_dot.h):
 //   F32 weights: f32 dot;  F16: x rounded to f16;  BF16: x rounded to bf16;
 //   Q8_0 / Q4_0: x quantized to q8_0 (32-element blocks);  Q4_K / Q6_K: x quantized to q8_K (256-element blocks).
 #pragma once

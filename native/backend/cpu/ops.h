@@ -1,6 +1,8 @@
-// Float kernels of the CPU backend, one row (or one attention head of one query) at a time. They mirror the
-// numerics of ggml's CPU ops where that is cheap (rms_norm sums squares in double; softmax sums exp in double;
-// rope angles are built by repeated f32 multiplication as ggml_rope_cache_init does).
+// Float kernels of the CPU backend, one row (or one attention head of one query) at a time. The portable
+// versions mirror the numerics of ggml's CPU ops where that is cheap (rms_norm sums squares in double; softmax
+// sums exp in double; rope angles are built by repeated f32 multiplication as ggml_rope_cache_init does); the
+// *_avx2 versions (ops_avx2.cpp) reproduce llama.cpp's AVX2 CPU build bit for bit (FMA contraction, ggml's
+// vectorized expf, its attention reduction orders), and rms_norm / add already are bit-identical to it.
 // Invariant: each function is a pure function of its arguments with a fixed reduction order, so the threaded
 // wrappers in cpu_backend.cpp give bitwise the same rows whatever the split.
 #pragma once
@@ -37,5 +39,20 @@ void ops_add(const float* a, const float* b, float* y, int64_t n);
 void ops_attention_head(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                         int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scores,
                         float* out);
+
+// Floats of scratch ops_attention_head_avx2 needs: n_kv rounded up to 8, plus 8 * head_dim_v.
+int64_t ops_attention_scratch(int64_t n_kv, int32_t head_dim_v);
+
+// AVX2 + FMA variants, bit-identical to llama.cpp's x86 AVX2 CPU backend (only call them when
+// cpu_level_supported(cpu_level::avx2)). Same arguments as above, except the attention scratch, which must
+// hold ops_attention_scratch(n_kv, head_dim_v) floats.
+float ops_dot_f32_avx2(const float* a, const float* b, int64_t n);  // ggml_vec_dot_f32
+void ops_softmax_row_avx2(float* x, int64_t n, float scale);          // soft_max_f32 without mask
+void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot, bool neox);
+void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                             int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
+                             float* out);
+// Groups of 8 start at element 0 of the call, so callers split rows at multiples of 8 elements.
+void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n);
 
 }  // namespace spindle

@@ -1,7 +1,11 @@
 // Dot-product kernels between one weight row and one activation row, per weight type and SIMD level.
 // Invariant (batch invariance): a tile kernel computes each output (r, t) with exactly the operation sequence
 // it uses for a 1x1 tile, so y[t, o] never depends on which tile shape, token count or thread computed it.
-// Results differ between levels only by float summation order (the integer parts are exact everywhere).
+// Results differ between levels only by float summation order (the integer parts are exact everywhere). The
+// AVX2 (and AVX-512, for Q4_0 / Q4_K) kernels use llama.cpp's x86 per-output arithmetic (vec_dot_avx2.cpp), so
+// on an AVX2 CPU they give the bits of llama.cpp's batched CPU matmuls (its tinyBLAS / vec_dot / repacked
+// gemm paths, taken when row lengths and row counts are multiples of 8); the scalar level keeps the plain
+// reference sums.
 #pragma once
 #include <cstddef>
 #include <cstdint>

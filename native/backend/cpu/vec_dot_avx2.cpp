@@ -1,7 +1,9 @@
 // AVX2 (+FMA, F16C) tile kernels for the quantized weight types; compiled per function with
 // __attribute__((target)) so the binary still runs on CPUs without AVX2 (they never call these).
 // Invariant: every output (r, t) owns its accumulator and sees the same instruction sequence in every tile
-// shape; integer block sums are exact (maddubs pairs stay below 2^15, sums in int32).
+// shape; integer block sums are exact (maddubs pairs stay below 2^15, sums in int32). The float arithmetic
+// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q6_K as its vec_dot / tinyBLAS (8 lanes, then the
+// lane sum), Q4_0 / Q4_K as its repacked (CPU_REPACK) gemm/gemv (one f32 fma chain over the blocks).
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_X86_KERNELS
@@ -33,7 +35,7 @@ struct q4_0_weights {
   }
 };
 
-// W (q8_0 or q4_0) . x (q8_0): per 32-block, (dw * dx) * sum(w * x), accumulated in 8 f32 lanes.
+// W (q8_0) . x (q8_0): per 32-block, (dw * dx) * sum(w * x), accumulated in 8 f32 lanes (as tinyBLAS_Q0_AVX).
 template <class L>
 struct q8_0_tiles {
   template <int NR, int NT>
@@ -78,15 +80,109 @@ SPINDLE_AVX2 static inline void q4_K_unpack_scales(const uint8_t* packed, uint8_
   std::memcpy(m, mm, 8);
 }
 
-// W (q4_K) . x (q8_K): per super-block, d*dx * sum_j sc[j] (q.x)_j  -  dmin*dx * sum_j m[j] * xsum_j.
+// Lane i of the result = the sum of the 8 int32 lanes of v[i] (exact).
+SPINDLE_AVX2 static inline __m256i sum_lanes8(const __m256i v[8]) {
+  const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+// The (r, t) outputs of a tile as lanes of NG vectors (pair i = r * NT + t in lane i % 8 of vector i / 8), so
+// that acc_i = fma((float)isum_i, scale_i, acc_i) per step is one scalar f32 chain per output whatever the
+// tile shape. Unused lanes stay zero.
+template <int NR, int NT>
+struct pair_lanes {
+  static constexpr int NP = NR * NT, NG = (NP + 7) / 8;
+  SPINDLE_AVX2 static void zero(__m256 acc[NG]) {
+    for (int g = 0; g < NG; ++g) acc[g] = _mm256_setzero_ps();
+  }
+  // acc += isums * scales lane by lane; isums: NG * 8 vectors whose lanes sum to the pair's integer.
+  SPINDLE_AVX2 static void fma_lane_sums(__m256 acc[NG], const __m256i* isums, const float* scales) {
+    for (int g = 0; g < NG; ++g)
+      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes8(isums + 8 * g)), _mm256_loadu_ps(scales + 8 * g), acc[g]);
+  }
+  SPINDLE_AVX2 static void store(const __m256 acc[NG], const tile_args& a) {
+    float out[NG * 8];
+    for (int g = 0; g < NG; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = out[r * NT + t];
+  }
+};
+
+// W (q4_0) . x (q8_0) with the arithmetic of llama.cpp's repacked x86 kernels (CPU_REPACK q4_0_8x8 gemm and
+// gemv alike): exact int32 dot per 32-block, then acc = fma((float)isum_b, dw_b * dx_b, acc) in block order.
+template <int NR, int NT>
+struct q4_0_kernel {
+  using L = pair_lanes<NR, NT>;
+  SPINDLE_AVX2 static void run(const tile_args& a) {
+    __m256 acc[L::NG];
+    L::zero(acc);
+    __m256i isum[L::NG * 8];
+    float scale[L::NG * 8];
+    for (int i = 0; i < L::NG * 8; ++i) isum[i] = _mm256_setzero_si256(), scale[i] = 0.0f;
+    for (int64_t b = 0; b < a.n / QK4_0; ++b) {
+      __m256i sw[NR], aw[NR];
+      float dw[NR];
+      for (int r = 0; r < NR; ++r) {
+        sw[r] = q4_0_weights::load(a.w + r * a.ws, b, &dw[r]);
+        aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const block_q8_0* xb = (const block_q8_0*)(a.x + t * a.xs) + b;
+        const __m256i xq = _mm256_loadu_si256((const __m256i*)xb->qs);
+        const float dx = _cvtsh_ss(xb->d);
+        for (int r = 0; r < NR; ++r) {
+          isum[r * NT + t] = dot_i8_avx2(aw[r], sw[r], xq);
+          scale[r * NT + t] = dw[r] * dx;
+        }
+      }
+      L::fma_lane_sums(acc, isum, scale);
+    }
+    L::store(acc, a);
+  }
+};
+
+// [sum(v[0]), sum(v[1]), sum(v[2]), sum(v[3])] of four 8-lane int32 vectors (exact).
+SPINDLE_AVX2 static inline __m128i sum_lanes4(const __m256i v[4]) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// Transposes 8 rows of 4 int32 (16-byte aligned) into 4 vectors: lane k of t[s] = rows[k][s].
+SPINDLE_AVX2 static inline void transpose_8x4(const int32_t (*rows)[4], __m256i t[4]) {
+  __m256i p[4];  // p[k] = [rows[k] | rows[k + 4]]
+  for (int k = 0; k < 4; ++k)
+    p[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i*)rows[k])),
+                                   _mm_load_si128((const __m128i*)rows[k + 4]), 1);
+  const __m256i a = _mm256_unpacklo_epi32(p[0], p[1]), b = _mm256_unpackhi_epi32(p[0], p[1]);
+  const __m256i c = _mm256_unpacklo_epi32(p[2], p[3]), d = _mm256_unpackhi_epi32(p[2], p[3]);
+  t[0] = _mm256_unpacklo_epi64(a, c);
+  t[1] = _mm256_unpackhi_epi64(a, c);
+  t[2] = _mm256_unpacklo_epi64(b, d);
+  t[3] = _mm256_unpackhi_epi64(b, d);
+}
+
+// W (q4_K) . x (q8_K) with the arithmetic of llama.cpp's repacked x86 gemm (q4_K_8x8, rows in groups of 4):
+// per 64-element pair of sub-blocks s (4 per super-block), exact isum_s = sc[2s] (q.x)_2s + sc[2s+1] (q.x)_2s+1
+// and msum_s = m[2s] xsum_2s + m[2s+1] xsum_2s+1, two f32 chains acc = fma(isum_s, d*dx, acc) and
+// accm = fma(msum_s, dmin*dx, accm), output acc - accm. (Its gemv, used for the last n % 4 rows of a batch,
+// steps per super-block instead; that differs in the last bits only.)
 template <int NR, int NT>
 struct q4_K_kernel {
+  using L = pair_lanes<NR, NT>;
   SPINDLE_AVX2 static void run(const tile_args& a) {
-    __m256 acc[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    __m256 acc[L::NG], accm[L::NG];
+    L::zero(acc);
+    L::zero(accm);
+    alignas(16) int32_t isum[L::NG * 8][4] = {}, msum[L::NG * 8][4] = {};  // [pair][s]
+    float sd[L::NG * 8] = {}, sm[L::NG * 8] = {};
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
+      __m128i xsum[NT];  // per token: the 8 sub-block sums of x as int16 (|sum| <= 32 * 128)
+      for (int t = 0; t < NT; ++t) {
+        const __m256i bs = _mm256_loadu_si256((const __m256i*)((const block_q8_K*)(a.x + t * a.xs) + b)->bsums);
+        xsum[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      }
       for (int r = 0; r < NR; ++r) {
         const block_q4_K* wb = (const block_q4_K*)(a.w + r * a.ws) + b;
         __m256i q[8], scale[8];
@@ -99,24 +195,36 @@ struct q4_K_kernel {
         }
         for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
         const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)m));
-        const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
         const float d = _cvtsh_ss(wb->d), dmin = _cvtsh_ss(wb->dmin);
         for (int t = 0; t < NT; ++t) {
           const block_q8_K* xb = (const block_q8_K*)(a.x + t * a.xs) + b;
-          __m256i isum = _mm256_setzero_si256();
-          for (int j = 0; j < 8; ++j) {
-            const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb->qs + 32 * j));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], xq), scale[j]));
+          const int i = r * NT + t;
+          __m256i v[4];
+          for (int s = 0; s < 4; ++s) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i*)(xb->qs + 64 * s));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i*)(xb->qs + 64 * s + 32));
+            v[s] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * s], x0), scale[2 * s]),
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * s + 1], x1), scale[2 * s + 1]));
           }
-          const __m256i bs = _mm256_loadu_si256((const __m256i*)xb->bsums);
-          const __m256i msum = _mm256_madd_epi16(mins, bs);  // lane j: m[j] * (bsums[2j] + bsums[2j+1])
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[r][t]);
-          acc[r][t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[r][t]);
+          _mm_store_si128((__m128i*)isum[i], sum_lanes4(v));
+          _mm_store_si128((__m128i*)msum[i], _mm_madd_epi16(m16, xsum[t]));  // lane s: m[2s] xs[2s] + m[2s+1] xs[2s+1]
+          sd[i] = d * xb->d;
+          sm[i] = dmin * xb->d;
+        }
+      }
+      for (int g = 0; g < L::NG; ++g) {
+        __m256i iv[4], mv[4];
+        transpose_8x4(isum + 8 * g, iv);
+        transpose_8x4(msum + 8 * g, mv);
+        const __m256 vsd = _mm256_loadu_ps(sd + 8 * g), vsm = _mm256_loadu_ps(sm + 8 * g);
+        for (int s = 0; s < 4; ++s) {
+          acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv[s]), vsd, acc[g]);
+          accm[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv[s]), vsm, accm[g]);
         }
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+    for (int g = 0; g < L::NG; ++g) acc[g] = _mm256_sub_ps(acc[g], accm[g]);
+    L::store(acc, a);
   }
 };
 
@@ -176,7 +284,7 @@ struct q6_K_kernel {
 tile_kernel tile_kernel_avx2(ggml_type wtype) {
   switch (wtype) {
     case ggml_type::Q8_0: return make_tile_kernel<q8_0_tiles<q8_0_weights>::kernel, 4, 4>();
-    case ggml_type::Q4_0: return make_tile_kernel<q8_0_tiles<q4_0_weights>::kernel, 4, 4>();
+    case ggml_type::Q4_0: return make_tile_kernel<q4_0_kernel, 4, 4>();
     case ggml_type::Q4_K: return make_tile_kernel<q4_K_kernel, 4, 4>();
     case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 4, 4>();
     default: return tile_kernel_avx2_float(wtype);

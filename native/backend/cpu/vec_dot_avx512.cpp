@@ -1,13 +1,11 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) tile kernels for the quantized weight types.
 // Invariant: every output (r, t) owns its accumulator and sees the same instruction sequence in every tile
-// shape. Integer sums are exact: vpdpbusd takes unsigned weights (q8_0 shifted by +128, nibbles as is) and
-// the shift is taken back exactly through the activation sums; k-quants go through maddubs (< 2^15) and
-// vpdpwssd into int32.
+// shape. Integer sums are exact: vpdpbusd takes unsigned weights (q8_0 shifted by +128) and the shift is taken
+// back exactly through the activation sums; q6_K goes through maddubs (< 2^15) and vpdpwssd into int32.
+// Q4_0 / Q4_K use the AVX2 kernels (llama.cpp's repacked-gemm arithmetic, see vec_dot_avx2.cpp).
 #include "backend/cpu/vec_dot_avx512.h"
 
 #if SPINDLE_HAVE_AVX512_KERNELS
-#include <cstring>
-
 #include "backend/cpu/quants.h"
 #include "backend/cpu/vec_dot_tile.h"
 
@@ -27,24 +25,7 @@ struct q8_0_weights512 {
   }
 };
 
-// Two consecutive q4_0 blocks as 64 unsigned nibbles (element order), the +8 offset kept.
-struct q4_0_weights512 {
-  static constexpr int offset = 8;
-  SPINDLE_AVX512 static inline __m256i nibbles(const block_q4_0* blk) {
-    const __m128i packed = _mm_loadu_si128((const __m128i*)blk->qs);
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
-  }
-  SPINDLE_AVX512 static inline __m512i load(const uint8_t* row, int64_t b, bool pair, __m512* d) {
-    const block_q4_0* blk = (const block_q4_0*)row + b;
-    const __m256i hi = pair ? nibbles(blk + 1) : _mm256_setzero_si256();
-    const float d1 = pair ? half_to_f32(blk[1].d) : 0.0f;
-    *d = _mm512_insertf32x8(_mm512_set1_ps(half_to_f32(blk[0].d)), _mm256_set1_ps(d1), 1);
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles(blk)), hi, 1);
-    return _mm512_and_si512(q, _mm512_set1_epi8(0x0f));
-  }
-};
-
-// W (q8_0 or q4_0) . x (q8_0), two blocks per step: lanes 0..7 block b, 8..15 block b + 1.
+// W (q8_0) . x (q8_0), two blocks per step: lanes 0..7 block b, 8..15 block b + 1.
 // int lanes: dpbusd(-offset * sum(x), w + offset, x) = sum(w * x); then f32 acc += (dw * dx) * int.
 template <class L>
 struct q8_0_tiles512 {
@@ -80,58 +61,6 @@ struct q8_0_tiles512 {
         for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx512(acc[r][t]);
     }
   };
-};
-
-// 32 int16 lanes: the first 16 = lo, the last 16 = hi.
-SPINDLE_AVX512 static inline __m512i split_epi16(int16_t lo, int16_t hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)), _mm256_set1_epi16(hi), 1);
-}
-
-// W (q4_K) . x (q8_K): per super-block, d*dx * sum_j sc[j] (q.x)_j  -  dmin*dx * sum_j m[j] * xsum_j.
-template <int NR, int NT>
-struct q4_K_kernel512 {
-  SPINDLE_AVX512 static void run(const tile_args& a) {
-    __m512 acc[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    for (int64_t b = 0; b < a.n / QK_K; ++b) {
-      for (int r = 0; r < NR; ++r) {
-        const block_q4_K* wb = (const block_q4_K*)(a.w + r * a.ws) + b;
-        uint32_t u[3], packed[4];
-        std::memcpy(u, wb->scales, 12);
-        packed[0] = u[0] & 0x3f3f3f3f;                                               // sc 0..3
-        packed[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);        // sc 4..7
-        packed[2] = u[1] & 0x3f3f3f3f;                                               // m 0..3
-        packed[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);  // m 4..7
-        uint8_t sm[16];
-        std::memcpy(sm, packed, 16);
-        __m512i q[4], scale[4];
-        for (int c = 0; c < 4; ++c) {  // elements 64c .. 64c + 64: low nibbles, then high nibbles
-          const __m256i v = _mm256_loadu_si256((const __m256i*)(wb->qs + 32 * c));
-          q[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), low4);
-          scale[c] = split_epi16(sm[2 * c], sm[2 * c + 1]);
-        }
-        const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)(sm + 8)));
-        const __m512i mins = zext_512(_mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16)));
-        const float d = half_to_f32(wb->d), dmin = half_to_f32(wb->dmin);
-        for (int t = 0; t < NT; ++t) {
-          const block_q8_K* xb = (const block_q8_K*)(a.x + t * a.xs) + b;
-          __m512i isum = _mm512_setzero_si512();
-          for (int c = 0; c < 4; ++c) {
-            const __m512i xq = _mm512_loadu_si512((const void*)(xb->qs + 64 * c));
-            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[c], xq), scale[c]);
-          }
-          const __m512i bs = zext_512(_mm256_loadu_si256((const __m256i*)xb->bsums));
-          const __m512i msum = _mm512_madd_epi16(mins, bs);  // lane j < 8: m[j] * (bsums[2j] + bsums[2j+1])
-          acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * xb->d), _mm512_cvtepi32_ps(isum), acc[r][t]);
-          acc[r][t] = _mm512_fnmadd_ps(_mm512_set1_ps(dmin * xb->d), _mm512_cvtepi32_ps(msum), acc[r][t]);
-        }
-      }
-    }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx512(acc[r][t]);
-  }
 };
 
 // The 4 vectors of 64 unsigned 6-bit values (elements 64c .. 64c + 64) of a q6_K block.
@@ -192,8 +121,9 @@ struct q6_K_kernel512 {
 tile_kernel tile_kernel_avx512(ggml_type wtype, bool has_bf16) {
   switch (wtype) {
     case ggml_type::Q8_0: return make_tile_kernel<q8_0_tiles512<q8_0_weights512>::kernel, 4, 4>();
-    case ggml_type::Q4_0: return make_tile_kernel<q8_0_tiles512<q4_0_weights512>::kernel, 4, 4>();
-    case ggml_type::Q4_K: return make_tile_kernel<q4_K_kernel512, 4, 4>();
+    // one f32 fma chain per output over the blocks, as llama.cpp's repacked gemm at every x86 level: the
+    // AVX2 kernels' arithmetic, which no wider vector changes
+    case ggml_type::Q4_0: case ggml_type::Q4_K: return tile_kernel_avx2(wtype);
     case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel512, 4, 4>();
     default: return tile_kernel_avx512_float(wtype, has_bf16);
   }

@@ -1,0 +1,199 @@
+// AVX2 + FMA float kernels that reproduce, bit for bit, what llama.cpp's x86 CPU backend (its AVX2 "haswell"
+// build, ggml-cpu) computes for rope, the non-flash attention path and SwiGLU (see ops.h for the contract).
+// Invariant: every output is a fixed sequence of IEEE operations of its own inputs (groups of 8 are aligned
+// to element 0 of a row), so results never depend on threads or batch size; compiled per function with
+// __attribute__((target)), so the baseline binary still runs on CPUs without AVX2 (they never call these).
+#include "backend/cpu/ops.h"
+
+#include <cmath>
+
+#include "backend/cpu/vec_dot_avx2.h"
+
+namespace spindle {
+
+int64_t ops_attention_scratch(int64_t n_kv, int32_t head_dim_v) {
+  return ((n_kv + 7) / 8) * 8 + 8 * (int64_t)head_dim_v;
+}
+
+#if SPINDLE_HAVE_X86_KERNELS
+
+namespace {
+
+// exp(x) on 8 lanes: ggml's ggml_v_expf (ARM optimized-routines polynomial, max error ~1.5 ulp), the same
+// operation sequence so the results are identical: x = n ln2 + b, exp(x) = 2^n (1 + p(b)).
+// Lanes with |n| > 126 take the scaled path; |n| > 192 gives 0 or inf (so -inf gives exactly 0).
+SPINDLE_AVX2 inline __m256 expf8(__m256 x) {
+  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);  // x / ln2 + shift
+  const __m256 n = _mm256_sub_ps(z, shift);                                      // round(x / ln2)
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);               // n in the exponent field
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+  const __m256i big = _mm256_castps_si256(_mm256_cmp_ps(abs_n, _mm256_set1_ps(126), _CMP_GT_OQ));
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
+  const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
+  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, lo), u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  if (!_mm256_movemask_ps(_mm256_castsi256_ps(big))) return _mm256_fmadd_ps(j, k, k);
+  // 2^n split over two factors s1 * s2 so that neither over- nor underflows on its own
+  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                     _mm256_set1_epi32((int)0x82000000u));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192), _CMP_GT_OQ);
+  const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+  const __m256 normal = _mm256_fmadd_ps(k, j, k);
+  const __m256 mid = _mm256_blendv_ps(normal, scaled, _mm256_castsi256_ps(big));
+  return _mm256_blendv_ps(mid, _mm256_mul_ps(s1, s1), huge);
+}
+
+// Sum of 8 lanes: (v0 + v4) + (v2 + v6) + ((v1 + v5) + (v3 + v7)), as ggml's AVX hsum.
+SPINDLE_AVX2 inline float hsum8(__m256 v) { return hsum_avx2(v); }
+
+}  // namespace
+
+// sum_i a[i] * b[i] as ggml_vec_dot_f32 (AVX2 build): 4 accumulators of 8 lanes over whole 32-element steps,
+// reduced ((s0 + s2) + (s1 + s3)) then across lanes with two hadds; the rest as compiled there: 8-element
+// chunks of rounded products added one by one, then one 4-element chunk likewise, then fused multiply-adds.
+SPINDLE_AVX2 float ops_dot_f32_avx2(const float* a, const float* b, int64_t n) {
+  const int64_t np = n & ~(int64_t)31;
+  float sum = 0.0f;
+  if (np > 0) {
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < np; i += 32)
+      for (int j = 0; j < 4; ++j)
+        s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), s[j]);
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[1], s[3]));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 h = _mm_hadd_ps(t, t);
+    sum = _mm_cvtss_f32(_mm_hadd_ps(h, h));
+  }
+  // explicit mul / add intrinsics: plain `s += a * b` would be contracted into an fma in this target
+  __m128 s = _mm_set_ss(sum);
+  int64_t i = np;
+  const int64_t n_unfused = np + (n - np) / 8 * 8 + ((n - np) % 8 >= 4 ? 4 : 0);
+  for (; i < n_unfused; ++i) s = _mm_add_ss(s, _mm_mul_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i])));
+  for (; i < n; ++i) s = _mm_fmadd_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i]), s);
+  return _mm_cvtss_f32(s);
+}
+
+// ggml_compute_forward_soft_max_f32 for one row without mask (AVX2 build): x * scale, the max, ggml_v_expf
+// over groups of 8 from element 0 and libm expf for the n % 8 rest, the groups' f32 lane sums and the rest
+// added in double, then every element times (float)(1 / sum).
+SPINDLE_AVX2 void ops_softmax_row_avx2(float* x, int64_t n, float scale) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] *= scale;
+    max = x[i] > max ? x[i] : max;
+  }
+  double sum = 0.0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = expf8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
+    _mm256_storeu_ps(x + i, e);
+    sum += (double)hsum8(e);
+  }
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += (double)x[i];
+  }
+  const float inv = (float)(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+// Pairs as ggml's rotate_pairs compiled with FMA contraction (x0 c - x1 s, x0 s + x1 c, the left product
+// fused): x0' = fma(x0, c, -(x1 s)), x1' = fma(x0, s, x1 c), for adjacent (normal) and neox pairs alike.
+SPINDLE_AVX2 void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot, bool neox) {
+  const int32_t half = n_rot / 2;
+  for (int32_t j = 0; j < half; ++j) {
+    const __m128 c = _mm_set_ss(cache[2 * j + 0]), s = _mm_set_ss(cache[2 * j + 1]);
+    float* pa = neox ? x + j : x + 2 * j;
+    float* pb = neox ? x + j + half : x + 2 * j + 1;
+    const __m128 x0 = _mm_set_ss(*pa), x1 = _mm_set_ss(*pb);
+    const __m128 a = _mm_fmsub_ss(x0, c, _mm_mul_ss(x1, s));
+    const __m128 b = _mm_fmadd_ss(x0, s, _mm_mul_ss(x1, c));
+    *pa = _mm_cvtss_f32(a);
+    *pb = _mm_cvtss_f32(b);
+  }
+}
+
+// llama.cpp's non-flash attention for one query head: kq = ggml_vec_dot_f32(k_j, q); soft_max_ext
+// (kq * scale, max, ggml_v_expf over 8-groups aligned at position 0 with masked lanes 0, sum of the groups'
+// f32 lane sums in double, times (float)(1 / sum)); kqv as llamafile's tinyBLAS F32 gemm: per output
+// dimension 8 lane accumulators (position j in lane j % 8) of fma(v, p, acc), then the 8-lane sum.
+SPINDLE_AVX2 void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, const float* v,
+                                          int64_t v_stride, int64_t n_kv, int32_t head_dim_k,
+                                          int32_t head_dim_v, float scale, float* scratch, float* out) {
+  const int64_t n_pad = ((n_kv + 7) / 8) * 8;
+  float* p = scratch;           // [n_pad]
+  float* acc = scratch + n_pad;  // [8, head_dim_v]
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    p[j] = ops_dot_f32_avx2(k + j * k_stride, q, head_dim_k) * scale;
+    max = p[j] > max ? p[j] : max;
+  }
+  double sum = 0.0;
+  const __m256 vmax = _mm256_set1_ps(max);
+  for (int64_t g = 0; g < n_pad; g += 8) {
+    const int valid = (int)(n_kv - g < 8 ? n_kv - g : 8);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lane));
+    const __m256 s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(p + g), keep);
+    const __m256 e = _mm256_and_ps(expf8(_mm256_sub_ps(s, vmax)), keep);  // masked lanes: exactly 0
+    _mm256_storeu_ps(p + g, e);
+    sum += (double)hsum8(e);
+  }
+  const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+  for (int64_t g = 0; g < n_pad; g += 8) _mm256_storeu_ps(p + g, _mm256_mul_ps(_mm256_loadu_ps(p + g), inv));
+
+  const int32_t d8 = head_dim_v - head_dim_v % 8;
+  for (int64_t i = 0; i < 8 * (int64_t)head_dim_v; ++i) acc[i] = 0.0f;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    float* a = acc + (j % 8) * head_dim_v;
+    const float* vj = v + j * v_stride;
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    for (int32_t d = 0; d < d8; d += 8)
+      _mm256_storeu_ps(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(vj + d), pj, _mm256_loadu_ps(a + d)));
+    for (int32_t d = d8; d < head_dim_v; ++d)
+      a[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(vj[d]), _mm_set_ss(p[j]), _mm_set_ss(a[d])));
+  }
+  const int64_t hv = head_dim_v;
+  for (int32_t d = 0; d < head_dim_v; ++d) {
+    const float s04 = acc[0 * hv + d] + acc[4 * hv + d], s15 = acc[1 * hv + d] + acc[5 * hv + d];
+    const float s26 = acc[2 * hv + d] + acc[6 * hv + d], s37 = acc[3 * hv + d] + acc[7 * hv + d];
+    out[d] = (s04 + s26) + (s15 + s37);
+  }
+}
+
+// ggml_vec_swiglu_f32 (AVX2 build): groups of 8 from element 0 use x / (1 + ggml_v_expf(0 - x)) * up, the
+// remaining n % 8 elements x / (1 + expf(-x)) * up.
+SPINDLE_AVX2 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, expf8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) y[i] = ops_silu(gate[i]) * up[i];
+}
+
+#else  // no x86 kernels: never called (cpu_level_supported(avx2) is false)
+
+void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot, bool neox) {
+  ops_rope_head(x, cache, n_rot, neox);
+}
+void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                             int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
+                             float* out) {
+  ops_attention_head(q, k, k_stride, v, v_stride, n_kv, head_dim_k, head_dim_v, scale, scratch, out);
+}
+void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n) { ops_swiglu(gate, up, y, n); }
+float ops_dot_f32_avx2(const float* a, const float* b, int64_t n) { return ops_dot_f32(a, b, n); }
+void ops_softmax_row_avx2(float* x, int64_t n, float scale) { ops_softmax_row(x, n, scale); }
+
+#endif
+
+}  // namespace spindle
