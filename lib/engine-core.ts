@@ -143,6 +143,10 @@ export class EngineCore {
     this.#native = new NativeEngine(options.model, {
       maxModelLen: options.maxModelLen ?? 0,
       threads: options.threads ?? 0,
+      maxNumSeqs: options.maxNumSeqs,
+      maxNumBatchedTokens: options.maxNumBatchedTokens ?? 0,
+      chunkedPrefillSize: options.chunkedPrefillSize,
+      kvCacheMemory: options.kvCacheMemory ?? 0,
     }, onEvent);
   }
 

@@ -1,7 +1,8 @@
 // Engine options shared by LLM (vLLM spelling) and Engine (SGLang spelling), camelCase or snake_case.
 // Invariant: normalizeEngineOptions returns checked values or throws a TypeError / RangeError naming the option;
-// unknown options are rejected. Options that this version accepts but does not act on yet (it runs one
-// sequence at a time) are still range-checked so that code written for later versions fails early.
+// unknown options are rejected. The native engine acts on every one of them (maxNumSeqs, maxNumBatchedTokens,
+// chunkedPrefillSize and kvCacheMemory drive the scheduler and the paged KV cache) except `device`, where only
+// the CPU exists yet (device 'cuda' is refused with a RangeError that says so).
 
 export interface EngineOptionsInput {
   model?: string;

@@ -6,7 +6,7 @@
 import type { ChatMessage } from './chat/template.js';
 import { EngineCore, type RequestHandle, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
-import type { FinishReason, NativeModelInfo, NativeSubmitSpec } from './native.js';
+import type { FinishReason, NativeEngineStats, NativeModelInfo, NativeSubmitSpec } from './native.js';
 import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
 import type { Tokenizer } from './tokenizer.js';
 
@@ -189,6 +189,9 @@ export class LLM {
     if (!r) throw new Error('llm.modelInfo is available after `await llm.ready()`');
     return r.info;
   }
+
+  /** Engine counters: running / waiting requests, KV blocks used / free, preemptions, tokens, steps. */
+  stats(): NativeEngineStats { return this.#core.stats(); }
 
   /** Raw prompts (no chat template; BOS added where the model asks for it) or { promptTokenIds }. */
   async generate(prompts: PromptInput | PromptInput[], params?: SamplingParamsInput | SamplingParamsInput[],

@@ -98,11 +98,21 @@ export interface NativeEngineStats {
   generatedTokens: number;
   requestsFinished: number;
   steps: number;
+  kvBlocksTotal: number;
+  kvBlocksUsed: number;
+  kvBlocksFree: number;
+  kvBlockSize: number; // tokens per block
+  preemptions: number;
+  computedTokens: number; // tokens forwarded (prompt chunks, recomputes, decodes)
 }
 
 export interface NativeEngineOptions {
   maxModelLen?: number; // 0 / absent: the model's trained context length
   threads?: number; // 0 / absent: every core
+  maxNumSeqs?: number; // sequences holding KV at once (default 256)
+  maxNumBatchedTokens?: number; // tokens per step; 0 / absent: 2048 (or maxModelLen when prompts never split)
+  chunkedPrefillSize?: number; // -1: never split a prompt (default 512)
+  kvCacheMemory?: number; // > 1: bytes; (0, 1]: fraction of available memory; 0 / absent: min(25%, 2 GiB)
 }
 
 /** native/napi/engine_wrap.cpp */

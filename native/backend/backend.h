@@ -45,6 +45,18 @@ struct attention_params {
   float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
 };
 
+// Causal attention of n_tokens query rows of one sequence against a paged KV store: position p lives in row
+// block_table[p / block_size] * block_size + p % block_size of the store (row strides as in attention_params).
+// Query row i sits at position n_past + i and attends to positions 0..n_past + i. Same result, bit for bit,
+// as attention() over the same rows laid out contiguously.
+struct paged_attention_params {
+  attention_params attn;                 // n_tokens, n_past, heads, strides, scale
+  const int32_t* block_table = nullptr;  // host [n_table]; covers n_past + n_tokens positions
+  int32_t n_table = 0;
+  int32_t block_size = 0;  // rows per block
+  int32_t n_blocks = 0;    // blocks in the store (every table entry must be < n_blocks)
+};
+
 class backend {
  public:
   virtual ~backend() = default;
@@ -85,6 +97,10 @@ class backend {
   // out: [n_tokens, n_head * head_dim_v]
   virtual void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
                          float* out) = 0;
+  // q: [n_tokens, n_head * head_dim_k], k_store: [n_blocks * block_size, k_row_stride], v_store likewise,
+  // out: [n_tokens, n_head * head_dim_v]. Throws spindle::error on a table that does not cover the positions.
+  virtual void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
+                               const float* v_store, float* out) = 0;
 };
 
 // The CPU backend; n_threads <= 0 means std::thread::hardware_concurrency().

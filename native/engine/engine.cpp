@@ -1,11 +1,15 @@
-// The engine loop (see engine.h). Invariant: only the engine thread touches waiting_, running_ and the
-// model's forward pass; the JS thread only appends to inbox_ under mu_ and reads stats_.
+// The engine loop (see engine.h): thread, loading, KV sizing, inbox, aborts, stats. Invariant: only the engine
+// thread touches sched_, kv_, seqs_ and the model's forward pass; the JS thread only appends to inbox_ under
+// mu_ and reads stats_. A request is in seqs_ exactly while the scheduler knows it.
 #include "engine/engine.h"
 
 #include <algorithm>
 #include <climits>
+#include <fstream>
+#include <unistd.h>
 
 #include "common/error.h"
+#include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
@@ -110,9 +114,11 @@ void engine::thread_main() {
     std::vector<request_output> outs;
     while (wait_and_drain(outs)) {
       step(outs);
+      update_stats();
       emit_step(outs);
     }
     abort_all(outs);
+    update_stats();
     emit_step(outs);
   }
   {
@@ -123,6 +129,48 @@ void engine::thread_main() {
   engine_event ev;
   ev.type = engine_event::kind::closed;
   sink_(std::move(ev));
+}
+
+// Bytes of memory available to new allocations (MemAvailable), or 0 when unknown.
+static uint64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+#if defined(_SC_AVPHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return uint64_t(pages) * uint64_t(page);
+#endif
+  return 0;
+}
+
+void engine::make_cache(const model& m, int32_t max_len) {
+  const model_hparams& hp = m.hparams();
+  const engine_options& o = options_;
+  const uint64_t bytes_per_token =
+      block_manager_bytes_per_token(hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v);
+  uint64_t budget = 0;
+  if (o.kv_cache_memory > 1) {
+    budget = uint64_t(o.kv_cache_memory);
+  } else {
+    const uint64_t avail = available_memory_bytes();
+    if (avail == 0) throw error("kvCacheMemory: available memory is unknown here; give a size in bytes");
+    budget = block_manager_budget_from_fraction(avail, o.kv_cache_memory > 0 ? o.kv_cache_memory : 0.25);
+    if (o.kv_cache_memory <= 0) budget = std::min<uint64_t>(budget, uint64_t(2) << 30);  // automatic: <= 2 GiB
+  }
+  const int32_t n_blocks = block_manager_num_blocks(budget, bytes_per_token, o.block_size, max_len, o.max_num_seqs);
+  scheduler_config sc;
+  sc.max_model_len = max_len;
+  sc.max_num_seqs = o.max_num_seqs;
+  sc.chunked_prefill_size = o.chunked_prefill_size;
+  sc.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
+                              : o.chunked_prefill_size == -1 ? std::max(2048, max_len)
+                                                             : 2048;
+  sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
+  kv_ = m.new_kv_cache(n_blocks, o.block_size);
 }
 
 bool engine::load() {
@@ -139,8 +187,8 @@ bool engine::load() {
                   std::to_string(hp.n_ctx_train));
     }
     if (max_len < 2) throw error("maxModelLen must be at least 2 (got " + std::to_string(max_len) + ")");
+    make_cache(*m, max_len);
     ev.info = describe(*m, max_len);
-    logits_.assign(size_t(hp.n_vocab), 0.0f);
     std::lock_guard<std::mutex> lock(mu_);
     model_ = std::move(m);
     n_vocab_ = std::min(hp.n_vocab, model_->vocab().n_vocab());
@@ -159,19 +207,20 @@ bool engine::load() {
     sink_(std::move(ev));
     return false;
   }
+  update_stats();
   ev.type = engine_event::kind::ready;
   sink_(std::move(ev));
   return true;
 }
 
-// Blocks while there is nothing to do; moves the inbox into waiting_ / applies aborts. Returns false when the
-// loop should exit (closing, and either aborting or drained).
+// Blocks while there is nothing to do; hands submits to the scheduler and applies aborts. Returns false when
+// the loop should exit (closing, and either aborting or drained).
 bool engine::wait_and_drain(std::vector<request_output>& outs) {
   std::vector<message> inbox;
   bool closing, drain;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !inbox_.empty() || closing_ || running_ || !waiting_.empty(); });
+    cv_.wait(lock, [&] { return !inbox_.empty() || closing_ || sched_->has_unfinished(); });
     inbox.swap(inbox_);
     closing = closing_;
     drain = drain_;
@@ -180,15 +229,15 @@ bool engine::wait_and_drain(std::vector<request_output>& outs) {
     if (m.is_abort) {
       handle_abort(m.id, outs);
     } else {
-      waiting_.push_back(std::move(m.req));
+      start_request(std::move(m.req), outs);
     }
   }
   if (closing && !drain) return false;
-  if (closing && !running_ && waiting_.empty()) return false;
+  if (closing && !sched_->has_unfinished()) return false;
   return true;
 }
 
-static request_output& output_for(std::vector<request_output>& outs, uint64_t id) {
+request_output& engine_output_for(std::vector<request_output>& outs, uint64_t id) {
   for (request_output& o : outs) {
     if (o.id == id) return o;
   }
@@ -197,25 +246,41 @@ static request_output& output_for(std::vector<request_output>& outs, uint64_t id
   return outs.back();
 }
 
-void engine::handle_abort(uint64_t id, std::vector<request_output>& outs) {
-  if (running_ && running_->req.id == id) {
-    request_output& out = output_for(outs, id);
-    running_->finish = finish_reason::abort;
-    finish_running(out);
-    return;
+// Builds the sequence (sampler tables, [n_vocab] each) and queues it in the scheduler; a failure fails only
+// this request.
+void engine::start_request(request r, std::vector<request_output>& outs) {
+  const uint64_t id = r.id;
+  try {
+    // Sampling covers the ids both the model (logit rows) and the tokenizer know: n_vocab_ = min of the two.
+    auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_);
+    sched_->add(id, seq->req.prompt);
+    seqs_[id] = std::move(seq);
+  } catch (const std::exception& e) {
+    request_output& out = engine_output_for(outs, id);
+    out.error = std::string("could not start the request: ") + e.what();
+    out.finish = finish_reason::abort;
+    sched_->abort(id);
+    seqs_.erase(id);
+    finished_++;
   }
-  auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const request& r) { return r.id == id; });
-  if (it == waiting_.end()) return;
-  waiting_.erase(it);
-  output_for(outs, id).finish = finish_reason::abort;
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.waiting--;
-  stats_.requests_finished++;
+}
+
+void engine::handle_abort(uint64_t id, std::vector<request_output>& outs) {
+  if (!seqs_.count(id)) return;  // unknown or already finished
+  sched_->abort(id);             // frees its KV blocks now
+  engine_output_for(outs, id).finish = finish_reason::abort;
+  finish_sequence(id);
+}
+
+void engine::finish_sequence(uint64_t id) {
+  seqs_.erase(id);
+  finished_++;
 }
 
 void engine::abort_all(std::vector<request_output>& outs) {
-  if (running_) handle_abort(running_->req.id, outs);
-  while (!waiting_.empty()) handle_abort(waiting_.front().id, outs);
+  std::vector<uint64_t> ids;
+  for (auto& kv : seqs_) ids.push_back(kv.first);
+  for (uint64_t id : ids) handle_abort(id, outs);
   // Submits that raced with close() are still in the inbox: answer them too.
   std::vector<message> inbox;
   {
@@ -224,81 +289,28 @@ void engine::abort_all(std::vector<request_output>& outs) {
   }
   for (message& m : inbox) {
     if (m.is_abort) continue;
-    output_for(outs, m.id).finish = finish_reason::abort;
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.waiting--;
-    stats_.requests_finished++;
+    engine_output_for(outs, m.id).finish = finish_reason::abort;
+    finished_++;
   }
 }
 
-void engine::step(std::vector<request_output>& outs) {
-  if (!running_ && !waiting_.empty()) start_next(outs);
-  if (running_) run_running(outs);
+void engine::update_stats() {
+  const scheduler_stats ss = sched_->stats();
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.steps++;
-}
-
-// Moves the oldest waiting request into running_. The sequence (sampler tables, [n_vocab] each) is built
-// outside mu_, so a submit from JS never waits for it.
-void engine::start_next(std::vector<request_output>& outs) {
-  request r = std::move(waiting_.front());
-  waiting_.pop_front();
-  const uint64_t id = r.id;
-  std::string failure;
-  try {
-    // Sampling covers the ids both the model (logit rows) and the tokenizer know: n_vocab_ = min of the two.
-    running_ = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_);
-  } catch (const std::exception& e) {  // allocation failure: fail this request, keep the engine alive
-    failure = std::string("could not start the request: ") + e.what();
-  }
-  if (!running_) {
-    request_output& out = output_for(outs, id);
-    out.error = failure;
-    out.finish = finish_reason::abort;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.waiting--;
-  if (running_) {
-    stats_.running = 1;
-  } else {
-    stats_.requests_finished++;
-  }
-}
-
-// One forward of the running sequence (the whole prompt first, then its last token) and one sample.
-void engine::run_running(std::vector<request_output>& outs) {
-  sequence& seq = *running_;
-  request_output& out = output_for(outs, seq.req.id);
-  uint64_t n_prefill = 0;
-  try {
-    if (!seq.kv) {
-      seq.kv = model_->new_sequence(seq.kv_capacity());
-      model_->forward(*seq.kv, seq.req.prompt.data(), int64_t(seq.req.prompt.size()), logits_.data(), false);
-      n_prefill = seq.req.prompt.size();
-    } else {
-      model_->forward(*seq.kv, &seq.output.back(), 1, logits_.data(), false);
-    }
-    seq.sample_and_append(logits_.data(), out);
-  } catch (const std::exception& e) {
-    out.error = e.what();
-    if (out.error.empty()) out.error = "unknown error in the engine step";
-    seq.finish = finish_reason::abort;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.prompt_tokens += n_prefill;
-    stats_.generated_tokens += out.error.empty() ? 1 : 0;
-  }
-  if (seq.finished()) finish_running(out);
-}
-
-// Frees the running sequence (and its KV) in the step it finished.
-void engine::finish_running(request_output& out) {
-  out.finish = running_->finish;
-  running_.reset();
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.running = 0;
-  stats_.requests_finished++;
+  int32_t in_inbox = 0;
+  for (const message& m : inbox_) in_inbox += m.is_abort ? 0 : 1;
+  stats_.running = ss.running;
+  stats_.waiting = ss.waiting + in_inbox;
+  stats_.kv_blocks_total = ss.blocks_total;
+  stats_.kv_blocks_used = ss.blocks_used;
+  stats_.kv_blocks_free = ss.blocks_free;
+  stats_.kv_block_size = sched_->blocks().block_size();
+  stats_.preemptions = ss.preemptions;
+  stats_.prompt_tokens = prompt_tokens_;
+  stats_.generated_tokens = generated_tokens_;
+  stats_.computed_tokens = computed_tokens_;
+  stats_.requests_finished = finished_;
+  stats_.steps = steps_;
 }
 
 void engine::emit_step(std::vector<request_output>& outs) {

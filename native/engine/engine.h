@@ -5,13 +5,17 @@
 // output with finish != none (stop | length | abort, or an error); after close() the thread reports `closed`
 // last and exits.
 //
-// This version runs one sequence at a time, first come first served: prefill the whole prompt in one forward,
-// then decode token by token, draining the inbox between decode steps.
+// Each step: drain the inbox (submits go to the scheduler's waiting queue, aborts free KV at once), schedule
+// (decodes first, then prompt chunks, within the token budget; preempting the newest when KV runs out), one
+// model forward_batch over every chunk, sample each chunk that ends its sequence's known tokens (each request
+// has its own random stream), stop checks, postprocess (blocks of finished sequences are freed in the same
+// step), one event with every output of the step. A preempted sequence is recomputed; its tokens stay exact.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,10 +28,18 @@
 namespace spindle {
 
 class model;
+class kv_cache;
+class scheduler;
+struct schedule_output;
 struct sequence;
 
 struct engine_options {
   int32_t max_model_len = 0;  // tokens (prompt + output); 0 = the model's trained context length
+  int32_t max_num_seqs = 256;           // sequences holding KV at once
+  int32_t max_num_batched_tokens = 0;   // tokens per step; 0 = max(2048, max_model_len when never splitting)
+  int32_t chunked_prefill_size = 512;   // prompt tokens per sequence per step; -1 = never split a prompt
+  int32_t block_size = 16;              // tokens per KV block
+  double kv_cache_memory = 0;           // > 1: bytes; (0, 1]: fraction of available memory; 0 = 0.25
 };
 
 // Facts about the loaded model that the TypeScript layer needs (chat template, special tokens).
@@ -71,6 +83,12 @@ struct engine_stats {
   uint64_t generated_tokens = 0;  // sampled so far
   uint64_t requests_finished = 0;
   uint64_t steps = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_free = 0;
+  int32_t kv_block_size = 0;      // tokens per block
+  uint64_t preemptions = 0;
+  uint64_t computed_tokens = 0;   // tokens forwarded (prompt chunks, recomputes, decodes)
 };
 
 class engine {
@@ -103,13 +121,16 @@ class engine {
 
   void thread_main();
   bool load();
+  void make_cache(const model& m, int32_t max_len);  // scheduler + paged KV cache from options_
   bool wait_and_drain(std::vector<request_output>& outs);
+  void start_request(request r, std::vector<request_output>& outs);
   void handle_abort(uint64_t id, std::vector<request_output>& outs);
   void abort_all(std::vector<request_output>& outs);
-  void step(std::vector<request_output>& outs);
-  void start_next(std::vector<request_output>& outs);
-  void run_running(std::vector<request_output>& outs);
-  void finish_running(request_output& out);
+  void step(std::vector<request_output>& outs);  // engine_step.cpp
+  void run_forward(const schedule_output& so);   // engine_step.cpp
+  void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
+  void finish_sequence(uint64_t id);  // drops the sequence (its blocks are already freed); counts it
+  void update_stats();
   void emit_step(std::vector<request_output>& outs);
 
   loader_fn loader_;
@@ -131,9 +152,11 @@ class engine {
   engine_stats stats_;
 
   // Engine thread only.
-  std::deque<request> waiting_;
-  std::unique_ptr<sequence> running_;
-  std::vector<float> logits_;  // [model rows] (hparams.n_vocab), of which the first n_vocab_ are sampled
+  std::unique_ptr<scheduler> sched_;
+  std::unique_ptr<kv_cache> kv_;
+  std::map<uint64_t, std::unique_ptr<sequence>> seqs_;  // every unfinished request, by id
+  std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
+  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
 
   std::thread thread_;
 };

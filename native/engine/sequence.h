@@ -1,4 +1,5 @@
-// One request as the engine thread runs it: KV state, sampler, detokenizer and stop conditions.
+// One request as the engine thread runs it: sampler, detokenizer and stop conditions (its KV blocks and token
+// ids live in the scheduler).
 // Invariant: after append(), `finish` says whether the sequence is done; a finished sequence has emitted all
 // of its text except stop strings (and what followed them), and its output never exceeds max_output tokens.
 #pragma once
@@ -32,7 +33,6 @@ struct sequence {
   const tokenizer& tok;
   int32_t n_vocab;
   int32_t max_output;                       // tokens this sequence may generate (maxTokens, context room)
-  std::unique_ptr<sequence_state> kv;       // null until the prompt is prefilled
   std::vector<int32_t> output;              // generated ids
   finish_reason finish = finish_reason::none;
 

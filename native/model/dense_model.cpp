@@ -1,6 +1,7 @@
-// dense_model: sequence creation, argument checks, scratch management and the forward pass around the layers
-// (embedding lookup -> blocks -> final norm -> output matmul). Invariant: forward() throws before it writes
-// anything when the call is invalid; on success n_past advanced by exactly n.
+// dense_model: KV caches, argument checks, scratch management and the batched forward pass around the layers
+// (embedding lookup -> blocks -> final norm -> output matmul on the rows that want logits). Invariant:
+// forward_batch() / forward() throw before they write anything when the call is invalid; on success forward()
+// advanced n_past by exactly n.
 #include "model/dense_model.h"
 
 #include <algorithm>
@@ -24,20 +25,32 @@ std::unique_ptr<sequence_state> dense_model::new_sequence(int64_t max_tokens) co
   if (max_tokens <= 0 || max_tokens > INT32_MAX) {
     throw error("new_sequence: max_tokens must be in [1, 2^31 - 1], got " + std::to_string(max_tokens));
   }
-  const uint64_t per_layer_k = checked_mul((uint64_t)max_tokens, (uint64_t)hp_.n_head_kv * hp_.head_dim_k, "KV cache");
-  const uint64_t per_layer_v = checked_mul((uint64_t)max_tokens, (uint64_t)hp_.n_head_kv * hp_.head_dim_v, "KV cache");
-  const uint64_t n_k = checked_mul(per_layer_k, (uint64_t)hp_.n_layer, "KV cache");
-  const uint64_t n_v = checked_mul(per_layer_v, (uint64_t)hp_.n_layer, "KV cache");
-  checked_mul(checked_add(n_k, n_v, "KV cache"), sizeof(float), "KV cache bytes");
   auto s = std::make_unique<sequence_state>();
   s->max_tokens = max_tokens;
-  try {
-    s->k.assign((size_t)n_k, 0.0f);
-    s->v.assign((size_t)n_v, 0.0f);
-  } catch (const std::bad_alloc&) {
-    throw error("new_sequence: out of memory for a KV cache of " + std::to_string(max_tokens) + " tokens");
-  }
+  s->kv = new_kv_cache(1, (int32_t)max_tokens);  // one block: rows are positions
   return s;
+}
+
+std::unique_ptr<kv_cache> dense_model::new_kv_cache(int32_t n_blocks, int32_t block_size) const {
+  if (n_blocks <= 0 || block_size <= 0) {
+    throw error("new_kv_cache: n_blocks and block_size must be positive, got " + std::to_string(n_blocks) +
+                " and " + std::to_string(block_size));
+  }
+  const uint64_t rows = checked_mul((uint64_t)n_blocks, (uint64_t)block_size, "KV cache");
+  const uint64_t n_k = checked_mul(rows, (uint64_t)hp_.n_head_kv * hp_.head_dim_k, "KV cache");
+  const uint64_t n_v = checked_mul(rows, (uint64_t)hp_.n_head_kv * hp_.head_dim_v, "KV cache");
+  const uint64_t total = checked_mul(checked_add(n_k, n_v, "KV cache"), (uint64_t)hp_.n_layer, "KV cache");
+  checked_mul(total, sizeof(float), "KV cache bytes");
+  if (n_k > (uint64_t)INT64_MAX || n_v > (uint64_t)INT64_MAX) throw error("new_kv_cache: KV cache too large");
+  auto kv = std::make_unique<dense_kv_cache>();
+  kv->n_blocks_ = n_blocks;
+  kv->block_size_ = block_size;
+  kv->owner_ = this;
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    kv->k.emplace_back(*be_, (int64_t)n_k);  // [n_blocks * block_size, n_head_kv * head_dim_k]
+    kv->v.emplace_back(*be_, (int64_t)n_v);  // [n_blocks * block_size, n_head_kv * head_dim_v]
+  }
+  return kv;
 }
 
 void dense_model::check_call(const sequence_state& s, const int32_t* tokens, int64_t n, const float* logits) const {
@@ -47,52 +60,126 @@ void dense_model::check_call(const sequence_state& s, const int32_t* tokens, int
     throw error("forward: " + std::to_string(n) + " tokens after " + std::to_string(s.n_past) +
                 " would exceed the sequence capacity of " + std::to_string(s.max_tokens) + " tokens");
   }
-  const uint64_t per_token_k = (uint64_t)hp_.n_head_kv * hp_.head_dim_k * hp_.n_layer;
-  const uint64_t per_token_v = (uint64_t)hp_.n_head_kv * hp_.head_dim_v * hp_.n_layer;
-  if (s.max_tokens > INT32_MAX || s.k.size() != checked_mul((uint64_t)s.max_tokens, per_token_k, "KV cache") ||
-      s.v.size() != checked_mul((uint64_t)s.max_tokens, per_token_v, "KV cache")) {
+  const auto* kv = dynamic_cast<const dense_kv_cache*>(s.kv.get());
+  if (!kv || kv->owner_ != this || kv->n_blocks_ != 1 || kv->block_size_ != s.max_tokens) {
     throw error("forward: sequence_state was not made by this model's new_sequence()");
   }
-  for (int64_t i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab) {
-      throw error("forward: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                  " out of range [0, " + std::to_string(hp_.n_vocab) + ")");
+}
+
+int64_t dense_model::check_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv) const {
+  if (kv.owner_ != this) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
+  if (batch.empty()) throw error("forward_batch: empty batch");
+  uint64_t total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_sequence& b = batch[i];
+    const std::string at = "forward_batch: sequence " + std::to_string(i) + ": ";
+    if (!b.tokens || b.n_tokens <= 0 || b.first_pos < 0) throw error(at + "needs tokens and first_pos >= 0");
+    if (b.n_logits < 0 || b.n_logits > b.n_tokens) throw error(at + "n_logits out of [0, n_tokens]");
+    const int64_t end = (int64_t)b.first_pos + b.n_tokens;
+    if (!b.block_table || b.n_table < 0 || end > (int64_t)b.n_table * kv.block_size_) {
+      throw error(at + "block table does not cover " + std::to_string(end) + " positions");
     }
+    for (int64_t j = 0; j < (end + kv.block_size_ - 1) / kv.block_size_; ++j) {
+      if (b.block_table[j] < 0 || b.block_table[j] >= kv.n_blocks_) {
+        throw error(at + "block id " + std::to_string(b.block_table[j]) + " out of range [0, " +
+                    std::to_string(kv.n_blocks_) + ")");
+      }
+    }
+    for (int32_t t = 0; t < b.n_tokens; ++t) {
+      if (b.tokens[t] < 0 || b.tokens[t] >= hp_.n_vocab) {
+        throw error(at + "token id " + std::to_string(b.tokens[t]) + " at index " + std::to_string(t) +
+                    " out of range [0, " + std::to_string(hp_.n_vocab) + ")");
+      }
+    }
+    total = checked_add(total, (uint64_t)b.n_tokens, "forward_batch tokens");
   }
+  if (total > (uint64_t)INT32_MAX) throw error("forward_batch: too many tokens in one batch");
+  return (int64_t)total;
 }
 
 void dense_model::reserve_scratch(int64_t n) {
   if (n <= scratch_.capacity) return;
   const int64_t q_dim = (int64_t)hp_.n_head * hp_.head_dim_k, o_dim = (int64_t)hp_.n_head * hp_.head_dim_v;
+  const int64_t k_dim = (int64_t)hp_.n_head_kv * hp_.head_dim_k, v_dim = (int64_t)hp_.n_head_kv * hp_.head_dim_v;
   const auto rows = [&](int64_t width) { return (int64_t)checked_mul((uint64_t)n, (uint64_t)width, "scratch"); };
+  scratch_ = dense_scratch();  // free the old buffers first
   dense_scratch s;
   s.capacity = n;
   s.x = backend_buffer(*be_, rows(hp_.n_embd));
   s.cur = backend_buffer(*be_, rows(std::max<int64_t>({hp_.n_embd, q_dim, o_dim})));
   s.q = backend_buffer(*be_, rows(q_dim));
+  s.k = backend_buffer(*be_, rows(k_dim));
+  s.v = backend_buffer(*be_, rows(v_dim));
   s.attn = backend_buffer(*be_, rows(o_dim));
   s.gate = backend_buffer(*be_, rows(hp_.n_ff));
   s.up = backend_buffer(*be_, rows(hp_.n_ff));
-  s.logits = backend_buffer(*be_, rows(hp_.n_vocab));
   s.pos.resize((size_t)n);
+  s.tokens.resize((size_t)n);
+  s.kv_rows.resize((size_t)n);
   scratch_ = std::move(s);
+}
+
+// Concatenates the tokens, their positions and their cache rows (host) for the whole batch.
+void dense_model::prepare_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv) {
+  int64_t at = 0;
+  for (const batch_sequence& b : batch) {
+    for (int32_t t = 0; t < b.n_tokens; ++t, ++at) {
+      const int64_t pos = (int64_t)b.first_pos + t;
+      scratch_.tokens[at] = b.tokens[t];
+      scratch_.pos[at] = (int32_t)pos;
+      scratch_.kv_rows[at] = (int64_t)b.block_table[pos / kv.block_size_] * kv.block_size_ + pos % kv.block_size_;
+    }
+  }
+}
+
+// Final norm and output matmul over only the rows whose logits are wanted, in batch order.
+void dense_model::output_logits(const std::vector<batch_sequence>& batch, float* logits) {
+  int64_t n_out = 0, at = 0;
+  for (const batch_sequence& b : batch) {  // gather the wanted rows of x into cur: [n_out, n_embd]
+    const int64_t first = at + b.n_tokens - b.n_logits;
+    if (b.n_logits > 0) {
+      be_->copy(scratch_.cur.data() + n_out * hp_.n_embd, scratch_.x.data() + first * hp_.n_embd,
+                (int64_t)b.n_logits * hp_.n_embd);
+    }
+    n_out += b.n_logits;
+    at += b.n_tokens;
+  }
+  if (n_out == 0) return;
+  const int64_t n_logits = (int64_t)checked_mul((uint64_t)n_out, (uint64_t)hp_.n_vocab, "logits");
+  if (scratch_.logits.size() < n_logits) scratch_.logits = backend_buffer(*be_, n_logits);
+  float* cur = scratch_.cur.data();
+  be_->rms_norm(cur, w_.output_norm.data(), cur, n_out, hp_.n_embd, hp_.rms_eps);
+  be_->matmul(w_.output, cur, n_out, scratch_.logits.data());  // [n_out, n_vocab]
+  if (w_.output_b.data()) be_->add_row_vector(scratch_.logits.data(), w_.output_b.data(), n_out, hp_.n_vocab);
+  be_->download(logits, scratch_.logits.data(), n_logits);
+}
+
+void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv_base, float* logits) {
+  auto* kv = dynamic_cast<dense_kv_cache*>(&kv_base);
+  if (!kv) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
+  const int64_t n = check_batch(batch, *kv);
+  bool any_logits = false;
+  for (const batch_sequence& b : batch) any_logits = any_logits || b.n_logits > 0;
+  if (any_logits && !logits) throw error("forward_batch: null logits buffer");
+  reserve_scratch(n);
+  prepare_batch(batch, *kv);
+  be_->get_rows(w_.tok_embd, scratch_.tokens.data(), n, scratch_.x.data());  // [n, n_embd]
+  for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, batch, *kv, n);
+  output_logits(batch, logits);
+  be_->sync();
 }
 
 void dense_model::forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) {
   check_call(state, tokens, n, logits);
-  reserve_scratch(n);
-  for (int64_t i = 0; i < n; ++i) scratch_.pos[i] = (int32_t)(state.n_past + i);
-  be_->get_rows(w_.tok_embd, tokens, n, scratch_.x.data());  // [n, n_embd]
-  for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, state, n);
-
-  // only the rows whose logits are wanted go through the final norm and the output matmul
-  const int64_t n_out = all_logits ? n : 1;
-  const float* last = scratch_.x.data() + (n - n_out) * hp_.n_embd;
-  be_->rms_norm(last, w_.output_norm.data(), scratch_.cur.data(), n_out, hp_.n_embd, hp_.rms_eps);
-  be_->matmul(w_.output, scratch_.cur.data(), n_out, scratch_.logits.data());  // [n_out, n_vocab]
-  if (w_.output_b.data()) be_->add_row_vector(scratch_.logits.data(), w_.output_b.data(), n_out, hp_.n_vocab);
-  be_->download(logits, scratch_.logits.data(), n_out * hp_.n_vocab);
-  be_->sync();
+  const int32_t block0 = 0;
+  batch_sequence b;
+  b.tokens = tokens;
+  b.n_tokens = (int32_t)n;
+  b.first_pos = (int32_t)state.n_past;
+  b.block_table = &block0;
+  b.n_table = 1;
+  b.n_logits = all_logits ? (int32_t)n : 1;
+  forward_batch({b}, *state.kv, logits);
   state.n_past += n;
 }
 

@@ -1,7 +1,8 @@
 // The dense decoder-only transformer shared by llama, qwen2 and qwen3: weights, the per-architecture tensor
 // table entry points, and the model class whose forward pass runs the common block on a backend.
-// Invariant: a dense_model holds every tensor its forward reads, checked by tensor_table at load; forward()
-// validates its arguments before touching the cache, so a bad call throws and leaves the sequence unchanged.
+// Invariant: a dense_model holds every tensor its forward reads, checked by tensor_table at load; forward() and
+// forward_batch() validate their arguments before touching the cache, so a bad call throws and changes nothing.
+// forward() is forward_batch() of one sequence over a one-block cache: there is one code path.
 #pragma once
 #include <memory>
 #include <string>
@@ -58,10 +59,24 @@ struct dense_scratch {
   backend_buffer x;                    // [n, n_embd] residual stream
   backend_buffer cur;                  // [n, max(n_embd, n_head * hd)] normed input / projections
   backend_buffer q;                    // [n, n_head * hd]
+  backend_buffer k, v;                 // [n, n_head_kv * hd] new K / V rows before they go to their slots
   backend_buffer attn;                 // [n, n_head * hd]
   backend_buffer gate, up;             // [n, n_ff]
   backend_buffer logits;               // [n, n_vocab]
   std::vector<int32_t> pos;            // host [n]
+  std::vector<int32_t> tokens;         // host [n] every token of the batch, concatenated
+  std::vector<int64_t> kv_rows;        // host [n] cache row of each token (block_table slot)
+};
+
+// The paged cache of a dense model: per layer K [n_blocks * block_size, n_head_kv * head_dim_k], V likewise.
+class dense_kv_cache final : public kv_cache {
+ public:
+  int32_t n_blocks() const override { return n_blocks_; }
+  int32_t block_size() const override { return block_size_; }
+  int32_t n_blocks_ = 0;
+  int32_t block_size_ = 0;
+  const void* owner_ = nullptr;         // the dense_model that made it (forward_batch rejects others)
+  std::vector<backend_buffer> k, v;     // [n_layer] each
 };
 
 class dense_model final : public model {
@@ -79,11 +94,16 @@ class dense_model final : public model {
 
   std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const override;
   void forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) override;
+  std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const override;
+  void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override;
 
  private:
   void check_call(const sequence_state& state, const int32_t* tokens, int64_t n, const float* logits) const;
+  int64_t check_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv) const;  // tokens
   void reserve_scratch(int64_t n);
-  void run_layer(int il, sequence_state& state, int64_t n);  // model_dense_block.cpp
+  void prepare_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv);
+  void output_logits(const std::vector<batch_sequence>& batch, float* logits);
+  void run_layer(int il, const std::vector<batch_sequence>& batch, dense_kv_cache& kv, int64_t n);  // model_dense_block.cpp
 
   std::unique_ptr<gguf_file> file_;  // owns the mapping the weights point into (declared first: freed last)
   std::unique_ptr<tokenizer> vocab_;

@@ -37,13 +37,32 @@ struct model_options {
   int threads = 0;  // 0 = number of cores
 };
 
-// KV cache of one sequence: contiguous, up to max_tokens positions. (The paged cache replaces this in the
-// batching engine.)
+// Paged KV storage of every attention layer: per layer K [n_blocks * block_size, n_head_kv * head_dim_k] and
+// V [n_blocks * block_size, n_head_kv * head_dim_v], f32 backend memory. Position p of a sequence with block
+// table T lives in row T[p / block_size] * block_size + p % block_size. Made by model::new_kv_cache.
+class kv_cache {
+ public:
+  virtual ~kv_cache() = default;
+  virtual int32_t n_blocks() const = 0;
+  virtual int32_t block_size() const = 0;  // token slots per block
+};
+
+// One sequence's share of a forward_batch call: tokens[0..n_tokens) sit at positions first_pos.. and their
+// K/V rows go into the slots of block_table; positions [0, first_pos) must already be in the cache.
+struct batch_sequence {
+  const int32_t* tokens = nullptr;       // host [n_tokens]
+  int32_t n_tokens = 0;                  // >= 1
+  int32_t first_pos = 0;                 // >= 0
+  const int32_t* block_table = nullptr;  // host [n_table], block ids; covers first_pos + n_tokens slots
+  int32_t n_table = 0;
+  int32_t n_logits = 0;  // logits wanted for the last n_logits tokens (0: none, 1: the last, n_tokens: all)
+};
+
+// KV cache of one sequence for the single-sequence forward: a paged cache of one block of max_tokens slots.
 struct sequence_state {
   int64_t n_past = 0;      // positions already in the cache
   int64_t max_tokens = 0;  // capacity
-  std::vector<float> k;    // [n_layer, max_tokens, n_head_kv * head_dim_k]
-  std::vector<float> v;    // [n_layer, max_tokens, n_head_kv * head_dim_v]
+  std::unique_ptr<kv_cache> kv;  // one block of max_tokens slots (null: not made by new_sequence)
 };
 
 class model {
@@ -61,6 +80,13 @@ class model {
   // the sequence would exceed max_tokens or a token id is out of range.
   virtual void forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits,
                        bool all_logits) = 0;
+
+  // Paged cache of n_blocks blocks of block_size slots. Throws spindle::error on bad sizes or no memory.
+  virtual std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const = 0;
+  // One forward pass over every token of `batch` (one matmul per weight for all rows). Writes logits
+  // [sum of n_logits, n_vocab] in batch order. A token's logits are bitwise the same whatever else is in
+  // the batch. Throws spindle::error (before writing anything) on an invalid batch.
+  virtual void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) = 0;
 };
 
 }  // namespace spindle

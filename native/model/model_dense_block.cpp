@@ -1,16 +1,18 @@
 // One transformer block of the dense architectures, on the backend:
 //   cur = rms_norm(x) * attn_norm;  q, k, v = cur @ Wq, Wk, Wv (+ biases);  [qwen3: per-head rms_norm of q, k]
-//   rope(q, k);  k, v -> cache rows n_past..;  attn = causal_attention(q, cache);  x += attn @ Wo (+ bo)
+//   rope(q, k);  k, v -> block slots;  attn = paged causal attention per sequence;  x += attn @ Wo (+ bo)
 //   cur = rms_norm(x) * ffn_norm;  x += (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown
-// Invariant: K and V of the new tokens are computed straight into their cache rows, so attention sees
-// positions [0, n_past + i] for query i and nothing past it.
+// Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
+// Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
+// a sequence's query at position p sees its own positions [0, p] and nothing of other sequences.
 #include <cmath>
+#include <vector>
 
 #include "model/dense_model.h"
 
 namespace spindle {
 
-void dense_model::run_layer(int il, sequence_state& state, int64_t n) {
+void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, dense_kv_cache& kv, int64_t n) {
   const dense_layer& l = w_.layers[il];
   backend& be = *be_;
   const int64_t n_embd = hp_.n_embd, hd = hp_.head_dim_k;
@@ -18,10 +20,8 @@ void dense_model::run_layer(int il, sequence_state& state, int64_t n) {
   float* x = scratch_.x.data();
   float* cur = scratch_.cur.data();
   float* q = scratch_.q.data();
-  float* k_layer = state.k.data() + (int64_t)il * state.max_tokens * k_dim;  // [max_tokens, k_dim]
-  float* v_layer = state.v.data() + (int64_t)il * state.max_tokens * v_dim;  // [max_tokens, v_dim]
-  float* k_new = k_layer + state.n_past * k_dim;                            // [n, k_dim]
-  float* v_new = v_layer + state.n_past * v_dim;                            // [n, v_dim]
+  float* k_new = scratch_.k.data();  // [n, k_dim]
+  float* v_new = scratch_.v.data();  // [n, v_dim]
 
   be.rms_norm(x, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
   be.matmul(l.wq, cur, n, q);
@@ -41,10 +41,14 @@ void dense_model::run_layer(int il, sequence_state& state, int64_t n) {
   rp.freq_factors = w_.rope_freqs.data();
   be.rope(q, n, hp_.n_head, (int32_t)hd, scratch_.pos.data(), rp);
   be.rope(k_new, n, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
+  float* k_store = kv.k[il].data();  // [n_blocks * block_size, k_dim]
+  float* v_store = kv.v[il].data();  // [n_blocks * block_size, v_dim]
+  for (int64_t t = 0; t < n; ++t) {  // new K / V rows into their block slots
+    be.copy(k_store + scratch_.kv_rows[t] * k_dim, k_new + t * k_dim, k_dim);
+    be.copy(v_store + scratch_.kv_rows[t] * v_dim, v_new + t * v_dim, v_dim);
+  }
 
   attention_params ap;
-  ap.n_tokens = n;
-  ap.n_past = state.n_past;
   ap.n_head = hp_.n_head;
   ap.n_head_kv = hp_.n_head_kv;
   ap.head_dim_k = hp_.head_dim_k;
@@ -52,7 +56,19 @@ void dense_model::run_layer(int il, sequence_state& state, int64_t n) {
   ap.k_row_stride = k_dim;
   ap.v_row_stride = v_dim;
   ap.scale = 1.0f / std::sqrt((float)hd);
-  be.attention(ap, q, k_layer, v_layer, scratch_.attn.data());  // [n, n_head * head_dim_v]
+  int64_t at = 0;
+  for (const batch_sequence& b : batch) {  // attention per sequence over its own blocks
+    paged_attention_params pp;
+    pp.attn = ap;
+    pp.attn.n_tokens = b.n_tokens;
+    pp.attn.n_past = b.first_pos;
+    pp.block_table = b.block_table;
+    pp.n_table = b.n_table;
+    pp.block_size = kv.block_size_;
+    pp.n_blocks = kv.n_blocks_;
+    be.attention_paged(pp, q + at * q_dim, k_store, v_store, scratch_.attn.data() + at * hp_.n_head * hp_.head_dim_v);
+    at += b.n_tokens;
+  }
 
   be.matmul(l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);

@@ -212,6 +212,12 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("generatedTokens", Napi::Number::New(env, double(s.generated_tokens)));
   o.Set("requestsFinished", Napi::Number::New(env, double(s.requests_finished)));
   o.Set("steps", Napi::Number::New(env, double(s.steps)));
+  o.Set("kvBlocksTotal", s.kv_blocks_total);
+  o.Set("kvBlocksUsed", s.kv_blocks_used);
+  o.Set("kvBlocksFree", s.kv_blocks_free);
+  o.Set("kvBlockSize", s.kv_block_size);
+  o.Set("preemptions", Napi::Number::New(env, double(s.preemptions)));
+  o.Set("computedTokens", Napi::Number::New(env, double(s.computed_tokens)));
   return o;
 }
 

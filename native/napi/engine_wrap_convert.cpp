@@ -98,6 +98,16 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   if (!v.IsObject()) throw Napi::TypeError::New(v.Env(), "NativeEngine: options must be an object");
   Napi::Object o = v.As<Napi::Object>();
   out.engine.max_model_len = int32_t(integer_field(o, "maxModelLen", 0, 0, INT32_MAX));
+  out.engine.max_num_seqs = int32_t(integer_field(o, "maxNumSeqs", 256, 1, 4096));
+  out.engine.max_num_batched_tokens = int32_t(integer_field(o, "maxNumBatchedTokens", 0, 0, INT32_MAX));
+  out.engine.chunked_prefill_size = int32_t(integer_field(o, "chunkedPrefillSize", 512, -1, INT32_MAX));
+  if (out.engine.chunked_prefill_size == 0) {
+    throw Napi::RangeError::New(v.Env(), "chunkedPrefillSize must be -1 (off) or an integer >= 1");
+  }
+  out.engine.kv_cache_memory = number_field(o, "kvCacheMemory", 0);
+  if (!(out.engine.kv_cache_memory >= 0) || out.engine.kv_cache_memory > 9.0e15) {
+    throw Napi::RangeError::New(v.Env(), "kvCacheMemory must be a fraction in (0, 1] or a number of bytes");
+  }
   out.threads = int(integer_field(o, "threads", 0, 0, 1024));
   return out;
 }

@@ -86,6 +86,9 @@ class fake_model : public model {
     hp_.name = "fake model";
     hp_.n_vocab = tok_.n_vocab() + extra_rows;
     hp_.n_ctx_train = n_ctx_train;
+    hp_.n_layer = 1;  // a tiny nominal KV shape, so the engine can size its block pool
+    hp_.n_head_kv = 1;
+    hp_.head_dim_k = hp_.head_dim_v = 1;
   }
   const model_hparams& hparams() const override { return hp_; }
   const tokenizer& vocab() const override { return tok_; }
@@ -107,7 +110,40 @@ class fake_model : public model {
     for (int32_t i = 0; i < hp_.n_vocab; ++i) logits[i] = 0.0f;
     logits[next_(state.n_past, tokens[n - 1])] = 20.0f;
   }
+  struct fake_kv : kv_cache {
+    int32_t n = 0, bs = 0;
+    int32_t n_blocks() const override { return n; }
+    int32_t block_size() const override { return bs; }
+  };
+  std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const override {
+    auto kv = std::make_unique<fake_kv>();
+    kv->n = n_blocks;
+    kv->bs = block_size;
+    return kv;
+  }
+  // Same rule as forward(): each sequence that wants logits gets next(first_pos + n_tokens, last token).
+  void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override {
+    forward_calls++;
+    batch_sizes.push_back((int)batch.size());
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    for (const batch_sequence& b : batch) {
+      const int64_t end = (int64_t)b.first_pos + b.n_tokens;
+      if (fail_at_position >= 0 && end > fail_at_position) throw error("injected forward failure");
+      if (end > (int64_t)b.n_table * kv.block_size()) throw error("block table too short");
+      for (int32_t i = 0; i < b.n_tokens; ++i) {
+        if (b.tokens[i] < 0 || b.tokens[i] >= hp_.n_vocab) throw error("token id out of range");
+      }
+    }
+    for (const batch_sequence& b : batch) {
+      for (int32_t r = b.n_tokens - b.n_logits; r < b.n_tokens; ++r) {
+        for (int32_t i = 0; i < hp_.n_vocab; ++i) logits[i] = 0.0f;
+        logits[next_(b.first_pos + r + 1, b.tokens[r])] = 20.0f;
+        logits += hp_.n_vocab;
+      }
+    }
+  }
   const fake_tokenizer& tok() const { return tok_; }
+  std::vector<int> batch_sizes;  // sequences per forward_batch call (engine thread only)
 
   std::atomic<int> forward_calls{0};
   int delay_ms = 0;

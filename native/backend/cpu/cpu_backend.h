@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace spindle {
@@ -39,12 +40,15 @@ class cpu_backend final : public backend {
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
                  float* out) override;
+  void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
+                       const float* v_store, float* out) override;  // attention_paged.cpp
 
   thread_pool& pool() { return pool_; }
 
  private:
   float* scratch(int64_t n);  // per-op scratch of at least n floats, grown only (ops never run concurrently)
   thread_pool pool_;
+  bool avx2_;  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels (cpu_active_level() >= avx2)
   std::vector<float> scratch_;
 };
 

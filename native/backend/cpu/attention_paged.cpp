@@ -1,0 +1,108 @@
+// Paged attention (see attention_paged.h): the CPU override gathers rows, then reuses attention();
+// attention_paged_ref is the plain reference the tests compare against.
+#include "backend/cpu/attention_paged.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "common/checked_math.h"
+#include "common/error.h"
+
+namespace spindle {
+
+void attention_paged_check(const paged_attention_params& p) {
+  const attention_params& a = p.attn;
+  if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.n_tokens < 0 || a.n_past < 0 ||
+      a.head_dim_k <= 0 || a.head_dim_v <= 0) {
+    throw error("attention_paged: invalid head counts or token range");
+  }
+  if (a.k_row_stride < (int64_t)a.n_head_kv * a.head_dim_k || a.v_row_stride < (int64_t)a.n_head_kv * a.head_dim_v) {
+    throw error("attention_paged: row stride smaller than a KV row");
+  }
+  if (p.block_size <= 0 || p.n_blocks <= 0 || p.n_table < 0 || (p.n_table > 0 && !p.block_table)) {
+    throw error("attention_paged: invalid block size, block count or table");
+  }
+  const int64_t n_pos = checked_add((uint64_t)a.n_past, (uint64_t)a.n_tokens, "attention_paged positions");
+  if (n_pos > (int64_t)p.n_table * p.block_size) {
+    throw error("attention_paged: block table of " + std::to_string(p.n_table) + " blocks does not cover " +
+                std::to_string(n_pos) + " positions");
+  }
+  const int64_t n_used = (n_pos + p.block_size - 1) / p.block_size;
+  for (int64_t i = 0; i < n_used; ++i) {
+    if (p.block_table[i] < 0 || p.block_table[i] >= p.n_blocks) {
+      throw error("attention_paged: block id " + std::to_string(p.block_table[i]) + " out of range [0, " +
+                  std::to_string(p.n_blocks) + ")");
+    }
+  }
+}
+
+int64_t attention_paged_row(const paged_attention_params& p, int64_t pos) {
+  return (int64_t)p.block_table[pos / p.block_size] * p.block_size + pos % p.block_size;
+}
+
+void attention_paged_ref(const paged_attention_params& p, const float* q, const float* k_store,
+                         const float* v_store, float* out) {
+  attention_paged_check(p);
+  const attention_params& a = p.attn;
+  const int32_t group = a.n_head / a.n_head_kv;
+  for (int64_t t = 0; t < a.n_tokens; ++t) {
+    const int64_t n_kv = a.n_past + t + 1;
+    for (int32_t h = 0; h < a.n_head; ++h) {
+      const int32_t hkv = h / group;
+      const float* qh = q + (t * a.n_head + h) * (int64_t)a.head_dim_k;
+      std::vector<double> s((size_t)n_kv);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < n_kv; ++j) {
+        const float* kj = k_store + attention_paged_row(p, j) * a.k_row_stride + (int64_t)hkv * a.head_dim_k;
+        double d = 0;
+        for (int32_t i = 0; i < a.head_dim_k; ++i) d += (double)qh[i] * kj[i];
+        s[j] = d * a.scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n_kv; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      float* oh = out + (t * a.n_head + h) * (int64_t)a.head_dim_v;
+      for (int32_t d = 0; d < a.head_dim_v; ++d) {
+        double acc = 0;
+        for (int64_t j = 0; j < n_kv; ++j) {
+          acc += s[j] * v_store[attention_paged_row(p, j) * a.v_row_stride + (int64_t)hkv * a.head_dim_v + d];
+        }
+        oh[d] = (float)(acc / sum);
+      }
+    }
+  }
+}
+
+namespace {
+
+// Copies the store rows of positions [0, n_pos) into dst in position order.   dst: [n_pos, stride]
+void gather_rows(const paged_attention_params& p, const float* store, int64_t stride, int64_t n_pos,
+                 std::vector<float>& dst) {
+  const uint64_t n = checked_mul((uint64_t)n_pos, (uint64_t)stride, "attention_paged gather");
+  if (dst.size() < n) dst.resize((size_t)n);
+  for (int64_t pos = 0; pos < n_pos;) {  // one memcpy per run of block slots
+    const int64_t in_block = std::min<int64_t>(p.block_size - pos % p.block_size, n_pos - pos);
+    std::memcpy(dst.data() + pos * stride, store + attention_paged_row(p, pos) * stride,
+                (size_t)(in_block * stride) * sizeof(float));
+    pos += in_block;
+  }
+}
+
+}  // namespace
+
+void cpu_backend::attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
+                                  const float* v_store, float* out) {
+  attention_paged_check(p);
+  const int64_t n_pos = p.attn.n_past + p.attn.n_tokens;
+  if (n_pos == 0) return;
+  thread_local std::vector<float> k_rows, v_rows;  // per calling thread: engines may run concurrently
+  gather_rows(p, k_store, p.attn.k_row_stride, n_pos, k_rows);
+  gather_rows(p, v_store, p.attn.v_row_stride, n_pos, v_rows);
+  attention(p.attn, q, k_rows.data(), v_rows.data(), out);
+}
+
+}  // namespace spindle

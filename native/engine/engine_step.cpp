@@ -1,0 +1,97 @@
+// One engine step: schedule -> one forward_batch over every chunk -> sample the chunks that end their
+// sequence's known tokens -> stop checks -> postprocess (finished sequences free their blocks now).
+// Invariant: a chunk's logits row depends only on its own sequence (forward_batch is batch invariant) and
+// each request samples from its own random stream, so a request's tokens do not depend on the batch; a failed
+// forward fails exactly the requests of that step and leaves the scheduler consistent.
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+
+namespace spindle {
+
+request_output& engine_output_for(std::vector<request_output>& outs, uint64_t id);  // engine.cpp
+
+void engine::run_forward(const schedule_output& so) {
+  std::vector<batch_sequence> batch;
+  batch.reserve(so.chunks.size());
+  int64_t n_sample = 0;
+  for (const scheduled_chunk& c : so.chunks) {
+    const std::vector<int32_t>& table = sched_->blocks().block_table(c.seq_id);
+    batch_sequence b;
+    b.tokens = c.seq->token_ids.data() + c.first_pos;
+    b.n_tokens = c.n_tokens;
+    b.first_pos = c.first_pos;
+    b.block_table = table.data();
+    b.n_table = int32_t(table.size());
+    b.n_logits = c.sample ? 1 : 0;
+    n_sample += b.n_logits;
+    batch.push_back(b);
+  }
+  const int64_t rows = model_->hparams().n_vocab;
+  if (int64_t(logits_.size()) < n_sample * rows) logits_.resize(size_t(n_sample * rows));
+  model_->forward_batch(batch, *kv_, logits_.data());
+}
+
+// Every request of the step fails with `message`; the scheduler drops them (their blocks are freed).
+void engine::fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs) {
+  for (const scheduled_chunk& c : so.chunks) {
+    if (!seqs_.count(c.seq_id)) continue;
+    request_output& out = engine_output_for(outs, c.seq_id);
+    out.error = message.empty() ? "unknown error in the engine step" : message;
+    out.finish = finish_reason::abort;
+    sched_->abort(c.seq_id);
+    finish_sequence(c.seq_id);
+  }
+  sched_->postprocess(so, {});  // every sequence of the step is gone: this only closes the step
+}
+
+void engine::step(std::vector<request_output>& outs) {
+  schedule_output so = sched_->schedule();
+  if (so.empty()) return;
+  steps_++;
+  try {
+    run_forward(so);
+  } catch (const std::exception& e) {
+    fail_step(so, e.what(), outs);
+    return;
+  }
+  std::vector<sampled_token> sampled;
+  std::vector<uint64_t> finished;
+  const int64_t rows = model_->hparams().n_vocab;
+  int64_t row = 0;
+  for (const scheduled_chunk& c : so.chunks) {
+    computed_tokens_ += uint64_t(c.n_tokens);
+    if (!c.is_decode) prompt_tokens_ += uint64_t(c.n_tokens);
+    if (!c.sample) continue;
+    sequence& seq = *seqs_.at(c.seq_id);
+    request_output& out = engine_output_for(outs, c.seq_id);
+    try {
+      seq.sample_and_append(logits_.data() + row * rows, out);
+      generated_tokens_++;
+    } catch (const std::exception& e) {  // allocation failure while sampling: fail this request only
+      out.error = e.what();
+      seq.finish = finish_reason::abort;
+    }
+    row++;
+    if (!out.error.empty()) {
+      out.finish = finish_reason::abort;
+      sched_->abort(c.seq_id);
+      finished.push_back(c.seq_id);
+      continue;
+    }
+    sampled.push_back(sampled_token{c.seq_id, seq.output.back(), seq.finished()});
+    if (seq.finished()) {
+      out.finish = seq.finish;
+      finished.push_back(c.seq_id);
+    }
+  }
+  sched_->postprocess(so, sampled);  // frees the blocks of finished sequences
+  for (uint64_t id : finished) finish_sequence(id);
+}
+
+}  // namespace spindle

@@ -1,0 +1,157 @@
+// model::forward_batch: several sequences in one call (prefill chunks and decodes mixed) give bitwise the
+// logits of each sequence run alone through forward(); scattered block tables equal contiguous ones; bad
+// batches throw.
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "harness.h"
+#include "model/model.h"
+#include "model_test_gguf.h"
+
+using namespace spindle;
+
+namespace {
+
+struct loaded_model {
+  std::string path;
+  std::unique_ptr<model> m;
+  ~loaded_model() { std::error_code ec; std::filesystem::remove(path, ec); }
+};
+
+std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type) {
+  model_test::spec s;
+  s.arch = arch;
+  s.weight_type = type;
+  const model_test::built b = model_test::build(s);
+  auto l = std::make_unique<loaded_model>();
+  l->path = model_test::write_temp(b, s.arch + "-batch");
+  model_options o;
+  o.threads = 2;
+  l->m = model::load(l->path, o);
+  return l;
+}
+
+std::vector<int32_t> seq_tokens(int n, int n_vocab, int salt) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (int32_t)((i * 31 + salt * 7 + 3) % n_vocab);
+  return t;
+}
+
+// Logits of every token of `tokens`, forwarded alone in chunks of `chunk`.   [n, n_vocab]
+std::vector<float> alone(model& m, const std::vector<int32_t>& tokens) {
+  const int64_t V = m.hparams().n_vocab;
+  std::vector<float> out(tokens.size() * V);
+  auto st = m.new_sequence((int64_t)tokens.size());
+  m.forward(*st, tokens.data(), (int64_t)tokens.size(), out.data(), true);
+  return out;
+}
+
+// Runs the sequences through forward_batch in steps: step s forwards tokens [s*k, (s+1)*k) of every sequence
+// still having tokens (k = chunk), each with all logits; block tables from `tables`.
+std::vector<std::vector<float>> batched(model& m, kv_cache& kv, const std::vector<std::vector<int32_t>>& seqs,
+                                        const std::vector<std::vector<int32_t>>& tables, int chunk) {
+  const int64_t V = m.hparams().n_vocab;
+  std::vector<std::vector<float>> out(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) out[i].resize(seqs[i].size() * V);
+  for (int first = 0;; first += chunk) {
+    std::vector<batch_sequence> batch;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (first >= (int)seqs[i].size()) continue;
+      batch_sequence b;
+      b.tokens = seqs[i].data() + first;
+      b.n_tokens = std::min<int>(chunk, (int)seqs[i].size() - first);
+      b.first_pos = first;
+      b.block_table = tables[i].data();
+      b.n_table = (int32_t)tables[i].size();
+      b.n_logits = b.n_tokens;
+      batch.push_back(b);
+      who.push_back(i);
+    }
+    if (batch.empty()) break;
+    int64_t rows = 0;
+    for (const batch_sequence& b : batch) rows += b.n_logits;
+    std::vector<float> logits(rows * V);
+    m.forward_batch(batch, kv, logits.data());
+    const float* p = logits.data();
+    for (size_t j = 0; j < batch.size(); ++j) {
+      std::memcpy(out[who[j]].data() + (int64_t)first * V, p, batch[j].n_tokens * V * sizeof(float));
+      p += batch[j].n_tokens * V;
+    }
+  }
+  return out;
+}
+
+void check_batch_equals_alone(const std::string& arch, ggml_type type) {
+  auto l = load_arch(arch, type);
+  model& m = *l->m;
+  const int V = m.hparams().n_vocab;
+  const std::vector<std::vector<int32_t>> seqs = {seq_tokens(13, V, 1), seq_tokens(3, V, 2), seq_tokens(9, V, 3),
+                                                  seq_tokens(1, V, 4)};
+  // block size 4: contiguous tables, then scattered ones over the same 16 blocks
+  const std::vector<std::vector<int32_t>> contiguous = {{0, 1, 2, 3}, {4}, {5, 6, 7}, {8}};
+  const std::vector<std::vector<int32_t>> scattered = {{15, 2, 9, 4}, {11}, {0, 13, 6}, {7}};
+  for (int chunk : {64, 1, 5}) {
+    auto kv1 = m.new_kv_cache(16, 4);
+    auto kv2 = m.new_kv_cache(16, 4);
+    const auto a = batched(m, *kv1, seqs, contiguous, chunk);
+    const auto b = batched(m, *kv2, seqs, scattered, chunk);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      CHECK(a[i] == alone(m, seqs[i]));
+      CHECK(a[i] == b[i]);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("model forward_batch: mixed sequences equal each alone, bitwise (llama F32, qwen2 F16)") {
+  check_batch_equals_alone("llama", ggml_type::F32);
+  check_batch_equals_alone("qwen2", ggml_type::F16);
+}
+
+TEST_CASE("model forward_batch: last-token logits only, and decode steps after a prefill") {
+  auto l = load_arch("qwen3", ggml_type::F32);
+  model& m = *l->m;
+  const int V = m.hparams().n_vocab;
+  const auto t0 = seq_tokens(10, V, 5), t1 = seq_tokens(6, V, 6);
+  const auto w0 = alone(m, t0), w1 = alone(m, t1);
+  auto kv = m.new_kv_cache(8, 2);
+  const std::vector<int32_t> tab0 = {3, 0, 7, 1, 5}, tab1 = {2, 6, 4};
+  // step 1: t0[0..8) (logits of the last), t1[0..6) (none); step 2: t1[5] rewritten in its slot (as a
+  // recompute would), then t0[8..10), each with last-token logits, in the other order
+  std::vector<float> lg(V);
+  batch_sequence a{t0.data(), 8, 0, tab0.data(), 5, 1}, b{t1.data(), 6, 0, tab1.data(), 3, 0};
+  m.forward_batch({a, b}, *kv, lg.data());
+  CHECK(std::memcmp(lg.data(), w0.data() + 7 * V, V * sizeof(float)) == 0);
+  std::vector<float> lg2(2 * V);
+  batch_sequence a2{t0.data() + 8, 2, 8, tab0.data(), 5, 1};
+  batch_sequence b2{t1.data() + 5, 1, 5, tab1.data(), 3, 1};  // recompute of the last prompt token's slot
+  m.forward_batch({b2, a2}, *kv, lg2.data());
+  CHECK(std::memcmp(lg2.data(), w1.data() + 5 * V, V * sizeof(float)) == 0);
+  CHECK(std::memcmp(lg2.data() + V, w0.data() + 9 * V, V * sizeof(float)) == 0);
+}
+
+TEST_CASE("model forward_batch: invalid batches throw") {
+  auto l = load_arch("llama", ggml_type::F32);
+  model& m = *l->m;
+  const int V = m.hparams().n_vocab;
+  auto kv = m.new_kv_cache(4, 4);
+  std::vector<float> lg(V);
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5}, tab = {0, 1}, bad_tab = {0, 4};
+  CHECK_THROWS_WITH(m.forward_batch({}, *kv, lg.data()), "empty");
+  CHECK_THROWS_WITH(m.forward_batch({batch_sequence{toks.data(), 5, 4, tab.data(), 2, 1}}, *kv, lg.data()),
+                    "does not cover");
+  CHECK_THROWS_WITH(m.forward_batch({batch_sequence{toks.data(), 5, 0, bad_tab.data(), 2, 1}}, *kv, lg.data()),
+                    "out of range");
+  const std::vector<int32_t> bad_tok = {1, V};
+  CHECK_THROWS_WITH(m.forward_batch({batch_sequence{bad_tok.data(), 2, 0, tab.data(), 2, 1}}, *kv, lg.data()),
+                    "out of range");
+  CHECK_THROWS_WITH(m.forward_batch({batch_sequence{toks.data(), 2, 0, tab.data(), 2, 3}}, *kv, lg.data()),
+                    "n_logits");
+  CHECK_THROWS_WITH(m.forward_batch({batch_sequence{toks.data(), 2, 0, tab.data(), 2, 1}}, *kv, nullptr),
+                    "null logits");
+  CHECK_THROWS_WITH(m.new_kv_cache(0, 16), "positive");
+}
