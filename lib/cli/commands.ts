@@ -22,5 +22,6 @@ export interface CommandEntry {
 
 export const COMMANDS: CommandEntry[] = [
   { name: 'bench', summary: 'offline throughput benchmark of the engine on a GGUF model (like llama-bench)', load: () => import('../bench/offline/command.js') },
+  { name: 'serve', summary: 'OpenAI- and Ollama-compatible HTTP server (no model: a built-in random-weight demo)', load: () => import('../server/command.js') },
   { name: 'bench serve', summary: 'benchmark a running OpenAI- or Ollama-compatible server (like vllm bench serve)', load: () => import('../bench/serve/command.js') },
 ];

@@ -1,0 +1,156 @@
+// `spindle serve [model.gguf] [flags]`: the OpenAI- and Ollama-compatible HTTP server.
+// Flags as in API.md (vLLM spelling, SGLang alias); without a model, the built-in demo model (random weights).
+// Invariant: main() returns an exit code and never throws: 0 after a graceful shutdown, 1 when the server
+// could not start (bad model, port in use), 2 for bad flags.
+import { availableParallelism } from 'node:os';
+import { parseArgs } from 'node:util';
+import type { CommandIo } from '../cli/commands.js';
+import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
+import { normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
+import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
+
+export const HELP = `Usage: spindle serve [model.gguf] [flags]
+
+OpenAI-compatible (/v1/chat/completions, /v1/completions, /v1/models) and Ollama-compatible (/api/*) server.
+Without a model it serves a built-in demo model: a small Llama with the real Llama 3 tokenizer and random
+weights (fluent-looking nonsense), generated once and cached in $SPINDLE_CACHE_DIR or ~/.cache/spindle.
+
+Flags (vLLM spelling first, SGLang alias after):
+  --model, --model-path FILE          the GGUF model (or give it as the first argument)
+  --host HOST                         bind address (default 127.0.0.1)
+  --port N                            port (default 8000)
+  --api-key KEY                       require \`Authorization: Bearer KEY\` (repeatable); /health stays open
+  --served-model-name NAME            model name(s) clients use (repeatable; default: the file name)
+  --max-model-len, --context-length N context length (default: the model's)
+  --max-num-seqs, --max-running-requests N   sequences running at once (default 256)
+  --max-num-batched-tokens N          tokens per engine step
+  --chunked-prefill-size N            prompt chunk per step (-1: never split a prompt)
+  --gpu-memory-utilization, --mem-fraction-static F   fraction of free memory for the KV cache
+  --dtype auto|float32                activation type (weights keep their GGUF type)
+  --threads N                         engine threads (default ${availableParallelism()})
+  --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
+  --cors-origins LIST                 comma-separated origins allowed by CORS (default: CORS off)
+  --drain-timeout SECONDS             on SIGTERM, time in-flight requests get to finish (default 30)
+  --tool-call-parser NAME             accepted for vLLM compatibility (tool calling is not implemented yet)
+  --enable-torch-compile              accepted for SGLang compatibility; no effect here
+  -h, --help                          this text
+`;
+
+class FlagError extends Error {}
+
+const PAIRS: Array<[string, string]> = [
+  ['model', 'model-path'], ['max-model-len', 'context-length'], ['max-num-seqs', 'max-running-requests'],
+  ['gpu-memory-utilization', 'mem-fraction-static'],
+];
+
+const OPTIONS = {
+  model: { type: 'string' }, 'model-path': { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
+  'api-key': { type: 'string', multiple: true }, 'served-model-name': { type: 'string', multiple: true },
+  'max-model-len': { type: 'string' }, 'context-length': { type: 'string' }, 'max-num-seqs': { type: 'string' },
+  'max-running-requests': { type: 'string' }, 'max-num-batched-tokens': { type: 'string' },
+  'chunked-prefill-size': { type: 'string' }, 'gpu-memory-utilization': { type: 'string' },
+  'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, threads: { type: 'string' },
+  'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
+  'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+} as const;
+
+function int(flag: string, v: string | undefined, lo: number, hi: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!/^-?\d+$/.test(v.trim()) || n < lo || n > hi) throw new FlagError(`--${flag} must be an integer in [${lo}, ${hi}] (got '${v}')`);
+  return n;
+}
+
+export interface ServeConfig {
+  model: string | null; // null: the demo model
+  serve: Omit<ServeOptions, 'engine' | 'servedModelNames'>;
+  engine: EngineOptionsInput;
+  servedModelNames: string[] | null;
+  notes: string[]; // accepted flags without effect
+}
+
+export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (e) {
+    throw new FlagError((e as Error).message);
+  }
+  const v = parsed.values as Record<string, string | string[] | boolean | undefined>;
+  if (v.help) return 'help';
+  for (const [a, b] of PAIRS) if (v[a] !== undefined && v[b] !== undefined) throw new FlagError(`--${a} and --${b} are the same flag; give one`);
+  if (parsed.positionals.length > 1) throw new FlagError(`one model please (got ${parsed.positionals.join(', ')})`);
+  const flagModel = (v.model ?? v['model-path']) as string | undefined;
+  if (flagModel !== undefined && parsed.positionals.length > 0) throw new FlagError('give the model as an argument or with --model, not both');
+  const s = (k: string) => v[k] as string | undefined;
+  const fraction = s('gpu-memory-utilization') ?? s('mem-fraction-static');
+  const kv = fraction === undefined ? undefined : Number(fraction);
+  if (kv !== undefined && !(kv > 0 && kv <= 1)) throw new FlagError(`--gpu-memory-utilization must be a fraction in (0, 1] (got '${fraction}')`);
+  const notes: string[] = [];
+  if (v['enable-torch-compile']) notes.push('--enable-torch-compile has no effect here (no torch); accepted for SGLang compatibility');
+  if (v['tool-call-parser'] !== undefined) notes.push(`--tool-call-parser ${s('tool-call-parser')}: tool calling is not implemented yet; requests with tools get a 400`);
+  const drain = int('drain-timeout', s('drain-timeout'), 0, 3600);
+  const cors = s('cors-origins');
+  return {
+    model: flagModel ?? parsed.positionals[0] ?? null,
+    serve: {
+      host: s('host') ?? '127.0.0.1',
+      port: int('port', s('port'), 0, 65535) ?? 8000,
+      apiKeys: (v['api-key'] as string[] | undefined) ?? [],
+      maxQueuedRequests: int('max-queued-requests', s('max-queued-requests'), 0, 1 << 20) ?? 256,
+      corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
+      drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
+    },
+    engine: {
+      maxModelLen: int('max-model-len', s('max-model-len') ?? s('context-length'), 2, 2 ** 31 - 1),
+      maxNumSeqs: int('max-num-seqs', s('max-num-seqs') ?? s('max-running-requests'), 1, 4096),
+      maxNumBatchedTokens: int('max-num-batched-tokens', s('max-num-batched-tokens'), 1, 2 ** 31 - 1),
+      chunkedPrefillSize: int('chunked-prefill-size', s('chunked-prefill-size'), -1, 2 ** 31 - 1),
+      kvCacheMemory: kv,
+      threads: int('threads', s('threads'), 1, 1024),
+      dtype: s('dtype') as EngineOptionsInput['dtype'],
+    },
+    servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
+    notes,
+  };
+}
+
+function defaultName(path: string): string {
+  return (path.split(/[\\/]/).pop() ?? path).replace(/\.gguf$/i, '');
+}
+
+export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  const log = (line: string): void => { io.stderr.write(`spindle serve: ${line}\n`); };
+  let cfg: ServeConfig | 'help';
+  let engine;
+  try {
+    cfg = parseServeArgs(argv);
+    if (cfg === 'help') {
+      io.stdout.write(HELP);
+      return 0;
+    }
+    engine = normalizeEngineOptions({ ...cfg.engine, model: cfg.model ?? 'demo' }, 'spindle serve');
+  } catch (e) {
+    log(`${(e as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  cfg.notes.forEach(log);
+  const demo = cfg.model === null;
+  try {
+    if (demo) engine.model = await demoModel(log);
+    const names = cfg.servedModelNames ?? [demo ? DEMO_MODEL_NAME : defaultName(engine.model)];
+    const server = await startServer({ ...cfg.serve, engine, servedModelNames: names, randomWeights: demo });
+    await server.app.engine.ready().catch((e: Error) => { log(`the model failed to load: ${e.message}`); });
+    if (server.app.engine.state === 'failed') {
+      await server.shutdown();
+      return 1;
+    }
+    if (demo) log(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
+    log(`model '${names[0]}' from ${engine.model}`);
+    io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI: ${server.url}/v1, Ollama: ${server.url}/api)\n`);
+    return await shutdownOnSignals(server, log);
+  } catch (e) {
+    log(`could not start: ${(e as Error).message}`);
+    return 1;
+  }
+}

@@ -1,0 +1,120 @@
+// The engine plugin: starts one EngineCore for the app, decorates `fastify.engine` with it, and closes it
+// when the app closes. Also the server's request accounting (in-flight requests, sequences for admission).
+// Invariants: state goes loading -> ready -> closing (or loading -> failed); ready() throws a 503 ApiError
+// unless the model is loaded and the server takes requests; every begin() is paired with exactly one end.
+import type { FastifyInstance } from 'fastify';
+import { EngineCore, type CoreReady } from '../../engine-core.js';
+import type { EngineOptions } from '../../engine-options.js';
+import type { NativeEngineStats } from '../../native.js';
+import { ApiError } from '../api-error.js';
+import { sharedPlugin } from '../plugin.js';
+
+export type EngineState = 'loading' | 'ready' | 'closing' | 'failed';
+
+export interface ServerEngineOptions {
+  engine: EngineOptions;
+  /** Names clients may send as `model`; the first is listed by /v1/models. */
+  servedModelNames: string[];
+  /** The weights are random (the built-in demo model): said in /v1/models and the log. */
+  randomWeights?: boolean;
+  /** Sequences allowed to wait beyond the running ones before 429 (--max-queued-requests). */
+  maxQueuedRequests?: number;
+}
+
+export class ServerEngine {
+  readonly core: EngineCore;
+  readonly servedModelNames: string[];
+  readonly randomWeights: boolean;
+  readonly created = Math.floor(Date.now() / 1000); // unix seconds
+  readonly maxNumSeqs: number;
+  readonly maxQueuedRequests: number;
+  #state: EngineState = 'loading';
+  #loadError: Error | undefined;
+  #inflight = 0; // HTTP requests holding engine sequences
+  #sequences = 0; // engine sequences submitted by those requests and not yet finished
+  #idleWaiters: Array<() => void> = [];
+
+  constructor(options: ServerEngineOptions) {
+    this.servedModelNames = options.servedModelNames;
+    this.randomWeights = options.randomWeights ?? false;
+    this.maxNumSeqs = options.engine.maxNumSeqs;
+    this.maxQueuedRequests = options.maxQueuedRequests ?? 256;
+    this.core = new EngineCore(options.engine);
+    this.core.ready().then(
+      () => { if (this.#state === 'loading') this.#state = 'ready'; },
+      (e: Error) => { this.#loadError = e; if (this.#state === 'loading') this.#state = 'failed'; },
+    );
+  }
+
+  get state(): EngineState { return this.#state; }
+  get loadError(): Error | undefined { return this.#loadError; }
+  get modelName(): string { return this.servedModelNames[0]; }
+  get inflight(): number { return this.#inflight; }
+
+  /** The loaded model, or a 503 ApiError when loading failed or the server is shutting down. */
+  async ready(): Promise<CoreReady> {
+    if (this.#state === 'closing') throw new ApiError(503, 'the server is shutting down', { code: 'server_shutting_down' });
+    try {
+      return await this.core.ready();
+    } catch (e) {
+      throw new ApiError(503, `the model is not available: ${(e as Error).message}`, { code: 'model_unavailable' });
+    }
+  }
+
+  stats(): NativeEngineStats { return this.core.stats(); }
+
+  /** Admission: reserves `sequences` engine slots, or throws 429 when the queue is full. Returns the release. */
+  begin(sequences: number): () => void {
+    if (this.#state === 'closing') throw new ApiError(503, 'the server is shutting down', { code: 'server_shutting_down' });
+    const limit = this.maxNumSeqs + this.maxQueuedRequests;
+    if (this.#sequences > 0 && this.#sequences + sequences > limit) {
+      throw new ApiError(429, `the server is busy: ${this.#sequences} sequences are running or queued (limit ${limit}); retry later`,
+        { code: 'too_many_requests', headers: { 'retry-after': '1' } });
+    }
+    this.#inflight++;
+    this.#sequences += sequences;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#inflight--;
+      this.#sequences -= sequences;
+      if (this.#inflight === 0) this.#idleWaiters.splice(0).forEach((w) => w());
+    };
+  }
+
+  /** Stops taking requests (they get 503); in-flight ones continue. */
+  startClosing(): void {
+    this.#state = 'closing';
+  }
+
+  /** Resolves when no request is in flight, or after `timeoutMs`; true when drained. */
+  waitIdle(timeoutMs: number): Promise<boolean> {
+    if (this.#inflight === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#idleWaiters = this.#idleWaiters.filter((w) => w !== done);
+        resolve(false);
+      }, timeoutMs);
+      const done = (): void => { clearTimeout(timer); resolve(true); };
+      this.#idleWaiters.push(done);
+    });
+  }
+
+  /** Aborts what is still running and joins the engine thread. */
+  close(): Promise<void> {
+    this.#state = 'closing';
+    return this.core.close(false);
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    engine: ServerEngine;
+  }
+}
+
+export const enginePlugin = sharedPlugin<{ engine: ServerEngine }>(async (app: FastifyInstance, opts) => {
+  app.decorate('engine', opts.engine);
+  app.addHook('onClose', async () => { await opts.engine.close(); });
+}, 'spindle-engine');

@@ -1,0 +1,121 @@
+// JSON schemas for the request bodies (validated by Fastify's Ajv with coercion off). Every field has a type
+// and bounds; fine-grained sampling ranges stay in lib/sampling-params.ts (the one normalizer), so the schema
+// bounds here are the outer limits of what is ever parsed.
+// Invariant: unknown fields pass (ignored, as API.md says for HTTP); fields we know but do not support are
+// refused by name in the routes (see refuseUnsupported).
+import { MAX_LOGPROBS, MAX_N } from '../sampling-params.js';
+
+const INT32_MAX = 2 ** 31 - 1;
+export const MAX_TEXT = 2 * 1024 * 1024; // characters; the body limit is 2 MiB anyway
+export const MAX_MESSAGES = 4096;
+export const MAX_PROMPTS = 256; // prompts in one /v1/completions request
+export const MAX_PROMPT_IDS = 1 << 20;
+
+const nullable = (s: Record<string, unknown>): Record<string, unknown> => ({ ...s, type: [s.type as string, 'null'] });
+const number = (minimum: number, maximum: number) => nullable({ type: 'number', minimum, maximum });
+const integer = (minimum: number, maximum: number) => nullable({ type: 'integer', minimum, maximum });
+const text = (maxLength = MAX_TEXT) => ({ type: 'string', maxLength });
+const tokenIdList = (maxItems: number) => ({ type: 'array', maxItems, items: { type: 'integer', minimum: 0, maximum: INT32_MAX } });
+
+/** Sampling fields shared by /v1/chat/completions and /v1/completions (snake_case, as sent). */
+const samplingProperties = {
+  temperature: number(0, 1000),
+  top_p: number(0, 1),
+  top_k: integer(-1, INT32_MAX),
+  min_p: number(0, 1),
+  repetition_penalty: number(0, 1000),
+  repeat_penalty: number(0, 1000),
+  presence_penalty: number(-2, 2),
+  frequency_penalty: number(-2, 2),
+  max_tokens: integer(1, INT32_MAX),
+  max_completion_tokens: integer(1, INT32_MAX),
+  min_tokens: integer(0, INT32_MAX),
+  stop: { anyOf: [text(4096), { type: 'array', maxItems: 256, items: text(4096) }, { type: 'null' }] },
+  stop_token_ids: { anyOf: [tokenIdList(1024), { type: 'null' }] },
+  ignore_eos: nullable({ type: 'boolean' }),
+  seed: integer(-(2 ** 63), 2 ** 64),
+  n: integer(1, MAX_N),
+  stream: nullable({ type: 'boolean' }),
+  stream_options: {
+    anyOf: [{
+      type: 'object', maxProperties: 16,
+      properties: { include_usage: nullable({ type: 'boolean' }), continuous_usage_stats: nullable({ type: 'boolean' }) },
+    }, { type: 'null' }],
+  },
+  user: nullable(text(1024)),
+  model: nullable(text(1024)),
+} as const;
+
+const contentPart = {
+  type: 'object',
+  required: ['type'],
+  maxProperties: 16,
+  properties: { type: text(64), text: text() },
+};
+
+const message = {
+  type: 'object',
+  required: ['role'],
+  maxProperties: 64,
+  properties: {
+    role: { type: 'string', maxLength: 64 },
+    content: { anyOf: [text(), { type: 'array', maxItems: 1024, items: contentPart }, { type: 'null' }] },
+    name: nullable(text(1024)),
+    tool_calls: nullable({ type: 'array', maxItems: 1024 }),
+    tool_call_id: nullable(text(1024)),
+  },
+};
+
+export const chatCompletionSchema = {
+  type: 'object',
+  required: ['messages'],
+  properties: {
+    ...samplingProperties,
+    messages: { type: 'array', minItems: 1, maxItems: MAX_MESSAGES, items: message },
+    logprobs: nullable({ type: 'boolean' }),
+    top_logprobs: integer(0, MAX_LOGPROBS),
+    add_generation_prompt: nullable({ type: 'boolean' }),
+    chat_template_kwargs: nullable({ type: 'object', maxProperties: 64 }),
+    response_format: nullable({ type: 'object', maxProperties: 8, properties: { type: text(64) } }),
+    tools: nullable({ type: 'array', maxItems: 1024 }),
+    logit_bias: nullable({ type: 'object', maxProperties: 1024 }),
+  },
+} as const;
+
+export const completionSchema = {
+  type: 'object',
+  required: ['prompt'],
+  properties: {
+    ...samplingProperties,
+    prompt: {
+      anyOf: [
+        text(),
+        { type: 'array', minItems: 1, maxItems: MAX_PROMPTS, items: text() },
+        { ...tokenIdList(MAX_PROMPT_IDS), minItems: 1 },
+        { type: 'array', minItems: 1, maxItems: MAX_PROMPTS, items: { ...tokenIdList(MAX_PROMPT_IDS), minItems: 1 } },
+      ],
+    },
+    echo: nullable({ type: 'boolean' }),
+    logprobs: integer(0, MAX_LOGPROBS),
+    best_of: integer(1, MAX_N),
+    suffix: nullable(text()),
+    logit_bias: nullable({ type: 'object', maxProperties: 1024 }),
+  },
+} as const;
+
+export const tokenizeSchema = {
+  type: 'object',
+  properties: {
+    model: nullable(text(1024)),
+    prompt: text(),
+    messages: { type: 'array', minItems: 1, maxItems: MAX_MESSAGES, items: message },
+    add_special_tokens: nullable({ type: 'boolean' }),
+    add_generation_prompt: nullable({ type: 'boolean' }),
+  },
+} as const;
+
+export const detokenizeSchema = {
+  type: 'object',
+  required: ['tokens'],
+  properties: { model: nullable(text(1024)), tokens: tokenIdList(MAX_PROMPT_IDS) },
+} as const;
