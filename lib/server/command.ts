@@ -147,7 +147,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     }
     if (demo) log(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
     log(`model '${names[0]}' from ${engine.model}`);
-    io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI: ${server.url}/v1, Ollama: ${server.url}/api)\n`);
+    io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI-compatible API: ${server.url}/v1)\n`);
     return await shutdownOnSignals(server, log);
   } catch (e) {
     log(`could not start: ${(e as Error).message}`);

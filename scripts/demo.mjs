@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// `npm start [model.gguf]`: offline batched chat with Spindle's LLM API.
-// With no model argument it builds the built-in default first: a small random-weight Llama model with the real
-// Llama 3 tokenizer and chat template (Q8_0, ~150 MB, cached in .cache/), because no model can be downloaded
-// here. Random weights give fluent-looking nonsense; a real GGUF file gives real answers.
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+// `npm run demo [-- model.gguf]`: offline batched chat with Spindle's LLM API (vLLM's `LLM.chat`).
+// With no model argument it uses the built-in demo model of `spindle serve` (lib/demo-model.ts: a small
+// random-weight Llama with the real Llama 3 tokenizer and chat template, generated once and cached), because no
+// model can be downloaded here. Random weights give fluent-looking nonsense; a real GGUF file gives real answers.
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -14,22 +14,8 @@ if (!existsSync(join(root, 'dist', 'index.js'))) {
 }
 const { LLM } = await import('../dist/index.js');
 
-async function defaultModel() {
-  const path = join(root, '.cache', 'demo-llama3-q8_0.gguf');
-  if (existsSync(path)) return path;
-  const { generateModel } = await import('../dist/fixtures/index.js');
-  mkdirSync(dirname(path), { recursive: true });
-  console.log(`spindle: building the default demo model at ${path} (random weights, Llama 3 tokenizer)...`);
-  const spec = {
-    arch: 'llama', tokenizer: 'llama3', weights: 'Q8_0', seed: 7, tiedEmbeddings: true,
-    nEmbd: 512, nLayer: 4, nHead: 8, nHeadKv: 4, nFf: 1536, name: 'spindle-demo',
-  };
-  await generateModel(spec, path + '.tmp');
-  renameSync(path + '.tmp', path);
-  return path;
-}
-
-const model = process.argv[2] ?? (await defaultModel());
+const { demoModel } = await import('../dist/demo-model.js');
+const model = process.argv[2] ?? (await demoModel((line) => console.log(`spindle: ${line}`)));
 const llm = new LLM({ model });
 await llm.ready();
 const conversations = [
