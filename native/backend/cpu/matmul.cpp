@@ -1,11 +1,12 @@
-// cpu_matmul: convert x once into the weight type's activation format, then split output rows over the
-// pool; each thread walks its rows in tiles of up to max_rows rows x max_tokens tokens.
+// cpu_matmul: convert x once into the weight type's activation format, then hand out chunks of output rows
+// to the pool's threads; each thread walks a chunk in tiles of up to max_rows rows x max_tokens tokens.
 // Invariant (batch invariance): every y[t, o] is one tile-kernel output computed over the full row, and tile
 // kernels give bitwise the same value for (o, t) in any tile shape, so neither n_tokens, the other rows of x,
 // the chunking below nor the thread count can change it.
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,12 +64,9 @@ struct matmul_plan {
   float* y;              // [n_tokens, n_out]
 };
 
-// Thread ith's share: whole row tiles, then token chunks x row tiles x token tiles.
-void matmul_rows(const matmul_plan& p, int ith, int nth) {
+// Rows [r0, r1) (whole row tiles but the last): token chunks x row tiles x token tiles.
+void matmul_rows(const matmul_plan& p, int64_t r0, int64_t r1) {
   const int mr = p.kernel.max_rows, mt = p.kernel.max_tokens;
-  int64_t g0, g1;
-  thread_pool::split((p.n_out + mr - 1) / mr, ith, nth, &g0, &g1);
-  const int64_t r0 = g0 * mr, r1 = std::min(p.n_out, g1 * mr);
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += p.chunk_tokens) {
     const int64_t t1 = std::min(p.n_tokens, t0 + p.chunk_tokens);
     for (int64_t o = r0; o < r1; o += mr) {
@@ -79,6 +77,16 @@ void matmul_rows(const matmul_plan& p, int ith, int nth) {
                     p.y + t * p.n_out + o, p.n_out);
       }
     }
+  }
+}
+
+// Threads take chunks of row tiles from a shared counter (a thread that the OS delays leaves its work to the
+// others instead of holding up the whole op); which thread computes a row never changes its bits.
+void matmul_chunks(const matmul_plan& p, std::atomic<int64_t>& next, int64_t chunk_rows) {
+  for (;;) {
+    const int64_t r0 = next.fetch_add(chunk_rows, std::memory_order_relaxed);
+    if (r0 >= p.n_out) return;
+    matmul_rows(p, r0, std::min(p.n_out, r0 + chunk_rows));
   }
 }
 
@@ -129,8 +137,15 @@ void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, co
   // Keep a chunk's activations around 256 KiB (L2) while a thread's row tiles stream past them.
   const int64_t mt = p.kernel.max_tokens;
   p.chunk_tokens = std::max<int64_t>(mt, (int64_t)((256 * 1024) / p.act_row) / mt * mt);
-  if (pool.size() == 1) matmul_rows(p, 0, 1);
-  else pool.run([&p](int ith, int nth) { matmul_rows(p, ith, nth); });
+  if (pool.size() == 1) {
+    matmul_rows(p, 0, n_out);
+    return;
+  }
+  // About 8 chunks per thread, each a whole number of row tiles.
+  const int64_t mr = p.kernel.max_rows, n_tiles = (n_out + mr - 1) / mr;
+  const int64_t chunk_rows = std::max<int64_t>(1, n_tiles / (8 * (int64_t)pool.size())) * mr;
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) { matmul_chunks(p, next, chunk_rows); });
 }
 
 }  // namespace spindle

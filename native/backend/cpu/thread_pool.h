@@ -1,7 +1,10 @@
 // A fixed pool of worker threads for data-parallel kernels.
-// Invariant: run() returns only after every thread finished fn; idle workers block on a condition variable
-// (no spinning while nothing runs); the calling thread takes part as thread 0, so size() threads work in all.
+// Invariant: run() returns only after every thread finished fn; the calling thread takes part as thread 0, so
+// size() threads work in all. Between jobs a worker spins for a short bounded time (k_spin_us, so the next op
+// of a forward pass starts without a futex wake-up), then blocks on a condition variable: an idle pool uses
+// no CPU. run() likewise spins briefly for the workers to finish before it blocks.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -26,17 +29,22 @@ class thread_pool {
   // Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's [begin, end).
   static void split(int64_t n, int ith, int nth, int64_t* begin, int64_t* end);
 
+  static constexpr int k_spin_us = 50;  // microseconds a thread polls before it blocks
+
  private:
   void worker_loop(int ith);
+  bool wait_for_job(uint64_t seen);  // false when stopping
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(int, int)>* job_ = nullptr;
-  uint64_t generation_ = 0;  // bumped for every run()
-  int pending_ = 0;          // workers still running the current job
-  bool stopping_ = false;
+  std::atomic<const std::function<void(int, int)>*> job_{nullptr};
+  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) for every run()
+  std::atomic<int> pending_{0};          // workers still running the current job
+  int sleepers_ = 0;                     // workers blocked on wake_ (under mutex_)
+  bool stopping_ = false;                // under mutex_
+  std::atomic<bool> stopping_flag_{false};
 };
 
 }  // namespace spindle

@@ -15,6 +15,14 @@
 namespace spindle {
 namespace {
 
+// Weight blocks fetched ahead of use per row stream: the kernels are not memory-bound enough for the hardware
+// prefetcher alone to hide DRAM latency once several row streams interleave (a hint only: it may run past the
+// end of a row, which is harmless for prefetches).
+constexpr int k_prefetch_blocks = 4;
+SPINDLE_AVX2 static inline void prefetch_ahead(const void* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)p + off, _MM_HINT_T0);
+}
+
 // q8_0 / q4_0 weight block b of a row, as 32 signed bytes, and its scale.
 struct q8_0_weights {
   SPINDLE_AVX2 static inline __m256i load(const uint8_t* row, int64_t b, float* d) {
@@ -185,6 +193,7 @@ struct q4_K_kernel {
       }
       for (int r = 0; r < NR; ++r) {
         const block_q4_K* wb = (const block_q4_K*)(a.w + r * a.ws) + b;
+        prefetch_ahead(wb + k_prefetch_blocks, sizeof(block_q4_K));
         __m256i q[8], scale[8];
         uint8_t sc[8], m[8];
         q4_K_unpack_scales(wb->scales, sc, m);
@@ -193,7 +202,10 @@ struct q4_K_kernel {
           q[2 * c] = _mm256_and_si256(v, low4);
           q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         }
-        for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_epi16(sc[j]);
+        const __m128i sc8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)sc));
+        const __m256i sc_all = _mm256_set_m128i(sc8, sc8);
+        for (int j = 0; j < 8; ++j)  // int16 lane j of sc8 into every lane
+          scale[j] = _mm256_shuffle_epi8(sc_all, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
         const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)m));
         const float d = _cvtsh_ss(wb->d), dmin = _cvtsh_ss(wb->dmin);
         for (int t = 0; t < NT; ++t) {
@@ -244,6 +256,19 @@ SPINDLE_AVX2 static inline void q6_K_unpack(const block_q6_K* wb, __m256i q[8]) 
   }
 }
 
+// scale[j] = [scales[2j] x 8 | scales[2j + 1] x 8] as int16, from sc16 = the 16 scales as int16 (in-lane
+// shuffles of the two halves instead of 16 scalar broadcasts).
+SPINDLE_AVX2 static inline void q6_K_scales(__m256i sc16, __m256i scale[8]) {
+  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00), hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+  for (int j = 0; j < 4; ++j) {
+    const char a0 = (char)(4 * j), a1 = (char)(4 * j + 1), b0 = (char)(4 * j + 2), b1 = (char)(4 * j + 3);
+    const __m256i m = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
+                                       b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
+    scale[j] = _mm256_shuffle_epi8(lo, m);
+    scale[j + 4] = _mm256_shuffle_epi8(hi, m);
+  }
+}
+
 // W (q6_K) . x (q8_K): per super-block, d*dx * (sum_g scales[g] (q.x)_g - 32 * sum_g scales[g] * bsums[g]).
 template <int NR, int NT>
 struct q6_K_kernel {
@@ -254,11 +279,11 @@ struct q6_K_kernel {
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
       for (int r = 0; r < NR; ++r) {
         const block_q6_K* wb = (const block_q6_K*)(a.w + r * a.ws) + b;
+        prefetch_ahead(wb + k_prefetch_blocks, sizeof(block_q6_K));
         __m256i q[8], scale[8];
         q6_K_unpack(wb, q);
-        for (int j = 0; j < 8; ++j)
-          scale[j] = _mm256_set_m128i(_mm_set1_epi16(wb->scales[2 * j + 1]), _mm_set1_epi16(wb->scales[2 * j]));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)wb->scales));
+        q6_K_scales(sc16, scale);
         const float d = _cvtsh_ss(wb->d);
         for (int t = 0; t < NT; ++t) {
           const block_q8_K* xb = (const block_q8_K*)(a.x + t * a.xs) + b;
