@@ -5,9 +5,14 @@
 //                       tg  = decode tokens/s of one sequence ((n - 1) tokens over first -> last token);
 //                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each.
 // Models are performance-shaped random-weight fixtures (lib/fixtures), cached in bench/.models/.
+// Also measures the streaming-read memory bandwidth on the same threads (bench/membw) and reports decode as a
+// percentage of its floor (bandwidth / model bytes), and Spindle's batched/single decode scaling.
 // Usage: node bench/cpu-compare.mjs [--models llama1b-q4_k_m,llama1b-q8_0,qwen3-0.6b-q8_0] [--threads 2]
-//        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--skip-batch]
-import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+//        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--markdown BENCHMARKS.md]
+//        [--skip-batch] [--generate-only]
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -34,7 +39,9 @@ const { values: args } = parseArgs({
     seqs: { type: 'string', default: '16' },
     reps: { type: 'string', default: '3' },
     json: { type: 'string' },
+    markdown: { type: 'string' },
     'skip-batch': { type: 'boolean', default: false },
+    'generate-only': { type: 'boolean', default: false },
   },
 });
 const threads = Number(args.threads), ppLen = Number(args.pp), tgLen = Number(args.tg);
@@ -133,6 +140,21 @@ async function llamaCppRun(path) {
   };
 }
 
+// Streaming-read bandwidth on `threads` threads (GB/s), compiled from bench/membw/membw.cpp on first use.
+function measureBandwidth() {
+  const bin = join(root, 'bench', '.build', 'membw');
+  if (!existsSync(bin)) {
+    mkdirSync(dirname(bin), { recursive: true });
+    execFileSync('g++', ['-O3', '-march=native', '-std=c++17', join(root, 'bench', 'membw', 'membw.cpp'), '-o', bin, '-lpthread']);
+  }
+  return JSON.parse(execFileSync(bin, [String(threads), '1024', '7'], { encoding: 'utf8' })).gbps;
+}
+
+if (args['generate-only']) {
+  for (const name of args.models.split(',')) console.log(await modelPath(name));
+  process.exit(0);
+}
+
 const results = [];
 for (const name of args.models.split(',')) {
   const path = await modelPath(name);
@@ -158,14 +180,60 @@ for (const name of args.models.split(',')) {
   console.log(JSON.stringify(row));
 }
 
-console.log('\n| model | MB | pp' + ppLen + ' spindle | llama.cpp | ratio | tg' + tgLen + ' spindle | llama.cpp | ratio | ' +
-  (args['skip-batch'] ? '' : `${nSeqs}-seq spindle | llama.cpp | ratio |`));
-console.log('|---|---|---|---|---|---|---|---|' + (args['skip-batch'] ? '' : '---|---|---|'));
+// Bandwidth measured after the runs (the model files are out of the way by then) and before the report.
+const gbps = measureBandwidth();
 for (const r of results) {
-  const f = (x) => x.toFixed(1);
-  let line = `| ${r.model} | ${(r.bytes / 1e6).toFixed(0)} | ${f(r.pp_spindle)} | ${f(r.pp_llamacpp)} | ${r.pp_ratio.toFixed(2)}x | ` +
-    `${f(r.tg_spindle)} | ${f(r.tg_llamacpp)} | ${r.tg_ratio.toFixed(2)}x |`;
-  if (!args['skip-batch']) line += ` ${f(r.batch_spindle)} | ${f(r.batch_llamacpp)} | ${r.batch_ratio.toFixed(2)}x |`;
-  console.log(line);
+  r.bandwidth_gbps = gbps;
+  r.floor_tg = (gbps * 1e9) / r.bytes;  // tokens/s if decode only read every weight once at full bandwidth
+  r.tg_spindle_floor_pct = (100 * r.tg_spindle) / r.floor_tg;
+  r.tg_llamacpp_floor_pct = (100 * r.tg_llamacpp) / r.floor_tg;
+  if (r.batch_spindle !== undefined) r.batch_scaling_spindle = r.batch_spindle / r.tg_spindle;
 }
+
+const f1 = (x) => x.toFixed(1);
+const lines = [
+  `| model | MB | pp${ppLen} Spindle | llama.cpp | ratio | tg${tgLen} Spindle | llama.cpp | ratio | Spindle % floor | llama.cpp % floor |` +
+    (args['skip-batch'] ? '' : ` ${nSeqs}-seq Spindle | llama.cpp | ratio | Spindle ${nSeqs}-seq / 1-seq |`),
+  '|---|---|---|---|---|---|---|---|---|---|' + (args['skip-batch'] ? '' : '---|---|---|---|'),
+];
+for (const r of results) {
+  let line = `| ${r.model} | ${(r.bytes / 1e6).toFixed(0)} | ${f1(r.pp_spindle)} | ${f1(r.pp_llamacpp)} | ${r.pp_ratio.toFixed(2)}x | ` +
+    `${f1(r.tg_spindle)} | ${f1(r.tg_llamacpp)} | ${r.tg_ratio.toFixed(2)}x | ${f1(r.tg_spindle_floor_pct)}% | ${f1(r.tg_llamacpp_floor_pct)}% |`;
+  if (!args['skip-batch']) {
+    line += ` ${f1(r.batch_spindle)} | ${f1(r.batch_llamacpp)} | ${r.batch_ratio.toFixed(2)}x | ${r.batch_scaling_spindle.toFixed(2)}x |`;
+  }
+  lines.push(line);
+}
+console.log('\n' + lines.join('\n'));
+console.log(`\nbandwidth ${gbps.toFixed(1)} GB/s on ${threads} threads (decode floor = bandwidth / model bytes)`);
 if (args.json) writeFileSync(args.json, JSON.stringify(results, null, 2) + '\n');
+if (args.markdown) writeMarkdown(args.markdown, lines, gbps);
+
+// Replaces the section between the CPU-compare markers of the markdown file (creating it if needed).
+function writeMarkdown(file, tableLines, bandwidth) {
+  const begin = '<!-- cpu-compare:begin -->', end = '<!-- cpu-compare:end -->';
+  const command = `node bench/cpu-compare.mjs ${process.argv.slice(2).join(' ')}`;
+  const section = [
+    begin,
+    `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus()[0]?.model ?? 'unknown CPU'}, ${threads} threads, ` +
+      `Spindle vs llama.cpp (node-llama-cpp ${llamaCppVersion()} prebuilt CPU binary) alternating in one run, ` +
+      `median of ${reps} repetitions. Streaming-read bandwidth: ${bandwidth.toFixed(1)} GB/s.`,
+    '',
+    ...tableLines,
+    '',
+    `Reproduce: \`${command}\``,
+    end,
+  ].join('\n');
+  let text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n\n' + begin + '\n' + end + '\n';
+  const a = text.indexOf(begin), b = text.indexOf(end);
+  text = a >= 0 && b > a ? text.slice(0, a) + section + text.slice(b + end.length) : text + '\n' + section + '\n';
+  writeFileSync(file, text);
+}
+
+function llamaCppVersion() {
+  try {
+    return JSON.parse(readFileSync(join(root, 'node_modules', 'node-llama-cpp', 'package.json'), 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
