@@ -104,6 +104,7 @@ export interface NativeEngineStats {
   kvBlockSize: number; // tokens per block
   preemptions: number;
   computedTokens: number; // tokens forwarded (prompt chunks, recomputes, decodes)
+  failedSteps: number; // steps whose forward pass threw (their requests failed; the server reports 503 on /health)
 }
 
 export interface NativeEngineOptions {

@@ -1,5 +1,5 @@
 // Server lifecycle: graceful shutdown (503 for new requests, drain, abort the rest with finish_reason
-// 'abort'), `spindle serve` exiting 0 on SIGTERM, and admission (429 with Retry-After past the queue limit).
+// 'abort'), the built `spindle serve` (dist/cli) exiting 0 on SIGTERM, and admission (429 with Retry-After past the queue limit).
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -80,8 +80,8 @@ t.test('admission: past max-num-seqs + max-queued-requests, 429 with Retry-After
   t.equal(ok.choices.length, 1, 'accepted again once the queue drained');
 });
 
-t.test('`spindle serve` exits 0 on SIGTERM with a stream in flight', async (t) => {
-  const child = spawn(process.execPath, [...process.execArgv, join(root, 'lib/cli/main.ts'), 'serve', path,
+t.test('`spindle serve` (the built CLI) exits 0 on SIGTERM with a stream in flight and --drain-timeout 0', async (t) => {
+  const child = spawn(process.execPath, [join(root, 'dist/cli/main.js'), 'serve', path,
     '--port', '0', '--max-model-len', '512', '--threads', '2', '--served-model-name', 'm', '--drain-timeout', '0'],
   { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';

@@ -46,7 +46,7 @@ t.test('chat: non-streamed shape, streamed text equals it at temperature 0, usag
   const stream = await client.chat.completions.create({
     model: MODEL, messages, temperature: 0, max_tokens: 16, stream: true, stream_options: { include_usage: true },
   });
-  const chunks = [];
+  const chunks: OpenAI.ChatCompletionChunk[] = [];
   for await (const c of stream) chunks.push(c);
   t.same(chunks[0].choices[0].delta, { role: 'assistant', content: '' }, 'first chunk carries the role');
   const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');

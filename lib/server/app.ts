@@ -1,5 +1,5 @@
-// buildApp(options): the whole HTTP server as a Fastify instance composed of plugins (errors, engine, auth)
-// and routes (v1, api, health, tokenize). It does not listen; serve.ts does (tests call inject() or listen).
+// buildApp(options): the whole HTTP server as a Fastify instance composed of plugins (errors, engine, metrics,
+// cors, auth) and routes (v1, api, health, metrics, tokenize). It does not listen; serve.ts does (tests call inject() or listen).
 // Invariants: request bodies are JSON objects up to 2 MiB validated with coercion off (a string is never
 // taken for a number); the app owns its engine and closes it in onClose.
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -8,6 +8,11 @@ import { authPlugin } from './plugins/auth.js';
 import { corsPlugin } from './plugins/cors.js';
 import { enginePlugin, ServerEngine, type ServerEngineOptions } from './plugins/engine.js';
 import { errorsPlugin } from './plugins/errors.js';
+import { metricsPlugin } from './plugins/metrics.js';
+import ollamaChatRoute from './routes/api/chat.js';
+import ollamaGenerateRoute from './routes/api/generate.js';
+import ollamaModelsRoute from './routes/api/models.js';
+import metricsRoute from './routes/metrics.js';
 import chatCompletionsRoute from './routes/v1/chat-completions.js';
 import completionsRoute from './routes/v1/completions.js';
 import modelsRoute from './routes/v1/models.js';
@@ -38,10 +43,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const engine = new ServerEngine(options);
   await app.register(errorsPlugin);
   await app.register(enginePlugin, { engine });
+  await app.register(metricsPlugin);
   await app.register(corsPlugin, { origins: options.corsOrigins ?? [] });
   await app.register(authPlugin, { apiKeys: options.apiKeys ?? [] });
   app.addHook('onRequest', async (request) => {
-    if (engine.state === 'closing' && request.url !== '/health') {
+    if (engine.state === 'closing' && request.url !== '/health' && request.url !== '/metrics') {
       throw new ApiError(503, 'the server is shutting down', { code: 'server_shutting_down' });
     }
   });
@@ -50,5 +56,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(chatCompletionsRoute);
   await app.register(completionsRoute);
   await app.register(tokenizeRoute);
+  await app.register(metricsRoute);
+  await app.register(ollamaGenerateRoute);
+  await app.register(ollamaChatRoute);
+  await app.register(ollamaModelsRoute);
   return app;
 }

@@ -1,11 +1,15 @@
 // What every generating route shares: model-name check, sampling params through the one normalizer, the
-// context-length check, admission + submit of n samples per prompt, abort on client disconnect.
+// context-length check, admission + submit of n samples per prompt, abort on client disconnect, and the
+// timing of every request (first token, inter-token gaps, end to end) reported to a GenerationObserver.
 // Invariants: a Job's admission slot is released exactly once, when all its requests have settled; a client
 // that goes away (response closed before it finished) aborts every request of its Job; submit either queues
-// every request of the Job or none (a failure aborts those already queued and throws a 400).
+// every request of the Job or none (a failure aborts those already queued and throws a 400); every request
+// is submitted streaming and its deltas are read exactly once (by the route's stream, or by results()), so
+// streamed and non-streamed requests are timed the same way.
 import type { FastifyReply } from 'fastify';
-import type { RequestHandle, RequestResult } from '../engine-core.js';
+import type { RequestDelta, RequestHandle, RequestResult } from '../engine-core.js';
 import { toNativeSpec } from '../llm.js';
+import type { FinishReason } from '../native.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling-params.js';
 import { ApiError, badRequest } from './api-error.js';
 import type { ServerEngine } from './plugins/engine.js';
@@ -54,28 +58,43 @@ export function checkPrompt(ids: readonly number[], params: SamplingParams, maxM
   }
 }
 
+/** Receives the timing of every request (the metrics plugin). Times in seconds. */
+export interface GenerationObserver {
+  /** A request's first token arrived `seconds` after the Job was admitted. */
+  firstToken(seconds: number): void;
+  /** A later delta with `tokens` tokens arrived `seconds` after the previous one. */
+  interToken(seconds: number, tokens: number): void;
+  /** A request settled: its finish reason ('error' when it failed) and admission-to-finish time. */
+  finished(reason: FinishReason | 'error', e2eSeconds: number): void;
+}
+
 export interface JobRequest {
   handle: RequestHandle;
   prompt: number; // index of the prompt
   index: number; // choice index: prompt * n + sample
+  firstTokenAt: number | null; // performance.now() ms of the first delta with tokens
+  lastTokenAt: number | null; // performance.now() ms of the latest delta with tokens
+  finishedAt: number | null; // performance.now() ms of the finishing delta (or the failure)
+  read: boolean; // its deltas have been handed out (by deltas())
 }
 
 export class Job {
   readonly requests: JobRequest[] = [];
   readonly promptTokens: number[];
-  readonly started = performance.now();
-  firstTokenAt: number | null = null;
+  readonly started = performance.now(); // ms
+  readonly #observer: GenerationObserver | null;
   #release: () => void;
 
   /** Reserves admission for every sample of every prompt, then queues them all (or none). */
-  constructor(engine: ServerEngine, prompts: number[][], params: SamplingParams, stream: boolean) {
+  constructor(engine: ServerEngine, prompts: number[][], params: SamplingParams, observer: GenerationObserver | null = null) {
     this.promptTokens = prompts.map((p) => p.length);
+    this.#observer = observer;
     this.#release = engine.begin(prompts.length * params.n);
     try {
       prompts.forEach((ids, p) => {
         for (let j = 0; j < params.n; j++) {
-          const handle = engine.core.submit(toNativeSpec(ids, params, j), stream);
-          this.requests.push({ handle, prompt: p, index: p * params.n + j });
+          const handle = engine.core.submit(toNativeSpec(ids, params, j), true);
+          this.requests.push({ handle, prompt: p, index: p * params.n + j, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false });
         }
       });
     } catch (e) {
@@ -90,15 +109,64 @@ export class Job {
     for (const r of this.requests) r.handle.abort();
   }
 
-  /** Aborts the job when the client goes away before the response has been sent completely. */
+  /** Aborts the job when the client goes away before the response has been sent completely (or went already). */
   bindToReply(reply: FastifyReply): void {
     const res = reply.raw;
+    if (res.destroyed) {
+      this.abort();
+      return;
+    }
     res.once('close', () => { if (!res.writableFinished) this.abort(); });
   }
 
-  /** All results in choice order; a failed generation rejects. */
-  results(): Promise<RequestResult[]> {
-    return Promise.all(this.requests.map((r) => r.handle.result));
+  /** The deltas of one request, in order, timed for the observer; ends after the finishing delta, throws on failure. */
+  async *deltas(r: JobRequest): AsyncGenerator<RequestDelta> {
+    if (r.read) throw new Error(`the deltas of request ${r.index} were already read`);
+    r.read = true;
+    try {
+      for await (const d of r.handle.deltas!) {
+        this.#time(r, d);
+        yield d;
+      }
+    } catch (e) {
+      if (r.finishedAt === null) {
+        r.finishedAt = performance.now();
+        this.#observer?.finished('error', (r.finishedAt - this.started) / 1000);
+      }
+      throw e;
+    }
+  }
+
+  #time(r: JobRequest, d: RequestDelta): void {
+    const now = performance.now();
+    if (d.tokenIds.length > 0) {
+      if (r.lastTokenAt === null) {
+        r.firstTokenAt = now;
+        this.#observer?.firstToken((now - this.started) / 1000);
+      } else {
+        this.#observer?.interToken((now - r.lastTokenAt) / 1000, d.tokenIds.length);
+      }
+      r.lastTokenAt = now;
+    }
+    if (d.finishReason !== null && r.finishedAt === null) {
+      r.finishedAt = now;
+      this.#observer?.finished(d.finishReason, (now - this.started) / 1000);
+    }
+  }
+
+  /** All results in choice order (reading the deltas no stream has read); a failed generation aborts the rest and rejects. */
+  async results(): Promise<RequestResult[]> {
+    try {
+      await Promise.all(this.requests.map(async (r) => {
+        if (r.read) return;
+        const it = this.deltas(r);
+        while (!(await it.next()).done);
+      }));
+      return await Promise.all(this.requests.map((r) => r.handle.result));
+    } catch (e) {
+      this.abort();
+      throw e;
+    }
   }
 }
 

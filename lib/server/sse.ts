@@ -25,6 +25,7 @@ export class SseStream {
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
     });
+    this.#res.flushHeaders(); // the client knows at once that its stream started (a long prefill may follow)
     this.#timer = setInterval(() => {
       if (opts.keepAlive !== false && Date.now() - this.#lastWrite >= KEEP_ALIVE_MS) this.#write(': keep-alive\n\n');
     }, KEEP_ALIVE_MS / 2);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <unistd.h>
 
@@ -53,7 +54,19 @@ static model_info describe(const model& m, int32_t max_model_len) {
 
 engine::engine(loader_fn loader, engine_options options, sink_fn sink)
     : loader_(std::move(loader)), options_(options), sink_(std::move(sink)) {
+  if (const char* at = std::getenv("SPINDLE_TEST_FAIL_FORWARD_AT_STEP")) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(at, &end, 10);
+    if (end != at && *end == '\0') test_fail_forward_at_step_ = uint64_t(n);
+  }
   thread_ = std::thread([this] { thread_main(); });
+}
+
+void engine::inject_test_fault() const {
+  if (test_fail_forward_at_step_ != 0 && steps_ == test_fail_forward_at_step_) {
+    throw error("injected test fault: the forward pass of step " + std::to_string(steps_) +
+                " failed (SPINDLE_TEST_FAIL_FORWARD_AT_STEP)");
+  }
 }
 
 engine::~engine() {
@@ -311,6 +324,7 @@ void engine::update_stats() {
   stats_.computed_tokens = computed_tokens_;
   stats_.requests_finished = finished_;
   stats_.steps = steps_;
+  stats_.failed_steps = failed_steps_;
 }
 
 void engine::emit_step(std::vector<request_output>& outs) {

@@ -89,6 +89,7 @@ struct engine_stats {
   int32_t kv_block_size = 0;      // tokens per block
   uint64_t preemptions = 0;
   uint64_t computed_tokens = 0;   // tokens forwarded (prompt chunks, recomputes, decodes)
+  uint64_t failed_steps = 0;      // steps whose forward pass threw (their requests failed)
 };
 
 class engine {
@@ -129,6 +130,9 @@ class engine {
   void step(std::vector<request_output>& outs);  // engine_step.cpp
   void run_forward(const schedule_output& so);   // engine_step.cpp
   void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
+  // Test hook: throws from the forward pass of the step named by the environment variable
+  // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction; tests only, never set in production).
+  void inject_test_fault() const;
   void finish_sequence(uint64_t id);  // drops the sequence (its blocks are already freed); counts it
   void update_stats();
   void emit_step(std::vector<request_output>& outs);
@@ -157,6 +161,8 @@ class engine {
   std::map<uint64_t, std::unique_ptr<sequence>> seqs_;  // every unfinished request, by id
   std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
+  uint64_t failed_steps_ = 0;
+  uint64_t test_fail_forward_at_step_ = 0;  // 0 = off; see inject_test_fault()
 
   std::thread thread_;
 };

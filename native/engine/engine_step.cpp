@@ -17,6 +17,7 @@ namespace spindle {
 request_output& engine_output_for(std::vector<request_output>& outs, uint64_t id);  // engine.cpp
 
 void engine::run_forward(const schedule_output& so) {
+  inject_test_fault();  // no-op unless a test set SPINDLE_TEST_FAIL_FORWARD_AT_STEP
   std::vector<batch_sequence> batch;
   batch.reserve(so.chunks.size());
   int64_t n_sample = 0;
@@ -39,6 +40,7 @@ void engine::run_forward(const schedule_output& so) {
 
 // Every request of the step fails with `message`; the scheduler drops them (their blocks are freed).
 void engine::fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs) {
+  failed_steps_++;
   for (const scheduled_chunk& c : so.chunks) {
     if (!seqs_.count(c.seq_id)) continue;
     request_output& out = engine_output_for(outs, c.seq_id);

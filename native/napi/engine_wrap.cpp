@@ -218,6 +218,7 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("kvBlockSize", s.kv_block_size);
   o.Set("preemptions", Napi::Number::New(env, double(s.preemptions)));
   o.Set("computedTokens", Napi::Number::New(env, double(s.computed_tokens)));
+  o.Set("failedSteps", Napi::Number::New(env, double(s.failed_steps)));
   return o;
 }
 

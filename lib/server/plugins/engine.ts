@@ -33,6 +33,7 @@ export class ServerEngine {
   #inflight = 0; // HTTP requests holding engine sequences
   #sequences = 0; // engine sequences submitted by those requests and not yet finished
   #idleWaiters: Array<() => void> = [];
+  #failedSteps = 0; // the largest failedSteps seen (the native count)
 
   constructor(options: ServerEngineOptions) {
     this.servedModelNames = options.servedModelNames;
@@ -62,6 +63,22 @@ export class ServerEngine {
   }
 
   stats(): NativeEngineStats { return this.core.stats(); }
+
+  /** The engine's stats, or null when the addon cannot give them (never throws; for /metrics and /health). */
+  statsOrNull(): NativeEngineStats | null {
+    try {
+      return this.core.stats();
+    } catch {
+      return null;
+    }
+  }
+
+  /** Engine steps whose forward pass failed (their requests failed); once non-zero, /health answers 503. */
+  get failedSteps(): number {
+    const v = this.statsOrNull()?.failedSteps;
+    if (typeof v === 'number' && v > this.#failedSteps) this.#failedSteps = v;
+    return this.#failedSteps;
+  }
 
   /** Admission: reserves `sequences` engine slots, or throws 429 when the queue is full. Returns the release. */
   begin(sequences: number): () => void {

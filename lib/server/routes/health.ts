@@ -1,12 +1,19 @@
 // GET /health: 200 when the model is loaded and the server takes requests; 503 while loading, shutting down,
-// or when the model failed to load. Always open (no API key).
+// when the model failed to load, or once a forward pass has failed (the engine failed that step's requests;
+// the process stays up and keeps serving, but a supervisor should replace it). Always open (no API key).
 import type { FastifyInstance } from 'fastify';
 
 export default async function healthRoute(app: FastifyInstance): Promise<void> {
   app.get('/health', async (_request, reply) => {
-    const state = app.engine.state;
-    const body: Record<string, unknown> = { status: state === 'ready' ? 'ok' : state };
-    if (state === 'failed') body.error = app.engine.loadError?.message ?? 'the model failed to load';
-    return reply.code(state === 'ready' ? 200 : 503).send(body);
+    const engine = app.engine;
+    const state = engine.state;
+    const failed = state === 'ready' ? engine.failedSteps : 0;
+    const body: Record<string, unknown> = { status: state === 'ready' ? (failed > 0 ? 'error' : 'ok') : state };
+    if (state === 'failed') body.error = engine.loadError?.message ?? 'the model failed to load';
+    if (failed > 0) {
+      body.error = `the engine's forward pass failed in ${failed} step${failed === 1 ? '' : 's'}; ` +
+        'the requests of those steps failed with a 500 error';
+    }
+    return reply.code(state === 'ready' && failed === 0 ? 200 : 503).send(body);
   });
 }

@@ -2,15 +2,15 @@
 // Invariants: a streamed response is a role chunk per choice, content deltas, one finish chunk per choice,
 // a `choices: []` usage chunk when stream_options.include_usage, then `data: [DONE]`; a failure after the
 // stream started is one `data: {"error": ...}` frame; fields we know but do not support are 400s naming them.
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ChatMessage } from '../../../chat/template.js';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
-import { badRequest, toApiError } from '../../api-error.js';
+import { badRequest } from '../../api-error.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
+import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { chatCompletionSchema } from '../../schemas.js';
-import { SseStream } from '../../sse.js';
 
 interface ChatBody extends Record<string, unknown> {
   model?: string | null;
@@ -46,39 +46,15 @@ function templateMessages(messages: ChatMessage[]): ChatMessage[] {
   return messages.map((m) => ((m.role as string) === 'developer' ? { ...m, role: 'system' } : m));
 }
 
-interface Ctx {
-  id: string;
-  created: number;
-  model: string;
-  params: SamplingParams;
-  tokenizer: Tokenizer;
-}
-
-async function streamChat(reply: FastifyReply, job: Job, ctx: Ctx, includeUsage: boolean): Promise<void> {
-  const sse = new SseStream(reply);
-  const base = { id: ctx.id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model };
-  const usage = includeUsage ? { usage: null } : {};
-  const chunk = (index: number, delta: Record<string, unknown>, logprobs: unknown, finish: string | null): void =>
-    sse.send({ ...base, choices: [{ index, delta, logprobs, finish_reason: finish }], ...usage });
-  const wantLogprobs = ctx.params.logprobs !== null;
-  for (const r of job.requests) chunk(r.index, { role: 'assistant', content: '' }, null, null);
-  let completion = 0;
-  try {
-    await Promise.all(job.requests.map(async (r) => {
-      for await (const d of r.handle.deltas!) {
-        completion += d.tokenIds.length;
-        if (d.text.length > 0 || (wantLogprobs && d.tokenIds.length > 0)) {
-          chunk(r.index, { content: d.text }, wantLogprobs ? chatLogprobs(d.logprobs, ctx.tokenizer) : null, null);
-        }
-        if (d.finishReason !== null) chunk(r.index, {}, null, d.finishReason);
-      }
-    }));
-    if (includeUsage) sse.send({ ...base, choices: [], usage: jobUsage(job, completion) });
-  } catch (e) {
-    job.abort();
-    sse.send(toApiError(e).toBody());
-  }
-  sse.end();
+/** Chat chunks: a role chunk per choice, `delta.content` pieces, an empty delta with the finish reason. */
+function chatFormat(params: SamplingParams, tokenizer: Tokenizer): ChoiceFormat {
+  const wantLogprobs = params.logprobs !== null;
+  return {
+    object: 'chat.completion.chunk',
+    opening: () => ({ delta: { role: 'assistant', content: '' }, logprobs: null }),
+    content: (_r, d) => ({ delta: { content: d.text }, logprobs: wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null }),
+    closing: () => ({ delta: {}, logprobs: null }),
+  };
 }
 
 export default async function chatCompletionsRoute(app: FastifyInstance): Promise<void> {
@@ -98,15 +74,18 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
       body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens');
     const stream = body.stream === true;
-    const job = new Job(app.engine, [ids], params, stream);
+    const job = new Job(app.engine, [ids], params, app.metrics);
     job.bindToReply(reply);
-    const ctx: Ctx = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model, params, tokenizer };
-    if (stream) return streamChat(reply, job, ctx, body.stream_options?.include_usage === true);
+    const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
+    if (stream) {
+      return streamChoices(reply, job, head, chatFormat(params, tokenizer),
+        { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
+    }
     const results = await job.results();
     return {
-      id: ctx.id,
+      id: head.id,
       object: 'chat.completion',
-      created: ctx.created,
+      created: head.created,
       model,
       choices: results.map((r, index) => ({
         index,

@@ -2,14 +2,14 @@
 // token ids; `n` samples per prompt (choice index = prompt * n + sample); `echo` prepends the prompt text.
 // Invariant: same streaming contract as chat (text chunks, a finish chunk per choice, optional usage chunk,
 // `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it).
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
-import { badRequest, toApiError } from '../../api-error.js';
+import { badRequest } from '../../api-error.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
 import { completionLogprobs } from '../../logprobs.js';
+import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
-import { SseStream } from '../../sse.js';
 
 interface CompletionBody extends Record<string, unknown> {
   model?: string | null;
@@ -38,45 +38,24 @@ function promptsOf(prompt: CompletionBody['prompt'], tokenizer: Tokenizer): { id
   return { ids, texts };
 }
 
-interface Ctx {
-  id: string;
-  created: number;
-  model: string;
-  params: SamplingParams;
-  tokenizer: Tokenizer;
-  echo: string[] | null; // prompt texts to prepend
-}
-
-async function streamCompletion(reply: FastifyReply, job: Job, ctx: Ctx, includeUsage: boolean): Promise<void> {
-  const sse = new SseStream(reply);
-  const base = { id: ctx.id, object: 'text_completion', created: ctx.created, model: ctx.model };
-  const usage = includeUsage ? { usage: null } : {};
-  const chunk = (index: number, text: string, logprobs: unknown, finish: string | null): void =>
-    sse.send({ ...base, choices: [{ index, text, logprobs, finish_reason: finish }], ...usage });
-  const wantLogprobs = ctx.params.logprobs !== null;
-  let completion = 0;
-  try {
-    await Promise.all(job.requests.map(async (r) => {
-      let offset = 0;
-      if (ctx.echo) {
-        chunk(r.index, ctx.echo[r.prompt], null, null);
-        offset = ctx.echo[r.prompt].length;
-      }
-      for await (const d of r.handle.deltas!) {
-        completion += d.tokenIds.length;
-        if (d.text.length > 0 || (wantLogprobs && d.tokenIds.length > 0)) {
-          chunk(r.index, d.text, wantLogprobs ? completionLogprobs(d.logprobs, ctx.tokenizer, offset) : null, null);
-          offset += d.text.length;
-        }
-        if (d.finishReason !== null) chunk(r.index, '', null, d.finishReason);
-      }
-    }));
-    if (includeUsage) sse.send({ ...base, choices: [], usage: jobUsage(job, completion) });
-  } catch (e) {
-    job.abort();
-    sse.send(toApiError(e).toBody());
-  }
-  sse.end();
+/** Completion chunks: the echoed prompt first (echo), text pieces with their logprob offsets, an empty finish text. */
+function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: string[] | null): ChoiceFormat {
+  const wantLogprobs = params.logprobs !== null;
+  const offsets = new Map<number, number>(); // choice index -> characters of text sent so far
+  return {
+    object: 'text_completion',
+    opening: (r) => {
+      if (!echo) return null;
+      offsets.set(r.index, echo[r.prompt].length);
+      return { text: echo[r.prompt], logprobs: null };
+    },
+    content: (r, d) => {
+      const offset = offsets.get(r.index) ?? 0;
+      offsets.set(r.index, offset + d.text.length);
+      return { text: d.text, logprobs: wantLogprobs ? completionLogprobs(d.logprobs, tokenizer, offset) : null };
+    },
+    closing: () => ({ text: '', logprobs: null }),
+  };
 }
 
 export default async function completionsRoute(app: FastifyInstance): Promise<void> {
@@ -89,20 +68,22 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
     const { ids, texts } = promptsOf(body.prompt, tokenizer);
     ids.forEach((p, i) => checkPrompt(p, params, info.maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
     const stream = body.stream === true;
-    const job = new Job(app.engine, ids, params, stream);
+    const job = new Job(app.engine, ids, params, app.metrics);
     job.bindToReply(reply);
-    const ctx: Ctx = {
-      id: requestId('cmpl'), created: Math.floor(Date.now() / 1000), model, params, tokenizer, echo: body.echo === true ? texts : null,
-    };
-    if (stream) return streamCompletion(reply, job, ctx, body.stream_options?.include_usage === true);
+    const head = { id: requestId('cmpl'), created: Math.floor(Date.now() / 1000), model };
+    const echo = body.echo === true ? texts : null;
+    if (stream) {
+      return streamChoices(reply, job, head, completionFormat(params, tokenizer, echo),
+        { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
+    }
     const results = await job.results();
     return {
-      id: ctx.id,
+      id: head.id,
       object: 'text_completion',
-      created: ctx.created,
+      created: head.created,
       model,
       choices: results.map((r, k) => {
-        const prefix = ctx.echo ? ctx.echo[job.requests[k].prompt] : '';
+        const prefix = echo ? echo[job.requests[k].prompt] : '';
         return {
           index: job.requests[k].index,
           text: prefix + r.text,

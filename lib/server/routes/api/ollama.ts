@@ -1,0 +1,199 @@
+// What /api/generate and /api/chat share: Ollama's model names, its `options` mapped onto the one sampling
+// normalizer (with Ollama's defaults), the fields this server refuses by name, and the response: NDJSON chunks
+// `{ model, created_at, <piece>, done: false }` then a final `done: true` object with done_reason and the
+// durations in nanoseconds, or that final object alone (with the whole text) when `stream: false`.
+// Invariants: every refusal is a 4xx ApiError (sent as Ollama's `{ error }`); a failure after the stream
+// started is one `{ "error": ... }` line; durations are integers in nanoseconds measured on this request.
+import type { FastifyReply } from 'fastify';
+import type { RequestDelta } from '../../../engine-core.js';
+import { normalizeSamplingParams, SamplingParamsError, type SamplingParams } from '../../../sampling-params.js';
+import type { Tokenizer } from '../../../tokenizer.js';
+import { ApiError, badRequest, toApiError } from '../../api-error.js';
+import type { Job, JobRequest } from '../../generation.js';
+import { chatLogprobs } from '../../logprobs.js';
+import type { ServerEngine } from '../../plugins/engine.js';
+import { SseStream } from '../../sse.js';
+
+/** Ollama's api.DefaultOptions() for the sampling fields this server implements. */
+export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9 } as const;
+
+export interface OllamaOptions {
+  temperature?: number | null;
+  top_k?: number | null;
+  top_p?: number | null;
+  min_p?: number | null;
+  typical_p?: number | null;
+  tfs_z?: number | null;
+  repeat_penalty?: number | null;
+  repeat_last_n?: number | null;
+  presence_penalty?: number | null;
+  frequency_penalty?: number | null;
+  mirostat?: number | null;
+  num_predict?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  ignore_eos?: boolean | null;
+  num_ctx?: number | null;
+  [other: string]: unknown;
+}
+
+/** Fields /api/generate and /api/chat have in common. */
+export interface OllamaBody {
+  model: string;
+  stream?: boolean | null;
+  format?: string | Record<string, unknown> | null;
+  keep_alive?: string | number | null;
+  think?: boolean | string | null;
+  logprobs?: boolean | null;
+  top_logprobs?: number | null;
+  options?: OllamaOptions | null;
+}
+
+/** The served model under an Ollama name (`name` or `name:latest`); 404 `model 'x' not found` otherwise. */
+export function ollamaModel(engine: ServerEngine, model: string): string {
+  const bare = model.endsWith(':latest') ? model.slice(0, -':latest'.length) : model;
+  if (engine.servedModelNames.includes(model) || engine.servedModelNames.includes(bare)) return model;
+  throw new ApiError(404, `model '${model}' not found (this server serves ${engine.servedModelNames.map((n) => `'${n}'`).join(', ')})`,
+    { param: 'model', code: 'model_not_found' });
+}
+
+/** keep_alive 0 (or "0", "0s", ...) asks Ollama to unload the model. */
+function isZeroDuration(v: string | number | null | undefined): boolean {
+  if (typeof v === 'number') return v === 0;
+  return typeof v === 'string' && /^\s*0+(\.0*)?\s*(ns|us|µs|ms|s|m|h)?\s*$/.test(v);
+}
+
+/** The "load" answer to an empty prompt / message list (the model is always loaded here); an unload request is refused. */
+export function loadAnswer(body: OllamaBody): Record<string, unknown> {
+  if (isZeroDuration(body.keep_alive)) {
+    throw badRequest('keep_alive: this server keeps its one model loaded for its whole life; it cannot unload it (stop the server instead)',
+      'keep_alive', 'unsupported_parameter');
+  }
+  return { model: body.model, created_at: new Date().toISOString(), done: true, done_reason: 'load' };
+}
+
+/** Fields both routes refuse by name: structured outputs and thinking. */
+export function refuseCommon(body: OllamaBody): void {
+  const format = body.format;
+  if (format !== undefined && format !== null && format !== '') {
+    throw badRequest(`format: structured outputs (${typeof format === 'string' ? `'${format}'` : 'a JSON schema'}) are not supported by this server`,
+      'format', 'unsupported_parameter');
+  }
+  if (body.think !== undefined && body.think !== null && body.think !== false) {
+    throw badRequest(`think: "${body.model}" does not support thinking`, 'think', 'unsupported_parameter');
+  }
+}
+
+function refuseOption(name: string, why: string): never {
+  throw badRequest(`options.${name}: ${why}`, `options.${name}`, 'unsupported_parameter');
+}
+
+/** Options this server cannot honour, refused unless they hold their neutral value. */
+function refuseOptions(o: OllamaOptions, maxModelLen: number, penalties: boolean): void {
+  if (o.mirostat != null && o.mirostat !== 0) refuseOption('mirostat', 'Mirostat sampling is not supported (use 0)');
+  if (o.typical_p != null && o.typical_p !== 1) refuseOption('typical_p', 'locally typical sampling is not supported (use 1)');
+  if (o.tfs_z != null && o.tfs_z !== 1) refuseOption('tfs_z', 'tail-free sampling is not supported (use 1)');
+  if (o.num_ctx != null && o.num_ctx > maxModelLen) {
+    refuseOption('num_ctx', `${o.num_ctx} exceeds this server's context length ${maxModelLen} (set with --max-model-len)`);
+  }
+  const lastN = o.repeat_last_n;
+  if (penalties && lastN != null && lastN > 0 && lastN < maxModelLen) {
+    refuseOption('repeat_last_n', `penalties here cover the whole context; use -1 (got ${lastN})`);
+  }
+}
+
+/** Ollama `options` (+ logprobs) -> SamplingParams with Ollama's defaults; num_predict <= 0 = until the context is full. */
+export function ollamaSampling(options: OllamaOptions | null | undefined, maxModelLen: number, logprobs: number | null): SamplingParams {
+  const o = options ?? {};
+  const penaltyOff = o.repeat_last_n === 0; // llama.cpp: a window of 0 tokens disables the penalties
+  const penalties = !penaltyOff && ((o.repeat_penalty ?? 1) !== 1 || (o.presence_penalty ?? 0) !== 0 || (o.frequency_penalty ?? 0) !== 0);
+  refuseOptions(o, maxModelLen, penalties);
+  const input: Record<string, unknown> = {
+    temperature: o.temperature ?? OLLAMA_DEFAULTS.temperature,
+    top_k: o.top_k ?? OLLAMA_DEFAULTS.top_k,
+    top_p: o.top_p ?? OLLAMA_DEFAULTS.top_p,
+    min_p: o.min_p,
+    repeat_penalty: penaltyOff ? null : o.repeat_penalty,
+    presence_penalty: penaltyOff ? null : o.presence_penalty,
+    frequency_penalty: penaltyOff ? null : o.frequency_penalty,
+    max_tokens: o.num_predict != null && o.num_predict > 0 ? o.num_predict : null,
+    seed: o.seed != null && o.seed >= 0 ? o.seed : null, // Ollama: -1 = random
+    stop: o.stop,
+    ignore_eos: o.ignore_eos,
+    logprobs,
+  };
+  try {
+    return normalizeSamplingParams(input, { defaultMaxTokens: null });
+  } catch (e) {
+    if (!(e instanceof SamplingParamsError)) throw e;
+    const name = e.param === 'max_tokens' ? 'num_predict' : e.param;
+    throw badRequest(`options.${e.message.replace(/^max_tokens/, 'num_predict')}`, `options.${name}`);
+  }
+}
+
+/** Ollama's logprobs: `[{ token, logprob, bytes, top_logprobs? }]`, one per generated token. */
+function ollamaLogprobs(d: Pick<RequestDelta, 'logprobs'>, tokenizer: Tokenizer): unknown[] {
+  return chatLogprobs(d.logprobs, tokenizer).content.map((lp) => (lp.top_logprobs.length > 0 ? lp : { token: lp.token, logprob: lp.logprob, bytes: lp.bytes }));
+}
+
+const ns = (ms: number): number => Math.max(0, Math.round(ms * 1e6));
+
+/** Ollama's metrics of one request, in nanoseconds; times are performance.now() milliseconds. */
+function durations(job: Job, r: JobRequest, requestStart: number, loaded: number, generated: number): Record<string, number> {
+  const end = r.finishedAt ?? performance.now();
+  const first = r.firstTokenAt ?? end;
+  return {
+    total_duration: ns(end - requestStart),
+    load_duration: ns(loaded - requestStart),
+    prompt_eval_count: job.promptTokens[0],
+    prompt_eval_duration: ns(first - job.started),
+    eval_count: generated,
+    eval_duration: ns(end - first),
+  };
+}
+
+/** How a route shapes its pieces: generate `{ response }`, chat `{ message: { role, content } }`. */
+export interface OllamaShape {
+  piece(text: string): Record<string, unknown>;
+  /** Extra fields of the final object (generate: `context`, the prompt and output token ids). */
+  final(outputIds: number[]): Record<string, unknown>;
+}
+
+export interface OllamaRun {
+  model: string; // as the client named it
+  stream: boolean;
+  wantLogprobs: boolean;
+  tokenizer: Tokenizer;
+  requestStart: number; // performance.now() ms at the handler's start
+  loaded: number; // performance.now() ms once the model was ready
+}
+
+/** Runs the Job's one request and answers in Ollama's shape (NDJSON stream, or one JSON object). */
+export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaShape, run: OllamaRun): Promise<unknown> {
+  const r = job.requests[0];
+  const head = (): Record<string, unknown> => ({ model: run.model, created_at: new Date().toISOString() });
+  const done = (text: string, ids: number[], reason: string, logprobs: unknown[] | null): Record<string, unknown> => ({
+    ...head(), ...shape.piece(text), done: true, done_reason: reason, ...shape.final(ids),
+    ...durations(job, r, run.requestStart, run.loaded, ids.length), ...(logprobs ? { logprobs } : {}),
+  });
+  if (!run.stream) {
+    const [result] = await job.results();
+    return done(result.text, result.tokenIds, result.finishReason, run.wantLogprobs ? ollamaLogprobs(result, run.tokenizer) : null);
+  }
+  const out = new SseStream(reply, { contentType: 'application/x-ndjson', keepAlive: false });
+  const ids: number[] = [];
+  try {
+    for await (const d of job.deltas(r)) {
+      ids.push(...d.tokenIds);
+      if (d.text.length > 0 || (run.wantLogprobs && d.tokenIds.length > 0)) {
+        out.line({ ...head(), ...shape.piece(d.text), done: false, ...(run.wantLogprobs ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : {}) });
+      }
+      if (d.finishReason !== null) out.line(done('', ids, d.finishReason, null));
+    }
+  } catch (e) {
+    job.abort();
+    out.line({ error: toApiError(e).message });
+  }
+  out.end(false);
+  return undefined;
+}
