@@ -24,7 +24,13 @@ import { generateModel, generatorFingerprint } from '../dist/fixtures/index.js';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const llama1b = { arch: 'llama', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, tiedEmbeddings: true, seed: 11 };
 const qwen06b = { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 28, nHead: 16, nHeadKv: 8, headDim: 128, nFf: 3072, tiedEmbeddings: true, seed: 12 };
+// LFM2-1.2B shape as issue 6 gives it (vocabulary: the Llama 3 tokenizer's 128256 instead of LFM2's 65536; no
+// LFM2 tokenizer package exists here). A small Qwen3-MoE shape: 16 experts of width 768, 4 per token.
+const lfm2_12b = { arch: 'lfm2', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, attentionLayers: [2, 5, 8, 10, 12, 14], shortConvLCache: 3, ropeFreqBase: 1e6, tiedEmbeddings: true, seed: 13 };
+const qwen3moeSmall = { arch: 'qwen3moe', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 16, nHead: 16, nHeadKv: 4, headDim: 128, nFf: 3072, nExpert: 16, nExpertUsed: 4, nFfExp: 768, tiedEmbeddings: false, seed: 14 };
 export const MODELS = {
+  'lfm2-1.2b-q4_k_m': { ...lfm2_12b, weights: 'Q4_K_M' },
+  'qwen3moe-small-q4_k_m': { ...qwen3moeSmall, weights: 'Q4_K_M' },
   'llama1b-q4_k_m': { ...llama1b, weights: 'Q4_K_M' },
   'llama1b-q8_0': { ...llama1b, weights: 'Q8_0' },
   'qwen3-0.6b-q8_0': { ...qwen06b, weights: 'Q8_0' },

@@ -79,7 +79,7 @@ t.test('each bad file rejects ready() with a message naming the problem', async 
   const archAt = afterString(arch, 'general.architecture') + 4 + 8; // value type u32, length u64
   t.equal(arch.toString('latin1', archAt, archAt + 5), 'llama');
   arch.write('mamba', archAt, 'latin1');
-  t.match(await loadError(write('arch.gguf', arch)), /arch\.gguf: unsupported architecture 'mamba' \(supported: llama, qwen2, qwen3\)/);
+  t.match(await loadError(write('arch.gguf', arch)), /arch\.gguf: unsupported architecture 'mamba' \(supported: llama, qwen2, qwen3, qwen3moe, lfm2, lfm2moe\)/);
   const Q4_1 = 3; // a ggml type the GGUF reader knows and no Spindle backend runs
   t.match(await loadError(write('q4_1.gguf', patchTensor(bytes, 'blk.0.ffn_up.weight', { type: Q4_1 }))),
     /q4_1\.gguf: tensor 'blk\.0\.ffn_up\.weight' has type q4_1, which the cpu backend does not support \(supported: .*q4_K, q6_K\)/);

@@ -80,6 +80,13 @@ class backend {
   virtual void get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) = 0;
   // y[t, o] = sum_i W[o, i] * x[t, i].   x: [n_rows, w.n_in], y: [n_rows, w.n_out]
   virtual void matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) = 0;
+  // One expert of a stacked weight (MoE): y = x @ rows [expert * n_out, (expert + 1) * n_out) of w, where
+  // w.n_out = n_expert * n_out, with the per-output arithmetic of llama.cpp's ggml_mul_mat_id on this backend.
+  // x: [n_rows, w.n_in], y: [n_rows, n_out]. Throws spindle::error on an expert or n_out that does not fit w.
+  virtual void matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x, int64_t n_rows,
+                             float* y) = 0;
+  // x[r, :] *= s[r].   x: [n_rows, n], s: host [n_rows]
+  virtual void scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) = 0;
   // x[r, :] += b.   x: [n_rows, n], b: [n]
   virtual void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) = 0;
   // y = a + b elementwise, n elements (y may alias a or b)
@@ -101,6 +108,14 @@ class backend {
   // out: [n_tokens, n_head * head_dim_v]. Throws spindle::error on a table that does not cover the positions.
   virtual void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
                                const float* v_store, float* out) = 0;
+  // LFM2's gated short convolution of one sequence (the shortconv block between in_proj and out_proj):
+  //   bx[t] = B[t] * X[t];  y[t, c] = C[t, c] * sum_k w[k, c] * bx[t - d + k, c]   (d = l_cache - 1; tap d is the
+  //   current token, rows t - d + k < 0 come from state). Afterwards state holds the last d rows of state ++ bx,
+  //   so the sequence's next chunk continues where this one stopped (chunked prefill == one call).
+  // bcx: [n_tokens, 3 * n_ch] rows B | C | X, w: [l_cache, n_ch] tap-major, state: [d, n_ch] oldest row first
+  // (read and updated), y: [n_tokens, n_ch]. Not row-wise: token t reads rows <= t of its own sequence only.
+  virtual void short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
+                          float* state, float* y) = 0;
 };
 
 // The CPU backend; n_threads <= 0 means std::thread::hardware_concurrency().

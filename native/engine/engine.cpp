@@ -9,6 +9,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "common/checked_math.h"
 #include "common/error.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -163,8 +164,8 @@ static uint64_t available_memory_bytes() {
 void engine::make_cache(const model& m, int32_t max_len) {
   const model_hparams& hp = m.hparams();
   const engine_options& o = options_;
-  const uint64_t bytes_per_token =
-      block_manager_bytes_per_token(hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v);
+  const uint64_t bytes_per_token = block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer,
+                                                                 hp.n_head_kv, hp.head_dim_k, hp.head_dim_v);
   uint64_t budget = 0;
   if (o.kv_cache_memory > 1) {
     budget = uint64_t(o.kv_cache_memory);
@@ -174,6 +175,14 @@ void engine::make_cache(const model& m, int32_t max_len) {
     budget = block_manager_budget_from_fraction(avail, o.kv_cache_memory > 0 ? o.kv_cache_memory : 0.25);
     if (o.kv_cache_memory <= 0) budget = std::min<uint64_t>(budget, uint64_t(2) << 30);  // automatic: <= 2 GiB
   }
+  // Recurrent state (one slot per sequence that can run at once) comes out of the same memory budget.
+  const uint64_t state_bytes = checked_mul(m.state_bytes_per_slot(), uint64_t(std::max(o.max_num_seqs, 1)), "state slots");
+  if (state_bytes > 0 && state_bytes >= budget) {
+    throw error("KV cache: the recurrent state of maxNumSeqs " + std::to_string(o.max_num_seqs) + " sequences needs " +
+                std::to_string(state_bytes) + " bytes, more than the budget of " + std::to_string(budget) +
+                " bytes; give the KV cache more memory or lower maxNumSeqs");
+  }
+  budget -= state_bytes;
   const int32_t n_blocks = block_manager_num_blocks(budget, bytes_per_token, o.block_size, max_len, o.max_num_seqs);
   scheduler_config sc;
   sc.max_model_len = max_len;
@@ -183,7 +192,7 @@ void engine::make_cache(const model& m, int32_t max_len) {
                               : o.chunked_prefill_size == -1 ? std::max(2048, max_len)
                                                              : 2048;
   sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
-  kv_ = m.new_kv_cache(n_blocks, o.block_size);
+  kv_ = state_bytes > 0 ? m.new_kv_cache(n_blocks, o.block_size, o.max_num_seqs) : m.new_kv_cache(n_blocks, o.block_size);
 }
 
 bool engine::load() {

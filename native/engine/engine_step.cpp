@@ -30,6 +30,7 @@ void engine::run_forward(const schedule_output& so) {
     b.block_table = table.data();
     b.n_table = int32_t(table.size());
     b.n_logits = c.sample ? 1 : 0;
+    b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
     n_sample += b.n_logits;
     batch.push_back(b);
   }

@@ -1,7 +1,8 @@
 // The scheduler's view of one sequence: its token ids (prompt + generated) and how many of them have their
 // KV written. It knows nothing about sampling, text or memory layout.
 // Invariant (between steps): 0 <= num_computed_tokens < num_tokens(); a waiting sequence holds no KV blocks;
-// a running one holds slots for at least num_computed_tokens tokens (and at most num_tokens()).
+// a running one holds slots for at least num_computed_tokens tokens (and at most num_tokens()) and one
+// recurrent-state slot (state_slot >= 0; -1 while waiting).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,6 +18,7 @@ struct sched_sequence {
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;  // positions [0, num_computed_tokens) have KV written
   int32_t num_preemptions = 0;      // times this sequence lost its blocks and was recomputed
+  int32_t state_slot = -1;          // recurrent-state slot while running (state_slot_pool); -1 while waiting
   sched_status status = sched_status::waiting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }

@@ -17,7 +17,7 @@ std::string seq_name(uint64_t id) { return "sequence " + std::to_string(id); }
 }  // namespace
 
 scheduler::scheduler(scheduler_config config, block_manager blocks)
-    : config_(config), blocks_(std::move(blocks)) {
+    : config_(config), blocks_(std::move(blocks)), slots_(std::max(config.max_num_seqs, 1)) {
   const scheduler_config& c = config_;
   if (c.max_num_batched_tokens <= 0) {
     throw error("scheduler: max_num_batched_tokens must be > 0, got " + std::to_string(c.max_num_batched_tokens));
@@ -65,6 +65,7 @@ bool scheduler::abort(uint64_t id) {
 
 void scheduler::remove(sched_sequence* s) {
   blocks_.deallocate(s->id);
+  slots_.release(s->id);
   auto r = std::find(running_.begin(), running_.end(), s);
   if (r != running_.end()) running_.erase(r);
   auto w = std::find(waiting_.begin(), waiting_.end(), s);
@@ -111,7 +112,14 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     sched_sequence* s = waiting_.front();
     int32_t n = prefill_chunk(*s, budget);
     if (n == 0 || !can_reserve(*s, s->num_computed_tokens + n)) break;
-    reserve(*s, s->num_computed_tokens + n);
+    s->state_slot = slots_.acquire(s->id);  // one is free: running_.size() < max_num_seqs slots
+    try {
+      reserve(*s, s->num_computed_tokens + n);
+    } catch (...) {
+      slots_.release(s->id);
+      s->state_slot = -1;
+      throw;
+    }
     waiting_.pop_front();
     s->status = sched_status::running;
     insert_running(s);
@@ -157,6 +165,8 @@ void scheduler::preempt_newest(schedule_output& out, int32_t& budget) {
   sched_sequence* v = running_.back();
   running_.pop_back();
   blocks_.deallocate(v->id);
+  slots_.release(v->id);
+  v->state_slot = -1;
   v->num_computed_tokens = 0;
   v->status = sched_status::waiting;
   ++v->num_preemptions;
@@ -280,9 +290,11 @@ scheduler_stats scheduler::stats() const {
 
 void scheduler::check_invariants() const {
   blocks_.check_invariants();
+  slots_.check_invariants();
   auto broken = [](const std::string& what) { return error("scheduler invariant: " + what); };
   if (running_.size() > size_t(config_.max_num_seqs)) throw broken("more running sequences than max_num_seqs");
   if (running_.size() + waiting_.size() != seqs_.size()) throw broken("a sequence is lost or queued twice");
+  if (size_t(slots_.num_held()) != running_.size()) throw broken("state slots held != running sequences");
   for (size_t i = 0; i < running_.size(); ++i) {
     const sched_sequence* s = running_[i];
     if (find(s->id) != s || s->status != sched_status::running) throw broken(seq_name(s->id) + " not running");
@@ -293,9 +305,13 @@ void scheduler::check_invariants() const {
                    std::to_string(s->num_computed_tokens) + " computed of " + std::to_string(s->num_tokens()));
     }
     if (s->num_computed_tokens >= s->num_tokens()) throw broken(seq_name(s->id) + " has nothing left to compute");
+    if (s->state_slot < 0 || slots_.slot_of(s->id) != s->state_slot) {
+      throw broken("running " + seq_name(s->id) + " does not hold its state slot " + std::to_string(s->state_slot));
+    }
   }
   for (const sched_sequence* s : waiting_) {
     if (find(s->id) != s || s->status != sched_status::waiting) throw broken(seq_name(s->id) + " not waiting");
+    if (s->state_slot != -1 || slots_.slot_of(s->id) != -1) throw broken("waiting " + seq_name(s->id) + " holds a state slot");
     if (blocks_.has(s->id)) throw broken("waiting " + seq_name(s->id) + " holds blocks");
     if (s->num_computed_tokens >= s->num_tokens()) throw broken(seq_name(s->id) + " has nothing left to compute");
   }

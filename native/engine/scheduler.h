@@ -15,6 +15,9 @@
 // Progress: while any sequence is unfinished, schedule() returns a non-empty step (the oldest running
 // sequence always fits, since the cache holds one max_model_len sequence and it is never the newest victim
 // while others run). The scheduler never touches memory layout: the runner reads block tables from blocks().
+// Recurrent state: a sequence holds one of max_num_seqs state slots exactly while it is running (taken on
+// admission, given back on preemption, finish and abort), so admission never waits for a slot; a preempted
+// sequence is recomputed from position 0, where the model starts its recurrent state afresh.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -24,6 +27,7 @@
 
 #include "engine/block_manager.h"
 #include "engine/sched_sequence.h"
+#include "engine/state_slots.h"
 
 namespace spindle {
 
@@ -102,6 +106,7 @@ class scheduler {
   std::vector<uint64_t> running_ids() const;      // arrival order
   std::vector<uint64_t> waiting_ids() const;      // queue order, front first
   const block_manager& blocks() const { return blocks_; }
+  const state_slot_pool& state_slots() const { return slots_; }
   const scheduler_config& config() const { return config_; }
   scheduler_stats stats() const;
   // Throws spindle::error naming the first broken invariant (includes blocks().check_invariants()).
@@ -122,6 +127,7 @@ class scheduler {
 
   scheduler_config config_;
   block_manager blocks_;
+  state_slot_pool slots_;  // max_num_seqs recurrent-state slots, one per running sequence
   std::map<uint64_t, std::unique_ptr<sched_sequence>> seqs_;  // every unfinished sequence, by id
   std::vector<sched_sequence*> running_;                      // holding blocks; sorted by arrival
   std::deque<sched_sequence*> waiting_;                       // no blocks; front is scheduled first

@@ -111,8 +111,9 @@ void dense_model::reserve_scratch(int64_t n) {
   s.k = backend_buffer(*be_, rows(k_dim));
   s.v = backend_buffer(*be_, rows(v_dim));
   s.attn = backend_buffer(*be_, rows(o_dim));
-  s.gate = backend_buffer(*be_, rows(hp_.n_ff));
-  s.up = backend_buffer(*be_, rows(hp_.n_ff));
+  const int64_t n_ff = w_.moe.n_expert > 0 ? 0 : hp_.n_ff;  // MoE layers use moe_ffn's own scratch
+  s.gate = backend_buffer(*be_, rows(n_ff));
+  s.up = backend_buffer(*be_, rows(n_ff));
   s.pos.resize((size_t)n);
   s.tokens.resize((size_t)n);
   s.kv_rows.resize((size_t)n);

@@ -1,5 +1,6 @@
-// The dense decoder-only transformer shared by llama, qwen2 and qwen3: weights, the per-architecture tensor
-// table entry points, and the model class whose forward pass runs the common block on a backend.
+// The dense decoder-only transformer shared by llama, qwen2 and qwen3 (and qwen3moe, whose FFN is the MoE
+// block of moe_ffn.h): weights, the per-architecture tensor table entry points, and the model class whose
+// forward pass runs the common block on a backend.
 // Invariant: a dense_model holds every tensor its forward reads, checked by tensor_table at load; forward() and
 // forward_batch() validate their arguments before touching the cache, so a bad call throws and changes nothing.
 // forward() is forward_batch() of one sequence over a one-block cache: there is one code path.
@@ -10,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "model/moe_ffn.h"
 
 namespace spindle {
 
@@ -25,6 +27,7 @@ struct dense_layer {
   backend_buffer ffn_norm;                   // [n_embd]
   backend_weight ffn_gate, ffn_up;           // [n_embd, n_ff]
   backend_weight ffn_down;                   // [n_ff, n_embd]
+  moe_layer_weights moe;                     // present(): the MoE block replaces ffn_gate / ffn_up / ffn_down
 };
 
 struct dense_weights {
@@ -34,6 +37,7 @@ struct dense_weights {
   backend_buffer output_b;     // optional, [n_vocab]
   backend_buffer rope_freqs;   // optional rope frequency factors, [n_rot / 2]
   std::vector<dense_layer> layers;
+  moe_config moe;              // the MoE layers' config (n_expert 0: no MoE layer)
 };
 
 // What differs between the dense architectures' tensor tables.
@@ -43,6 +47,7 @@ struct dense_layout {
   bool out_bias = false;   // optional output.bias allowed
   bool attn_out_bias = false;  // optional attn_output.bias allowed
   bool rope_freqs = false;     // optional rope_freqs.weight allowed
+  const moe_config* moe = nullptr;  // non-null: every layer's FFN is a MoE block of this config
 };
 
 // Loads the tensors every dense architecture shares, per `layout` (model_dense_tensors.cpp).
@@ -52,6 +57,7 @@ dense_weights load_dense_weights(tensor_table& table, const model_hparams& hp, c
 dense_weights load_llama_weights(tensor_table& table, const model_hparams& hp);
 dense_weights load_qwen2_weights(tensor_table& table, const model_hparams& hp);
 dense_weights load_qwen3_weights(tensor_table& table, const model_hparams& hp);
+dense_weights load_qwen3moe_weights(tensor_table& table, const model_hparams& hp);  // model_qwen3moe.cpp
 
 // Activations of one forward call, allocated once per call size (grown, never per layer).
 struct dense_scratch {
@@ -96,6 +102,9 @@ class dense_model final : public model {
   void forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) override;
   std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const override;
   void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override;
+  // Test hook: while set, every MoE layer appends its tokens' expert selection scores [n, n_expert] to *sink
+  // (layer after layer, batch order). nullptr: off.
+  void set_moe_trace(std::vector<float>* sink) { moe_trace_ = sink; }
 
  private:
   void check_call(const sequence_state& state, const int32_t* tokens, int64_t n, const float* logits) const;
@@ -111,6 +120,8 @@ class dense_model final : public model {
   model_hparams hp_;
   dense_weights w_;
   dense_scratch scratch_;
+  moe_ffn moe_;  // scratch of the MoE layers
+  std::vector<float>* moe_trace_ = nullptr;
 };
 
 }  // namespace spindle

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/dense_model.h"
+#include "model/lfm2_model.h"
 #include "model/model_hparams.h"
 #include "model/model_tensors.h"
 #include "tokenizer/tokenizer.h"
@@ -25,13 +26,15 @@ const arch_entry k_archs[] = {
     {"llama", false, load_llama_weights},
     {"qwen2", true, load_qwen2_weights},
     {"qwen3", true, load_qwen3_weights},
+    {"qwen3moe", true, load_qwen3moe_weights},
 };
 
 const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
   for (const arch_entry& e : k_archs) {
     if (arch == e.name) return e;
   }
-  throw error(file.path() + ": unsupported architecture '" + arch + "' (supported: llama, qwen2, qwen3)");
+  throw error(file.path() + ": unsupported architecture '" + arch +
+              "' (supported: llama, qwen2, qwen3, qwen3moe, lfm2, lfm2moe)");
 }
 
 }  // namespace
@@ -39,6 +42,7 @@ const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
 std::unique_ptr<model> model::load(const std::string& path, const model_options& options) {
   std::unique_ptr<gguf_file> file = gguf_file::open(path);
   const std::string arch = file->get_string("general.architecture");
+  if (arch == "lfm2" || arch == "lfm2moe") return load_lfm2_model(std::move(file), options);  // hybrid: own class
   const arch_entry& entry = find_arch(*file, arch);
   std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
   model_hparams hp = load_hparams(*file, arch, vocab->n_vocab(), entry.rope_neox);

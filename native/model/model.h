@@ -1,5 +1,6 @@
 // A loaded model: hyperparameters, weights (kept in their GGUF types, pointing into the mapping), the
-// tokenizer, and the forward pass for the dense architectures (llama, qwen2, qwen3).
+// tokenizer, and the forward pass for the dense architectures (llama, qwen2, qwen3; dense_model.h) and the hybrid
+// ones with recurrent short-conv layers (lfm2, lfm2moe; lfm2_model.h, which also use the state slots below).
 // Invariant: load() either returns a model whose every required tensor exists with the shape and a type the
 // backend supports, or throws spindle::error naming the file and the problem.
 #pragma once
@@ -31,6 +32,7 @@ struct model_hparams {
   bool rope_neox = false;  // NEOX halves (qwen family) vs adjacent pairs (llama)
   int32_t n_rot = 0;              // rope.dimension_count (default head_dim_k; must equal it for these archs)
   float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear scaling; 1 when absent or type "none")
+  int32_t n_layer_kv = 0;  // layers that keep K/V (the attention layers of a hybrid model); 0 = all n_layer
 };
 
 struct model_options {
@@ -45,6 +47,9 @@ class kv_cache {
   virtual ~kv_cache() = default;
   virtual int32_t n_blocks() const = 0;
   virtual int32_t block_size() const = 0;  // token slots per block
+  // Fixed-size recurrent-state slots beside the paged KV (models with recurrent layers; 0 otherwise): a running
+  // sequence owns one slot (batch_sequence::state_slot) holding its recurrent state at its current position.
+  virtual int32_t n_state_slots() const { return 0; }
 };
 
 // One sequence's share of a forward_batch call: tokens[0..n_tokens) sit at positions first_pos.. and their
@@ -56,6 +61,10 @@ struct batch_sequence {
   const int32_t* block_table = nullptr;  // host [n_table], block ids; covers first_pos + n_tokens slots
   int32_t n_table = 0;
   int32_t n_logits = 0;  // logits wanted for the last n_logits tokens (0: none, 1: the last, n_tokens: all)
+  // Recurrent-state slot of this sequence, in [0, kv.n_state_slots()); ignored by models without recurrent
+  // layers. first_pos == 0 starts the state afresh; first_pos > 0 continues the state the slot holds, which
+  // must be at exactly first_pos (the model throws otherwise). No two sequences of a batch share a slot.
+  int32_t state_slot = -1;
 };
 
 // KV cache of one sequence for the single-sequence forward: a paged cache of one block of max_tokens slots.
@@ -83,6 +92,13 @@ class model {
 
   // Paged cache of n_blocks blocks of block_size slots. Throws spindle::error on bad sizes or no memory.
   virtual std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const = 0;
+  // Bytes of recurrent state per sequence (one state slot); 0 for models without recurrent layers.
+  virtual uint64_t state_bytes_per_slot() const { return 0; }
+  // Paged cache plus n_state_slots recurrent-state slots (the engine passes max_num_seqs when
+  // state_bytes_per_slot() > 0). Models without recurrent layers need no slots: the default ignores them.
+  virtual std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size, int32_t n_state_slots) const {
+    return new_kv_cache(n_blocks, block_size);
+  }
   // One forward pass over every token of `batch` (one matmul per weight for all rows). Writes logits
   // [sum of n_logits, n_vocab] in batch order. A token's logits are bitwise the same whatever else is in
   // the batch. Throws spindle::error (before writing anything) on an invalid batch.

@@ -1,7 +1,7 @@
 // One transformer block of the dense architectures, on the backend:
 //   cur = rms_norm(x) * attn_norm;  q, k, v = cur @ Wq, Wk, Wv (+ biases);  [qwen3: per-head rms_norm of q, k]
 //   rope(q, k);  k, v -> block slots;  attn = paged causal attention per sequence;  x += attn @ Wo (+ bo)
-//   cur = rms_norm(x) * ffn_norm;  x += (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown
+//   cur = rms_norm(x) * ffn_norm;  x += (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [qwen3moe: x += moe(cur)]
 // Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
 // Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
 // a sequence's query at position p sees its own positions [0, p] and nothing of other sequences.
@@ -74,9 +74,15 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);
   be.add(cur, x, x, n * n_embd);
 
+  be.rms_norm(x, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);
+  if (l.moe.present()) {
+    moe_.forward(be, w_.moe, l.moe, cur, n, n_embd, cur);  // in place: [n, n_embd]
+    if (moe_trace_) moe_.append_selection_scores(w_.moe, l.moe, n, *moe_trace_);
+    be.add(cur, x, x, n * n_embd);
+    return;
+  }
   float* gate = scratch_.gate.data();
   float* up = scratch_.up.data();
-  be.rms_norm(x, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);
   be.matmul(l.ffn_gate, cur, n, gate);
   be.matmul(l.ffn_up, cur, n, up);
   be.swiglu(gate, up, gate, n * hp_.n_ff);

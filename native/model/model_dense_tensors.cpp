@@ -1,5 +1,5 @@
 // The tensor table shared by the dense architectures (llama-model.cpp's create_tensor calls for LLAMA, QWEN2,
-// QWEN3), parameterized by dense_layout. Invariant: every tensor forward() reads is present after this returns.
+// QWEN3, and QWEN3MOE with its experts), parameterized by dense_layout. Invariant: every tensor forward() reads is present after this returns.
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/dense_model.h"
@@ -31,6 +31,10 @@ dense_layer load_layer(tensor_table& t, const model_hparams& hp, const dense_lay
   l.wo = t.matrix(tensor_table::blk(il, "attn_output.weight"), lay.n_embd_q, n_embd, true);
   if (lay.attn_out_bias) l.bo = t.vector(tensor_table::blk(il, "attn_output.bias"), n_embd, false);
   l.ffn_norm = t.vector(tensor_table::blk(il, "ffn_norm.weight"), n_embd, true);
+  if (lay.moe) {
+    l.moe = load_moe_layer(t, il, n_embd, *lay.moe, false);
+    return l;
+  }
   l.ffn_gate = t.matrix(tensor_table::blk(il, "ffn_gate.weight"), n_embd, hp.n_ff, true);
   l.ffn_up = t.matrix(tensor_table::blk(il, "ffn_up.weight"), n_embd, hp.n_ff, true);
   l.ffn_down = t.matrix(tensor_table::blk(il, "ffn_down.weight"), hp.n_ff, n_embd, true);
@@ -51,6 +55,7 @@ dense_weights load_dense_weights(tensor_table& t, const model_hparams& hp, const
   if (w.output.data == nullptr) w.output = w.tok_embd;  // tied embeddings
   if (lay.out_bias) w.output_b = t.vector("output.bias", hp.n_vocab, false);
   if (lay.rope_freqs) w.rope_freqs = t.vector("rope_freqs.weight", hp.n_rot / 2, false);
+  if (lay.moe) w.moe = *lay.moe;
   w.layers.reserve((size_t)hp.n_layer);
   for (int il = 0; il < hp.n_layer; ++il) w.layers.push_back(load_layer(t, hp, lay, il));
   return w;

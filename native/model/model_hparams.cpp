@@ -66,6 +66,8 @@ void read_rope(const gguf_file& f, const std::string& arch, model_hparams& hp) {
 
 }  // namespace
 
+void load_rope_hparams(const gguf_file& f, const std::string& arch, model_hparams& hp) { read_rope(f, arch, hp); }
+
 model_hparams load_hparams(const gguf_file& f, const std::string& arch, int32_t n_vocab, bool rope_neox) {
   model_hparams hp;
   hp.arch = arch;

@@ -14,4 +14,7 @@ constexpr int32_t k_max_layers = 512;  // LLAMA_MAX_LAYERS
 // arch: general.architecture; n_vocab: tokens of the model's vocabulary; rope_neox: the arch's rope mode.
 model_hparams load_hparams(const gguf_file& file, const std::string& arch, int32_t n_vocab, bool rope_neox);
 
+// The rope part of load_hparams alone (freq_base, linear scaling), for architectures with their own reader.
+void load_rope_hparams(const gguf_file& file, const std::string& arch, model_hparams& hp);
+
 }  // namespace spindle

@@ -28,6 +28,7 @@ class tensor_table {
   backend_buffer vector(const std::string& name, int64_t n, bool required);
   bool has(const std::string& name) const;
   const gguf_file& file() const { return file_; }
+  backend& compute_backend() const { return be_; }  // the backend weights are uploaded to
 
  private:
   const gguf_tensor* find_checked(const std::string& name, const std::vector<int64_t>& ne, bool required) const;

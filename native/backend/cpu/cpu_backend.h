@@ -31,6 +31,9 @@ class cpu_backend final : public backend {
 
   void get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) override;
   void matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) override;
+  void matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x, int64_t n_rows,
+                     float* y) override;                                       // cpu_backend_moe.cpp
+  void scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) override;  // cpu_backend_moe.cpp
   void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) override;
   void add(const float* a, const float* b, float* y, int64_t n) override;
   void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
@@ -42,6 +45,8 @@ class cpu_backend final : public backend {
                  float* out) override;
   void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
                        const float* v_store, float* out) override;  // attention_paged.cpp
+  void short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
+                  float* state, float* y) override;  // short_conv.cpp
 
   thread_pool& pool() { return pool_; }
 

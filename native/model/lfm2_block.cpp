@@ -1,0 +1,108 @@
+// The layers of LFM2 on the backend (llama.cpp src/models/lfm2.cpp), after cur = rms_norm(x) * attn_norm:
+//   conv:      bcx = cur @ in_proj (B | C | X);  y = C * short_conv(B * X) per sequence;  cur = y @ out_proj
+//   attention: q, k, v = cur @ Wq, Wk, Wv;  per-head rms_norm of q and k;  NEOX rope;  k, v -> block slots;
+//              paged causal attention per sequence;  cur = attn @ Wo
+//   then x += cur (forward_batch) and the FFN: x += (silu(norm(x) @ Wgate) * (norm(x) @ Wup)) @ Wdown, or for
+//   lfm2moe's MoE layers x += moe(norm(x)) (moe_ffn.h).
+// Matmuls and elementwise ops run once over all n tokens of the batch; the convolution and attention run per
+// sequence over that sequence's own state slot / blocks only.
+// Invariant: a sequence starting at position 0 begins from a zero conv state (a reused slot's old content is
+// never read); K and V of every new token are in their slots before any attention of the layer runs.
+#include <cmath>
+#include <vector>
+
+#include "model/lfm2_model.h"
+
+namespace spindle {
+
+void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv,
+                          int64_t n) {
+  backend& be = *be_;
+  const int64_t n_embd = hp_.n_embd;
+  float* bcx = bcx_.data();           // [n, 3 * n_embd]
+  float* y = scratch_.attn.data();    // [n, n_embd]
+  be.matmul(l.conv_in, scratch_.cur.data(), n, bcx);
+  float* states = kv.state[l.cache_index].data();  // [n_slots, l_cache - 1, n_embd]
+  int64_t at = 0;
+  for (const batch_sequence& b : batch) {
+    float* state = states + (int64_t)b.state_slot * kv.layer_state_floats_;
+    if (b.first_pos == 0) be.copy(state, zero_state_.data(), kv.layer_state_floats_);
+    be.short_conv(bcx + at * 3 * n_embd, b.n_tokens, n_embd, w_.l_cache, l.conv_w.data(), state, y + at * n_embd);
+    at += b.n_tokens;
+  }
+  be.matmul(l.conv_out, y, n, scratch_.cur.data());
+}
+
+void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv,
+                               int64_t n) {
+  backend& be = *be_;
+  const dense_layer& d = l.d;
+  const int64_t hd = hp_.head_dim_k, q_dim = hd * hp_.n_head, kv_dim = hd * hp_.n_head_kv;
+  float* cur = scratch_.cur.data();
+  float* q = scratch_.q.data();
+  float* k_new = scratch_.k.data();  // [n, kv_dim]
+  float* v_new = scratch_.v.data();  // [n, kv_dim]
+  be.matmul(d.wq, cur, n, q);
+  be.matmul(d.wk, cur, n, k_new);
+  be.matmul(d.wv, cur, n, v_new);
+  if (d.bq.data()) be.add_row_vector(q, d.bq.data(), n, q_dim);
+  if (d.bk.data()) be.add_row_vector(k_new, d.bk.data(), n, kv_dim);
+  if (d.bv.data()) be.add_row_vector(v_new, d.bv.data(), n, kv_dim);
+  be.rms_norm(q, d.q_norm.data(), q, n * hp_.n_head, hd, hp_.rms_eps);
+  be.rms_norm(k_new, d.k_norm.data(), k_new, n * hp_.n_head_kv, hd, hp_.rms_eps);
+
+  rope_params rp;
+  rp.n_rot = hp_.n_rot;
+  rp.freq_base = hp_.rope_freq_base;
+  rp.freq_scale = hp_.rope_freq_scale;
+  rp.neox = hp_.rope_neox;
+  be.rope(q, n, hp_.n_head, (int32_t)hd, scratch_.pos.data(), rp);
+  be.rope(k_new, n, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
+  float* k_store = kv.k[l.cache_index].data();  // [n_blocks * block_size, kv_dim]
+  float* v_store = kv.v[l.cache_index].data();
+  for (int64_t t = 0; t < n; ++t) {
+    be.copy(k_store + scratch_.kv_rows[t] * kv_dim, k_new + t * kv_dim, kv_dim);
+    be.copy(v_store + scratch_.kv_rows[t] * kv_dim, v_new + t * kv_dim, kv_dim);
+  }
+
+  paged_attention_params pp;
+  pp.attn.n_head = hp_.n_head;
+  pp.attn.n_head_kv = hp_.n_head_kv;
+  pp.attn.head_dim_k = hp_.head_dim_k;
+  pp.attn.head_dim_v = hp_.head_dim_v;
+  pp.attn.k_row_stride = kv_dim;
+  pp.attn.v_row_stride = kv_dim;
+  pp.attn.scale = 1.0f / std::sqrt((float)hd);
+  pp.block_size = kv.block_size_;
+  pp.n_blocks = kv.n_blocks_;
+  int64_t at = 0;
+  for (const batch_sequence& b : batch) {  // attention per sequence over its own blocks
+    pp.attn.n_tokens = b.n_tokens;
+    pp.attn.n_past = b.first_pos;
+    pp.block_table = b.block_table;
+    pp.n_table = b.n_table;
+    be.attention_paged(pp, q + at * q_dim, k_store, v_store, scratch_.attn.data() + at * q_dim);
+    at += b.n_tokens;
+  }
+  be.matmul(d.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
+}
+
+void lfm2_model::run_ffn(const lfm2_layer& l, int64_t n) {
+  backend& be = *be_;
+  float* x = scratch_.x.data();
+  float* cur = scratch_.cur.data();
+  float* gate = scratch_.gate.data();
+  be.rms_norm(x, l.d.ffn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);
+  if (l.d.moe.present()) {
+    moe_.forward(be, w_.moe, l.d.moe, cur, n, hp_.n_embd, cur);  // in place: [n, n_embd]
+    be.add(cur, x, x, n * hp_.n_embd);
+    return;
+  }
+  be.matmul(l.d.ffn_gate, cur, n, gate);
+  be.matmul(l.d.ffn_up, cur, n, scratch_.up.data());
+  be.swiglu(gate, scratch_.up.data(), gate, n * hp_.n_ff);
+  be.matmul(l.d.ffn_down, gate, n, cur);
+  be.add(cur, x, x, n * hp_.n_embd);
+}
+
+}  // namespace spindle

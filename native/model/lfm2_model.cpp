@@ -1,0 +1,266 @@
+// lfm2_model: sequence memory (paged K/V of the attention layers + conv state slots), argument checks, scratch
+// and the batched forward pass around the layers (embedding -> blocks -> token_embd_norm -> output matmul on
+// the rows that want logits). Invariant: forward_batch() throws before it writes anything when the call is
+// invalid; a slot's state position is published only after the pass that advanced it completed.
+#include "model/lfm2_model.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "common/checked_math.h"
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spindle {
+
+// ---- lfm2_kv_cache ----
+
+int32_t lfm2_kv_cache::state_pos(int32_t slot) const {
+  if (slot < 0 || slot >= n_slots_) throw error("lfm2 cache: state slot " + std::to_string(slot) + " out of range");
+  return slot_pos[slot];
+}
+
+void lfm2_kv_cache::save_state(int32_t slot, float* out) const {
+  if (state_pos(slot) < 0) throw error("lfm2 cache: state slot " + std::to_string(slot) + " holds no usable state");
+  for (size_t i = 0; i < state.size(); ++i) {
+    be_->download(out + i * layer_state_floats_, state[i].data() + slot * layer_state_floats_, layer_state_floats_);
+  }
+}
+
+void lfm2_kv_cache::restore_state(int32_t slot, const float* in, int32_t pos) {
+  state_pos(slot);  // range check
+  if (pos <= 0) throw error("lfm2 cache: a restored state must be at a position > 0, got " + std::to_string(pos));
+  slot_pos[slot] = -1;
+  for (size_t i = 0; i < state.size(); ++i) {
+    be_->upload(state[i].data() + slot * layer_state_floats_, in + i * layer_state_floats_, layer_state_floats_);
+  }
+  slot_pos[slot] = pos;
+}
+
+// ---- lfm2_model ----
+
+lfm2_model::lfm2_model(std::unique_ptr<gguf_file> file, std::unique_ptr<tokenizer> vocab, std::unique_ptr<backend> be,
+                       model_hparams hp, lfm2_weights weights)
+    : file_(std::move(file)), vocab_(std::move(vocab)), be_(std::move(be)), hp_(std::move(hp)), w_(std::move(weights)) {
+  zero_state_ = backend_buffer(*be_, (int64_t)(w_.l_cache - 1) * hp_.n_embd);  // alloc_f32 zeroes
+}
+
+lfm2_model::~lfm2_model() = default;
+
+uint64_t lfm2_model::state_bytes_per_slot() const {
+  return (uint64_t)w_.n_conv * (uint64_t)(w_.l_cache - 1) * (uint64_t)hp_.n_embd * sizeof(float);
+}
+
+std::unique_ptr<sequence_state> lfm2_model::new_sequence(int64_t max_tokens) const {
+  if (max_tokens <= 0 || max_tokens > INT32_MAX) {
+    throw error("new_sequence: max_tokens must be in [1, 2^31 - 1], got " + std::to_string(max_tokens));
+  }
+  auto s = std::make_unique<sequence_state>();
+  s->max_tokens = max_tokens;
+  s->kv = new_kv_cache(1, (int32_t)max_tokens, 1);  // one block (rows are positions), one state slot
+  return s;
+}
+
+std::unique_ptr<kv_cache> lfm2_model::new_kv_cache(int32_t n_blocks, int32_t block_size) const {
+  return new_kv_cache(n_blocks, block_size, 1);
+}
+
+std::unique_ptr<kv_cache> lfm2_model::new_kv_cache(int32_t n_blocks, int32_t block_size, int32_t n_state_slots) const {
+  if (n_blocks <= 0 || block_size <= 0 || n_state_slots <= 0) {
+    throw error("new_kv_cache: n_blocks, block_size and n_state_slots must be positive, got " +
+                std::to_string(n_blocks) + ", " + std::to_string(block_size) + " and " + std::to_string(n_state_slots));
+  }
+  const uint64_t rows = checked_mul((uint64_t)n_blocks, (uint64_t)block_size, "KV cache");
+  const uint64_t n_k = checked_mul(rows, (uint64_t)hp_.n_head_kv * hp_.head_dim_k, "KV cache");
+  const uint64_t n_v = checked_mul(rows, (uint64_t)hp_.n_head_kv * hp_.head_dim_v, "KV cache");
+  const uint64_t layer_state = (uint64_t)(w_.l_cache - 1) * (uint64_t)hp_.n_embd;
+  const uint64_t n_state = checked_mul(layer_state, (uint64_t)n_state_slots, "state slots");
+  checked_mul(checked_add(checked_mul(checked_add(n_k, n_v, "KV cache"), (uint64_t)w_.n_attention, "KV cache"),
+                          checked_mul(n_state, (uint64_t)w_.n_conv, "state slots"), "KV cache"),
+              sizeof(float), "KV cache bytes");
+  if (n_k > (uint64_t)INT64_MAX || n_v > (uint64_t)INT64_MAX || n_state > (uint64_t)INT64_MAX) {
+    throw error("new_kv_cache: KV cache too large");
+  }
+  auto kv = std::make_unique<lfm2_kv_cache>();
+  kv->n_blocks_ = n_blocks;
+  kv->block_size_ = block_size;
+  kv->n_slots_ = n_state_slots;
+  kv->layer_state_floats_ = (int64_t)layer_state;
+  kv->state_floats_ = (int64_t)layer_state * w_.n_conv;
+  kv->owner_ = this;
+  kv->be_ = be_.get();
+  for (int32_t i = 0; i < w_.n_attention; ++i) {
+    kv->k.emplace_back(*be_, (int64_t)n_k);  // [n_blocks * block_size, n_head_kv * head_dim_k]
+    kv->v.emplace_back(*be_, (int64_t)n_v);  // [n_blocks * block_size, n_head_kv * head_dim_v]
+  }
+  for (int32_t i = 0; i < w_.n_conv; ++i) kv->state.emplace_back(*be_, (int64_t)n_state);  // [slots, d, n_embd]
+  kv->slot_pos.assign((size_t)n_state_slots, -1);
+  return kv;
+}
+
+int64_t lfm2_model::check_batch(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) const {
+  if (kv.owner_ != this) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
+  if (batch.empty()) throw error("forward_batch: empty batch");
+  uint64_t total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_sequence& b = batch[i];
+    const std::string at = "forward_batch: sequence " + std::to_string(i) + ": ";
+    if (!b.tokens || b.n_tokens <= 0 || b.first_pos < 0) throw error(at + "needs tokens and first_pos >= 0");
+    if (b.n_logits < 0 || b.n_logits > b.n_tokens) throw error(at + "n_logits out of [0, n_tokens]");
+    const int64_t end = (int64_t)b.first_pos + b.n_tokens;
+    if (end > INT32_MAX || !b.block_table || b.n_table < 0 || end > (int64_t)b.n_table * kv.block_size_) {
+      throw error(at + "block table does not cover " + std::to_string(end) + " positions");
+    }
+    for (int64_t j = 0; j < (end + kv.block_size_ - 1) / kv.block_size_; ++j) {
+      if (b.block_table[j] < 0 || b.block_table[j] >= kv.n_blocks_) {
+        throw error(at + "block id " + std::to_string(b.block_table[j]) + " out of range [0, " +
+                    std::to_string(kv.n_blocks_) + ")");
+      }
+    }
+    for (int32_t t = 0; t < b.n_tokens; ++t) {
+      if (b.tokens[t] < 0 || b.tokens[t] >= hp_.n_vocab) {
+        throw error(at + "token id " + std::to_string(b.tokens[t]) + " at index " + std::to_string(t) +
+                    " out of range [0, " + std::to_string(hp_.n_vocab) + ")");
+      }
+    }
+    total = checked_add(total, (uint64_t)b.n_tokens, "forward_batch tokens");
+  }
+  if (total > (uint64_t)INT32_MAX) throw error("forward_batch: too many tokens in one batch");
+  check_slots(batch, kv);
+  return (int64_t)total;
+}
+
+// Every sequence names its own slot, and a continuing sequence finds its state at exactly first_pos.
+void lfm2_model::check_slots(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) const {
+  if (w_.n_conv == 0) return;
+  std::vector<bool> used((size_t)kv.n_slots_, false);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_sequence& b = batch[i];
+    const std::string at = "forward_batch: sequence " + std::to_string(i) + ": ";
+    if (b.state_slot < 0 || b.state_slot >= kv.n_slots_) {
+      throw error(at + "state slot " + std::to_string(b.state_slot) + " out of range [0, " +
+                  std::to_string(kv.n_slots_) + ")");
+    }
+    if (used[b.state_slot]) throw error(at + "state slot " + std::to_string(b.state_slot) + " used twice in a batch");
+    used[b.state_slot] = true;
+    if (b.first_pos > 0 && kv.slot_pos[b.state_slot] != b.first_pos) {
+      throw error(at + "continues at position " + std::to_string(b.first_pos) + ", but state slot " +
+                  std::to_string(b.state_slot) + " holds the recurrent state at position " +
+                  std::to_string(kv.slot_pos[b.state_slot]) + " (-1: none); recompute from position 0");
+    }
+  }
+}
+
+void lfm2_model::reserve_scratch(int64_t n) {
+  if (n <= scratch_.capacity) return;
+  const int64_t q_dim = (int64_t)hp_.n_head * hp_.head_dim_k;  // == n_embd
+  const int64_t kv_dim = (int64_t)hp_.n_head_kv * hp_.head_dim_k;
+  const auto rows = [&](int64_t width) { return (int64_t)checked_mul((uint64_t)n, (uint64_t)width, "scratch"); };
+  scratch_ = dense_scratch();  // free the old buffers first
+  bcx_ = backend_buffer();
+  dense_scratch s;
+  s.capacity = n;
+  s.x = backend_buffer(*be_, rows(hp_.n_embd));
+  s.cur = backend_buffer(*be_, rows(hp_.n_embd));
+  s.q = backend_buffer(*be_, rows(q_dim));
+  s.k = backend_buffer(*be_, rows(kv_dim));
+  s.v = backend_buffer(*be_, rows(kv_dim));
+  s.attn = backend_buffer(*be_, rows(hp_.n_embd));  // attention output, or the conv output y
+  s.gate = backend_buffer(*be_, rows(hp_.n_ff));
+  s.up = backend_buffer(*be_, rows(hp_.n_ff));
+  s.pos.resize((size_t)n);
+  s.tokens.resize((size_t)n);
+  s.kv_rows.resize((size_t)n);
+  if (w_.n_conv > 0) bcx_ = backend_buffer(*be_, rows(3 * (int64_t)hp_.n_embd));
+  scratch_ = std::move(s);
+}
+
+void lfm2_model::prepare_batch(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) {
+  int64_t at = 0;
+  for (const batch_sequence& b : batch) {
+    for (int32_t t = 0; t < b.n_tokens; ++t, ++at) {
+      const int64_t pos = (int64_t)b.first_pos + t;
+      scratch_.tokens[at] = b.tokens[t];
+      scratch_.pos[at] = (int32_t)pos;
+      scratch_.kv_rows[at] = (int64_t)b.block_table[pos / kv.block_size_] * kv.block_size_ + pos % kv.block_size_;
+    }
+  }
+}
+
+// token_embd_norm and the output matmul over only the rows whose logits are wanted, in batch order.
+void lfm2_model::output_logits(const std::vector<batch_sequence>& batch, float* logits) {
+  int64_t n_out = 0, at = 0;
+  for (const batch_sequence& b : batch) {  // gather the wanted rows of x into cur: [n_out, n_embd]
+    if (b.n_logits > 0) {
+      const int64_t first = at + b.n_tokens - b.n_logits;
+      be_->copy(scratch_.cur.data() + n_out * hp_.n_embd, scratch_.x.data() + first * hp_.n_embd,
+                (int64_t)b.n_logits * hp_.n_embd);
+    }
+    n_out += b.n_logits;
+    at += b.n_tokens;
+  }
+  if (n_out == 0) return;
+  const int64_t n_logits = (int64_t)checked_mul((uint64_t)n_out, (uint64_t)hp_.n_vocab, "logits");
+  if (scratch_.logits.size() < n_logits) scratch_.logits = backend_buffer(*be_, n_logits);
+  float* cur = scratch_.cur.data();
+  be_->rms_norm(cur, w_.output_norm.data(), cur, n_out, hp_.n_embd, hp_.rms_eps);
+  be_->matmul(w_.output, cur, n_out, scratch_.logits.data());  // [n_out, n_vocab]
+  be_->download(logits, scratch_.logits.data(), n_logits);
+}
+
+void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv_base, float* logits) {
+  auto* kv = dynamic_cast<lfm2_kv_cache*>(&kv_base);
+  if (!kv) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
+  const int64_t n = check_batch(batch, *kv);
+  bool any_logits = false;
+  for (const batch_sequence& b : batch) any_logits = any_logits || b.n_logits > 0;
+  if (any_logits && !logits) throw error("forward_batch: null logits buffer");
+  reserve_scratch(n);
+  prepare_batch(batch, *kv);
+  if (w_.n_conv > 0) {
+    for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
+  }
+  be_->get_rows(w_.tok_embd, scratch_.tokens.data(), n, scratch_.x.data());  // [n, n_embd]
+  for (const lfm2_layer& l : w_.layers) {
+    float* x = scratch_.x.data();
+    float* cur = scratch_.cur.data();
+    be_->rms_norm(x, l.d.attn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);
+    if (l.attention) run_attention(l, batch, *kv, n);
+    else run_conv(l, batch, *kv, n);
+    be_->add(cur, x, x, n * hp_.n_embd);
+    run_ffn(l, n);
+  }
+  output_logits(batch, logits);
+  be_->sync();
+  if (w_.n_conv > 0) {
+    for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = b.first_pos + b.n_tokens;
+  }
+}
+
+void lfm2_model::forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) {
+  if (n <= 0) throw error("forward: need at least one token, got " + std::to_string(n));
+  if (!tokens || !logits) throw error("forward: null tokens or logits buffer");
+  if (state.n_past < 0 || state.max_tokens <= 0 || n > state.max_tokens - state.n_past) {
+    throw error("forward: " + std::to_string(n) + " tokens after " + std::to_string(state.n_past) +
+                " would exceed the sequence capacity of " + std::to_string(state.max_tokens) + " tokens");
+  }
+  const auto* kv = dynamic_cast<const lfm2_kv_cache*>(state.kv.get());
+  if (!kv || kv->owner_ != this || kv->n_blocks_ != 1 || kv->block_size_ != state.max_tokens || kv->n_slots_ != 1) {
+    throw error("forward: sequence_state was not made by this model's new_sequence()");
+  }
+  const int32_t block0 = 0;
+  batch_sequence b;
+  b.tokens = tokens;
+  b.n_tokens = (int32_t)n;
+  b.first_pos = (int32_t)state.n_past;
+  b.block_table = &block0;
+  b.n_table = 1;
+  b.n_logits = all_logits ? (int32_t)n : 1;
+  b.state_slot = 0;
+  forward_batch({b}, *state.kv, logits);
+  state.n_past += n;
+}
+
+}  // namespace spindle

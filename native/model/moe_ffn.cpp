@@ -1,0 +1,187 @@
+// The MoE FFN block (see moe_ffn.h): router matmul and gating on the backend (softmax) or host (sigmoid),
+// routing on the host, then per expert: gather its tokens' rows, gate/up matmuls, SwiGLU, down matmul, scatter
+// the rows into their top-k slot; finally every slot row times its weight and the slots added in order.
+// Invariant: nothing is computed before the shapes of cfg, w and n_embd have been checked against each other;
+// x is only read before out is first written, so out may alias x.
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/checked_math.h"
+#include "common/error.h"
+
+namespace spindle {
+
+namespace {
+
+constexpr float k_min_weight_sum = 6.103515625e-5f;  // llama.cpp clamps the weight sum to the smallest f16 normal
+
+void check_shapes(const moe_config& cfg, const moe_layer_weights& w, int64_t n_embd) {
+  const int64_t ne = cfg.n_expert, ff = cfg.n_ff_exp;
+  if (ne < 1 || cfg.n_expert_used < 1 || cfg.n_expert_used > ne || ff < 1 || n_embd < 1) {
+    throw error("moe_ffn: invalid config (" + std::to_string(ne) + " experts, " +
+                std::to_string(cfg.n_expert_used) + " used, expert width " + std::to_string(ff) + ")");
+  }
+  const bool ok = w.gate_inp.n_in == n_embd && w.gate_inp.n_out == ne && w.gate_exps.n_in == n_embd &&
+                  w.gate_exps.n_out == ff * ne && w.up_exps.n_in == n_embd && w.up_exps.n_out == ff * ne &&
+                  w.down_exps.n_in == ff && w.down_exps.n_out == n_embd * ne &&
+                  (w.exp_probs_b.empty() || (int64_t)w.exp_probs_b.size() == ne);
+  if (!ok || !w.present()) throw error("moe_ffn: layer weights do not match the MoE config");
+}
+
+// Index of the best of the experts not yet taken: highest score, lower id on ties, NaN lowest.
+int32_t best_remaining(const float* score, const std::vector<char>& taken, int32_t n_expert) {
+  int32_t best = -1;
+  float best_score = 0.0f;
+  for (int32_t e = 0; e < n_expert; ++e) {
+    if (taken[e]) continue;
+    const float s = std::isnan(score[e]) ? -INFINITY : score[e];
+    if (best < 0 || s > best_score) {
+      best = e;
+      best_score = s;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void moe_sigmoid(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
+void moe_route(const moe_config& cfg, const float* probs, const float* bias, int64_t n, int32_t* ids,
+               float* weights) {
+  const int32_t ne = cfg.n_expert, k = cfg.n_expert_used;
+  std::vector<float> score((size_t)ne);
+  std::vector<char> taken((size_t)ne);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* p = probs + t * ne;
+    for (int32_t e = 0; e < ne; ++e) score[e] = bias ? p[e] + bias[e] : p[e];
+    std::fill(taken.begin(), taken.end(), 0);
+    int32_t* id = ids + t * k;
+    float* wt = weights + t * k;
+    for (int32_t j = 0; j < k; ++j) {
+      id[j] = best_remaining(score.data(), taken, ne);
+      taken[id[j]] = 1;
+      wt[j] = p[id[j]];  // the unbiased probability
+    }
+    if (cfg.norm_weights) {
+      double s = 0.0;  // ggml_sum_rows: a double sum in slot order
+      for (int32_t j = 0; j < k; ++j) s += (double)wt[j];
+      float sum = (float)s;
+      sum = sum < INFINITY ? sum : INFINITY;                   // ggml_clamp: MAX(MIN(x, max), min)
+      sum = sum > k_min_weight_sum ? sum : k_min_weight_sum;
+      for (int32_t j = 0; j < k; ++j) wt[j] = wt[j] / sum;
+    }
+    if (cfg.weights_scale != 0.0f && cfg.weights_scale != 1.0f) {
+      for (int32_t j = 0; j < k; ++j) wt[j] = wt[j] * cfg.weights_scale;
+    }
+  }
+}
+
+void moe_ffn::append_selection_scores(const moe_config& cfg, const moe_layer_weights& w, int64_t n,
+                                      std::vector<float>& sink) const {
+  const int64_t ne = cfg.n_expert;
+  for (int64_t i = 0; i < n * ne; ++i) {
+    sink.push_back(w.exp_probs_b.empty() ? probs_[i] : probs_[i] + w.exp_probs_b[i % ne]);
+  }
+}
+
+void moe_ffn::reserve(backend& be, const moe_config& cfg, int64_t n, int64_t n_embd) {
+  if (be_ == &be && n <= cap_tokens_ && n_embd == cap_embd_ && cfg.n_expert == cap_expert_ &&
+      cfg.n_expert_used == cap_used_ && cfg.n_ff_exp == cap_ff_) {
+    return;
+  }
+  const auto size = [&](int64_t a, int64_t b) { return (int64_t)checked_mul((uint64_t)a, (uint64_t)b, "moe_ffn scratch"); };
+  const int64_t k = cfg.n_expert_used;
+  logits_ = backend_buffer();  // free the old buffers first
+  xg_ = backend_buffer();
+  gate_ = backend_buffer();
+  up_ = backend_buffer();
+  slots_ = backend_buffer();
+  cap_tokens_ = 0;
+  logits_ = backend_buffer(be, size(n, cfg.n_expert));
+  xg_ = backend_buffer(be, size(n, n_embd));
+  gate_ = backend_buffer(be, size(n, cfg.n_ff_exp));
+  up_ = backend_buffer(be, size(n, cfg.n_ff_exp));
+  slots_ = backend_buffer(be, size(size(k, n), n_embd));
+  probs_.resize((size_t)size(n, cfg.n_expert));
+  ids_.resize((size_t)size(n, k));
+  weights_.resize((size_t)size(n, k));
+  slot_weights_.resize((size_t)size(n, k));
+  expert_rows_.resize((size_t)size(n, k));
+  expert_begin_.resize((size_t)cfg.n_expert + 1);
+  be_ = &be;
+  cap_tokens_ = n;
+  cap_embd_ = n_embd;
+  cap_expert_ = cfg.n_expert;
+  cap_used_ = cfg.n_expert_used;
+  cap_ff_ = cfg.n_ff_exp;
+}
+
+// CSR lists of the (token, slot) entries t * k + j per expert, tokens ascending (a stable counting sort).
+void moe_ffn::group_by_expert(const moe_config& cfg, int64_t n) {
+  const int64_t n_entries = n * cfg.n_expert_used;
+  std::fill(expert_begin_.begin(), expert_begin_.end(), 0);
+  for (int64_t i = 0; i < n_entries; ++i) expert_begin_[ids_[i] + 1]++;
+  for (int32_t e = 0; e < cfg.n_expert; ++e) expert_begin_[e + 1] += expert_begin_[e];
+  std::vector<int64_t> next(expert_begin_.begin(), expert_begin_.end() - 1);
+  for (int64_t i = 0; i < n_entries; ++i) expert_rows_[next[ids_[i]]++] = i;
+}
+
+// Expert e over its m tokens: rows gathered into xg, swiglu(gate, up), down into xg, rows scattered to slots.
+void moe_ffn::run_expert(backend& be, const moe_config& cfg, const moe_layer_weights& w, int32_t e, const float* x,
+                         int64_t n, int64_t n_embd) {
+  const int64_t k = cfg.n_expert_used, ff = cfg.n_ff_exp;
+  const int64_t* entries = expert_rows_.data() + expert_begin_[e];
+  const int64_t m = expert_begin_[e + 1] - expert_begin_[e];
+  float* xg = xg_.data();    // [m, n_embd]
+  float* gate = gate_.data();  // [m, ff]
+  float* up = up_.data();      // [m, ff]
+  for (int64_t i = 0; i < m; ++i) be.copy(xg + i * n_embd, x + (entries[i] / k) * n_embd, n_embd);
+  be.matmul_expert(w.gate_exps, e, ff, xg, m, gate);
+  be.matmul_expert(w.up_exps, e, ff, xg, m, up);
+  if (ff % 8 == 0) {
+    be.swiglu(gate, up, gate, m * ff);
+  } else {  // llama.cpp's vectorized groups of 8 start at every row
+    for (int64_t i = 0; i < m; ++i) be.swiglu(gate + i * ff, up + i * ff, gate + i * ff, ff);
+  }
+  be.matmul_expert(w.down_exps, e, n_embd, gate, m, xg);  // [m, n_embd]
+  float* slots = slots_.data();
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t t = entries[i] / k, j = entries[i] % k;
+    be.copy(slots + (j * n + t) * n_embd, xg + i * n_embd, n_embd);
+  }
+}
+
+void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x, int64_t n,
+                      int64_t n_embd, float* out) {
+  check_shapes(cfg, w, n_embd);
+  if (n < 0) throw error("moe_ffn: negative token count");
+  if (n == 0) return;
+  reserve(be, cfg, n, n_embd);
+  const int64_t ne = cfg.n_expert, k = cfg.n_expert_used;
+  float* logits = logits_.data();
+  be.matmul(w.gate_inp, x, n, logits);  // [n, n_expert]
+  if (cfg.gating == moe_gating::softmax) be.softmax(logits, n, ne, 1.0f);
+  be.download(probs_.data(), logits, n * ne);
+  if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * ne);
+  moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
+            weights_.data());
+  group_by_expert(cfg, n);
+  for (int32_t e = 0; e < cfg.n_expert; ++e) {
+    if (expert_begin_[e + 1] > expert_begin_[e]) run_expert(be, cfg, w, e, x, n, n_embd);
+  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) slot_weights_[j * n + t] = weights_[t * k + j];
+  float* slots = slots_.data();  // [k, n, n_embd]
+  be.scale_rows(slots, slot_weights_.data(), k * n, n_embd);
+  be.copy(out, slots, n * n_embd);
+  for (int64_t j = 1; j < k; ++j) be.add(out, slots + j * n * n_embd, out, n * n_embd);
+}
+
+}  // namespace spindle
