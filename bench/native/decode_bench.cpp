@@ -1,9 +1,12 @@
-// Decode / prompt micro-benchmark of the model forward pass: loads a GGUF, runs a prompt of n_prompt tokens,
-// then decodes n_gen tokens one at a time (greedy on the logits), printing tok/s of both phases and the time
-// per decode step spent in the lm head share. For profiling (perf record -g /tmp/decode_bench ...).
+// Prompt / decode / batched-decode micro-benchmark of the model forward pass (no engine, no sampling work):
+//   pp  = one prompt of n_prompt tokens in one forward call (tokens/s),
+//   tg  = n_gen single-token forward calls of one sequence (tokens/s),
+//   bN  = n_gen forward_batch steps of n_seqs sequences, one token each (total tokens/s).
+// A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
+// reps. For profiling: perf record -g /tmp/decode_bench ...
 // Not part of the CMake build; compile by hand from the repository root against a core library:
 //   g++ -std=c++17 -O2 -g -Inative bench/native/decode_bench.cpp build-perf/libspindle_core.a -o /tmp/decode_bench -lpthread
-//   /tmp/decode_bench model.gguf [n_prompt=128] [n_gen=16] [threads=2]
+//   /tmp/decode_bench model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,38 +17,99 @@
 
 using namespace spindle;
 
-static double now_s() {
+namespace {
+
+double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+int32_t argmax(const float* v, int32_t n) { return (int32_t)(std::max_element(v, v + n) - v); }
+
+std::vector<int32_t> prompt_ids(int n, int salt, int32_t n_vocab) {
+  std::vector<int32_t> ids((size_t)std::max(1, n));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (int32_t)((i * 7919 + 13 + salt * 104729) % (size_t)n_vocab);
+  return ids;
+}
+
+// Seconds for one prompt of n_prompt tokens on a fresh sequence.
+double time_prompt(model& m, int n_prompt) {
+  const int32_t n_vocab = m.hparams().n_vocab;
+  const std::vector<int32_t> prompt = prompt_ids(n_prompt, 1, n_vocab);
+  auto seq = m.new_sequence((int64_t)prompt.size() + 1);
+  std::vector<float> logits((size_t)n_vocab);
+  const double t0 = now_s();
+  m.forward(*seq, prompt.data(), (int64_t)prompt.size(), logits.data(), false);
+  return now_s() - t0;
+}
+
+// Seconds for n_gen greedy single-token steps after an 8-token prompt.
+double time_decode(model& m, int n_gen) {
+  const int32_t n_vocab = m.hparams().n_vocab;
+  const std::vector<int32_t> prompt = prompt_ids(8, 2, n_vocab);
+  auto seq = m.new_sequence(8 + n_gen + 1);
+  std::vector<float> logits((size_t)n_vocab);
+  m.forward(*seq, prompt.data(), 8, logits.data(), false);
+  int32_t tok = argmax(logits.data(), n_vocab);
+  const double t0 = now_s();
+  for (int i = 0; i < n_gen; ++i) {
+    m.forward(*seq, &tok, 1, logits.data(), false);
+    tok = argmax(logits.data(), n_vocab);
+  }
+  return now_s() - t0;
+}
+
+// Seconds for n_gen forward_batch steps of n_seqs sequences decoding one token each (after 8-token prompts).
+double time_batch(model& m, int n_seqs, int n_gen) {
+  const int32_t n_vocab = m.hparams().n_vocab, block = 8 + n_gen + 8;
+  auto kv = m.new_kv_cache(n_seqs, block, n_seqs);
+  std::vector<std::vector<int32_t>> prompts, tables;
+  std::vector<batch_sequence> batch((size_t)n_seqs);
+  std::vector<int32_t> next((size_t)n_seqs);
+  for (int s = 0; s < n_seqs; ++s) {
+    prompts.push_back(prompt_ids(8, 10 + s, n_vocab));
+    tables.push_back({s});
+    batch[s] = batch_sequence{prompts[s].data(), 8, 0, tables[s].data(), 1, 1, s};
+  }
+  std::vector<float> logits((size_t)n_seqs * n_vocab);
+  m.forward_batch(batch, *kv, logits.data());
+  for (int s = 0; s < n_seqs; ++s) next[s] = argmax(logits.data() + (size_t)s * n_vocab, n_vocab);
+  const double t0 = now_s();
+  for (int i = 0; i < n_gen; ++i) {
+    for (int s = 0; s < n_seqs; ++s) batch[s] = batch_sequence{&next[s], 1, 8 + i, tables[s].data(), 1, 1, s};
+    m.forward_batch(batch, *kv, logits.data());
+    for (int s = 0; s < n_seqs; ++s) next[s] = argmax(logits.data() + (size_t)s * n_vocab, n_vocab);
+  }
+  return now_s() - t0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s model.gguf [n_prompt] [n_gen] [threads]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3]\n", argv[0]);
     return 2;
   }
   const int n_prompt = argc > 2 ? std::atoi(argv[2]) : 128;
   const int n_gen = argc > 3 ? std::atoi(argv[3]) : 16;
   model_options opt;
   opt.threads = argc > 4 ? std::atoi(argv[4]) : 2;
+  const int n_seqs = argc > 5 ? std::atoi(argv[5]) : 16;
+  const int reps = std::max(1, argc > 6 ? std::atoi(argv[6]) : 3);
   try {
     auto m = model::load(argv[1], opt);
-    const int32_t n_vocab = m->hparams().n_vocab;
-    auto seq = m->new_sequence(n_prompt + n_gen + 1);
-    std::vector<int32_t> prompt((size_t)std::max(1, n_prompt));
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = (int32_t)((i * 7919 + 13) % (size_t)n_vocab);
-    std::vector<float> logits((size_t)n_vocab);
-    double t0 = now_s();
-    m->forward(*seq, prompt.data(), (int64_t)prompt.size(), logits.data(), false);
-    const double t_pp = now_s() - t0;
-    int32_t tok = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    t0 = now_s();
-    for (int i = 0; i < n_gen; ++i) {
-      m->forward(*seq, &tok, 1, logits.data(), false);
-      tok = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    double t = now_s();
+    time_prompt(*m, 8);  // warm-up: first matmuls pack the weights
+    std::printf("warm-up (packs weights) %.2f s\n", now_s() - t);
+    double pp = 1e30, tg = 1e30, bt = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      pp = std::min(pp, time_prompt(*m, n_prompt));
+      tg = std::min(tg, time_decode(*m, n_gen));
+      if (n_seqs > 0) bt = std::min(bt, time_batch(*m, n_seqs, n_gen));
     }
-    const double t_tg = now_s() - t0;
-    std::printf("pp%d: %.2f tok/s   tg%d: %.2f tok/s (%.2f ms/token)   last token %d\n", (int)prompt.size(),
-                prompt.size() / t_pp, n_gen, n_gen / t_tg, 1e3 * t_tg / std::max(1, n_gen), tok);
+    std::printf("pp%d: %.2f tok/s   tg%d: %.2f tok/s (%.2f ms/token)", n_prompt, n_prompt / pp, n_gen, n_gen / tg,
+                1e3 * tg / std::max(1, n_gen));
+    if (n_seqs > 0) std::printf("   b%d: %.2f tok/s (%.2fx tg)", n_seqs, n_seqs * n_gen / bt, (n_seqs * n_gen / bt) / (n_gen / tg));
+    std::printf("\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

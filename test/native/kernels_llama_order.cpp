@@ -1,8 +1,11 @@
-// Tests that the SIMD Q4_0 / Q4_K kernels follow the float arithmetic of llama.cpp's repacked x86 gemm
-// (CPU_REPACK q4_0_8x8 / q4_K_8x8) bit for bit: one f32 fma chain per output over exact integer block sums.
-// The emulation below is written from that description with std::fma (correctly rounded, like the FMA unit).
+// Tests that the SIMD kernels follow the float arithmetic of llama.cpp's x86 AVX2 build bit for bit: Q4_0 / Q4_K
+// its repacked gemm (CPU_REPACK q4_0_8x8 / q4_K_8x8: one f32 fma chain per output over exact integer block
+// sums), Q8_0 / Q6_K its vec_dot (8 f32 lanes over exact lane sums, then ggml's lane sum); the row kernels and
+// the packed kernels alike. The emulations are written from those descriptions with std::fma (correctly
+// rounded, like the FMA unit).
 #include <string>
 
+#include "backend/cpu/repack.h"
 #include "harness.h"
 #include "kernels_util.h"
 
@@ -51,7 +54,89 @@ float q4_K_chain(int64_t n, const block_q4_K* w, const block_q8_K* x) {
   return acc - accm;
 }
 
+// ggml's hsum_float_8: (l0 + l4) + (l2 + l6) + ((l1 + l5) + (l3 + l7)).
+float hsum8(const float l[8]) {
+  const float a = l[0] + l[4], b = l[1] + l[5], c = l[2] + l[6], d = l[3] + l[7];
+  return (a + c) + (b + d);
+}
+
+// llama.cpp's AVX2 ggml_vec_dot_q8_0_q8_0 (and tinyBLAS): lane l of block b holds the int sum of elements
+// 4l .. 4l + 4; acc_l = fma((float)int_l, dw_b * dx_b, acc_l); the result is hsum8(acc).
+float q8_0_lanes(int64_t n, const block_q8_0* w, const block_q8_0* x) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < n / QK8_0; ++b) {
+    const float d = fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d);
+    for (int l = 0; l < 8; ++l) {
+      int isum = 0;
+      for (int k = 0; k < 4; ++k) isum += w[b].qs[4 * l + k] * x[b].qs[4 * l + k];
+      acc[l] = std::fma((float)isum, d, acc[l]);
+    }
+  }
+  return hsum8(acc);
+}
+
+// Unsigned 6-bit value of element i (0..255) of a q6_K block, as dequantize_row_q6_K places them.
+int q6_K_value(const block_q6_K& w, int i) {
+  const int h = i / 128, l = i % 32, part = (i % 128) / 32;  // part 0..3: ql[l] lo, ql[l+32] lo, ql[l] hi, ...
+  const uint8_t ql = w.ql[64 * h + l + 32 * (part % 2)], qh = w.qh[32 * h + l];
+  return ((part < 2 ? ql & 0x0f : ql >> 4) | (((qh >> (2 * part)) & 3) << 4));
+}
+
+// llama.cpp's AVX2 ggml_vec_dot_q6_K_q8_K: lane l of super-block b holds
+//   sum_j scales[2j + (l >= 4)] * (q . x over elements 32j + 4l .. + 4) - 32 (scales[2l] bsums[2l] + scales[2l+1] bsums[2l+1]);
+// acc_l = fma((float)int_l, dx * dw, acc_l); the result is hsum8(acc).
+float q6_K_lanes(int64_t n, const block_q6_K* w, const block_q8_K* x) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const float d = x[b].d * fp16_to_f32(w[b].d);
+    for (int l = 0; l < 8; ++l) {
+      int isum = 0;
+      for (int j = 0; j < 8; ++j) {
+        int dot = 0;
+        for (int k = 0; k < 4; ++k) dot += q6_K_value(w[b], 32 * j + 4 * l + k) * x[b].qs[32 * j + 4 * l + k];
+        isum += w[b].scales[2 * j + (l >= 4)] * dot;
+      }
+      isum -= 32 * (w[b].scales[2 * l] * x[b].bsums[2 * l] + w[b].scales[2 * l + 1] * x[b].bsums[2 * l + 1]);
+      acc[l] = std::fma((float)isum, d, acc[l]);
+    }
+  }
+  return hsum8(acc);
+}
+
+float llama_order_dot(ggml_type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  switch (t) {
+    case ggml_type::Q4_0: return q4_0_chain(n, (const block_q4_0*)w, (const block_q8_0*)x);
+    case ggml_type::Q4_K: return q4_K_chain(n, (const block_q4_K*)w, (const block_q8_K*)x);
+    case ggml_type::Q8_0: return q8_0_lanes(n, (const block_q8_0*)w, (const block_q8_0*)x);
+    default: return q6_K_lanes(n, (const block_q6_K*)w, (const block_q8_K*)x);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("kernels: AVX2 Q8_0 / Q6_K matmuls are llama.cpp's 8-lane vec_dot sums bit for bit (tiles and packed)") {
+  if (!cpu_level_supported(cpu_level::avx2)) return;
+  std::mt19937 rng(22);
+  thread_pool pool(2);
+  for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q6_K, ggml_type::Q4_0, ggml_type::Q4_K}) {
+    const int64_t n = t == ggml_type::Q8_0 || t == ggml_type::Q4_0 ? 40 * QK8_0 : 5 * QK_K;
+    const int64_t n_out = 21, n_tok = 6;  // 2 packed groups (where the type packs) + 5 rows from the file rows
+    const std::vector<uint8_t> w = random_rows(t, n_out, n, rng);
+    const std::vector<float> xf = random_activations(n_tok, n, rng);
+    const std::vector<uint8_t> x = convert_activations(t, xf, n_tok, n);
+    const size_t ws = cpu_row_bytes(t, n), xs = cpu_row_bytes(cpu_activation_type(t), n);
+    const auto pw = cpu_pack_weight(cpu_level::avx2, pool, t, w.data(), n_out, n);
+    int bad = 0;
+    for (const packed_weight* p : std::vector<const packed_weight*>{nullptr, pw.get()}) {
+      std::vector<float> y(n_tok * n_out);
+      cpu_matmul_at_level(cpu_level::avx2, pool, t, w.data(), n_out, n, xf.data(), n_tok, y.data(), p);
+      for (int64_t r = 0; r < n_out; ++r)
+        for (int64_t tok = 0; tok < n_tok; ++tok)
+          if (!same_bits(y[tok * n_out + r], llama_order_dot(t, n, w.data() + r * ws, x.data() + tok * xs))) ++bad;
+    }
+    if (bad) harness::fail(__FILE__, __LINE__, std::to_string(bad) + " outputs differ for type " + std::to_string((int)t));
+  }
+}
 
 TEST_CASE("kernels: SIMD Q4_0 / Q4_K outputs are llama.cpp's repacked-gemm fma chains bit for bit") {
   std::mt19937 rng(21);

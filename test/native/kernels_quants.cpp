@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/quants_avx2.h"
 #include "harness.h"
 #include "kernels_util.h"
 
@@ -207,6 +208,31 @@ TEST_CASE("kernels: quantize_row_q8_K matches an independent nearbyint oracle") 
     }
   }
   CHECK_EQ(bad, 0);
+}
+
+// Rows with ties (x.5 after scaling), zero blocks, a repeated largest magnitude of both signs (the first one
+// gives q8_K's sign), outliers and subnormals: the AVX2 quantizers must give the scalar ones' bytes.
+TEST_CASE("kernels: the AVX2 q8_0 / q8_K quantizers give the scalar quantizers' bits") {
+  if (!cpu_level_supported(cpu_level::avx2)) return;
+  std::mt19937 rng(41);
+  const int64_t n = 8 * QK_K;
+  for (int rep = 0; rep < 40; ++rep) {
+    std::vector<float> x = random_activations(1, n, rng);
+    if (rep % 4 == 1) std::fill(x.begin() + QK_K, x.begin() + 2 * QK_K, 0.0f);  // an all-zero block
+    if (rep % 4 == 2) {
+      for (int64_t i = 0; i < n; ++i) x[i] = (float)((int)(rng() % 255) - 127) * 0.5f;  // many exact ties
+      x[5] = -63.5f, x[9] = 63.5f;  // same magnitude, negative first
+    }
+    if (rep % 4 == 3) x[17] = 1e-40f, x[300] = -3e-39f, x[301] = 1e30f;
+    std::vector<block_q8_0> a(n / QK8_0), b(n / QK8_0);
+    quantize_row_q8_0(x.data(), a.data(), n);
+    quantize_row_q8_0_avx2(x.data(), b.data(), n);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(block_q8_0)) == 0);
+    std::vector<block_q8_K> c(n / QK_K), d(n / QK_K);
+    quantize_row_q8_K(x.data(), c.data(), n);
+    quantize_row_q8_K_avx2(x.data(), d.data(), n);
+    CHECK(std::memcmp(c.data(), d.data(), c.size() * sizeof(block_q8_K)) == 0);
+  }
 }
 
 TEST_CASE("kernels: row sizes, supported types and their errors") {

@@ -109,9 +109,10 @@ TEST_CASE("ops avx2: attention_head follows llama.cpp's reduction order and matc
   if (!have_avx2()) return;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  for (int64_t n_kv : {1, 7, 8, 13, 40}) {
-    const int32_t dk = 16, dv = 12;
-    const int64_t ks = 20, vs = 14;
+  for (int64_t n_kv : {1, 7, 8, 13, 40, 101}) {
+    const bool wide = n_kv >= 40;  // head dims of real models: several 8-dimension blocks, no tail
+    const int32_t dk = wide ? 64 : 16, dv = wide ? 64 : 12;
+    const int64_t ks = dk + 4, vs = dv + 2;
     std::vector<float> q(dk), k(n_kv * ks), v(n_kv * vs);
     for (auto* vec : {&q, &k, &v})
       for (auto& e : *vec) e = dist(rng);

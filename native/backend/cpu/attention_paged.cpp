@@ -1,5 +1,6 @@
-// Paged attention (see attention_paged.h): the CPU override gathers rows, then reuses attention();
-// attention_paged_ref is the plain reference the tests compare against.
+// Paged attention (see attention_paged.h): the CPU override points the attention kernels at the store's rows
+// (a table of row starts per position, no copy); attention_paged_ref is the plain reference the tests compare
+// against.
 #include "backend/cpu/attention_paged.h"
 
 #include <algorithm>
@@ -77,32 +78,20 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
   }
 }
 
-namespace {
-
-// Copies the store rows of positions [0, n_pos) into dst in position order.   dst: [n_pos, stride]
-void gather_rows(const paged_attention_params& p, const float* store, int64_t stride, int64_t n_pos,
-                 std::vector<float>& dst) {
-  const uint64_t n = checked_mul((uint64_t)n_pos, (uint64_t)stride, "attention_paged gather");
-  if (dst.size() < n) dst.resize((size_t)n);
-  for (int64_t pos = 0; pos < n_pos;) {  // one memcpy per run of block slots
-    const int64_t in_block = std::min<int64_t>(p.block_size - pos % p.block_size, n_pos - pos);
-    std::memcpy(dst.data() + pos * stride, store + attention_paged_row(p, pos) * stride,
-                (size_t)(in_block * stride) * sizeof(float));
-    pos += in_block;
-  }
-}
-
-}  // namespace
-
 void cpu_backend::attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
                                   const float* v_store, float* out) {
   attention_paged_check(p);
   const int64_t n_pos = p.attn.n_past + p.attn.n_tokens;
   if (n_pos == 0) return;
-  thread_local std::vector<float> k_rows, v_rows;  // per calling thread: engines may run concurrently
-  gather_rows(p, k_store, p.attn.k_row_stride, n_pos, k_rows);
-  gather_rows(p, v_store, p.attn.v_row_stride, n_pos, v_rows);
-  attention(p.attn, q, k_rows.data(), v_rows.data(), out);
+  // Row starts of every position in the store: the kernels read K / V in place (no copy of the cache).
+  thread_local std::vector<const float*> k_rows, v_rows;  // per calling thread: engines may run concurrently
+  if ((int64_t)k_rows.size() < n_pos) k_rows.resize((size_t)n_pos), v_rows.resize((size_t)n_pos);
+  for (int64_t pos = 0; pos < n_pos; ++pos) {
+    const int64_t row = attention_paged_row(p, pos);
+    k_rows[pos] = k_store + row * p.attn.k_row_stride;
+    v_rows[pos] = v_store + row * p.attn.v_row_stride;
+  }
+  attention_rows(p.attn, q, nullptr, k_rows.data(), nullptr, v_rows.data(), out);
 }
 
 }  // namespace spindle

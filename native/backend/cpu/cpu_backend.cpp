@@ -3,11 +3,16 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
@@ -44,6 +49,19 @@ void parallel_range_ith(thread_pool& pool, int64_t n, int64_t min_parallel, F&& 
 template <typename F>
 void parallel_range(thread_pool& pool, int64_t n, int64_t min_parallel, F&& fn) {
   parallel_range_ith(pool, n, min_parallel, [&](int, int64_t b, int64_t e) { fn(b, e); });
+}
+
+// Tells the kernel that the file rows a packed copy replaces are rarely read from now on (get_rows of a
+// tied embedding still reads a few), so under memory pressure their pages go first. Only a hint: the
+// contents never change, whatever memory the weight lives in.
+void hint_cold(const void* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_COLD)
+  const uintptr_t page = 4096, b = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + bytes) & ~(page - 1);
+  if (e > b) (void)madvise((void*)b, e - b, MADV_COLD);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 }  // namespace
@@ -106,7 +124,25 @@ void cpu_backend::get_rows(const backend_weight& table, const int32_t* ids, int6
 }
 
 void cpu_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {
-  cpu_matmul(pool_, w.type, w.data, w.n_out, w.n_in, x, n_rows, y);
+  cpu_matmul(pool_, w.type, w.data, w.n_out, w.n_in, x, n_rows, y, packed_for(w));
+}
+
+const packed_weight* cpu_backend::packed_for(const backend_weight& w) {
+  if (w.data == nullptr || !cpu_packed_supported(cpu_active_level(), w.type)) return nullptr;
+  std::lock_guard<std::mutex> lock(packed_mutex_);
+  auto it = packed_.find(w.data);
+  if (it == packed_.end()) {
+    it = packed_.emplace(w.data, cpu_pack_weight(cpu_active_level(), pool_, w.type, w.data, w.n_out, w.n_in)).first;
+    if (it->second) hint_cold(w.data, it->second->bytes());
+  }
+  const packed_weight* p = it->second.get();
+  // the same bytes uploaded again under another shape: use the rows directly
+  if (p != nullptr && (p->type() != w.type || p->n_in() != w.n_in || p->n_rows() != (p->layout() == pack_layout::x8
+                                                                    ? w.n_out / k_pack_rows * k_pack_rows
+                                                                    : w.n_out))) {
+    return nullptr;
+  }
+  return p;
 }
 
 void cpu_backend::add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) {
@@ -165,6 +201,12 @@ void cpu_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
 
 void cpu_backend::attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
                             float* out) {
+  attention_rows(p, q, k_cache, nullptr, v_cache, nullptr, out);
+}
+
+void cpu_backend::attention_rows(const attention_params& p, const float* q, const float* k_base,
+                                 const float* const* k_table, const float* v_base, const float* const* v_table,
+                                 float* out) {
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_tokens < 0 || p.n_past < 0) {
     throw error("attention: invalid head counts or token range");
   }
@@ -173,26 +215,31 @@ void cpu_backend::attention(const attention_params& p, const float* q, const flo
   const int32_t group = p.n_head / p.n_head_kv;
   const int64_t per_thread = ops_attention_scratch(n_kv_max, p.head_dim_v);
   float* scratch_all = scratch((int64_t)pool_.size() * per_thread);  // one scratch area per thread
-  parallel_range_ith(pool_, n_items, 2, [&](int ith, int64_t ib, int64_t ie) {
+  const auto run_item = [&](int64_t item, float* scores) {
+    const int64_t t = item / p.n_head;
+    const int32_t h = (int32_t)(item % p.n_head);
+    const int32_t hkv = h / group;
+    const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
+    float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
+    const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
+    const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
+    const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
+    const int64_t n_kv = p.n_past + t + 1;
+    if (avx2_) ops_attention_head_kv_avx2(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
+    else ops_attention_head_kv(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
+  };
+  // Items go out in small chunks from a shared counter: later queries attend to more positions (causal), so
+  // equal contiguous ranges would leave the last thread most of the work. Which thread runs an item never
+  // changes its bits.
+  std::atomic<int64_t> next{0};
+  const int64_t chunk = std::max<int64_t>(1, n_items / (16 * (int64_t)pool_.size()));
+  const auto work = [&](int ith, int) {
     float* scores = scratch_all + (size_t)ith * per_thread;
-    for (int64_t item = ib; item < ie; ++item) {
-      const int64_t t = item / p.n_head;
-      const int32_t h = (int32_t)(item % p.n_head);
-      const int32_t hkv = h / group;
-      const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
-      float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
-      const float* kh = k_cache + (int64_t)hkv * p.head_dim_k;
-      const float* vh = v_cache + (int64_t)hkv * p.head_dim_v;
-      const int64_t n_kv = p.n_past + t + 1;
-      if (avx2_) {
-        ops_attention_head_avx2(qh, kh, p.k_row_stride, vh, p.v_row_stride, n_kv, p.head_dim_k, p.head_dim_v,
-                                p.scale, scores, oh);
-      } else {
-        ops_attention_head(qh, kh, p.k_row_stride, vh, p.v_row_stride, n_kv, p.head_dim_k, p.head_dim_v, p.scale,
-                           scores, oh);
-      }
-    }
-  });
+    for (int64_t ib; (ib = next.fetch_add(chunk, std::memory_order_relaxed)) < n_items;)
+      for (int64_t item = ib; item < std::min(n_items, ib + chunk); ++item) run_item(item, scores);
+  };
+  if (n_items < 2 || pool_.size() == 1) work(0, 1);
+  else pool_.run(work);
 }
 
 }  // namespace spindle

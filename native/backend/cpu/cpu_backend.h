@@ -1,13 +1,17 @@
 // The CPU implementation of the backend interface: ops from ops.h spread over a thread_pool, matmul and row
-// dequantization from matmul.h. Weights are used in place inside the GGUF mapping (never copied).
+// dequantization from matmul.h. Weights are used in place inside the GGUF mapping; matmul weights of types
+// with packed kernels also get a row-interleaved copy (repack.h) that matmul reads instead (same output bits).
 // Invariant: every op splits its work by whole output rows (or whole (query, head) pairs), each computed by
 // one thread with the single-row kernel, so results are bitwise independent of n_threads and of n_rows.
 #pragma once
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/repack.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace spindle {
@@ -52,9 +56,18 @@ class cpu_backend final : public backend {
 
  private:
   float* scratch(int64_t n);  // per-op scratch of at least n floats, grown only (ops never run concurrently)
+  // attention() over K / V rows at base + position * row stride (tables null) or at table[position] (paged
+  // store read in place, attention_paged.cpp); tables hold n_past + n_tokens row starts.
+  void attention_rows(const attention_params& p, const float* q, const float* k_base, const float* const* k_table,
+                      const float* v_base, const float* const* v_table, float* out);
   thread_pool pool_;
   bool avx2_;  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels (cpu_active_level() >= avx2)
   std::vector<float> scratch_;
+  // Packed copies of the weights matmul has seen (made at a weight's first matmul, kept until destruction),
+  // keyed by the weight's data pointer; a weight only read by get_rows (untied embeddings) is never packed.
+  const packed_weight* packed_for(const backend_weight& w);
+  std::mutex packed_mutex_;
+  std::unordered_map<const void*, std::unique_ptr<packed_weight>> packed_;  // null entry: nothing to pack
 };
 
 }  // namespace spindle

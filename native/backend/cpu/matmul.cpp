@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/quants.h"
+#include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot.h"
 #include "common/checked_math.h"
 #include "common/error.h"
@@ -47,16 +49,20 @@ void cpu_dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) 
 }
 
 void cpu_matmul(thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out, int64_t n_in, const float* x,
-                int64_t n_tokens, float* y) {
-  cpu_matmul_at_level(cpu_active_level(), pool, wtype, W, n_out, n_in, x, n_tokens, y);
+                int64_t n_tokens, float* y, const packed_weight* packed) {
+  cpu_matmul_at_level(cpu_active_level(), pool, wtype, W, n_out, n_in, x, n_tokens, y, packed);
 }
 
 namespace {
 
 struct matmul_plan {
   tile_kernel kernel;
+  packed_kernel pk;      // with wp: the kernel for rows [0, packed_rows)
   const uint8_t* w;      // [n_out, w_row] bytes
   size_t w_row;          // bytes per weight row
+  const uint8_t* wp;     // packed groups of 8 rows (repack.h), or null
+  size_t wp_group;       // bytes per packed group
+  int64_t packed_rows;   // rows [0, packed_rows) are read from wp (a multiple of 8), the others from w
   const uint8_t* act;    // [n_tokens, act_row] bytes, activations in the kernel's format
   size_t act_row;        // bytes per activation row
   int64_t n_out, n_in, n_tokens;
@@ -64,12 +70,20 @@ struct matmul_plan {
   float* y;              // [n_tokens, n_out]
 };
 
-// Rows [r0, r1) (whole row tiles but the last): token chunks x row tiles x token tiles.
+// Rows [r0, r1) (r0 a multiple of 8 in the packed range, else of max_rows): token chunks x row tiles x token tiles.
 void matmul_rows(const matmul_plan& p, int64_t r0, int64_t r1) {
-  const int mr = p.kernel.max_rows, mt = p.kernel.max_tokens;
+  const int mr = p.kernel.max_rows, mt = p.kernel.max_tokens, pmt = p.pk.max_tokens;
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += p.chunk_tokens) {
     const int64_t t1 = std::min(p.n_tokens, t0 + p.chunk_tokens);
-    for (int64_t o = r0; o < r1; o += mr) {
+    int64_t o = r0;
+    for (; o < std::min(r1, p.packed_rows); o += k_pack_rows) {
+      const uint8_t* group = p.wp + (size_t)(o / k_pack_rows) * p.wp_group;
+      for (int64_t t = t0; t < t1; t += pmt) {
+        const int nt = (int)std::min<int64_t>(pmt, t1 - t);
+        p.pk.fn(p.n_in, group, p.act + t * p.act_row, p.act_row, nt, p.y + t * p.n_out + o, p.n_out);
+      }
+    }
+    for (; o < r1; o += mr) {
       const int nr = (int)std::min<int64_t>(mr, r1 - o);
       for (int64_t t = t0; t < t1; t += mt) {
         const int nt = (int)std::min<int64_t>(mt, t1 - t);
@@ -90,10 +104,51 @@ void matmul_chunks(const matmul_plan& p, std::atomic<int64_t>& next, int64_t chu
   }
 }
 
+// Points the plan's weights at the packed copy where it applies (x8 groups with the level's packed kernel, or
+// a copy of all rows); throws on a copy that does not belong to this matrix.
+void use_packed(matmul_plan& p, cpu_level level, ggml_type wtype, const packed_weight* packed) {
+  p.wp = nullptr;
+  p.wp_group = 0;
+  p.packed_rows = 0;
+  if (packed == nullptr) return;
+  const bool x8 = packed->layout() == pack_layout::x8;
+  if (packed->type() != wtype || packed->n_in() != p.n_in ||
+      (x8 ? packed->n_groups() > p.n_out / k_pack_rows : packed->n_rows() != p.n_out))
+    throw error("cpu_matmul: packed weight does not match the matrix");
+  if (!x8) {
+    p.w = packed->data();  // the same rows, in the copy's pages
+    return;
+  }
+  p.pk = cpu_packed_kernel(level, wtype);
+  if (p.pk.fn == nullptr) return;  // a level without the packed kernel reads the file rows
+  p.wp = packed->data();
+  p.wp_group = packed->group_bytes();
+  p.packed_rows = packed->n_groups() * k_pack_rows;
+}
+
+// Converts the activations once into the kernel's format (f32 rows are used in place), tokens split over
+// threads, into a buffer grown and never shrunk per calling thread (no allocation per matmul once warm).
+const uint8_t* convert_activations(thread_pool& pool, ggml_type act_type, const float* x, int64_t n_tokens,
+                                   int64_t n_in, size_t act_row) {
+  if (act_type == ggml_type::F32) return (const uint8_t*)x;
+  thread_local std::vector<uint8_t> scratch;
+  const size_t act_bytes = (size_t)checked_mul(act_row, (uint64_t)n_tokens, "cpu_matmul activations");
+  if (scratch.size() < act_bytes) scratch.resize(act_bytes);
+  uint8_t* act = scratch.data();
+  auto convert = [&](int ith, int nth) {
+    int64_t t0, t1;
+    thread_pool::split(n_tokens, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * n_in, act + t * act_row, n_in);
+  };
+  if (n_tokens >= 4 && pool.size() > 1) pool.run(convert);
+  else convert(0, 1);
+  return act;
+}
+
 }  // namespace
 
 void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out,
-                         int64_t n_in, const float* x, int64_t n_tokens, float* y) {
+                         int64_t n_in, const float* x, int64_t n_tokens, float* y, const packed_weight* packed) {
   if (!cpu_supports_type(wtype))
     throw error("cpu_matmul: unsupported weight type " + std::to_string((uint32_t)wtype));
   if (n_out < 0 || n_in < 0 || n_tokens < 0) throw error("cpu_matmul: negative dimension");
@@ -111,38 +166,23 @@ void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, co
   p.kernel = cpu_tile_kernel(level, wtype);
   if (p.kernel.fn == nullptr)
     throw error(std::string("cpu_matmul: kernel level ") + cpu_level_name(level) + " is not available here");
-
-  // Activations: f32 rows are used in place; other formats are converted once, tokens split over threads.
-  std::vector<uint8_t> scratch;
-  if (act_type == ggml_type::F32) {
-    p.act = (const uint8_t*)x;
-  } else {
-    scratch.resize((size_t)checked_mul(p.act_row, (uint64_t)n_tokens, "cpu_matmul activations"));
-    uint8_t* act = scratch.data();
-    const size_t act_row = p.act_row;
-    auto convert = [&](int ith, int nth) {
-      int64_t t0, t1;
-      thread_pool::split(n_tokens, ith, nth, &t0, &t1);
-      for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * n_in, act + t * act_row, n_in);
-    };
-    if (n_tokens >= 4 && pool.size() > 1) pool.run(convert);
-    else convert(0, 1);
-    p.act = act;
-  }
   p.w = (const uint8_t*)W;
   p.n_out = n_out;
   p.n_in = n_in;
   p.n_tokens = n_tokens;
   p.y = y;
-  // Keep a chunk's activations around 256 KiB (L2) while a thread's row tiles stream past them.
-  const int64_t mt = p.kernel.max_tokens;
+  use_packed(p, level, wtype, packed);
+  p.act = convert_activations(pool, act_type, x, n_tokens, n_in, p.act_row);
+  // Keep a chunk's activations around 256 KiB (L2) while a thread's row tiles stream past them; chunks are
+  // whole token tiles of both kernels.
+  const int64_t mt = p.wp ? std::lcm<int64_t>(p.kernel.max_tokens, p.pk.max_tokens) : p.kernel.max_tokens;
   p.chunk_tokens = std::max<int64_t>(mt, (int64_t)((256 * 1024) / p.act_row) / mt * mt);
   if (pool.size() == 1) {
     matmul_rows(p, 0, n_out);
     return;
   }
-  // About 8 chunks per thread, each a whole number of row tiles.
-  const int64_t mr = p.kernel.max_rows, n_tiles = (n_out + mr - 1) / mr;
+  // About 8 chunks per thread, each a whole number of row tiles (of packed groups when there are some).
+  const int64_t mr = p.wp ? k_pack_rows : p.kernel.max_rows, n_tiles = (n_out + mr - 1) / mr;
   const int64_t chunk_rows = std::max<int64_t>(1, n_tiles / (8 * (int64_t)pool.size())) * mr;
   std::atomic<int64_t> next{0};
   pool.run([&](int, int) { matmul_chunks(p, next, chunk_rows); });

@@ -13,14 +13,18 @@
 
 namespace spindle {
 
+class packed_weight;  // repack.h
+
 // True for the weight types the CPU backend computes with: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
 bool cpu_supports_type(ggml_type type);
 
 // W: n_out rows of n_in elements, each row ggml_row_size(wtype, n_in) bytes, rows contiguous.
 // x: [n_tokens, n_in] f32 row-major.  y: [n_tokens, n_out] f32 row-major.
 // y[t, o] = sum_i W[o, i] * x[t, i]
+// packed: optional packed copy of W (repack.h, cpu_pack_weight at cpu_active_level()); the result is the same
+// bits with or without it, only faster.
 void cpu_matmul(thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out, int64_t n_in,
-                const float* x, int64_t n_tokens, float* y);
+                const float* x, int64_t n_tokens, float* y, const packed_weight* packed = nullptr);
 
 // dst[0..n) = the n elements of one row of type `type` starting at src (n a multiple of the block size).
 void cpu_dequantize_row(ggml_type type, const void* src, float* dst, int64_t n);

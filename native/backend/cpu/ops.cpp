@@ -79,17 +79,23 @@ void ops_add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
-void ops_attention_head(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
-                        int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scores,
-                        float* out) {
-  for (int64_t j = 0; j < n_kv; ++j) scores[j] = ops_dot_f32(q, k + j * k_stride, head_dim_k);
+void ops_attention_head_kv(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t head_dim_k,
+                           int32_t head_dim_v, float scale, float* scores, float* out) {
+  for (int64_t j = 0; j < n_kv; ++j) scores[j] = ops_dot_f32(q, k.row(j), head_dim_k);
   ops_softmax_row(scores, n_kv, scale);
   for (int32_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     const float pj = scores[j];
-    const float* vj = v + j * v_stride;
+    const float* vj = v.row(j);
     for (int32_t d = 0; d < head_dim_v; ++d) out[d] += pj * vj[d];
   }
+}
+
+void ops_attention_head(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                        int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scores,
+                        float* out) {
+  ops_attention_head_kv(q, kv_rows{k, k_stride}, kv_rows{v, v_stride}, n_kv, head_dim_k, head_dim_v, scale, scores,
+                        out);
 }
 
 }  // namespace spindle

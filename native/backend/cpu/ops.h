@@ -33,12 +33,25 @@ void ops_swiglu(const float* gate, const float* up, float* y, int64_t n);
 // y = a + b.   n elements; y may alias a or b.
 void ops_add(const float* a, const float* b, float* y, int64_t n);
 
+// Where position j's K (or V) head starts: base + j * stride (a contiguous cache) or, when table is set,
+// table[j] + offset (a paged store read in place; table[j] = the start of position j's row).
+struct kv_rows {
+  const float* base = nullptr;
+  int64_t stride = 0;
+  const float* const* table = nullptr;
+  int64_t offset = 0;
+  const float* row(int64_t j) const { return table ? table[j] + offset : base + j * stride; }
+};
+
 // One query head against positions [0, n_kv) of its KV head:
 // out[d] = sum_j softmax_j(scale * q.k_j) * v_j[d].   q: [head_dim_k], k_j = k + j * k_stride,
 // v_j = v + j * v_stride, out: [head_dim_v], scores: scratch [n_kv].
 void ops_attention_head(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                         int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scores,
                         float* out);
+// The same with K / V rows anywhere (same result, bit for bit, as the strided form over the same rows).
+void ops_attention_head_kv(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t head_dim_k,
+                           int32_t head_dim_v, float scale, float* scores, float* out);
 
 // Floats of scratch ops_attention_head_avx2 needs: n_kv rounded up to 8, plus 8 * head_dim_v.
 int64_t ops_attention_scratch(int64_t n_kv, int32_t head_dim_v);
@@ -52,6 +65,8 @@ void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot, bool neox);
 void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                              int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
                              float* out);
+void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv,
+                                int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch, float* out);
 // Groups of 8 start at element 0 of the call, so callers split rows at multiples of 8 elements.
 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n);
 

@@ -119,21 +119,123 @@ SPINDLE_AVX2 void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot
   }
 }
 
+// out[d] = sum_j p[j] v[j, d] as tinyBLAS sums it: lane accumulators acc_{j % 8}[d] = fma(v[j, d], p[j], acc)
+// with j ascending, then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)). For each 8 output
+// dimensions the 8 accumulators live in registers over all j (the same fmas in the same order per lane).
+// tail: scratch of 8 * head_dim_v floats for the head_dim_v % 8 last dimensions.
+// Row accessors with the row form fixed at compile time (no per-row branch, rows kept in registers).
+struct strided_rows {
+  const float* base;
+  int64_t stride;
+  const float* operator()(int64_t j) const { return base + j * stride; }
+};
+struct table_rows {
+  const float* const* table;
+  int64_t offset;
+  const float* operator()(int64_t j) const { return table[j] + offset; }
+};
+
+template <class Rows>
+SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int32_t head_dim_v, float* tail,
+                                       float* out) {
+  const int32_t d8 = head_dim_v - head_dim_v % 8;
+  const int64_t j8 = n_kv - n_kv % 8;
+  for (int32_t d = 0; d < d8; d += 8) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t j = 0; j < j8; j += 8) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 0) + d), _mm256_broadcast_ss(p + j + 0), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 1) + d), _mm256_broadcast_ss(p + j + 1), a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 2) + d), _mm256_broadcast_ss(p + j + 2), a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 3) + d), _mm256_broadcast_ss(p + j + 3), a3);
+      a4 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 4) + d), _mm256_broadcast_ss(p + j + 4), a4);
+      a5 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 5) + d), _mm256_broadcast_ss(p + j + 5), a5);
+      a6 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 6) + d), _mm256_broadcast_ss(p + j + 6), a6);
+      a7 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 7) + d), _mm256_broadcast_ss(p + j + 7), a7);
+    }
+    __m256 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    for (int64_t j = j8; j < n_kv; ++j)
+      a[j % 8] = _mm256_fmadd_ps(_mm256_loadu_ps(v(j) + d), _mm256_broadcast_ss(p + j), a[j % 8]);
+    const __m256 s04 = _mm256_add_ps(a[0], a[4]), s15 = _mm256_add_ps(a[1], a[5]);
+    const __m256 s26 = _mm256_add_ps(a[2], a[6]), s37 = _mm256_add_ps(a[3], a[7]);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
+  }
+  if (d8 == head_dim_v) return;
+  const int32_t nt = head_dim_v - d8;  // tail dimensions, scalar fmas
+  for (int64_t i = 0; i < 8 * (int64_t)nt; ++i) tail[i] = 0.0f;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    float* a = tail + (j % 8) * nt;
+    const float* vj = v(j) + d8;
+    for (int32_t d = 0; d < nt; ++d)
+      a[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(vj[d]), _mm_set_ss(p[j]), _mm_set_ss(a[d])));
+  }
+  for (int32_t d = 0; d < nt; ++d) {
+    const float s04 = tail[0 * nt + d] + tail[4 * nt + d], s15 = tail[1 * nt + d] + tail[5 * nt + d];
+    const float s26 = tail[2 * nt + d] + tail[6 * nt + d], s37 = tail[3 * nt + d] + tail[7 * nt + d];
+    out[d8 + d] = (s04 + s26) + (s15 + s37);
+  }
+}
+
+SPINDLE_AVX2 static void kqv_avx2(const float* p, const kv_rows& v, int64_t n_kv, int32_t head_dim_v, float* tail,
+                                  float* out) {
+  if (v.table) kqv_rows_avx2(p, table_rows{v.table, v.offset}, n_kv, head_dim_v, tail, out);
+  else kqv_rows_avx2(p, strided_rows{v.base, v.stride}, n_kv, head_dim_v, tail, out);
+}
+
+// ggml_vec_dot_f32's sum of one 32-multiple-long row: 4 accumulators over 32-float steps, then
+// (s0 + s2) + (s1 + s3), the 128-bit halves added, two hadds (ops_dot_f32_avx2 without its tail).
+SPINDLE_AVX2 static inline float dot32_reduce(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+  const __m256 v = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 h = _mm_hadd_ps(t, t);
+  return _mm_cvtss_f32(_mm_hadd_ps(h, h));
+}
+
+// p[j] = ops_dot_f32_avx2(k_j, q, n) * scale for every position, n % 32 == 0: two positions per step (two
+// independent chains) with q's loads shared; each dot's operations are ops_dot_f32_avx2's.
+template <class Rows>
+SPINDLE_AVX2 static void qk_dots32_rows_avx2(const float* q, Rows k, int64_t n_kv, int32_t n, float scale, float* p) {
+  int64_t j = 0;
+  for (; j + 2 <= n_kv; j += 2) {
+    const float *a = k(j), *b = k(j + 1);
+    __m256 s[4], t[4];
+    for (int m = 0; m < 4; ++m) s[m] = t[m] = _mm256_setzero_ps();
+    for (int32_t i = 0; i < n; i += 32) {
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m256 qv = _mm256_loadu_ps(q + i + 8 * m);
+        s[m] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * m), qv, s[m]);
+        t[m] = _mm256_fmadd_ps(_mm256_loadu_ps(b + i + 8 * m), qv, t[m]);
+      }
+    }
+    p[j] = dot32_reduce(s[0], s[1], s[2], s[3]) * scale;
+    p[j + 1] = dot32_reduce(t[0], t[1], t[2], t[3]) * scale;
+  }
+  for (; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k(j), q, n) * scale;
+}
+
+SPINDLE_AVX2 static void qk_dots32_avx2(const float* q, const kv_rows& k, int64_t n_kv, int32_t n, float scale,
+                                        float* p) {
+  if (k.table) qk_dots32_rows_avx2(q, table_rows{k.table, k.offset}, n_kv, n, scale, p);
+  else qk_dots32_rows_avx2(q, strided_rows{k.base, k.stride}, n_kv, n, scale, p);
+}
+
 // llama.cpp's non-flash attention for one query head: kq = ggml_vec_dot_f32(k_j, q); soft_max_ext
 // (kq * scale, max, ggml_v_expf over 8-groups aligned at position 0 with masked lanes 0, sum of the groups'
 // f32 lane sums in double, times (float)(1 / sum)); kqv as llamafile's tinyBLAS F32 gemm: per output
 // dimension 8 lane accumulators (position j in lane j % 8) of fma(v, p, acc), then the 8-lane sum.
-SPINDLE_AVX2 void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, const float* v,
-                                          int64_t v_stride, int64_t n_kv, int32_t head_dim_k,
-                                          int32_t head_dim_v, float scale, float* scratch, float* out) {
+SPINDLE_AVX2 void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv,
+                                             int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
+                                             float* out) {
   const int64_t n_pad = ((n_kv + 7) / 8) * 8;
   float* p = scratch;           // [n_pad]
   float* acc = scratch + n_pad;  // [8, head_dim_v]
-  float max = -INFINITY;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    p[j] = ops_dot_f32_avx2(k + j * k_stride, q, head_dim_k) * scale;
-    max = p[j] > max ? p[j] : max;
+  if (head_dim_k % 32 == 0) {
+    qk_dots32_avx2(q, k, n_kv, head_dim_k, scale, p);
+  } else {
+    for (int64_t j = 0; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k.row(j), q, head_dim_k) * scale;
   }
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n_kv; ++j) max = p[j] > max ? p[j] : max;
   double sum = 0.0;
   const __m256 vmax = _mm256_set1_ps(max);
   for (int64_t g = 0; g < n_pad; g += 8) {
@@ -148,23 +250,14 @@ SPINDLE_AVX2 void ops_attention_head_avx2(const float* q, const float* k, int64_
   const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
   for (int64_t g = 0; g < n_pad; g += 8) _mm256_storeu_ps(p + g, _mm256_mul_ps(_mm256_loadu_ps(p + g), inv));
 
-  const int32_t d8 = head_dim_v - head_dim_v % 8;
-  for (int64_t i = 0; i < 8 * (int64_t)head_dim_v; ++i) acc[i] = 0.0f;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    float* a = acc + (j % 8) * head_dim_v;
-    const float* vj = v + j * v_stride;
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    for (int32_t d = 0; d < d8; d += 8)
-      _mm256_storeu_ps(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(vj + d), pj, _mm256_loadu_ps(a + d)));
-    for (int32_t d = d8; d < head_dim_v; ++d)
-      a[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(vj[d]), _mm_set_ss(p[j]), _mm_set_ss(a[d])));
-  }
-  const int64_t hv = head_dim_v;
-  for (int32_t d = 0; d < head_dim_v; ++d) {
-    const float s04 = acc[0 * hv + d] + acc[4 * hv + d], s15 = acc[1 * hv + d] + acc[5 * hv + d];
-    const float s26 = acc[2 * hv + d] + acc[6 * hv + d], s37 = acc[3 * hv + d] + acc[7 * hv + d];
-    out[d] = (s04 + s26) + (s15 + s37);
-  }
+  kqv_avx2(p, v, n_kv, head_dim_v, acc, out);
+}
+
+void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                             int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
+                             float* out) {
+  ops_attention_head_kv_avx2(q, kv_rows{k, k_stride}, kv_rows{v, v_stride}, n_kv, head_dim_k, head_dim_v, scale,
+                             scratch, out);
 }
 
 // ggml_vec_swiglu_f32 (AVX2 build): groups of 8 from element 0 use x / (1 + ggml_v_expf(0 - x)) * up, the
@@ -189,6 +282,10 @@ void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, c
                              int64_t n_kv, int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
                              float* out) {
   ops_attention_head(q, k, k_stride, v, v_stride, n_kv, head_dim_k, head_dim_v, scale, scratch, out);
+}
+void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv,
+                                int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch, float* out) {
+  ops_attention_head_kv(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scratch, out);
 }
 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n) { ops_swiglu(gate, up, y, n); }
 float ops_dot_f32_avx2(const float* a, const float* b, int64_t n) { return ops_dot_f32(a, b, n); }

@@ -16,6 +16,8 @@
 
 namespace spindle {
 
+class packed_weight;  // repack.h
+
 // Activation row format a weight type is multiplied with (as llama.cpp's vec_dot_type):
 // F32 -> F32, F16 -> F16, BF16 -> BF16, Q8_0 / Q4_0 -> Q8_0, Q4_K / Q6_K -> Q8_K.
 // Throws spindle::error for a type the CPU kernels do not handle.
@@ -56,13 +58,31 @@ struct tile_kernel {
 // run it; the scalar level always has one for every supported type).
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype);
 
+// One packed tile (repack.h): the 8 rows of a packed group x nt tokens, 1 <= nt <= max_tokens:
+// y[t * y_stride + r] = dot(row r of the group, x row t) for r < 8; x rows x_stride bytes apart.
+// A packed kernel gives each output the bits of the level's tile kernel for that row (vec_dot_avx2_packed.cpp).
+using packed_tile_fn = void (*)(int64_t n, const uint8_t* group, const uint8_t* x, size_t x_stride, int nt,
+                                float* y, int64_t y_stride);
+
+struct packed_kernel {
+  packed_tile_fn fn = nullptr;
+  int max_tokens = 1;  // nt limit
+};
+
+// The packed kernel of `level` for `wtype` (null fn where the level has none or the CPU cannot run it).
+packed_kernel cpu_packed_kernel(cpu_level level, ggml_type wtype);
+packed_kernel packed_kernel_avx2(ggml_type wtype);  // vec_dot_avx2_packed.cpp
+
 // Per-level tables, defined in vec_dot_{ref,avx2,avx512}.cpp.
 tile_kernel tile_kernel_scalar(ggml_type wtype);
 tile_kernel tile_kernel_avx2(ggml_type wtype);
 tile_kernel tile_kernel_avx512(ggml_type wtype, bool has_bf16);
 
 // cpu_matmul (matmul.h) with the kernels of an explicit level (tests and benchmarks cover every level).
+// packed: optional packed copy of W's whole row groups (cpu_pack_weight); used when the level has a packed
+// kernel for wtype, else ignored (the outputs are the same bits either way).
 void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out,
-                         int64_t n_in, const float* x, int64_t n_tokens, float* y);
+                         int64_t n_in, const float* x, int64_t n_tokens, float* y,
+                         const packed_weight* packed = nullptr);
 
 }  // namespace spindle

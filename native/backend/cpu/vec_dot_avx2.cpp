@@ -15,14 +15,6 @@
 namespace spindle {
 namespace {
 
-// Weight blocks fetched ahead of use per row stream: the kernels are not memory-bound enough for the hardware
-// prefetcher alone to hide DRAM latency once several row streams interleave (a hint only: it may run past the
-// end of a row, which is harmless for prefetches).
-constexpr int k_prefetch_blocks = 4;
-SPINDLE_AVX2 static inline void prefetch_ahead(const void* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char*)p + off, _MM_HINT_T0);
-}
-
 // q8_0 / q4_0 weight block b of a row, as 32 signed bytes, and its scale.
 struct q8_0_weights {
   SPINDLE_AVX2 static inline __m256i load(const uint8_t* row, int64_t b, float* d) {
@@ -61,6 +53,7 @@ struct q8_0_tiles {
           dx[t] = _cvtsh_ss(xb->d);
         }
         for (int r = 0; r < NR; ++r) {
+          if (b % 2 == 0) prefetch_stream(a.w + r * a.ws + b * sizeof(block_q8_0), 1);  // a line per 2 blocks
           float dw;
           const __m256i sw = L::load(a.w + r * a.ws, b, &dw);
           const __m256i aw = _mm256_sign_epi8(sw, sw);
@@ -193,7 +186,7 @@ struct q4_K_kernel {
       }
       for (int r = 0; r < NR; ++r) {
         const block_q4_K* wb = (const block_q4_K*)(a.w + r * a.ws) + b;
-        prefetch_ahead(wb + k_prefetch_blocks, sizeof(block_q4_K));
+        prefetch_stream(wb, sizeof(block_q4_K));
         __m256i q[8], scale[8];
         uint8_t sc[8], m[8];
         q4_K_unpack_scales(wb->scales, sc, m);
@@ -240,36 +233,41 @@ struct q4_K_kernel {
   }
 };
 
-// The 8 vectors of 32 unsigned 6-bit values (elements 32j .. 32j + 32) of a q6_K block.
-SPINDLE_AVX2 static inline void q6_K_unpack(const block_q6_K* wb, __m256i q[8]) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
-  for (int h = 0; h < 2; ++h) {
-    const __m256i l0 = _mm256_loadu_si256((const __m256i*)(wb->ql + 64 * h));
-    const __m256i l1 = _mm256_loadu_si256((const __m256i*)(wb->ql + 64 * h + 32));
-    const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb->qh + 32 * h));
-    for (int c = 0; c < 4; ++c) {
-      const __m256i lo = (c % 2 == 0) ? l0 : l1;
-      const __m256i nib = (c < 2) ? _mm256_and_si256(lo, low4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), low4);
-      const __m256i top = _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(2 * c)), two);
-      q[4 * h + c] = _mm256_or_si256(nib, _mm256_slli_epi16(top, 4));
+// Half H of a q6_K block times NT tokens: for chunk j = 4H + c (elements 32j .. 32j + 32, unsigned 6-bit q),
+// isum[t] += madd(maddubs(q_j, x_t[32j ..]), scale_j) with scale_j = [scales[2j] x 8 | scales[2j + 1] x 8].
+// sc_half: the int16 scales of this half's 8 groups in both 128-bit lanes.
+template <int H, int NT>
+SPINDLE_AVX2 static inline void q6_K_half(const block_q6_K* wb, __m256i sc_half, const block_q8_K* const xb[NT],
+                                          __m256i isum[NT]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i l0 = _mm256_loadu_si256((const __m256i*)(wb->ql + 64 * H));
+  const __m256i l1 = _mm256_loadu_si256((const __m256i*)(wb->ql + 64 * H + 32));
+  const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb->qh + 32 * H));
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    __m256i q;  // nibble | top two bits << 4
+    switch (c) {
+      case 0: q = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(3)), 4)); break;
+      case 1: q = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(12)), 2)); break;
+      case 2: q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, _mm256_set1_epi8(48))); break;
+      default: q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                   _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xc0)), 2)); break;
+    }
+    const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
+    const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
+                                          b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
+    const __m256i scale = _mm256_shuffle_epi8(sc_half, pick);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 32 * (4 * H + c)));
+      isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
     }
   }
 }
 
-// scale[j] = [scales[2j] x 8 | scales[2j + 1] x 8] as int16, from sc16 = the 16 scales as int16 (in-lane
-// shuffles of the two halves instead of 16 scalar broadcasts).
-SPINDLE_AVX2 static inline void q6_K_scales(__m256i sc16, __m256i scale[8]) {
-  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00), hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
-  for (int j = 0; j < 4; ++j) {
-    const char a0 = (char)(4 * j), a1 = (char)(4 * j + 1), b0 = (char)(4 * j + 2), b1 = (char)(4 * j + 3);
-    const __m256i m = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
-                                       b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
-    scale[j] = _mm256_shuffle_epi8(lo, m);
-    scale[j + 4] = _mm256_shuffle_epi8(hi, m);
-  }
-}
-
-// W (q6_K) . x (q8_K): per super-block, d*dx * (sum_g scales[g] (q.x)_g - 32 * sum_g scales[g] * bsums[g]).
+// W (q6_K) . x (q8_K): per super-block, d*dx * (sum_g scales[g] (q.x)_g - 32 * sum_g scales[g] * bsums[g]) in 8
+// int32 lanes (lane l: elements 32j + 4l .. + 4 of every chunk j), accumulated in 8 f32 lanes, then the lane
+// sum, as llama.cpp's AVX2 ggml_vec_dot_q6_K_q8_K.
 template <int NR, int NT>
 struct q6_K_kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
@@ -277,25 +275,22 @@ struct q6_K_kernel {
     for (int r = 0; r < NR; ++r)
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
+      const block_q8_K* xb[NT];
+      for (int t = 0; t < NT; ++t) xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
       for (int r = 0; r < NR; ++r) {
         const block_q6_K* wb = (const block_q6_K*)(a.w + r * a.ws) + b;
-        prefetch_ahead(wb + k_prefetch_blocks, sizeof(block_q6_K));
-        __m256i q[8], scale[8];
-        q6_K_unpack(wb, q);
+        prefetch_stream(wb, sizeof(block_q6_K));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)wb->scales));
-        q6_K_scales(sc16, scale);
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+        q6_K_half<0, NT>(wb, _mm256_permute2x128_si256(sc16, sc16, 0x00), xb, isum);
+        q6_K_half<1, NT>(wb, _mm256_permute2x128_si256(sc16, sc16, 0x11), xb, isum);
         const float d = _cvtsh_ss(wb->d);
         for (int t = 0; t < NT; ++t) {
-          const block_q8_K* xb = (const block_q8_K*)(a.x + t * a.xs) + b;
-          __m256i isum = _mm256_setzero_si256();
-          for (int j = 0; j < 8; ++j) {
-            const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb->qs + 32 * j));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], xq), scale[j]));
-          }
-          const __m256i bs = _mm256_loadu_si256((const __m256i*)xb->bsums);
+          const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
           const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);  // 32 * scales . bsums
-          isum = _mm256_sub_epi32(isum, offset);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[r][t]);
+          const __m256i v = _mm256_sub_epi32(isum[t], offset);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb[t]->d), _mm256_cvtepi32_ps(v), acc[r][t]);
         }
       }
     }
@@ -311,7 +306,7 @@ tile_kernel tile_kernel_avx2(ggml_type wtype) {
     case ggml_type::Q8_0: return make_tile_kernel<q8_0_tiles<q8_0_weights>::kernel, 4, 4>();
     case ggml_type::Q4_0: return make_tile_kernel<q4_0_kernel, 4, 4>();
     case ggml_type::Q4_K: return make_tile_kernel<q4_K_kernel, 4, 4>();
-    case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 4, 4>();
+    case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 1, 4>();
     default: return tile_kernel_avx2_float(wtype);
   }
 }

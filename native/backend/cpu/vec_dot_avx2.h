@@ -7,6 +7,8 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define SPINDLE_HAVE_X86_KERNELS 1
 #include <immintrin.h>
+
+#include <cstring>
 #define SPINDLE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #else
 #define SPINDLE_HAVE_X86_KERNELS 0
@@ -24,6 +26,22 @@ SPINDLE_AVX2 inline float hsum_avx2(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// [p[0..4) as one int32] in all 8 lanes (a load-port broadcast).
+SPINDLE_AVX2 inline __m256i bcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Hints the lines of the bytes k_prefetch_distance past [p, p + bytes) into L1: one-token matmuls stream their
+// weights from DRAM, and the hardware prefetcher alone keeps too few lines in flight for full bandwidth (a hint
+// only: past the end of a row or of the weights it does nothing).
+constexpr int k_prefetch_distance = 3456;  // bytes, about 3.4 KiB
+SPINDLE_AVX2 inline void prefetch_stream(const void* p, size_t bytes) {
+  const char* q = (const char*)p + k_prefetch_distance;
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(q + off, _MM_HINT_T0);
 }
 
 // 8 int32 lanes, each the sum of 4 products w[i] * x[i] (int8; aw = |w|, x never -128).

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/fp16.h"
 #include "backend/cpu/quants.h"
+#include "backend/cpu/quants_avx2.h"
 #include "backend/cpu/vec_dot.h"
 #include "common/checked_math.h"
 #include "common/error.h"
@@ -57,13 +58,25 @@ size_t cpu_row_bytes(ggml_type type, int64_t n) {
   return (size_t)checked_mul((uint64_t)(n / bs), block_bytes(type), "cpu row size");
 }
 
+static bool avx2_quantizers() {
+  static const bool on = (int)cpu_active_level() >= (int)cpu_level::avx2;
+  return on;
+}
+
 void cpu_convert_activation(ggml_type act_type, const float* x, void* dst, int64_t n) {
   switch (act_type) {
     case ggml_type::F32: std::memcpy(dst, x, (size_t)n * sizeof(float)); return;
     case ggml_type::F16: convert_row_f16(x, (uint16_t*)dst, n); return;
     case ggml_type::BF16: convert_row_bf16(x, (uint16_t*)dst, n); return;
-    case ggml_type::Q8_0: quantize_row_q8_0(x, (block_q8_0*)dst, n); return;
-    case ggml_type::Q8_K: quantize_row_q8_K(x, (block_q8_K*)dst, n); return;
+    // the AVX2 quantizers give the scalar ones' bits; SPINDLE_CPU_FEATURES=scalar keeps the plain code
+    case ggml_type::Q8_0:
+      if (avx2_quantizers()) quantize_row_q8_0_avx2(x, (block_q8_0*)dst, n);
+      else quantize_row_q8_0(x, (block_q8_0*)dst, n);
+      return;
+    case ggml_type::Q8_K:
+      if (avx2_quantizers()) quantize_row_q8_K_avx2(x, (block_q8_K*)dst, n);
+      else quantize_row_q8_K(x, (block_q8_K*)dst, n);
+      return;
     default: throw error("cpu backend: no activation format " + type_label(act_type));
   }
 }
@@ -196,6 +209,17 @@ tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype) {
     case cpu_level::scalar: return tile_kernel_scalar(wtype);
     case cpu_level::avx2: return tile_kernel_avx2(wtype);
     case cpu_level::avx512: return tile_kernel_avx512(wtype, cpu_detected_features().avx512_bf16);
+  }
+  return {};
+}
+
+packed_kernel cpu_packed_kernel(cpu_level level, ggml_type wtype) {
+  if (!cpu_level_supported(level)) return {};
+  switch (level) {
+    case cpu_level::scalar: return {};  // the scalar level keeps the plain reference sums
+    case cpu_level::avx2: return packed_kernel_avx2(wtype);
+    case cpu_level::avx512:  // its Q4_0 / Q4_K tile kernels are the AVX2 ones, so the packed ones match them
+      return wtype == ggml_type::Q4_0 || wtype == ggml_type::Q4_K ? packed_kernel_avx2(wtype) : packed_kernel{};
   }
   return {};
 }

@@ -41,4 +41,14 @@ tile_kernel make_tile_kernel() {
   return tile_kernel{&tile_entry<K, MR, MT>, MR, MT};
 }
 
+// Packed kernels K<NT>::run(n, group, x, x_stride, y, y_stride): nt in [1, MT] runs the instance for exactly nt
+// tokens (each output's operations do not depend on NT).
+template <template <int> class K, int MT>
+void packed_entry(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, int nt, float* y, int64_t ys) {
+  if constexpr (MT > 1) {
+    if (nt < MT) return packed_entry<K, MT - 1>(n, group, x, xs, nt, y, ys);
+  }
+  K<MT>::run(n, group, x, xs, y, ys);
+}
+
 }  // namespace spindle
