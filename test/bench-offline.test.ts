@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { parseBenchArgs, parseIntList } from '../lib/bench/offline/args.js';
 import { main, type Io } from '../lib/bench/offline/command.js';
-import { readModelFileInfo } from '../lib/bench/offline/model-info.js';
+import { decodeBytesPerToken, readModelFileInfo } from '../lib/bench/offline/model-info.js';
 import { candidateIds, createPromptSource } from '../lib/bench/offline/prompt-tokens.js';
 import { mean, stddev, type TestRecord } from '../lib/bench/offline/record.js';
 import { contextNeeded, planTests } from '../lib/bench/offline/runner.js';
@@ -58,7 +58,9 @@ t.test('-o json: every test, its samples and token counts', async (t) => {
   t.match(pp, { n_prompt: 16, n_gen: 0, n_seqs: 1, bw_bound_ts: null, bw_pct: null });
   t.match(tg, { n_prompt: 0, n_gen: 8, n_seqs: 1 });
   t.match(tgb, { n_prompt: 0, n_gen: 8, n_seqs: 2 });
-  t.ok(Math.abs(tg.bw_bound_ts! - 20e9 / tg.model_size) < 1e-6, 'bound = bandwidth / weight bytes');
+  const readBytes = decodeBytesPerToken(readModelFileInfo(model));
+  t.ok(readBytes < tg.model_size, 'untied: the embedding table is not read per token');
+  t.ok(Math.abs(tg.bw_bound_ts! - 20e9 / readBytes) < 1e-6, 'bound = bandwidth / bytes a token reads');
   t.ok(Math.abs(tgb.bw_bound_ts! - 2 * tg.bw_bound_ts!) < 1e-6, 'B sequences share each weight read');
   t.ok(Math.abs(tg.bw_pct! - (100 * tg.avg_ts) / tg.bw_bound_ts!) < 1e-9);
 });
@@ -162,6 +164,20 @@ t.test('helpers: lists, plan, statistics', async (t) => {
   t.equal(mean([1, 2, 3]), 2);
   t.equal(stddev([5]), 0, 'one sample: 0, as llama-bench');
   t.ok(Math.abs(stddev([2, 4, 4, 4, 5, 5, 7, 9]) - Math.sqrt(32 / 7)) < 1e-12, 'sample standard deviation (n - 1)');
+});
+
+t.test('decode bytes per token: untied embedding rows and unused experts are not read', async (t) => {
+  const dense = readModelFileInfo(await fixtureModel(PRESETS.llama3Tiny)); // tied: every tensor is read
+  t.equal(decodeBytesPerToken(dense), dense.weightBytes);
+  t.equal(dense.tensors.reduce((s, x) => s + x.bytes, 0), dense.weightBytes, 'extents cover the data section');
+  const nEmbd = 64, nLayer = 2, nExpert = 16, nFfExp = 64;
+  const moe = readModelFileInfo(await fixtureModel({ arch: 'qwen3moe', tokenizer: 'qwen3', weights: 'F32', nEmbd, nLayer,
+    nHead: 4, nHeadKv: 2, nFf: 128, nExpert, nExpertUsed: 4, nFfExp, seed: 1 }));
+  t.match(moe, { expertCount: 16, expertUsedCount: 4 });
+  const embdBytes = moe.tokenTypes!.length * nEmbd * 4; // F32 token_embd, untied (output.weight present)
+  const expertBytes = nLayer * 3 * nEmbd * nFfExp * nExpert * 4; // gate, up, down stacks
+  t.equal(moe.tensors.find((x) => x.name === 'token_embd.weight')?.bytes, embdBytes);
+  t.equal(decodeBytesPerToken(moe), moe.weightBytes - embdBytes - expertBytes * (1 - 4 / 16));
 });
 
 t.test('GGUF header facts and prompt ids', async (t) => {

@@ -49,7 +49,8 @@ first-last*mult):
   -o, --output FORMAT      md (default; alias table) | json | jsonl | csv, to stdout
       --seed N             seed for the prompt token ids (default 0)
       --bandwidth GBPS     memory bandwidth in GB/s (1e9 bytes/s). Adds the decode bound B * GBPS /
-                           weight bytes tokens/s and the share of it reached by each tg test. Not measured
+                           bytes a token reads (weights, less an untied embedding table and unused
+                           experts) tokens/s and the share of it reached by each tg test. Not measured
                            by default: a probe from JavaScript would not be a reliable number
       --no-warmup          skip the warm-up runs
   -h, --help               this text

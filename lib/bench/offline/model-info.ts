@@ -22,6 +22,15 @@ export interface ModelFileInfo {
   weightBytes: number; // bytes of the tensor data section (file size minus the aligned header)
   ctxTrain: number | null; // {arch}.context_length
   tokenTypes: Int32Array | null; // tokenizer.ggml.token_type, [n_vocab]; null when absent
+  tensors: TensorExtent[]; // in file order
+  expertCount: number | null; // {arch}.expert_count (MoE)
+  expertUsedCount: number | null; // {arch}.expert_used_count (MoE)
+}
+
+export interface TensorExtent {
+  name: string;
+  offset: number; // bytes, from the start of the tensor data section
+  bytes: number; // bytes up to the next tensor's data (or the end of the file), alignment padding included
 }
 
 /** llama_ftype -> llama.cpp's display name (llama_ftype_name). */
@@ -144,13 +153,15 @@ function readHeader(c: Cursor, path: string): ModelFileInfo {
     kv.set(key, readValue(c, c.u32(`${key} type`), key, keep(key)));
   }
   let nParams = 0;
+  const tensors: TensorExtent[] = [];
   for (let i = 0; i < nTensors; i++) {
     const name = c.string(`tensor ${i} name`);
     const nDims = c.u32(`${name} n_dims`);
     if (nDims < 1 || nDims > 4) throw new ModelFileError(`tensor ${name} has ${nDims} dimensions`);
     let n = 1;
     for (let d = 0; d < nDims; d++) n *= c.u64(`${name} dimension ${d}`);
-    c.skip(4 + 8, `${name} type and offset`);
+    c.skip(4, `${name} type`);
+    tensors.push({ name, offset: c.u64(`${name} offset`), bytes: 0 });
     nParams += n;
     if (!Number.isSafeInteger(nParams)) throw new ModelFileError('parameter count overflows');
   }
@@ -162,12 +173,34 @@ function readHeader(c: Cursor, path: string): ModelFileInfo {
   const dataStart = Math.ceil(c.pos / alignment) * alignment;
   const ftype = num('general.file_type');
   const tokenTypes = kv.get('tokenizer.ggml.token_type');
+  const weightBytes = Math.max(0, c.size - dataStart);
+  const byOffset = [...tensors].sort((a, b) => a.offset - b.offset);
+  byOffset.forEach((t, i) => {
+    t.bytes = Math.max(0, (i + 1 < byOffset.length ? byOffset[i + 1].offset : weightBytes) - t.offset);
+  });
   return {
     path, fileBytes: c.size, arch, name: str('general.name'), sizeLabel: str('general.size_label'),
     fileType: ftype, fileTypeName: ftype === null ? null : fileTypeName(ftype), nParams, nTensors,
-    weightBytes: Math.max(0, c.size - dataStart), ctxTrain: num(`${arch}.context_length`),
-    tokenTypes: tokenTypes instanceof Int32Array ? tokenTypes : null,
+    weightBytes, ctxTrain: num(`${arch}.context_length`),
+    tokenTypes: tokenTypes instanceof Int32Array ? tokenTypes : null, tensors,
+    expertCount: num(`${arch}.expert_count`), expertUsedCount: num(`${arch}.expert_used_count`),
   };
+}
+
+/**
+ * Bytes of weights one decoded token must read (the decode floor is bandwidth / this): every tensor, except that
+ * an untied token_embd (output.weight present) is only looked up by row, and stacked expert tensors (`*_exps`)
+ * count for expert_used_count / expert_count of their bytes.
+ */
+export function decodeBytesPerToken(info: ModelFileInfo): number {
+  const untied = info.tensors.some((t) => t.name === 'output.weight');
+  const expertShare = info.expertCount && info.expertUsedCount ? info.expertUsedCount / info.expertCount : 1;
+  let bytes = 0;
+  for (const t of info.tensors) {
+    if (untied && t.name === 'token_embd.weight') continue;
+    bytes += /_exps\.weight$/.test(t.name) ? t.bytes * expertShare : t.bytes;
+  }
+  return bytes;
 }
 
 /** Reads the header of the GGUF file at `path`; throws ModelFileError (missing file, not GGUF, truncated). */

@@ -3,7 +3,7 @@
 // where the meaning is the same. Invariant: avg and stddev are computed from the samples as llama-bench does
 // (mean; sample standard deviation, n - 1, 0 for a single sample); every number is finite.
 import { cpus } from 'node:os';
-import type { ModelFileInfo } from './model-info.js';
+import { decodeBytesPerToken, type ModelFileInfo } from './model-info.js';
 import type { Sample } from './measure.js';
 
 export interface TestSpec {
@@ -35,7 +35,7 @@ export interface TestRecord {
   avg_ts: number; // tokens/s
   stddev_ts: number;
   bandwidth_gbps: number | null; // --bandwidth
-  bw_bound_ts: number | null; // tg: n_seqs * bandwidth / model_size; pp: null
+  bw_bound_ts: number | null; // tg: n_seqs * bandwidth / bytes a decoded token reads (decodeBytesPerToken); pp: null
   bw_pct: number | null; // 100 * avg_ts / bw_bound_ts
   samples_ns: number[];
   samples_ts: number[];
@@ -79,8 +79,9 @@ export function buildRecord(ctx: RecordContext, spec: TestSpec, samples: readonl
   const ns = samples.map((s) => s.ns);
   const ts = samples.map((s) => (s.tokens * 1e9) / s.ns);
   const avgTs = mean(ts);
-  const bound = spec.kind === 'tg' && ctx.bandwidthGBps !== null && ctx.model.weightBytes > 0
-    ? (spec.nSeqs * ctx.bandwidthGBps * 1e9) / ctx.model.weightBytes : null;
+  const decodeBytes = decodeBytesPerToken(ctx.model);
+  const bound = spec.kind === 'tg' && ctx.bandwidthGBps !== null && decodeBytes > 0
+    ? (spec.nSeqs * ctx.bandwidthGBps * 1e9) / decodeBytes : null;
   return {
     spindle_version: ctx.version,
     cpu_info: cpus()[0]?.model.trim() ?? 'unknown',
