@@ -8,6 +8,7 @@
 // grouped by expert, and a token's output must still not depend on its batch).
 import t from 'tap';
 import { LLM } from '../lib/index.js';
+import { checkBatchInvariance, MAX_LEN } from './helpers/batch-invariance.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 // 6 layers: attention at 2 and 5, short conv (l_cache 3) elsewhere; the small llama2 vocabulary keeps it fast
@@ -17,65 +18,18 @@ const MOE_SPEC = { ...SPEC, arch: 'lfm2moe', nExpert: 16, nExpertUsed: 4, nFfExp
 const N_ATTENTION = 2;
 const N_CONV = 4;
 const L_CACHE = 3;
-const MAX_LEN = 320;
-const OUT = 12;
-
-function prompts(nVocab: number): number[][] {
-  const out: number[][] = [];
-  for (let i = 0; i < 32; i++) {
-    const len = 3 + ((i * 97) % 298); // 3..300
-    out.push(Array.from({ length: len }, (_, j) => 3 + ((i * 131 + j * 17) % (nVocab - 3))));
-  }
-  return out;
-}
-
-async function run(model: string, opts: Record<string, unknown>, ps: number[][], params: object[], oneAtATime: boolean) {
-  const llm = new LLM({ model, maxModelLen: MAX_LEN, threads: 2, ...opts });
-  try {
-    await llm.ready();
-    const inputs = ps.map((p) => ({ promptTokenIds: p }));
-    let ids: number[][];
-    if (oneAtATime) {
-      ids = [];
-      for (let i = 0; i < inputs.length; i++) ids.push((await llm.generate(inputs[i], params[i]))[0].outputs[0].tokenIds);
-    } else {
-      ids = (await llm.generate(inputs, params)).map((o) => o.outputs[0].tokenIds);
-    }
-    return { ids, stats: llm.stats() };
-  } finally {
-    await llm.close();
-  }
-}
-
 const MAIN = '32 mixed prompts batched == one at a time (greedy + seeded), chunked on/off, tight memory with preemption';
 for (const spec of [SPEC, MOE_SPEC]) t.test(`${spec.arch}: ${MAIN}`, async (t) => {
-  const model = await fixtureModel(spec);
-  const probe = new LLM({ model, maxModelLen: MAX_LEN, threads: 2 });
-  await probe.ready();
-  t.equal(probe.modelInfo.arch, spec.arch);
-  const ps = prompts(probe.modelInfo.nVocab);
-  await probe.close();
-  const params = ps.map((_, i) => (i % 2 === 0
-    ? { temperature: 0, maxTokens: OUT, ignoreEos: true }
-    : { temperature: 0.9, topK: 20, seed: 1000 + i, maxTokens: OUT, ignoreEos: true }));
-  const alone = await run(model, {}, ps, params, true);
-  t.ok(new Set(alone.ids.flat()).size > 50, 'outputs are varied');
-  const batched = await run(model, { chunkedPrefillSize: -1 }, ps, params, false);
-  t.same(batched.ids, alone.ids, 'batched, prompts never split');
-  const chunked = await run(model, { chunkedPrefillSize: 64, maxNumBatchedTokens: 256 }, ps, params, false);
-  t.same(chunked.ids, alone.ids, 'batched, chunked prefill (conv state carried between chunks)');
-  const odd = await run(model, { chunkedPrefillSize: 7, maxNumBatchedTokens: 40 }, ps, params, false);
-  t.same(odd.ids, alone.ids, 'batched, 7-token chunks (chunk boundaries inside the conv window)');
   // KV for 2 max-length sequences (f32 K and V of the attention layers) plus the state slots of 8 sequences
   const kvPerToken = N_ATTENTION * SPEC.nHeadKv * (SPEC.nEmbd / SPEC.nHead) * 2 * 4;
   const statePerSeq = N_CONV * (L_CACHE - 1) * SPEC.nEmbd * 4;
-  const tight = await run(model, {
-    chunkedPrefillSize: 32, maxNumBatchedTokens: 128, maxNumSeqs: 8, kvCacheMemory: 2 * MAX_LEN * kvPerToken + 8 * statePerSeq,
-  }, ps, params, false);
-  t.same(tight.ids, alone.ids, 'batched with a tight memory budget');
-  t.ok(tight.stats.preemptions > 0, `preemptions happened (${tight.stats.preemptions})`);
-  t.equal(tight.stats.kvBlocksUsed, 0, 'every KV block free afterwards');
-  t.equal(tight.stats.kvBlocksTotal, Math.ceil(MAX_LEN / tight.stats.kvBlockSize) * 2, 'the state slots took their share of the budget');
+  const tight = await checkBatchInvariance(t, await fixtureModel(spec), {
+    arch: spec.arch,
+    minDistinct: 50,
+    extra: [{ label: '7-token chunks (chunk boundaries inside the conv window)', opts: { chunkedPrefillSize: 7, maxNumBatchedTokens: 40 } }],
+    tight: { chunkedPrefillSize: 32, maxNumBatchedTokens: 128, maxNumSeqs: 8, kvCacheMemory: 2 * MAX_LEN * kvPerToken + 8 * statePerSeq },
+  });
+  t.equal(tight.kvBlocksTotal, Math.ceil(MAX_LEN / tight.kvBlockSize) * 2, 'the state slots took their share of the budget');
 });
 
 t.test('lfm2: a budget smaller than the state slots fails to load with a clear message', async (t) => {

@@ -3,62 +3,16 @@
 // with chunked prefill on and off. Aborts before start / in prefill / in decode settle once and free all KV.
 import t from 'tap';
 import { LLM } from '../lib/index.js';
+import { checkBatchInvariance, MAX_LEN } from './helpers/batch-invariance.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 const SPEC = { arch: 'llama', tokenizer: 'llama2', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 21 } as const;
-const MAX_LEN = 320;
-const OUT = 12;
-
-function prompts(nVocab: number): number[][] {
-  const out: number[][] = [];
-  for (let i = 0; i < 32; i++) {
-    const len = 3 + ((i * 97) % 298);  // 3..300
-    out.push(Array.from({ length: len }, (_, j) => 3 + ((i * 131 + j * 17) % (nVocab - 3))));
-  }
-  return out;
-}
-
-async function run(model: string, opts: Record<string, unknown>, ps: number[][], params: object[], oneAtATime: boolean) {
-  const llm = new LLM({ model, maxModelLen: MAX_LEN, threads: 2, ...opts });
-  try {
-    await llm.ready();
-    const inputs = ps.map((p) => ({ promptTokenIds: p }));
-    let ids: number[][];
-    if (oneAtATime) {
-      ids = [];
-      for (let i = 0; i < inputs.length; i++) ids.push((await llm.generate(inputs[i], params[i]))[0].outputs[0].tokenIds);
-    } else {
-      ids = (await llm.generate(inputs, params)).map((o) => o.outputs[0].tokenIds);
-    }
-    const s = llm.stats();
-    return { ids, stats: s };
-  } finally {
-    await llm.close();
-  }
-}
-
 t.test('32 mixed prompts: batched == one at a time (greedy + seeded), tight KV with preemption, chunked on/off', async (t) => {
-  const model = await fixtureModel(SPEC);
-  const probe = new LLM({ model, maxModelLen: MAX_LEN, threads: 2 });
-  await probe.ready();
-  const ps = prompts(probe.modelInfo.nVocab);
-  await probe.close();
-  const params = ps.map((_, i) => (i % 2 === 0
-    ? { temperature: 0, maxTokens: OUT, ignoreEos: true }
-    : { temperature: 0.9, topK: 20, seed: 1000 + i, maxTokens: OUT, ignoreEos: true }));
-  const alone = await run(model, {}, ps, params, true);
-  const batched = await run(model, { chunkedPrefillSize: -1 }, ps, params, false);
-  t.same(batched.ids, alone.ids, 'batched, prompts never split');
-  const chunked = await run(model, { chunkedPrefillSize: 64, maxNumBatchedTokens: 256 }, ps, params, false);
-  t.same(chunked.ids, alone.ids, 'batched, chunked prefill');
   // KV for just 2 max-length sequences (f32 K and V of every layer), so 32 requests must queue and preempt
   const bytesPerToken = SPEC.nLayer * SPEC.nHeadKv * (SPEC.nEmbd / SPEC.nHead) * 2 * 4;
-  const tight = await run(model, { chunkedPrefillSize: 32, maxNumBatchedTokens: 128, kvCacheMemory: 2 * MAX_LEN * bytesPerToken },
-    ps, params, false);
-  t.same(tight.ids, alone.ids, 'batched with a tight KV budget');
-  t.ok(tight.stats.preemptions > 0, `preemptions happened (${tight.stats.preemptions})`);
-  t.equal(tight.stats.kvBlocksUsed, 0, 'every KV block free afterwards');
-  t.equal(tight.stats.kvBlocksFree, tight.stats.kvBlocksTotal);
+  await checkBatchInvariance(t, await fixtureModel(SPEC), {
+    tight: { chunkedPrefillSize: 32, maxNumBatchedTokens: 128, kvCacheMemory: 2 * MAX_LEN * bytesPerToken },
+  });
 });
 
 t.test('abort before start, during prefill and during decode: settles once, frees all KV', async (t) => {
