@@ -13,12 +13,12 @@
 // scores are within rounding of each other, so agreement is a stated rate.
 // As in the dense test, the teacher batch is padded to a multiple of 4 tokens (llama.cpp's repacked gemm for
 // the attention / output matrices rounds rows in groups of 4).
-import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { getLlama, LlamaChatSession, type ChatHistoryItem, type Llama, type Token } from 'node-llama-cpp';
+import { getLlama, LlamaChatSession, type ChatHistoryItem } from 'node-llama-cpp';
 import { LLM } from '../lib/index.js';
 import { loadNative } from '../lib/native.js';
 import type { ModelSpec } from '../lib/fixtures/index.js';
+import { compareLogits, conformanceTier, llamaCppReference, type Tier } from './helpers/conformance.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 interface MoeScores { scores: Float32Array; nLayer: number; nExpert: number; nExpertUsed: number }
@@ -41,11 +41,7 @@ const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
 const STRINGS = [PROMPT, 'Hello, world!', '  leading spaces and\ttabs\n', '你好，世界！', "don't 1234567 3.14",
   '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n', '<think>\nx</think>'];
 const N_GENERATE = 32;
-const TOP_K = 8;
-const NEAR_TIE = 0.05; // llama.cpp top-1 minus top-2 below this: exempt from the argmax checks
-const BATCH_MULTIPLE = 4;
 
-type Tier = 'exact' | 'approximate';
 // Stated tolerances. Approximate: measured with SPINDLE_CPU_FEATURES=scalar against the haswell build plus
 // margin; a flipped expert changes a token's FFN output outright, so the quantized rate is lower than dense.
 const TOLERANCE: Record<Tier, Record<Weights, { maxDiff: number; minAgreement: number; why: string }>> = {
@@ -59,29 +55,6 @@ const TOLERANCE: Record<Tier, Record<Weights, { maxDiff: number; minAgreement: n
     Q4_K_M: { maxDiff: 1.5, minAgreement: 0.85, why: 'q8 activation rounding flips, and expert flips at close router scores' },
   },
 };
-
-function runsLlamaCppHaswellBuild(): boolean {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return false;
-  const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('flags'));
-  const flags = new Set(line?.split(':')[1]?.trim().split(/\s+/) ?? []);
-  return ['avx2', 'fma', 'f16c', 'bmi2'].every((f) => flags.has(f)) && !flags.has('avx512f') && !flags.has('avx_vnni');
-}
-
-/** Indices of the k largest values of row (descending; the lower index first on ties). */
-function topK(row: Float32Array, k: number): number[] {
-  const idx: number[] = [];
-  for (let i = 0; i < row.length; i++) {
-    if (idx.length === k && row[i] <= row[idx[k - 1]]) continue;
-    let j = Math.min(idx.length, k - 1);
-    idx[j] = i;
-    while (j > 0 && row[idx[j - 1]] < row[i]) {
-      idx[j] = idx[j - 1];
-      idx[j - 1] = i;
-      j--;
-    }
-  }
-  return idx;
-}
 
 /** Spindle's smallest router margin at position p over the MoE layers (k-th minus (k+1)-th score). */
 function routerMargin(s: MoeScores, nTokens: number, p: number): number {
@@ -107,64 +80,6 @@ interface Row {
   minRouterMargin: number;
 }
 
-/** llama.cpp's greedy continuation of PROMPT, then its logits for `all` teacher-forced in one batch. */
-async function llamaCpp(llama: Llama, path: string) {
-  const model = await llama.loadModel({ modelPath: path });
-  const ctx = await model.createContext({
-    contextSize: 128, batchSize: 128, threads: 1, flashAttention: false,
-    experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
-  });
-  const seq = ctx.getSequence();
-  const prompt = model.tokenize(PROMPT, false);
-  const tokens: number[] = model.tokens.shouldPrependBosToken && model.tokens.bos != null ? [model.tokens.bos, ...prompt] : [...prompt];
-  const nPrompt = tokens.length;
-  let res = await seq.controlledEvaluate(tokens.map((tok, i) => (i === nPrompt - 1 ? [tok as Token, { generateNext: { token: true } }] : (tok as Token))));
-  for (let i = 0; i < N_GENERATE; i++) {
-    const next = res[res.length - 1]?.next.token;
-    if (next == null) throw new Error(`llama.cpp generated no token at step ${i}`);
-    tokens.push(next);
-    if (i < N_GENERATE - 1) res = await seq.controlledEvaluate([[next, { generateNext: { token: true } }]]);
-  }
-  const teacher = async (ours: Float32Array, nVocab: number): Promise<Map<Token, number>[]> => {
-    await seq.clearHistory();
-    const last = tokens.length - 1;
-    const items: Parameters<typeof seq.controlledEvaluate>[0] = tokens.map((tok, p) => {
-      const ourTop = topK(ours.subarray(p * nVocab, (p + 1) * nVocab), TOP_K) as Token[];
-      return [tok as Token, { generateNext: { logits: p === last ? true : { filter: { tokens: ourTop, includeTop: TOP_K } } } }];
-    });
-    const filler: (typeof items)[number] = [tokens[last] as Token, { generateNext: { logits: { filter: { tokens: [], includeTop: 1 } } } }];
-    while (items.length % BATCH_MULTIPLE !== 0) items.push(filler);
-    const out = await seq.controlledEvaluate(items);
-    return out.slice(0, tokens.length).map((o) => {
-      if (!o?.next.logits) throw new Error('llama.cpp returned no logits');
-      return o.next.logits;
-    });
-  };
-  return { model, tokens, nPrompt, teacher, dispose: async () => { await ctx.dispose(); await model.dispose(); } };
-}
-
-function compare(r: Row, all: number[], nPrompt: number, ours: Float32Array, nVocab: number, ref: Map<Token, number>[],
-  scores: MoeScores): void {
-  for (let p = 0; p < all.length; p++) {
-    const ourRow = ours.subarray(p * nVocab, (p + 1) * nVocab);
-    const entries = [...ref[p].entries()].sort((a, b) => b[1] - a[1]);
-    let d = 0;
-    for (const [tok, logit] of entries) d = Math.max(d, Math.abs(logit - ourRow[tok]));
-    if (d === 0) r.identical++;
-    r.maxDiff = Math.max(r.maxDiff, d);
-    r.minRouterMargin = Math.min(r.minRouterMargin, routerMargin(scores, all.length, p));
-    const ourArgmax = topK(ourRow, 1)[0];
-    if (p >= nPrompt - 1 && p < all.length - 1 && ourArgmax === all[p + 1]) r.greedy++;
-    const gap = entries.length >= 2 ? entries[0][1] - entries[1][1] : Infinity;
-    if (ourArgmax !== entries[0][0]) {
-      r.divergences.push(`pos ${p}: llama.cpp gap ${gap.toFixed(4)}, router margin ${routerMargin(scores, all.length, p).toExponential(2)}`);
-    }
-    if (gap < NEAR_TIE) continue;
-    r.compared++;
-    if (ourArgmax === entries[0][0]) r.agree++;
-  }
-}
-
 const HISTORY: ChatHistoryItem[] = [
   { type: 'system', text: 'You are terse.' }, { type: 'user', text: 'Hi there' }, { type: 'model', response: ['Hello!'] },
 ];
@@ -172,7 +87,7 @@ const HISTORY: ChatHistoryItem[] = [
 t.test('qwen3moe conformance with llama.cpp: tokenization, chat prompt, teacher-forced logits', async (t) => {
   const addon = loadNative() as unknown as DebugAddon;
   const level = addon.debugCpuLevel();
-  const tier: Tier = level === 'avx2' && runsLlamaCppHaswellBuild() ? 'exact' : 'approximate';
+  const tier: Tier = conformanceTier(level);
   t.comment(`tier: ${tier} (Spindle kernel level ${level})`);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
   const rows: Row[] = [];
@@ -187,7 +102,7 @@ t.test('qwen3moe conformance with llama.cpp: tokenization, chat prompt, teacher-
   };
   for (const weights of ['F32', 'Q4_K_M'] as const) {
     const path = await timed('fixture', () => fixtureModel(MOE_SPECS[weights]));
-    const ref = await timed('llamaGenerate', () => llamaCpp(llama, path));
+    const ref = await timed('llamaGenerate', () => llamaCppReference(llama, path, PROMPT, N_GENERATE));
     const row: Row = { weights, tokenization: '', chatPrompt: '', positions: ref.tokens.length, agree: 0, compared: 0, greedy: 0,
       identical: 0, maxDiff: 0, divergences: [], minRouterMargin: Infinity };
     try {
@@ -207,7 +122,11 @@ t.test('qwen3moe conformance with llama.cpp: tokenization, chat prompt, teacher-
       t.ok(Number.isInteger(nVocab) && ours.every(Number.isFinite), `${weights}: finite logits`);
       const scores = await timed('spindle', () => addon.debugMoeScores(path, Int32Array.from(ref.tokens), { threads: 2 }));
       t.equal(scores.nLayer, MOE_SPECS[weights].nLayer, `${weights}: every layer is a MoE layer`);
-      compare(row, ref.tokens, ref.nPrompt, ours, nVocab, await timed('llamaTeacher', () => ref.teacher(ours, nVocab)), scores);
+      const c = compareLogits(ref.tokens, ref.nPrompt, ours, nVocab, await timed('llamaTeacher', () => ref.teacher(ours, nVocab)));
+      Object.assign(row, { agree: c.agree, compared: c.compared, greedy: c.greedy, identical: c.identical, maxDiff: c.maxDiff });
+      for (let p = 0; p < ref.tokens.length; p++) row.minRouterMargin = Math.min(row.minRouterMargin, routerMargin(scores, ref.tokens.length, p));
+      row.divergences = c.divergences.map((d) =>
+        `pos ${d.pos}: llama.cpp gap ${d.llamaGap.toFixed(4)}, router margin ${routerMargin(scores, ref.tokens.length, d.pos).toExponential(2)}`);
 
       const tol = TOLERANCE[tier][weights];
       t.ok(row.compared >= ref.tokens.length / 2, `${weights}: most positions are not near-ties (${row.compared}/${row.positions})`);

@@ -19,10 +19,10 @@
 // on the batch size). Spindle matches the gemm; so the teacher batch is padded with filler tokens after the
 // last compared one (causal attention: they cannot change earlier positions) to a multiple of 4 tokens, and the
 // fillers ask for outputs too (llama.cpp runs the last layer's matmuls on the output rows only).
-import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { getLlama, type Llama, type Token } from 'node-llama-cpp';
+import { getLlama } from 'node-llama-cpp';
 import { loadNative } from '../lib/native.js';
+import { compareLogits, conformanceTier, llamaCppReference, type Comparison, type Tier } from './helpers/conformance.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 type Arch = 'llama' | 'qwen2' | 'qwen3';
@@ -44,11 +44,6 @@ const WEIGHTS: Weights[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K_M', 'Q6_
 
 const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
 const N_GENERATE = 32;
-const TOP_K = 8; // tokens per position whose logits are compared (llama.cpp's top-K and ours)
-const NEAR_TIE = 0.05; // logits: positions where llama.cpp's top-1 minus top-2 is smaller are exempt from argmax checks
-const BATCH_MULTIPLE = 4; // llama.cpp's repacked gemm takes activation rows in groups of 4 (see the header)
-
-type Tier = 'exact' | 'approximate';
 interface Tolerance {
   maxDiff: number; // max |logit difference| over the compared tokens
   minAgreement: number; // argmax agreement rate over the positions that are not near-ties
@@ -84,126 +79,7 @@ function toleranceFor(tier: Tier, w: Weights): Tolerance {
   return TOLERANCE[tier][w === 'F32' || w === 'F16' || w === 'BF16' ? w : 'quant'];
 }
 
-/** True when node-llama-cpp's CPU backend on this machine is its "haswell" build (see the header). */
-function runsLlamaCppHaswellBuild(): boolean {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return false;
-  let flags: Set<string>;
-  try {
-    const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('flags'));
-    flags = new Set(line?.split(':')[1]?.trim().split(/\s+/) ?? []);
-  } catch {
-    return false;
-  }
-  return ['avx2', 'fma', 'f16c', 'bmi2'].every((f) => flags.has(f)) && !flags.has('avx512f') && !flags.has('avx_vnni');
-}
-
-interface Row {
-  model: string;
-  weights: Weights;
-  positions: number;
-  agree: number; // argmax agreements among non-near-tie positions
-  compared: number; // non-near-tie positions
-  agreeAll: number; // argmax agreements over every position
-  greedy: number; // generated tokens whose preceding position's argmax (ours) equals llama.cpp's pick
-  identical: number; // positions whose compared logits are all bit-identical
-  maxDiff: number; // over llama.cpp top-K ∪ ours top-K at every position
-  maxDiffFullVocab: number; // every vocabulary entry at the last position
-}
-
-/** Indices of the k largest values of row (descending). */
-function topK(row: Float32Array, k: number): number[] {
-  const idx: number[] = [];
-  for (let i = 0; i < row.length; i++) {
-    if (idx.length === k && row[i] <= row[idx[k - 1]]) continue;
-    let j = Math.min(idx.length, k - 1);
-    idx[j] = i;
-    while (j > 0 && row[idx[j - 1]] < row[i]) {
-      idx[j] = idx[j - 1];
-      idx[j - 1] = i;
-      j--;
-    }
-  }
-  return idx;
-}
-
-type TeacherOut = Map<Token, number>[]; // llama.cpp's logits per position (a token subset, or all at the end)
-
-interface Reference {
-  tokens: number[]; // prompt (BOS included when the model adds one) + llama.cpp's greedy continuation
-  nPrompt: number;
-  /** Teacher-forces `all` in one batch; at each position asks for llama.cpp's top-K plus our top-K. */
-  teacher: (all: number[], ours: Float32Array, nVocab: number) => Promise<TeacherOut>;
-  dispose: () => Promise<void>;
-}
-
-/** Loads the model in llama.cpp and generates its greedy continuation (step-by-step decoding). */
-async function llamaCppReference(llama: Llama, path: string): Promise<Reference> {
-  const model = await llama.loadModel({ modelPath: path });
-  const ctx = await model.createContext({
-    contextSize: 128,
-    batchSize: 128,
-    threads: 1, // llama.cpp's spinning workers crawl on a shared 2-core machine; one thread is fastest there
-    flashAttention: false,
-    experimentalKvCacheKeyType: 'F32',
-    experimentalKvCacheValueType: 'F32',
-  });
-  const seq = ctx.getSequence();
-  const prompt = model.tokenize(PROMPT, false);
-  const tokens: number[] = model.tokens.shouldPrependBosToken && model.tokens.bos != null
-    ? [model.tokens.bos, ...prompt] : [...prompt];
-  const nPrompt = tokens.length;
-  let res = await seq.controlledEvaluate(
-    tokens.map((tok, i) => (i === nPrompt - 1 ? [tok as Token, { generateNext: { token: true } }] : (tok as Token))),
-  );
-  for (let i = 0; i < N_GENERATE; i++) {
-    const next = res[res.length - 1]?.next.token;
-    if (next == null) throw new Error(`llama.cpp generated no token at step ${i}`);
-    tokens.push(next);
-    if (i === N_GENERATE - 1) break;
-    res = await seq.controlledEvaluate([[next, { generateNext: { token: true } }]]);
-  }
-  const teacher = async (all: number[], ours: Float32Array, nVocab: number): Promise<TeacherOut> => {
-    await seq.clearHistory();
-    const last = all.length - 1;
-    const items: Parameters<typeof seq.controlledEvaluate>[0] = all.map((tok, p) => {
-      const ourTop = topK(ours.subarray(p * nVocab, (p + 1) * nVocab), TOP_K) as Token[];
-      const logits = p === last ? true : { filter: { tokens: ourTop, includeTop: TOP_K } };
-      return [tok as Token, { generateNext: { logits } }];
-    });
-    // fillers; they too ask for an output, since llama.cpp keeps only output rows for the last layer's matmuls
-    const filler: (typeof items)[number] = [all[last] as Token, { generateNext: { logits: { filter: { tokens: [], includeTop: 1 } } } }];
-    while (items.length % BATCH_MULTIPLE !== 0) items.push(filler);
-    const out = await seq.controlledEvaluate(items);
-    return out.slice(0, all.length).map((o) => {
-      if (!o?.next.logits) throw new Error('llama.cpp returned no logits');
-      return o.next.logits;
-    });
-  };
-  return { tokens, nPrompt, teacher, dispose: async () => { await ctx.dispose(); await model.dispose(); } };
-}
-
-function compare(label: string, weights: Weights, all: number[], nPrompt: number, ours: Float32Array,
-  nVocab: number, ref: TeacherOut): Row {
-  const row: Row = { model: label, weights, positions: all.length, agree: 0, compared: 0, agreeAll: 0, greedy: 0,
-    identical: 0, maxDiff: 0, maxDiffFullVocab: 0 };
-  for (let p = 0; p < all.length; p++) {
-    const ourRow = ours.subarray(p * nVocab, (p + 1) * nVocab);
-    const entries = [...ref[p].entries()].sort((a, b) => b[1] - a[1]); // llama.cpp's, highest first
-    let d = 0;
-    for (const [tok, logit] of entries) d = Math.max(d, Math.abs(logit - ourRow[tok]));
-    if (d === 0) row.identical++;
-    if (p === all.length - 1) row.maxDiffFullVocab = d;
-    else row.maxDiff = Math.max(row.maxDiff, d);
-    const ourArgmax = topK(ourRow, 1)[0];
-    if (p >= nPrompt - 1 && p < all.length - 1 && ourArgmax === all[p + 1]) row.greedy++;
-    if (ourArgmax === entries[0][0]) row.agreeAll++;
-    if (entries.length >= 2 && entries[0][1] - entries[1][1] < NEAR_TIE) continue;
-    row.compared++;
-    if (ourArgmax === entries[0][0]) row.agree++;
-  }
-  row.maxDiff = Math.max(row.maxDiff, row.maxDiffFullVocab);
-  return row;
-}
+type Row = Comparison & { model: string; weights: Weights };
 
 function table(rows: Row[]): string {
   const head = '| model | weights | argmax agree (non-tie) | argmax agree (all) | llama.cpp greedy tokens reproduced | ' +
@@ -211,14 +87,14 @@ function table(rows: Row[]): string {
   const sep = '|---|---|---|---|---|---|---|---|';
   const lines = rows.map((r) =>
     `| ${r.model} | ${r.weights} | ${r.agree}/${r.compared} | ${r.agreeAll}/${r.positions} | ${r.greedy}/${N_GENERATE} | ` +
-    `${r.identical}/${r.positions} | ${r.maxDiff.toExponential(2)} | ${r.maxDiffFullVocab.toExponential(2)} |`);
+    `${r.identical}/${r.positions} | ${r.maxDiff.toExponential(2)} | ${r.maxDiffLast.toExponential(2)} |`);
   return [head, sep, ...lines].join('\n');
 }
 
 t.test('forward conformance with llama.cpp', async (t) => {
   const addon = loadNative() as unknown as DebugAddon;
   const level = addon.debugCpuLevel();
-  const tier: Tier = level === 'avx2' && runsLlamaCppHaswellBuild() ? 'exact' : 'approximate';
+  const tier: Tier = conformanceTier(level);
   t.comment(`tier: ${tier} (Spindle kernel level ${level})`);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
   const rows: Row[] = [];
@@ -238,13 +114,13 @@ t.test('forward conformance with llama.cpp', async (t) => {
         arch: m.arch, tokenizer: m.tokenizer, weights, nEmbd: kQuant ? 256 : 64, nLayer: 2, nHead: 4, nHeadKv: 2,
         nFf: kQuant ? 512 : 128, tiedEmbeddings: m.tied, seed: 7,
       }));
-      const ref = await timed('llamaGenerate', () => llamaCppReference(llama, path));
+      const ref = await timed('llamaGenerate', () => llamaCppReference(llama, path, PROMPT, N_GENERATE));
       try {
         const ours = await timed('spindle', () => addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 }));
         const nVocab = ours.length / ref.tokens.length;
         t.ok(Number.isInteger(nVocab) && ours.every(Number.isFinite), `${m.label} ${weights}: finite logits`);
-        const teacher = await timed('llamaTeacher', () => ref.teacher(ref.tokens, ours, nVocab));
-        const r = compare(m.label, weights, ref.tokens, ref.nPrompt, ours, nVocab, teacher);
+        const teacher = await timed('llamaTeacher', () => ref.teacher(ours, nVocab));
+        const r: Row = { model: m.label, weights, ...compareLogits(ref.tokens, ref.nPrompt, ours, nVocab, teacher) };
         rows.push(r);
         const tol = toleranceFor(tier, weights);
         t.ok(r.compared >= ref.tokens.length / 2, `${m.label} ${weights}: most positions are not near-ties`);

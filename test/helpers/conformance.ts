@@ -100,15 +100,18 @@ export interface Comparison {
   positions: number;
   agree: number; // argmax agreements among non-near-tie positions
   compared: number; // non-near-tie positions
+  agreeAll: number; // argmax agreements over every position
   greedy: number; // generated tokens whose preceding position's argmax (ours) equals llama.cpp's pick
   identical: number; // positions whose compared logits are all bit-identical
   maxDiff: number; // max |logit difference| over llama.cpp top-K ∪ ours at every position, full vocab at the last
+  maxDiffLast: number; // the same at the last position only (the full vocabulary)
   divergences: { pos: number; llamaGap: number }[]; // argmax differs: llama.cpp's top-1 minus top-2 there
 }
 
 /** Compares our logits [tokens, nVocab] with llama.cpp's teacher-forced ones, position by position. */
 export function compareLogits(tokens: number[], nPrompt: number, ours: Float32Array, nVocab: number, ref: TeacherOut): Comparison {
-  const c: Comparison = { positions: tokens.length, agree: 0, compared: 0, greedy: 0, identical: 0, maxDiff: 0, divergences: [] };
+  const c: Comparison = { positions: tokens.length, agree: 0, compared: 0, agreeAll: 0, greedy: 0, identical: 0, maxDiff: 0,
+    maxDiffLast: 0, divergences: [] };
   for (let p = 0; p < tokens.length; p++) {
     const ourRow = ours.subarray(p * nVocab, (p + 1) * nVocab);
     const entries = [...ref[p].entries()].sort((a, b) => b[1] - a[1]); // llama.cpp's, highest first
@@ -116,7 +119,9 @@ export function compareLogits(tokens: number[], nPrompt: number, ours: Float32Ar
     for (const [tok, logit] of entries) d = Math.max(d, Math.abs(logit - ourRow[tok]));
     if (d === 0) c.identical++;
     c.maxDiff = Math.max(c.maxDiff, d);
+    if (p === tokens.length - 1) c.maxDiffLast = d;
     const ourArgmax = topK(ourRow, 1)[0];
+    if (ourArgmax === entries[0][0]) c.agreeAll++;
     if (p >= nPrompt - 1 && p < tokens.length - 1 && ourArgmax === tokens[p + 1]) c.greedy++;
     const gap = entries.length >= 2 ? entries[0][1] - entries[1][1] : Infinity;
     if (ourArgmax !== entries[0][0]) c.divergences.push({ pos: p, llamaGap: gap });
