@@ -110,8 +110,6 @@ class dense_model final : public model {
   void check_call(const sequence_state& state, const int32_t* tokens, int64_t n, const float* logits) const;
   int64_t check_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv) const;  // tokens
   void reserve_scratch(int64_t n);
-  void prepare_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv);
-  void output_logits(const std::vector<batch_sequence>& batch, float* logits);
   void run_layer(int il, const std::vector<batch_sequence>& batch, dense_kv_cache& kv, int64_t n);  // model_dense_block.cpp
 
   std::unique_ptr<gguf_file> file_;  // owns the mapping the weights point into (declared first: freed last)

@@ -11,6 +11,7 @@
 #include "common/checked_math.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
+#include "model/batch_rows.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spindle {
@@ -177,48 +178,13 @@ void lfm2_model::reserve_scratch(int64_t n) {
   scratch_ = std::move(s);
 }
 
-void lfm2_model::prepare_batch(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) {
-  int64_t at = 0;
-  for (const batch_sequence& b : batch) {
-    for (int32_t t = 0; t < b.n_tokens; ++t, ++at) {
-      const int64_t pos = (int64_t)b.first_pos + t;
-      scratch_.tokens[at] = b.tokens[t];
-      scratch_.pos[at] = (int32_t)pos;
-      scratch_.kv_rows[at] = (int64_t)b.block_table[pos / kv.block_size_] * kv.block_size_ + pos % kv.block_size_;
-    }
-  }
-}
-
-// token_embd_norm and the output matmul over only the rows whose logits are wanted, in batch order.
-void lfm2_model::output_logits(const std::vector<batch_sequence>& batch, float* logits) {
-  int64_t n_out = 0, at = 0;
-  for (const batch_sequence& b : batch) {  // gather the wanted rows of x into cur: [n_out, n_embd]
-    if (b.n_logits > 0) {
-      const int64_t first = at + b.n_tokens - b.n_logits;
-      be_->copy(scratch_.cur.data() + n_out * hp_.n_embd, scratch_.x.data() + first * hp_.n_embd,
-                (int64_t)b.n_logits * hp_.n_embd);
-    }
-    n_out += b.n_logits;
-    at += b.n_tokens;
-  }
-  if (n_out == 0) return;
-  const int64_t n_logits = (int64_t)checked_mul((uint64_t)n_out, (uint64_t)hp_.n_vocab, "logits");
-  if (scratch_.logits.size() < n_logits) scratch_.logits = backend_buffer(*be_, n_logits);
-  float* cur = scratch_.cur.data();
-  be_->rms_norm(cur, w_.output_norm.data(), cur, n_out, hp_.n_embd, hp_.rms_eps);
-  be_->matmul(w_.output, cur, n_out, scratch_.logits.data());  // [n_out, n_vocab]
-  be_->download(logits, scratch_.logits.data(), n_logits);
-}
-
 void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv_base, float* logits) {
   auto* kv = dynamic_cast<lfm2_kv_cache*>(&kv_base);
   if (!kv) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
   const int64_t n = check_batch(batch, *kv);
-  bool any_logits = false;
-  for (const batch_sequence& b : batch) any_logits = any_logits || b.n_logits > 0;
-  if (any_logits && !logits) throw error("forward_batch: null logits buffer");
+  check_logits_buffer(batch, logits);
   reserve_scratch(n);
-  prepare_batch(batch, *kv);
+  fill_batch_rows(batch, kv->block_size_, scratch_);
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }
@@ -232,7 +198,8 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
     be_->add(cur, x, x, n * hp_.n_embd);
     run_ffn(l, n);
   }
-  output_logits(batch, logits);
+  // token_embd_norm, then the output matmul
+  batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, nullptr, logits);
   be_->sync();
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = b.first_pos + b.n_tokens;

@@ -95,8 +95,6 @@ class lfm2_model final : public model {
   int64_t check_batch(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) const;  // tokens
   void check_slots(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) const;
   void reserve_scratch(int64_t n);
-  void prepare_batch(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv);
-  void output_logits(const std::vector<batch_sequence>& batch, float* logits);
   // lfm2_block.cpp: the mixer of layer il reads cur (normed x) and writes its output to cur; then the FFN.
   void run_conv(const lfm2_layer& l, const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv, int64_t n);
   void run_attention(const lfm2_layer& l, const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv, int64_t n);

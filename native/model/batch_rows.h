@@ -1,0 +1,26 @@
+// The per-batch steps every model's forward_batch shares: the host arrays of a batch (token ids, positions,
+// paged cache rows) and the output head over only the rows whose logits are wanted.
+// Invariant: rows are in batch order (sequence after sequence, token after token), and the logits of a row
+// come from the same kernels whatever else is in the batch.
+#pragma once
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/dense_model.h"
+#include "model/model.h"
+
+namespace spindle {
+
+// Throws when some sequence wants logits and the buffer is null.
+void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits);
+
+// s.tokens / s.pos / s.kv_rows [n] for the batch: row = block_table[pos / block_size] * block_size + pos % block_size.
+void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_size, dense_scratch& s);
+
+// logits [sum of n_logits, n_vocab] = output(rms_norm(last n_logits rows of each sequence in s.x)) (+ bias, when
+// set); uses s.cur and s.logits as scratch. Nothing is written when no sequence wants logits.
+void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,
+                         const model_hparams& hp, const backend_buffer& norm, const backend_weight& output,
+                         const backend_buffer* bias, float* logits);
+
+}  // namespace spindle
