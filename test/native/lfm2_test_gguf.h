@@ -81,55 +81,15 @@ inline uint64_t write_kvs(gguf_test::writer& w, const spec& s, const std::vector
   n += 2;
   if (s.write_l_cache) u32("shortconv.l_cache", s.l_cache);
   if (s.sliding_window > 0) u32("attention.sliding_window", s.sliding_window);
-  // the SentencePiece vocabulary of model_test_gguf.h (7 keys)
-  w.kv_str("tokenizer.ggml.model", "llama");
-  w.arr_str("tokenizer.ggml.tokens", toks);
-  std::vector<float> scores(toks.size());
-  std::vector<int32_t> types(toks.size(), 1);
-  types[0] = 2;
-  types[1] = types[2] = 3;
-  for (int b = 0; b < 256; ++b) types[3 + b] = 6;
-  for (size_t i = 0; i < toks.size(); ++i) scores[i] = -(float)i;
-  w.arr_of<float>("tokenizer.ggml.scores", gguf_value_type::FLOAT32, scores);
-  w.arr_of<int32_t>("tokenizer.ggml.token_type", gguf_value_type::INT32, types);
-  w.kv<uint32_t>("tokenizer.ggml.bos_token_id", gguf_value_type::UINT32, 1);
-  w.kv<uint32_t>("tokenizer.ggml.eos_token_id", gguf_value_type::UINT32, 2);
-  w.kv<uint32_t>("tokenizer.ggml.unknown_token_id", gguf_value_type::UINT32, 0);
-  return n + 7;
+  model_test::write_vocab_kvs(w, toks);
+  return n + model_test::k_n_vocab_kv;
 }
 
 inline built build(const spec& s) {
   const std::vector<std::string> toks = model_test::vocab_tokens(model_test::spec{});
-  built out;
-  out.n_vocab = (int)toks.size();
-  std::vector<gguf_test::tensor_spec> tensors = tensor_list(s, out.n_vocab);
-  if (s.edit_tensors) s.edit_tensors(tensors);
-  std::mt19937 rng(s.seed);
-  std::vector<std::vector<float>> values;
-  for (const auto& t : tensors) {
-    values.push_back(model_test::random_values(t, rng));
-    out.tensors[t.name] = {t.ne, values.back()};
-  }
   gguf_test::writer kvs;
   const uint64_t n_kv = write_kvs(kvs, s, toks);
-  gguf_test::writer w;
-  w.header(3, tensors.size(), n_kv);
-  w.bytes.insert(w.bytes.end(), kvs.bytes.begin(), kvs.bytes.end());
-  uint64_t next = 0;
-  std::vector<uint64_t> offsets;
-  for (const auto& t : tensors) {
-    offsets.push_back(next);
-    w.tensor_info(t.name, t.ne, (uint32_t)t.type, next);
-    next = (next + gguf_test::tensor_bytes(t) + 31) / 32 * 32;
-  }
-  w.pad_to(32);
-  const uint64_t data_start = w.bytes.size();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    w.bytes.resize(data_start + offsets[i], 0);
-    model_test::append_data(w.bytes, tensors[i], values[i]);
-  }
-  out.bytes = std::move(w.bytes);
-  return out;
+  return model_test::build_file(tensor_list(s, (int)toks.size()), s.edit_tensors, s.seed, kvs, n_kv, (int)toks.size());
 }
 
 // logits [n][n_vocab] of tokens at positions 0..n-1, in double.

@@ -57,18 +57,9 @@ inline std::vector<std::string> vocab_tokens(const spec& s) {
   return t;
 }
 
-inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std::string>& toks) {
-  const std::string a = s.arch;
-  const int64_t n_layer = s.block_count_override >= 0 ? s.block_count_override : s.n_layer;
-  w.kv_str("general.architecture", a);
-  w.kv<uint32_t>(a + ".context_length", gguf_value_type::UINT32, 256);
-  w.kv<uint32_t>(a + ".embedding_length", gguf_value_type::UINT32, s.n_embd);
-  w.kv<uint32_t>(a + ".block_count", gguf_value_type::UINT32, (uint32_t)n_layer);
-  w.kv<uint32_t>(a + ".feed_forward_length", gguf_value_type::UINT32, s.n_ff);
-  w.kv<uint32_t>(a + ".attention.head_count", gguf_value_type::UINT32, s.n_head);
-  w.kv<uint32_t>(a + ".attention.head_count_kv", gguf_value_type::UINT32, s.n_head_kv);
-  w.kv<float>(a + ".attention.layer_norm_rms_epsilon", gguf_value_type::FLOAT32, 1e-6f);
-  w.kv<float>(a + ".rope.freq_base", gguf_value_type::FLOAT32, s.rope_base);
+// The SentencePiece vocabulary keys of every test model (unk, bos, eos, 256 byte tokens, then words).
+constexpr uint64_t k_n_vocab_kv = 7;
+inline void write_vocab_kvs(gguf_test::writer& w, const std::vector<std::string>& toks) {
   w.kv_str("tokenizer.ggml.model", "llama");
   w.arr_str("tokenizer.ggml.tokens", toks);
   std::vector<float> scores(toks.size());
@@ -83,7 +74,22 @@ inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std
   w.kv<uint32_t>("tokenizer.ggml.eos_token_id", gguf_value_type::UINT32, 2);
   w.kv<uint32_t>("tokenizer.ggml.unknown_token_id", gguf_value_type::UINT32, 0);
 }
-constexpr uint64_t k_n_kv = 16;  // keys written by write_kvs
+
+inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std::string>& toks) {
+  const std::string a = s.arch;
+  const int64_t n_layer = s.block_count_override >= 0 ? s.block_count_override : s.n_layer;
+  w.kv_str("general.architecture", a);
+  w.kv<uint32_t>(a + ".context_length", gguf_value_type::UINT32, 256);
+  w.kv<uint32_t>(a + ".embedding_length", gguf_value_type::UINT32, s.n_embd);
+  w.kv<uint32_t>(a + ".block_count", gguf_value_type::UINT32, (uint32_t)n_layer);
+  w.kv<uint32_t>(a + ".feed_forward_length", gguf_value_type::UINT32, s.n_ff);
+  w.kv<uint32_t>(a + ".attention.head_count", gguf_value_type::UINT32, s.n_head);
+  w.kv<uint32_t>(a + ".attention.head_count_kv", gguf_value_type::UINT32, s.n_head_kv);
+  w.kv<float>(a + ".attention.layer_norm_rms_epsilon", gguf_value_type::FLOAT32, 1e-6f);
+  w.kv<float>(a + ".rope.freq_base", gguf_value_type::FLOAT32, s.rope_base);
+  write_vocab_kvs(w, toks);
+}
+constexpr uint64_t k_n_kv = 9 + k_n_vocab_kv;  // keys written by write_kvs
 
 inline std::vector<gguf_test::tensor_spec> tensor_list(const spec& s, int n_vocab) {
   const int64_t hd = s.n_embd / s.n_head, e = s.n_embd, q = hd * s.n_head, kv = hd * s.n_head_kv;
@@ -143,21 +149,23 @@ inline void append_data(std::vector<uint8_t>& out, const gguf_test::tensor_spec&
   }
 }
 
-inline built build(const spec& s) {
-  const std::vector<std::string> toks = vocab_tokens(s);
+// A GGUF file: header, the n_kv keys already in `kvs`, then `tensors` (after `edit`, when set) filled with
+// random_values from `seed`, their data 32-byte aligned. out.tensors keeps every tensor's values.
+inline built build_file(std::vector<gguf_test::tensor_spec> tensors,
+                        const std::function<void(std::vector<gguf_test::tensor_spec>&)>& edit, uint32_t seed,
+                        const gguf_test::writer& kvs, uint64_t n_kv, int n_vocab) {
   built out;
-  out.n_vocab = (int)toks.size();
-  std::vector<gguf_test::tensor_spec> tensors = tensor_list(s, out.n_vocab);
-  if (s.edit_tensors) s.edit_tensors(tensors);
-  std::mt19937 rng(s.seed);
+  out.n_vocab = n_vocab;
+  if (edit) edit(tensors);
+  std::mt19937 rng(seed);
   std::vector<std::vector<float>> values;
   for (const auto& t : tensors) {
     values.push_back(random_values(t, rng));
     out.tensors[t.name] = {t.ne, values.back()};
   }
   gguf_test::writer w;
-  w.header(3, tensors.size(), k_n_kv);
-  write_kvs(w, s, toks);
+  w.header(3, tensors.size(), n_kv);
+  w.bytes.insert(w.bytes.end(), kvs.bytes.begin(), kvs.bytes.end());
   uint64_t next = 0;
   std::vector<uint64_t> offsets;
   for (const auto& t : tensors) {
@@ -173,6 +181,13 @@ inline built build(const spec& s) {
   }
   out.bytes = std::move(w.bytes);
   return out;
+}
+
+inline built build(const spec& s) {
+  const std::vector<std::string> toks = vocab_tokens(s);
+  gguf_test::writer kvs;
+  write_kvs(kvs, s, toks);
+  return build_file(tensor_list(s, (int)toks.size()), s.edit_tensors, s.seed, kvs, k_n_kv, (int)toks.size());
 }
 
 // Writes the file to a unique temp path and returns it.
