@@ -1,6 +1,7 @@
 // Tests of the packed weight copies (repack.h) and kernels: the x8 layout is the documented byte permutation and
 // a row copy the same bytes, packed matmuls give the row kernels' bits for every shape, token count and thread
 // count, and the CPU backend (which packs a weight at its first matmul) gives the unpacked results.
+#include <cstring>
 #include <string>
 
 #include "backend/backend.h"
@@ -67,6 +68,42 @@ TEST_CASE("kernels: q4_K x8 packing puts every byte of the 8 rows where repack.h
   CHECK_EQ(bad, 0);
 }
 
+TEST_CASE("kernels: q6_K x8 packing puts every byte of the 8 rows where repack.h says") {
+  std::mt19937 rng(35);
+  const int64_t n_out = 21, n_in = 2 * QK_K;  // 2 whole groups + 5 rows left out
+  const std::vector<uint8_t> w = random_rows(ggml_type::Q6_K, n_out, n_in, rng);
+  const size_t row_bytes = cpu_row_bytes(ggml_type::Q6_K, n_in);
+  std::vector<block_q6_Kx8> packed(2 * (n_in / QK_K));
+  for (int64_t g = 0; g < 2; ++g)  // the plain packer, on every machine
+    pack_group_q6_K(w.data() + g * 8 * row_bytes, row_bytes, n_in / QK_K, packed.data() + g * (n_in / QK_K));
+  int bad = 0;
+  for (int64_t g = 0; g < 2; ++g) {
+    const block_q6_Kx8* pb = packed.data() + g * (n_in / QK_K);
+    for (int64_t b = 0; b < n_in / QK_K; ++b) {
+      for (int r = 0; r < 8; ++r) {
+        const block_q6_K& src = ((const block_q6_K*)(w.data() + (g * 8 + r) * row_bytes))[b];
+        if (pb[b].d[r] != src.d) ++bad;
+        for (int i = 0; i < QK_K / 16; ++i)
+          if (((const int8_t*)&pb[b].scales[i / 4][r])[i % 4] != src.scales[i]) ++bad;
+        for (int i = 0; i < QK_K / 2; ++i)
+          if (((const uint8_t*)&pb[b].ql[i / 4][r])[i % 4] != src.ql[i]) ++bad;
+        for (int i = 0; i < QK_K / 4; ++i)
+          if (((const uint8_t*)&pb[b].qh[i / 4][r])[i % 4] != src.qh[i]) ++bad;
+      }
+    }
+  }
+  CHECK_EQ(bad, 0);
+  thread_pool pool(2);  // where the level packs q6_K in x8 groups, cpu_pack_weight makes exactly these bytes
+  if (cpu_packed_kernel(cpu_active_level(), ggml_type::Q6_K).fn != nullptr) {
+    const auto pw = cpu_pack_weight(cpu_active_level(), pool, ggml_type::Q6_K, w.data(), n_out, n_in);
+    REQUIRE(pw != nullptr);
+    CHECK(pw->layout() == pack_layout::x8);
+    CHECK_EQ(pw->n_groups(), (int64_t)2);
+    CHECK(pw->bytes() == packed.size() * sizeof(block_q6_Kx8) &&
+          std::memcmp(pw->data(), packed.data(), pw->bytes()) == 0);
+  }
+}
+
 TEST_CASE("kernels: packed matmul gives the row kernels' bits for every shape, token count and thread count") {
   std::mt19937 rng(32);
   thread_pool one(1), two(2);
@@ -83,7 +120,7 @@ TEST_CASE("kernels: packed matmul gives the row kernels' bits for every shape, t
           const std::vector<float> want = matmul(level, two, t, w, n_out, n_in, x.data(), n_tok, nullptr);
           int bad = count_differences(want, matmul(level, two, t, w, n_out, n_in, x.data(), n_tok, pw.get()));
           bad += count_differences(want, matmul(level, one, t, w, n_out, n_in, x.data(), n_tok, pw.get()));
-          for (int64_t nt : {1, 2, 3, 4, 5, 8, 9}) {  // any leading token count: tile tails of every size
+          for (int64_t nt : {1, 2, 3, 4, 5, 6, 7, 8, 9}) {  // any leading token count: tile tails of every size
             const std::vector<float> part = matmul(level, two, t, w, n_out, n_in, x.data(), nt, pw.get());
             bad += count_differences(std::vector<float>(want.begin(), want.begin() + nt * n_out), part);
           }
@@ -104,8 +141,10 @@ TEST_CASE("kernels: cpu_pack_weight declines what it cannot pack and rejects bad
   CHECK(cpu_pack_weight(cpu_level::scalar, pool, ggml_type::Q4_K, w.data(), 8, QK_K) == nullptr);
   CHECK(cpu_pack_weight(cpu_active_level(), pool, ggml_type::Q4_K, w.data(), 7, QK_K) == nullptr);  // no group
   CHECK(cpu_pack_weight(cpu_active_level(), pool, ggml_type::F32, w.data(), 8, 64) == nullptr);
-  if (cpu_packed_supported(cpu_active_level(), ggml_type::Q6_K)) {  // a row copy: any row count, same bytes
-    const std::vector<uint8_t> w6 = random_rows(ggml_type::Q6_K, 7, QK_K, rng);
+  const std::vector<uint8_t> w6 = random_rows(ggml_type::Q6_K, 7, QK_K, rng);
+  if (cpu_packed_kernel(cpu_active_level(), ggml_type::Q6_K).fn != nullptr) {  // x8 groups: none in 7 rows
+    CHECK(cpu_pack_weight(cpu_active_level(), pool, ggml_type::Q6_K, w6.data(), 7, QK_K) == nullptr);
+  } else if (cpu_packed_supported(cpu_active_level(), ggml_type::Q6_K)) {  // a row copy: any row count, same bytes
     const auto p6 = cpu_pack_weight(cpu_active_level(), pool, ggml_type::Q6_K, w6.data(), 7, QK_K);
     REQUIRE(p6 != nullptr);
     CHECK(p6->layout() == pack_layout::rows);

@@ -1,10 +1,13 @@
 // cpu_matmul_expert: llama.cpp's ggml_mul_mat_id per-output arithmetic (see matmul_expert.h). Activations are
-// converted once per call into the weight type's vec_dot format; threads take contiguous ranges of output rows.
-// Invariant: every y[t, o] comes from one call of a per-output function below (or of cpu_matmul's tile
-// kernels, which have the same property), so no split of rows or tokens changes its bits.
+// converted once per call into the weight type's vec_dot format. Threads take chunks of 16 tokens (many tokens:
+// each converts and computes its chunks) or contiguous ranges of output rows (of 8-row groups with a packed x8
+// copy: q4_K through matmul_expert_packed.cpp, other types through cpu_matmul's packed kernels).
+// Invariant: every y[t, o] comes from one call of a per-output function below (or of cpu_matmul's tile /
+// packed kernels, which have the same property), so no split of rows or tokens changes its bits.
 #include "backend/cpu/matmul_expert.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quants.h"
+#include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot.h"
 #include "backend/cpu/vec_dot_avx2.h"
 #include "common/checked_math.h"
@@ -165,41 +169,71 @@ SPINDLE_AVX2 void q4_K_gemv_row_avx2(int64_t nb, const block_q4_K* w, const bloc
 }
 #endif
 
+constexpr int64_t k_tokens_per_chunk = 16;  // tokens a thread takes at a time in token-split matmuls
+
 struct expert_plan {
   ggml_type wtype;
   const uint8_t* w;     // [n_out, w_row] bytes
   size_t w_row;
+  const uint8_t* wp;    // [n_out / 8] packed x8 groups of wp_group bytes, or null
+  size_t wp_group;
+  packed_kernel pk;     // with wp and a type other than Q4_K: cpu_matmul's packed kernel
   const uint8_t* act;   // [n_tokens, act_row] bytes in the activation format
   size_t act_row;
   int64_t n_out, n_in, n_tokens;
   float* y;             // [n_tokens, n_out]
 };
 
-// Outputs of rows [r0, r1) for every token.
-void expert_rows(const expert_plan& p, int64_t r0, int64_t r1) {
+// Outputs of packed groups [g0, g1) for tokens [t0, t1), in token tiles (a group's weights stay in L1 meanwhile).
+void expert_groups(const expert_plan& p, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
+  const bool q4 = p.wtype == ggml_type::Q4_K;
+  const int mt = q4 ? k_expert_x8_tokens : p.pk.max_tokens;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* group = p.wp + (size_t)g * p.wp_group;
+    for (int64_t t = t0; t < t1; t += mt) {
+      const int nt = (int)std::min<int64_t>(mt, t1 - t);
+      float* y = p.y + t * p.n_out + g * k_pack_rows;
+      if (q4) expert_q4_K_x8_gemv_avx2(p.n_in, group, p.act + t * p.act_row, p.act_row, nt, y, p.n_out);
+      else p.pk.fn(p.n_in, group, p.act + t * p.act_row, p.act_row, nt, y, p.n_out);
+    }
+  }
+}
+
+// Outputs of rows [r0, r1) for tokens [t0, t1).
+void expert_rows(const expert_plan& p, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
 #if SPINDLE_HAVE_X86_KERNELS
   for (int64_t o = r0; o < r1; ++o) {
     const uint8_t* wr = p.w + o * p.w_row;
     if (p.wtype == ggml_type::Q4_K) {
-      for (int64_t t0 = 0; t0 < p.n_tokens; t0 += 4) {
-        const int nt = (int)std::min<int64_t>(4, p.n_tokens - t0);
+      for (int64_t tb = t0; tb < t1; tb += 4) {
+        const int nt = (int)std::min<int64_t>(4, t1 - tb);
         const block_q8_K* xs[4];
         float out[4];
-        for (int t = 0; t < nt; ++t) xs[t] = (const block_q8_K*)(p.act + (t0 + t) * p.act_row);
+        for (int t = 0; t < nt; ++t) xs[t] = (const block_q8_K*)(p.act + (tb + t) * p.act_row);
         q4_K_gemv_row_avx2(p.n_in / QK_K, (const block_q4_K*)wr, xs, nt, out);
-        for (int t = 0; t < nt; ++t) p.y[(t0 + t) * p.n_out + o] = out[t];
+        for (int t = 0; t < nt; ++t) p.y[(tb + t) * p.n_out + o] = out[t];
       }
     } else if (p.wtype == ggml_type::F16) {
-      for (int64_t t = 0; t < p.n_tokens; ++t)
+      for (int64_t t = t0; t < t1; ++t)
         p.y[t * p.n_out + o] = dot_f16_avx2(p.n_in, (const uint16_t*)wr, (const uint16_t*)(p.act + t * p.act_row));
     } else {  // F32
-      for (int64_t t = 0; t < p.n_tokens; ++t)
+      for (int64_t t = t0; t < t1; ++t)
         p.y[t * p.n_out + o] = ops_dot_f32_avx2((const float*)wr, (const float*)(p.act + t * p.act_row), p.n_in);
     }
   }
 #else
-  (void)p; (void)r0; (void)r1;
+  (void)p; (void)r0; (void)r1; (void)t0; (void)t1;
 #endif
+}
+
+// All outputs of tokens [t0, t1) (their activations converted first), row units [0, units).
+void expert_tokens(const expert_plan& p, const float* x, uint8_t* act, int64_t t0, int64_t t1) {
+  if (act != nullptr) {
+    const ggml_type act_type = cpu_activation_type(p.wtype);
+    for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
+  }
+  if (p.wp) expert_groups(p, 0, p.n_out / k_pack_rows, t0, t1);
+  else expert_rows(p, 0, p.n_out, t0, t1);
 }
 
 // True when this file has its own kernel for (level, type, shape); otherwise cpu_matmul computes the same
@@ -210,11 +244,68 @@ bool has_expert_kernel(cpu_level level, ggml_type wtype, int64_t n_out) {
   return wtype == ggml_type::Q4_K && n_out % 8 == 0;  // llama.cpp repacks only then
 }
 
+// True when packed x8 groups of wtype can be used at level: Q4_K with this file's gemv kernel; the quantized
+// types without an expert kernel with cpu_matmul's packed kernel *pk (the same bits as its rows).
+bool expert_packed_usable(cpu_level level, ggml_type wtype, int64_t n_out, packed_kernel* pk) {
+  if (!SPINDLE_HAVE_X86_KERNELS || (int)level < (int)cpu_level::avx2 || n_out % k_pack_rows != 0) return false;
+  if (wtype == ggml_type::F32 || wtype == ggml_type::F16 || wtype == ggml_type::BF16) return false;
+  if (wtype == ggml_type::Q4_K) return true;
+  *pk = cpu_packed_kernel(level, wtype);
+  return pk->fn != nullptr;
+}
+
+// A per-thread buffer for [n_tokens, act_row] converted activations, grown and never shrunk.
+uint8_t* activation_scratch(size_t act_row, int64_t n_tokens) {
+  thread_local std::vector<uint8_t> scratch;
+  const size_t bytes = (size_t)checked_mul(act_row, (uint64_t)n_tokens, "cpu_matmul_expert activations");
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  return scratch.data();
+}
+
+// Runs a plan on the pool: one thread for small work, token chunks for many tokens, else row (group) ranges.
+// act: the scratch the activations are converted into (null: f32 activations used in place).
+void run_plan(thread_pool& pool, const expert_plan& p, const float* x, uint8_t* act) {
+  const int64_t n_tokens = p.n_tokens;
+  const uint64_t work = (uint64_t)p.n_out * (uint64_t)n_tokens * (uint64_t)p.n_in;
+  const int nth = pool.size();
+  if (nth == 1 || work < (1u << 16)) {
+    expert_tokens(p, x, act, 0, n_tokens);
+    return;
+  }
+  if (n_tokens >= k_tokens_per_chunk * nth) {
+    // Chunks of tokens from a shared counter: each thread converts its chunk's activations and computes all of
+    // their outputs (one pool run per matmul; a thread that the OS delays leaves its chunks to the others).
+    std::atomic<int64_t> next{0};
+    pool.run([&](int, int) {
+      for (;;) {
+        const int64_t t0 = next.fetch_add(k_tokens_per_chunk, std::memory_order_relaxed);
+        if (t0 >= n_tokens) return;
+        expert_tokens(p, x, act, t0, std::min(n_tokens, t0 + k_tokens_per_chunk));
+      }
+    });
+    return;
+  }
+  if (act) {  // few tokens: convert them, then split the rows (groups) between the threads
+    const ggml_type act_type = cpu_activation_type(p.wtype);
+    for (int64_t t = 0; t < n_tokens; ++t) cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
+  }
+  const int64_t units = p.wp ? p.n_out / k_pack_rows : p.n_out;  // groups or rows
+  pool.run([&](int ith, int nth_) {
+    int64_t u0, u1;
+    thread_pool::split(units, ith, nth_, &u0, &u1);
+    if (u0 >= u1) return;
+    if (p.wp) expert_groups(p, u0, u1, 0, n_tokens);
+    else expert_rows(p, u0, u1, 0, n_tokens);
+  });
+}
+
 }  // namespace
 
 void cpu_matmul_expert_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out,
-                                int64_t n_in, const float* x, int64_t n_tokens, float* y) {
-  if (!has_expert_kernel(level, wtype, n_out)) {
+                                int64_t n_in, const float* x, int64_t n_tokens, float* y, const void* packed_x8) {
+  packed_kernel pk;
+  const bool packed = packed_x8 != nullptr && expert_packed_usable(level, wtype, n_out, &pk);
+  if (!packed && !has_expert_kernel(level, wtype, n_out)) {
     cpu_matmul_at_level(level, pool, wtype, W, n_out, n_in, x, n_tokens, y);
     return;
   }
@@ -227,35 +318,26 @@ void cpu_matmul_expert_at_level(cpu_level level, thread_pool& pool, ggml_type wt
   checked_mul(checked_mul((uint64_t)n_out, (uint64_t)n_tokens, "cpu_matmul_expert output"), 4, "output");
   if (n_out == 0 || n_tokens == 0) return;
   if (W == nullptr || x == nullptr || y == nullptr) throw error("cpu_matmul_expert: null buffer");
-  std::vector<uint8_t> scratch;
-  if (act_type == ggml_type::F32) {
-    p.act = (const uint8_t*)x;
-  } else {
-    scratch.resize((size_t)checked_mul(p.act_row, (uint64_t)n_tokens, "cpu_matmul_expert activations"));
-    for (int64_t t = 0; t < n_tokens; ++t)
-      cpu_convert_activation(act_type, x + t * n_in, scratch.data() + t * p.act_row, n_in);
-    p.act = scratch.data();
+  if (n_in == 0) {
+    std::fill(y, y + n_out * n_tokens, 0.0f);
+    return;
   }
   p.w = (const uint8_t*)W;
+  p.wp = packed ? (const uint8_t*)packed_x8 : nullptr;
+  p.wp_group = p.w_row * k_pack_rows;
+  p.pk = pk;
   p.n_out = n_out;
   p.n_in = n_in;
   p.n_tokens = n_tokens;
   p.y = y;
-  const uint64_t work = (uint64_t)n_out * (uint64_t)n_tokens * (uint64_t)n_in;
-  if (pool.size() == 1 || work < (1u << 16) || n_out < 2) {
-    expert_rows(p, 0, n_out);
-    return;
-  }
-  pool.run([&](int ith, int nth) {
-    int64_t r0, r1;
-    thread_pool::split(n_out, ith, nth, &r0, &r1);
-    if (r0 < r1) expert_rows(p, r0, r1);
-  });
+  uint8_t* act = act_type == ggml_type::F32 ? nullptr : activation_scratch(p.act_row, n_tokens);
+  p.act = act ? act : (const uint8_t*)x;
+  run_plan(pool, p, x, act);
 }
 
 void cpu_matmul_expert(thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out, int64_t n_in,
-                       const float* x, int64_t n_tokens, float* y) {
-  cpu_matmul_expert_at_level(cpu_active_level(), pool, wtype, W, n_out, n_in, x, n_tokens, y);
+                       const float* x, int64_t n_tokens, float* y, const void* packed_x8) {
+  cpu_matmul_expert_at_level(cpu_active_level(), pool, wtype, W, n_out, n_in, x, n_tokens, y, packed_x8);
 }
 
 }  // namespace spindle

@@ -40,6 +40,18 @@ struct block_q8_0x8 {
 };
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0), "block_q8_0x8 must be 8 q8_0 blocks");
 
+// Block b of 8 q6_K rows (1680 bytes = 8 x 210). Word w of a row's ql (bytes 4w .. 4w + 4) holds the low
+// nibbles of elements 128h + 32(w / 8 % 2) + 4c .. + 4 and, in its high nibbles, those 64 further on
+// (w = 16h + 8k + c); word w of qh (bytes 4w .. 4w + 4) holds the top two bits of elements 128h + 4c + 32i
+// .. + 4 in bit pair i (w = 8h + c).
+struct block_q6_Kx8 {
+  uint16_t d[k_pack_rows];           // fp16 super-block scale of row r
+  uint32_t scales[4][k_pack_rows];   // scales[k][r]: int8 scales 4k .. 4k + 4 of row r
+  uint32_t ql[32][k_pack_rows];      // ql[w][r]: 32-bit word w of row r's ql
+  uint32_t qh[16][k_pack_rows];      // qh[w][r]: 32-bit word w of row r's qh
+};
+static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K), "block_q6_Kx8 must be 8 q6_K blocks");
+
 enum class pack_layout { x8, rows };
 
 // A packed copy: x8 groups of the first n_rows rows (a multiple of 8), or all n_rows rows unchanged; owned.
@@ -68,7 +80,7 @@ class packed_weight {
 };
 
 // True if cpu_pack_weight makes a copy of `type` for `level`: the level has a packed (x8) kernel for it, or its
-// row kernel streams faster from a copy in large pages (q6_K at the SIMD levels).
+// row kernel streams faster from a copy in large pages (q6_K at the SIMD levels without its packed kernel).
 bool cpu_packed_supported(cpu_level level, ggml_type type);
 
 // The copy of W (n_out rows of n_in elements of `type`, rows contiguous) for `level`, made on the pool's
@@ -80,5 +92,6 @@ std::unique_ptr<packed_weight> cpu_pack_weight(cpu_level level, thread_pool& poo
 // Plain C++ packers of one group (8 rows starting at `rows`, row_bytes apart) into nb packed super-blocks.
 void pack_group_q4_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q4_Kx8* dst);
 void pack_group_q8_0(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q8_0x8* dst);
+void pack_group_q6_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q6_Kx8* dst);
 
 }  // namespace spindle

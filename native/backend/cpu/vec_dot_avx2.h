@@ -19,6 +19,9 @@ namespace spindle {
 // The AVX2 kernels for F32 / F16 / BF16 weights (vec_dot_avx2_float.cpp).
 tile_kernel tile_kernel_avx2_float(ggml_type wtype);
 
+// The packed q6_K x8 kernel (vec_dot_avx2_packed_q6.cpp; null fn off x86).
+packed_kernel packed_kernel_q6_K_avx2();
+
 #if SPINDLE_HAVE_X86_KERNELS
 // Sum of the 8 lanes in a fixed order.
 SPINDLE_AVX2 inline float hsum_avx2(__m256 v) {

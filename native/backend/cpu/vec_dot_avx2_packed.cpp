@@ -7,77 +7,16 @@
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_X86_KERNELS
+#include "backend/cpu/packed_q4_K_avx2_inl.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot_tile.h"
 
 namespace spindle {
 namespace {
 
-// The int16 scale vectors of a q4_K x8 super-block: sc[j] has sc(row r, sub-block j) in int16 lanes 2r, 2r + 1;
-// mn[s] has (m(r, 2s), m(r, 2s + 1)) in int16 lanes 2r, 2r + 1. Unpacks ggml's 6-bit packing for the 8 rows at
-// once (the bit operations of q4_K_unpack_scales on each row's words).
-SPINDLE_AVX2 static inline void q4_Kx8_scales(const block_q4_Kx8* blk, __m256i sc[8], __m256i mn[4]) {
-  const __m256i u0 = _mm256_loadu_si256((const __m256i*)blk->scales[0]);
-  const __m256i u1 = _mm256_loadu_si256((const __m256i*)blk->scales[1]);
-  const __m256i u2 = _mm256_loadu_si256((const __m256i*)blk->scales[2]);
-  const __m256i m3f = _mm256_set1_epi32(0x3f3f3f3f), m0f = _mm256_set1_epi32(0x0f0f0f0f);
-  const __m256i m03 = _mm256_set1_epi32(0x03030303);
-  const __m256i s_lo = _mm256_and_si256(u0, m3f);  // bytes: sc 0..3
-  const __m256i m_lo = _mm256_and_si256(u1, m3f);  // bytes: m 0..3
-  const __m256i s_hi = _mm256_or_si256(_mm256_and_si256(u2, m0f),
-                                       _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m03), 4));
-  const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
-                                       _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m03), 4));
-  for (int j = 0; j < 4; ++j) {
-    const char z = (char)0x80;  // pshufb: zero byte
-    const __m256i pick = _mm256_setr_epi8((char)j, z, (char)j, z, (char)(4 + j), z, (char)(4 + j), z,
-                                          (char)(8 + j), z, (char)(8 + j), z, (char)(12 + j), z, (char)(12 + j), z,
-                                          (char)j, z, (char)j, z, (char)(4 + j), z, (char)(4 + j), z,
-                                          (char)(8 + j), z, (char)(8 + j), z, (char)(12 + j), z, (char)(12 + j), z);
-    sc[j] = _mm256_shuffle_epi8(s_lo, pick);
-    sc[4 + j] = _mm256_shuffle_epi8(s_hi, pick);
-  }
-  for (int p = 0; p < 2; ++p) {
-    const char z = (char)0x80, a = (char)(2 * p), b = (char)(2 * p + 1);
-    const __m256i pick = _mm256_setr_epi8(a, z, b, z, (char)(4 + a), z, (char)(4 + b), z,
-                                          (char)(8 + a), z, (char)(8 + b), z, (char)(12 + a), z, (char)(12 + b), z,
-                                          a, z, b, z, (char)(4 + a), z, (char)(4 + b), z,
-                                          (char)(8 + a), z, (char)(8 + b), z, (char)(12 + a), z, (char)(12 + b), z);
-    mn[p] = _mm256_shuffle_epi8(m_lo, pick);
-    mn[2 + p] = _mm256_shuffle_epi8(m_hi, pick);
-  }
-}
-
-// The 8 unsigned nibble vectors of sub-block 2s + H of a q4_K x8 super-block (lane r: 4 elements of row r).
-template <int H>
-SPINDLE_AVX2 static inline void q4_Kx8_nibbles(const block_q4_Kx8* wb, int s, __m256i w[8]) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-#pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) {
-    const __m256i v = _mm256_loadu_si256((const __m256i*)wb->qs[8 * s + c]);
-    w[c] = H == 0 ? _mm256_and_si256(v, low4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-  }
-}
-
-// isum[t] (+)= sc * (w . x_t) over one sub-block: 8 maddubs summed in int16 (|sum| <= 8 * 2 * 15 * 128 < 2^15),
-// then one multiply by the int16 scales. xq[t]: the sub-block's 32 activations of token t.
-template <int NT, bool FIRST>
-SPINDLE_AVX2 static inline void q4_Kx8_sub_block(const __m256i w[8], const int8_t* const xq[NT], __m256i sc,
-                                                 __m256i isum[NT]) {
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; ++t) {
-    __m256i p0 = _mm256_maddubs_epi16(w[0], bcast32(xq[t]));
-    __m256i p1 = _mm256_maddubs_epi16(w[1], bcast32(xq[t] + 4));
-    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[2], bcast32(xq[t] + 8)));
-    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[3], bcast32(xq[t] + 12)));
-    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[4], bcast32(xq[t] + 16)));
-    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[5], bcast32(xq[t] + 20)));
-    p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[6], bcast32(xq[t] + 24)));
-    p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[7], bcast32(xq[t] + 28)));
-    const __m256i v = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), sc);
-    isum[t] = FIRST ? v : _mm256_add_epi32(isum[t], v);
-  }
-}
+using packed_q4_K::q4_Kx8_nibbles;
+using packed_q4_K::q4_Kx8_scales;
+using packed_q4_K::q4_Kx8_sub_block;
 
 // Group (q4_K x8) . NT tokens (q8_K) with the arithmetic of q4_K_kernel: per pair of sub-blocks s, exact
 // isum = sc[2s] (q.x)_2s + sc[2s+1] (q.x)_2s+1 and msum = m[2s] xsum_2s + m[2s+1] xsum_2s+1, then
@@ -209,6 +148,7 @@ packed_kernel packed_kernel_avx2(ggml_type wtype) {
   switch (wtype) {
     case ggml_type::Q4_K: return packed_kernel{&packed_entry<q4_Kx8_kernel, 8>, 8};
     case ggml_type::Q8_0: return packed_kernel{&packed_entry<q8_0x8_kernel, 8>, 8};
+    case ggml_type::Q6_K: return packed_kernel_q6_K_avx2();
     default: return {};
   }
 }
