@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "common/checked_math.h"
@@ -210,6 +211,10 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_tokens < 0 || p.n_past < 0) {
     throw error("attention: invalid head counts or token range");
   }
+  if (avx2_) {
+    attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
+    return;
+  }
   const int64_t n_kv_max = p.n_past + p.n_tokens;
   const int64_t n_items = p.n_tokens * p.n_head;
   const int32_t group = p.n_head / p.n_head_kv;
@@ -225,8 +230,7 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
     const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
     const int64_t n_kv = p.n_past + t + 1;
-    if (avx2_) ops_attention_head_kv_avx2(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
-    else ops_attention_head_kv(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
+    ops_attention_head_kv(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
   };
   // Items go out in small chunks from a shared counter: later queries attend to more positions (causal), so
   // equal contiguous ranges would leave the last thread most of the work. Which thread runs an item never
@@ -239,6 +243,34 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
       for (int64_t item = ib; item < std::min(n_items, ib + chunk); ++item) run_item(item, scores);
   };
   if (n_items < 2 || pool_.size() == 1) work(0, 1);
+  else pool_.run(work);
+}
+
+// The AVX2 path: tiles of (consecutive tokens x query heads of one KV head) so K / V rows are fetched once per
+// tile; tiles go out one at a time from a shared counter, costliest (last tokens) first, so the threads finish
+// together. Each tile's outputs are bitwise the per-item kernel's, whichever thread runs it.
+void cpu_backend::attention_tiles(const attention_params& p, const float* q, const float* k_base,
+                                  const float* const* k_table, const float* v_base, const float* const* v_table,
+                                  float* out) {
+  if (p.n_tokens == 0) return;
+  const attention_tiling tl = attention_make_tiling(p);
+  const int64_t n_tiles = tl.n_tiles();
+  const int32_t group = p.n_head / p.n_head_kv;
+  const int64_t per_thread = attention_tile_scratch(p, tl);
+  float* scratch_all = scratch((int64_t)pool_.size() * per_thread);  // one scratch area per thread
+  std::atomic<int64_t> next{0};
+  const auto work = [&](int ith, int) {
+    float* ts = scratch_all + (size_t)ith * per_thread;
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_tiles;) {
+      const attention_tile tile = tl.tile(p, i);
+      const int32_t hkv = tile.h0 / group;
+      const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
+      const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
+      const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
+      attention_tile_avx2(p, tile, q, k, v, ts, out);
+    }
+  };
+  if (n_tiles < 2 || pool_.size() == 1) work(0, 1);
   else pool_.run(work);
 }
 

@@ -60,6 +60,9 @@ class cpu_backend final : public backend {
   // store read in place, attention_paged.cpp); tables hold n_past + n_tokens row starts.
   void attention_rows(const attention_params& p, const float* q, const float* k_base, const float* const* k_table,
                       const float* v_base, const float* const* v_table, float* out);
+  // attention_rows on the AVX2 path: tiles of queries sharing K / V rows (attention_tiled.h), same bits.
+  void attention_tiles(const attention_params& p, const float* q, const float* k_base, const float* const* k_table,
+                       const float* v_base, const float* const* v_table, float* out);
   thread_pool pool_;
   bool avx2_;  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels (cpu_active_level() >= avx2)
   std::vector<float> scratch_;

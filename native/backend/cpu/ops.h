@@ -67,6 +67,9 @@ void ops_attention_head_avx2(const float* q, const float* k, int64_t k_stride, c
                              float* out);
 void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv,
                                 int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch, float* out);
+// In place: p[0, n_kv) scaled scores -> the probabilities ops_attention_head_kv_avx2 makes of them (its softmax,
+// shared with the tiled kernels of attention_tiled.h). p: [n_kv rounded up to 8] (the padding is overwritten).
+void ops_attention_softmax_avx2(float* p, int64_t n_kv);
 // Groups of 8 start at element 0 of the call, so callers split rows at multiples of 8 elements.
 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n);
 

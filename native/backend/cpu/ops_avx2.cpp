@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "backend/cpu/attention_avx2_inl.h"
 #include "backend/cpu/vec_dot_avx2.h"
 
 namespace spindle {
@@ -123,18 +124,6 @@ SPINDLE_AVX2 void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot
 // with j ascending, then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)). For each 8 output
 // dimensions the 8 accumulators live in registers over all j (the same fmas in the same order per lane).
 // tail: scratch of 8 * head_dim_v floats for the head_dim_v % 8 last dimensions.
-// Row accessors with the row form fixed at compile time (no per-row branch, rows kept in registers).
-struct strided_rows {
-  const float* base;
-  int64_t stride;
-  const float* operator()(int64_t j) const { return base + j * stride; }
-};
-struct table_rows {
-  const float* const* table;
-  int64_t offset;
-  const float* operator()(int64_t j) const { return table[j] + offset; }
-};
-
 template <class Rows>
 SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int32_t head_dim_v, float* tail,
                                        float* out) {
@@ -181,15 +170,6 @@ SPINDLE_AVX2 static void kqv_avx2(const float* p, const kv_rows& v, int64_t n_kv
   else kqv_rows_avx2(p, strided_rows{v.base, v.stride}, n_kv, head_dim_v, tail, out);
 }
 
-// ggml_vec_dot_f32's sum of one 32-multiple-long row: 4 accumulators over 32-float steps, then
-// (s0 + s2) + (s1 + s3), the 128-bit halves added, two hadds (ops_dot_f32_avx2 without its tail).
-SPINDLE_AVX2 static inline float dot32_reduce(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
-  const __m256 v = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
-  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h = _mm_hadd_ps(t, t);
-  return _mm_cvtss_f32(_mm_hadd_ps(h, h));
-}
-
 // p[j] = ops_dot_f32_avx2(k_j, q, n) * scale for every position, n % 32 == 0: two positions per step (two
 // independent chains) with q's loads shared; each dot's operations are ops_dot_f32_avx2's.
 template <class Rows>
@@ -219,21 +199,10 @@ SPINDLE_AVX2 static void qk_dots32_avx2(const float* q, const kv_rows& k, int64_
   else qk_dots32_rows_avx2(q, strided_rows{k.base, k.stride}, n_kv, n, scale, p);
 }
 
-// llama.cpp's non-flash attention for one query head: kq = ggml_vec_dot_f32(k_j, q); soft_max_ext
-// (kq * scale, max, ggml_v_expf over 8-groups aligned at position 0 with masked lanes 0, sum of the groups'
-// f32 lane sums in double, times (float)(1 / sum)); kqv as llamafile's tinyBLAS F32 gemm: per output
-// dimension 8 lane accumulators (position j in lane j % 8) of fma(v, p, acc), then the 8-lane sum.
-SPINDLE_AVX2 void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv,
-                                             int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
-                                             float* out) {
+// soft_max_ext of one row of scaled scores as llama.cpp's AVX2 build: the max, ggml_v_expf over 8-groups aligned
+// at position 0 with masked lanes exactly 0, the groups' f32 lane sums added in double, times (float)(1 / sum).
+SPINDLE_AVX2 void ops_attention_softmax_avx2(float* p, int64_t n_kv) {
   const int64_t n_pad = ((n_kv + 7) / 8) * 8;
-  float* p = scratch;           // [n_pad]
-  float* acc = scratch + n_pad;  // [8, head_dim_v]
-  if (head_dim_k % 32 == 0) {
-    qk_dots32_avx2(q, k, n_kv, head_dim_k, scale, p);
-  } else {
-    for (int64_t j = 0; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k.row(j), q, head_dim_k) * scale;
-  }
   float max = -INFINITY;
   for (int64_t j = 0; j < n_kv; ++j) max = p[j] > max ? p[j] : max;
   double sum = 0.0;
@@ -249,7 +218,24 @@ SPINDLE_AVX2 void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, c
   }
   const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
   for (int64_t g = 0; g < n_pad; g += 8) _mm256_storeu_ps(p + g, _mm256_mul_ps(_mm256_loadu_ps(p + g), inv));
+}
 
+// llama.cpp's non-flash attention for one query head: kq = ggml_vec_dot_f32(k_j, q); soft_max_ext
+// (kq * scale, max, ggml_v_expf over 8-groups aligned at position 0 with masked lanes 0, sum of the groups'
+// f32 lane sums in double, times (float)(1 / sum)); kqv as llamafile's tinyBLAS F32 gemm: per output
+// dimension 8 lane accumulators (position j in lane j % 8) of fma(v, p, acc), then the 8-lane sum.
+SPINDLE_AVX2 void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv,
+                                             int32_t head_dim_k, int32_t head_dim_v, float scale, float* scratch,
+                                             float* out) {
+  const int64_t n_pad = ((n_kv + 7) / 8) * 8;
+  float* p = scratch;           // [n_pad]
+  float* acc = scratch + n_pad;  // [8, head_dim_v]
+  if (head_dim_k % 32 == 0) {
+    qk_dots32_avx2(q, k, n_kv, head_dim_k, scale, p);
+  } else {
+    for (int64_t j = 0; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k.row(j), q, head_dim_k) * scale;
+  }
+  ops_attention_softmax_avx2(p, n_kv);
   kqv_avx2(p, v, n_kv, head_dim_v, acc, out);
 }
 
@@ -290,6 +276,7 @@ void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows&
 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n) { ops_swiglu(gate, up, y, n); }
 float ops_dot_f32_avx2(const float* a, const float* b, int64_t n) { return ops_dot_f32(a, b, n); }
 void ops_softmax_row_avx2(float* x, int64_t n, float scale) { ops_softmax_row(x, n, scale); }
+void ops_attention_softmax_avx2(float* p, int64_t n_kv) { ops_softmax_row(p, n_kv, 1.0f); }
 
 #endif
 
