@@ -26,10 +26,8 @@ model_test::built build_qwen3moe(moe_spec m) {
   model_test::spec s = m.base;
   s.arch = "qwen3";  // tensor_list: q/k norms
   const std::vector<std::string> toks = model_test::vocab_tokens(s);
-  model_test::built out;
-  out.n_vocab = (int)toks.size();
   std::vector<gguf_test::tensor_spec> ts;
-  for (auto& t : model_test::tensor_list(s, out.n_vocab)) {
+  for (auto& t : model_test::tensor_list(s, (int)toks.size())) {
     if (t.name.find("ffn_gate.") != std::string::npos || t.name.find("ffn_up.") != std::string::npos) continue;
     if (t.name.find("ffn_down.") != std::string::npos) {
       const std::string b = t.name.substr(0, t.name.find("ffn_down."));
@@ -42,38 +40,17 @@ model_test::built build_qwen3moe(moe_spec m) {
     }
     ts.push_back(t);
   }
-  if (s.edit_tensors) s.edit_tensors(ts);
   s.arch = "qwen3moe";
-  std::mt19937 rng(s.seed);
-  std::vector<std::vector<float>> values;
-  for (const auto& t : ts) {
-    values.push_back(model_test::random_values(t, rng));
-    out.tensors[t.name] = {t.ne, values.back()};
-  }
   const uint64_t n_moe_kv = (m.n_expert >= 0) + (m.n_used >= 0) + (m.n_ff_exp >= 0);
-  gguf_test::writer w;
-  w.header(3, ts.size(), model_test::k_n_kv + n_moe_kv);
-  model_test::write_kvs(w, s, toks);
-  if (m.n_expert >= 0) w.kv<uint32_t>("qwen3moe.expert_count", gguf_value_type::UINT32, (uint32_t)m.n_expert);
-  if (m.n_used >= 0) w.kv<uint32_t>("qwen3moe.expert_used_count", gguf_value_type::UINT32, (uint32_t)m.n_used);
+  gguf_test::writer kvs;
+  model_test::write_kvs(kvs, s, toks);
+  if (m.n_expert >= 0) kvs.kv<uint32_t>("qwen3moe.expert_count", gguf_value_type::UINT32, (uint32_t)m.n_expert);
+  if (m.n_used >= 0) kvs.kv<uint32_t>("qwen3moe.expert_used_count", gguf_value_type::UINT32, (uint32_t)m.n_used);
   if (m.n_ff_exp >= 0) {
-    w.kv<uint32_t>("qwen3moe.expert_feed_forward_length", gguf_value_type::UINT32, (uint32_t)m.n_ff_exp);
+    kvs.kv<uint32_t>("qwen3moe.expert_feed_forward_length", gguf_value_type::UINT32, (uint32_t)m.n_ff_exp);
   }
-  uint64_t next = 0;
-  std::vector<uint64_t> offsets;
-  for (const auto& t : ts) {
-    offsets.push_back(next);
-    w.tensor_info(t.name, t.ne, (uint32_t)t.type, next);
-    next = (next + gguf_test::tensor_bytes(t) + 31) / 32 * 32;
-  }
-  w.pad_to(32);
-  const uint64_t data_start = w.bytes.size();
-  for (size_t i = 0; i < ts.size(); ++i) {
-    w.bytes.resize(data_start + offsets[i], 0);
-    model_test::append_data(w.bytes, ts[i], values[i]);
-  }
-  out.bytes = std::move(w.bytes);
-  return out;
+  return model_test::build_file(std::move(ts), s.edit_tensors, s.seed, kvs, model_test::k_n_kv + n_moe_kv,
+                                (int)toks.size());
 }
 
 struct loaded {
