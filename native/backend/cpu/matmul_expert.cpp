@@ -226,12 +226,16 @@ void expert_rows(const expert_plan& p, int64_t r0, int64_t r1, int64_t t0, int64
 #endif
 }
 
+// Converts the activations of tokens [t0, t1) into act (null: f32 activations are used in place).
+void convert_tokens(const expert_plan& p, const float* x, uint8_t* act, int64_t t0, int64_t t1) {
+  if (act == nullptr) return;
+  const ggml_type act_type = cpu_activation_type(p.wtype);
+  for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
+}
+
 // All outputs of tokens [t0, t1) (their activations converted first), row units [0, units).
 void expert_tokens(const expert_plan& p, const float* x, uint8_t* act, int64_t t0, int64_t t1) {
-  if (act != nullptr) {
-    const ggml_type act_type = cpu_activation_type(p.wtype);
-    for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
-  }
+  convert_tokens(p, x, act, t0, t1);
   if (p.wp) expert_groups(p, 0, p.n_out / k_pack_rows, t0, t1);
   else expert_rows(p, 0, p.n_out, t0, t1);
 }
@@ -285,10 +289,7 @@ void run_plan(thread_pool& pool, const expert_plan& p, const float* x, uint8_t* 
     });
     return;
   }
-  if (act) {  // few tokens: convert them, then split the rows (groups) between the threads
-    const ggml_type act_type = cpu_activation_type(p.wtype);
-    for (int64_t t = 0; t < n_tokens; ++t) cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
-  }
+  convert_tokens(p, x, act, 0, n_tokens);  // few tokens: convert them, then split the rows (groups) between threads
   const int64_t units = p.wp ? p.n_out / k_pack_rows : p.n_out;  // groups or rows
   pool.run([&](int ith, int nth_) {
     int64_t u0, u1;
