@@ -75,13 +75,6 @@ float q8_0_lanes(int64_t n, const block_q8_0* w, const block_q8_0* x) {
   return hsum8(acc);
 }
 
-// Unsigned 6-bit value of element i (0..255) of a q6_K block, as dequantize_row_q6_K places them.
-int q6_K_value(const block_q6_K& w, int i) {
-  const int h = i / 128, l = i % 32, part = (i % 128) / 32;  // part 0..3: ql[l] lo, ql[l+32] lo, ql[l] hi, ...
-  const uint8_t ql = w.ql[64 * h + l + 32 * (part % 2)], qh = w.qh[32 * h + l];
-  return ((part < 2 ? ql & 0x0f : ql >> 4) | (((qh >> (2 * part)) & 3) << 4));
-}
-
 // llama.cpp's AVX2 ggml_vec_dot_q6_K_q8_K: lane l of super-block b holds
 //   sum_j scales[2j + (l >= 4)] * (q . x over elements 32j + 4l .. + 4) - 32 (scales[2l] bsums[2l] + scales[2l+1] bsums[2l+1]);
 // acc_l = fma((float)int_l, dx * dw, acc_l); the result is hsum8(acc).

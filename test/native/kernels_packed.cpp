@@ -68,7 +68,7 @@ TEST_CASE("kernels: q4_K x8 packing puts every byte of the 8 rows where repack.h
   CHECK_EQ(bad, 0);
 }
 
-TEST_CASE("kernels: q6_K x8 packing puts every byte of the 8 rows where repack.h says") {
+TEST_CASE("kernels: q6_K x8 packing puts every 6-bit value of the 8 rows where repack.h says") {
   std::mt19937 rng(35);
   const int64_t n_out = 21, n_in = 2 * QK_K;  // 2 whole groups + 5 rows left out
   const std::vector<uint8_t> w = random_rows(ggml_type::Q6_K, n_out, n_in, rng);
@@ -76,6 +76,16 @@ TEST_CASE("kernels: q6_K x8 packing puts every byte of the 8 rows where repack.h
   std::vector<block_q6_Kx8> packed(2 * (n_in / QK_K));
   for (int64_t g = 0; g < 2; ++g)  // the plain packer, on every machine
     pack_group_q6_K(w.data() + g * 8 * row_bytes, row_bytes, n_in / QK_K, packed.data() + g * (n_in / QK_K));
+  // q6_K_value against the dequantizer: value e of block b is (y / (d * scale) + 32)
+  {
+    const block_q6_K& b0 = *(const block_q6_K*)w.data();
+    std::vector<float> deq(QK_K);
+    dequantize_row_q6_K(&b0, deq.data(), QK_K);
+    int bad = 0;
+    for (int e = 0; e < QK_K; ++e)
+      if (deq[e] != fp16_to_f32(b0.d) * b0.scales[e / 16] * (float)(q6_K_value(b0, e) - 32)) ++bad;
+    CHECK_EQ(bad, 0);
+  }
   int bad = 0;
   for (int64_t g = 0; g < 2; ++g) {
     const block_q6_Kx8* pb = packed.data() + g * (n_in / QK_K);
@@ -85,10 +95,21 @@ TEST_CASE("kernels: q6_K x8 packing puts every byte of the 8 rows where repack.h
         if (pb[b].d[r] != src.d) ++bad;
         for (int i = 0; i < QK_K / 16; ++i)
           if (((const int8_t*)&pb[b].scales[i / 4][r])[i % 4] != src.scales[i]) ++bad;
-        for (int i = 0; i < QK_K / 2; ++i)
-          if (((const uint8_t*)&pb[b].ql[i / 4][r])[i % 4] != src.ql[i]) ++bad;
-        for (int i = 0; i < QK_K / 4; ++i)
-          if (((const uint8_t*)&pb[b].qh[i / 4][r])[i % 4] != src.qh[i]) ++bad;
+        // repack.h: A(j, l)[k] / B(j, l)[k] for even j in ql[16h + 2l] / ql[16h + 2l + 1] (j = 4h low nibble,
+        // j = 4h + 2 high nibble) and their top bits in qh[8h + l] (bit pairs A(4h), B(4h), A(4h + 2), B(4h + 2))
+        for (int h = 0; h < 2; ++h)
+          for (int l = 0; l < 8; ++l)
+            for (int k = 0; k < 4; ++k) {
+              const uint8_t a = ((const uint8_t*)&pb[b].ql[16 * h + 2 * l][r])[k];
+              const uint8_t bb = ((const uint8_t*)&pb[b].ql[16 * h + 2 * l + 1][r])[k];
+              const uint8_t hb = ((const uint8_t*)&pb[b].qh[8 * h + l][r])[k];
+              for (int jj = 0; jj < 2; ++jj) {  // chunk j = 4h + 2jj
+                const int j = 4 * h + 2 * jj, e_a = 32 * j + (k >= 2 ? 32 : 0) + 4 * l + k % 2, e_b = e_a + 2;
+                const int va = ((a >> (4 * jj)) & 15) | ((hb >> (4 * jj)) & 3) << 4;
+                const int vb = ((bb >> (4 * jj)) & 15) | ((hb >> (4 * jj + 2)) & 3) << 4;
+                if (va != q6_K_value(src, e_a) || vb != q6_K_value(src, e_b)) ++bad;
+              }
+            }
       }
     }
   }
@@ -102,6 +123,32 @@ TEST_CASE("kernels: q6_K x8 packing puts every byte of the 8 rows where repack.h
     CHECK(pw->bytes() == packed.size() * sizeof(block_q6_Kx8) &&
           std::memcmp(pw->data(), packed.data(), pw->bytes()) == 0);
   }
+}
+
+TEST_CASE("kernels: pair_q8_K_row puts every activation where repack.h says") {
+  std::mt19937 rng(36);
+  std::vector<block_q8_K> x(2), paired(2), in_place;
+  for (block_q8_K& b : x) {
+    for (int8_t& q : b.qs) q = (int8_t)(rng() % 255 - 127);
+    for (int16_t& s : b.bsums) s = (int16_t)(rng() % 4000);
+    b.d = 0.5f + (float)(rng() % 100);
+  }
+  pair_q8_K_row(x.data(), paired.data(), 2);
+  in_place = x;
+  pair_q8_K_row_in_place(in_place.data(), 2);
+  int bad = 0;
+  for (int b = 0; b < 2; ++b) {
+    if (paired[b].d != x[b].d || std::memcmp(paired[b].bsums, x[b].bsums, sizeof(x[b].bsums)) != 0) ++bad;
+    if (std::memcmp(&paired[b], &in_place[b], sizeof(block_q8_K)) != 0) ++bad;
+    for (int m = 0; m < 4; ++m)
+      for (int l = 0; l < 8; ++l) {
+        const int e = 64 * m + 4 * l;
+        const int want[8] = {e, e + 1, e + 32, e + 33, e + 2, e + 3, e + 34, e + 35};
+        for (int i = 0; i < 8; ++i)
+          if (paired[b].qs[64 * m + 8 * l + i] != x[b].qs[want[i]]) ++bad;
+      }
+  }
+  CHECK_EQ(bad, 0);
 }
 
 TEST_CASE("kernels: packed matmul gives the row kernels' bits for every shape, token count and thread count") {

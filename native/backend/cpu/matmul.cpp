@@ -64,6 +64,7 @@ struct matmul_plan {
   size_t wp_group;       // bytes per packed group
   int64_t packed_rows;   // rows [0, packed_rows) are read from wp (a multiple of 8), the others from w
   const uint8_t* act;    // [n_tokens, act_row] bytes, activations in the kernel's format
+  const uint8_t* act_pk; // the same in the packed kernel's order (act itself unless pk.paired_q8_K)
   size_t act_row;        // bytes per activation row
   int64_t n_out, n_in, n_tokens;
   int64_t chunk_tokens;  // tokens whose activations are walked against all of a thread's rows at a time
@@ -80,7 +81,7 @@ void matmul_rows(const matmul_plan& p, int64_t r0, int64_t r1) {
       const uint8_t* group = p.wp + (size_t)(o / k_pack_rows) * p.wp_group;
       for (int64_t t = t0; t < t1; t += pmt) {
         const int nt = (int)std::min<int64_t>(pmt, t1 - t);
-        p.pk.fn(p.n_in, group, p.act + t * p.act_row, p.act_row, nt, p.y + t * p.n_out + o, p.n_out);
+        p.pk.fn(p.n_in, group, p.act_pk + t * p.act_row, p.act_row, nt, p.y + t * p.n_out + o, p.n_out);
       }
     }
     for (; o < r1; o += mr) {
@@ -145,6 +146,26 @@ const uint8_t* convert_activations(thread_pool& pool, ggml_type act_type, const 
   return act;
 }
 
+// The activations in the packed kernel's order: `act` itself, or (pk.paired_q8_K) paired copies of its q8_K rows
+// in a buffer grown and never shrunk per calling thread.
+const uint8_t* packed_activations(thread_pool& pool, const packed_kernel& pk, const uint8_t* act, int64_t n_tokens,
+                                  int64_t n_in, size_t act_row) {
+  if (!pk.paired_q8_K) return act;
+  thread_local std::vector<uint8_t> scratch;
+  const size_t act_bytes = (size_t)checked_mul(act_row, (uint64_t)n_tokens, "cpu_matmul activations");
+  if (scratch.size() < act_bytes) scratch.resize(act_bytes);
+  uint8_t* out = scratch.data();
+  auto pair = [&](int ith, int nth) {
+    int64_t t0, t1;
+    thread_pool::split(n_tokens, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t)
+      pair_q8_K_row((const block_q8_K*)(act + t * act_row), (block_q8_K*)(out + t * act_row), n_in / QK_K);
+  };
+  if (n_tokens >= 4 && pool.size() > 1) pool.run(pair);
+  else pair(0, 1);
+  return out;
+}
+
 }  // namespace
 
 void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, const void* W, int64_t n_out,
@@ -173,6 +194,7 @@ void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, co
   p.y = y;
   use_packed(p, level, wtype, packed);
   p.act = convert_activations(pool, act_type, x, n_tokens, n_in, p.act_row);
+  p.act_pk = p.wp ? packed_activations(pool, p.pk, p.act, n_tokens, n_in, p.act_row) : p.act;
   // Keep a chunk's activations around 256 KiB (L2) while a thread's row tiles stream past them; chunks are
   // whole token tiles of both kernels.
   const int64_t mt = p.wp ? std::lcm<int64_t>(p.kernel.max_tokens, p.pk.max_tokens) : p.kernel.max_tokens;

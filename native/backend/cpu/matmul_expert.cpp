@@ -230,7 +230,11 @@ void expert_rows(const expert_plan& p, int64_t r0, int64_t r1, int64_t t0, int64
 void convert_tokens(const expert_plan& p, const float* x, uint8_t* act, int64_t t0, int64_t t1) {
   if (act == nullptr) return;
   const ggml_type act_type = cpu_activation_type(p.wtype);
-  for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
+  const bool paired = p.wp != nullptr && p.pk.paired_q8_K;  // only the packed kernel reads act then
+  for (int64_t t = t0; t < t1; ++t) {
+    cpu_convert_activation(act_type, x + t * p.n_in, act + t * p.act_row, p.n_in);
+    if (paired) pair_q8_K_row_in_place((block_q8_K*)(act + t * p.act_row), p.n_in / QK_K);
+  }
 }
 
 // All outputs of tokens [t0, t1) (their activations converted first), row units [0, units).

@@ -1,5 +1,5 @@
 // Packing of weight rows into the layouts of repack.h (plain C++, run once per weight).
-// Invariant: every packer only moves bytes (see repack.h); an x8 copy is made exactly for the (level, type)
+// Invariant: every packer only moves values (see repack.h); an x8 copy is made exactly for the (level, type)
 // pairs with a packed kernel, a row copy exactly where row_copy_pays.
 #include "backend/cpu/repack.h"
 
@@ -72,6 +72,13 @@ void pack_group_q8_0(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q8
   }
 }
 
+int q6_K_value(const block_q6_K& b, int e) {
+  const int h = e / 128, p = e % 128;  // half, position in the half
+  const int low = (b.ql[64 * h + p % 64] >> (p < 64 ? 0 : 4)) & 15;
+  const int top = (b.qh[32 * h + p % 32] >> (2 * (p / 32))) & 3;
+  return low | top << 4;
+}
+
 void pack_group_q6_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q6_Kx8* dst) {
   for (int64_t b = 0; b < nb; ++b) {
     block_q6_Kx8& out = dst[b];
@@ -79,9 +86,47 @@ void pack_group_q6_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q6
       const block_q6_K& in = ((const block_q6_K*)(rows + (size_t)r * row_bytes))[b];
       out.d[r] = in.d;
       for (int k = 0; k < 4; ++k) std::memcpy(&out.scales[k][r], in.scales + 4 * k, 4);
-      for (int w = 0; w < 32; ++w) std::memcpy(&out.ql[w][r], in.ql + 4 * w, 4);
-      for (int w = 0; w < 16; ++w) std::memcpy(&out.qh[w][r], in.qh + 4 * w, 4);
+      // element of byte k of group A (second = false) or B (true) of even chunk j at lane position l
+      auto elem = [](int j, int l, bool second, int k) { return 32 * j + (k >= 2 ? 32 : 0) + 4 * l + (second ? 2 : 0) + k % 2; };
+      for (int h = 0; h < 2; ++h) {
+        for (int l = 0; l < 8; ++l) {
+          uint8_t a[4], bq[4], hb[4];
+          for (int k = 0; k < 4; ++k) {
+            const int a0 = q6_K_value(in, elem(4 * h, l, false, k)), b0 = q6_K_value(in, elem(4 * h, l, true, k));
+            const int a2 = q6_K_value(in, elem(4 * h + 2, l, false, k)), b2 = q6_K_value(in, elem(4 * h + 2, l, true, k));
+            a[k] = (uint8_t)((a0 & 15) | (a2 & 15) << 4);
+            bq[k] = (uint8_t)((b0 & 15) | (b2 & 15) << 4);
+            hb[k] = (uint8_t)((a0 >> 4) | (b0 >> 4) << 2 | (a2 >> 4) << 4 | (b2 >> 4) << 6);
+          }
+          std::memcpy(&out.ql[16 * h + 2 * l][r], a, 4);
+          std::memcpy(&out.ql[16 * h + 2 * l + 1][r], bq, 4);
+          std::memcpy(&out.qh[8 * h + l][r], hb, 4);
+        }
+      }
     }
+  }
+}
+
+void pair_q8_K_row(const block_q8_K* x, block_q8_K* out, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    out[b].d = x[b].d;
+    std::memcpy(out[b].bsums, x[b].bsums, sizeof(x[b].bsums));
+    const int8_t* in = x[b].qs;
+    int8_t* o = out[b].qs;
+    for (int m = 0; m < 4; ++m)
+      for (int l = 0; l < 8; ++l) {
+        const int e = 64 * m + 4 * l;
+        int8_t* w = o + 64 * m + 8 * l;
+        w[0] = in[e], w[1] = in[e + 1], w[2] = in[e + 32], w[3] = in[e + 33];
+        w[4] = in[e + 2], w[5] = in[e + 3], w[6] = in[e + 34], w[7] = in[e + 35];
+      }
+  }
+}
+
+void pair_q8_K_row_in_place(block_q8_K* x, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const block_q8_K plain = x[b];
+    pair_q8_K_row(&plain, x + b, 1);
   }
 }
 

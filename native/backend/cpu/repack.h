@@ -6,8 +6,8 @@
 //         bytes of all 8 rows (8 rows in the 8 int32 lanes). Rows past the last whole group are not copied:
 //         kernels take them from the original rows.
 //   rows: the original rows unchanged (types whose row kernel is the fastest; the copy only brings the pages).
-// Invariant: a copy is a permutation of the bytes of its source rows (nothing is rounded or dropped), so the
-// kernels see exactly the integers and fp16 scales of the file rows.
+// Invariant: a copy holds exactly the integers and fp16 scales of its source rows, only rearranged (q4_K, q8_0:
+// a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -40,15 +40,21 @@ struct block_q8_0x8 {
 };
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0), "block_q8_0x8 must be 8 q8_0 blocks");
 
-// Block b of 8 q6_K rows (1680 bytes = 8 x 210). Word w of a row's ql (bytes 4w .. 4w + 4) holds the low
-// nibbles of elements 128h + 32(w / 8 % 2) + 4c .. + 4 and, in its high nibbles, those 64 further on
-// (w = 16h + 8k + c); word w of qh (bytes 4w .. 4w + 4) holds the top two bits of elements 128h + 4c + 32i
-// .. + 4 in bit pair i (w = 8h + c).
+// Block b of 8 q6_K rows (1680 bytes = 8 x 210), its 6-bit values regrouped for multiplying two chunks' scales
+// at once. With q(e) the 6-bit value of element e (0..63) of a row's block, chunk j = elements 32j .. 32j + 32, and
+// for an even chunk j and lane position l (0..7) the 4-value groups
+//   A(j, l) = q(32j + 4l), q(32j + 4l + 1), q(32j + 32 + 4l), q(32j + 32 + 4l + 1)
+//   B(j, l) = q(32j + 4l + 2), q(32j + 4l + 3), q(32j + 32 + 4l + 2), q(32j + 32 + 4l + 3),
+// half h (chunks 4h .. 4h + 4) of a row is stored, byte k (0..3) of each 32-bit word, as
+//   ql[16h + 2l]:     low nibble of A(4h, l)[k],  high nibble: low nibble of A(4h + 2, l)[k]
+//   ql[16h + 2l + 1]: the same for B(4h, l)[k] and B(4h + 2, l)[k]
+//   qh[8h + l]:       top two bits of A(4h, l)[k] in bits 0-1, B(4h, l)[k] 2-3, A(4h + 2, l)[k] 4-5, B(4h + 2, l)[k] 6-7
+// (pair_q8_K_row puts the activations in the matching order). Scales and d are the file's bytes.
 struct block_q6_Kx8 {
   uint16_t d[k_pack_rows];           // fp16 super-block scale of row r
   uint32_t scales[4][k_pack_rows];   // scales[k][r]: int8 scales 4k .. 4k + 4 of row r
-  uint32_t ql[32][k_pack_rows];      // ql[w][r]: 32-bit word w of row r's ql
-  uint32_t qh[16][k_pack_rows];      // qh[w][r]: 32-bit word w of row r's qh
+  uint32_t ql[32][k_pack_rows];      // ql[w][r]: 32-bit word w of row r, as above
+  uint32_t qh[16][k_pack_rows];      // qh[w][r]: 32-bit word w of row r, as above
 };
 static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K), "block_q6_Kx8 must be 8 q6_K blocks");
 
@@ -93,5 +99,16 @@ std::unique_ptr<packed_weight> cpu_pack_weight(cpu_level level, thread_pool& poo
 void pack_group_q4_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q4_Kx8* dst);
 void pack_group_q8_0(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q8_0x8* dst);
 void pack_group_q6_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q6_Kx8* dst);
+
+// The 6-bit value of element e (0..255) of a q6_K block: the file layout (ggml's ql / qh packing).
+int q6_K_value(const block_q6_K& b, int e);
+
+// One activation row (nb q8_K blocks) in the order the packed q6_K kernel reads it: d and bsums as they are, and
+// per block, for each pair of chunks (2m, 2m + 1) and lane position l, the 8 bytes
+//   x(64m + 4l), x(64m + 4l + 1), x(64m + 32 + 4l), x(64m + 32 + 4l + 1),
+//   x(64m + 4l + 2), x(64m + 4l + 3), x(64m + 32 + 4l + 2), x(64m + 32 + 4l + 3)
+// at qs[64m + 8l] (the activations of A(2m, l) and B(2m, l) in block_q6_Kx8's notation).
+void pair_q8_K_row(const block_q8_K* x, block_q8_K* out, int64_t nb);
+void pair_q8_K_row_in_place(block_q8_K* x, int64_t nb);  // the same, through a one-block copy
 
 }  // namespace spindle

@@ -66,7 +66,8 @@ using packed_tile_fn = void (*)(int64_t n, const uint8_t* group, const uint8_t* 
 
 struct packed_kernel {
   packed_tile_fn fn = nullptr;
-  int max_tokens = 1;  // nt limit
+  int max_tokens = 1;        // nt limit
+  bool paired_q8_K = false;  // x rows in pair_q8_K_row's order (repack.h) instead of plain q8_K
 };
 
 // The packed kernel of `level` for `wtype` (null fn where the level has none or the CPU cannot run it).

@@ -1,6 +1,7 @@
 // AVX2 kernel over the packed q6_K x8 layout (repack.h): one packed group (8 rows, one per int32 lane) times up
-// to 8 tokens. The 6-bit weights of 8 rows unpack once per group and super-block for all the tokens, and the
-// scales of 8 rows expand with one shuffle per scale.
+// to 8 tokens, reading activations in pair_q8_K_row's order. The 6-bit weights of 8 rows unpack once per group
+// and super-block for all the tokens; two chunks' products add up in int16 (one 4-value group of each chunk per
+// int16 lane, |sum| <= 4 * 63 * 128 < 2^15) before one multiply by the two chunks' scales.
 // Invariant: the arithmetic per output (r, t) is q6_K_kernel's (vec_dot_avx2.cpp, llama.cpp's AVX2
 // ggml_vec_dot_q6_K_q8_K): per super-block, int32 lane l = sum over the 8 chunks j of
 // scale(j, l) * (q . x over elements 32j + 4l .. + 4) minus 32 (sc[2l] bsums[2l] + sc[2l+1] bsums[2l+1]) (exact
@@ -16,47 +17,45 @@
 namespace spindle {
 namespace {
 
-// sc[g]: int8 scale g of row r sign-extended into int16 lanes 2r and 2r + 1 (g = 0..15); sp[l]: the int16 pair
-// (-32 scale 2l, -32 scale 2l + 1) of row r in int32 lane r (l = 0..7; |32 scale| <= 4096 fits int16).
-SPINDLE_AVX2 static inline void q6_Kx8_scales(const block_q6_Kx8* blk, __m256i sc[16], __m256i sp[8]) {
+// pshufb control: bytes a and b of every 32-bit word into the high bytes of the word's two int16 halves.
+SPINDLE_AVX2 static inline __m256i pick_byte_pairs(char a, char b) {
   const char z = (char)0x80;  // pshufb: zero byte
+  return _mm256_setr_epi8(z, a, z, b, z, (char)(4 + a), z, (char)(4 + b), z, (char)(8 + a), z, (char)(8 + b), z,
+                          (char)(12 + a), z, (char)(12 + b), z, a, z, b, z, (char)(4 + a), z, (char)(4 + b), z,
+                          (char)(8 + a), z, (char)(8 + b), z, (char)(12 + a), z, (char)(12 + b));
+}
+
+// scp[2k + hi]: the int16 pair (scale 4k + hi, scale 4k + 2 + hi) of row r in int32 lane r: the scales of chunks
+// 2k and 2k + 1 for lane positions 0..3 (hi 0) or 4..7 (hi 1); sp[l]: the int16 pair (-32 scale 2l, -32 scale
+// 2l + 1) of row r in int32 lane r (l = 0..7; |32 scale| <= 4096 fits int16).
+SPINDLE_AVX2 static inline void q6_Kx8_scales(const block_q6_Kx8* blk, __m256i scp[8], __m256i sp[8]) {
   for (int k = 0; k < 4; ++k) {
     const __m256i u = _mm256_loadu_si256((const __m256i*)blk->scales[k]);
-    for (int i = 0; i < 4; ++i) {  // byte i of every word into the high byte of both int16 halves
-      const char a = (char)i, b = (char)(4 + i), c = (char)(8 + i), d = (char)(12 + i);
-      const __m256i pick = _mm256_setr_epi8(z, a, z, a, z, b, z, b, z, c, z, c, z, d, z, d,
-                                            z, a, z, a, z, b, z, b, z, c, z, c, z, d, z, d);
-      sc[4 * k + i] = _mm256_srai_epi16(_mm256_shuffle_epi8(u, pick), 8);
-    }
-    for (int p = 0; p < 2; ++p) {  // bytes (2p, 2p + 1) of every word into the high bytes of its int16 pair
-      const char a = (char)(2 * p), b = (char)(2 * p + 1);
-      const __m256i pick = _mm256_setr_epi8(z, a, z, b, z, (char)(4 + a), z, (char)(4 + b), z, (char)(8 + a), z,
-                                            (char)(8 + b), z, (char)(12 + a), z, (char)(12 + b),
-                                            z, a, z, b, z, (char)(4 + a), z, (char)(4 + b), z, (char)(8 + a), z,
-                                            (char)(8 + b), z, (char)(12 + a), z, (char)(12 + b));
-      const __m256i pair = _mm256_srai_epi16(_mm256_shuffle_epi8(u, pick), 8);
+    for (int p = 0; p < 2; ++p) {
+      scp[2 * k + p] = _mm256_srai_epi16(_mm256_shuffle_epi8(u, pick_byte_pairs((char)p, (char)(2 + p))), 8);
+      const __m256i pair = _mm256_srai_epi16(_mm256_shuffle_epi8(u, pick_byte_pairs((char)(2 * p), (char)(2 * p + 1))), 8);
       sp[2 * k + p] = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5));
     }
   }
 }
 
-// The unsigned 6-bit weights of lane position l of the 8 chunks j = 4h + c (vector j, int32 lane r: elements
-// 32j + 4l .. + 4 of row r), as q6_K_half builds them.
+// The unsigned 6-bit weights of lane position l: q[4h] = A(4h, l), q[4h + 1] = B(4h, l), q[4h + 2] = A(4h + 2, l),
+// q[4h + 3] = B(4h + 2, l) of repack.h (vector int32 lane r: row r).
 SPINDLE_AVX2 static inline void q6_Kx8_weights(const block_q6_Kx8* wb, int l, __m256i q[8]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
-    const __m256i l0 = _mm256_loadu_si256((const __m256i*)wb->ql[16 * h + l]);
-    const __m256i l1 = _mm256_loadu_si256((const __m256i*)wb->ql[16 * h + 8 + l]);
+    const __m256i a = _mm256_loadu_si256((const __m256i*)wb->ql[16 * h + 2 * l]);
+    const __m256i b = _mm256_loadu_si256((const __m256i*)wb->ql[16 * h + 2 * l + 1]);
     const __m256i hb = _mm256_loadu_si256((const __m256i*)wb->qh[8 * h + l]);
     const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(3)), 4);    // bits 0-1 -> 4-5
     const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(12)), 2);   // bits 2-3 -> 4-5
     const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(48));                         // bits 4-5
     const __m256i h3 = _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xc0)), 2);  // 6-7 -> 4-5
-    q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, low4), h0);
-    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), h1);
-    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), h2);
-    q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), h3);
+    q[4 * h] = _mm256_or_si256(_mm256_and_si256(a, low4), h0);
+    q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b, low4), h1);
+    q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), h2);
+    q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4), h3);
   }
 }
 
@@ -69,8 +68,8 @@ struct q6_Kx8_kernel {
       for (int t = 0; t < NT; ++t) acc[l][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b, ++wb) {
       prefetch_stream(wb, sizeof(block_q6_Kx8));
-      __m256i sc[16], sp[8];
-      q6_Kx8_scales(wb, sc, sp);
+      __m256i scp[8], sp[8];
+      q6_Kx8_scales(wb, scp, sp);
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->d));
       const block_q8_K* xb[NT];
       __m256 sd[NT];
@@ -88,11 +87,13 @@ struct q6_Kx8_kernel {
           // isum starts at -32 (sc[2l] bsums[2l] + sc[2l+1] bsums[2l+1]): the tile kernel's offset, exactly
           const __m256i bs = bcast32((const int8_t*)(xb[t]->bsums + 2 * l));  // int16 (bsums[2l], bsums[2l+1])
           __m256i isum = _mm256_madd_epi16(sp[l], bs);
-          const int8_t* xq = xb[t]->qs + 4 * l;
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j)
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], bcast32(xq + 32 * j)),
-                                                            sc[2 * j + hi]));
+          const int8_t* xq = xb[t]->qs + 8 * l;
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {  // chunks 2k and 2k + 1: A and B groups, int16 lanes (chunk 2k, chunk 2k + 1)
+            const __m256i a = _mm256_maddubs_epi16(q[2 * k], bcast32(xq + 64 * k));
+            const __m256i s16 = _mm256_add_epi16(a, _mm256_maddubs_epi16(q[2 * k + 1], bcast32(xq + 64 * k + 4)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, scp[2 * k + hi]));
+          }
           acc[l][t] = _mm256_fmadd_ps(sd[t], _mm256_cvtepi32_ps(isum), acc[l][t]);
         }
       }
@@ -107,7 +108,7 @@ struct q6_Kx8_kernel {
 
 }  // namespace
 
-packed_kernel packed_kernel_q6_K_avx2() { return packed_kernel{&packed_entry<q6_Kx8_kernel, 8>, 8}; }
+packed_kernel packed_kernel_q6_K_avx2() { return packed_kernel{&packed_entry<q6_Kx8_kernel, 8>, 8, true}; }
 
 }  // namespace spindle
 
