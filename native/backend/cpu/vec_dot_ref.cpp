@@ -217,9 +217,9 @@ packed_kernel cpu_packed_kernel(cpu_level level, ggml_type wtype) {
   if (!cpu_level_supported(level)) return {};
   switch (level) {
     case cpu_level::scalar: return {};  // the scalar level keeps the plain reference sums
-    case cpu_level::avx2: return packed_kernel_avx2(wtype);
-    case cpu_level::avx512:  // its Q4_0 / Q4_K tile kernels are the AVX2 ones, so the packed ones match them
-      return wtype == ggml_type::Q4_0 || wtype == ggml_type::Q4_K ? packed_kernel_avx2(wtype) : packed_kernel{};
+    case cpu_level::avx2:
+    case cpu_level::avx512:  // its quantized tile kernels are the AVX2 ones, so the packed ones match them
+      return packed_kernel_avx2(wtype);
   }
   return {};
 }
