@@ -76,5 +76,38 @@ SPINDLE_AVX2 inline void q4_Kx8_sub_block(const __m256i w[8], const int8_t* cons
   }
 }
 
+// The per-token factors of one super-block for the dense kernels: xb[t] (token t's q8_K block), sd[t] = d * dx_t,
+// sm[t] = dmin * dx_t (rows in lanes), xsum[t][s] = int16 pair (xsum_2s, xsum_2s+1) of the 32-element sums.
+template <int NT>
+struct q4_Kx8_token_factors {
+  const block_q8_K* xb[NT];
+  __m256 sd[NT], sm[NT];
+  alignas(16) int32_t xsum[NT][4];
+
+  SPINDLE_AVX2 inline void load(const block_q4_Kx8* wb, const uint8_t* x, size_t xs, int64_t b) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->d));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->dmin));
+    for (int t = 0; t < NT; ++t) {
+      xb[t] = (const block_q8_K*)(x + t * xs) + b;
+      const __m256 dx = _mm256_set1_ps(xb[t]->d);
+      sd[t] = _mm256_mul_ps(d, dx);
+      sm[t] = _mm256_mul_ps(dmin, dx);
+      const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
+      _mm_store_si128((__m128i*)xsum[t], _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+    }
+  }
+
+  // acc[t] = fma(isum[t], sd[t], acc[t]) and accm[t] = fma(msum, sm[t], accm[t]) for sub-block pair s, with
+  // msum = m(2s) xsum_2s + m(2s+1) xsum_2s+1 (exact): the dense kernels' float steps, in this order.
+  SPINDLE_AVX2 inline void accumulate(int s, __m256i mn_s, const __m256i isum[NT], __m256 acc[NT],
+                                      __m256 accm[NT]) const {
+    for (int t = 0; t < NT; ++t) {
+      const __m256i msum = _mm256_madd_epi16(mn_s, _mm256_set1_epi32(xsum[t][s]));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), sd[t], acc[t]);
+      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), sm[t], accm[t]);
+    }
+  }
+};
+
 }  // namespace packed_q4_K
 }  // namespace spindle

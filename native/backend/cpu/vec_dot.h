@@ -68,11 +68,14 @@ struct packed_kernel {
   packed_tile_fn fn = nullptr;
   int max_tokens = 1;        // nt limit
   bool paired_q8_K = false;  // x rows in pair_q8_K_row's order (repack.h) instead of plain q8_K
+  // Optional: two adjacent groups (16 rows; y rows 0..15) at once, with fn's bits; `group` the first of them.
+  packed_tile_fn fn16 = nullptr;
 };
 
 // The packed kernel of `level` for `wtype` (null fn where the level has none or the CPU cannot run it).
 packed_kernel cpu_packed_kernel(cpu_level level, ggml_type wtype);
-packed_kernel packed_kernel_avx2(ggml_type wtype);  // vec_dot_avx2_packed.cpp
+packed_kernel packed_kernel_avx2(ggml_type wtype);    // vec_dot_avx2_packed.cpp
+packed_kernel packed_kernel_avx512(ggml_type wtype);  // vec_dot_avx512_packed.cpp
 
 // Per-level tables, defined in vec_dot_{ref,avx2,avx512}.cpp.
 tile_kernel tile_kernel_scalar(ggml_type wtype);

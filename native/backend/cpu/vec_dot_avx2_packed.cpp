@@ -17,6 +17,7 @@ namespace {
 using packed_q4_K::q4_Kx8_nibbles;
 using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_sub_block;
+using packed_q4_K::q4_Kx8_token_factors;
 
 // Group (q4_K x8) . NT tokens (q8_K) with the arithmetic of q4_K_kernel: per pair of sub-blocks s, exact
 // isum = sc[2s] (q.x)_2s + sc[2s+1] (q.x)_2s+1 and msum = m[2s] xsum_2s + m[2s+1] xsum_2s+1, then
@@ -31,33 +32,18 @@ struct q4_Kx8_kernel {
       __m256i sc[8], mn[4];
       prefetch_stream(wb, sizeof(block_q4_Kx8));
       q4_Kx8_scales(wb, sc, mn);
-      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->d));
-      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->dmin));
-      const block_q8_K* xb[NT];
-      __m256 sd[NT], sm[NT];
-      alignas(16) int32_t xsum[NT][4];  // per token: int16 pairs (xsum_2s, xsum_2s+1) of the 32-element sums
-      for (int t = 0; t < NT; ++t) {
-        xb[t] = (const block_q8_K*)(x + t * xs) + b;
-        const __m256 dx = _mm256_set1_ps(xb[t]->d);
-        sd[t] = _mm256_mul_ps(d, dx);
-        sm[t] = _mm256_mul_ps(dmin, dx);
-        const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
-        _mm_store_si128((__m128i*)xsum[t], _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-      }
+      q4_Kx8_token_factors<NT> f;
+      f.load(wb, x, xs, b);
       for (int s = 0; s < 4; ++s) {
         __m256i isum[NT], w[8];
         const int8_t* xq[NT];
-        for (int t = 0; t < NT; ++t) xq[t] = xb[t]->qs + 64 * s;
+        for (int t = 0; t < NT; ++t) xq[t] = f.xb[t]->qs + 64 * s;
         q4_Kx8_nibbles<0>(wb, s, w);
         q4_Kx8_sub_block<NT, true>(w, xq, sc[2 * s], isum);
         for (int t = 0; t < NT; ++t) xq[t] += 32;
         q4_Kx8_nibbles<1>(wb, s, w);
         q4_Kx8_sub_block<NT, false>(w, xq, sc[2 * s + 1], isum);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i msum = _mm256_madd_epi16(mn[s], _mm256_set1_epi32(xsum[t][s]));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), sd[t], acc[t]);
-          accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), sm[t], accm[t]);
-        }
+        f.accumulate(s, mn[s], isum, acc, accm);
       }
     }
     for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, _mm256_sub_ps(acc[t], accm[t]));

@@ -217,9 +217,8 @@ packed_kernel cpu_packed_kernel(cpu_level level, ggml_type wtype) {
   if (!cpu_level_supported(level)) return {};
   switch (level) {
     case cpu_level::scalar: return {};  // the scalar level keeps the plain reference sums
-    case cpu_level::avx2:
-    case cpu_level::avx512:  // its quantized tile kernels are the AVX2 ones, so the packed ones match them
-      return packed_kernel_avx2(wtype);
+    case cpu_level::avx2: return packed_kernel_avx2(wtype);
+    case cpu_level::avx512: return packed_kernel_avx512(wtype);
   }
   return {};
 }

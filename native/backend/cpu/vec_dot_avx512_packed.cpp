@@ -1,0 +1,177 @@
+// The AVX-512 level's packed kernels: for q4_K x8 groups a VNNI kernel, the AVX2 kernels for the other types.
+// The q4_K kernel is the AVX2 one (vec_dot_avx2_packed.cpp) with each sub-block's 8 maddubs + 7 int16 adds +
+// madd by the scales replaced by 8 vpdpbusd (4 products each, straight into int32) and one int32 multiply by
+// the scales: about 10 vector ops instead of 17 per sub-block and token, on 256-bit vectors; its two-group
+// form (fn16) runs the same lane operations on 512-bit vectors holding two adjacent groups.
+// Invariant: the same exact integers (sc * (q . x) per sub-block and row, |.| < 2^22) enter the same f32
+// operations in the same lanes and order, so every output has the bits of the AVX2 tile kernel, which is
+// this level's tile kernel for every quantized type (vec_dot_avx512.cpp).
+#include "backend/cpu/vec_dot_avx512.h"
+
+#include "backend/cpu/vec_dot_avx2.h"
+
+#if SPINDLE_HAVE_AVX512_KERNELS && SPINDLE_HAVE_X86_KERNELS && !defined(SPINDLE_EMULATE_AVX512)
+#include "backend/cpu/packed_q4_K_avx2_inl.h"
+#include "backend/cpu/repack.h"
+#include "backend/cpu/vec_dot_tile.h"
+
+namespace spindle {
+namespace {
+
+using packed_q4_K::q4_Kx8_nibbles;
+using packed_q4_K::q4_Kx8_scales;
+using packed_q4_K::q4_Kx8_token_factors;
+
+SPINDLE_AVX512 inline int32_t load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// isum[t] (+)= sc * (w . x_t) over one sub-block: two vpdpbusd chains of 4 (|chain| <= 16 * 15 * 128), their
+// sum times the int32 scales. xq[t]: the sub-block's 32 activations of token t.
+template <int NT, bool FIRST>
+SPINDLE_AVX512 inline void q4_Kx8_sub_block_vnni(const __m256i w[8], const int8_t* const xq[NT], __m256i sc32,
+                                                 __m256i isum[NT]) {
+  const __m256i zero = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t) {
+    __m256i p0 = _mm256_dpbusd_epi32(zero, w[0], bcast32(xq[t]));
+    __m256i p1 = _mm256_dpbusd_epi32(zero, w[1], bcast32(xq[t] + 4));
+    p0 = _mm256_dpbusd_epi32(p0, w[2], bcast32(xq[t] + 8));
+    p1 = _mm256_dpbusd_epi32(p1, w[3], bcast32(xq[t] + 12));
+    p0 = _mm256_dpbusd_epi32(p0, w[4], bcast32(xq[t] + 16));
+    p1 = _mm256_dpbusd_epi32(p1, w[5], bcast32(xq[t] + 20));
+    p0 = _mm256_dpbusd_epi32(p0, w[6], bcast32(xq[t] + 24));
+    p1 = _mm256_dpbusd_epi32(p1, w[7], bcast32(xq[t] + 28));
+    const __m256i v = _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), sc32);
+    isum[t] = FIRST ? v : _mm256_add_epi32(isum[t], v);
+  }
+}
+
+// Group (q4_K x8) . NT tokens (q8_K): q4_Kx8_kernel's steps with the VNNI sub-block product.
+template <int NT>
+struct q4_Kx8_vnni_kernel {
+  SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                 int64_t ys) {
+    const block_q4_Kx8* wb = (const block_q4_Kx8*)group;
+    __m256 acc[NT], accm[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b, ++wb) {
+      __m256i sc[8], mn[4];
+      prefetch_stream(wb, sizeof(block_q4_Kx8));
+      q4_Kx8_scales(wb, sc, mn);
+      for (int j = 0; j < 8; ++j) sc[j] = _mm256_srli_epi32(sc[j], 16);  // int16 pair (s, s) -> int32 s
+      q4_Kx8_token_factors<NT> f;
+      f.load(wb, x, xs, b);
+      for (int s = 0; s < 4; ++s) {
+        __m256i isum[NT], w[8];
+        const int8_t* xq[NT];
+        for (int t = 0; t < NT; ++t) xq[t] = f.xb[t]->qs + 64 * s;
+        q4_Kx8_nibbles<0>(wb, s, w);
+        q4_Kx8_sub_block_vnni<NT, true>(w, xq, sc[2 * s], isum);
+        for (int t = 0; t < NT; ++t) xq[t] += 32;
+        q4_Kx8_nibbles<1>(wb, s, w);
+        q4_Kx8_sub_block_vnni<NT, false>(w, xq, sc[2 * s + 1], isum);
+        f.accumulate(s, mn[s], isum, acc, accm);
+      }
+    }
+    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, _mm256_sub_ps(acc[t], accm[t]));
+  }
+};
+
+// Two adjacent groups (16 rows, group g's in lanes 0..7 and g + 1's in 8..15 of 512-bit vectors) . NT tokens:
+// q4_Kx8_vnni_kernel's operations for both groups at once, lane for lane. One activation broadcast and one
+// (double-pumped) vpdpbusd serve 16 rows, halving the loads and instructions per product.
+SPINDLE_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+template <int NT>
+struct q4_Kx16_vnni_kernel {
+  SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                 int64_t ys) {
+    const int64_t nb = n / QK_K;
+    const block_q4_Kx8* wa = (const block_q4_Kx8*)group;
+    const block_q4_Kx8* wc = wa + nb;  // the next group
+    __m512 acc[NT], accm[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = accm[t] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; ++b, ++wa, ++wc) {
+      prefetch_stream(wa, sizeof(block_q4_Kx8));
+      prefetch_stream(wc, sizeof(block_q4_Kx8));
+      __m512i sc[8], mn[4];
+      {
+        __m256i sa[8], ma[4], scc[8], mc[4];
+        q4_Kx8_scales(wa, sa, ma);
+        q4_Kx8_scales(wc, scc, mc);
+        for (int j = 0; j < 8; ++j) sc[j] = join(_mm256_srli_epi32(sa[j], 16), _mm256_srli_epi32(scc[j], 16));
+        for (int s = 0; s < 4; ++s) mn[s] = join(ma[s], mc[s]);
+      }
+      const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa->d)), _mm_loadu_si128((const __m128i*)wc->d), 1));
+      const __m512 dmin = _mm512_cvtph_ps(_mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa->dmin)),
+          _mm_loadu_si128((const __m128i*)wc->dmin), 1));
+      q4_Kx8_token_factors<NT> f;  // its xb and xsum (its 8-row sd / sm go unused)
+      f.load(wa, x, xs, b);
+      __m512 sd[NT], sm[NT];
+      for (int t = 0; t < NT; ++t) {
+        const __m512 dx = _mm512_set1_ps(f.xb[t]->d);
+        sd[t] = _mm512_mul_ps(d, dx);
+        sm[t] = _mm512_mul_ps(dmin, dx);
+      }
+      for (int s = 0; s < 4; ++s) {
+        __m512i isum[NT];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {  // sub-block 2s + h: low (h 0) or high (h 1) nibbles of words 8s..8s+7
+          __m512i w[8];
+#pragma GCC unroll 8
+          for (int c = 0; c < 8; ++c) {
+            const __m512i v = join(_mm256_loadu_si256((const __m256i*)wa->qs[8 * s + c]),
+                                   _mm256_loadu_si256((const __m256i*)wc->qs[8 * s + c]));
+            w[c] = _mm512_and_si512(h == 0 ? v : _mm512_srli_epi16(v, 4), low4);
+          }
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* xq = f.xb[t]->qs + 64 * s + 32 * h;
+            __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_set1_epi32(load32(xq)));
+            __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_set1_epi32(load32(xq + 4)));
+            p0 = _mm512_dpbusd_epi32(p0, w[2], _mm512_set1_epi32(load32(xq + 8)));
+            p1 = _mm512_dpbusd_epi32(p1, w[3], _mm512_set1_epi32(load32(xq + 12)));
+            p0 = _mm512_dpbusd_epi32(p0, w[4], _mm512_set1_epi32(load32(xq + 16)));
+            p1 = _mm512_dpbusd_epi32(p1, w[5], _mm512_set1_epi32(load32(xq + 20)));
+            p0 = _mm512_dpbusd_epi32(p0, w[6], _mm512_set1_epi32(load32(xq + 24)));
+            p1 = _mm512_dpbusd_epi32(p1, w[7], _mm512_set1_epi32(load32(xq + 28)));
+            const __m512i v = _mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc[2 * s + h]);
+            isum[t] = h == 0 ? v : _mm512_add_epi32(isum[t], v);
+          }
+        }
+        for (int t = 0; t < NT; ++t) {  // q4_Kx8_token_factors::accumulate on 16 lanes
+          const __m512i msum = _mm512_madd_epi16(mn[s], _mm512_set1_epi32(f.xsum[t][s]));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sd[t], acc[t]);
+          accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), sm[t], accm[t]);
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ys, _mm512_sub_ps(acc[t], accm[t]));
+  }
+};
+
+}  // namespace
+
+packed_kernel packed_kernel_avx512(ggml_type wtype) {
+  if (wtype == ggml_type::Q4_K)
+    return packed_kernel{&packed_entry<q4_Kx8_vnni_kernel, 8>, 8, false, &packed_entry<q4_Kx16_vnni_kernel, 8>};
+  return packed_kernel_avx2(wtype);
+}
+
+}  // namespace spindle
+
+#else  // no AVX-512 kernels (or the SIMDe emulation build): the AVX2 ones
+
+namespace spindle {
+packed_kernel packed_kernel_avx512(ggml_type wtype) { return packed_kernel_avx2(wtype); }
+}  // namespace spindle
+
+#endif
