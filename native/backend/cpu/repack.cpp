@@ -86,14 +86,20 @@ void pack_group_q6_K(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q6
       const block_q6_K& in = ((const block_q6_K*)(rows + (size_t)r * row_bytes))[b];
       out.d[r] = in.d;
       for (int k = 0; k < 4; ++k) std::memcpy(&out.scales[k][r], in.scales + 4 * k, 4);
+      uint8_t v[QK_K];  // the block's 6-bit values in element order (q6_K_value for every e, in bulk)
+      for (int h = 0; h < 2; ++h)
+        for (int part = 0; part < 4; ++part)  // elements 128h + 32 part + i
+          for (int i = 0; i < 32; ++i)
+            v[128 * h + 32 * part + i] = (uint8_t)(((in.ql[64 * h + 32 * (part & 1) + i] >> (part >= 2 ? 4 : 0)) & 15) |
+                                                   ((in.qh[32 * h + i] >> (2 * part)) & 3) << 4);
       // element of byte k of group A (second = false) or B (true) of even chunk j at lane position l
       auto elem = [](int j, int l, bool second, int k) { return 32 * j + (k >= 2 ? 32 : 0) + 4 * l + (second ? 2 : 0) + k % 2; };
       for (int h = 0; h < 2; ++h) {
         for (int l = 0; l < 8; ++l) {
           uint8_t a[4], bq[4], hb[4];
           for (int k = 0; k < 4; ++k) {
-            const int a0 = q6_K_value(in, elem(4 * h, l, false, k)), b0 = q6_K_value(in, elem(4 * h, l, true, k));
-            const int a2 = q6_K_value(in, elem(4 * h + 2, l, false, k)), b2 = q6_K_value(in, elem(4 * h + 2, l, true, k));
+            const int a0 = v[elem(4 * h, l, false, k)], b0 = v[elem(4 * h, l, true, k)];
+            const int a2 = v[elem(4 * h + 2, l, false, k)], b2 = v[elem(4 * h + 2, l, true, k)];
             a[k] = (uint8_t)((a0 & 15) | (a2 & 15) << 4);
             bq[k] = (uint8_t)((b0 & 15) | (b2 & 15) << 4);
             hb[k] = (uint8_t)((a0 >> 4) | (b0 >> 4) << 2 | (a2 >> 4) << 4 | (b2 >> 4) << 6);
