@@ -80,6 +80,7 @@ struct q8_0x8_kernel {
         __m256 a[NT];
         for (int t = 0; t < NT; ++t) a[t] = acc[l][t];
         for (int i = 0; i < kb; ++i) {
+          prefetch_stream(wb[b0 + i].qs[l], 32);  // l sweeps the chunk 8 times: a stream per l, prefetched
           const __m256i w = _mm256_loadu_si256((const __m256i*)wb[b0 + i].qs[l]);
           const __m256i aw = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8

@@ -158,9 +158,71 @@ struct q4_Kx16_vnni_kernel {
   }
 };
 
+// Two adjacent q8_0 x8 groups (16 rows in 512-bit lanes) . NT tokens (q8_0) with q8_0x8_kernel's arithmetic
+// (vec_dot_avx2_packed.cpp): lane l of output (r, t) = fma((float)(int sum of elements 4l .. 4l + 4 of block b),
+// dw * dx, lane l) over the blocks in order, then hsum_avx2's lane order. The exact 4-element sums come from
+// one vpdpbusd of |w| and x negated where w < 0 (for w = -128, |w| is the byte 128 read unsigned).
+constexpr int k_q8_chunk = 16;  // blocks whose scales and accumulators stay near while l sweeps them
+
+template <int NT>
+struct q8_0x16_vnni_kernel {
+  SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                 int64_t ys) {
+    const int64_t nb = n / QK8_0;
+    const block_q8_0x8* wa = (const block_q8_0x8*)group;
+    const block_q8_0x8* wc = wa + nb;  // the next group
+    __m512 acc[8][NT];
+    for (int l = 0; l < 8; ++l)
+      for (int t = 0; t < NT; ++t) acc[l][t] = _mm512_setzero_ps();
+    __m512 scale[k_q8_chunk][NT];  // dw * dx per block of the chunk and token
+    for (int64_t b0 = 0; b0 < nb; b0 += k_q8_chunk) {
+      const int kb = (int)(nb - b0 < k_q8_chunk ? nb - b0 : k_q8_chunk);
+      for (int i = 0; i < kb; ++i) {
+        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa[b0 + i].d)),
+            _mm_loadu_si128((const __m128i*)wc[b0 + i].d), 1));
+        for (int t = 0; t < NT; ++t)
+          scale[i][t] = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(((const block_q8_0*)(x + t * xs))[b0 + i].d)));
+      }
+#pragma GCC unroll 1
+      for (int l = 0; l < 8; ++l) {
+        __m512 a[NT];
+        for (int t = 0; t < NT; ++t) a[t] = acc[l][t];
+        for (int i = 0; i < kb; ++i) {
+          prefetch_stream(wa[b0 + i].qs[l], 32);  // l sweeps the chunk 8 times: a stream per l, prefetched
+          prefetch_stream(wc[b0 + i].qs[l], 32);
+          const __m512i w = join(_mm256_loadu_si256((const __m256i*)wa[b0 + i].qs[l]),
+                                 _mm256_loadu_si256((const __m256i*)wc[b0 + i].qs[l]));
+          const __m512i aw = _mm512_abs_epi8(w);
+          const __mmask64 neg = _mm512_movepi8_mask(w);
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const block_q8_0* xb = (const block_q8_0*)(x + t * xs) + b0 + i;
+            const __m512i xv = _mm512_set1_epi32(load32(xb->qs + 4 * l));
+            const __m512i sx = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
+            a[t] = _mm512_fmadd_ps(scale[i][t], _mm512_cvtepi32_ps(p), a[t]);
+          }
+        }
+        for (int t = 0; t < NT; ++t) acc[l][t] = a[t];
+      }
+    }
+    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+      const __m512 s04 = _mm512_add_ps(acc[0][t], acc[4][t]), s15 = _mm512_add_ps(acc[1][t], acc[5][t]);
+      const __m512 s26 = _mm512_add_ps(acc[2][t], acc[6][t]), s37 = _mm512_add_ps(acc[3][t], acc[7][t]);
+      _mm512_storeu_ps(y + t * ys, _mm512_add_ps(_mm512_add_ps(s04, s26), _mm512_add_ps(s15, s37)));
+    }
+  }
+};
+
 }  // namespace
 
 packed_kernel packed_kernel_avx512(ggml_type wtype) {
+  if (wtype == ggml_type::Q8_0) {
+    packed_kernel pk = packed_kernel_avx2(wtype);
+    pk.fn16 = &packed_entry<q8_0x16_vnni_kernel, 8>;
+    return pk;
+  }
   if (wtype == ggml_type::Q4_K)
     return packed_kernel{&packed_entry<q4_Kx8_vnni_kernel, 8>, 8, false, &packed_entry<q4_Kx16_vnni_kernel, 8>};
   return packed_kernel_avx2(wtype);
