@@ -12,6 +12,7 @@
 
 #if SPINDLE_HAVE_AVX512_KERNELS && SPINDLE_HAVE_X86_KERNELS && !defined(SPINDLE_EMULATE_AVX512)
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
+#include "backend/cpu/packed_q6_K_avx2_inl.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot_tile.h"
 
@@ -21,6 +22,8 @@ namespace {
 using packed_q4_K::q4_Kx8_nibbles;
 using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_token_factors;
+using packed_q6_K::q6_Kx8_scales;
+using packed_q6_K::q6_Kx8_weights;
 
 SPINDLE_AVX512 inline int32_t load32(const int8_t* p) {
   int32_t v;
@@ -215,9 +218,80 @@ struct q8_0x16_vnni_kernel {
   }
 };
 
+// Two adjacent q6_K x8 groups (16 rows in 512-bit lanes) . NT tokens (paired q8_K): q6_Kx8_kernel's operations
+// (vec_dot_avx2_packed_q6.cpp) lane for lane, with vpdpwssd for its madd-by-scales + int32 add (the same exact
+// integers): per super-block and lane position l, isum = -32 (sc . bsums) + sum_k scales * (chunk-pair sums),
+// then acc[l] = fma(d * dx, (float)isum, acc[l]); output the hsum_avx2 lane order over l.
+template <int NT>
+struct q6_Kx16_vnni_kernel {
+  SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                 int64_t ys) {
+    const int64_t nb = n / QK_K;
+    const block_q6_Kx8* wa = (const block_q6_Kx8*)group;
+    const block_q6_Kx8* wc = wa + nb;  // the next group
+    __m512 acc[8][NT];
+    for (int l = 0; l < 8; ++l)
+      for (int t = 0; t < NT; ++t) acc[l][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, ++wa, ++wc) {
+      prefetch_stream(wa, sizeof(block_q6_Kx8));
+      prefetch_stream(wc, sizeof(block_q6_Kx8));
+      __m512i scp[8], sp[8];
+      {
+        __m256i scp_a[8], sp_a[8], scp_c[8], sp_c[8];
+        q6_Kx8_scales(wa, scp_a, sp_a);
+        q6_Kx8_scales(wc, scp_c, sp_c);
+        for (int j = 0; j < 8; ++j) scp[j] = join(scp_a[j], scp_c[j]), sp[j] = join(sp_a[j], sp_c[j]);
+      }
+      const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa->d)), _mm_loadu_si128((const __m128i*)wc->d), 1));
+      const block_q8_K* xb[NT];
+      __m512 sd[NT];
+      for (int t = 0; t < NT; ++t) {
+        xb[t] = (const block_q8_K*)(x + t * xs) + b;
+        sd[t] = _mm512_mul_ps(d, _mm512_set1_ps(xb[t]->d));
+      }
+#pragma GCC unroll 1
+      for (int l = 0; l < 8; ++l) {
+        __m512i q[8];
+        {
+          __m256i qa[8], qc[8];
+          q6_Kx8_weights(wa, l, qa);
+          q6_Kx8_weights(wc, l, qc);
+          for (int j = 0; j < 8; ++j) q[j] = join(qa[j], qc[j]);
+        }
+        const int hi = l >= 4;
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* bs = (const int8_t*)(xb[t]->bsums + 2 * l);
+          __m512i isum = _mm512_madd_epi16(sp[l], _mm512_set1_epi32(load32(bs)));
+          const int8_t* xq = xb[t]->qs + 8 * l;
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const __m512i a = _mm512_maddubs_epi16(q[2 * k], _mm512_set1_epi32(load32(xq + 64 * k)));
+            const __m512i s16 =
+                _mm512_add_epi16(a, _mm512_maddubs_epi16(q[2 * k + 1], _mm512_set1_epi32(load32(xq + 64 * k + 4))));
+            isum = _mm512_dpwssd_epi32(isum, s16, scp[2 * k + hi]);
+          }
+          acc[l][t] = _mm512_fmadd_ps(sd[t], _mm512_cvtepi32_ps(isum), acc[l][t]);
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+      const __m512 s04 = _mm512_add_ps(acc[0][t], acc[4][t]), s15 = _mm512_add_ps(acc[1][t], acc[5][t]);
+      const __m512 s26 = _mm512_add_ps(acc[2][t], acc[6][t]), s37 = _mm512_add_ps(acc[3][t], acc[7][t]);
+      _mm512_storeu_ps(y + t * ys, _mm512_add_ps(_mm512_add_ps(s04, s26), _mm512_add_ps(s15, s37)));
+    }
+  }
+};
+
 }  // namespace
 
 packed_kernel packed_kernel_avx512(ggml_type wtype) {
+  if (wtype == ggml_type::Q6_K) {
+    packed_kernel pk = packed_kernel_avx2(wtype);
+    pk.fn16 = &packed_entry<q6_Kx16_vnni_kernel, 8>;
+    return pk;
+  }
   if (wtype == ggml_type::Q8_0) {
     packed_kernel pk = packed_kernel_avx2(wtype);
     pk.fn16 = &packed_entry<q8_0x16_vnni_kernel, 8>;
