@@ -3,7 +3,8 @@
 // the same run, alternating engine by engine per repetition so machine noise hits both alike.
 // Measures, per model:  pp  = prompt tokens/s for one prompt of --pp tokens (time to the first output token);
 //                       tg  = decode tokens/s of one sequence ((n - 1) tokens over first -> last token);
-//                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each.
+//                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each, and
+//                       batch decode = the same after each sequence's first token (prefill excluded, as in tg).
 // Models are performance-shaped random-weight fixtures (lib/fixtures), cached in bench/.models/.
 // Also measures the streaming-read memory bandwidth on the same threads (bench/membw) and reports decode as a
 // percentage of its floor (bandwidth / bytes a decoded token reads: the file, less an untied embedding table,
@@ -96,12 +97,16 @@ async function spindleRun(path) {
       const t2 = performance.now();
       return tgLen / ((t2 - t1 - (t1 - t0)) / 1000);
     },
+    // { total: output tokens/s including the prompts' prefill, decode: tokens/s after each first token, as tg }
     async batch() {
       const prompts = Array.from({ length: nSeqs }, (_, i) => ({ promptTokenIds: promptIds(8, 10 + i) }));
       const t0 = performance.now();
+      await llm.generate(prompts, { ...greedy, maxTokens: 1 });
+      const t1 = performance.now();
       const outs = await llm.generate(prompts, { ...greedy, maxTokens: tgLen });
+      const t2 = performance.now();
       const n = outs.reduce((s, o) => s + o.outputs[0].tokenIds.length, 0);
-      return n / ((performance.now() - t0) / 1000);
+      return { total: n / ((t2 - t1) / 1000), decode: (n - nSeqs) / ((t2 - t1 - (t1 - t0)) / 1000) };
     },
     close: () => llm.close(),
   };
@@ -138,8 +143,10 @@ async function llamaCppRun(path) {
       const bctx = await model.createContext({ contextSize: nSeqs * (tgLen + 16), sequences: nSeqs, batchSize: 512, threads, flashAttention: false });
       try {
         const t0 = performance.now();
-        await Promise.all(Array.from({ length: nSeqs }, (_, i) => decode(bctx.getSequence(), promptIds(8, 10 + i), tgLen)));
-        return (nSeqs * tgLen) / ((performance.now() - t0) / 1000);
+        const times = await Promise.all(
+          Array.from({ length: nSeqs }, (_, i) => decode(bctx.getSequence(), promptIds(8, 10 + i), tgLen)));
+        const tFirst = Math.max(...times.map((t) => t.tFirst)), tLast = Math.max(...times.map((t) => t.tLast));
+        return { total: (nSeqs * tgLen) / ((tLast - t0) / 1000), decode: (nSeqs * (tgLen - 1)) / ((tLast - tFirst) / 1000) };
       } finally {
         await bctx.dispose();
       }
@@ -169,15 +176,18 @@ for (const name of args.models.split(',')) {
   const path = await modelPath(name);
   const bytes = statSync(path).size;
   const engines = { spindle: await spindleRun(path), llamacpp: await llamaCppRun(path) };
-  const figures = { spindle: { pp: [], tg: [], batch: [] }, llamacpp: { pp: [], tg: [], batch: [] } };
-  const kinds = args['skip-batch'] ? ['pp', 'tg'] : ['pp', 'tg', 'batch'];
+  const figures = { spindle: { pp: [], tg: [], batch: [], batchdec: [] }, llamacpp: { pp: [], tg: [], batch: [], batchdec: [] } };
+  const runs = args['skip-batch'] ? ['pp', 'tg'] : ['pp', 'tg', 'batch'];
   for (let r = 0; r < reps; ++r) {
-    for (const kind of kinds) {
+    for (const kind of runs) {
       for (const which of r % 2 === 0 ? ['spindle', 'llamacpp'] : ['llamacpp', 'spindle']) {
-        figures[which][kind].push(await engines[which][kind]());
+        const figure = await engines[which][kind]();
+        if (kind !== 'batch') figures[which][kind].push(figure);
+        else figures[which].batch.push(figure.total), figures[which].batchdec.push(figure.decode);
       }
     }
   }
+  const kinds = args['skip-batch'] ? ['pp', 'tg'] : ['pp', 'tg', 'batch', 'batchdec'];
   for (const e of Object.values(engines)) await e.close();
   // bytes one decoded token reads: the file less an untied embedding table, experts at their used share
   const decodeBytes = decodeBytesPerToken(readModelFileInfo(path));
@@ -198,20 +208,25 @@ for (const r of results) {
   r.floor_tg = (gbps * 1e9) / r.decode_bytes;  // tokens/s if decode read each weight it needs once at full bandwidth
   r.tg_spindle_floor_pct = (100 * r.tg_spindle) / r.floor_tg;
   r.tg_llamacpp_floor_pct = (100 * r.tg_llamacpp) / r.floor_tg;
-  if (r.batch_spindle !== undefined) r.batch_scaling_spindle = r.batch_spindle / r.tg_spindle;
+  if (r.batch_spindle !== undefined) {
+    r.batch_scaling_spindle = r.batch_spindle / r.tg_spindle;
+    r.batchdec_scaling_spindle = r.batchdec_spindle / r.tg_spindle;  // like for like: tg excludes prefill too
+  }
 }
 
 const f1 = (x) => x.toFixed(1);
 const lines = [
   `| model | MB | pp${ppLen} Spindle | llama.cpp | ratio | tg${tgLen} Spindle | llama.cpp | ratio | Spindle % floor | llama.cpp % floor |` +
-    (args['skip-batch'] ? '' : ` ${nSeqs}-seq Spindle | llama.cpp | ratio | Spindle ${nSeqs}-seq / 1-seq |`),
-  '|---|---|---|---|---|---|---|---|---|---|' + (args['skip-batch'] ? '' : '---|---|---|---|'),
+    (args['skip-batch'] ? '' : ` ${nSeqs}-seq Spindle | llama.cpp | ratio | ${nSeqs}-seq decode Spindle | llama.cpp | ` +
+      `Spindle ${nSeqs}-seq / 1-seq (decode) |`),
+  '|---|---|---|---|---|---|---|---|---|---|' + (args['skip-batch'] ? '' : '---|---|---|---|---|---|'),
 ];
 for (const r of results) {
   let line = `| ${r.model} | ${(r.bytes / 1e6).toFixed(0)} | ${f1(r.pp_spindle)} | ${f1(r.pp_llamacpp)} | ${r.pp_ratio.toFixed(2)}x | ` +
     `${f1(r.tg_spindle)} | ${f1(r.tg_llamacpp)} | ${r.tg_ratio.toFixed(2)}x | ${f1(r.tg_spindle_floor_pct)}% | ${f1(r.tg_llamacpp_floor_pct)}% |`;
   if (!args['skip-batch']) {
-    line += ` ${f1(r.batch_spindle)} | ${f1(r.batch_llamacpp)} | ${r.batch_ratio.toFixed(2)}x | ${r.batch_scaling_spindle.toFixed(2)}x |`;
+    line += ` ${f1(r.batch_spindle)} | ${f1(r.batch_llamacpp)} | ${r.batch_ratio.toFixed(2)}x | ${f1(r.batchdec_spindle)} | ` +
+      `${f1(r.batchdec_llamacpp)} | ${r.batch_scaling_spindle.toFixed(2)}x (${r.batchdec_scaling_spindle.toFixed(2)}x) |`;
   }
   lines.push(line);
 }
