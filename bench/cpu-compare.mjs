@@ -2,7 +2,8 @@
 // Spindle vs llama.cpp (node-llama-cpp's prebuilt CPU binary) on the same GGUF file, same thread count, in
 // the same run, alternating engine by engine per repetition so machine noise hits both alike.
 // Measures, per model:  pp  = prompt tokens/s for one prompt of --pp tokens (time to the first output token);
-//                       tg  = decode tokens/s of one sequence ((n - 1) tokens over first -> last token);
+//                       tg  = decode tokens/s of one sequence ((n - 1) tokens over first -> last token, both
+//                             engines timed inside one streamed run);
 //                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each, and
 //                       batch decode = the same after each sequence's first token (prefill excluded, as in tg).
 // Models are performance-shaped random-weight fixtures (lib/fixtures), cached in bench/.models/.
@@ -19,7 +20,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { getLlama } from 'node-llama-cpp';
-import { LLM } from '../dist/index.js';
+import { Engine } from '../dist/index.js';
 import { createHash } from 'node:crypto';
 import { generateModel, generatorFingerprint } from '../dist/fixtures/index.js';
 import { decodeBytesPerToken, readModelFileInfo } from '../dist/bench/offline/model-info.js';
@@ -78,37 +79,40 @@ const promptIds = (n, salt) => Array.from({ length: n }, (_, i) => 1000 + ((i * 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // ---- Spindle ----
+// Through the SGLang-style Engine, streaming, so that decode is timed from each sequence's first token to its
+// last inside one run, exactly as the llama.cpp side below is.
 async function spindleRun(path) {
-  const llm = new LLM({ model: path, threads });
-  await llm.ready();
+  const engine = new Engine({ modelPath: path, threads });
+  await engine.ready();
   const greedy = { temperature: 0, ignoreEos: true };
+  // Streams one request; resolves to { tFirst, tLast, n }: times of its first and last token, tokens received.
+  const decode = async (inputIds, maxNewTokens) => {
+    let n = 0, tFirst = 0;
+    for await (const chunk of engine.generate({ inputIds, samplingParams: { ...greedy, maxNewTokens }, stream: true })) {
+      if (n === 0 && chunk.outputIds.length > 0) tFirst = performance.now();
+      n += chunk.outputIds.length;
+    }
+    return { tFirst, tLast: performance.now(), n };
+  };
   return {
     async pp() {
       const t0 = performance.now();
-      await llm.generate([{ promptTokenIds: promptIds(ppLen, 1) }], { ...greedy, maxTokens: 1 });
+      await engine.generate({ inputIds: promptIds(ppLen, 1), samplingParams: { ...greedy, maxNewTokens: 1 } });
       return ppLen / ((performance.now() - t0) / 1000);
     },
     async tg() {
-      const ids = promptIds(8, 2);
-      const t0 = performance.now();
-      await llm.generate([{ promptTokenIds: ids }], { ...greedy, maxTokens: 1 });
-      const t1 = performance.now();
-      await llm.generate([{ promptTokenIds: ids }], { ...greedy, maxTokens: tgLen + 1 });
-      const t2 = performance.now();
-      return tgLen / ((t2 - t1 - (t1 - t0)) / 1000);
+      const { tFirst, tLast, n } = await decode(promptIds(8, 2), tgLen + 1);
+      return (n - 1) / ((tLast - tFirst) / 1000);
     },
     // { total: output tokens/s including the prompts' prefill, decode: tokens/s after each first token, as tg }
     async batch() {
-      const prompts = Array.from({ length: nSeqs }, (_, i) => ({ promptTokenIds: promptIds(8, 10 + i) }));
       const t0 = performance.now();
-      await llm.generate(prompts, { ...greedy, maxTokens: 1 });
-      const t1 = performance.now();
-      const outs = await llm.generate(prompts, { ...greedy, maxTokens: tgLen });
-      const t2 = performance.now();
-      const n = outs.reduce((s, o) => s + o.outputs[0].tokenIds.length, 0);
-      return { total: n / ((t2 - t1) / 1000), decode: (n - nSeqs) / ((t2 - t1 - (t1 - t0)) / 1000) };
+      const runs = await Promise.all(Array.from({ length: nSeqs }, (_, i) => decode(promptIds(8, 10 + i), tgLen)));
+      const n = runs.reduce((s, r) => s + r.n, 0);
+      const tFirst = Math.max(...runs.map((r) => r.tFirst)), tLast = Math.max(...runs.map((r) => r.tLast));
+      return { total: n / ((tLast - t0) / 1000), decode: (n - nSeqs) / ((tLast - tFirst) / 1000) };
     },
-    close: () => llm.close(),
+    close: () => engine.shutdown(),
   };
 }
 
