@@ -132,43 +132,40 @@ void use_packed(matmul_plan& p, cpu_level level, ggml_type wtype, const packed_w
   p.packed_rows = packed->n_groups() * k_pack_rows;
 }
 
-// Converts the activations once into the kernel's format (f32 rows are used in place), tokens split over
-// threads, into a buffer grown and never shrunk per calling thread (no allocation per matmul once warm).
-const uint8_t* convert_activations(thread_pool& pool, ggml_type act_type, const float* x, int64_t n_tokens,
-                                   int64_t n_in, size_t act_row) {
-  if (act_type == ggml_type::F32) return (const uint8_t*)x;
-  thread_local std::vector<uint8_t> scratch;
-  const size_t act_bytes = (size_t)checked_mul(act_row, (uint64_t)n_tokens, "cpu_matmul activations");
-  if (scratch.size() < act_bytes) scratch.resize(act_bytes);
-  uint8_t* act = scratch.data();
-  auto convert = [&](int ith, int nth) {
-    int64_t t0, t1;
-    thread_pool::split(n_tokens, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; ++t) cpu_convert_activation(act_type, x + t * n_in, act + t * act_row, n_in);
-  };
-  if (n_tokens >= 4 && pool.size() > 1) pool.run(convert);
-  else convert(0, 1);
-  return act;
-}
-
-// The activations in the packed kernel's order: `act` itself, or (pk.paired_q8_K) paired copies of its q8_K rows
-// in a buffer grown and never shrunk per calling thread.
-const uint8_t* packed_activations(thread_pool& pool, const packed_kernel& pk, const uint8_t* act, int64_t n_tokens,
-                                  int64_t n_in, size_t act_row) {
-  if (!pk.paired_q8_K) return act;
+// act_row bytes per token written by fill(t, row) for every token, tokens split over threads when there are
+// enough, into a buffer grown and never shrunk per calling thread and Slot (no allocation per matmul once warm).
+template <int Slot, class Fill>
+uint8_t* fill_token_rows(thread_pool& pool, int64_t n_tokens, size_t act_row, Fill&& fill) {
   thread_local std::vector<uint8_t> scratch;
   const size_t act_bytes = (size_t)checked_mul(act_row, (uint64_t)n_tokens, "cpu_matmul activations");
   if (scratch.size() < act_bytes) scratch.resize(act_bytes);
   uint8_t* out = scratch.data();
-  auto pair = [&](int ith, int nth) {
+  auto run = [&](int ith, int nth) {
     int64_t t0, t1;
     thread_pool::split(n_tokens, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; ++t)
-      pair_q8_K_row((const block_q8_K*)(act + t * act_row), (block_q8_K*)(out + t * act_row), n_in / QK_K);
+    for (int64_t t = t0; t < t1; ++t) fill(t, out + t * act_row);
   };
-  if (n_tokens >= 4 && pool.size() > 1) pool.run(pair);
-  else pair(0, 1);
+  if (n_tokens >= 4 && pool.size() > 1) pool.run(run);
+  else run(0, 1);
   return out;
+}
+
+// Converts the activations once into the kernel's format (f32 rows are used in place).
+const uint8_t* convert_activations(thread_pool& pool, ggml_type act_type, const float* x, int64_t n_tokens,
+                                   int64_t n_in, size_t act_row) {
+  if (act_type == ggml_type::F32) return (const uint8_t*)x;
+  return fill_token_rows<0>(pool, n_tokens, act_row, [&](int64_t t, uint8_t* row) {
+    cpu_convert_activation(act_type, x + t * n_in, row, n_in);
+  });
+}
+
+// The activations in the packed kernel's order: `act` itself, or (pk.paired_q8_K) paired copies of its q8_K rows.
+const uint8_t* packed_activations(thread_pool& pool, const packed_kernel& pk, const uint8_t* act, int64_t n_tokens,
+                                  int64_t n_in, size_t act_row) {
+  if (!pk.paired_q8_K) return act;
+  return fill_token_rows<1>(pool, n_tokens, act_row, [&](int64_t t, uint8_t* row) {
+    pair_q8_K_row((const block_q8_K*)(act + t * act_row), (block_q8_K*)row, n_in / QK_K);
+  });
 }
 
 }  // namespace

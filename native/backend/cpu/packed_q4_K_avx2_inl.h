@@ -84,16 +84,23 @@ struct q4_Kx8_token_factors {
   __m256 sd[NT], sm[NT];
   alignas(16) int32_t xsum[NT][4];
 
+  // xb and xsum only (for kernels that scale more than 8 rows themselves).
+  SPINDLE_AVX2 inline void load_tokens(const uint8_t* x, size_t xs, int64_t b) {
+    for (int t = 0; t < NT; ++t) {
+      xb[t] = (const block_q8_K*)(x + t * xs) + b;
+      const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
+      _mm_store_si128((__m128i*)xsum[t], _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+    }
+  }
+
   SPINDLE_AVX2 inline void load(const block_q4_Kx8* wb, const uint8_t* x, size_t xs, int64_t b) {
+    load_tokens(x, xs, b);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->d));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->dmin));
     for (int t = 0; t < NT; ++t) {
-      xb[t] = (const block_q8_K*)(x + t * xs) + b;
       const __m256 dx = _mm256_set1_ps(xb[t]->d);
       sd[t] = _mm256_mul_ps(d, dx);
       sm[t] = _mm256_mul_ps(dmin, dx);
-      const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
-      _mm_store_si128((__m128i*)xsum[t], _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
     }
   }
 

@@ -1,10 +1,9 @@
-// The AVX-512 level's packed kernels: for q4_K x8 groups a VNNI kernel, the AVX2 kernels for the other types.
-// The q4_K kernel is the AVX2 one (vec_dot_avx2_packed.cpp) with each sub-block's 8 maddubs + 7 int16 adds +
-// madd by the scales replaced by 8 vpdpbusd (4 products each, straight into int32) and one int32 multiply by
-// the scales: about 10 vector ops instead of 17 per sub-block and token, on 256-bit vectors; its two-group
-// form (fn16) runs the same lane operations on 512-bit vectors holding two adjacent groups.
-// Invariant: the same exact integers (sc * (q . x) per sub-block and row, |.| < 2^22) enter the same f32
-// operations in the same lanes and order, so every output has the bits of the AVX2 tile kernel, which is
+// The AVX-512 level's packed kernels: the AVX2 ones (vec_dot_avx2_packed*.cpp) for one group of 8 rows, plus
+// two-group forms (packed_kernel.fn16) for tiles of 2+ tokens that run the same lane operations on 512-bit
+// vectors holding two adjacent groups, with VNNI where it fuses integer steps: for q4_K each sub-block's
+// 8 maddubs + 7 int16 adds + madd by the scales become 8 vpdpbusd and one int32 multiply by the scales.
+// Invariant: the same exact integers (for q4_K, sc * (q . x) per sub-block and row, |.| < 2^22) enter the same
+// f32 operations in the same lanes and order, so every output has the bits of the AVX2 tile kernel, which is
 // this level's tile kernel for every quantized type (vec_dot_avx512.cpp).
 #include "backend/cpu/vec_dot_avx512.h"
 
@@ -19,7 +18,6 @@
 namespace spindle {
 namespace {
 
-using packed_q4_K::q4_Kx8_nibbles;
 using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_token_factors;
 using packed_q6_K::q6_Kx8_scales;
@@ -31,65 +29,30 @@ SPINDLE_AVX512 inline int32_t load32(const int8_t* p) {
   return v;
 }
 
-// isum[t] (+)= sc * (w . x_t) over one sub-block: two vpdpbusd chains of 4 (|chain| <= 16 * 15 * 128), their
-// sum times the int32 scales. xq[t]: the sub-block's 32 activations of token t.
-template <int NT, bool FIRST>
-SPINDLE_AVX512 inline void q4_Kx8_sub_block_vnni(const __m256i w[8], const int8_t* const xq[NT], __m256i sc32,
-                                                 __m256i isum[NT]) {
-  const __m256i zero = _mm256_setzero_si256();
-#pragma GCC unroll 8
-  for (int t = 0; t < NT; ++t) {
-    __m256i p0 = _mm256_dpbusd_epi32(zero, w[0], bcast32(xq[t]));
-    __m256i p1 = _mm256_dpbusd_epi32(zero, w[1], bcast32(xq[t] + 4));
-    p0 = _mm256_dpbusd_epi32(p0, w[2], bcast32(xq[t] + 8));
-    p1 = _mm256_dpbusd_epi32(p1, w[3], bcast32(xq[t] + 12));
-    p0 = _mm256_dpbusd_epi32(p0, w[4], bcast32(xq[t] + 16));
-    p1 = _mm256_dpbusd_epi32(p1, w[5], bcast32(xq[t] + 20));
-    p0 = _mm256_dpbusd_epi32(p0, w[6], bcast32(xq[t] + 24));
-    p1 = _mm256_dpbusd_epi32(p1, w[7], bcast32(xq[t] + 28));
-    const __m256i v = _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), sc32);
-    isum[t] = FIRST ? v : _mm256_add_epi32(isum[t], v);
-  }
-}
-
-// Group (q4_K x8) . NT tokens (q8_K): q4_Kx8_kernel's steps with the VNNI sub-block product.
-template <int NT>
-struct q4_Kx8_vnni_kernel {
-  SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
-                                 int64_t ys) {
-    const block_q4_Kx8* wb = (const block_q4_Kx8*)group;
-    __m256 acc[NT], accm[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; ++b, ++wb) {
-      __m256i sc[8], mn[4];
-      prefetch_stream(wb, sizeof(block_q4_Kx8));
-      q4_Kx8_scales(wb, sc, mn);
-      for (int j = 0; j < 8; ++j) sc[j] = _mm256_srli_epi32(sc[j], 16);  // int16 pair (s, s) -> int32 s
-      q4_Kx8_token_factors<NT> f;
-      f.load(wb, x, xs, b);
-      for (int s = 0; s < 4; ++s) {
-        __m256i isum[NT], w[8];
-        const int8_t* xq[NT];
-        for (int t = 0; t < NT; ++t) xq[t] = f.xb[t]->qs + 64 * s;
-        q4_Kx8_nibbles<0>(wb, s, w);
-        q4_Kx8_sub_block_vnni<NT, true>(w, xq, sc[2 * s], isum);
-        for (int t = 0; t < NT; ++t) xq[t] += 32;
-        q4_Kx8_nibbles<1>(wb, s, w);
-        q4_Kx8_sub_block_vnni<NT, false>(w, xq, sc[2 * s + 1], isum);
-        f.accumulate(s, mn[s], isum, acc, accm);
-      }
-    }
-    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, _mm256_sub_ps(acc[t], accm[t]));
-  }
-};
-
-// Two adjacent groups (16 rows, group g's in lanes 0..7 and g + 1's in 8..15 of 512-bit vectors) . NT tokens:
-// q4_Kx8_vnni_kernel's operations for both groups at once, lane for lane. One activation broadcast and one
-// (double-pumped) vpdpbusd serve 16 rows, halving the loads and instructions per product.
 SPINDLE_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+// 16 fp16 values, 8 at lo then 8 at hi, as f32 lanes 0..15.
+SPINDLE_AVX512 inline __m512 cvtph_join(const uint16_t* lo, const uint16_t* hi) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)lo)),
+                                                 _mm_loadu_si128((const __m128i*)hi), 1));
+}
+
+// y[t * ys + r] for the 16 rows r: the lane sum of acc[0..8][t] in hsum_avx2's order
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as the 8-lane kernels finish.
+template <int NT>
+SPINDLE_AVX512 inline void store_lane_sums(const __m512 acc[8][NT], float* y, int64_t ys) {
+  for (int t = 0; t < NT; ++t) {
+    const __m512 s04 = _mm512_add_ps(acc[0][t], acc[4][t]), s15 = _mm512_add_ps(acc[1][t], acc[5][t]);
+    const __m512 s26 = _mm512_add_ps(acc[2][t], acc[6][t]), s37 = _mm512_add_ps(acc[3][t], acc[7][t]);
+    _mm512_storeu_ps(y + t * ys, _mm512_add_ps(_mm512_add_ps(s04, s26), _mm512_add_ps(s15, s37)));
+  }
+}
+
+// Two adjacent q4_K x8 groups (16 rows, group g's in lanes 0..7 and g + 1's in 8..15) . NT tokens (q8_K):
+// q4_Kx8_kernel's steps (vec_dot_avx2_packed.cpp) for both groups at once, lane for lane, the sub-block sums
+// from vpdpbusd. One activation broadcast and one (double-pumped) vpdpbusd serve 16 rows.
 template <int NT>
 struct q4_Kx16_vnni_kernel {
   SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
@@ -111,13 +74,9 @@ struct q4_Kx16_vnni_kernel {
         for (int j = 0; j < 8; ++j) sc[j] = join(_mm256_srli_epi32(sa[j], 16), _mm256_srli_epi32(scc[j], 16));
         for (int s = 0; s < 4; ++s) mn[s] = join(ma[s], mc[s]);
       }
-      const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa->d)), _mm_loadu_si128((const __m128i*)wc->d), 1));
-      const __m512 dmin = _mm512_cvtph_ps(_mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa->dmin)),
-          _mm_loadu_si128((const __m128i*)wc->dmin), 1));
-      q4_Kx8_token_factors<NT> f;  // its xb and xsum (its 8-row sd / sm go unused)
-      f.load(wa, x, xs, b);
+      const __m512 d = cvtph_join(wa->d, wc->d), dmin = cvtph_join(wa->dmin, wc->dmin);
+      q4_Kx8_token_factors<NT> f;  // xb and xsum; the 16-row sd / sm follow
+      f.load_tokens(x, xs, b);
       __m512 sd[NT], sm[NT];
       for (int t = 0; t < NT; ++t) {
         const __m512 dx = _mm512_set1_ps(f.xb[t]->d);
@@ -181,9 +140,7 @@ struct q8_0x16_vnni_kernel {
     for (int64_t b0 = 0; b0 < nb; b0 += k_q8_chunk) {
       const int kb = (int)(nb - b0 < k_q8_chunk ? nb - b0 : k_q8_chunk);
       for (int i = 0; i < kb; ++i) {
-        const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa[b0 + i].d)),
-            _mm_loadu_si128((const __m128i*)wc[b0 + i].d), 1));
+        const __m512 dw = cvtph_join(wa[b0 + i].d, wc[b0 + i].d);
         for (int t = 0; t < NT; ++t)
           scale[i][t] = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(((const block_q8_0*)(x + t * xs))[b0 + i].d)));
       }
@@ -210,11 +167,7 @@ struct q8_0x16_vnni_kernel {
         for (int t = 0; t < NT; ++t) acc[l][t] = a[t];
       }
     }
-    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-      const __m512 s04 = _mm512_add_ps(acc[0][t], acc[4][t]), s15 = _mm512_add_ps(acc[1][t], acc[5][t]);
-      const __m512 s26 = _mm512_add_ps(acc[2][t], acc[6][t]), s37 = _mm512_add_ps(acc[3][t], acc[7][t]);
-      _mm512_storeu_ps(y + t * ys, _mm512_add_ps(_mm512_add_ps(s04, s26), _mm512_add_ps(s15, s37)));
-    }
+    store_lane_sums<NT>(acc, y, ys);
   }
 };
 
@@ -242,8 +195,7 @@ struct q6_Kx16_vnni_kernel {
         q6_Kx8_scales(wc, scp_c, sp_c);
         for (int j = 0; j < 8; ++j) scp[j] = join(scp_a[j], scp_c[j]), sp[j] = join(sp_a[j], sp_c[j]);
       }
-      const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)wa->d)), _mm_loadu_si128((const __m128i*)wc->d), 1));
+      const __m512 d = cvtph_join(wa->d, wc->d);
       const block_q8_K* xb[NT];
       __m512 sd[NT];
       for (int t = 0; t < NT; ++t) {
@@ -276,11 +228,7 @@ struct q6_Kx16_vnni_kernel {
         }
       }
     }
-    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-      const __m512 s04 = _mm512_add_ps(acc[0][t], acc[4][t]), s15 = _mm512_add_ps(acc[1][t], acc[5][t]);
-      const __m512 s26 = _mm512_add_ps(acc[2][t], acc[6][t]), s37 = _mm512_add_ps(acc[3][t], acc[7][t]);
-      _mm512_storeu_ps(y + t * ys, _mm512_add_ps(_mm512_add_ps(s04, s26), _mm512_add_ps(s15, s37)));
-    }
+    store_lane_sums<NT>(acc, y, ys);
   }
 };
 
@@ -297,8 +245,11 @@ packed_kernel packed_kernel_avx512(ggml_type wtype) {
     pk.fn16 = &packed_entry<q8_0x16_vnni_kernel, 8>;
     return pk;
   }
-  if (wtype == ggml_type::Q4_K)
-    return packed_kernel{&packed_entry<q4_Kx8_vnni_kernel, 8>, 8, false, &packed_entry<q4_Kx16_vnni_kernel, 8>};
+  if (wtype == ggml_type::Q4_K) {
+    packed_kernel pk = packed_kernel_avx2(wtype);
+    pk.fn16 = &packed_entry<q4_Kx16_vnni_kernel, 8>;
+    return pk;
+  }
   return packed_kernel_avx2(wtype);
 }
 
