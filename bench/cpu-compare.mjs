@@ -78,6 +78,14 @@ const promptIds = (n, salt) => Array.from({ length: n }, (_, i) => 1000 + ((i * 
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+// Batched figures from per-sequence runs { tFirst, tLast, n } started at t0 (ms): total output tokens/s including
+// the prompts' prefill, and decode tokens/s after each sequence's first token (as tg is timed).
+function batchFigures(runs, t0) {
+  const n = runs.reduce((s, r) => s + r.n, 0);
+  const tFirst = Math.max(...runs.map((r) => r.tFirst)), tLast = Math.max(...runs.map((r) => r.tLast));
+  return { total: n / ((tLast - t0) / 1000), decode: (n - runs.length) / ((tLast - tFirst) / 1000) };
+}
+
 // ---- Spindle ----
 // Through the SGLang-style Engine, streaming, so that decode is timed from each sequence's first token to its
 // last inside one run, exactly as the llama.cpp side below is.
@@ -104,13 +112,9 @@ async function spindleRun(path) {
       const { tFirst, tLast, n } = await decode(promptIds(8, 2), tgLen + 1);
       return (n - 1) / ((tLast - tFirst) / 1000);
     },
-    // { total: output tokens/s including the prompts' prefill, decode: tokens/s after each first token, as tg }
     async batch() {
       const t0 = performance.now();
-      const runs = await Promise.all(Array.from({ length: nSeqs }, (_, i) => decode(promptIds(8, 10 + i), tgLen)));
-      const n = runs.reduce((s, r) => s + r.n, 0);
-      const tFirst = Math.max(...runs.map((r) => r.tFirst)), tLast = Math.max(...runs.map((r) => r.tLast));
-      return { total: n / ((tLast - t0) / 1000), decode: (n - nSeqs) / ((tLast - tFirst) / 1000) };
+      return batchFigures(await Promise.all(Array.from({ length: nSeqs }, (_, i) => decode(promptIds(8, 10 + i), tgLen))), t0);
     },
     close: () => engine.shutdown(),
   };
@@ -129,7 +133,7 @@ async function llamaCppRun(path) {
       if (++count === 1) tFirst = performance.now();
       if (count === n) break;
     }
-    return { tFirst, tLast: performance.now() };
+    return { tFirst, tLast: performance.now(), n: count };
   };
   return {
     async pp() {
@@ -147,10 +151,8 @@ async function llamaCppRun(path) {
       const bctx = await model.createContext({ contextSize: nSeqs * (tgLen + 16), sequences: nSeqs, batchSize: 512, threads, flashAttention: false });
       try {
         const t0 = performance.now();
-        const times = await Promise.all(
-          Array.from({ length: nSeqs }, (_, i) => decode(bctx.getSequence(), promptIds(8, 10 + i), tgLen)));
-        const tFirst = Math.max(...times.map((t) => t.tFirst)), tLast = Math.max(...times.map((t) => t.tLast));
-        return { total: (nSeqs * tgLen) / ((tLast - t0) / 1000), decode: (nSeqs * (tgLen - 1)) / ((tLast - tFirst) / 1000) };
+        return batchFigures(await Promise.all(
+          Array.from({ length: nSeqs }, (_, i) => decode(bctx.getSequence(), promptIds(8, 10 + i), tgLen))), t0);
       } finally {
         await bctx.dispose();
       }
