@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // The one list of native sources, read by both CMakeLists.txt and binding.gyp.
-// Usage: node scripts/native-sources.mjs <core|napi|addon|tests|cuda> [--sep=;]
+// Usage: node scripts/native-sources.mjs <core|napi|addon|tests|cuda|gputests> [--sep=;]
 //   core:  every .cpp under native/ except napi/ and the GPU backends (the engine, usable without Node)
 //   napi:  native/napi/*.cpp (the Node-API layer only)
 //   addon: core + napi (binding.gyp builds everything in one target)
 //   tests: test/native/*.cpp (the native test executable)
 //   cuda:  native/backend/cuda/*.cu
+//   gputests: test/gpu/*.cpp + the harness main (the GPU test executable)
 import { readdirSync } from 'node:fs';
 import { join, relative, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +31,7 @@ const lists = {
   addon: () => [...lists.core(), ...lists.napi()],
   tests: () => walk('test/native', '.cpp'),
   cuda: () => walk('native/backend/cuda', '.cu'),
+  gputests: () => [...walk('test/gpu', '.cpp'), 'test/native/harness_main.cpp'],
 };
 
 const kind = process.argv[2];

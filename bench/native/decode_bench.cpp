@@ -3,10 +3,9 @@
 //   tg  = n_gen single-token forward calls of one sequence (tokens/s),
 //   bN  = n_gen forward_batch steps of n_seqs sequences, one token each (total tokens/s).
 // A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
-// reps. For profiling: perf record -g /tmp/decode_bench ...
-// Not part of the CMake build; compile by hand from the repository root against a core library:
-//   g++ -std=c++17 -O2 -g -Inative bench/native/decode_bench.cpp build-perf/libspindle_core.a -o /tmp/decode_bench -lpthread
-//   /tmp/decode_bench model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3]
+// reps. The prompt figure is also printed as time to first token (ms) for a prompt of n_prompt tokens.
+// Built with the tests (build/spindle_decode_bench); for profiling: perf record -g build/spindle_decode_bench ...
+//   spindle_decode_bench model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3] [device=cpu]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -86,7 +85,8 @@ double time_batch(model& m, int n_seqs, int n_gen) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3] [device=cpu]\n",
+                 argv[0]);
     return 2;
   }
   const int n_prompt = argc > 2 ? std::atoi(argv[2]) : 128;
@@ -95,10 +95,12 @@ int main(int argc, char** argv) {
   opt.threads = argc > 4 ? std::atoi(argv[4]) : 2;
   const int n_seqs = argc > 5 ? std::atoi(argv[5]) : 16;
   const int reps = std::max(1, argc > 6 ? std::atoi(argv[6]) : 3);
+  opt.device = argc > 7 ? argv[7] : "cpu";
   try {
     auto m = model::load(argv[1], opt);
     double t = now_s();
-    time_prompt(*m, 8);  // warm-up: first matmuls pack the weights
+    time_prompt(*m, 8);  // warm-up: first matmuls pack the weights (CPU), load kernels (GPU)
+    time_decode(*m, 2);
     std::printf("warm-up (packs weights) %.2f s\n", now_s() - t);
     double pp = 1e30, tg = 1e30, bt = 1e30;
     for (int r = 0; r < reps; ++r) {
@@ -106,8 +108,8 @@ int main(int argc, char** argv) {
       tg = std::min(tg, time_decode(*m, n_gen));
       if (n_seqs > 0) bt = std::min(bt, time_batch(*m, n_seqs, n_gen));
     }
-    std::printf("pp%d: %.2f tok/s   tg%d: %.2f tok/s (%.2f ms/token)", n_prompt, n_prompt / pp, n_gen, n_gen / tg,
-                1e3 * tg / std::max(1, n_gen));
+    std::printf("device %s  pp%d: %.2f tok/s (TTFT %.2f ms)   tg%d: %.2f tok/s (%.3f ms/token)", opt.device.c_str(),
+                n_prompt, n_prompt / pp, 1e3 * pp, n_gen, n_gen / tg, 1e3 * tg / std::max(1, n_gen));
     if (n_seqs > 0) std::printf("   b%d: %.2f tok/s (%.2fx tg)", n_seqs, n_seqs * n_gen / bt, (n_seqs * n_gen / bt) / (n_gen / tg));
     std::printf("\n");
   } catch (const std::exception& e) {

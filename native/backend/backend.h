@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "gguf/ggml_type.h"
 
@@ -64,6 +65,9 @@ class backend {
   virtual int n_threads() const = 0;
   // True for the weight types matmul and get_rows accept.
   virtual bool supports_type(ggml_type type) const = 0;
+  // Free and total bytes of the device memory the backend allocates from; false when it has no such limit
+  // of its own (CPU: host memory).
+  virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const { return false; }
 
   // Memory. alloc_f32 returns n zeroed floats of backend memory (throws spindle::error if it cannot).
   virtual float* alloc_f32(int64_t n) = 0;
@@ -71,6 +75,15 @@ class backend {
   virtual void upload(float* dst, const float* src, int64_t n) = 0;    // host -> backend, n floats
   virtual void download(float* dst, const float* src, int64_t n) = 0;  // backend -> host, n floats
   virtual void copy(float* dst, const float* src, int64_t n) = 0;      // backend -> backend, n floats
+  // dst[dst_rows[i], :] = src[src_rows[i], :] for i < n, rows of `width` floats; a null index array means row i.
+  // dst_rows / src_rows: host [n]. The destination rows must be distinct and must not overlap the source rows.
+  // (KV slot scatter, MoE gather / scatter: one call instead of n copies.)
+  virtual void copy_rows(float* dst, const int64_t* dst_rows, const float* src, const int64_t* src_rows, int64_t n,
+                         int64_t width) {
+    for (int64_t i = 0; i < n; ++i) {
+      copy(dst + (dst_rows ? dst_rows[i] : i) * width, src + (src_rows ? src_rows[i] : i) * width, width);
+    }
+  }
   // Makes a model-file weight usable by the ops (CPU: wraps the mapped bytes; GPU: uploads them).
   virtual backend_weight upload_weight(ggml_type type, const void* host_data, int64_t n_in, int64_t n_out) = 0;
   virtual void release_weight(backend_weight& w) = 0;
@@ -108,6 +121,18 @@ class backend {
   // out: [n_tokens, n_head * head_dim_v]. Throws spindle::error on a table that does not cover the positions.
   virtual void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
                                const float* v_store, float* out) = 0;
+  // attention_paged for each of n_seqs sequences, whose query and output rows follow each other in order:
+  // sequence s reads q rows and writes out rows [sum of the earlier n_tokens, + seqs[s].attn.n_tokens). The
+  // default makes one attention_paged call per sequence; a GPU backend launches once for all of them.
+  virtual void attention_paged_batch(const paged_attention_params* seqs, int64_t n_seqs, const float* q,
+                                     const float* k_store, const float* v_store, float* out) {
+    int64_t at = 0;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+      const attention_params& a = seqs[s].attn;
+      attention_paged(seqs[s], q + at * a.n_head * a.head_dim_k, k_store, v_store, out + at * a.n_head * a.head_dim_v);
+      at += a.n_tokens;
+    }
+  }
   // LFM2's gated short convolution of one sequence (the shortconv block between in_proj and out_proj):
   //   bx[t] = B[t] * X[t];  y[t, c] = C[t, c] * sum_k w[k, c] * bx[t - d + k, c]   (d = l_cache - 1; tap d is the
   //   current token, rows t - d + k < 0 come from state). Afterwards state holds the last d rows of state ++ bx,
@@ -120,6 +145,20 @@ class backend {
 
 // The CPU backend; n_threads <= 0 means std::thread::hardware_concurrency().
 std::unique_ptr<backend> make_cpu_backend(int n_threads);
+
+// The backend for a device name (backend_factory.cpp): "cpu"; "cuda" (throws spindle::error saying why when
+// this build has no CUDA backend or no usable GPU and driver is present); "auto": CUDA when usable, else CPU.
+// n_threads: CPU threads (<= 0: every core).
+std::unique_ptr<backend> make_backend(const std::string& device, int n_threads);
+// Whether make_backend("cuda", ...) can succeed; otherwise *why (if given) says what is missing.
+bool cuda_usable(std::string* why);
+
+#ifdef SPINDLE_CUDA
+// The CUDA backend on device `device` (native/backend/cuda); throws spindle::error when CUDA fails.
+std::unique_ptr<backend> make_cuda_backend(int device);
+// Number of CUDA devices; 0 with *why set (if given) when there is no driver or device.
+int cuda_device_count(std::string* why);
+#endif
 
 // Owns n floats of backend memory for the lifetime of the object.
 class backend_buffer {

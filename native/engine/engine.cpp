@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
@@ -50,6 +51,7 @@ static model_info describe(const model& m, int32_t max_model_len) {
   info.n_vocab = hp.n_vocab;
   info.n_ctx_train = hp.n_ctx_train;
   info.max_model_len = max_model_len;
+  info.device = m.device_name();
   return info;
 }
 
@@ -161,14 +163,29 @@ static uint64_t available_memory_bytes() {
   return 0;
 }
 
+// KV bytes on a GPU under vLLM's gpu_memory_utilization rule: fraction * total - (total - free).
+static uint64_t gpu_kv_budget(double fraction, uint64_t free_bytes, uint64_t total_bytes) {
+  const double limit = fraction * (double)total_bytes, used = (double)(total_bytes - std::min(free_bytes, total_bytes));
+  if (limit <= used) {
+    char f[32];
+    std::snprintf(f, sizeof f, "%g", fraction);
+    throw error(std::string("gpu memory utilization ") + f + " leaves no room for the KV cache: the model "
+                "and other processes already use " + std::to_string(uint64_t(used) >> 20) + " MiB of the GPU's " +
+                std::to_string(total_bytes >> 20) + " MiB; raise it or give kvCacheMemory in bytes");
+  }
+  return uint64_t(limit - used);
+}
+
 void engine::make_cache(const model& m, int32_t max_len) {
   const model_hparams& hp = m.hparams();
   const engine_options& o = options_;
   const uint64_t bytes_per_token = block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer,
                                                                  hp.n_head_kv, hp.head_dim_k, hp.head_dim_v);
-  uint64_t budget = 0;
+  uint64_t budget = 0, dev_free = 0, dev_total = 0;
   if (o.kv_cache_memory > 1) {
     budget = uint64_t(o.kv_cache_memory);
+  } else if (m.device_memory(&dev_free, &dev_total)) {
+    budget = gpu_kv_budget(o.kv_cache_memory > 0 ? o.kv_cache_memory : 0.9, dev_free, dev_total);
   } else {
     const uint64_t avail = available_memory_bytes();
     if (avail == 0) throw error("kvCacheMemory: available memory is unknown here; give a size in bytes");

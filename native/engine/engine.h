@@ -39,7 +39,10 @@ struct engine_options {
   int32_t max_num_batched_tokens = 0;   // tokens per step; 0 = max(2048, max_model_len when never splitting)
   int32_t chunked_prefill_size = 512;   // prompt tokens per sequence per step; -1 = never split a prompt
   int32_t block_size = 16;              // tokens per KV block
-  double kv_cache_memory = 0;           // > 1: bytes; (0, 1]: fraction of available memory; 0 = 0.25
+  // > 1: bytes. On the CPU, (0, 1]: fraction of available host memory (0 = 0.25, at most 2 GiB). On a GPU, as
+  // vLLM's gpu_memory_utilization: the fraction of the device's total memory the engine may hold, weights
+  // included, so the KV cache gets fraction * total - (memory already in use) (0 = 0.9).
+  double kv_cache_memory = 0;
 };
 
 // Facts about the loaded model that the TypeScript layer needs (chat template, special tokens).
@@ -58,6 +61,7 @@ struct model_info {
   std::vector<std::string> eog_texts;
   bool has_chat_template = false;
   std::string chat_template;  // tokenizer.chat_template
+  std::string device;         // the backend the loaded model runs on ("cpu", "cuda"); "" before loading
 };
 
 class gguf_file;

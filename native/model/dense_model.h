@@ -72,6 +72,7 @@ struct dense_scratch {
   std::vector<int32_t> pos;            // host [n]
   std::vector<int32_t> tokens;         // host [n] every token of the batch, concatenated
   std::vector<int64_t> kv_rows;        // host [n] cache row of each token (block_table slot)
+  std::vector<paged_attention_params> attn_seqs;  // host, one per sequence of the batch (reused per layer)
 };
 
 // The paged cache of a dense model: per layer K [n_blocks * block_size, n_head_kv * head_dim_k], V likewise.
@@ -95,6 +96,10 @@ class dense_model final : public model {
   const model_hparams& hparams() const override { return hp_; }
   const tokenizer& vocab() const override { return *vocab_; }
   const gguf_file& file() const override { return *file_; }
+  const char* device_name() const override { return be_->name(); }
+  bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    return be_->device_memory(free_bytes, total_bytes);
+  }
   backend& compute_backend() { return *be_; }
   const dense_weights& weights() const { return w_; }
 

@@ -60,10 +60,8 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   be.rope(k_new, n, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
   float* k_store = kv.k[l.cache_index].data();  // [n_blocks * block_size, kv_dim]
   float* v_store = kv.v[l.cache_index].data();
-  for (int64_t t = 0; t < n; ++t) {
-    be.copy(k_store + scratch_.kv_rows[t] * kv_dim, k_new + t * kv_dim, kv_dim);
-    be.copy(v_store + scratch_.kv_rows[t] * kv_dim, v_new + t * kv_dim, kv_dim);
-  }
+  be.copy_rows(k_store, scratch_.kv_rows.data(), k_new, nullptr, n, kv_dim);  // new K / V rows into their slots
+  be.copy_rows(v_store, scratch_.kv_rows.data(), v_new, nullptr, n, kv_dim);
 
   paged_attention_params pp;
   pp.attn.n_head = hp_.n_head;
@@ -75,15 +73,16 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   pp.attn.scale = 1.0f / std::sqrt((float)hd);
   pp.block_size = kv.block_size_;
   pp.n_blocks = kv.n_blocks_;
-  int64_t at = 0;
-  for (const batch_sequence& b : batch) {  // attention per sequence over its own blocks
+  std::vector<paged_attention_params>& seqs = scratch_.attn_seqs;  // attention per sequence over its own blocks
+  seqs.clear();
+  for (const batch_sequence& b : batch) {
     pp.attn.n_tokens = b.n_tokens;
     pp.attn.n_past = b.first_pos;
     pp.block_table = b.block_table;
     pp.n_table = b.n_table;
-    be.attention_paged(pp, q + at * q_dim, k_store, v_store, scratch_.attn.data() + at * q_dim);
-    at += b.n_tokens;
+    seqs.push_back(pp);
   }
+  be.attention_paged_batch(seqs.data(), (int64_t)seqs.size(), q, k_store, v_store, scratch_.attn.data());
   be.matmul(d.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
 }
 

@@ -81,6 +81,10 @@ class lfm2_model final : public model {
   const model_hparams& hparams() const override { return hp_; }
   const tokenizer& vocab() const override { return *vocab_; }
   const gguf_file& file() const override { return *file_; }
+  const char* device_name() const override { return be_->name(); }
+  bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    return be_->device_memory(free_bytes, total_bytes);
+  }
   const lfm2_weights& weights() const { return w_; }
 
   std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const override;

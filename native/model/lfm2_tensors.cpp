@@ -146,7 +146,7 @@ model_hparams read_hparams(const gguf_file& f, const std::string& arch, int32_t 
 
 // shortconv.conv.weight: n_embd rows of l_cache taps in the file; returned tap-major [l_cache, n_embd].
 backend_buffer load_conv_taps(tensor_table& t, backend& be, const std::string& name, int32_t l_cache, int64_t n_embd) {
-  const backend_weight w = t.matrix(name, l_cache, n_embd, true);
+  const gguf_tensor& w = t.host_matrix(name, l_cache, n_embd);  // host bytes: rearranged, then uploaded
   if (w.type != ggml_type::F32 && w.type != ggml_type::F16 && w.type != ggml_type::BF16) {
     throw error(t.file().path() + ": tensor '" + name + "' must be f32, f16 or bf16 (llama.cpp never quantizes it)");
   }
@@ -226,7 +226,7 @@ std::unique_ptr<model> load_lfm2_model(std::unique_ptr<gguf_file> file, const mo
   std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
   lfm2_params p;
   model_hparams hp = read_hparams(*file, arch, vocab->n_vocab(), p);
-  std::unique_ptr<backend> be = make_cpu_backend(options.threads);
+  std::unique_ptr<backend> be = make_backend(options.device, options.threads);
   tensor_table table(*file, *be, hp.arch);
   lfm2_weights w = load_weights(table, *be, hp, p);
   return std::make_unique<lfm2_model>(std::move(file), std::move(vocab), std::move(be), std::move(hp), std::move(w));

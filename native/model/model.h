@@ -36,7 +36,8 @@ struct model_hparams {
 };
 
 struct model_options {
-  int threads = 0;  // 0 = number of cores
+  int threads = 0;             // CPU threads; 0 = number of cores
+  std::string device = "cpu";  // "cpu", "cuda" or "auto" (make_backend in backend/backend.h)
 };
 
 // Paged KV storage of every attention layer: per layer K [n_blocks * block_size, n_head_kv * head_dim_k] and
@@ -82,6 +83,10 @@ class model {
   virtual const model_hparams& hparams() const = 0;
   virtual const tokenizer& vocab() const = 0;
   virtual const gguf_file& file() const = 0;
+  // The backend the model computes on ("cpu", "cuda"), and its device memory (false: host memory, no limit of
+  // its own; see backend::device_memory).
+  virtual const char* device_name() const = 0;
+  virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
 
   virtual std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const = 0;
   // Appends tokens[0..n) at positions state.n_past.. and advances n_past by n. Writes logits

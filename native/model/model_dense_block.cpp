@@ -43,10 +43,8 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   be.rope(k_new, n, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
   float* k_store = kv.k[il].data();  // [n_blocks * block_size, k_dim]
   float* v_store = kv.v[il].data();  // [n_blocks * block_size, v_dim]
-  for (int64_t t = 0; t < n; ++t) {  // new K / V rows into their block slots
-    be.copy(k_store + scratch_.kv_rows[t] * k_dim, k_new + t * k_dim, k_dim);
-    be.copy(v_store + scratch_.kv_rows[t] * v_dim, v_new + t * v_dim, v_dim);
-  }
+  be.copy_rows(k_store, scratch_.kv_rows.data(), k_new, nullptr, n, k_dim);  // new K / V rows into their slots
+  be.copy_rows(v_store, scratch_.kv_rows.data(), v_new, nullptr, n, v_dim);
 
   attention_params ap;
   ap.n_head = hp_.n_head;
@@ -56,8 +54,9 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   ap.k_row_stride = k_dim;
   ap.v_row_stride = v_dim;
   ap.scale = 1.0f / std::sqrt((float)hd);
-  int64_t at = 0;
-  for (const batch_sequence& b : batch) {  // attention per sequence over its own blocks
+  std::vector<paged_attention_params>& seqs = scratch_.attn_seqs;  // attention per sequence over its own blocks
+  seqs.clear();
+  for (const batch_sequence& b : batch) {
     paged_attention_params pp;
     pp.attn = ap;
     pp.attn.n_tokens = b.n_tokens;
@@ -66,9 +65,9 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
     pp.n_table = b.n_table;
     pp.block_size = kv.block_size_;
     pp.n_blocks = kv.n_blocks_;
-    be.attention_paged(pp, q + at * q_dim, k_store, v_store, scratch_.attn.data() + at * hp_.n_head * hp_.head_dim_v);
-    at += b.n_tokens;
+    seqs.push_back(pp);
   }
+  be.attention_paged_batch(seqs.data(), (int64_t)seqs.size(), q, k_store, v_store, scratch_.attn.data());
 
   be.matmul(l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);

@@ -52,6 +52,10 @@ const gguf_tensor* tensor_table::find_checked(const std::string& name, const std
   return t;
 }
 
+const gguf_tensor& tensor_table::host_matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
+  return *find_checked(name, {n_in, n_out}, true);
+}
+
 backend_weight tensor_table::matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required) {
   const gguf_tensor* t = find_checked(name, {n_in, n_out}, required);
   if (!t) return backend_weight{};

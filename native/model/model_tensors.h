@@ -26,6 +26,9 @@ class tensor_table {
   backend_weight matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required);
   // A vector of n elements (F32, F16 or BF16 in the file), converted to f32. Absent and !required: empty buffer.
   backend_buffer vector(const std::string& name, int64_t n, bool required);
+  // A required tensor of shape [n_in, n_out] read on the host (data inside the file mapping, not uploaded),
+  // for weights the loader rearranges before uploading.
+  const gguf_tensor& host_matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
   bool has(const std::string& name) const;
   const gguf_file& file() const { return file_; }
   backend& compute_backend() const { return be_; }  // the backend weights are uploaded to

@@ -114,6 +114,7 @@ void moe_ffn::reserve(backend& be, const moe_config& cfg, int64_t n, int64_t n_e
   weights_.resize((size_t)size(n, k));
   slot_weights_.resize((size_t)size(n, k));
   expert_rows_.resize((size_t)size(n, k));
+  rows_.resize((size_t)size(n, k));
   expert_begin_.resize((size_t)cfg.n_expert + 1);
   be_ = &be;
   cap_tokens_ = n;
@@ -142,7 +143,8 @@ void moe_ffn::run_expert(backend& be, const moe_config& cfg, const moe_layer_wei
   float* xg = xg_.data();    // [m, n_embd]
   float* gate = gate_.data();  // [m, ff]
   float* up = up_.data();      // [m, ff]
-  for (int64_t i = 0; i < m; ++i) be.copy(xg + i * n_embd, x + (entries[i] / k) * n_embd, n_embd);
+  for (int64_t i = 0; i < m; ++i) rows_[i] = entries[i] / k;  // the expert's tokens
+  be.copy_rows(xg, nullptr, x, rows_.data(), m, n_embd);
   be.matmul_expert(w.gate_exps, e, ff, xg, m, gate);
   be.matmul_expert(w.up_exps, e, ff, xg, m, up);
   if (ff % 8 == 0) {
@@ -151,11 +153,8 @@ void moe_ffn::run_expert(backend& be, const moe_config& cfg, const moe_layer_wei
     for (int64_t i = 0; i < m; ++i) be.swiglu(gate + i * ff, up + i * ff, gate + i * ff, ff);
   }
   be.matmul_expert(w.down_exps, e, n_embd, gate, m, xg);  // [m, n_embd]
-  float* slots = slots_.data();
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t t = entries[i] / k, j = entries[i] % k;
-    be.copy(slots + (j * n + t) * n_embd, xg + i * n_embd, n_embd);
-  }
+  for (int64_t i = 0; i < m; ++i) rows_[i] = (entries[i] % k) * n + entries[i] / k;  // slot j, token t
+  be.copy_rows(slots_.data(), rows_.data(), xg, nullptr, m, n_embd);
 }
 
 void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x, int64_t n,

@@ -86,6 +86,7 @@ class moe_ffn {
   std::vector<float> slot_weights_;   // host [k * n] weights in slot-major order
   std::vector<int64_t> expert_begin_; // host [n_expert + 1] CSR offsets into expert_rows_
   std::vector<int64_t> expert_rows_;  // host [n * k] entries t * k + j, by expert, tokens ascending
+  std::vector<int64_t> rows_;         // host [n * k] row indices of one expert's gather / scatter
 };
 
 // Reads {arch}.expert_count, expert_used_count and expert_feed_forward_length (scalar, or an array with every

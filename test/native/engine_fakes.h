@@ -93,6 +93,13 @@ class fake_model : public model {
   const model_hparams& hparams() const override { return hp_; }
   const tokenizer& vocab() const override { return tok_; }
   const gguf_file& file() const override { return *file_; }
+  const char* device_name() const override { return fake_total ? "fake-gpu" : "cpu"; }
+  bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    *free_bytes = fake_free;
+    *total_bytes = fake_total;
+    return fake_total > 0;
+  }
+  uint64_t fake_free = 0, fake_total = 0;  // set fake_total to act as a GPU model with this device memory
   std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const override {
     auto s = std::make_unique<sequence_state>();
     s->max_tokens = max_tokens;

@@ -267,3 +267,25 @@ TEST_CASE("engine: submit validates before queueing and refuses while loading") 
   CHECK_THROWS_WITH(e.submit(bad), "topP");
   CHECK_EQ(e.stats().waiting, 0);
 }
+
+TEST_CASE("engine: on a GPU model, kvCacheMemory is vLLM's gpu_memory_utilization") {
+  const auto gpu_model = [] {
+    auto m = counting_model();
+    m->fake_total = uint64_t(8) << 30;  // 8 GiB device, 2 GiB already in use (weights)
+    m->fake_free = uint64_t(6) << 30;
+    return m;
+  };
+  collector c;
+  engine_options o;
+  o.kv_cache_memory = 0.5;  // may hold 4 GiB: 2 GiB left for the KV cache
+  engine e([&] { return gpu_model(); }, o, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  CHECK_EQ(c.events[0].info.device, std::string("fake-gpu"));
+  CHECK(e.stats().kv_blocks_total > 0);
+
+  collector d;
+  o.kv_cache_memory = 0.2;  // 1.6 GiB < the 2 GiB in use
+  engine full([&] { return gpu_model(); }, o, d.sink());
+  REQUIRE(d.wait_kind(engine_event::kind::load_error));
+  CHECK(d.events[0].message.find("gpu memory utilization 0.2 leaves no room for the KV cache") != std::string::npos);
+}

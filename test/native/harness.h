@@ -22,6 +22,9 @@ struct registrar {
 };
 
 struct stop_test {};  // thrown by REQUIRE* to end the current case
+struct skip_test {    // thrown by SKIP: the case cannot run here (a CPU feature or a GPU is missing)
+  std::string why;
+};
 
 }  // namespace harness
 
@@ -53,6 +56,9 @@ struct stop_test {};  // thrown by REQUIRE* to end the current case
       harness::fail(__FILE__, __LINE__, _os.str());                                        \
     }                                                                                      \
   } while (0)
+
+// Ends the current case as skipped (reported as SKIP with the reason, never as a pass).
+#define SKIP(reason) throw harness::skip_test{(reason)}
 
 #define REQUIRE(cond) \
   do { if (!(cond)) { harness::fail(__FILE__, __LINE__, "REQUIRE(" #cond ") failed"); throw harness::stop_test{}; } } while (0)

@@ -26,6 +26,7 @@ struct spec {
   bool tied = true;
   int32_t sliding_window = 0;  // written when > 0
   bool write_l_cache = true;
+  int n_normal_tokens = 40;  // vocabulary words besides <unk> <s> </s> and the byte tokens
   std::function<void(std::vector<gguf_test::tensor_spec>&)> edit_tensors;
 };
 
@@ -86,7 +87,9 @@ inline uint64_t write_kvs(gguf_test::writer& w, const spec& s, const std::vector
 }
 
 inline built build(const spec& s) {
-  const std::vector<std::string> toks = model_test::vocab_tokens(model_test::spec{});
+  model_test::spec vocab;
+  vocab.n_normal_tokens = s.n_normal_tokens;
+  const std::vector<std::string> toks = model_test::vocab_tokens(vocab);
   gguf_test::writer kvs;
   const uint64_t n_kv = write_kvs(kvs, s, toks);
   return model_test::build_file(tensor_list(s, (int)toks.size()), s.edit_tensors, s.seed, kvs, n_kv, (int)toks.size());

@@ -1,6 +1,6 @@
 // Builds small random-weight GGUF models (llama / qwen2 / qwen3) in memory for the native model tests, with a
 // minimal SentencePiece vocabulary, and keeps the f32 values the file holds for a reference forward.
-// Invariant: spec.weight_type F32 stores the host weights exactly; F16 stores them rounded, and `host` holds
+// Invariant: spec.weight_type F32 stores the host weights exactly; F16 / BF16 store them rounded, and `host` holds
 // the rounded values, so a reference built from `host` sees exactly what the model file says.
 #pragma once
 #include <cmath>
@@ -15,6 +15,7 @@
 
 #include "backend/cpu/fp16.h"
 #include "gguf_test_writer.h"
+#include "test_quantize.h"
 
 namespace model_test {
 
@@ -131,14 +132,20 @@ inline std::vector<float> random_values(const gguf_test::tensor_spec& t, std::mt
   for (auto& x : v) {
     x = (is_norm ? 1.0f : 0.0f) + scale * dist(rng);
     if (t.type == ggml_type::F16) x = spindle::fp16_to_f32(spindle::f32_to_fp16(x));
+    if (t.type == ggml_type::BF16) x = spindle::bf16_to_f32(spindle::f32_to_bf16(x));
   }
   return v;
 }
 
+// F16 / BF16 round; q8_0 / q4_0 / q4_K / q6_K quantize (test_quantize.h; `host` keeps the unquantized values then);
+// anything else writes the f32 bytes (padded or cut to the tensor's size: a deliberately retyped tensor).
 inline void append_data(std::vector<uint8_t>& out, const gguf_test::tensor_spec& t, const std::vector<float>& v) {
-  if (t.type == ggml_type::F16) {
+  std::vector<uint8_t> q;
+  if (test_quantize::quantize(t.type, v, q) && q.size() == gguf_test::tensor_bytes(t)) {
+    out.insert(out.end(), q.begin(), q.end());
+  } else if (t.type == ggml_type::F16 || t.type == ggml_type::BF16) {
     for (float x : v) {
-      const uint16_t h = spindle::f32_to_fp16(x);
+      const uint16_t h = t.type == ggml_type::F16 ? spindle::f32_to_fp16(x) : spindle::f32_to_bf16(x);
       out.push_back((uint8_t)(h & 0xff));
       out.push_back((uint8_t)(h >> 8));
     }

@@ -1,0 +1,155 @@
+// matmul / matmul_expert on the x32 layout: y[t, o] = W[o, :] . x[t, :] for rows o of W (see cuda_backend.h).
+// Kernel shape: one lane per weight row (lanes of a warp = 32 adjacent rows, so weight loads are coalesced),
+// NT tokens per lane sharing each weight load, and K split into S segments (one warp each) when the matrix
+// has too few rows to fill the GPU. S depends only on the weight's shape (n_units, n_out), never on the token
+// count, so a token's result has the same bits alone or in a batch:
+//   y[t, o] = ((seg_0 + seg_1) + seg_2) + ...,  seg_s = sequential sum of the unit terms of segment s.
+// Quantized weights use activations quantized per 32 values (quantize_q8_32); float weights the f32 ones.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/x32_types.cuh"
+#include "backend/pack_x32.h"
+
+namespace spindle {
+
+namespace {
+
+constexpr int k_mmv_warps = 8;  // warps per block
+
+// x [n_rows, n_in] -> qx (int8), dx = amax / 127, sx = dx * sum(q), per 32 values; one warp per 32 values.
+__global__ void quantize_q8_32(const float* x, int64_t n_in, int64_t n_sub_total, int64_t nsub, int8_t* qx, float* dx,
+                               float* sx) {
+  const int64_t b = (int64_t)blockIdx.x * (blockDim.x / k_warp) + threadIdx.x / k_warp;  // sub-block
+  if (b >= n_sub_total) return;
+  const int lane = threadIdx.x % k_warp;
+  const int64_t row = b / nsub, s = b % nsub;
+  const float v = x[row * n_in + s * 32 + lane];
+  const float amax = warp_max(fabsf(v));
+  const float d = amax / 127.0f;
+  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
+  qx[row * n_in + s * 32 + lane] = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (lane == 0) {
+    dx[b] = d;
+    sx[b] = d * (float)sum;
+  }
+}
+
+struct mmv_shape {
+  const uint8_t* w;
+  int64_t n_units;  // units per row
+  int64_t row0;     // first weight row of the call
+  int64_t n_out;    // rows of the call
+  int splits;       // S: K segments (warps per row group)
+  float* y;         // [n_tok, ldy]
+  int64_t ldy;
+};
+
+template <class Q, int NT>
+__global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mmv_act a) {
+  __shared__ float part[k_mmv_warps][NT][k_warp];
+  const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp;
+  const int seg = warp % sh.splits, local_group = warp / sh.splits, groups_per_block = k_mmv_warps / sh.splits;
+  const int64_t rel = ((int64_t)blockIdx.x * groups_per_block + local_group) * k_warp + lane;
+  const int t0 = blockIdx.y * NT;
+  const bool valid = rel < sh.n_out;
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  if (valid) {
+    const int64_t r = sh.row0 + rel, g = r / k_warp;
+    const int li = (int)(r % k_warp);
+    const int64_t u0 = seg * sh.n_units / sh.splits, u1 = (seg + 1) * sh.n_units / sh.splits;
+    const uint8_t* base = sh.w + (uint64_t)g * sh.n_units * (k_warp * Q::unit_bytes);
+    for (int64_t u = u0; u < u1; ++u) Q::template dot_unit<NT>(base + (uint64_t)u * (k_warp * Q::unit_bytes), li, u, a, t0, acc);
+  }
+  if (sh.splits > 1) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) part[warp][t][lane] = acc[t];
+    __syncthreads();
+    if (seg != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float s = part[warp][t][lane];
+      for (int k = 1; k < sh.splits; ++k) s = __fadd_rn(s, part[warp + k][t][lane]);
+      acc[t] = s;
+    }
+  }
+  if (!valid) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+    if (t0 + t < a.n_tok) sh.y[(int64_t)(t0 + t) * sh.ldy + rel] = acc[t];
+}
+
+// K segments for a weight of n_units units per row and n_out rows: enough warps (~1024) to fill the GPU, at
+// most 8, never more than the units. A function of the weight's shape only (batch invariance).
+int splits_for(int64_t n_units, int64_t n_out) {
+  const int64_t groups = (n_out + k_warp - 1) / k_warp;
+  int s = 1;
+  while (s < k_mmv_warps && groups * s < 1024 && 2 * s <= n_units) s *= 2;
+  return s;
+}
+
+template <class Q, int NT>
+void launch_nt(const mmv_shape& sh, const mmv_act& a, cudaStream_t stream) {
+  const int64_t groups = (sh.n_out + k_warp - 1) / k_warp;
+  const int64_t per_block = k_mmv_warps / sh.splits;
+  const dim3 grid((unsigned)((groups + per_block - 1) / per_block), (unsigned)((a.n_tok + NT - 1) / NT));
+  mmv_x32<Q, NT><<<grid, k_mmv_warps * k_warp, 0, stream>>>(sh, a);
+  SPINDLE_CUDA_LAUNCHED("mmv_x32");
+}
+
+template <class Q>
+void launch(const mmv_shape& sh, const mmv_act& a, cudaStream_t stream) {
+  if (a.n_tok <= 1) launch_nt<Q, 1>(sh, a, stream);
+  else if (a.n_tok <= 2) launch_nt<Q, 2>(sh, a, stream);
+  else if (a.n_tok <= 4) launch_nt<Q, 4>(sh, a, stream);
+  else launch_nt<Q, 8>(sh, a, stream);
+}
+
+}  // namespace
+
+void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows,
+                               float* y) {
+  if (n_rows <= 0 || n_out <= 0) return;
+  if (n_rows > 65535LL * 8) throw error("cuda matmul: too many rows in one call");
+  const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
+  mmv_shape sh{(const uint8_t*)w.data, xs.n_units, row0, n_out, splits_for(xs.n_units, n_out), y, n_out};
+  mmv_act a{nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
+  const bool quantized = w.type != ggml_type::F32 && w.type != ggml_type::F16 && w.type != ggml_type::BF16;
+  if (quantized) {
+    const int64_t n_sub = n_rows * a.nsub;
+    a.qx = qx_.reserve(n_rows * w.n_in);
+    float* scales = qx_scale_.reserve(2 * n_sub);
+    a.dx = scales;
+    a.sx = scales + n_sub;
+    quantize_q8_32<<<grid_for(n_sub, 8), 8 * k_warp, 0, stream_>>>(x, w.n_in, n_sub, a.nsub, (int8_t*)a.qx,
+                                                                 scales, scales + n_sub);
+    SPINDLE_CUDA_LAUNCHED("quantize_q8_32");
+  }
+  switch (w.type) {
+    case ggml_type::F32: launch<x32_f32>(sh, a, stream_); break;
+    case ggml_type::F16: launch<x32_f16>(sh, a, stream_); break;
+    case ggml_type::BF16: launch<x32_bf16>(sh, a, stream_); break;
+    case ggml_type::Q8_0: launch<x32_q8_0>(sh, a, stream_); break;
+    case ggml_type::Q4_0: launch<x32_q4_0>(sh, a, stream_); break;
+    case ggml_type::Q4_K: launch<x32_q4_K>(sh, a, stream_); break;
+    case ggml_type::Q6_K: launch<x32_q6_K>(sh, a, stream_); break;
+    default: throw error("cuda matmul: unsupported weight type");
+  }
+}
+
+void cuda_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {
+  matmul_rows(w, 0, w.n_out, x, n_rows, y);
+}
+
+void cuda_backend::matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x,
+                                 int64_t n_rows, float* y) {
+  if (n_out <= 0 || expert < 0 || w.n_out % n_out != 0 || expert >= w.n_out / n_out) {
+    throw error("matmul_expert: expert " + std::to_string(expert) + " with " + std::to_string(n_out) +
+                " rows does not fit a stacked weight of " + std::to_string(w.n_out) + " rows");
+  }
+  matmul_rows(w, expert * n_out, n_out, x, n_rows, y);
+}
+
+}  // namespace spindle

@@ -1,0 +1,209 @@
+// Row-wise and elementwise ops of the CUDA backend (see backend.h for each op's contract). Each output row is
+// computed by one block (norms, softmax) or one thread per element, with fixed reduction trees, so results do
+// not depend on how many rows a call holds.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/x32_types.cuh"
+#include "backend/pack_x32.h"
+
+namespace spindle {
+
+namespace {
+
+constexpr int k_threads = 256;
+
+template <class Q>
+__global__ void get_rows_x32(const uint8_t* w, int64_t n_units, int64_t n_in, const int32_t* ids, int64_t n,
+                             float* out) {
+  const int64_t i = (int64_t)blockIdx.y, e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || e >= n_in) return;
+  const int64_t r = ids[i], g = r / k_warp, u = e / Q::unit_values;
+  const uint8_t* gb = w + ((uint64_t)g * n_units + u) * (k_warp * Q::unit_bytes);
+  out[i * n_in + e] = Q::value(gb, (int)(r % k_warp), (int)(e % Q::unit_values));
+}
+
+template <class Q>
+void launch_get_rows(const backend_weight& t, int64_t n_units, const int32_t* ids, int64_t n, float* out,
+                     cudaStream_t s) {
+  for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
+    const int64_t m = n - i0 < 65535 ? n - i0 : 65535;
+    get_rows_x32<Q><<<dim3(grid_for(t.n_in, k_threads), (unsigned)m), k_threads, 0, s>>>(
+        (const uint8_t*)t.data, n_units, t.n_in, ids + i0, m, out + i0 * t.n_in);
+    SPINDLE_CUDA_LAUNCHED("get_rows_x32");
+  }
+}
+
+__global__ void copy_rows_kernel(float* dst, const int64_t* dst_rows, const float* src, const int64_t* src_rows,
+                                 int64_t width) {
+  const int64_t i = blockIdx.y, e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= width) return;
+  const int64_t d = dst_rows ? dst_rows[i] : i, s = src_rows ? src_rows[i] : i;
+  dst[d * width + e] = src[s * width + e];
+}
+
+__global__ void scale_rows_kernel(float* x, const float* s, int64_t n_rows, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_rows * n) x[i] = x[i] * s[i / n];
+}
+
+__global__ void add_row_vector_kernel(float* x, const float* b, int64_t n_rows, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_rows * n) x[i] = x[i] + b[i % n];
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a[i] + b[i];
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* y, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+// One block per row: y = x / sqrt(mean(x^2) + eps) [* w].
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps) {
+  __shared__ float red[32];
+  const float* xr = x + (int64_t)blockIdx.x * n;
+  float* yr = y + (int64_t)blockIdx.x * n;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum = __fmaf_rn(xr[i], xr[i], sum);
+  sum = block_sum(sum, red);
+  const float scale = 1.0f / sqrtf(sum / (float)n + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+}
+
+// One block per row: x = softmax(x * scale).
+__global__ void softmax_kernel(float* x, int64_t n, float scale) {
+  __shared__ float red[32];
+  float* xr = x + (int64_t)blockIdx.x * n;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, xr[i] * scale);
+  mx = block_max(mx, red);
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float e = expf(xr[i] * scale - mx);
+    xr[i] = e;
+    sum += e;
+  }
+  sum = block_sum(sum, red);
+  const float inv = 1.0f / sum;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] *= inv;
+}
+
+// One thread per (row, head, rotated pair j). The angle follows ops_rope_cache: theta_j = pos * ts^j built by
+// repeated f32 multiplication, angle = freq_scale * (theta_j / ff_j).
+__global__ void rope_kernel(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
+                            int32_t n_rot, float theta_scale, float freq_scale, bool neox, const float* ff) {
+  const int32_t half = n_rot / 2;
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_rows * n_head * half) return;
+  const int32_t j = (int32_t)(i % half);
+  const int64_t rh = i / half, row = rh / n_head;
+  float theta = (float)pos[row];
+  for (int32_t k = 0; k < j; ++k) theta *= theta_scale;
+  const float angle = freq_scale * (theta / (ff ? ff[j] : 1.0f));
+  const float c = cosf(angle), s = sinf(angle);
+  float* h = x + rh * head_dim;
+  float* a = neox ? h + j : h + 2 * j;
+  float* b = neox ? h + j + half : h + 2 * j + 1;
+  const float x0 = *a, x1 = *b;
+  *a = x0 * c - x1 * s;
+  *b = x0 * s + x1 * c;
+}
+
+}  // namespace
+
+void cuda_backend::get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) {
+  if (n <= 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= table.n_out) throw error("get_rows: row id " + std::to_string(ids[i]) + " out of range");
+  }
+  const int32_t* d_ids = stage(ids, n);
+  const int64_t n_units = x32_shape_of(table.type, table.n_in, table.n_out).n_units;
+  switch (table.type) {
+    case ggml_type::F32: launch_get_rows<x32_f32>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::F16: launch_get_rows<x32_f16>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::BF16: launch_get_rows<x32_bf16>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::Q8_0: launch_get_rows<x32_q8_0>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::Q4_0: launch_get_rows<x32_q4_0>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::Q4_K: launch_get_rows<x32_q4_K>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::Q6_K: launch_get_rows<x32_q6_K>(table, n_units, d_ids, n, out, stream_); break;
+    default: throw error("get_rows: unsupported table type");
+  }
+}
+
+void cuda_backend::copy_rows(float* dst, const int64_t* dst_rows, const float* src, const int64_t* src_rows,
+                             int64_t n, int64_t width) {
+  if (n <= 0 || width <= 0) return;
+  const int64_t* d_dst = dst_rows ? stage(dst_rows, n) : nullptr;
+  const int64_t* d_src = src_rows ? stage(src_rows, n) : nullptr;
+  for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
+    const int64_t m = std::min<int64_t>(n - i0, 65535);
+    copy_rows_kernel<<<dim3(grid_for(width, k_threads), (unsigned)m), k_threads, 0, stream_>>>(
+        dst_rows ? dst : dst + i0 * width, d_dst ? d_dst + i0 : nullptr, src_rows ? src : src + i0 * width,
+        d_src ? d_src + i0 : nullptr, width);
+    SPINDLE_CUDA_LAUNCHED("copy_rows");
+  }
+}
+
+void cuda_backend::scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) {
+  if (n_rows <= 0 || n <= 0) return;
+  const float* d_s = stage(s, n_rows);
+  scale_rows_kernel<<<grid_for(n_rows * n, k_threads), k_threads, 0, stream_>>>(x, d_s, n_rows, n);
+  SPINDLE_CUDA_LAUNCHED("scale_rows");
+}
+
+void cuda_backend::add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) {
+  if (n_rows <= 0 || n <= 0) return;
+  add_row_vector_kernel<<<grid_for(n_rows * n, k_threads), k_threads, 0, stream_>>>(x, b, n_rows, n);
+  SPINDLE_CUDA_LAUNCHED("add_row_vector");
+}
+
+void cuda_backend::add(const float* a, const float* b, float* y, int64_t n) {
+  if (n <= 0) return;
+  add_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(a, b, y, n);
+  SPINDLE_CUDA_LAUNCHED("add");
+}
+
+void cuda_backend::swiglu(const float* gate, const float* up, float* y, int64_t n) {
+  if (n <= 0) return;
+  swiglu_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(gate, up, y, n);
+  SPINDLE_CUDA_LAUNCHED("swiglu");
+}
+
+void cuda_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
+  if (n_rows <= 0 || n <= 0) return;
+  if (n_rows > 0x7fffffff) throw error("rms_norm: too many rows");
+  rms_norm_kernel<<<(unsigned)n_rows, n >= 1024 ? 1024 : 128, 0, stream_>>>(x, w, y, n, eps);
+  SPINDLE_CUDA_LAUNCHED("rms_norm");
+}
+
+void cuda_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
+  if (n_rows <= 0 || n <= 0) return;
+  if (n_rows > 0x7fffffff) throw error("softmax: too many rows");
+  softmax_kernel<<<(unsigned)n_rows, 256, 0, stream_>>>(x, n, scale);
+  SPINDLE_CUDA_LAUNCHED("softmax");
+}
+
+void cuda_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
+                        const rope_params& p) {
+  if (n_rows <= 0) return;
+  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
+    throw error("rope: n_rot must be even and in [2, head_dim], got " + std::to_string(p.n_rot));
+  }
+  const int32_t* d_pos = stage(pos, n_rows);
+  const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
+  const int64_t n = n_rows * n_head * (p.n_rot / 2);
+  rope_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(x, n_rows, n_head, head_dim, d_pos, p.n_rot,
+                                                                 theta_scale, p.freq_scale, p.neox, p.freq_factors);
+  SPINDLE_CUDA_LAUNCHED("rope");
+}
+
+}  // namespace spindle

@@ -1,0 +1,249 @@
+// Device-side readers of the x32 weight layout (backend/pack_x32.h), one struct per weight type:
+//   dot_unit<NT>(gb, lane, u, a, t0, acc): acc[t] += this row's unit u . token t0 + t's activations, in the
+//     type's fixed order (sub-blocks ascending; one rounding sequence per sub-block, written with _rn
+//     intrinsics so no kernel can contract it differently);
+//   value(gb, lane, j): the dequantized value j of the unit (get_rows), as the CPU's dequantizers compute it.
+// gb points at the group's unit u; lane is the row's index inside its group of 32.
+// Quantized types dot against activations quantized per 32 values (q8: x ~= d * q, with s = d * sum(q)), so
+// every sub-block dot is an exact int32; float types dot against the f32 activations with sequential fmaf.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace spindle {
+
+// Activations of one matmul call.   q8: qx [n_tok, n_in], dx / sx [n_tok, n_in / 32];  float: xf [n_tok, n_in]
+struct mmv_act {
+  const int8_t* qx;
+  const float* dx;
+  const float* sx;
+  const float* xf;
+  int64_t n_in;
+  int64_t nsub;  // n_in / 32
+  int n_tok;     // tokens in the call (t0 + t < n_tok are valid)
+};
+
+__device__ __forceinline__ float ld_half(const uint8_t* p) { return __half2float(*(const __half*)p); }
+__device__ __forceinline__ float ld_bf16(const uint8_t* p) { return __bfloat162float(*(const __nv_bfloat16*)p); }
+__device__ __forceinline__ int4 ld16(const uint8_t* p) { return *(const int4*)p; }
+
+// Dot of 8 packed int8 words with the 32 quantized activations of sub-block `sub` of token t.
+__device__ __forceinline__ int dot32(const int (&w)[8], const mmv_act& a, int t, int64_t sub) {
+  const int4* xq = (const int4*)(a.qx + (int64_t)t * a.n_in + sub * 32);
+  const int4 x0 = xq[0], x1 = xq[1];
+  int s = 0;
+  s = __dp4a(w[0], x0.x, s); s = __dp4a(w[1], x0.y, s); s = __dp4a(w[2], x0.z, s); s = __dp4a(w[3], x0.w, s);
+  s = __dp4a(w[4], x1.x, s); s = __dp4a(w[5], x1.y, s); s = __dp4a(w[6], x1.z, s); s = __dp4a(w[7], x1.w, s);
+  return s;
+}
+
+// acc + (d * dx) * isum: the sub-block term of the symmetric types (q8_0, q4_0; q6_K with its scales folded
+// into isum).
+__device__ __forceinline__ float add_sym(float acc, float d, float dx, int isum) {
+  return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, dx), (float)isum));
+}
+
+struct x32_q8_0 {
+  static constexpr int unit_values = 32, unit_bytes = 34;
+  template <int NT>
+  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const float d = ld_half(gb + 2 * lane);
+    const int4 q0 = ld16(gb + 64 + lane * 16), q1 = ld16(gb + 64 + (32 + lane) * 16);
+    const int w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t0 + t < a.n_tok) acc[t] = add_sym(acc[t], d, a.dx[(int64_t)(t0 + t) * a.nsub + u], dot32(w, a, t0 + t, u));
+    }
+  }
+  __device__ static float value(const uint8_t* gb, int lane, int j) {
+    const int8_t q = (int8_t)gb[64 + ((j / 16) * 32 + lane) * 16 + j % 16];
+    return ld_half(gb + 2 * lane) * (float)q;
+  }
+};
+
+struct x32_q4_0 {
+  static constexpr int unit_values = 32, unit_bytes = 18;
+  template <int NT>
+  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const float d = ld_half(gb + 2 * lane);
+    const int4 q = ld16(gb + 64 + lane * 16);
+    const int qs[4] = {q.x, q.y, q.z, q.w};
+    int w[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w[i] = __vsubss4(qs[i] & 0x0F0F0F0F, 0x08080808);             // elements 4i..4i+3
+      w[i + 4] = __vsubss4((qs[i] >> 4) & 0x0F0F0F0F, 0x08080808);  // elements 16 + 4i..
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t0 + t < a.n_tok) acc[t] = add_sym(acc[t], d, a.dx[(int64_t)(t0 + t) * a.nsub + u], dot32(w, a, t0 + t, u));
+    }
+  }
+  __device__ static float value(const uint8_t* gb, int lane, int j) {
+    const uint8_t b = gb[64 + lane * 16 + j % 16];
+    const int q = j < 16 ? (b & 0xF) : (b >> 4);
+    return ld_half(gb + 2 * lane) * (float)(q - 8);
+  }
+};
+
+// The 6-bit scale and min of sub-block j of a q4_K super-block (ggml's get_scale_min_k4).
+__device__ __forceinline__ void q4_K_scale_min_dev(int j, const uint8_t* s, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+struct x32_q4_K {
+  static constexpr int unit_values = 256, unit_bytes = 144;
+  // fields: d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
+  template <int NT>
+  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const __half2 dm = *(const __half2*)(gb + 4 * lane);
+    const float d = __low2float(dm), dmin = __high2float(dm);
+    const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * lane);
+    uint8_t sc8[12];
+    *(uint32_t*)(sc8 + 0) = sp[0];
+    *(uint32_t*)(sc8 + 4) = sp[1];
+    *(uint32_t*)(sc8 + 8) = sp[2];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // 64-value chunk k: sub-blocks 2k (low nibbles) and 2k + 1 (high)
+      const int4 c0 = ld16(gb + 512 + ((2 * k) * 32 + lane) * 16), c1 = ld16(gb + 512 + ((2 * k + 1) * 32 + lane) * 16);
+      const int qs[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * k + h;
+        int w[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i] = (qs[i] >> (4 * h)) & 0x0F0F0F0F;
+        int sc, m;
+        q4_K_scale_min_dev(j, sc8, sc, m);
+        const float dsc = __fmul_rn(d, (float)sc), dmm = __fmul_rn(dmin, (float)m);
+        const int64_t sub = u * 8 + j;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          if (t0 + t >= a.n_tok) continue;
+          const int64_t at = (int64_t)(t0 + t) * a.nsub + sub;
+          const int isum = dot32(w, a, t0 + t, sub);
+          const float term = __fsub_rn(__fmul_rn(dsc, __fmul_rn(a.dx[at], (float)isum)), __fmul_rn(dmm, a.sx[at]));
+          acc[t] = __fadd_rn(acc[t], term);
+        }
+      }
+    }
+  }
+  __device__ static float value(const uint8_t* gb, int lane, int j) {
+    const __half2 dm = *(const __half2*)(gb + 4 * lane);
+    const int sb = j / 32, l = j % 32, byte = 32 * (sb / 2) + l;
+    const uint8_t b = gb[512 + ((byte / 16) * 32 + lane) * 16 + byte % 16];
+    const int q = (sb & 1) ? (b >> 4) : (b & 0xF);
+    int sc, m;
+    q4_K_scale_min_dev(sb, gb + 128 + 12 * lane, sc, m);
+    const float d1 = __fmul_rn(__low2float(dm), (float)sc), m1 = __fmul_rn(__high2float(dm), (float)m);
+    return __fsub_rn(__fmul_rn(d1, (float)q), m1);  // never contracted: the CPU dequantizer's bits
+  }
+};
+
+struct x32_q6_K {
+  static constexpr int unit_values = 256, unit_bytes = 210;
+  // fields: ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
+  template <int NT>
+  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const float d = ld_half(gb + 6656 + 2 * lane);
+    const int4 scv = ld16(gb + 6144 + lane * 16);
+    const int8_t* sc = (const int8_t*)&scv;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {  // 128-value halves
+      const int4 h0 = ld16(gb + 4096 + ((2 * n) * 32 + lane) * 16), h1 = ld16(gb + 4096 + ((2 * n + 1) * 32 + lane) * 16);
+      const int qh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {  // ql bytes [64n + 32p, +32): quarters q = p (low nibbles) and p + 2 (high)
+        const int4 l0 = ld16(gb + ((4 * n + 2 * p) * 32 + lane) * 16), l1 = ld16(gb + ((4 * n + 2 * p + 1) * 32 + lane) * 16);
+        const int ql[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const int q = p + 2 * hi;
+          int w[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int lo4 = (ql[i] >> (4 * hi)) & 0x0F0F0F0F;
+            const int hi2 = ((qh[i] >> (2 * q)) & 0x03030303) << 4;
+            w[i] = __vsubss4(lo4 | hi2, 0x20202020);
+          }
+          const int sc_lo = sc[8 * n + 2 * q], sc_hi = sc[8 * n + 2 * q + 1];
+          const int64_t sub = u * 8 + 4 * n + q;
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            if (t0 + t >= a.n_tok) continue;
+            const int4* xq = (const int4*)(a.qx + (int64_t)(t0 + t) * a.n_in + sub * 32);
+            const int4 x0 = xq[0], x1 = xq[1];
+            int s_lo = 0, s_hi = 0;
+            s_lo = __dp4a(w[0], x0.x, s_lo); s_lo = __dp4a(w[1], x0.y, s_lo);
+            s_lo = __dp4a(w[2], x0.z, s_lo); s_lo = __dp4a(w[3], x0.w, s_lo);
+            s_hi = __dp4a(w[4], x1.x, s_hi); s_hi = __dp4a(w[5], x1.y, s_hi);
+            s_hi = __dp4a(w[6], x1.z, s_hi); s_hi = __dp4a(w[7], x1.w, s_hi);
+            acc[t] = add_sym(acc[t], d, a.dx[(int64_t)(t0 + t) * a.nsub + sub], sc_lo * s_lo + sc_hi * s_hi);
+          }
+        }
+      }
+    }
+  }
+  __device__ static float value(const uint8_t* gb, int lane, int j) {
+    const int n = j / 128, q = (j % 128) / 32, l = j % 32;
+    const int qlb = 64 * n + 32 * (q & 1) + l, qhb = 32 * n + l;
+    const uint8_t b = gb[((qlb / 16) * 32 + lane) * 16 + qlb % 16];
+    const uint8_t h = gb[4096 + ((qhb / 16) * 32 + lane) * 16 + qhb % 16];
+    const int q6 = ((q >= 2 ? (b >> 4) : (b & 0xF)) | (((h >> (2 * q)) & 3) << 4)) - 32;
+    const int8_t sc = (int8_t)gb[6144 + lane * 16 + 8 * n + 2 * q + l / 16];
+    return __fmul_rn(__fmul_rn(ld_half(gb + 6656 + 2 * lane), (float)sc), (float)q6);
+  }
+};
+
+// Float weights: a unit is 8 values; acc = fmaf(w_i, x_i, acc) over i ascending (values past n_in are padding
+// and skipped).
+template <typename Load>
+struct x32_float {
+  static constexpr int unit_values = 8, unit_bytes = Load::bytes * 8;
+  template <int NT>
+  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    float w[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = value(gb, lane, i);
+    const int64_t e0 = u * 8;
+    const int n = a.n_in - e0 < 8 ? (int)(a.n_in - e0) : 8;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t0 + t >= a.n_tok) continue;
+      const float* x = a.xf + (int64_t)(t0 + t) * a.n_in + e0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (i < n) acc[t] = __fmaf_rn(w[i], x[i], acc[t]);
+    }
+  }
+  __device__ static float value(const uint8_t* gb, int lane, int j) { return Load::at(gb, lane, j); }
+};
+
+struct load_f32 {
+  static constexpr int bytes = 4;
+  __device__ static float at(const uint8_t* gb, int lane, int j) {
+    return *(const float*)(gb + ((j / 4) * 32 + lane) * 16 + (j % 4) * 4);
+  }
+};
+struct load_f16 {
+  static constexpr int bytes = 2;
+  __device__ static float at(const uint8_t* gb, int lane, int j) { return ld_half(gb + lane * 16 + j * 2); }
+};
+struct load_bf16 {
+  static constexpr int bytes = 2;
+  __device__ static float at(const uint8_t* gb, int lane, int j) { return ld_bf16(gb + lane * 16 + j * 2); }
+};
+
+using x32_f32 = x32_float<load_f32>;
+using x32_f16 = x32_float<load_f16>;
+using x32_bf16 = x32_float<load_bf16>;
+
+}  // namespace spindle

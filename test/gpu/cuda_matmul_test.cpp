@@ -1,0 +1,134 @@
+// CUDA matmul / matmul_expert / get_rows against the CPU backend and a double-precision reference on the
+// dequantized weights: for every weight type the GPU's error must be no worse than twice the CPU's (the CPU
+// computes with llama.cpp's activation formats; the GPU quantizes activations per 32 values with f32 scales),
+// get_rows must equal the CPU's dequantization bit for bit, and every output row must have the same bits
+// whether its token is alone or in a call with others (batch invariance).
+#include <cstring>
+#include <random>
+
+#include "backend/cpu/matmul.h"
+#include "gpu_test_util.h"
+#include "kernels_util.h"
+
+using namespace gpu_test;
+
+namespace {
+
+// y_ref[t, o] = sum_i deq(W)[o, i] * x[t, i] in double.
+std::vector<double> reference(ggml_type type, const std::vector<uint8_t>& w, int64_t n_in, int64_t row0,
+                              int64_t n_out, const std::vector<float>& x, int64_t n_tok) {
+  const size_t row_bytes = ggml_row_size(type, (uint64_t)n_in);
+  std::vector<float> deq((size_t)n_in);
+  std::vector<double> y((size_t)(n_tok * n_out));
+  for (int64_t o = 0; o < n_out; ++o) {
+    cpu_dequantize_row(type, w.data() + (row0 + o) * row_bytes, deq.data(), n_in);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      double s = 0;
+      for (int64_t i = 0; i < n_in; ++i) s += (double)deq[i] * x[t * n_in + i];
+      y[t * n_out + o] = s;
+    }
+  }
+  return y;
+}
+
+struct shape {
+  int64_t n_in, n_out;
+};
+
+std::vector<shape> shapes_for(ggml_type t) {
+  const bool k_quant = t == ggml_type::Q4_K || t == ggml_type::Q6_K;
+  const bool is_float = t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16;
+  std::vector<shape> s = {{k_quant ? 256 : 64, 80}, {k_quant ? 1024 : 512, 1000}, {2048, 96}};
+  if (is_float) s.push_back({44, 33});  // n_in not a multiple of the 8-value unit
+  return s;
+}
+
+const char* type_name(ggml_type t) { return ggml_type_info((uint32_t)t)->name; }
+
+}  // namespace
+
+TEST_CASE("cuda matmul: every weight type vs CPU and reference, batch-invariant") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(7);
+  for (ggml_type type : kernels_test::weight_types()) {
+    for (const shape& sh : shapes_for(type)) {
+      const int64_t n_tok = 13;
+      const std::vector<uint8_t> w = kernels_test::random_rows(type, sh.n_out, sh.n_in, rng);
+      const std::vector<float> x = kernels_test::random_activations(n_tok, sh.n_in, rng);
+      backend_weight cw = be.cpu->upload_weight(type, w.data(), sh.n_in, sh.n_out);
+      backend_weight gw = be.gpu->upload_weight(type, w.data(), sh.n_in, sh.n_out);
+      buf cx(*be.cpu, x), gx(*be.gpu, x), cy(*be.cpu, n_tok * sh.n_out), gy(*be.gpu, n_tok * sh.n_out);
+      be.cpu->matmul(cw, cx.p(), n_tok, cy.p());
+      be.gpu->matmul(gw, gx.p(), n_tok, gy.p());
+      const std::vector<double> ref = reference(type, w, sh.n_in, 0, sh.n_out, x, n_tok);
+      const std::vector<float> yc = cy.get(), yg = gy.get();
+      const double ec = rel_err(yc, ref), eg = rel_err(yg, ref);
+      std::printf("  matmul %-5s %5lld x %5lld: rel err gpu %.2e cpu %.2e\n", type_name(type), (long long)sh.n_out,
+                  (long long)sh.n_in, eg, ec);
+      CHECK(eg <= 2 * ec + 1e-6);
+      for (int64_t n : {1, 2, 3, 5}) {  // the first n tokens alone: same bits as inside the 13-token call
+        buf gy1(*be.gpu, n * sh.n_out);
+        be.gpu->matmul(gw, gx.p(), n, gy1.p());
+        const std::vector<float> y1 = gy1.get();
+        CHECK(same_bits(y1.data(), yg.data(), (size_t)(n * sh.n_out)));
+      }
+      be.cpu->release_weight(cw);
+      be.gpu->release_weight(gw);
+    }
+  }
+}
+
+TEST_CASE("cuda matmul_expert: expert slices vs reference, batch-invariant") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(11);
+  for (ggml_type type : kernels_test::weight_types()) {
+    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    const int64_t n_in = k_quant ? 256 : 64, n_expert = 5;
+    for (int64_t n_out : {48, 64}) {  // 48: experts straddle the 32-row groups
+      const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out * n_expert, n_in, rng);
+      const int64_t n_tok = 6;
+      const std::vector<float> x = kernels_test::random_activations(n_tok, n_in, rng);
+      backend_weight cw = be.cpu->upload_weight(type, w.data(), n_in, n_out * n_expert);
+      backend_weight gw = be.gpu->upload_weight(type, w.data(), n_in, n_out * n_expert);
+      buf cx(*be.cpu, x), gx(*be.gpu, x);
+      for (int64_t e : {0, 3, 4}) {
+        buf cy(*be.cpu, n_tok * n_out), gy(*be.gpu, n_tok * n_out), gy1(*be.gpu, n_out);
+        be.cpu->matmul_expert(cw, e, n_out, cx.p(), n_tok, cy.p());
+        be.gpu->matmul_expert(gw, e, n_out, gx.p(), n_tok, gy.p());
+        be.gpu->matmul_expert(gw, e, n_out, gx.p() + n_in, 1, gy1.p());  // token 1 alone
+        const std::vector<double> ref = reference(type, w, n_in, e * n_out, n_out, x, n_tok);
+        const std::vector<float> yc = cy.get(), yg = gy.get(), y1 = gy1.get();
+        CHECK(rel_err(yg, ref) <= 2 * rel_err(yc, ref) + 1e-6);
+        CHECK(same_bits(y1.data(), yg.data() + n_out, (size_t)n_out));
+      }
+      CHECK_THROWS_WITH(be.gpu->matmul_expert(gw, n_expert, n_out, gx.p(), 1, gx.p()), "does not fit");
+      be.cpu->release_weight(cw);
+      be.gpu->release_weight(gw);
+    }
+  }
+}
+
+TEST_CASE("cuda get_rows: the CPU's dequantized rows, bit for bit") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(3);
+  for (ggml_type type : kernels_test::weight_types()) {
+    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    const int64_t n_in = k_quant ? 512 : 96, n_rows = 70;
+    const std::vector<uint8_t> w = kernels_test::random_rows(type, n_rows, n_in, rng);
+    const std::vector<int32_t> ids = {0, 69, 31, 32, 5, 5, 64};
+    backend_weight cw = be.cpu->upload_weight(type, w.data(), n_in, n_rows);
+    backend_weight gw = be.gpu->upload_weight(type, w.data(), n_in, n_rows);
+    buf cy(*be.cpu, (int64_t)ids.size() * n_in), gy(*be.gpu, (int64_t)ids.size() * n_in);
+    be.cpu->get_rows(cw, ids.data(), (int64_t)ids.size(), cy.p());
+    be.gpu->get_rows(gw, ids.data(), (int64_t)ids.size(), gy.p());
+    const std::vector<float> yc = cy.get(), yg = gy.get();
+    CHECK(same_bits(yc.data(), yg.data(), yc.size()));
+    const int32_t bad = (int32_t)n_rows;
+    CHECK_THROWS_WITH(be.gpu->get_rows(gw, &bad, 1, gy.p()), "out of range");
+    be.cpu->release_weight(cw);
+    be.gpu->release_weight(gw);
+  }
+}

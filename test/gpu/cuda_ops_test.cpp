@@ -1,0 +1,232 @@
+// CUDA row ops against the CPU backend (the reference): norms, softmax, rope, elementwise ops, attention
+// (contiguous and paged) and LFM2's short convolution. Tolerances are relative to the output's scale and
+// stated per op; batch invariance (a row's bits alone == inside a larger call) is checked where an op
+// reduces across a row.
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "gpu_test_util.h"
+
+using namespace gpu_test;
+
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda elementwise ops: add, add_row_vector, scale_rows, swiglu") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(1);
+  const int64_t rows = 7, n = 1000;
+  const std::vector<float> a = randn(rows * n, rng), b = randn(rows * n, rng), v = randn(n, rng);
+  const std::vector<float> s = randn(rows, rng);
+  for (int op = 0; op < 4; ++op) {
+    buf ca(*be.cpu, a), cb(*be.cpu, b), cv(*be.cpu, v), ga(*be.gpu, a), gb(*be.gpu, b), gv(*be.gpu, v);
+    switch (op) {
+      case 0: be.cpu->add(ca.p(), cb.p(), ca.p(), rows * n); be.gpu->add(ga.p(), gb.p(), ga.p(), rows * n); break;
+      case 1: be.cpu->add_row_vector(ca.p(), cv.p(), rows, n); be.gpu->add_row_vector(ga.p(), gv.p(), rows, n); break;
+      case 2: be.cpu->scale_rows(ca.p(), s.data(), rows, n); be.gpu->scale_rows(ga.p(), s.data(), rows, n); break;
+      case 3: be.cpu->swiglu(ca.p(), cb.p(), ca.p(), rows * n); be.gpu->swiglu(ga.p(), gb.p(), ga.p(), rows * n); break;
+    }
+    const double tol = op == 3 ? 1e-6 : 0.0;  // swiglu: expf may differ from the CPU's exp in the last bit
+    CHECK(max_rel(ga.get(), ca.get()) <= tol);
+  }
+}
+
+TEST_CASE("cuda rms_norm and softmax: within 1e-6 of the CPU, batch-invariant") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(2);
+  for (int64_t n : {64, 2048, 5000}) {
+    const int64_t rows = 5;
+    const std::vector<float> x = randn(rows * n, rng, 3.0f), w = randn(n, rng);
+    buf cx(*be.cpu, x), gx(*be.gpu, x), cw(*be.cpu, w), gw(*be.gpu, w), cy(*be.cpu, rows * n), gy(*be.gpu, rows * n);
+    be.cpu->rms_norm(cx.p(), cw.p(), cy.p(), rows, n, 1e-6f);
+    be.gpu->rms_norm(gx.p(), gw.p(), gy.p(), rows, n, 1e-6f);
+    const std::vector<float> yg = gy.get();
+    CHECK(max_rel(yg, cy.get()) <= 1e-6);
+    buf gy1(*be.gpu, n);
+    be.gpu->rms_norm(gx.p() + 2 * n, gw.p(), gy1.p(), 1, n, 1e-6f);
+    CHECK(same_bits(gy1.get().data(), yg.data() + 2 * n, (size_t)n));
+    be.cpu->softmax(cx.p(), rows, n, 0.7f);
+    be.gpu->softmax(gx.p(), rows, n, 0.7f);
+    CHECK(max_rel(gx.get(), cx.get()) <= 1e-6);
+  }
+}
+
+TEST_CASE("cuda rope: normal and NEOX, frequency factors and scaling, within 2e-6 of the CPU") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(4);
+  const int64_t rows = 6;
+  const int32_t n_head = 3, hd = 64;
+  const std::vector<int32_t> pos = {0, 1, 17, 300, 4095, 12000};
+  const std::vector<float> ff = [&] { std::vector<float> f(32); for (int i = 0; i < 32; ++i) f[i] = 1.0f + 0.25f * i; return f; }();
+  buf cff(*be.cpu, ff), gff(*be.gpu, ff);
+  for (bool neox : {false, true}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      rope_params p;
+      p.n_rot = variant == 2 ? 32 : 64;
+      p.freq_base = variant == 1 ? 1e6f : 10000.0f;
+      p.freq_scale = variant == 1 ? 0.25f : 1.0f;
+      p.neox = neox;
+      const std::vector<float> x = randn(rows * n_head * hd, rng);
+      buf cx(*be.cpu, x), gx(*be.gpu, x);
+      rope_params pc = p, pg = p;
+      if (variant == 2) { pc.freq_factors = cff.p(); pg.freq_factors = gff.p(); }
+      be.cpu->rope(cx.p(), rows, n_head, hd, pos.data(), pc);
+      be.gpu->rope(gx.p(), rows, n_head, hd, pos.data(), pg);
+      CHECK(max_rel(gx.get(), cx.get()) <= 2e-6);
+    }
+  }
+}
+
+TEST_CASE("cuda attention: contiguous and paged, GQA, long contexts, batch-invariant") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(5);
+  for (int64_t n_past : {0, 37, 300}) {
+    attention_params p;
+    p.n_tokens = 5;
+    p.n_past = n_past;
+    p.n_head = 8;
+    p.n_head_kv = 2;
+    p.head_dim_k = 64;
+    p.head_dim_v = 64;
+    p.k_row_stride = 2 * 64 + 8;  // padded rows
+    p.v_row_stride = 2 * 64;
+    p.scale = 0.125f;
+    const int64_t n_kv = n_past + p.n_tokens;
+    const std::vector<float> q = randn(p.n_tokens * 8 * 64, rng), k = randn(n_kv * p.k_row_stride, rng),
+                             v = randn(n_kv * p.v_row_stride, rng);
+    buf cq(*be.cpu, q), ck(*be.cpu, k), cv(*be.cpu, v), co(*be.cpu, p.n_tokens * 8 * 64);
+    buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, p.n_tokens * 8 * 64);
+    be.cpu->attention(p, cq.p(), ck.p(), cv.p(), co.p());
+    be.gpu->attention(p, gq.p(), gk.p(), gv.p(), go.p());
+    const std::vector<float> og = go.get();
+    CHECK(max_rel(og, co.get()) <= 1e-5);
+    // the last query alone (n_past + 4, one token): same bits
+    attention_params p1 = p;
+    p1.n_tokens = 1;
+    p1.n_past = n_past + 4;
+    buf go1(*be.gpu, 8 * 64);
+    be.gpu->attention(p1, gq.p() + 4 * 8 * 64, gk.p(), gv.p(), go1.p());
+    CHECK(same_bits(go1.get().data(), og.data() + 4 * 8 * 64, 8 * 64));
+
+    // paged: positions scattered over a store of blocks of 16 in shuffled order
+    const int32_t bs = 16, n_table = (int32_t)((n_kv + bs - 1) / bs), n_blocks = n_table + 3;
+    std::vector<int32_t> table(n_table);
+    std::iota(table.begin(), table.end(), 3);
+    std::shuffle(table.begin(), table.end(), rng);
+    std::vector<float> ks((size_t)(n_blocks * bs * p.k_row_stride), 0.0f), vs((size_t)(n_blocks * bs * p.v_row_stride), 0.0f);
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const int64_t row = (int64_t)table[j / bs] * bs + j % bs;
+      std::copy_n(k.begin() + j * p.k_row_stride, p.k_row_stride, ks.begin() + row * p.k_row_stride);
+      std::copy_n(v.begin() + j * p.v_row_stride, p.v_row_stride, vs.begin() + row * p.v_row_stride);
+    }
+    paged_attention_params pp;
+    pp.attn = p;
+    pp.block_table = table.data();
+    pp.n_table = n_table;
+    pp.block_size = bs;
+    pp.n_blocks = n_blocks;
+    buf gks(*be.gpu, ks), gvs(*be.gpu, vs), gop(*be.gpu, p.n_tokens * 8 * 64);
+    be.gpu->attention_paged(pp, gq.p(), gks.p(), gvs.p(), gop.p());
+    CHECK(same_bits(gop.get().data(), og.data(), og.size()));
+    pp.n_blocks = 2;
+    CHECK_THROWS_WITH(be.gpu->attention_paged(pp, gq.p(), gks.p(), gvs.p(), gop.p()), "out of range");
+  }
+}
+
+TEST_CASE("cuda short_conv: the CPU's result, and chunked calls == one call") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(6);
+  const int64_t n_ch = 300, n_tok = 9;
+  const int32_t l_cache = 3, d = l_cache - 1;
+  const std::vector<float> bcx = randn(n_tok * 3 * n_ch, rng), w = randn(l_cache * n_ch, rng), st = randn(d * n_ch, rng);
+  buf cb(*be.cpu, bcx), cw(*be.cpu, w), cs(*be.cpu, st), cy(*be.cpu, n_tok * n_ch);
+  buf gb(*be.gpu, bcx), gw(*be.gpu, w), gs(*be.gpu, st), gy(*be.gpu, n_tok * n_ch);
+  be.cpu->short_conv(cb.p(), n_tok, n_ch, l_cache, cw.p(), cs.p(), cy.p());
+  be.gpu->short_conv(gb.p(), n_tok, n_ch, l_cache, gw.p(), gs.p(), gy.p());
+  const std::vector<float> yg = gy.get(), sg = gs.get();
+  CHECK(max_rel(yg, cy.get()) <= 1e-6);
+  CHECK(max_rel(sg, cs.get()) <= 0.0);
+  buf gs2(*be.gpu, st), gy2(*be.gpu, n_tok * n_ch);
+  for (int64_t t0 : {0, 1, 4}) {  // chunks [0,1) [1,4) [4,9)
+    const int64_t t1 = t0 == 0 ? 1 : t0 == 1 ? 4 : n_tok;
+    be.gpu->short_conv(gb.p() + t0 * 3 * n_ch, t1 - t0, n_ch, l_cache, gw.p(), gs2.p(), gy2.p() + t0 * n_ch);
+  }
+  CHECK(same_bits(gy2.get().data(), yg.data(), yg.size()));
+  CHECK(same_bits(gs2.get().data(), sg.data(), sg.size()));
+}
+
+TEST_CASE("cuda backend: memory reporting and clear errors") {
+  REQUIRE_GPU();
+  pair be;
+  uint64_t free_b = 0, total_b = 0;
+  CHECK(be.gpu->device_memory(&free_b, &total_b));
+  CHECK(free_b > 0 && free_b <= total_b);
+  CHECK_THROWS_WITH(be.gpu->alloc_f32(int64_t(1) << 46), "out of device memory");
+  const float ok = 1.0f;
+  buf after(*be.gpu, std::vector<float>{ok});  // the backend still works after a failed allocation
+  CHECK(after.get()[0] == 1.0f);
+  CHECK(!be.gpu->supports_type(ggml_type::Q5_K));
+}
+
+TEST_CASE("cuda copy_rows: gather and scatter as the CPU's row copies") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(8);
+  const int64_t width = 300, n_src = 9, n_dst = 12;
+  const std::vector<float> src = randn(n_src * width, rng), dst0 = randn(n_dst * width, rng);
+  const std::vector<int64_t> to = {11, 0, 5, 3}, from = {8, 8, 1, 0};
+  for (int mode = 0; mode < 3; ++mode) {  // scatter, gather, both
+    const int64_t* d = mode != 1 ? to.data() : nullptr;
+    const int64_t* s = mode != 0 ? from.data() : nullptr;
+    buf cs(*be.cpu, src), cd(*be.cpu, dst0), gs(*be.gpu, src), gd(*be.gpu, dst0);
+    be.cpu->copy_rows(cd.p(), d, cs.p(), s, 4, width);
+    be.gpu->copy_rows(gd.p(), d, gs.p(), s, 4, width);
+    const std::vector<float> a = cd.get(), b = gd.get();
+    CHECK(same_bits(a.data(), b.data(), a.size()));
+  }
+}
+
+TEST_CASE("cuda attention_paged_batch: one launch for many sequences == each alone") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(12);
+  const int32_t bs = 4, n_blocks = 40, heads = 4, kvh = 2, hd = 32;
+  const int64_t width = kvh * hd;
+  const std::vector<float> ks = randn((size_t)(n_blocks * bs * width), rng), vs = randn((size_t)(n_blocks * bs * width), rng);
+  buf gk(*be.gpu, ks), gv(*be.gpu, vs);
+  const std::vector<std::vector<int32_t>> tables = {{3, 9, 1}, {0}, {7, 2, 5, 4, 11}};
+  const int64_t n_past[3] = {6, 0, 13}, n_tok[3] = {3, 2, 5};
+  std::vector<paged_attention_params> seqs(3);
+  for (int s = 0; s < 3; ++s) {
+    seqs[s].attn = attention_params{n_tok[s], n_past[s], heads, kvh, hd, hd, width, width, 0.2f};
+    seqs[s].block_table = tables[s].data();
+    seqs[s].n_table = (int32_t)tables[s].size();
+    seqs[s].block_size = bs;
+    seqs[s].n_blocks = n_blocks;
+  }
+  const std::vector<float> q = randn(10 * heads * hd, rng);
+  buf gq(*be.gpu, q), gout(*be.gpu, 10 * heads * hd);
+  be.gpu->attention_paged_batch(seqs.data(), 3, gq.p(), gk.p(), gv.p(), gout.p());
+  const std::vector<float> all = gout.get();
+  int64_t at = 0;
+  for (int s = 0; s < 3; ++s) {
+    buf one(*be.gpu, n_tok[s] * heads * hd);
+    be.gpu->attention_paged(seqs[s], gq.p() + at * heads * hd, gk.p(), gv.p(), one.p());
+    CHECK(same_bits(one.get().data(), all.data() + at * heads * hd, (size_t)(n_tok[s] * heads * hd)));
+    at += n_tok[s];
+  }
+}
