@@ -147,6 +147,7 @@ export class EngineCore {
       maxNumBatchedTokens: options.maxNumBatchedTokens ?? 0,
       chunkedPrefillSize: options.chunkedPrefillSize,
       kvCacheMemory: options.kvCacheMemory ?? 0,
+      device: options.device,
     }, onEvent);
   }
 

@@ -1,8 +1,11 @@
 // Engine options shared by LLM (vLLM spelling) and Engine (SGLang spelling), camelCase or snake_case.
 // Invariant: normalizeEngineOptions returns checked values or throws a TypeError / RangeError naming the option;
-// unknown options are rejected. The native engine acts on every one of them (maxNumSeqs, maxNumBatchedTokens,
-// chunkedPrefillSize and kvCacheMemory drive the scheduler and the paged KV cache) except `device`, where only
-// the CPU exists yet (device 'cuda' is refused with a RangeError that says so).
+// unknown options are rejected. The native engine acts on every one of them: maxNumSeqs, maxNumBatchedTokens,
+// chunkedPrefillSize and kvCacheMemory drive the scheduler and the paged KV cache; device picks the backend
+// ('auto': CUDA when this build has it and a usable GPU and driver are present, else the CPU; 'cuda' without
+// them fails the load with "device 'cuda' is not available: ..."). kvCacheMemory on a GPU is vLLM's
+// gpu_memory_utilization (fraction of the device's total memory, weights included; default 0.9); on the CPU
+// it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB).
 
 export interface EngineOptionsInput {
   model?: string;
@@ -33,10 +36,10 @@ export interface EngineOptions {
   maxNumSeqs: number;
   maxNumBatchedTokens: number | null;
   chunkedPrefillSize: number; // -1: never split a prompt
-  kvCacheMemory: number | null; // bytes (> 1) or a fraction of free memory (<= 1); null: automatic
-  threads: number | null; // null: every core
+  kvCacheMemory: number | null; // bytes (> 1) or a fraction (<= 1; see the header); null: automatic
+  threads: number | null; // null: every core (CPU threads)
   dtype: 'auto' | 'float32';
-  device: 'auto' | 'cpu';
+  device: 'auto' | 'cpu' | 'cuda';
 }
 
 type Key = keyof EngineOptions;
@@ -82,8 +85,7 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
       if (v === 'auto' || v === 'float32') return v;
       throw new RangeError(`${name} '${String(v)}' is not supported (supported: auto, float32; weights keep their GGUF type)`);
     case 'device':
-      if (v === 'auto' || v === 'cpu') return v;
-      if (v === 'cuda') throw new RangeError(`${name} 'cuda' is not available in this build (CPU only)`);
+      if (v === 'auto' || v === 'cpu' || v === 'cuda') return v;
       throw new RangeError(`${name} must be 'auto', 'cpu' or 'cuda' (got ${String(v)})`);
   }
 }

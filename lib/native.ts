@@ -41,6 +41,7 @@ export interface NativeModelInfo {
   eosToken: string | null;
   eogTokens: string[];
   chatTemplate: string | null;
+  device: 'cpu' | 'cuda' | null; // the backend the loaded model runs on; null from inspect() (nothing loaded)
 }
 
 export interface NativeLogprob {
@@ -113,7 +114,11 @@ export interface NativeEngineOptions {
   maxNumSeqs?: number; // sequences holding KV at once (default 256)
   maxNumBatchedTokens?: number; // tokens per step; 0 / absent: 2048 (or maxModelLen when prompts never split)
   chunkedPrefillSize?: number; // -1: never split a prompt (default 512)
-  kvCacheMemory?: number; // > 1: bytes; (0, 1]: fraction of available memory; 0 / absent: min(25%, 2 GiB)
+  // > 1: bytes. (0, 1]: on the CPU the fraction of available memory for the KV cache (0 / absent: 25%, at most
+  // 2 GiB); on a GPU vLLM's gpu_memory_utilization, the fraction of total device memory, weights included
+  // (0 / absent: 0.9).
+  kvCacheMemory?: number;
+  device?: 'auto' | 'cpu' | 'cuda'; // absent: 'auto' (CUDA when usable, else the CPU)
 }
 
 /** native/napi/engine_wrap.cpp */

@@ -175,7 +175,7 @@ t.test('bad requests reject with a clear message; close and asyncDispose', async
   await llm.close(); // idempotent
   t.throws(() => new LLM({ model: path, maxModelLen: 1 }), /maxModelLen must be an integer in \[2, 2147483647\]/);
   t.throws(() => new LLM({ model: path, gpuLayers: 3 } as never), /unknown option 'gpuLayers'/);
-  t.throws(() => new LLM({ model: path, device: 'cuda' }), /'cuda' is not available in this build/);
+  t.throws(() => new LLM({ model: path, device: 'tpu' as never }), /LLM: device must be 'auto', 'cpu' or 'cuda' \(got tpu\)/);
   t.throws(() => new LLM({ model: path, chunked_prefill_size: 0 }), /LLM: chunked_prefill_size must be -1 \(off\) or an integer in \[1, 2147483647\] \(got 0\)/);
   t.throws(() => new LLM({ model: path, kvCacheMemory: 1.5 }), /kvCacheMemory must be a fraction in \(0, 1\] or a whole number of bytes \(got 1\.5\)/);
   t.throws(() => new LLM({ model: path, threads: 0 }), /LLM: threads must be an integer in \[1, 1024\] \(got 0\)/);

@@ -25,7 +25,11 @@ Flags (vLLM spelling first, SGLang alias after):
   --max-num-seqs, --max-running-requests N   sequences running at once (default 256)
   --max-num-batched-tokens N          tokens per engine step
   --chunked-prefill-size N            prompt chunk per step (-1: never split a prompt)
-  --gpu-memory-utilization, --mem-fraction-static F   fraction of free memory for the KV cache
+  --device auto|cpu|cuda              where the model runs (default auto: CUDA when a usable GPU and driver
+                                      are present and this build has CUDA, else the CPU)
+  --gpu-memory-utilization, --mem-fraction-static F   on a GPU, the fraction of the GPU's memory Spindle may
+                                      use (weights + KV cache, as vLLM; default 0.9); on the CPU, the
+                                      fraction of free memory for the KV cache (default 0.25, at most 2 GiB)
   --dtype auto|float32                activation type (weights keep their GGUF type)
   --threads N                         engine threads (default ${availableParallelism()})
   --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
@@ -43,14 +47,16 @@ const PAIRS: Array<[string, string]> = [
   ['gpu-memory-utilization', 'mem-fraction-static'],
 ];
 
+const DEVICES: readonly string[] = ['auto', 'cpu', 'cuda'];
+
 const OPTIONS = {
   model: { type: 'string' }, 'model-path': { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
   'api-key': { type: 'string', multiple: true }, 'served-model-name': { type: 'string', multiple: true },
   'max-model-len': { type: 'string' }, 'context-length': { type: 'string' }, 'max-num-seqs': { type: 'string' },
   'max-running-requests': { type: 'string' }, 'max-num-batched-tokens': { type: 'string' },
   'chunked-prefill-size': { type: 'string' }, 'gpu-memory-utilization': { type: 'string' },
-  'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, threads: { type: 'string' },
-  'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
+  'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, device: { type: 'string' },
+  threads: { type: 'string' }, 'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
   'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -86,6 +92,8 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
   const fraction = s('gpu-memory-utilization') ?? s('mem-fraction-static');
   const kv = fraction === undefined ? undefined : Number(fraction);
   if (kv !== undefined && !(kv > 0 && kv <= 1)) throw new FlagError(`--gpu-memory-utilization must be a fraction in (0, 1] (got '${fraction}')`);
+  const device = s('device');
+  if (device !== undefined && !DEVICES.includes(device)) throw new FlagError(`--device must be one of ${DEVICES.join(', ')} (got '${device}')`);
   const notes: string[] = [];
   if (v['enable-torch-compile']) notes.push('--enable-torch-compile has no effect here (no torch); accepted for SGLang compatibility');
   if (v['tool-call-parser'] !== undefined) notes.push(`--tool-call-parser ${s('tool-call-parser')}: tool calling is not implemented yet; requests with tools get a 400`);
@@ -109,6 +117,7 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
       kvCacheMemory: kv,
       threads: int('threads', s('threads'), 1, 1024),
       dtype: s('dtype') as EngineOptionsInput['dtype'],
+      device: device as EngineOptionsInput['device'],
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,
@@ -140,13 +149,14 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     if (demo) engine.model = await demoModel(log);
     const names = cfg.servedModelNames ?? [demo ? DEMO_MODEL_NAME : defaultName(engine.model)];
     const server = await startServer({ ...cfg.serve, engine, servedModelNames: names, randomWeights: demo });
-    await server.app.engine.ready().catch((e: Error) => { log(`the model failed to load: ${e.message}`); });
+    await server.app.engine.core.ready().catch((e: Error) => { log(`the model failed to load: ${e.message}`); });
     if (server.app.engine.state === 'failed') {
       await server.shutdown();
       return 1;
     }
     if (demo) log(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
-    log(`model '${names[0]}' from ${engine.model}`);
+    const device = server.app.engine.core.readyValue?.info.device ?? 'an unknown device';
+    log(`model '${names[0]}' from ${engine.model} on ${device}`);
     io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI-compatible API: ${server.url}/v1)\n`);
     return await shutdownOnSignals(server, log);
   } catch (e) {

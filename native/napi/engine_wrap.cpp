@@ -88,9 +88,11 @@ engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engi
     if (tsfn.NonBlockingCall(boxed) != napi_ok) delete boxed;  // only while the environment shuts down
   };
   const int threads = opts.threads;
-  auto loader = [path, threads]() -> std::shared_ptr<model> {
+  const std::string device = opts.device;
+  auto loader = [path, threads, device]() -> std::shared_ptr<model> {
     model_options mo;
     mo.threads = threads;
+    mo.device = device;
     return std::shared_ptr<model>(model::load(path, mo));
   };
   try {

@@ -1,6 +1,6 @@
 // NativeEngine: the JS handle of one engine (native/engine/engine.h).
 //
-//   new NativeEngine(path, { maxModelLen?, threads? }, onEvent)   starts the engine thread, which loads
+//   new NativeEngine(path, { maxModelLen?, threads?, device?, ... }, onEvent)   starts the engine thread, which loads
 //   submit(spec) -> id          validates every field (TypeError / RangeError / Error naming it), queues
 //   abort(id)                   unknown / finished ids are ignored
 //   stats() -> { ready, closed, running, waiting, promptTokens, generatedTokens, requestsFinished, steps }
@@ -17,6 +17,7 @@
 #include <napi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/engine.h"
@@ -63,7 +64,8 @@ void register_engine(Napi::Env env, Napi::Object exports);
 // engine_wrap_convert.cpp
 struct native_engine_options {
   engine_options engine;
-  int threads = 0;  // 0 = every core
+  int threads = 0;              // 0 = every core
+  std::string device = "auto";  // "auto", "cpu" or "cuda" (model_options::device)
 };
 native_engine_options parse_engine_options(const Napi::Value& options);
 request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field

@@ -44,6 +44,20 @@ bool bool_field(const Napi::Object& o, const char* key, bool fallback) {
   return v.As<Napi::Boolean>().Value();
 }
 
+// One of `allowed` (a null-terminated list of names); `fallback` when absent.
+std::string choice_field(const Napi::Object& o, const char* key, const char* fallback, const char* const* allowed) {
+  Napi::Value v = o.Get(key);
+  if (absent(v)) return fallback;
+  const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
+  std::string names;
+  for (const char* const* a = allowed; *a; ++a) {
+    if (v.IsString() && s == *a) return s;
+    names += std::string(names.empty() ? "" : ", ") + *a;
+  }
+  const std::string got = v.IsString() ? "'" + s + "'" : "a " + std::string(v.IsNumber() ? "number" : "non-string");
+  throw Napi::TypeError::New(o.Env(), std::string(key) + " must be one of " + names + " (got " + got + ")");
+}
+
 // An Int32Array or an array of integers in [0, 2^31); at most `max_len` entries.
 std::vector<int32_t> ids_field(const Napi::Object& o, const char* key, size_t max_len) {
   Napi::Env env = o.Env();
@@ -109,6 +123,8 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
     throw Napi::RangeError::New(v.Env(), "kvCacheMemory must be a fraction in (0, 1] or a number of bytes");
   }
   out.threads = int(integer_field(o, "threads", 0, 0, 1024));
+  static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
+  out.device = choice_field(o, "device", "auto", devices);
   return out;
 }
 
@@ -161,6 +177,7 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   for (uint32_t i = 0; i < m.eog_texts.size(); ++i) eog.Set(i, m.eog_texts[i]);
   o.Set("eogTokens", eog);
   o.Set("chatTemplate", m.has_chat_template ? Napi::Value(Napi::String::New(env, m.chat_template)) : env.Null());
+  o.Set("device", m.device.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.device)));  // null: not loaded
   return o;
 }
 

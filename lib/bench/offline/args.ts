@@ -11,11 +11,15 @@ export class ArgsError extends Error {
 export const OUTPUT_FORMATS = ['md', 'table', 'json', 'jsonl', 'csv'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
+export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+export type Device = (typeof DEVICES)[number];
+
 export interface BenchConfig {
   models: string[]; // paths, in the order given
   nPrompt: number[]; // pp test sizes, tokens; 0 entries dropped
   nGen: number[]; // tg test sizes, tokens per sequence; 0 entries dropped
   threads: number[]; // one engine per value
+  device: Device; // the engine's device option ('auto': CUDA when usable, else the CPU)
   batch: number[]; // sequences decoding at once in the tg tests (1 = plain tgN)
   repetitions: number;
   output: OutputFormat;
@@ -43,6 +47,8 @@ first-last*mult):
   -p, --n-prompt LIST      prompt sizes for pp tests (default 512; 0 = no pp test)
   -n, --n-gen LIST         tokens to decode in tg tests (default 128; 0 = no tg test)
   -t, --threads LIST       engine threads (default ${availableParallelism()}, the available cores); one engine per value
+      --device DEVICE      auto (default: CUDA when a usable GPU and driver are present and this build has
+                           CUDA, else the CPU) | cpu | cuda; the backend column names the one used
   -b, --batch LIST         sequences decoding at once in tg tests (default 1). Unlike llama-bench, where -b is
                            the prompt batch size, this makes the batched-decode tests tgN@bB
   -r, --repetitions N      measured runs per test (default 5)
@@ -64,6 +70,7 @@ const OPTIONS = {
   'n-prompt': { type: 'string', short: 'p', multiple: true },
   'n-gen': { type: 'string', short: 'n', multiple: true },
   threads: { type: 'string', short: 't', multiple: true },
+  device: { type: 'string' },
   batch: { type: 'string', short: 'b', multiple: true },
   repetitions: { type: 'string', short: 'r' },
   output: { type: 'string', short: 'o' },
@@ -126,6 +133,12 @@ function output(text: string | undefined): OutputFormat {
   return v as OutputFormat;
 }
 
+function device(text: string | undefined): Device {
+  const v = text ?? 'auto';
+  if (!(DEVICES as readonly string[]).includes(v)) throw new ArgsError(`--device must be one of ${DEVICES.join(', ')}, got '${v}'`);
+  return v as Device;
+}
+
 /** Returns null when --help was asked for. */
 export function parseBenchArgs(argv: string[]): BenchConfig | null {
   let values: Record<string, string | string[] | boolean | undefined>;
@@ -146,6 +159,7 @@ export function parseBenchArgs(argv: string[]): BenchConfig | null {
     nPrompt: parseIntList('n-prompt', list('n-prompt') ?? ['512'], 0, 1 << 20).filter((v) => v > 0),
     nGen: parseIntList('n-gen', list('n-gen') ?? ['128'], 0, 1 << 20).filter((v) => v > 0),
     threads: parseIntList('threads', list('threads') ?? [String(availableParallelism())], 1, 1024),
+    device: device(values.device as string | undefined),
     batch: parseIntList('batch', list('batch') ?? ['1'], 1, 4096),
     repetitions: oneInt('repetitions', values.repetitions as string | undefined, 5, 1, 1000),
     output: output(values.output as string | undefined),

@@ -16,7 +16,7 @@ export interface TestSpec {
 export interface TestRecord {
   spindle_version: string;
   cpu_info: string;
-  backends: string;
+  backends: string; // the backend the model ran on, as llama-bench spells it: CPU, CUDA
   model_filename: string;
   model_type: string; // "<arch> <size label> <file type>", as llama.cpp's llama_model_desc
   model_size: number; // bytes of tensor data
@@ -73,6 +73,7 @@ export interface RecordContext {
   threads: number;
   seed: number;
   bandwidthGBps: number | null;
+  device: string | null; // modelInfo.device of the engine that ran the test
 }
 
 export function buildRecord(ctx: RecordContext, spec: TestSpec, samples: readonly Sample[], when: Date): TestRecord {
@@ -85,7 +86,7 @@ export function buildRecord(ctx: RecordContext, spec: TestSpec, samples: readonl
   return {
     spindle_version: ctx.version,
     cpu_info: cpus()[0]?.model.trim() ?? 'unknown',
-    backends: 'CPU',
+    backends: (ctx.device ?? 'cpu').toUpperCase(),
     model_filename: ctx.model.path,
     model_type: modelType(ctx.model),
     model_size: ctx.model.weightBytes,

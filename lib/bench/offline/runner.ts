@@ -36,7 +36,8 @@ async function openEngine(cfg: BenchConfig, model: ModelFileInfo, threads: numbe
   let engine: Engine;
   try {
     engine = new Engine({
-      modelPath: model.path, threads, contextLength: contextNeeded(cfg), maxRunningRequests: Math.max(...cfg.batch),
+      modelPath: model.path, threads, device: cfg.device, contextLength: contextNeeded(cfg),
+      maxRunningRequests: Math.max(...cfg.batch),
     });
   } catch (e) {
     throw new ModelLoadError((e as Error).message);
@@ -62,7 +63,7 @@ export interface RunContext {
 export async function runThreads(ctx: RunContext, threads: number): Promise<void> {
   const { cfg, model, progress } = ctx;
   const say = (line: string) => progress.write(`spindle bench: ${line}\n`);
-  say(`loading ${model.path} (threads ${threads})`);
+  say(`loading ${model.path} (threads ${threads}, device ${cfg.device})`);
   const engine = await openEngine(cfg, model, threads);
   try {
     const tok = engine.tokenizer;
@@ -83,8 +84,8 @@ export async function runThreads(ctx: RunContext, threads: number): Promise<void
         samples.push(s);
         say(`${label}: run ${r + 1}/${cfg.repetitions}: ${((s.tokens * 1e9) / s.ns).toFixed(2)} t/s`);
       }
-      ctx.onRecord(buildRecord({ version: ctx.version, model, threads, seed: cfg.seed, bandwidthGBps: cfg.bandwidthGBps },
-        spec, samples, new Date()));
+      ctx.onRecord(buildRecord({ version: ctx.version, model, threads, seed: cfg.seed, bandwidthGBps: cfg.bandwidthGBps,
+        device: engine.modelInfo.device }, spec, samples, new Date()));
     }
   } finally {
     await engine.shutdown();

@@ -1,4 +1,5 @@
-// GET /v1/models and /v1/models/:model: the served model, in OpenAI's list shape plus vLLM's max_model_len.
+// GET /v1/models and /v1/models/:model: the served model, in OpenAI's list shape plus vLLM's max_model_len and
+// the device it runs on ('cpu' or 'cuda').
 // Invariant: the built-in demo model says that its weights are random (random_weights, description).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../api-error.js';
@@ -8,7 +9,7 @@ async function modelCard(engine: ServerEngine, id: string): Promise<Record<strin
   const { info } = await engine.ready();
   const card: Record<string, unknown> = {
     id, object: 'model', created: engine.created, owned_by: 'spindle', root: engine.modelName, parent: null,
-    max_model_len: info.maxModelLen,
+    max_model_len: info.maxModelLen, device: info.device,
   };
   if (engine.randomWeights) {
     card.random_weights = true;
