@@ -6,7 +6,8 @@
 //                             engines timed inside one streamed run);
 //                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each, and
 //                       batch decode = the same after each sequence's first token (prefill excluded, as in tg).
-// Models are performance-shaped random-weight fixtures (lib/fixtures), cached in bench/.models/.
+// Models are performance-shaped random-weight fixtures (test/tooling/fixtures, compiled into dist-tooling/ by
+// `npm run build:ts`), cached in bench/.models/.
 // Also measures the streaming-read memory bandwidth on the same threads (bench/membw) and reports decode as a
 // percentage of its floor (bandwidth / bytes a decoded token reads: the file, less an untied embedding table,
 // with MoE experts at their used share), and Spindle's batched/single decode scaling.
@@ -22,8 +23,8 @@ import { parseArgs } from 'node:util';
 import { getLlama } from 'node-llama-cpp';
 import { Engine } from '../dist/index.js';
 import { createHash } from 'node:crypto';
-import { generateModel, generatorFingerprint } from '../dist/fixtures/index.js';
-import { decodeBytesPerToken, readModelFileInfo } from '../dist/bench/offline/model-info.js';
+import { generateModel, generatorFingerprint } from '../dist-tooling/test/tooling/fixtures/index.js';
+import { decodeBytesPerToken, readModelFileInfo } from '../dist/gguf/file-info.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const llama1b = { arch: 'llama', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, tiedEmbeddings: true, seed: 11 };

@@ -1,5 +1,6 @@
 // The JS side of one native engine: starts it, turns its event stream into per-request promises and streams,
-// and closes it. Shared by LLM and Engine.
+// and closes it. Shared by LLM, Engine and the HTTP server, which all submit through submitMany (n samples per
+// prompt, all queued or none, following an AbortSignal).
 // Invariants: the native event callback never throws (a failure there fails the pending requests instead);
 // every submitted request settles exactly once (finish, error, or abort at close); ready() is rejected
 // (never unhandled) when the model fails to load.
@@ -16,6 +17,7 @@ import {
   type NativeSubmitSpec,
   type NativeEngineStats,
 } from './native.js';
+import { toNativeSpec, type SamplingParams } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
 
 export interface CoreReady {
@@ -113,6 +115,59 @@ export class RequestHandle {
   }
 }
 
+/** The requests of one submitMany call: params[i].n samples of prompt i, handles[i][j]. */
+export class Submission {
+  readonly handles: RequestHandle[][] = [];
+  #signal: AbortSignal | undefined;
+  #onAbort = (): void => this.abort();
+
+  /** @internal Queues every request or none: a failure aborts those already queued and rethrows. */
+  constructor(core: EngineCore, prompts: readonly (readonly number[])[], params: readonly SamplingParams[],
+    stream: boolean, signal: AbortSignal | undefined) {
+    if (params.length !== prompts.length) throw new Error('submitMany: one SamplingParams per prompt');
+    try {
+      prompts.forEach((ids, i) => {
+        const row: RequestHandle[] = [];
+        this.handles.push(row);
+        for (let j = 0; j < params[i].n; j++) row.push(core.submit(toNativeSpec(ids, params[i], j), stream));
+      });
+    } catch (e) {
+      this.abort();
+      throw e;
+    }
+    if (signal) {
+      this.#signal = signal;
+      signal.addEventListener('abort', this.#onAbort, { once: true });
+      if (signal.aborted) this.abort();
+    }
+  }
+
+  /** Every request, prompt by prompt, sample by sample. */
+  get all(): RequestHandle[] { return this.handles.flat(); }
+
+  /** Aborts every request still running (finished ones are unaffected). */
+  abort(): void {
+    for (const h of this.all) h.abort();
+  }
+
+  /** Stops following the AbortSignal. */
+  detach(): void {
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+  }
+
+  /** Every result, [prompt][sample]; a failure aborts the rest and rejects. Detaches the signal when settled. */
+  async results(): Promise<RequestResult[][]> {
+    try {
+      return await Promise.all(this.handles.map((row) => Promise.all(row.map((h) => h.result))));
+    } catch (e) {
+      this.abort();
+      throw e;
+    } finally {
+      this.detach();
+    }
+  }
+}
+
 export class EngineCore {
   readonly modelPath: string;
   #native: NativeEngine;
@@ -141,12 +196,12 @@ export class EngineCore {
     };
     const { NativeEngine } = loadNative();
     this.#native = new NativeEngine(options.model, {
-      maxModelLen: options.maxModelLen ?? 0,
-      threads: options.threads ?? 0,
+      maxModelLen: options.maxModelLen ?? undefined,
+      threads: options.threads ?? undefined,
       maxNumSeqs: options.maxNumSeqs,
-      maxNumBatchedTokens: options.maxNumBatchedTokens ?? 0,
+      maxNumBatchedTokens: options.maxNumBatchedTokens ?? undefined,
       chunkedPrefillSize: options.chunkedPrefillSize,
-      kvCacheMemory: options.kvCacheMemory ?? 0,
+      kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
     }, onEvent);
   }
@@ -155,7 +210,7 @@ export class EngineCore {
   get readyValue(): CoreReady | undefined { return this.#readyValue; }
   get closed(): boolean { return this.#closing !== undefined; }
 
-  /** Queues one request; throws (synchronously) when the engine is not ready or the spec is invalid. */
+  /** @internal Queues one request; throws (synchronously) when the engine is not ready or the spec is invalid. */
   submit(spec: NativeSubmitSpec, stream: boolean): RequestHandle {
     if (this.#closing) throw new Error('the engine is closed');
     if (this.#loadError) throw this.#loadError;
@@ -163,6 +218,15 @@ export class EngineCore {
     const handle = new RequestHandle(this, id, stream);
     this.#requests.set(id, handle);
     return handle;
+  }
+
+  /**
+   * The one submission path of LLM, Engine and the server: params[i].n samples of every prompt i (sample j gets
+   * seed + j), all queued or none, aborted together when `signal` fires. Throws synchronously like submit().
+   */
+  submitMany(prompts: readonly (readonly number[])[], params: readonly SamplingParams[],
+    options: { stream: boolean; signal?: AbortSignal }): Submission {
+    return new Submission(this, prompts, params, options.stream, options.signal);
   }
 
   /** @internal */

@@ -5,7 +5,17 @@
 // ('auto': CUDA when this build has it and a usable GPU and driver are present, else the CPU; 'cuda' without
 // them fails the load with "device 'cuda' is not available: ..."). kvCacheMemory on a GPU is vLLM's
 // gpu_memory_utilization (fraction of the device's total memory, weights included; default 0.9); on the CPU
-// it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB).
+// it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
+// spells it (auto, float16 or its alias half, bfloat16, float32); this build computes activations and the KV cache
+// in float32 whatever it says (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
+// prefill on with chunks of 512 tokens as in vLLM V1 / SGLang; -1 turns it off) are the engine's own, read from
+// the addon's limits table, so every layer agrees.
+
+import { loadNative, nativeLimits } from './native.js';
+
+/** vLLM's --dtype values ('half' is accepted as float16). */
+export const DTYPES: readonly string[] = ['auto', 'float16', 'half', 'bfloat16', 'float32'];
+export type Dtype = 'auto' | 'float16' | 'bfloat16' | 'float32';
 
 export interface EngineOptionsInput {
   model?: string;
@@ -26,7 +36,7 @@ export interface EngineOptionsInput {
   kvCacheMemory?: number;
   kv_cache_memory?: number;
   threads?: number;
-  dtype?: 'auto' | 'float32';
+  dtype?: Dtype | 'half';
   device?: 'auto' | 'cpu' | 'cuda';
 }
 
@@ -35,10 +45,10 @@ export interface EngineOptions {
   maxModelLen: number | null; // null: the model's trained context length
   maxNumSeqs: number;
   maxNumBatchedTokens: number | null;
-  chunkedPrefillSize: number; // -1: never split a prompt
+  chunkedPrefillSize: number; // prompt tokens per sequence per step; -1: never split a prompt
   kvCacheMemory: number | null; // bytes (> 1) or a fraction (<= 1; see the header); null: automatic
   threads: number | null; // null: every core (CPU threads)
-  dtype: 'auto' | 'float32';
+  dtype: Dtype; // what was asked ('half' reads float16); the CPU and CUDA backends compute in float32 today
   device: 'auto' | 'cpu' | 'cuda';
 }
 
@@ -57,11 +67,17 @@ const ALIASES: Record<string, Key> = {
   device: 'device',
 };
 
-function int(name: string, v: unknown, lo: number, hi: number, range = `an integer in [${lo}, ${hi}]`): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
-    throw new RangeError(`${name} must be ${range} (got ${String(v)})`);
-  }
-  return v;
+/** The range text of the engine's limits entry `limit` when it refuses `v` (null when allowed): for callers that
+ * name the option their own way, such as the CLI's flags. */
+export function engineLimitRefusal(limit: string, v: number): string | null {
+  return loadNative().limitAllows(limit, v) ? null : nativeLimits().params[limit].range;
+}
+
+// A number allowed by the engine's limits entry `limit` (native/engine/limits.h); the message states its range.
+function limited(name: string, limit: string, v: unknown): number {
+  const refusal = typeof v === 'number' ? engineLimitRefusal(limit, v) : nativeLimits().params[limit].range;
+  if (refusal !== null) throw new RangeError(`${name} must be ${refusal} (got ${String(v)})`);
+  return v as number;
 }
 
 function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
@@ -69,21 +85,20 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'model':
       if (typeof v !== 'string' || v.length === 0) throw new TypeError(`${name} must be a non-empty path to a .gguf file`);
       return v;
-    case 'maxModelLen': return int(name, v, 2, 2 ** 31 - 1);
-    case 'maxNumSeqs': return int(name, v, 1, 4096);
-    case 'maxNumBatchedTokens': return int(name, v, 1, 2 ** 31 - 1);
+    case 'maxModelLen':
+    case 'maxNumSeqs':
+    case 'maxNumBatchedTokens':
     case 'chunkedPrefillSize':
-      if (v === -1) return -1;
-      return int(name, v, 1, 2 ** 31 - 1, '-1 (off) or an integer in [1, 2147483647]');
+    case 'threads': return limited(name, key, v);
     case 'kvCacheMemory':
       if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || (v > 1 && !Number.isInteger(v))) {
         throw new RangeError(`${name} must be a fraction in (0, 1] or a whole number of bytes (got ${String(v)})`);
       }
       return v;
-    case 'threads': return int(name, v, 1, 1024);
     case 'dtype':
-      if (v === 'auto' || v === 'float32') return v;
-      throw new RangeError(`${name} '${String(v)}' is not supported (supported: auto, float32; weights keep their GGUF type)`);
+      if (v === 'half') return 'float16';
+      if (v === 'auto' || v === 'float16' || v === 'bfloat16' || v === 'float32') return v;
+      throw new RangeError(`${name} must be one of ${DTYPES.join(', ')} (got ${String(v)})`);
     case 'device':
       if (v === 'auto' || v === 'cpu' || v === 'cuda') return v;
       throw new RangeError(`${name} must be 'auto', 'cpu' or 'cuda' (got ${String(v)})`);
@@ -94,12 +109,13 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new TypeError(`${what}: options must be an object such as { model: 'model.gguf' }`);
   }
+  const defaults = nativeLimits().engineDefaults;  // the engine's own defaults (native/engine/engine.h)
   const out: EngineOptions = {
     model: '',
     maxModelLen: null,
-    maxNumSeqs: 256,
+    maxNumSeqs: defaults.maxNumSeqs,
     maxNumBatchedTokens: null,
-    chunkedPrefillSize: -1,
+    chunkedPrefillSize: defaults.chunkedPrefillSize,
     kvCacheMemory: null,
     threads: null,
     dtype: 'auto',

@@ -4,9 +4,9 @@
 // given); a streaming call yields incremental chunks (text and ids added since the previous chunk) and its
 // last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request; generate() never
 // throws synchronously (bad input rejects the promise, or throws from the stream's first next()).
-import { EngineCore, type RequestHandle, type RequestResult } from './engine-core.js';
+import { EngineCore, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
-import { alignParams, toNativeSpec } from './llm.js';
+import { alignParams } from './llm.js';
 import { loadNative, type FinishReason, type NativeModelInfo } from './native.js';
 import type { SamplingParams, SamplingParamsInput } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
@@ -145,7 +145,7 @@ export class Engine {
     const { tokenizer } = await this.#core.ready();
     let ids: number[][];
     if (text !== undefined) {
-      ids = (Array.isArray(text) ? text : [text]).map((t) => tokenizer.encode(t));
+      ids = (Array.isArray(text) ? text : [text]).map((t) => tokenizer.encodePrompt(t)); // no second BOS after a rendered template
     } else {
       ids = (batch ? inputIds : [inputIds]) as number[][];
       ids.forEach((row, i) => {
@@ -159,28 +159,10 @@ export class Engine {
 
   async #generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> {
     const { ids, batch, params } = await this.#prepare(input);
-    const handles: { h: RequestHandle; prompt: number }[] = [];
-    const abortAll = (): void => handles.forEach(({ h }) => h.abort());
-    try {
-      ids.forEach((row, i) => {
-        for (let j = 0; j < params[i].n; j++) handles.push({ h: this.#core.submit(toNativeSpec(row, params[i], j), false), prompt: i });
-      });
-    } catch (e) {
-      abortAll();
-      throw e;
-    }
-    input.signal?.addEventListener('abort', abortAll, { once: true });
-    if (input.signal?.aborted) abortAll();
-    try {
-      const results = await Promise.all(handles.map(({ h }) => h.result));
-      const out = results.map((r, k) => this.#result(r, handles[k].h.id, ids[handles[k].prompt].length));
-      return batch || out.length > 1 ? out : out[0];
-    } catch (e) {
-      abortAll();
-      throw e;
-    } finally {
-      input.signal?.removeEventListener('abort', abortAll);
-    }
+    const submission = this.#core.submitMany(ids, params, { stream: false, signal: input.signal });
+    const results = await submission.results();
+    const out = results.flatMap((row, i) => row.map((r, j) => this.#result(r, submission.handles[i][j].id, ids[i].length)));
+    return batch || out.length > 1 ? out : out[0];
   }
 
   #result(r: RequestResult, id: number, promptTokens: number): EngineResult {
@@ -200,10 +182,8 @@ export class Engine {
   async *#stream(input: EngineGenerateInput): AsyncGenerator<EngineChunk> {
     const { ids, params } = await this.#prepare(input);
     if (ids.length !== 1 || params[0].n !== 1) throw new TypeError('generate: stream supports one prompt with n = 1');
-    const handle = this.#core.submit(toNativeSpec(ids[0], params[0]), true);
-    const abort = (): void => handle.abort();
-    input.signal?.addEventListener('abort', abort, { once: true });
-    if (input.signal?.aborted) abort();
+    const submission = this.#core.submitMany(ids, params, { stream: true, signal: input.signal });
+    const handle = submission.handles[0][0];
     const start = performance.now();
     let completion = 0;
     try {
@@ -222,8 +202,8 @@ export class Engine {
         };
       }
     } finally {
-      input.signal?.removeEventListener('abort', abort);
-      handle.abort(); // no-op when finished; a consumer that left early frees the sequence
+      submission.detach();
+      submission.abort(); // no-op when finished; a consumer that left early frees the sequence
     }
   }
 }

@@ -4,9 +4,9 @@
 // ends the affected requests with finishReason 'abort' (partial output kept); bad input throws before
 // anything is queued; n > 1 runs n independent samples (seed, seed + 1, ... when seeded).
 import type { ChatMessage } from './chat/template.js';
-import { EngineCore, type RequestHandle, type RequestResult } from './engine-core.js';
+import { EngineCore, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
-import type { FinishReason, NativeEngineStats, NativeModelInfo, NativeSubmitSpec } from './native.js';
+import type { FinishReason, NativeEngineStats, NativeModelInfo } from './native.js';
 import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
 import type { Tokenizer } from './tokenizer.js';
 
@@ -53,27 +53,6 @@ export interface ChatOptions extends GenerateOptions {
 interface PreparedPrompt {
   prompt: string | null;
   promptTokenIds: number[];
-}
-
-/** Sampling params of sample `j` of a request as the native spec. */
-export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): NativeSubmitSpec {
-  return {
-    promptTokenIds: Int32Array.from(ids),
-    temperature: p.temperature,
-    topP: p.topP,
-    topK: p.topK,
-    minP: p.minP,
-    repetitionPenalty: p.repetitionPenalty,
-    presencePenalty: p.presencePenalty,
-    frequencyPenalty: p.frequencyPenalty,
-    maxTokens: p.maxTokens ?? undefined,
-    minTokens: p.minTokens,
-    stop: p.stop,
-    stopTokenIds: p.stopTokenIds,
-    ignoreEos: p.ignoreEos,
-    seed: p.seed === null ? undefined : (p.seed + j) >>> 0,
-    logprobs: p.logprobs ?? undefined,
-  };
 }
 
 function checkOptions(what: string, options: object, known: readonly string[]): void {
@@ -124,45 +103,25 @@ function stopReasonOf(r: RequestResult, p: SamplingParams, eosId: number | null)
 /** Submits every prompt (n samples each), follows `signal`, and collects results in input order. */
 export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: PreparedPrompt[],
   params: SamplingParams[], signal: AbortSignal | undefined): Promise<RequestOutput[]> {
-  const handles: RequestHandle[][] = [];
-  const abortAll = (): void => handles.flat().forEach((h) => h.abort());
-  try {
-    prompts.forEach((p, i) => {
-      const row: RequestHandle[] = [];
-      handles.push(row);
-      for (let j = 0; j < params[i].n; j++) row.push(core.submit(toNativeSpec(p.promptTokenIds, params[i], j), false));
-    });
-  } catch (e) {
-    abortAll();
-    throw e;
-  }
-  signal?.addEventListener('abort', abortAll, { once: true });
-  if (signal?.aborted) abortAll();
-  try {
-    const results = await Promise.all(handles.map((row) => Promise.all(row.map((h) => h.result))));
-    return results.map((row, i) => ({
-      prompt: prompts[i].prompt,
-      promptTokenIds: prompts[i].promptTokenIds,
-      finished: true,
-      outputs: row.map((r, index) => {
-        const out: CompletionOutput = {
-          index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason,
-          stopReason: stopReasonOf(r, params[i], tokenizer.eosTokenId),
-        };
-        if (params[i].logprobs !== null) {
-          const { logprobs, cumulative } = formatLogprobs(r, tokenizer);
-          out.logprobs = logprobs;
-          out.cumulativeLogprob = cumulative;
-        }
-        return out;
-      }),
-    }));
-  } catch (e) {
-    abortAll();
-    throw e;
-  } finally {
-    signal?.removeEventListener('abort', abortAll);
-  }
+  const submission = core.submitMany(prompts.map((p) => p.promptTokenIds), params, { stream: false, signal });
+  const results = await submission.results();
+  return results.map((row, i) => ({
+    prompt: prompts[i].prompt,
+    promptTokenIds: prompts[i].promptTokenIds,
+    finished: true,
+    outputs: row.map((r, index) => {
+      const out: CompletionOutput = {
+        index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason,
+        stopReason: stopReasonOf(r, params[i], tokenizer.eosTokenId),
+      };
+      if (params[i].logprobs !== null) {
+        const { logprobs, cumulative } = formatLogprobs(r, tokenizer);
+        out.logprobs = logprobs;
+        out.cumulativeLogprob = cumulative;
+      }
+      return out;
+    }),
+  }));
 }
 
 export class LLM {
@@ -193,7 +152,7 @@ export class LLM {
   /** Engine counters: running / waiting requests, KV blocks used / free, preemptions, tokens, steps. */
   stats(): NativeEngineStats { return this.#core.stats(); }
 
-  /** Raw prompts (no chat template; BOS added where the model asks for it) or { promptTokenIds }. */
+  /** Raw prompts (no chat template; BOS added where the model asks for it, unless the text starts with it) or { promptTokenIds }. */
   async generate(prompts: PromptInput | PromptInput[], params?: SamplingParamsInput | SamplingParamsInput[],
     options: GenerateOptions = {}): Promise<RequestOutput[]> {
     checkOptions('generate', options, ['signal']);
@@ -239,7 +198,7 @@ export class LLM {
 }
 
 function preparePrompt(p: PromptInput, i: number, tokenizer: Tokenizer): PreparedPrompt {
-  if (typeof p === 'string') return { prompt: p, promptTokenIds: tokenizer.encode(p) };
+  if (typeof p === 'string') return { prompt: p, promptTokenIds: tokenizer.encodePrompt(p) };
   if (typeof p === 'object' && p !== null) {
     const ids = 'promptTokenIds' in p ? p.promptTokenIds : 'prompt_token_ids' in p ? p.prompt_token_ids : undefined;
     if (ids !== undefined) {
@@ -248,7 +207,7 @@ function preparePrompt(p: PromptInput, i: number, tokenizer: Tokenizer): Prepare
       }
       return { prompt: null, promptTokenIds: [...ids] };
     }
-    if ('prompt' in p && typeof p.prompt === 'string') return { prompt: p.prompt, promptTokenIds: tokenizer.encode(p.prompt) };
+    if ('prompt' in p && typeof p.prompt === 'string') return { prompt: p.prompt, promptTokenIds: tokenizer.encodePrompt(p.prompt) };
   }
   throw new TypeError(`prompts[${i}] must be a string, { prompt: string } or { promptTokenIds: number[] }`);
 }

@@ -79,6 +79,7 @@ export interface NativeSubmitSpec {
   topK?: number;
   minP?: number;
   repetitionPenalty?: number;
+  repeatLastN?: number;
   presencePenalty?: number;
   frequencyPenalty?: number;
   maxTokens?: number; // absent: until the context is full
@@ -109,10 +110,10 @@ export interface NativeEngineStats {
 }
 
 export interface NativeEngineOptions {
-  maxModelLen?: number; // 0 / absent: the model's trained context length
-  threads?: number; // 0 / absent: every core
+  maxModelLen?: number; // absent: the model's trained context length
+  threads?: number; // absent: every core
   maxNumSeqs?: number; // sequences holding KV at once (default 256)
-  maxNumBatchedTokens?: number; // tokens per step; 0 / absent: 2048 (or maxModelLen when prompts never split)
+  maxNumBatchedTokens?: number; // tokens per step; absent: 2048 (or maxModelLen when prompts never split)
   chunkedPrefillSize?: number; // -1: never split a prompt (default 512)
   // > 1: bytes. (0, 1]: on the CPU the fraction of available memory for the KV cache (0 / absent: 25%, at most
   // 2 GiB); on a GPU vLLM's gpu_memory_utilization, the fraction of total device memory, weights included
@@ -135,13 +136,43 @@ export interface NativeEngineClass {
   inspect(path: string): { info: NativeModelInfo; tokenizer: NativeTokenizer };
 }
 
+/** One numeric parameter's allowed values (native/engine/limits.h): [min, max] (exclusive ends as flagged),
+ * integers only when `integer`, plus `special` as one extra allowed value; `range` states it for messages. */
+export interface NativeParamLimit {
+  min: number;
+  max: number;
+  minExclusive: boolean;
+  maxExclusive: boolean;
+  integer: boolean;
+  special: number | null;
+  range: string;
+}
+
+/** The addon's `limits` export: the one table of request and engine limits, and the engine's defaults. */
+export interface NativeLimits {
+  params: Record<string, NativeParamLimit>;
+  maxStopStrings: number;
+  maxStopStringBytes: number;
+  maxStopTokenIds: number;
+  maxLogprobs: number;
+  engineDefaults: { maxNumSeqs: number; chunkedPrefillSize: number; blockSize: number };
+}
+
 export interface NativeAddon {
   version(): string;
+  limits: NativeLimits;
+  /** Whether `value` is allowed for the limits entry `name` (the engine's own check, native/engine/limits.cpp). */
+  limitAllows(name: string, value: number): boolean;
   Tokenizer: NativeTokenizerClass;
   NativeEngine: NativeEngineClass;
 }
 
 let cached: NativeAddon | undefined;
+
+/** The limits table of the engine (loads the addon). */
+export function nativeLimits(): NativeLimits {
+  return loadNative().limits;
+}
 
 export function loadNative(): NativeAddon {
   if (!cached) {

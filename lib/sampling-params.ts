@@ -1,7 +1,10 @@
 // The one sampling-parameter normalizer shared by every surface (offline LLM / Engine, HTTP).
 // Invariant: normalizeSamplingParams either returns a complete, range-checked SamplingParams or throws a
 // SamplingParamsError naming the field (as the user spelled it) and the allowed range. Every name is accepted
-// in camelCase and snake_case, plus the aliases users bring from vLLM / SGLang / OpenAI / llama.cpp.
+// in camelCase and snake_case, plus the aliases users bring from vLLM / SGLang / OpenAI / llama.cpp / Ollama.
+// The ranges, counts and their wording come from the engine's limits table (native/engine/limits.h, the addon's
+// `limits` export), which the engine checks again with the same entries: the numbers live in one place.
+import { loadNative, nativeLimits, type NativeSubmitSpec } from './native.js';
 
 export interface SamplingParamsInput {
   temperature?: number | null;
@@ -10,6 +13,7 @@ export interface SamplingParamsInput {
   minP?: number | null;
   repetitionPenalty?: number | null;
   repeatPenalty?: number | null;
+  repeatLastN?: number | null;
   presencePenalty?: number | null;
   frequencyPenalty?: number | null;
   maxTokens?: number | null;
@@ -29,6 +33,7 @@ export interface SamplingParamsInput {
   min_p?: number | null;
   repetition_penalty?: number | null;
   repeat_penalty?: number | null;
+  repeat_last_n?: number | null;
   presence_penalty?: number | null;
   frequency_penalty?: number | null;
   max_tokens?: number | null;
@@ -46,6 +51,7 @@ export interface SamplingParams {
   topK: number;
   minP: number;
   repetitionPenalty: number;
+  repeatLastN: number; // tokens the repetition penalty looks back: -1 all of prompt + output, 0 none, N the last N
   presencePenalty: number;
   frequencyPenalty: number;
   maxTokens: number | null; // null: until the context is full
@@ -72,10 +78,10 @@ export interface NormalizeOptions {
   defaultMaxTokens?: number | null;
 }
 
-export const MAX_STOP_STRINGS = 16;
-export const MAX_STOP_STRING_BYTES = 256;
-export const MAX_LOGPROBS = 20;
+/** Samples per prompt (n): submitted as separate requests by the TypeScript layer, so its limit lives here. */
 export const MAX_N = 8;
+/** The engine's alternatives-per-token limit (native/engine/limits.h). */
+export function maxLogprobs(): number { return nativeLimits().maxLogprobs; }
 
 type Field = keyof SamplingParams;
 
@@ -87,6 +93,7 @@ const ALIASES: Record<string, Field> = {
   minP: 'minP', min_p: 'minP',
   repetitionPenalty: 'repetitionPenalty', repetition_penalty: 'repetitionPenalty',
   repeatPenalty: 'repetitionPenalty', repeat_penalty: 'repetitionPenalty',
+  repeatLastN: 'repeatLastN', repeat_last_n: 'repeatLastN',
   presencePenalty: 'presencePenalty', presence_penalty: 'presencePenalty',
   frequencyPenalty: 'frequencyPenalty', frequency_penalty: 'frequencyPenalty',
   maxTokens: 'maxTokens', max_tokens: 'maxTokens',
@@ -113,8 +120,11 @@ function describe(v: unknown): string {
   return typeof v === 'object' ? 'an object' : String(v);
 }
 
-function num(name: string, v: unknown, ok: (x: number) => boolean, range: string): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) fail(name, `${name} must be ${range} (got ${describe(v)})`);
+// A number allowed by the engine's limits entry `limit` (its name in native/engine/limits.h); the message uses
+// the user's spelling and the entry's own range text.
+function limited(name: string, limit: string, v: unknown): number {
+  const entry = nativeLimits().params[limit];
+  if (typeof v !== 'number' || !loadNative().limitAllows(limit, v)) fail(name, `${name} must be ${entry.range} (got ${describe(v)})`);
   return v;
 }
 
@@ -127,15 +137,16 @@ function int(name: string, v: unknown, lo: number, hi: number, range?: string): 
 function stopStrings(name: string, v: unknown): string[] {
   const list = typeof v === 'string' ? [v] : v;
   if (!Array.isArray(list)) fail(name, `${name} must be a string or an array of strings (got ${describe(v)})`);
-  if (list.length > MAX_STOP_STRINGS) {
-    fail(name, `${name} must hold at most ${MAX_STOP_STRINGS} strings (got ${list.length})`);
+  const { maxStopStrings, maxStopStringBytes } = nativeLimits();
+  if (list.length > maxStopStrings) {
+    fail(name, `${name} must hold at most ${maxStopStrings} strings (got ${list.length})`);
   }
   return list.map((s, i) => {
     if (typeof s !== 'string') fail(name, `${name}[${i}] must be a string (got ${describe(s)})`);
     if (s.length === 0) fail(name, `${name}[${i}] must not be empty`);
     const bytes = Buffer.byteLength(s, 'utf8');
-    if (bytes > MAX_STOP_STRING_BYTES) {
-      fail(name, `${name}[${i}] must be at most ${MAX_STOP_STRING_BYTES} bytes (got ${bytes})`);
+    if (bytes > maxStopStringBytes) {
+      fail(name, `${name}[${i}] must be at most ${maxStopStringBytes} bytes (got ${bytes})`);
     }
     return s;
   });
@@ -143,30 +154,32 @@ function stopStrings(name: string, v: unknown): string[] {
 
 function tokenIds(name: string, v: unknown): number[] {
   if (!Array.isArray(v)) fail(name, `${name} must be an array of token ids (got ${describe(v)})`);
-  if (v.length > 1024) fail(name, `${name} must hold at most 1024 ids (got ${v.length})`);
+  const { maxStopTokenIds } = nativeLimits();
+  if (v.length > maxStopTokenIds) fail(name, `${name} must hold at most ${maxStopTokenIds} ids (got ${v.length})`);
   return v.map((id, i) => int(`${name}[${i}]`, id, 0, 2 ** 31 - 1, 'a non-negative integer token id'));
 }
 
 // Checks one field's value; `name` is the spelling the user wrote.
 function checkField(field: Field, name: string, v: unknown): SamplingParams[Field] {
   switch (field) {
-    case 'temperature': return num(name, v, (x) => x >= 0, '>= 0');
-    case 'topP': return num(name, v, (x) => x > 0 && x <= 1, 'in (0, 1]');
-    case 'topK': return int(name, v, -1, 2 ** 31 - 1, '-1 or 0 (disabled) or an integer >= 1');
-    case 'minP': return num(name, v, (x) => x >= 0 && x <= 1, 'in [0, 1]');
-    case 'repetitionPenalty': return num(name, v, (x) => x > 0, '> 0');
+    case 'temperature':
+    case 'topP':
+    case 'topK':
+    case 'minP':
+    case 'repetitionPenalty':
+    case 'repeatLastN':
     case 'presencePenalty':
-    case 'frequencyPenalty': return num(name, v, (x) => x >= -2 && x <= 2, 'in [-2, 2]');
-    case 'maxTokens': return int(name, v, 1, 2 ** 31 - 1, 'an integer >= 1');
-    case 'minTokens': return int(name, v, 0, 2 ** 31 - 1, 'an integer >= 0');
+    case 'frequencyPenalty':
+    case 'maxTokens':
+    case 'minTokens':
+    case 'seed':
+    case 'logprobs': return limited(name, field, v);
     case 'stop': return stopStrings(name, v);
     case 'stopTokenIds': return tokenIds(name, v);
     case 'ignoreEos':
       if (typeof v !== 'boolean') fail(name, `${name} must be a boolean (got ${describe(v)})`);
       return v;
-    case 'seed': return int(name, v, 0, 2 ** 32 - 1, 'an integer in [0, 4294967295]');
     case 'n': return int(name, v, 1, MAX_N);
-    case 'logprobs': return int(name, v, 0, MAX_LOGPROBS);
   }
 }
 
@@ -181,6 +194,7 @@ export function normalizeSamplingParams(
     topK: -1,
     minP: 0,
     repetitionPenalty: 1.0,
+    repeatLastN: -1,
     presencePenalty: 0,
     frequencyPenalty: 0,
     maxTokens: options.defaultMaxTokens === undefined ? 256 : options.defaultMaxTokens,
@@ -213,4 +227,26 @@ export function normalizeSamplingParams(
       `${seen.get('minTokens') ?? 'minTokens'} (${out.minTokens}) must not exceed ${seen.get('maxTokens') ?? 'maxTokens'} (${out.maxTokens})`);
   }
   return out;
+}
+
+/** Sample `j` of a request with these params as the native submit spec (seed + j: distinct, reproducible). */
+export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): NativeSubmitSpec {
+  return {
+    promptTokenIds: Int32Array.from(ids),
+    temperature: p.temperature,
+    topP: p.topP,
+    topK: p.topK,
+    minP: p.minP,
+    repetitionPenalty: p.repetitionPenalty,
+    repeatLastN: p.repeatLastN,
+    presencePenalty: p.presencePenalty,
+    frequencyPenalty: p.frequencyPenalty,
+    maxTokens: p.maxTokens ?? undefined,
+    minTokens: p.minTokens,
+    stop: p.stop,
+    stopTokenIds: p.stopTokenIds,
+    ignoreEos: p.ignoreEos,
+    seed: p.seed === null ? undefined : (p.seed + j) >>> 0,
+    logprobs: p.logprobs ?? undefined,
+  };
 }

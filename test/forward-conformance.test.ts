@@ -21,18 +21,13 @@
 // fillers ask for outputs too (llama.cpp runs the last layer's matmuls on the output rows only).
 import t from 'tap';
 import { getLlama } from 'node-llama-cpp';
-import { loadNative } from '../lib/native.js';
 import { compareLogits, conformanceTier, llamaCppReference, type Comparison, type Tier } from './helpers/conformance.js';
+import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 type Arch = 'llama' | 'qwen2' | 'qwen3';
 type Tok = 'llama3' | 'llama2' | 'qwen3';
 type Weights = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K_M' | 'Q6_K';
-
-interface DebugAddon {
-  debugForward(path: string, tokens: Int32Array, options?: { threads?: number }): Float32Array;
-  debugCpuLevel(): string;
-}
 
 const MODELS: { label: string; arch: Arch; tokenizer: Tok; tied: boolean }[] = [
   { label: 'llama (llama3 tok)', arch: 'llama', tokenizer: 'llama3', tied: false },
@@ -92,7 +87,7 @@ function table(rows: Row[]): string {
 }
 
 t.test('forward conformance with llama.cpp', async (t) => {
-  const addon = loadNative() as unknown as DebugAddon;
+  const addon = debugAddon();
   const level = addon.debugCpuLevel();
   const tier: Tier = conformanceTier(level);
   t.comment(`tier: ${tier} (Spindle kernel level ${level})`);

@@ -6,11 +6,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GGML_TYPE_TRAITS, GgmlType, GgufValueType } from '../lib/gguf/constants.js';
-import {
-  bf16BitsToFp32, dequantize, fp16BitsToFp32, fp32ToBf16Bits, fp32ToFp16Bits, quantize,
-} from '../lib/gguf/quantize.js';
+import { bf16BitsToFp32, fp16BitsToFp32, fp32ToBf16Bits, fp32ToFp16Bits } from '../lib/gguf/float.js';
 import { GgufWriter, type GgufArray } from '../lib/gguf/writer.js';
-import { Rng } from '../lib/fixtures/random.js';
+import { Rng } from '../lib/random-model/random.js';
+import { dequantize, quantize } from './tooling/gguf/quantize.js';
 
 // ---- minimal GGUF reader (independent of the writer's code) ----
 interface ReadTensor { name: string; ne: number[]; type: number; offset: number }

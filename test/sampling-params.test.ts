@@ -4,7 +4,7 @@ import { normalizeSamplingParams, SamplingParamsError } from '../lib/sampling-pa
 
 t.test('defaults follow the API table (offline maxTokens 256)', async (t) => {
   t.same(normalizeSamplingParams(undefined), {
-    temperature: 1, topP: 1, topK: -1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0,
+    temperature: 1, topP: 1, topK: -1, minP: 0, repetitionPenalty: 1, repeatLastN: -1, presencePenalty: 0, frequencyPenalty: 0,
     maxTokens: 256, minTokens: 0, stop: [], stopTokenIds: [], ignoreEos: false, seed: null, n: 1, logprobs: null,
   });
   t.equal(normalizeSamplingParams({}, { defaultMaxTokens: null }).maxTokens, null);
@@ -57,8 +57,9 @@ t.test('every invalid field names itself and its range', async (t) => {
     [{ temperature: NaN }, /^temperature must be >= 0/],
     [{ topP: 0 }, /^topP must be in \(0, 1\] \(got 0\)$/],
     [{ top_p: 1.5 }, /^top_p must be in \(0, 1\] \(got 1\.5\)$/],
-    [{ topK: -2 }, /^topK must be -1 or 0 \(disabled\) or an integer >= 1 \(got -2\)$/],
-    [{ topK: 2.5 }, /^topK must be -1 or 0/],
+    [{ topK: -2 }, /^topK must be an integer >= -1 \(got -2\)$/],
+    [{ topK: 2.5 }, /^topK must be an integer >= -1/],
+    [{ repeat_last_n: -2 }, /^repeat_last_n must be an integer >= -1 \(got -2\)$/],
     [{ minP: 1.1 }, /^minP must be in \[0, 1\] \(got 1\.1\)$/],
     [{ repetitionPenalty: 0 }, /^repetitionPenalty must be > 0 \(got 0\)$/],
     [{ repeat_penalty: -1 }, /^repeat_penalty must be > 0/],

@@ -1,4 +1,4 @@
-// RELIABILITY.md item 12 end to end: a forward pass that fails (the test-only native hook
+// docs/reliability.md item 12 end to end: a forward pass that fails (the test-only native hook
 // SPINDLE_TEST_FAIL_FORWARD_AT_STEP=N makes engine step N throw) fails the requests of that step (a streamed
 // one with a `data: {"error": ...}` frame, a non-streamed one with a 500), frees their KV blocks, turns
 // /health to 503 and counts in /metrics, while the process lives on: later requests are served and close()
@@ -7,11 +7,13 @@ import t from 'tap';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
+import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 const SMALL = { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11 } as const;
 const path = await fixtureModel({ ...SMALL, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
 const HOOK = 'SPINDLE_TEST_FAIL_FORWARD_AT_STEP';
+debugAddon(); // the hook comes with the addon's test exports (SPINDLE_TEST_HOOKS): a build without them fails here
 
 /** An app whose engine fails the forward pass of step `step` (the native engine reads the variable at construction). */
 async function faultyApp(step: number): Promise<FastifyInstance> {

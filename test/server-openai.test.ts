@@ -96,7 +96,7 @@ t.test('completions: string and token-id prompts, echo, streamed', async (t) => 
   t.equal(text, r.choices[0].text);
 });
 
-t.test('typed client errors: 400 and 401, 404 for an unknown model', async (t) => {
+t.test('typed client errors: 400 and 401, 404 for an unknown model card', async (t) => {
   const err = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 100000 }).then(() => null, (e: unknown) => e);
   t.ok(err instanceof OpenAI.BadRequestError, 'a BadRequestError');
   const bad = err as InstanceType<typeof OpenAI.BadRequestError>;
@@ -108,8 +108,10 @@ t.test('typed client errors: 400 and 401, 404 for an unknown model', async (t) =
   const e401 = await wrong.models.list().then(() => null, (e: unknown) => e);
   t.ok(e401 instanceof OpenAI.AuthenticationError, 'an AuthenticationError');
   t.equal((e401 as InstanceType<typeof OpenAI.AuthenticationError>).status, 401);
-  const e404 = await client.chat.completions.create({ model: 'nope', messages }).then(() => null, (e: unknown) => e);
+  const e404 = await client.models.retrieve('nope').then(() => null, (e: unknown) => e);
   t.ok(e404 instanceof OpenAI.NotFoundError, 'a NotFoundError');
+  const anyName = await client.chat.completions.create({ model: 'nope', messages, max_tokens: 1 });
+  t.equal(anyName.model, 'nope', 'a request may name any model while one is served (404 only with --strict-model-name)');
 });
 
 t.test('auth: Bearer and Key prefixes, wrong scheme, /health open', async (t) => {

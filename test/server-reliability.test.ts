@@ -1,4 +1,4 @@
-// RELIABILITY.md items 9 and 14 on a real socket: a client that disconnects mid-stream or mid-prefill has its
+// docs/reliability.md items 9 and 14 on a real socket: a client that disconnects mid-stream or mid-prefill has its
 // KV blocks freed within one engine step (counted in engine steps between the server having handled the
 // disconnect, i.e. queued the abort, and the blocks being free); 1,000 connect/disconnect cycles leak nothing (KV blocks, running requests,
 // in-flight requests, sockets, heap); 32 concurrent streaming clients are all served while the event loop's

@@ -1,4 +1,4 @@
-// RELIABILITY.md item 11 on the real CLI: `node dist/cli/main.js serve <model>` as a child process, 10
+// docs/reliability.md item 11 on the real CLI: `node dist/cli/main.js serve <model>` as a child process, 10
 // streams in flight, SIGTERM: new requests get 503, the 10 streams drain to their full length, /health is 503
 // while draining, and the process exits 0. Needs the built CLI (`npm run build:ts`).
 import t from 'tap';

@@ -1,4 +1,4 @@
-// RELIABILITY.md items 6-7 over inject(): every bad request body gets its 4xx and the OpenAI error shape
+// docs/reliability.md items 6-7 over inject(): every bad request body gets its 4xx and the OpenAI error shape
 // `{ error: { message, type, param, code } }`, never a 500; known-but-unsupported fields are refused by name.
 import t from 'tap';
 import { buildApp } from '../lib/server/app.js';
@@ -53,7 +53,6 @@ const CASES: Array<[string, string, string, number, (string | null)?, (string | 
   ['request chat_template (refused)', '/v1/chat/completions', chat({ chat_template: '{{ 1 }}' }), 400, 'chat_template', 'unsupported_parameter'],
   ['logit_bias (unsupported)', '/v1/completions', JSON.stringify({ prompt: 'a', logit_bias: { 5: 10 } }), 400, 'logit_bias', 'unsupported_parameter'],
   ['suffix (unsupported)', '/v1/completions', JSON.stringify({ prompt: 'a', suffix: 'b' }), 400, 'suffix', 'unsupported_parameter'],
-  ['unknown model', '/v1/chat/completions', chat({ model: 'other' }), 404, 'model', 'model_not_found'],
   ['detokenize out of vocab', '/detokenize', JSON.stringify({ tokens: [99_999_999] }), 400],
 ];
 

@@ -3,12 +3,7 @@
 // `main(argv: string[], io?: { stdout, stderr }): Promise<number>` returning the exit code.
 // Invariant: names are unique; a longer name wins over a shorter one it starts with ('bench serve' over
 // 'bench').
-import type { Writable } from 'node:stream';
-
-export interface CommandIo {
-  stdout: Writable;
-  stderr: Writable & { isTTY?: boolean };
-}
+import type { CommandIo } from './io.js';
 
 export interface CommandModule {
   main(argv: string[], io?: CommandIo): Promise<number>;

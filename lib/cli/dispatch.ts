@@ -2,7 +2,8 @@
 // hands it the rest; prints the command list for --help, a bare group ('spindle bench') or a typo.
 // Invariant: returns an exit code (0 ok, 2 usage error) and never calls process.exit itself.
 import { readFileSync } from 'node:fs';
-import { COMMANDS, type CommandEntry, type CommandIo } from './commands.js';
+import { COMMANDS, type CommandEntry } from './commands.js';
+import type { CommandIo } from './io.js';
 
 function version(): string {
   try {

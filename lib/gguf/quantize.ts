@@ -1,10 +1,11 @@
-// Float32 -> ggml tensor encodings (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) and back.
+// Float32 -> ggml tensor encodings (F32, F16, BF16, Q8_0, Q4_0) and back: what the package itself writes
+// (the demo model, lib/demo-model.ts). The K-quant encoders (Q4_K, Q6_K: searches over scales) are test
+// tooling (test/tooling/gguf), which passes its larger codec table to quantize() / dequantize().
 // Invariant: output bytes follow ggml's block layouts exactly (ggml-common.h), little-endian; the Q8_0/Q4_0
 // encoders follow quantize_row_*_ref step by step (float32 rounding included), F16 and BF16 round to nearest
-// even like GGML_FP32_TO_FP16 / GGML_FP32_TO_BF16. K-quants live in quantize-k.ts.
+// even like GGML_FP32_TO_FP16 / GGML_FP32_TO_BF16.
 import { GGML_TYPE_TRAITS, GgmlType } from './constants.js';
 import { FP16_TABLE, bf16BitsToFp32, fp32ToBf16Bits, fp32ToFp16Bits } from './float.js';
-import { dequantizeQ4K, dequantizeQ6K, quantizeQ4K, quantizeQ6K } from './quantize-k.js';
 
 export { FP16_TABLE, bf16BitsToFp32, fp16BitsToFp32, fp32ToBf16Bits, fp32ToFp16Bits, nearestInt } from './float.js';
 
@@ -69,65 +70,67 @@ function dequantizeQ4_0(data: Uint8Array, y: Float32Array): void {
   }
 }
 
-function checkLength(type: GgmlType, n: number): void {
+/** Encoder and decoder of one ggml type; both work on whole blocks (lengths are checked before). */
+export interface TypeCodec {
+  encode(x: Float32Array, out: Uint8Array): void;
+  decode(data: Uint8Array, y: Float32Array): void;
+}
+
+/** A 16-bit float type (F16, BF16) from its conversions to and from the bits. */
+function halfCodec(toBits: (v: number) => number, fromBits: (h: number) => number): TypeCodec {
+  return {
+    encode: (x, out) => {
+      const h = new Uint16Array(out.buffer, out.byteOffset, x.length);
+      for (let i = 0; i < x.length; i++) h[i] = toBits(x[i]);
+    },
+    decode: (data, y) => {
+      const dv = new DataView(data.buffer, data.byteOffset, data.byteLength);
+      for (let i = 0; i < y.length; i++) y[i] = fromBits(dv.getUint16(2 * i, true));
+    },
+  };
+}
+
+/** The encodings of the package (every Node.js target is little-endian, so F32 is a plain copy). */
+export const CODECS: ReadonlyMap<GgmlType, TypeCodec> = new Map<GgmlType, TypeCodec>([
+  [GgmlType.F32, {
+    encode: (x, out) => new Float32Array(out.buffer, out.byteOffset, x.length).set(x),
+    decode: (data, y) => {
+      const dv = new DataView(data.buffer, data.byteOffset, data.byteLength);
+      for (let i = 0; i < y.length; i++) y[i] = dv.getFloat32(4 * i, true);
+    },
+  }],
+  [GgmlType.F16, halfCodec(fp32ToFp16Bits, (h) => FP16_TABLE[h])],
+  [GgmlType.BF16, halfCodec(fp32ToBf16Bits, bf16BitsToFp32)],
+  [GgmlType.Q8_0, { encode: quantizeQ8_0, decode: dequantizeQ8_0 }],
+  [GgmlType.Q4_0, { encode: quantizeQ4_0, decode: dequantizeQ4_0 }],
+]);
+
+function codecFor(type: GgmlType, n: number, codecs: ReadonlyMap<GgmlType, TypeCodec>): TypeCodec {
   const traits = GGML_TYPE_TRAITS[type];
-  if (!traits) throw new Error(`unsupported ggml type ${type}`);
+  const codec = codecs.get(type);
+  if (!traits || !codec) throw new Error(`unsupported ggml type ${traits ? traits.name : type}`);
   if (n % traits.blockSize !== 0) {
     throw new Error(`${n} values is not a multiple of the ${traits.name} block size ${traits.blockSize}`);
   }
+  return codec;
 }
 
 /** Encodes `x` (whole rows, length a multiple of the block size) as `type`. */
-export function quantize(type: GgmlType, x: Float32Array): Uint8Array {
-  checkLength(type, x.length);
+export function quantize(type: GgmlType, x: Float32Array, codecs: ReadonlyMap<GgmlType, TypeCodec> = CODECS): Uint8Array {
+  const codec = codecFor(type, x.length, codecs);
   const traits = GGML_TYPE_TRAITS[type];
   const out = new Uint8Array((x.length / traits.blockSize) * traits.typeSize);
-  switch (type) {
-    case GgmlType.F32:
-      new Float32Array(out.buffer).set(x); // little-endian hosts only (every Node.js target)
-      break;
-    case GgmlType.F16: {
-      const h = new Uint16Array(out.buffer);
-      for (let i = 0; i < x.length; i++) h[i] = fp32ToFp16Bits(x[i]);
-      break;
-    }
-    case GgmlType.BF16: {
-      const h = new Uint16Array(out.buffer);
-      for (let i = 0; i < x.length; i++) h[i] = fp32ToBf16Bits(x[i]);
-      break;
-    }
-    case GgmlType.Q8_0: quantizeQ8_0(x, out); break;
-    case GgmlType.Q4_0: quantizeQ4_0(x, out); break;
-    case GgmlType.Q4_K: quantizeQ4K(x, out); break;
-    case GgmlType.Q6_K: quantizeQ6K(x, out); break;
-    default: throw new Error(`unsupported ggml type ${type}`);
-  }
+  codec.encode(x, out);
   return out;
 }
 
 /** Decodes `n` values of `type` from `data`. */
-export function dequantize(type: GgmlType, data: Uint8Array, n: number): Float32Array {
-  checkLength(type, n);
+export function dequantize(type: GgmlType, data: Uint8Array, n: number, codecs: ReadonlyMap<GgmlType, TypeCodec> = CODECS): Float32Array {
+  const codec = codecFor(type, n, codecs);
   const traits = GGML_TYPE_TRAITS[type];
   const need = (n / traits.blockSize) * traits.typeSize;
   if (data.length < need) throw new Error(`${traits.name}: ${data.length} bytes, need ${need} for ${n} values`);
   const y = new Float32Array(n);
-  const dv = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  switch (type) {
-    case GgmlType.F32:
-      for (let i = 0; i < n; i++) y[i] = dv.getFloat32(4 * i, true);
-      break;
-    case GgmlType.F16:
-      for (let i = 0; i < n; i++) y[i] = FP16_TABLE[dv.getUint16(2 * i, true)];
-      break;
-    case GgmlType.BF16:
-      for (let i = 0; i < n; i++) y[i] = bf16BitsToFp32(dv.getUint16(2 * i, true));
-      break;
-    case GgmlType.Q8_0: dequantizeQ8_0(data, y); break;
-    case GgmlType.Q4_0: dequantizeQ4_0(data, y); break;
-    case GgmlType.Q4_K: dequantizeQ4K(data, y); break;
-    case GgmlType.Q6_K: dequantizeQ6K(data, y); break;
-    default: throw new Error(`unsupported ggml type ${type}`);
-  }
+  codec.decode(data, y);
   return y;
 }

@@ -1,12 +1,13 @@
 // `spindle serve [model.gguf] [flags]`: the OpenAI- and Ollama-compatible HTTP server.
-// Flags as in API.md (vLLM spelling, SGLang alias); without a model, the built-in demo model (random weights).
+// Flags as in docs/api.md (vLLM spelling, SGLang alias); without a model, the built-in demo model (random weights).
 // Invariant: main() returns an exit code and never throws: 0 after a graceful shutdown, 1 when the server
 // could not start (bad model, port in use), 2 for bad flags.
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
-import type { CommandIo } from '../cli/commands.js';
+import type { CommandIo } from '../cli/io.js';
+import { joinNegativeValues } from '../cli/negative-values.js';
 import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
-import { normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
+import { engineLimitRefusal, normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
 import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
@@ -21,16 +22,22 @@ Flags (vLLM spelling first, SGLang alias after):
   --port N                            port (default 8000)
   --api-key KEY                       require \`Authorization: Bearer KEY\` (repeatable); /health stays open
   --served-model-name NAME            model name(s) clients use (repeatable; default: the file name)
+  --strict-model-name                 answer 404 to a request whose \`model\` is not a served name (as vLLM);
+                                      by default any name is accepted (LM Studio clients send 'local-model')
   --max-model-len, --context-length N context length (default: the model's)
   --max-num-seqs, --max-running-requests N   sequences running at once (default 256)
   --max-num-batched-tokens N          tokens per engine step
-  --chunked-prefill-size N            prompt chunk per step (-1: never split a prompt)
+  --chunked-prefill-size N            prompt chunk per step (-1: never split a prompt; negative numbers may
+                                      follow a flag as their own word)
   --device auto|cpu|cuda              where the model runs (default auto: CUDA when a usable GPU and driver
                                       are present and this build has CUDA, else the CPU)
   --gpu-memory-utilization, --mem-fraction-static F   on a GPU, the fraction of the GPU's memory Spindle may
                                       use (weights + KV cache, as vLLM; default 0.9); on the CPU, the
                                       fraction of free memory for the KV cache (default 0.25, at most 2 GiB)
-  --dtype auto|float32                activation type (weights keep their GGUF type)
+  --dtype auto|float16|bfloat16|float32   activation / KV cache type (half = float16), accepted for vLLM
+                                      compatibility: this build computes activations and the KV cache in
+                                      float32 whatever the value (a note says so at startup); weights keep
+                                      their GGUF type
   --threads N                         engine threads (default ${availableParallelism()})
   --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
   --cors-origins LIST                 comma-separated origins allowed by CORS (default: CORS off)
@@ -57,8 +64,19 @@ const OPTIONS = {
   'chunked-prefill-size': { type: 'string' }, 'gpu-memory-utilization': { type: 'string' },
   'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, device: { type: 'string' },
   threads: { type: 'string' }, 'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
-  'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+  'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, 'strict-model-name': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
 } as const;
+
+// An engine option's flag: an integer the engine's limits table allows (the same check and range text as every
+// other surface, lib/engine-options.ts).
+function engineInt(flag: string, limit: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
+  const refusal = engineLimitRefusal(limit, n);
+  if (refusal !== null) throw new FlagError(`--${flag} must be ${refusal} (got '${v}')`);
+  return n;
+}
 
 function int(flag: string, v: string | undefined, lo: number, hi: number): number | undefined {
   if (v === undefined) return undefined;
@@ -78,7 +96,7 @@ export interface ServeConfig {
 export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: joinNegativeValues(argv, OPTIONS), options: OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
     throw new FlagError((e as Error).message);
   }
@@ -108,15 +126,16 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
       maxQueuedRequests: int('max-queued-requests', s('max-queued-requests'), 0, 1 << 20) ?? 256,
       corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
+      strictModelName: v['strict-model-name'] === true,
     },
     engine: {
-      maxModelLen: int('max-model-len', s('max-model-len') ?? s('context-length'), 2, 2 ** 31 - 1),
-      maxNumSeqs: int('max-num-seqs', s('max-num-seqs') ?? s('max-running-requests'), 1, 4096),
-      maxNumBatchedTokens: int('max-num-batched-tokens', s('max-num-batched-tokens'), 1, 2 ** 31 - 1),
-      chunkedPrefillSize: int('chunked-prefill-size', s('chunked-prefill-size'), -1, 2 ** 31 - 1),
+      maxModelLen: engineInt('max-model-len', 'maxModelLen', s('max-model-len') ?? s('context-length')),
+      maxNumSeqs: engineInt('max-num-seqs', 'maxNumSeqs', s('max-num-seqs') ?? s('max-running-requests')),
+      maxNumBatchedTokens: engineInt('max-num-batched-tokens', 'maxNumBatchedTokens', s('max-num-batched-tokens')),
+      chunkedPrefillSize: engineInt('chunked-prefill-size', 'chunkedPrefillSize', s('chunked-prefill-size')),
       kvCacheMemory: kv,
-      threads: int('threads', s('threads'), 1, 1024),
-      dtype: s('dtype') as EngineOptionsInput['dtype'],
+      threads: engineInt('threads', 'threads', s('threads')),
+      dtype: s('dtype') as EngineOptionsInput['dtype'], // checked by normalizeEngineOptions
       device: device as EngineOptionsInput['device'],
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
@@ -157,6 +176,9 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     if (demo) log(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
     const device = server.app.engine.core.readyValue?.info.device ?? 'an unknown device';
     log(`model '${names[0]}' from ${engine.model} on ${device}`);
+    if (engine.dtype === 'float16' || engine.dtype === 'bfloat16') {
+      log(`--dtype ${engine.dtype}: activations and the KV cache are float32 on ${device} in this build (weights keep their GGUF types)`);
+    }
     io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI-compatible API: ${server.url}/v1)\n`);
     return await shutdownOnSignals(server, log);
   } catch (e) {

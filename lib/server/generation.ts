@@ -7,8 +7,7 @@
 // is submitted streaming and its deltas are read exactly once (by the route's stream, or by results()), so
 // streamed and non-streamed requests are timed the same way.
 import type { FastifyReply } from 'fastify';
-import type { RequestDelta, RequestHandle, RequestResult } from '../engine-core.js';
-import { toNativeSpec } from '../llm.js';
+import type { RequestDelta, RequestHandle, RequestResult, Submission } from '../engine-core.js';
 import type { FinishReason } from '../native.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling-params.js';
 import { ApiError, badRequest } from './api-error.js';
@@ -28,12 +27,11 @@ export function samplingFrom(body: Record<string, unknown>, extra: Record<string
   return normalizeSamplingParams({ ...input, ...extra }, { defaultMaxTokens: null });
 }
 
-/** 404 for a model this server does not serve (absent = the served one). Ollama-style ':latest' tags match too. */
+/** The request's model name (absent = the served one); 404 for a name not served under --strict-model-name. */
 export function checkModel(engine: ServerEngine, model: unknown): string {
   if (model === undefined || model === null || model === '') return engine.modelName;
   const name = String(model);
-  const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
-  if (engine.servedModelNames.includes(name) || engine.servedModelNames.includes(bare)) return name;
+  if (engine.acceptsModel(name)) return name;
   throw new ApiError(404, `the model '${name}' does not exist (served: ${engine.servedModelNames.join(', ')})`,
     { param: 'model', code: 'model_not_found' });
 }
@@ -90,18 +88,16 @@ export class Job {
     this.promptTokens = prompts.map((p) => p.length);
     this.#observer = observer;
     this.#release = engine.begin(prompts.length * params.n);
+    let submission: Submission;
     try {
-      prompts.forEach((ids, p) => {
-        for (let j = 0; j < params.n; j++) {
-          const handle = engine.core.submit(toNativeSpec(ids, params, j), true);
-          this.requests.push({ handle, prompt: p, index: p * params.n + j, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false });
-        }
-      });
+      submission = engine.core.submitMany(prompts, prompts.map(() => params), { stream: true });
     } catch (e) {
-      this.abort();
       this.#release();
       throw badRequest((e as Error).message);
     }
+    submission.handles.forEach((row, p) => row.forEach((handle, j) => {
+      this.requests.push({ handle, prompt: p, index: p * params.n + j, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false });
+    }));
     void Promise.allSettled(this.requests.map((r) => r.handle.result)).then(() => this.#release());
   }
 

@@ -1,9 +1,9 @@
-// JSON schemas for the request bodies (validated by Fastify's Ajv with coercion off). Every field has a type
-// and bounds; fine-grained sampling ranges stay in lib/sampling-params.ts (the one normalizer), so the schema
-// bounds here are the outer limits of what is ever parsed.
-// Invariant: unknown fields pass (ignored, as API.md says for HTTP); fields we know but do not support are
+// JSON schemas for the request bodies (validated by Fastify's Ajv with coercion off). Every field has a type;
+// sizes (lengths, counts) are bounded here, while the ranges of sampling parameters are checked only by
+// lib/sampling-params.ts (the one normalizer, reading the engine's limits table), so no range is written twice.
+// Invariant: unknown fields pass (ignored, as docs/api.md says for HTTP); fields we know but do not support are
 // refused by name in the routes (see refuseUnsupported).
-import { MAX_LOGPROBS, MAX_N } from '../sampling-params.js';
+import { MAX_N, maxLogprobs } from '../sampling-params.js';
 
 const INT32_MAX = 2 ** 31 - 1;
 export const MAX_TEXT = 2 * 1024 * 1024; // characters; the body limit is 2 MiB anyway
@@ -12,24 +12,24 @@ export const MAX_PROMPTS = 256; // prompts in one /v1/completions request
 export const MAX_PROMPT_IDS = 1 << 20;
 
 const nullable = (s: Record<string, unknown>): Record<string, unknown> => ({ ...s, type: [s.type as string, 'null'] });
-const number = (minimum: number, maximum: number) => nullable({ type: 'number', minimum, maximum });
+const number = () => nullable({ type: 'number' });
 const integer = (minimum: number, maximum: number) => nullable({ type: 'integer', minimum, maximum });
 const text = (maxLength = MAX_TEXT) => ({ type: 'string', maxLength });
 const tokenIdList = (maxItems: number) => ({ type: 'array', maxItems, items: { type: 'integer', minimum: 0, maximum: INT32_MAX } });
 
 /** Sampling fields shared by /v1/chat/completions and /v1/completions (snake_case, as sent). */
 const samplingProperties = {
-  temperature: number(0, 1000),
-  top_p: number(0, 1),
-  top_k: integer(-1, INT32_MAX),
-  min_p: number(0, 1),
-  repetition_penalty: number(0, 1000),
-  repeat_penalty: number(0, 1000),
-  presence_penalty: number(-2, 2),
-  frequency_penalty: number(-2, 2),
-  max_tokens: integer(1, INT32_MAX),
-  max_completion_tokens: integer(1, INT32_MAX),
-  min_tokens: integer(0, INT32_MAX),
+  temperature: number(),
+  top_p: number(),
+  top_k: number(),
+  min_p: number(),
+  repetition_penalty: number(),
+  repeat_penalty: number(),
+  presence_penalty: number(),
+  frequency_penalty: number(),
+  max_tokens: number(),
+  max_completion_tokens: number(),
+  min_tokens: number(),
   stop: { anyOf: [text(4096), { type: 'array', maxItems: 256, items: text(4096) }, { type: 'null' }] },
   stop_token_ids: { anyOf: [tokenIdList(1024), { type: 'null' }] },
   ignore_eos: nullable({ type: 'boolean' }),
@@ -73,7 +73,7 @@ export const chatCompletionSchema = {
     ...samplingProperties,
     messages: { type: 'array', minItems: 1, maxItems: MAX_MESSAGES, items: message },
     logprobs: nullable({ type: 'boolean' }),
-    top_logprobs: integer(0, MAX_LOGPROBS),
+    top_logprobs: integer(0, maxLogprobs()),
     add_generation_prompt: nullable({ type: 'boolean' }),
     chat_template_kwargs: nullable({ type: 'object', maxProperties: 64 }),
     response_format: nullable({ type: 'object', maxProperties: 8, properties: { type: text(64) } }),
@@ -96,7 +96,7 @@ export const completionSchema = {
       ],
     },
     echo: nullable({ type: 'boolean' }),
-    logprobs: integer(0, MAX_LOGPROBS),
+    logprobs: integer(0, maxLogprobs()),
     best_of: integer(1, MAX_N),
     suffix: nullable(text()),
     logit_bias: nullable({ type: 'object', maxProperties: 1024 }),

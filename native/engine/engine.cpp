@@ -57,19 +57,24 @@ static model_info describe(const model& m, int32_t max_model_len) {
 
 engine::engine(loader_fn loader, engine_options options, sink_fn sink)
     : loader_(std::move(loader)), options_(options), sink_(std::move(sink)) {
+#if SPINDLE_TEST_HOOKS  // test builds only: see inject_test_fault()
   if (const char* at = std::getenv("SPINDLE_TEST_FAIL_FORWARD_AT_STEP")) {
     char* end = nullptr;
     const unsigned long long n = std::strtoull(at, &end, 10);
     if (end != at && *end == '\0') test_fail_forward_at_step_ = uint64_t(n);
   }
+#endif
   thread_ = std::thread([this] { thread_main(); });
 }
 
+// Compiled only in test builds (CMake SPINDLE_TEST_HOOKS): a release engine never reads the variable.
 void engine::inject_test_fault() const {
+#if SPINDLE_TEST_HOOKS
   if (test_fail_forward_at_step_ != 0 && steps_ == test_fail_forward_at_step_) {
     throw error("injected test fault: the forward pass of step " + std::to_string(steps_) +
                 " failed (SPINDLE_TEST_FAIL_FORWARD_AT_STEP)");
   }
+#endif
 }
 
 engine::~engine() {

@@ -135,7 +135,8 @@ class engine {
   void run_forward(const schedule_output& so);   // engine_step.cpp
   void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
   // Test hook: throws from the forward pass of the step named by the environment variable
-  // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction; tests only, never set in production).
+  // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction). Test builds only (CMake
+  // SPINDLE_TEST_HOOKS); elsewhere a no-op that never reads the environment.
   void inject_test_fault() const;
   void finish_sequence(uint64_t id);  // drops the sequence (its blocks are already freed); counts it
   void update_stats();

@@ -2,8 +2,6 @@
 // Invariant: every message names the field (camelCase, as users write it) and the allowed range.
 #include "engine/request.h"
 
-#include <cmath>
-#include <sstream>
 #include <string>
 
 #include "common/error.h"
@@ -20,42 +18,36 @@ const char* finish_reason_name(finish_reason r) {
   return "";
 }
 
-static void check_range(const char* field, double v, bool ok, const char* range) {
-  if (!std::isfinite(v) || !ok) {
-    std::ostringstream os;
-    os << field << " must be " << range << " (got " << v << ")";
-    throw error(os.str());
-  }
-}
-
 void validate_sampling_params(const sampling_params& p) {
-  check_range("temperature", p.temperature, p.temperature >= 0, ">= 0");
-  check_range("topP", p.top_p, p.top_p > 0 && p.top_p <= 1, "in (0, 1]");
-  check_range("topK", p.top_k, p.top_k >= -1, "-1, 0 (disabled) or >= 1");
-  check_range("minP", p.min_p, p.min_p >= 0 && p.min_p <= 1, "in [0, 1]");
-  check_range("repetitionPenalty", p.repetition_penalty, p.repetition_penalty > 0, "> 0");
-  check_range("presencePenalty", p.presence_penalty, p.presence_penalty >= -2 && p.presence_penalty <= 2,
-              "in [-2, 2]");
-  check_range("frequencyPenalty", p.frequency_penalty, p.frequency_penalty >= -2 && p.frequency_penalty <= 2,
-              "in [-2, 2]");
-  check_range("maxTokens", p.max_tokens, p.max_tokens == -1 || p.max_tokens >= 1, ">= 1");
-  check_range("minTokens", p.min_tokens, p.min_tokens >= 0, ">= 0");
+  check_limit(k_temperature, p.temperature);
+  check_limit(k_top_p, p.top_p);
+  check_limit(k_top_k, p.top_k);
+  check_limit(k_min_p, p.min_p);
+  check_limit(k_repetition_penalty, p.repetition_penalty);
+  check_limit(k_repeat_last_n, p.repeat_last_n);
+  check_limit(k_presence_penalty, p.presence_penalty);
+  check_limit(k_frequency_penalty, p.frequency_penalty);
+  if (p.max_tokens != -1) check_limit(k_max_tokens, p.max_tokens);  // -1: until the context is full
+  check_limit(k_min_tokens, p.min_tokens);
   if (p.max_tokens != -1 && p.min_tokens > p.max_tokens) {
     throw error("minTokens (" + std::to_string(p.min_tokens) + ") must not exceed maxTokens (" +
                 std::to_string(p.max_tokens) + ")");
   }
-  check_range("logprobs", p.logprobs, p.logprobs >= -1 && p.logprobs <= max_logprobs, "in [0, 20]");
+  if (p.logprobs != -1) check_limit(k_logprobs, p.logprobs);  // -1: none
   if (p.stop.size() > size_t(max_stop_strings)) {
-    throw error("stop must hold at most 16 strings (got " + std::to_string(p.stop.size()) + ")");
+    throw error("stop must hold at most " + std::to_string(max_stop_strings) + " strings (got " +
+                std::to_string(p.stop.size()) + ")");
   }
   for (const std::string& s : p.stop) {
     if (s.empty()) throw error("stop strings must not be empty");
     if (s.size() > size_t(max_stop_string_bytes)) {
-      throw error("each stop string must be at most 256 bytes (got " + std::to_string(s.size()) + ")");
+      throw error("each stop string must be at most " + std::to_string(max_stop_string_bytes) + " bytes (got " +
+                  std::to_string(s.size()) + ")");
     }
   }
   if (p.stop_token_ids.size() > size_t(max_stop_token_ids)) {
-    throw error("stopTokenIds must hold at most 1024 ids (got " + std::to_string(p.stop_token_ids.size()) + ")");
+    throw error("stopTokenIds must hold at most " + std::to_string(max_stop_token_ids) + " ids (got " +
+                std::to_string(p.stop_token_ids.size()) + ")");
   }
 }
 

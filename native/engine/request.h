@@ -6,23 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "engine/limits.h"
+
 namespace spindle {
 
 enum class finish_reason : uint8_t { none, stop, length, abort };
 const char* finish_reason_name(finish_reason r);  // "stop" | "length" | "abort" ("" for none)
 
-// Limits shared with the TypeScript normalizer (lib/sampling-params.ts) and docs/RELIABILITY.md.
-constexpr int32_t max_stop_strings = 16;
-constexpr int32_t max_stop_string_bytes = 256;
-constexpr int32_t max_logprobs = 20;
-constexpr int32_t max_stop_token_ids = 1024;
-
+// Ranges: engine/limits.h (one entry per field).
 struct sampling_params {
   float temperature = 1.0f;        // >= 0; 0 = greedy
   float top_p = 1.0f;              // (0, 1]
   int32_t top_k = -1;              // <= 0 disables
   float min_p = 0.0f;              // [0, 1]
   float repetition_penalty = 1.0f; // > 0, over prompt + output tokens (llama.cpp semantics)
+  int32_t repeat_last_n = -1;      // tokens the repetition penalty looks back: -1 all, 0 none, N the last N
   float presence_penalty = 0.0f;   // [-2, 2], over output tokens (OpenAI semantics)
   float frequency_penalty = 0.0f;  // [-2, 2]
   int32_t max_tokens = -1;         // -1 = until the context (max_model_len) is full; else >= 1
@@ -35,7 +33,7 @@ struct sampling_params {
   int32_t logprobs = -1;           // -1 = none; else 0..max_logprobs alternatives per token
 };
 
-// Throws spindle::error naming the field and the allowed range.
+// Throws spindle::error naming the field and the allowed range (range_text of its limits.h entry).
 void validate_sampling_params(const sampling_params& p);
 
 struct request {

@@ -162,25 +162,43 @@ static uint64_t request_seed(const sampling_params& p) {
 }
 
 sampler::sampler(const sampling_params& params, int32_t n_vocab, const std::vector<int32_t>& prompt)
-    : params_(params), n_vocab_(n_vocab), rng_(request_seed(params)), in_context_(size_t(n_vocab), 0) {
-  for (int32_t id : prompt) {
-    if (!in_context_[size_t(id)]) {
-      in_context_[size_t(id)] = 1;
-      context_ids_.push_back(id);
+    : params_(params), n_vocab_(n_vocab), rng_(request_seed(params)) {
+  if (params_.repeat_last_n < 0) in_context_.assign(size_t(n_vocab), 0);
+  for (int32_t id : prompt) remember(id);
+}
+
+void sampler::remember(int32_t token) {
+  const int32_t last_n = params_.repeat_last_n;
+  if (last_n < 0) {  // the whole prompt + output
+    if (!in_context_[size_t(token)]) {
+      in_context_[size_t(token)] = 1;
+      context_ids_.push_back(token);
+    }
+  } else if (last_n > 0) {  // a sliding window of the last N tokens
+    window_.push_back(token);
+    window_count_[token]++;
+    if (window_.size() > size_t(last_n)) {
+      const int32_t old = window_.front();
+      window_.pop_front();
+      if (--window_count_[old] == 0) window_count_.erase(old);
     }
   }
 }
 
+const std::vector<int32_t>& sampler::penalty_ids() {
+  if (params_.repeat_last_n < 0) return context_ids_;
+  window_ids_.clear();
+  for (const auto& kv : window_count_) window_ids_.push_back(kv.first);
+  return window_ids_;
+}
+
 void sampler::accept(int32_t token) {
-  if (!in_context_[size_t(token)]) {
-    in_context_[size_t(token)] = 1;
-    context_ids_.push_back(token);
-  }
+  remember(token);
   output_counts_[token]++;
 }
 
 int32_t sampler::sample(float* logits, const std::vector<int32_t>& masked) {
-  apply_repetition_penalty(logits, context_ids_, params_.repetition_penalty);
+  if (params_.repetition_penalty != 1.0f) apply_repetition_penalty(logits, penalty_ids(), params_.repetition_penalty);
   apply_presence_frequency_penalty(logits, output_counts_, params_.presence_penalty, params_.frequency_penalty);
   if (!masked.empty() && masked.size() < size_t(n_vocab_)) {
     for (int32_t id : masked) logits[id] = -std::numeric_limits<float>::infinity();

@@ -5,6 +5,7 @@
 // sample() always returns an id in [0, n_vocab) that is not masked.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <unordered_map>
 #include <vector>
 
@@ -60,11 +61,16 @@ class sampler {
   void accept(int32_t token);
 
  private:
+  void remember(int32_t token);  // adds a prompt or output token to the repetition-penalty context
+  const std::vector<int32_t>& penalty_ids();  // distinct ids the repetition penalty applies to
   sampling_params params_;
   int32_t n_vocab_;
   sampler_rng rng_;
   std::vector<uint8_t> in_context_;                     // [n_vocab] 1 if the id is in prompt + output
-  std::vector<int32_t> context_ids_;                    // distinct ids of prompt + output
+  std::vector<int32_t> context_ids_;                    // distinct ids of prompt + output (repeat_last_n -1)
+  std::deque<int32_t> window_;                          // the last repeat_last_n tokens (repeat_last_n > 0)
+  std::unordered_map<int32_t, int32_t> window_count_;   // id -> occurrences in window_
+  std::vector<int32_t> window_ids_;                     // distinct ids of window_ (rebuilt per sample)
   std::unordered_map<int32_t, int32_t> output_counts_;  // id -> times generated
   std::vector<token_candidate> candidates_;             // scratch, [n_vocab]
 };

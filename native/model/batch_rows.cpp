@@ -1,10 +1,44 @@
 // Shared forward_batch steps (see batch_rows.h).
 #include "model/batch_rows.h"
 
+#include <climits>
+#include <string>
+
 #include "common/checked_math.h"
 #include "common/error.h"
 
 namespace spindle {
+
+int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t n_blocks, int32_t block_size,
+                              int32_t n_vocab) {
+  if (batch.empty()) throw error("forward_batch: empty batch");
+  uint64_t total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_sequence& b = batch[i];
+    const std::string at = "forward_batch: sequence " + std::to_string(i) + ": ";
+    if (!b.tokens || b.n_tokens <= 0 || b.first_pos < 0) throw error(at + "needs tokens and first_pos >= 0");
+    if (b.n_logits < 0 || b.n_logits > b.n_tokens) throw error(at + "n_logits out of [0, n_tokens]");
+    const int64_t end = (int64_t)b.first_pos + b.n_tokens;
+    if (end > INT32_MAX || !b.block_table || b.n_table < 0 || end > (int64_t)b.n_table * block_size) {
+      throw error(at + "block table does not cover " + std::to_string(end) + " positions");
+    }
+    for (int64_t j = 0; j < (end + block_size - 1) / block_size; ++j) {
+      if (b.block_table[j] < 0 || b.block_table[j] >= n_blocks) {
+        throw error(at + "block id " + std::to_string(b.block_table[j]) + " out of range [0, " +
+                    std::to_string(n_blocks) + ")");
+      }
+    }
+    for (int32_t t = 0; t < b.n_tokens; ++t) {
+      if (b.tokens[t] < 0 || b.tokens[t] >= n_vocab) {
+        throw error(at + "token id " + std::to_string(b.tokens[t]) + " at index " + std::to_string(t) +
+                    " out of range [0, " + std::to_string(n_vocab) + ")");
+      }
+    }
+    total = checked_add(total, (uint64_t)b.n_tokens, "forward_batch tokens");
+  }
+  if (total > (uint64_t)INT32_MAX) throw error("forward_batch: too many tokens in one batch");
+  return (int64_t)total;
+}
 
 void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits) {
   for (const batch_sequence& b : batch)

@@ -11,6 +11,12 @@
 
 namespace spindle {
 
+// Checks every sequence of a batch against a paged cache of n_blocks blocks of block_size slots and a vocabulary
+// of n_vocab ids (tokens, first_pos, n_logits, the block table's coverage and ids); returns the total token count.
+// Throws spindle::error naming the sequence and the problem.
+int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t n_blocks, int32_t block_size,
+                              int32_t n_vocab);
+
 // Throws when some sequence wants logits and the buffer is null.
 void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits);
 

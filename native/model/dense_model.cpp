@@ -69,33 +69,7 @@ void dense_model::check_call(const sequence_state& s, const int32_t* tokens, int
 
 int64_t dense_model::check_batch(const std::vector<batch_sequence>& batch, const dense_kv_cache& kv) const {
   if (kv.owner_ != this) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
-  if (batch.empty()) throw error("forward_batch: empty batch");
-  uint64_t total = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const batch_sequence& b = batch[i];
-    const std::string at = "forward_batch: sequence " + std::to_string(i) + ": ";
-    if (!b.tokens || b.n_tokens <= 0 || b.first_pos < 0) throw error(at + "needs tokens and first_pos >= 0");
-    if (b.n_logits < 0 || b.n_logits > b.n_tokens) throw error(at + "n_logits out of [0, n_tokens]");
-    const int64_t end = (int64_t)b.first_pos + b.n_tokens;
-    if (!b.block_table || b.n_table < 0 || end > (int64_t)b.n_table * kv.block_size_) {
-      throw error(at + "block table does not cover " + std::to_string(end) + " positions");
-    }
-    for (int64_t j = 0; j < (end + kv.block_size_ - 1) / kv.block_size_; ++j) {
-      if (b.block_table[j] < 0 || b.block_table[j] >= kv.n_blocks_) {
-        throw error(at + "block id " + std::to_string(b.block_table[j]) + " out of range [0, " +
-                    std::to_string(kv.n_blocks_) + ")");
-      }
-    }
-    for (int32_t t = 0; t < b.n_tokens; ++t) {
-      if (b.tokens[t] < 0 || b.tokens[t] >= hp_.n_vocab) {
-        throw error(at + "token id " + std::to_string(b.tokens[t]) + " at index " + std::to_string(t) +
-                    " out of range [0, " + std::to_string(hp_.n_vocab) + ")");
-      }
-    }
-    total = checked_add(total, (uint64_t)b.n_tokens, "forward_batch tokens");
-  }
-  if (total > (uint64_t)INT32_MAX) throw error("forward_batch: too many tokens in one batch");
-  return (int64_t)total;
+  return check_batch_sequences(batch, kv.n_blocks_, kv.block_size_, hp_.n_vocab);
 }
 
 void dense_model::reserve_scratch(int64_t n) {

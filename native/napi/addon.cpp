@@ -14,8 +14,10 @@ static Napi::Value version(const Napi::CallbackInfo& info) {
 
 static Napi::Object spindle_init(Napi::Env env, Napi::Object exports) {
   exports.Set("version", Napi::Function::New(env, spindle::napi::version, "version"));
+#if SPINDLE_TEST_HOOKS  // test builds only (CMake SPINDLE_TEST_HOOKS): the debug exports of model_debug.cpp, moe_debug.cpp
   { void spindle_register_model_debug(Napi::Env, Napi::Object); spindle_register_model_debug(env, exports); }
   { void spindle_register_moe_debug(Napi::Env, Napi::Object); spindle_register_moe_debug(env, exports); }
+#endif
   spindle::napi::init_tokenizer(env, exports);
   spindle::napi::register_engine(env, exports);
   return exports;

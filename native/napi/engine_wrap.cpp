@@ -247,6 +247,8 @@ Napi::Value engine_wrap::close(const Napi::CallbackInfo& info) {
 
 void register_engine(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeEngine", engine_wrap::define(env));
+  exports.Set("limits", limits_object(env));
+  exports.Set("limitAllows", Napi::Function::New(env, limit_allows, "limitAllows"));
 }
 
 }  // namespace spindle::napi

@@ -70,6 +70,10 @@ struct native_engine_options {
 native_engine_options parse_engine_options(const Napi::Value& options);
 request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field
 Napi::Object info_object(Napi::Env env, const model_info& info);
+// The addon's `limits` export: engine/limits.h's table (bounds and range texts), counts, engine defaults.
+Napi::Object limits_object(Napi::Env env);
+// limitAllows(name, value): whether the limits entry `name` allows the number `value` (engine/limits.h in_range).
+Napi::Value limit_allows(const Napi::CallbackInfo& info);
 Napi::Object output_object(Napi::Env env, const request_output& out);
 
 }  // namespace spindle::napi

@@ -37,6 +37,23 @@ int64_t integer_field(const Napi::Object& o, const char* key, int64_t fallback, 
   return int64_t(d);
 }
 
+// A number within its limits.h entry (the key is the entry's name); `fallback` when absent. The message is the
+// engine's own (check_limit), so the addon never states a range of its own.
+double limited_field(const Napi::Object& o, const param_limit& l, double fallback) {
+  Napi::Value v = o.Get(l.name);
+  if (absent(v)) return fallback;
+  if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string(l.name) + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!in_range(l, d)) {
+    try {
+      check_limit(l, d);
+    } catch (const std::exception& e) {
+      throw Napi::RangeError::New(o.Env(), e.what());
+    }
+  }
+  return d;
+}
+
 bool bool_field(const Napi::Object& o, const char* key, bool fallback) {
   Napi::Value v = o.Get(key);
   if (absent(v)) return fallback;
@@ -94,7 +111,8 @@ std::vector<std::string> strings_field(const Napi::Object& o, const char* key) {
   if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be a string or an array of strings");
   Napi::Array a = v.As<Napi::Array>();
   if (a.Length() > uint32_t(max_stop_strings)) {
-    throw Napi::RangeError::New(env, std::string(key) + " must hold at most 16 strings");
+    throw Napi::RangeError::New(env, std::string(key) + " must hold at most " + std::to_string(max_stop_strings) +
+                                         " strings (got " + std::to_string(a.Length()) + ")");
   }
   for (uint32_t i = 0; i < a.Length(); ++i) {
     Napi::Value e = a.Get(i);
@@ -111,18 +129,16 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   if (absent(v)) return out;
   if (!v.IsObject()) throw Napi::TypeError::New(v.Env(), "NativeEngine: options must be an object");
   Napi::Object o = v.As<Napi::Object>();
-  out.engine.max_model_len = int32_t(integer_field(o, "maxModelLen", 0, 0, INT32_MAX));
-  out.engine.max_num_seqs = int32_t(integer_field(o, "maxNumSeqs", 256, 1, 4096));
-  out.engine.max_num_batched_tokens = int32_t(integer_field(o, "maxNumBatchedTokens", 0, 0, INT32_MAX));
-  out.engine.chunked_prefill_size = int32_t(integer_field(o, "chunkedPrefillSize", 512, -1, INT32_MAX));
-  if (out.engine.chunked_prefill_size == 0) {
-    throw Napi::RangeError::New(v.Env(), "chunkedPrefillSize must be -1 (off) or an integer >= 1");
-  }
+  const engine_options defaults;  // absent options: the engine's defaults (0: decided at load)
+  out.engine.max_model_len = int32_t(limited_field(o, k_max_model_len, defaults.max_model_len));
+  out.engine.max_num_seqs = int32_t(limited_field(o, k_max_num_seqs, defaults.max_num_seqs));
+  out.engine.max_num_batched_tokens = int32_t(limited_field(o, k_max_num_batched_tokens, defaults.max_num_batched_tokens));
+  out.engine.chunked_prefill_size = int32_t(limited_field(o, k_chunked_prefill_size, defaults.chunked_prefill_size));
   out.engine.kv_cache_memory = number_field(o, "kvCacheMemory", 0);
   if (!(out.engine.kv_cache_memory >= 0) || out.engine.kv_cache_memory > 9.0e15) {
     throw Napi::RangeError::New(v.Env(), "kvCacheMemory must be a fraction in (0, 1] or a number of bytes");
   }
-  out.threads = int(integer_field(o, "threads", 0, 0, 1024));
+  out.threads = int(limited_field(o, k_threads, 0));  // 0: every core
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
   out.device = choice_field(o, "device", "auto", devices);
   return out;
@@ -134,22 +150,65 @@ request parse_request(const Napi::Value& spec_value) {
   request r;
   r.prompt = ids_field(s, "promptTokenIds", size_t(1) << 24);
   sampling_params& p = r.params;
-  p.temperature = float(number_field(s, "temperature", p.temperature));
-  p.top_p = float(number_field(s, "topP", p.top_p));
-  p.top_k = int32_t(integer_field(s, "topK", p.top_k, -1, INT32_MAX));
-  p.min_p = float(number_field(s, "minP", p.min_p));
-  p.repetition_penalty = float(number_field(s, "repetitionPenalty", p.repetition_penalty));
-  p.presence_penalty = float(number_field(s, "presencePenalty", p.presence_penalty));
-  p.frequency_penalty = float(number_field(s, "frequencyPenalty", p.frequency_penalty));
-  p.max_tokens = int32_t(integer_field(s, "maxTokens", -1, 1, INT32_MAX));
-  p.min_tokens = int32_t(integer_field(s, "minTokens", 0, 0, INT32_MAX));
+  p.temperature = float(limited_field(s, k_temperature, p.temperature));
+  p.top_p = float(limited_field(s, k_top_p, p.top_p));
+  p.top_k = int32_t(limited_field(s, k_top_k, p.top_k));
+  p.min_p = float(limited_field(s, k_min_p, p.min_p));
+  p.repetition_penalty = float(limited_field(s, k_repetition_penalty, p.repetition_penalty));
+  p.repeat_last_n = int32_t(limited_field(s, k_repeat_last_n, p.repeat_last_n));
+  p.presence_penalty = float(limited_field(s, k_presence_penalty, p.presence_penalty));
+  p.frequency_penalty = float(limited_field(s, k_frequency_penalty, p.frequency_penalty));
+  p.max_tokens = int32_t(limited_field(s, k_max_tokens, p.max_tokens));
+  p.min_tokens = int32_t(limited_field(s, k_min_tokens, p.min_tokens));
   p.stop = strings_field(s, "stop");
   p.stop_token_ids = ids_field(s, "stopTokenIds", size_t(max_stop_token_ids));
   p.ignore_eos = bool_field(s, "ignoreEos", false);
   p.has_seed = !absent(s.Get("seed"));
-  p.seed = uint32_t(integer_field(s, "seed", 0, 0, UINT32_MAX));
-  p.logprobs = int32_t(integer_field(s, "logprobs", -1, 0, max_logprobs));
+  p.seed = uint32_t(limited_field(s, k_seed, 0));
+  p.logprobs = int32_t(limited_field(s, k_logprobs, p.logprobs));
   return r;
+}
+
+// ---- the limits table to JS ----
+
+Napi::Object limits_object(Napi::Env env) {
+  Napi::Object params = Napi::Object::New(env);
+  for (const param_limit* const* l = k_all_limits; *l; ++l) {
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("min", (*l)->lo);
+    e.Set("max", (*l)->hi);
+    e.Set("minExclusive", (*l)->lo_open);
+    e.Set("maxExclusive", (*l)->hi_open);
+    e.Set("integer", (*l)->integer);
+    e.Set("special", (*l)->has_special ? Napi::Value(Napi::Number::New(env, (*l)->special)) : env.Null());
+    e.Set("range", range_text(**l));
+    params.Set((*l)->name, e);
+  }
+  const engine_options d;
+  Napi::Object defaults = Napi::Object::New(env);
+  defaults.Set("maxNumSeqs", d.max_num_seqs);
+  defaults.Set("chunkedPrefillSize", d.chunked_prefill_size);
+  defaults.Set("blockSize", d.block_size);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("params", params);
+  o.Set("maxStopStrings", max_stop_strings);
+  o.Set("maxStopStringBytes", max_stop_string_bytes);
+  o.Set("maxStopTokenIds", max_stop_token_ids);
+  o.Set("maxLogprobs", max_logprobs);
+  o.Set("engineDefaults", defaults);
+  return o;
+}
+
+Napi::Value limit_allows(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsNumber()) {
+    throw Napi::TypeError::New(env, "limitAllows(name: string, value: number)");
+  }
+  const std::string name = info[0].As<Napi::String>().Utf8Value();
+  for (const param_limit* const* l = k_all_limits; *l; ++l) {
+    if (name == (*l)->name) return Napi::Boolean::New(env, in_range(**l, info[1].As<Napi::Number>().DoubleValue()));
+  }
+  throw Napi::RangeError::New(env, "limitAllows: no limit named '" + name + "'");
 }
 
 // ---- events to JS ----

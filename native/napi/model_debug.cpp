@@ -3,6 +3,9 @@
 // tokens in a fresh sequence and returns the logits of every position, [n, n_vocab] row-major. Synchronous.
 // debugCpuLevel() -> 'scalar' | 'avx2' | 'avx512': the CPU kernel level the forward pass runs with.
 // Invariant: every JS value is checked before use; any failure becomes a JS exception (never an abort).
+// Compiled only in test builds (SPINDLE_TEST_HOOKS=1, see CMakeLists.txt): the release addon and the node-gyp
+// build have no such export.
+#if SPINDLE_TEST_HOOKS
 #include <napi.h>
 
 #include <cmath>
@@ -95,3 +98,5 @@ void spindle_register_model_debug(Napi::Env env, Napi::Object exports) {
   exports.Set("debugForward", Napi::Function::New(env, spindle::napi::debug_forward, "debugForward"));
   exports.Set("debugCpuLevel", Napi::Function::New(env, spindle::napi::debug_cpu_level, "debugCpuLevel"));
 }
+
+#endif  // SPINDLE_TEST_HOOKS

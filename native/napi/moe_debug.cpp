@@ -4,6 +4,9 @@
 // returns every MoE layer's expert selection scores (router probabilities plus exp_probs_b, what top-k ranks),
 // [nLayer, n_tokens, nExpert] row-major; nLayer counts the MoE layers. Synchronous.
 // Invariant: every JS value is checked before use; any failure becomes a JS exception (never an abort).
+// Compiled only in test builds (SPINDLE_TEST_HOOKS=1, see CMakeLists.txt): the release addon and the node-gyp
+// build have no such export.
+#if SPINDLE_TEST_HOOKS
 #include <napi.h>
 
 #include <cmath>
@@ -79,3 +82,5 @@ Napi::Value debug_moe_scores(const Napi::CallbackInfo& info) {
 void spindle_register_moe_debug(Napi::Env env, Napi::Object exports) {
   exports.Set("debugMoeScores", Napi::Function::New(env, spindle::napi::debug_moe_scores, "debugMoeScores"));
 }
+
+#endif  // SPINDLE_TEST_HOOKS

@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateModel, generatorFingerprint, resolveSpec, type ModelSpec } from '../../lib/fixtures/index.js';
+import { generateModel, generatorFingerprint, resolveSpec, type ModelSpec } from '../tooling/fixtures/index.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const FIXTURE_DIR = join(repoRoot, 'test', '.fixtures');
@@ -49,12 +49,13 @@ let generatorKey: string | undefined;
 
 /**
  * The generator part of every cache key: its declared version and tokenizer packages, plus a hash of its own
- * source (lib/fixtures, lib/gguf), so even an edit that forgets to bump GENERATOR_VERSION invalidates the cache.
+ * source (lib/random-model, lib/gguf, test/tooling), so even an edit that forgets to bump GENERATOR_VERSION
+ * invalidates the cache.
  */
 export function generatorCacheKey(): string {
   if (generatorKey) return generatorKey;
   const h = createHash('sha256').update(generatorFingerprint());
-  for (const dir of ['lib/fixtures', 'lib/gguf']) {
+  for (const dir of ['lib/random-model', 'lib/gguf', 'test/tooling/fixtures', 'test/tooling/gguf']) {
     for (const f of readdirSync(join(repoRoot, dir)).filter((n) => n.endsWith('.ts')).sort()) {
       h.update('\0').update(f).update('\0').update(readFileSync(join(repoRoot, dir, f)));
     }

@@ -89,7 +89,8 @@ const shape k_shapes[] = {
 }  // namespace
 
 TEST_CASE("attention tiled: cpu_backend attention equals the per-item avx2 kernel bitwise (1 and 2 threads)") {
-  if (!cpu_level_supported(cpu_level::avx2) || (int)cpu_active_level() < (int)cpu_level::avx2) return;
+  if (!cpu_level_supported(cpu_level::avx2) || (int)cpu_active_level() < (int)cpu_level::avx2)
+    SKIP("needs the AVX2 kernels active (a CPU with AVX2, SPINDLE_CPU_FEATURES not below avx2)");
   cpu_backend one(1), two(2);
   uint32_t seed = 1;
   for (const shape& s : k_shapes) {
@@ -104,7 +105,8 @@ TEST_CASE("attention tiled: cpu_backend attention equals the per-item avx2 kerne
 }
 
 TEST_CASE("attention tiled: paged attention equals the per-item avx2 kernel over the same rows bitwise") {
-  if (!cpu_level_supported(cpu_level::avx2) || (int)cpu_active_level() < (int)cpu_level::avx2) return;
+  if (!cpu_level_supported(cpu_level::avx2) || (int)cpu_active_level() < (int)cpu_level::avx2)
+    SKIP("needs the AVX2 kernels active (a CPU with AVX2, SPINDLE_CPU_FEATURES not below avx2)");
   cpu_backend one(1), two(2);
   uint32_t seed = 100;
   for (const shape& s : k_shapes) {
@@ -140,7 +142,7 @@ TEST_CASE("attention tiled: paged attention equals the per-item avx2 kernel over
 }
 
 TEST_CASE("attention tiled: every tiling of the queries gives the per-item bits") {
-  if (!cpu_level_supported(cpu_level::avx2)) return;
+  if (!cpu_level_supported(cpu_level::avx2)) SKIP("the AVX2 attention kernel needs a CPU with AVX2");
   const shape shapes[] = {{16, 8, 128, 128, 0, 61}, {32, 8, 64, 64, 21, 40}, {4, 2, 96, 40, 3, 33}};
   uint32_t seed = 200;
   for (const shape& s : shapes) {
@@ -169,7 +171,7 @@ TEST_CASE("attention tiled: every tiling of the queries gives the per-item bits"
 }
 
 TEST_CASE("attention tiled: a token's output does not depend on the other tokens of its batch") {
-  if (!cpu_level_supported(cpu_level::avx2)) return;
+  if (!cpu_level_supported(cpu_level::avx2)) SKIP("the AVX2 attention kernel needs a CPU with AVX2");
   cpu_backend two(2);
   const shape s{16, 8, 128, 128, 5, 50};
   const attn_data a(s, 7);

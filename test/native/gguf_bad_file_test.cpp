@@ -1,4 +1,4 @@
-// One handcrafted bad GGUF per failure class (RELIABILITY.md items 1-2): each must throw spindle::error whose
+// One handcrafted bad GGUF per failure class (docs/reliability.md items 1-2): each must throw spindle::error whose
 // message starts with the file name and names the problem. Images are copied into exact-size heap buffers so
 // AddressSanitizer sees any read past the end.
 #include <cstdint>

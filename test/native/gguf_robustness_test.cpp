@@ -1,4 +1,4 @@
-// Robustness of the GGUF reader (RELIABILITY.md items 3 and 5): a valid file truncated at every byte, 2,000
+// Robustness of the GGUF reader (docs/reliability.md items 3 and 5): a valid file truncated at every byte, 2,000
 // random single-byte mutations (and 500 extreme 8-byte values) in its header/metadata/tensor-info region,
 // open() on bad paths, and the parse time of a 150k-token vocabulary. Every failure must be a spindle::error,
 // never a crash.

@@ -108,7 +108,7 @@ float llama_order_dot(ggml_type t, int64_t n, const uint8_t* w, const uint8_t* x
 }  // namespace
 
 TEST_CASE("kernels: AVX2 Q8_0 / Q6_K matmuls are llama.cpp's 8-lane vec_dot sums bit for bit (tiles and packed)") {
-  if (!cpu_level_supported(cpu_level::avx2)) return;
+  if (!cpu_level_supported(cpu_level::avx2)) SKIP("the AVX2 kernels need a CPU with AVX2");
   std::mt19937 rng(22);
   thread_pool pool(2);
   for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q6_K, ggml_type::Q4_0, ggml_type::Q4_K}) {
@@ -132,6 +132,7 @@ TEST_CASE("kernels: AVX2 Q8_0 / Q6_K matmuls are llama.cpp's 8-lane vec_dot sums
 }
 
 TEST_CASE("kernels: SIMD Q4_0 / Q4_K outputs are llama.cpp's repacked-gemm fma chains bit for bit") {
+  if (!cpu_level_supported(cpu_level::avx2)) SKIP("the SIMD kernels need a CPU with AVX2");
   std::mt19937 rng(21);
   for (cpu_level level : supported_levels()) {
     if (level == cpu_level::scalar) continue;  // the scalar level keeps the plain reference sums

@@ -45,7 +45,7 @@ TEST_CASE("kernels: q4_K x8 packing puts every byte of the 8 rows where repack.h
   const auto pw = cpu_pack_weight(cpu_level::avx2, pool, ggml_type::Q4_K, w.data(), n_out, n_in);
   if (!cpu_packed_supported(cpu_level::avx2, ggml_type::Q4_K)) {
     CHECK(pw == nullptr);
-    return;
+    SKIP("no q4_K x8 packing at the avx2 level in this build (that it is declined was checked)");
   }
   REQUIRE(pw != nullptr);
   CHECK_EQ(pw->n_groups(), (int64_t)2);

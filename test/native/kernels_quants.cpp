@@ -37,7 +37,7 @@ TEST_CASE("kernels: fp16 conversions of known values round to nearest even") {
 
 #if defined(KT_F16C)
 TEST_CASE("kernels: fp16 conversions are bit-identical to F16C") {
-  if (!cpu_detected_features().avx2) return;  // F16C comes with our avx2 level
+  if (!cpu_detected_features().avx2) SKIP("F16C (part of the avx2 level) needs a CPU with AVX2");
   int mismatches = 0;
   for (uint32_t h = 0; h < 65536; ++h) {
     const float a = fp16_to_f32((uint16_t)h), b = f16c_to_f32((uint16_t)h);
@@ -213,7 +213,7 @@ TEST_CASE("kernels: quantize_row_q8_K matches an independent nearbyint oracle") 
 // Rows with ties (x.5 after scaling), zero blocks, a repeated largest magnitude of both signs (the first one
 // gives q8_K's sign), outliers and subnormals: the AVX2 quantizers must give the scalar ones' bytes.
 TEST_CASE("kernels: the AVX2 q8_0 / q8_K quantizers give the scalar quantizers' bits") {
-  if (!cpu_level_supported(cpu_level::avx2)) return;
+  if (!cpu_level_supported(cpu_level::avx2)) SKIP("the AVX2 quantizers need a CPU with AVX2");
   std::mt19937 rng(41);
   const int64_t n = 8 * QK_K;
   for (int rep = 0; rep < 40; ++rep) {

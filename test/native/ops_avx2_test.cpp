@@ -43,7 +43,7 @@ bool have_avx2() { return cpu_level_supported(cpu_level::avx2); }
 }  // namespace
 
 TEST_CASE("ops avx2: swiglu, softmax and dot_f32 give llama.cpp haswell's bits (golden values)") {
-  if (!have_avx2()) return;
+  if (!have_avx2()) SKIP("the AVX2 ops need a CPU with AVX2");
   // swiglu: gate 2 * v(i, 1) with gate[7] = -95, up v(i, 2); 24 elements = 3 whole groups of 8
   static const uint32_t swiglu_want[24] = {
       0x3da2fccdu, 0xc0ee0e3eu, 0xbc6864deu, 0xbfb34253u, 0xbf4395cdu, 0xc1b78553u, 0x40978266u, 0x00000000u,
@@ -79,7 +79,7 @@ TEST_CASE("ops avx2: swiglu, softmax and dot_f32 give llama.cpp haswell's bits (
 }
 
 TEST_CASE("ops avx2: rope pairs are fma(x0, c, -(x1 s)) and fma(x0, s, x1 c), normal and neox") {
-  if (!have_avx2()) return;
+  if (!have_avx2()) SKIP("the AVX2 ops need a CPU with AVX2");
   rope_params p;
   p.n_rot = 32;
   p.freq_base = 500000.0f;
@@ -106,7 +106,7 @@ TEST_CASE("ops avx2: rope pairs are fma(x0, c, -(x1 s)) and fma(x0, s, x1 c), no
 // kq = dot_f32_avx2(k_j, q) * scale; softmax over the row padded with -inf to a multiple of 8; out[d] from 8
 // lane accumulators acc[j % 8] = fma(v_j[d], p_j, acc), summed (a0 + a4) + (a2 + a6) + ((a1 + a5) + (a3 + a7)).
 TEST_CASE("ops avx2: attention_head follows llama.cpp's reduction order and matches a double reference") {
-  if (!have_avx2()) return;
+  if (!have_avx2()) SKIP("the AVX2 ops need a CPU with AVX2");
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   for (int64_t n_kv : {1, 7, 8, 13, 40, 101}) {

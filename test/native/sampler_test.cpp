@@ -234,29 +234,66 @@ TEST_CASE("sampler: logprobs are log-softmax with rank and top ids") {
   CHECK(compute_logprobs(l.data(), 4, 1, 0).top_ids.empty());
 }
 
-TEST_CASE("sampler: validate_sampling_params names the field and range") {
-  auto bad = [](auto mutate, const char* expect) {
+TEST_CASE("sampler: validate_sampling_params names the field and the range of its limits entry") {
+  auto bad = [](auto mutate, const std::string& expect) {
     sampling_params p;
     mutate(p);
     CHECK_THROWS_WITH(validate_sampling_params(p), expect);
   };
-  bad([](sampling_params& p) { p.temperature = -1; }, "temperature must be >= 0");
+  auto msg = [](const param_limit& l) { return std::string(l.name) + " must be " + range_text(l); };
+  bad([](sampling_params& p) { p.temperature = -1; }, msg(k_temperature));
   bad([](sampling_params& p) { p.temperature = NAN; }, "temperature");
-  bad([](sampling_params& p) { p.top_p = 0; }, "topP must be in (0, 1]");
-  bad([](sampling_params& p) { p.top_k = -2; }, "topK");
-  bad([](sampling_params& p) { p.min_p = 1.5f; }, "minP must be in [0, 1]");
-  bad([](sampling_params& p) { p.repetition_penalty = 0; }, "repetitionPenalty must be > 0");
-  bad([](sampling_params& p) { p.presence_penalty = 3; }, "presencePenalty must be in [-2, 2]");
-  bad([](sampling_params& p) { p.frequency_penalty = -3; }, "frequencyPenalty must be in [-2, 2]");
-  bad([](sampling_params& p) { p.max_tokens = 0; }, "maxTokens must be >= 1");
-  bad([](sampling_params& p) { p.min_tokens = -1; }, "minTokens must be >= 0");
+  bad([](sampling_params& p) { p.top_p = 0; }, msg(k_top_p));
+  bad([](sampling_params& p) { p.top_k = -2; }, msg(k_top_k));
+  bad([](sampling_params& p) { p.min_p = 1.5f; }, msg(k_min_p));
+  bad([](sampling_params& p) { p.repetition_penalty = 0; }, msg(k_repetition_penalty));
+  bad([](sampling_params& p) { p.repeat_last_n = -2; }, msg(k_repeat_last_n));
+  bad([](sampling_params& p) { p.presence_penalty = 3; }, msg(k_presence_penalty));
+  bad([](sampling_params& p) { p.frequency_penalty = -3; }, msg(k_frequency_penalty));
+  bad([](sampling_params& p) { p.max_tokens = 0; }, msg(k_max_tokens));
+  bad([](sampling_params& p) { p.min_tokens = -1; }, msg(k_min_tokens));
   bad([](sampling_params& p) { p.max_tokens = 2; p.min_tokens = 3; }, "must not exceed maxTokens");
-  bad([](sampling_params& p) { p.logprobs = 21; }, "logprobs must be in [0, 20]");
-  bad([](sampling_params& p) { p.stop.assign(17, "x"); }, "at most 16");
+  bad([](sampling_params& p) { p.logprobs = max_logprobs + 1; }, msg(k_logprobs));
+  bad([](sampling_params& p) { p.stop.assign(max_stop_strings + 1, "x"); }, "at most " + std::to_string(max_stop_strings));
   bad([](sampling_params& p) { p.stop = {""}; }, "must not be empty");
-  bad([](sampling_params& p) { p.stop = {std::string(257, 'a')}; }, "at most 256 bytes");
+  bad([](sampling_params& p) { p.stop = {std::string(max_stop_string_bytes + 1, 'a')}; },
+      "at most " + std::to_string(max_stop_string_bytes) + " bytes");
   sampling_params ok;
   validate_sampling_params(ok);
+}
+
+TEST_CASE("limits: range texts and bounds") {
+  CHECK_EQ(range_text(k_temperature), std::string(">= 0"));
+  CHECK_EQ(range_text(k_top_p), std::string("in (0, 1]"));
+  CHECK_EQ(range_text(k_repetition_penalty), std::string("> 0"));
+  CHECK_EQ(range_text(k_logprobs), std::string("an integer in [0, 20]"));
+  CHECK_EQ(range_text(k_max_tokens), std::string("an integer >= 1"));
+  CHECK_EQ(range_text(k_chunked_prefill_size), std::string("-1 (off) or an integer >= 1"));
+  CHECK(in_range(k_chunked_prefill_size, -1) && !in_range(k_chunked_prefill_size, 0));
+  CHECK(!in_range(k_top_p, 0) && in_range(k_top_p, 1) && !in_range(k_max_num_seqs, 1.5) && !in_range(k_min_p, NAN));
+}
+
+TEST_CASE("sampler: repeat_last_n limits the repetition penalty to the last N tokens") {
+  const int32_t V = 8;
+  auto logits_after = [&](int32_t last_n, const std::vector<int32_t>& prompt, const std::vector<int32_t>& out) {
+    sampling_params p;
+    p.temperature = 0;
+    p.repetition_penalty = 2.0f;
+    p.repeat_last_n = last_n;
+    sampler s(p, V, prompt);
+    for (int32_t t : out) s.accept(t);
+    std::vector<float> l(V, 1.0f);
+    s.sample(l.data(), {});
+    return l;
+  };
+  const std::vector<float> all = logits_after(-1, {1, 2, 3}, {4});
+  CHECK(all[1] == 0.5f && all[2] == 0.5f && all[3] == 0.5f && all[4] == 0.5f && all[5] == 1.0f);
+  const std::vector<float> last2 = logits_after(2, {1, 2, 3}, {4});  // window: 3, 4
+  CHECK(last2[1] == 1.0f && last2[2] == 1.0f && last2[3] == 0.5f && last2[4] == 0.5f);
+  const std::vector<float> repeat = logits_after(2, {1, 1}, {1});  // one id, counted once
+  CHECK(repeat[1] == 0.5f);
+  const std::vector<float> none = logits_after(0, {1, 2, 3}, {4});
+  CHECK(none[1] == 1.0f && none[4] == 1.0f);
 }
 
 TEST_CASE("sampler: validate_request checks prompt and stop ids against the vocabulary") {

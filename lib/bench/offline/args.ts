@@ -3,6 +3,7 @@
 // the flag; nothing downstream re-checks ranges.
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
+import { joinNegativeValues } from '../../cli/negative-values.js';
 
 export class ArgsError extends Error {
   override name = 'ArgsError';
@@ -144,7 +145,7 @@ export function parseBenchArgs(argv: string[]): BenchConfig | null {
   let values: Record<string, string | string[] | boolean | undefined>;
   let positionals: string[];
   try {
-    ({ values, positionals } = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: true }));
+    ({ values, positionals } = parseArgs({ args: joinNegativeValues(argv, OPTIONS), options: OPTIONS, strict: true, allowPositionals: true }));
   } catch (e) {
     throw new ArgsError((e as Error).message);
   }

@@ -3,17 +3,14 @@
 // flags or an unusable model file (missing, not GGUF, too short a context, fails to load), 1 when a
 // measurement fails (the tests finished before are still printed as a complete document).
 import { readFileSync } from 'node:fs';
-import type { Writable } from 'node:stream';
+import type { CommandIo } from '../../cli/io.js';
 import { ArgsError, HELP, parseBenchArgs, type BenchConfig } from './args.js';
-import { ModelFileError, readModelFileInfo, type ModelFileInfo } from './model-info.js';
+import { ModelFileError, readModelFileInfo, type ModelFileInfo } from '../../gguf/file-info.js';
 import type { TestRecord } from './record.js';
 import { createPrinter } from './report.js';
 import { contextNeeded, ModelLoadError, runThreads } from './runner.js';
 
-export interface Io {
-  stdout: Writable;
-  stderr: Writable & { isTTY?: boolean };
-}
+export type Io = CommandIo;
 
 /** A problem with the model given to -m: exit code 2. */
 class ModelArgError extends Error {}

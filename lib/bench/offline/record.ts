@@ -3,7 +3,7 @@
 // where the meaning is the same. Invariant: avg and stddev are computed from the samples as llama-bench does
 // (mean; sample standard deviation, n - 1, 0 for a single sample); every number is finite.
 import { cpus } from 'node:os';
-import { decodeBytesPerToken, type ModelFileInfo } from './model-info.js';
+import { decodeBytesPerToken, type ModelFileInfo } from '../../gguf/file-info.js';
 import type { Sample } from './measure.js';
 
 export interface TestSpec {

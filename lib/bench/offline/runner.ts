@@ -6,7 +6,7 @@ import type { Writable } from 'node:stream';
 import { Engine } from '../../engine.js';
 import type { BenchConfig } from './args.js';
 import { measureDecode, measurePrompt, type Sample } from './measure.js';
-import type { ModelFileInfo } from './model-info.js';
+import type { ModelFileInfo } from '../../gguf/file-info.js';
 import { createPromptSource, type PromptSource } from './prompt-tokens.js';
 import { buildRecord, testName, type TestRecord, type TestSpec } from './record.js';
 

@@ -2,7 +2,8 @@
 // Invariant: parseBenchServeArgs either returns a fully validated config or throws ArgsError with a
 // message naming the flag; nothing downstream re-checks ranges.
 import { parseArgs } from 'node:util';
-import { BACKEND_NAMES } from './backends.js';
+import { joinNegativeValues } from '../../cli/negative-values.js';
+import { BACKEND_ALIASES, BACKEND_NAMES, backendNamed } from './backends.js';
 import type { BackendName } from './types.js';
 
 export class ArgsError extends Error {
@@ -42,7 +43,8 @@ taken from the server's usage fields and the report says which counts were used.
   --base-url URL             server root (default http://HOST:PORT)
   --host HOST, --port PORT   used when --base-url is not given (default 127.0.0.1, 8000)
   --backend NAME             openai (/v1/completions, default) | openai-chat (/v1/chat/completions) |
-                             ollama (/api/generate; --endpoint /api/chat for chat)
+                             ollama (/api/generate; --endpoint /api/chat for chat); aliases as SGLang and
+                             vLLM spell them: sglang-oai, vllm = openai; sglang-oai-chat, vllm-chat = openai-chat
   --endpoint PATH            override the backend's endpoint path (or a full URL)
   --model NAME               default: first id of GET /v1/models (ollama: GET /api/tags)
   --api-key KEY              sends Authorization: Bearer KEY (default: $OPENAI_API_KEY)
@@ -123,14 +125,17 @@ function baseUrl(v: Record<string, string | boolean | undefined>): string {
 export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchServeConfig | null {
   let values: Record<string, string | boolean | undefined>;
   try {
-    values = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false }).values;
+    values = parseArgs({ args: joinNegativeValues(argv, OPTIONS), options: OPTIONS, strict: true, allowPositionals: false }).values;
   } catch (e) {
     throw new ArgsError((e as Error).message);
   }
   if (values.help) return null;
   const s = (k: string) => values[k] as string | undefined;
-  const backend = (s('backend') ?? 'openai') as BackendName;
-  if (!BACKEND_NAMES.includes(backend)) throw new ArgsError(`--backend must be one of ${BACKEND_NAMES.join(', ')}, got '${backend}'`);
+  const asked = s('backend') ?? 'openai';
+  const backend = backendNamed(asked);
+  if (backend === undefined) {
+    throw new ArgsError(`--backend must be one of ${[...BACKEND_NAMES, ...Object.keys(BACKEND_ALIASES)].join(', ')}, got '${asked}'`);
+  }
   const dataset = s('dataset-name') ?? 'random';
   if (dataset !== 'random') throw new ArgsError(`--dataset-name '${dataset}' is not supported (only 'random')`);
   const ratio = num('random-range-ratio', s('random-range-ratio')) ?? 0;

@@ -33,3 +33,14 @@ export const BACKENDS: Record<BackendName, Backend> = {
 };
 
 export const BACKEND_NAMES = Object.keys(BACKENDS) as BackendName[];
+
+/** Other benchmark clients' names for the same requests: SGLang's bench_serving (sglang-oai*, vllm-chat) and vLLM's default. */
+export const BACKEND_ALIASES: Readonly<Record<string, BackendName>> = {
+  'sglang-oai': 'openai', 'sglang-oai-chat': 'openai-chat', vllm: 'openai', 'vllm-chat': 'openai-chat',
+};
+
+/** The backend a --backend value names (itself or an alias), or undefined. */
+export function backendNamed(name: string): BackendName | undefined {
+  if ((BACKEND_NAMES as string[]).includes(name)) return name as BackendName;
+  return Object.prototype.hasOwnProperty.call(BACKEND_ALIASES, name) ? BACKEND_ALIASES[name] : undefined;
+}

@@ -4,7 +4,7 @@
 // 2 for bad flags.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { Writable } from 'node:stream';
+import type { CommandIo } from '../../cli/io.js';
 import { ArgsError, endpointUrl, HELP, parseBenchServeArgs, type BenchServeConfig } from './args.js';
 import { BACKENDS, type Backend } from './backends.js';
 import { randomDataset } from './dataset.js';
@@ -15,10 +15,7 @@ import { errorText } from './record.js';
 import { buildResult, formatReport, resultFileName, type RunMeta } from './report.js';
 import { runBenchmark, type RunResult } from './runner.js';
 
-export interface Io {
-  stdout: Writable;
-  stderr: Writable & { isTTY?: boolean };
-}
+export type Io = CommandIo;
 
 export interface BenchServeOutcome {
   result: Record<string, unknown>;

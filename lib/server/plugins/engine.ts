@@ -13,8 +13,10 @@ export type EngineState = 'loading' | 'ready' | 'closing' | 'failed';
 
 export interface ServerEngineOptions {
   engine: EngineOptions;
-  /** Names clients may send as `model`; the first is listed by /v1/models. */
+  /** The model's names; the first is the one responses and /v1/models use. */
   servedModelNames: string[];
+  /** Refuse (404) a request whose `model` is not a served name, as vLLM does (--strict-model-name); default: any name. */
+  strictModelName?: boolean;
   /** The weights are random (the built-in demo model): said in /v1/models and the log. */
   randomWeights?: boolean;
   /** Sequences allowed to wait beyond the running ones before 429 (--max-queued-requests). */
@@ -24,6 +26,7 @@ export interface ServerEngineOptions {
 export class ServerEngine {
   readonly core: EngineCore;
   readonly servedModelNames: string[];
+  readonly strictModelName: boolean;
   readonly randomWeights: boolean;
   readonly created = Math.floor(Date.now() / 1000); // unix seconds
   readonly maxNumSeqs: number;
@@ -37,6 +40,7 @@ export class ServerEngine {
 
   constructor(options: ServerEngineOptions) {
     this.servedModelNames = options.servedModelNames;
+    this.strictModelName = options.strictModelName ?? false;
     this.randomWeights = options.randomWeights ?? false;
     this.maxNumSeqs = options.engine.maxNumSeqs;
     this.maxQueuedRequests = options.maxQueuedRequests ?? 256;
@@ -51,6 +55,16 @@ export class ServerEngine {
   get loadError(): Error | undefined { return this.#loadError; }
   get modelName(): string { return this.servedModelNames[0]; }
   get inflight(): number { return this.#inflight; }
+
+  /**
+   * Whether a request may name its model `name`: while one model is served any name is (LM Studio clients send
+   * 'local-model', vLLM clients the hub id); with strictModelName only a served name, with or without ':latest'.
+   */
+  acceptsModel(name: string): boolean {
+    if (!this.strictModelName) return true;
+    const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
+    return this.servedModelNames.includes(name) || this.servedModelNames.includes(bare);
+  }
 
   /** The loaded model, or a 503 ApiError when loading failed or the server is shutting down. */
   async ready(): Promise<CoreReady> {

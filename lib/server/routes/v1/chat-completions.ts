@@ -64,7 +64,10 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     const model = checkModel(app.engine, body.model);
     const { tokenizer, info } = await app.engine.ready();
     if (body.top_logprobs != null && body.logprobs !== true) throw badRequest('top_logprobs needs logprobs: true', 'top_logprobs');
-    const params = samplingFrom(body, body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {});
+    // As vLLM: max_completion_tokens replaces the deprecated max_tokens, which is ignored when both are given
+    // (benchmark clients, ours included, send both for servers that know only the old name).
+    const sampling = body.max_completion_tokens != null ? { ...body, max_tokens: undefined } : body;
+    const params = samplingFrom(sampling, body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {});
     const prompt = tokenizer.applyChatTemplate(templateMessages(body.messages), {
       tokenize: false,
       addGenerationPrompt: body.add_generation_prompt ?? true,

@@ -1,7 +1,8 @@
 // POST /v1/completions: OpenAI (legacy) completions on raw prompts: a string, strings, token ids, or lists of
 // token ids; `n` samples per prompt (choice index = prompt * n + sample); `echo` prepends the prompt text.
 // Invariant: same streaming contract as chat (text chunks, a finish chunk per choice, optional usage chunk,
-// `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it).
+// `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it, unless the
+// text starts with it).
 import type { FastifyInstance } from 'fastify';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
@@ -33,7 +34,7 @@ function refuseUnsupported(body: CompletionBody, n: number): void {
 function promptsOf(prompt: CompletionBody['prompt'], tokenizer: Tokenizer): { ids: number[][]; texts: string[] } {
   const list: Array<string | number[]> = typeof prompt === 'string' ? [prompt]
     : typeof prompt[0] === 'number' ? [prompt as number[]] : (prompt as Array<string | number[]>);
-  const ids = list.map((p) => (typeof p === 'string' ? tokenizer.encode(p) : p));
+  const ids = list.map((p) => (typeof p === 'string' ? tokenizer.encodePrompt(p) : p));
   const texts = list.map((p, i) => (typeof p === 'string' ? p : ids[i].every((id) => id < tokenizer.vocabSize) ? tokenizer.decode(p) : ''));
   return { ids, texts };
 }

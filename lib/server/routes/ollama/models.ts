@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
-import { readModelFileInfo, type ModelFileInfo } from '../../../bench/offline/model-info.js';
+import { readModelFileInfo, type ModelFileInfo } from '../../../gguf/file-info.js';
 import { ApiError } from '../../api-error.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { ollamaModel } from './ollama.js';

@@ -1,10 +1,19 @@
-// K-quant encoders and decoders: Q4_K and Q6_K super-blocks of 256 values.
+// K-quant encoders and decoders (test tooling: fixtures only): Q4_K and Q6_K super-blocks of 256 values.
 // Invariant: byte layouts equal ggml's block_q4_K / block_q6_K, and the encoders give exactly the bytes of
 // quantize_row_q4_K_ref / quantize_row_q6_K_ref (what llama-quantize writes without an imatrix): every
-// rounding is done in float32 as ggml does it; the sub-block searches are in search-q4k.ts / search-q6k.ts.
-import { FP16_TABLE, fp32ToFp16Bits, nearestInt } from './float.js';
+// rounding is done in float32 as ggml does it; the sub-block searches are in search-q4k.ts / search-q6k.ts
+// (fast), with plain ports of ggml's loops beside them (search-q4k-ref.ts / search-q6k-ref.ts), which the
+// encoders take instead when a test asks.
+import { FP16_TABLE, fp32ToFp16Bits, nearestInt } from '../../../lib/gguf/float.js';
 import { makeQkx2Quants } from './search-q4k.js';
 import { makeQxQuants } from './search-q6k.js';
+
+/** The Q4_K sub-block search (make_qkx2_quants): levels into L[off..off+32), -min into mins[j]; returns the scale. */
+export type Qkx2Search = (
+  x: Float32Array, xo: number, w: Float32Array, L: Uint8Array, off: number, mins: Float32Array, j: number,
+) => number;
+/** The Q6_K sub-block search (make_qx_quants): levels + 32 into L[off..off+16); returns the scale. */
+export type QxSearch = (x: Float32Array, xo: number, L: Uint8Array, off: number) => number;
 
 const QK_K = 256;
 const GROUP_MAX_EPS = 1e-15;
@@ -26,7 +35,7 @@ function scaleMinK4(j: number, q: Uint8Array, o: number): [number, number] {
   return [(q[o + j + 4] & 0xf) | ((q[o + j - 4] >> 6) << 4), (q[o + j + 4] >> 4) | ((q[o + j] >> 6) << 4)];
 }
 
-export function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
+export function quantizeQ4K(x: Float32Array, out: Uint8Array, search: Qkx2Search = makeQkx2Quants): void {
   const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   for (let xb = 0, o = 0; xb < x.length; xb += QK_K, o += Q4K_BYTES) {
     let maxScale = 0, maxMin = 0;
@@ -36,7 +45,7 @@ export function quantizeQ4K(x: Float32Array, out: Uint8Array): void {
       for (let l = 0; l < 32; l++) sumX2 = Math.fround(sumX2 + Math.fround(x[xo + l] * x[xo + l]));
       const avX = Math.fround(Math.sqrt(Math.fround(sumX2 / 32)));
       for (let l = 0; l < 32; l++) weights[l] = avX + Math.abs(x[xo + l]); // rounded by the Float32Array
-      subScales[j] = makeQkx2Quants(x, xo, weights, L, 32 * j, subMins, j);
+      subScales[j] = search(x, xo, weights, L, 32 * j, subMins, j);
       if (subScales[j] > maxScale) maxScale = subScales[j];
       if (subMins[j] > maxMin) maxMin = subMins[j];
     }
@@ -91,12 +100,12 @@ export function dequantizeQ4K(data: Uint8Array, y: Float32Array): void {
   }
 }
 
-export function quantizeQ6K(x: Float32Array, out: Uint8Array): void {
+export function quantizeQ6K(x: Float32Array, out: Uint8Array, search: QxSearch = makeQxQuants): void {
   const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
   for (let xb = 0, o = 0; xb < x.length; xb += QK_K, o += Q6K_BYTES) {
     let maxScale = 0, maxAbsScale = 0;
     for (let ib = 0; ib < 16; ib++) {
-      const scale = makeQxQuants(x, xb + 16 * ib, L, 16 * ib);
+      const scale = search(x, xb + 16 * ib, L, 16 * ib);
       subScales[ib] = scale;
       if (Math.abs(scale) > maxAbsScale) { maxAbsScale = Math.abs(scale); maxScale = scale; }
     }

@@ -6,6 +6,10 @@
 // step; a win moves min and restarts the tracking), sums are kept in double, and a step is evaluated in
 // float32 (ggml's exact order) unless the double least-squares minimum of its levels, lowered by a proven
 // bound on float32 rounding, is already above the best error: a step can only win when this test says so.
+// The bounds assume float32 sums and products of normal size: a sub-block of tiny values (every |x| < 2^-30,
+// where they may round into float32's subnormal range, and ggml's iscales may overflow to infinity) goes to
+// the plain port of ggml's loops (search-q4k-ref.ts), which test/quant-search.test.ts holds this search to.
+import { makeQkx2QuantsRef } from './search-q4k-ref.js';
 
 const N = 32; // values per sub-block
 const NMAX = 15; // levels 0..15
@@ -13,6 +17,8 @@ const STEPS = 21; // is = 0..20, iscale = (-1 + 0.1 * is + 15) / (max - min)
 const TENTH = Math.fround(0.1); // 0.1f
 const ROUND_F64 = 6755399441055744; // 1.5 * 2^52: (v + ROUND_F64) - ROUND_F64 rounds v to an integer, ties to even
 const U = 2 ** -24; // float32 unit roundoff
+const TINY = 2 ** -149; // float32's smallest subnormal: a rounding into the subnormal range errs by <= TINY / 2
+const SMALL = 2 ** -30; // sub-blocks whose largest |x| is below this go to the plain port
 const WELL_CONDITIONED = 0.1; // the filter runs when D >= 0.1 * sum_w * sum_l2 (float32 D is then within 1e-4)
 
 // Scratch (module-level, no reentrancy; doubles live in typed arrays, as V8 boxes doubles in module `let`s).
@@ -98,7 +104,9 @@ function applyStep(k: number): number {
  * the float32 evaluation of a fit (scale s, min m) differs from its exact error E by at most
  * 34u E + 6.2u M sqrt(sum_w E) + 10u^2 M^2 sum_w, where M bounds |x| + |m| + 15 |s| (each of the three
  * roundings in fl(fl(s l + m) - x) errs by at most u times a term <= M, and Cauchy-Schwarz gives
- * sum w |diff| <= sqrt(sum_w E)); that lower bound grows with E, so it holds at E*.
+ * sum w |diff| <= sqrt(sum_w E)); that lower bound grows with E, so it holds at E*. With |x| >= 2^-30 the
+ * scale and min sums stay normal; the error terms may still underflow, each rounding of diff * diff (scaled
+ * by w <= 2 max|x|), w * diff^2 and the running sum then erring by up to TINY / 2 absolute.
  */
 function cannotWin(): boolean {
   const A = st[SUM_L], B = st[SUM_L2], C = st[SUM_XL], sw = st[SW], sx = st[SX], sabsx = st[SABSX], maxAbs = st[MAXABS];
@@ -115,7 +123,8 @@ function cannotWin(): boolean {
   const M = maxAbs + mBound + NMAX * sBound;
   const floor = 10 * U * U * M * M * sw;
   if (!(eStar >= floor)) return false;
-  return eStar * (1 - 34 * U) - 6.2 * U * M * Math.sqrt(sw * eStar) - floor > st[BEST_ERR];
+  const underflow = N * (2 * maxAbs + 2) * TINY;
+  return eStar * (1 - 34 * U) - 6.2 * U * M * Math.sqrt(sw * eStar) - floor - underflow > st[BEST_ERR];
 }
 
 /** Sets min (and what depends on it: range, xm) as ggml does after a winning step. */
@@ -219,6 +228,7 @@ export function makeQkx2Quants(
   x: Float32Array, xo: number, w: Float32Array, L: Uint8Array, off: number, mins: Float32Array, j: number,
 ): number {
   if (setup(x, xo, w, L, off)) {
+    if (!(st[MAXABS] >= SMALL)) return makeQkx2QuantsRef(x, xo, w, L, off, mins, j); // tiny values: see the top
     // ggml judges every step 0..20. The fit of a step depends only on its levels (not on min), so a step with
     // the levels of the step before it gets that step's error again, which cannot beat the best error.
     let k = 0;

@@ -14,8 +14,8 @@ import { chatLogprobs } from '../../logprobs.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { SseStream } from '../../sse.js';
 
-/** Ollama's api.DefaultOptions() for the sampling fields this server implements. */
-export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9 } as const;
+/** Ollama's api.DefaultOptions() for the sampling fields this server implements (repeat_penalty over the last repeat_last_n tokens). */
+export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
 
 export interface OllamaOptions {
   temperature?: number | null;
@@ -49,10 +49,9 @@ export interface OllamaBody {
   options?: OllamaOptions | null;
 }
 
-/** The served model under an Ollama name (`name` or `name:latest`); 404 `model 'x' not found` otherwise. */
+/** The request's model name (any, or under --strict-model-name a served one, `name:latest` too); 404 `model 'x' not found` otherwise. */
 export function ollamaModel(engine: ServerEngine, model: string): string {
-  const bare = model.endsWith(':latest') ? model.slice(0, -':latest'.length) : model;
-  if (engine.servedModelNames.includes(model) || engine.servedModelNames.includes(bare)) return model;
+  if (engine.acceptsModel(model)) return model;
   throw new ApiError(404, `model '${model}' not found (this server serves ${engine.servedModelNames.map((n) => `'${n}'`).join(', ')})`,
     { param: 'model', code: 'model_not_found' });
 }
@@ -89,31 +88,33 @@ function refuseOption(name: string, why: string): never {
 }
 
 /** Options this server cannot honour, refused unless they hold their neutral value. */
-function refuseOptions(o: OllamaOptions, maxModelLen: number, penalties: boolean): void {
+function refuseOptions(o: OllamaOptions, maxModelLen: number): void {
   if (o.mirostat != null && o.mirostat !== 0) refuseOption('mirostat', 'Mirostat sampling is not supported (use 0)');
   if (o.typical_p != null && o.typical_p !== 1) refuseOption('typical_p', 'locally typical sampling is not supported (use 1)');
   if (o.tfs_z != null && o.tfs_z !== 1) refuseOption('tfs_z', 'tail-free sampling is not supported (use 1)');
   if (o.num_ctx != null && o.num_ctx > maxModelLen) {
     refuseOption('num_ctx', `${o.num_ctx} exceeds this server's context length ${maxModelLen} (set with --max-model-len)`);
   }
-  const lastN = o.repeat_last_n;
-  if (penalties && lastN != null && lastN > 0 && lastN < maxModelLen) {
-    refuseOption('repeat_last_n', `penalties here cover the whole context; use -1 (got ${lastN})`);
-  }
 }
 
-/** Ollama `options` (+ logprobs) -> SamplingParams with Ollama's defaults; num_predict <= 0 = until the context is full. */
+/**
+ * Ollama `options` (+ logprobs) -> SamplingParams with Ollama's defaults; num_predict <= 0 = until the context is
+ * full. repeat_penalty (default 1.1) looks at the last repeat_last_n (default 64) tokens of prompt + output,
+ * -1 = the whole context; 0 turns every penalty off (llama.cpp's rule). presence / frequency penalties count
+ * the output tokens (OpenAI semantics).
+ */
 export function ollamaSampling(options: OllamaOptions | null | undefined, maxModelLen: number, logprobs: number | null): SamplingParams {
   const o = options ?? {};
-  const penaltyOff = o.repeat_last_n === 0; // llama.cpp: a window of 0 tokens disables the penalties
-  const penalties = !penaltyOff && ((o.repeat_penalty ?? 1) !== 1 || (o.presence_penalty ?? 0) !== 0 || (o.frequency_penalty ?? 0) !== 0);
-  refuseOptions(o, maxModelLen, penalties);
+  const lastN = o.repeat_last_n ?? OLLAMA_DEFAULTS.repeat_last_n;
+  const penaltyOff = lastN === 0;
+  refuseOptions(o, maxModelLen);
   const input: Record<string, unknown> = {
     temperature: o.temperature ?? OLLAMA_DEFAULTS.temperature,
     top_k: o.top_k ?? OLLAMA_DEFAULTS.top_k,
     top_p: o.top_p ?? OLLAMA_DEFAULTS.top_p,
     min_p: o.min_p,
-    repeat_penalty: penaltyOff ? null : o.repeat_penalty,
+    repeat_penalty: penaltyOff ? null : o.repeat_penalty ?? OLLAMA_DEFAULTS.repeat_penalty,
+    repeat_last_n: lastN,
     presence_penalty: penaltyOff ? null : o.presence_penalty,
     frequency_penalty: penaltyOff ? null : o.frequency_penalty,
     max_tokens: o.num_predict != null && o.num_predict > 0 ? o.num_predict : null,

@@ -2,7 +2,7 @@
 // Ajv with coercion off. Every field has a type and outer bounds; the fine sampling ranges stay in
 // lib/sampling-params.ts. Invariant: unknown fields and unknown `options` keys pass (Ollama ignores them too);
 // fields Ollama knows but this server does not implement are refused by name in ollama.ts.
-import { MAX_LOGPROBS } from '../../../sampling-params.js';
+import { maxLogprobs } from '../../../sampling-params.js';
 import { MAX_MESSAGES, MAX_PROMPT_IDS, MAX_TEXT } from '../../schemas.js';
 
 const INT32_MAX = 2 ** 31 - 1;
@@ -50,7 +50,7 @@ const common = {
   keep_alive: { anyOf: [text(64), { type: 'number' }, { type: 'null' }] },
   think: { anyOf: [{ type: 'boolean' }, text(16), { type: 'null' }] },
   logprobs: boolean,
-  top_logprobs: integer(0, MAX_LOGPROBS),
+  top_logprobs: integer(0, maxLogprobs()),
   options,
 };
 

@@ -43,7 +43,7 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null);
     let ids: number[];
     if (body.raw === true) {
-      ids = tokenizer.encode(body.prompt, { addSpecialTokens: true, parseSpecial: true });
+      ids = tokenizer.encodePrompt(body.prompt);
     } else {
       const messages = [...(body.system ? [{ role: 'system' as const, content: body.system }] : []), { role: 'user' as const, content: body.prompt }];
       const text = tokenizer.applyChatTemplate(messages, { tokenize: false, addGenerationPrompt: true }) as string;

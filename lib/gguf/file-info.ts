@@ -1,5 +1,6 @@
-// What `spindle bench` reports about the model file, read from the GGUF header without loading the model:
-// architecture, general.file_type, size label, parameter count (sum of tensor elements), token types.
+// A GGUF file's header facts, read without loading the model: architecture, general.file_type, size label,
+// parameter count (sum of tensor elements), token types, tensor extents. Used by `spindle bench` (lib/bench),
+// the Ollama routes (/api/tags, /api/show) and bench/cpu-compare.mjs.
 // Invariant: every length read from the file is checked against the file size before it is used, so a
 // truncated or hostile file gives a ModelFileError naming the problem, never a crash or a huge allocation;
 // only the header is read (a chunk at a time), never the tensor data.

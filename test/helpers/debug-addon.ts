@@ -1,0 +1,29 @@
+// The addon's test-only exports (native/napi/model_debug.cpp, moe_debug.cpp), declared once for every test.
+// They exist only in a build with the CMake option SPINDLE_TEST_HOOKS, which the dev build turns on
+// (`npm run build:native` builds with SPINDLE_BUILD_TESTS=ON); the release prebuild and binding.gyp lack them.
+import { loadNative, type NativeAddon } from '../../lib/native.js';
+
+/** debugMoeScores: every MoE layer's expert selection scores, [nLayer, n_tokens, nExpert] row-major. */
+export interface MoeScores {
+  scores: Float32Array;
+  nLayer: number;
+  nExpert: number;
+  nExpertUsed: number;
+}
+
+export interface DebugAddon extends NativeAddon {
+  /** Logits of every position of one forward pass over `tokens` in a fresh sequence, [n, n_vocab] row-major. */
+  debugForward(path: string, tokens: Int32Array, options?: { threads?: number }): Float32Array;
+  debugMoeScores(path: string, tokens: Int32Array, options?: { threads?: number }): MoeScores;
+  /** The CPU kernel level the forward pass runs with: 'scalar' | 'avx2' | 'avx512'. */
+  debugCpuLevel(): string;
+}
+
+/** The loaded addon with its test hooks; throws, naming the fix, when the addon was built without them. */
+export function debugAddon(): DebugAddon {
+  const addon = loadNative() as Partial<DebugAddon>;
+  if (typeof addon.debugForward !== 'function') {
+    throw new Error('the addon has no test hooks: build it with the CMake option SPINDLE_TEST_HOOKS (npm run build:native)');
+  }
+  return addon as DebugAddon;
+}
