@@ -11,7 +11,7 @@
 // prefill on with chunks of 512 tokens as in vLLM V1 / SGLang; -1 turns it off) are the engine's own, read from
 // the addon's limits table, so every layer agrees.
 
-import { loadNative, nativeLimits } from './native.js';
+import { limitRefusal, nativeLimits } from './native.js';
 
 /** vLLM's --dtype values ('half' is accepted as float16). */
 export const DTYPES: readonly string[] = ['auto', 'float16', 'half', 'bfloat16', 'float32'];
@@ -67,15 +67,9 @@ const ALIASES: Record<string, Key> = {
   device: 'device',
 };
 
-/** The range text of the engine's limits entry `limit` when it refuses `v` (null when allowed): for callers that
- * name the option their own way, such as the CLI's flags. */
-export function engineLimitRefusal(limit: string, v: number): string | null {
-  return loadNative().limitAllows(limit, v) ? null : nativeLimits().params[limit].range;
-}
-
 // A number allowed by the engine's limits entry `limit` (native/engine/limits.h); the message states its range.
 function limited(name: string, limit: string, v: unknown): number {
-  const refusal = typeof v === 'number' ? engineLimitRefusal(limit, v) : nativeLimits().params[limit].range;
+  const refusal = limitRefusal(limit, v);
   if (refusal !== null) throw new RangeError(`${name} must be ${refusal} (got ${String(v)})`);
   return v as number;
 }

@@ -174,6 +174,13 @@ export function nativeLimits(): NativeLimits {
   return loadNative().limits;
 }
 
+/** The range text of the limits entry `limit` when it refuses `v` (anything but an allowed number), else null:
+ * the engine's own check, for every TypeScript surface (normalizers, CLI flags), each naming the value its way. */
+export function limitRefusal(limit: string, v: unknown): string | null {
+  if (typeof v === 'number' && loadNative().limitAllows(limit, v)) return null;
+  return nativeLimits().params[limit].range;
+}
+
 export function loadNative(): NativeAddon {
   if (!cached) {
     const override = process.env.SPINDLE_NATIVE_PATH;

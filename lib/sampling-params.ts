@@ -4,7 +4,7 @@
 // in camelCase and snake_case, plus the aliases users bring from vLLM / SGLang / OpenAI / llama.cpp / Ollama.
 // The ranges, counts and their wording come from the engine's limits table (native/engine/limits.h, the addon's
 // `limits` export), which the engine checks again with the same entries: the numbers live in one place.
-import { loadNative, nativeLimits, type NativeSubmitSpec } from './native.js';
+import { limitRefusal, nativeLimits, type NativeSubmitSpec } from './native.js';
 
 export interface SamplingParamsInput {
   temperature?: number | null;
@@ -123,9 +123,9 @@ function describe(v: unknown): string {
 // A number allowed by the engine's limits entry `limit` (its name in native/engine/limits.h); the message uses
 // the user's spelling and the entry's own range text.
 function limited(name: string, limit: string, v: unknown): number {
-  const entry = nativeLimits().params[limit];
-  if (typeof v !== 'number' || !loadNative().limitAllows(limit, v)) fail(name, `${name} must be ${entry.range} (got ${describe(v)})`);
-  return v;
+  const refusal = limitRefusal(limit, v);
+  if (refusal !== null) fail(name, `${name} must be ${refusal} (got ${describe(v)})`);
+  return v as number;
 }
 
 function int(name: string, v: unknown, lo: number, hi: number, range?: string): number {

@@ -7,7 +7,8 @@ import { parseArgs } from 'node:util';
 import type { CommandIo } from '../cli/io.js';
 import { joinNegativeValues } from '../cli/negative-values.js';
 import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
-import { engineLimitRefusal, normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
+import { normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
+import { limitRefusal } from '../native.js';
 import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
@@ -73,7 +74,7 @@ const OPTIONS = {
 function engineInt(flag: string, limit: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   const n = /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
-  const refusal = engineLimitRefusal(limit, n);
+  const refusal = limitRefusal(limit, n);
   if (refusal !== null) throw new FlagError(`--${flag} must be ${refusal} (got '${v}')`);
   return n;
 }

@@ -70,11 +70,16 @@ std::string range_text(const param_limit& l) {
   return r;
 }
 
-void check_limit(const param_limit& l, double v) {
-  if (in_range(l, v)) return;
+std::string limit_refusal(const param_limit& l, double v) {
+  if (in_range(l, v)) return "";
   std::ostringstream os;
   os << l.name << " must be " << range_text(l) << " (got " << v << ")";
-  throw error(os.str());
+  return os.str();
+}
+
+void check_limit(const param_limit& l, double v) {
+  const std::string refusal = limit_refusal(l, v);
+  if (!refusal.empty()) throw error(refusal);
 }
 
 }  // namespace spindle

@@ -23,7 +23,9 @@ struct param_limit {
 // "an integer in [1, 4096]", "in (0, 1]", ">= 0", "-1 (off) or an integer >= 1", ...
 std::string range_text(const param_limit& l);
 bool in_range(const param_limit& l, double v);
-// Throws spindle::error "<name> must be <range_text> (got <v>)" when v is outside.
+// "" when v is allowed, else "<name> must be <range_text> (got <v>)".
+std::string limit_refusal(const param_limit& l, double v);
+// Throws spindle::error with limit_refusal's message when v is outside.
 void check_limit(const param_limit& l, double v);
 
 // Sampling parameters (request.h's sampling_params).

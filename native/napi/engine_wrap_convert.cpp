@@ -26,31 +26,15 @@ double number_field(const Napi::Object& o, const char* key, double fallback) {
   return d;
 }
 
-int64_t integer_field(const Napi::Object& o, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
-  Napi::Value v = o.Get(key);
-  if (absent(v)) return fallback;
-  double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
-  if (!v.IsNumber() || !std::isfinite(d) || d != std::floor(d) || d < double(lo) || d > double(hi)) {
-    throw Napi::RangeError::New(o.Env(), std::string(key) + " must be an integer in [" + std::to_string(lo) +
-                                             ", " + std::to_string(hi) + "]");
-  }
-  return int64_t(d);
-}
-
 // A number within its limits.h entry (the key is the entry's name); `fallback` when absent. The message is the
-// engine's own (check_limit), so the addon never states a range of its own.
+// engine's own (limit_refusal), so the addon never states a range of its own.
 double limited_field(const Napi::Object& o, const param_limit& l, double fallback) {
   Napi::Value v = o.Get(l.name);
   if (absent(v)) return fallback;
   if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string(l.name) + " must be a number");
   const double d = v.As<Napi::Number>().DoubleValue();
-  if (!in_range(l, d)) {
-    try {
-      check_limit(l, d);
-    } catch (const std::exception& e) {
-      throw Napi::RangeError::New(o.Env(), e.what());
-    }
-  }
+  const std::string refusal = limit_refusal(l, d);
+  if (!refusal.empty()) throw Napi::RangeError::New(o.Env(), refusal);
   return d;
 }
 
