@@ -163,6 +163,10 @@ export interface NativeAddon {
   limits: NativeLimits;
   /** Whether `value` is allowed for the limits entry `name` (the engine's own check, native/engine/limits.cpp). */
   limitAllows(name: string, value: number): boolean;
+  /** Parses GBNF text (native/engine/grammar_parse.cpp); throws an Error naming the line and column of a problem. */
+  grammarCheck(gbnf: string): { rules: number };
+  /** Feeds `input` (as UTF-8) to a fresh matcher of `gbnf`: accepted = a prefix of some sentence; complete = a whole one. */
+  grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
   Tokenizer: NativeTokenizerClass;
   NativeEngine: NativeEngineClass;
 }

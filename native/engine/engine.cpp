@@ -83,6 +83,10 @@ engine::~engine() {
 }
 
 uint64_t engine::submit(request r) {
+  // Parsed outside the lock (a large grammar takes a while) and before queueing, so a bad one is refused here.
+  if (!r.params.grammar.empty() && !r.compiled_grammar) {
+    r.compiled_grammar = std::make_shared<const grammar>(grammar_parse(r.params.grammar));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) throw error("the engine is closed");
   if (!load_error_.empty()) throw error("the model failed to load: " + load_error_);
@@ -296,7 +300,14 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
   const uint64_t id = r.id;
   try {
     // Sampling covers the ids both the model (logit rows) and the tokenizer know: n_vocab_ = min of the two.
-    auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_);
+    std::unique_ptr<output_constraint> constraint;
+    if (!r.params.grammar.empty()) {
+      if (!r.compiled_grammar) r.compiled_grammar = std::make_shared<const grammar>(grammar_parse(r.params.grammar));
+      if (!grammar_vocab_) grammar_vocab_ = std::make_unique<grammar_vocab>(model_->vocab(), n_vocab_);
+      constraint = std::make_unique<output_constraint>(
+          grammar_vocab_->cache_for(r.params.grammar, r.compiled_grammar, !r.params.skip_special), r.params.grammar_triggers);
+    }
+    auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_, std::move(constraint));
     sched_->add(id, seq->req.prompt);
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/grammar_vocab.h"
 #include "engine/request.h"
 
 namespace spindle {
@@ -164,6 +165,7 @@ class engine {
   std::unique_ptr<scheduler> sched_;
   std::unique_ptr<kv_cache> kv_;
   std::map<uint64_t, std::unique_ptr<sequence>> seqs_;  // every unfinished request, by id
+  std::unique_ptr<grammar_vocab> grammar_vocab_;         // built by the first request with a grammar
   std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;

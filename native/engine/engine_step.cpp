@@ -81,8 +81,8 @@ void engine::step(std::vector<request_output>& outs) {
       seq.finish = finish_reason::abort;
     }
     row++;
-    if (!out.error.empty()) {
-      out.finish = finish_reason::abort;
+    if (!out.error.empty() || (seq.finished() && out.tokens.empty())) {  // failed, or ended without a token
+      out.finish = out.error.empty() ? seq.finish : finish_reason::abort;
       sched_->abort(c.seq_id);
       finished.push_back(c.seq_id);
       continue;

@@ -9,11 +9,17 @@
 namespace spindle {
 
 vocab_trie vocab_trie_build(const std::vector<std::string>& tokens) {
+  std::vector<int32_t> ids(tokens.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  return vocab_trie_build(tokens, std::move(ids));
+}
+
+vocab_trie vocab_trie_build(const std::vector<std::string>& tokens, std::vector<int32_t> ids) {
   vocab_trie t;
   t.n_vocab = tokens.size();
   std::vector<int32_t> order;
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (!tokens[i].empty()) order.push_back(int32_t(i));
+  for (int32_t i : ids)
+    if (!tokens[size_t(i)].empty()) order.push_back(i);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return tokens[size_t(a)] < tokens[size_t(b)]; });
   t.nodes.push_back({0, 0, 0, 0});
   std::vector<uint32_t> path{0};  // path[d] = node of the current prefix of length d
@@ -51,7 +57,7 @@ namespace {
 struct mask_walk {
   const grammar& g;
   const vocab_trie& trie;
-  std::vector<uint8_t>& allowed;
+  std::vector<uint64_t>& allowed;
   grammar_stack_arena arena;
   std::vector<uint32_t> tops;
 
@@ -75,7 +81,7 @@ struct mask_walk {
         ok = e > b;
       }
       if (ok) {
-        for (uint32_t i = c.tok_begin; i < c.tok_end; ++i) allowed[size_t(trie.token_ids[i])] = 1;
+        for (uint32_t i = c.tok_begin; i < c.tok_end; ++i) token_bitset_set(allowed, trie.token_ids[i]);
         if (c.subtree_end > child + 1) visit_children(child, b, e, q);
       }
       arena.truncate(node_mark);
@@ -86,12 +92,17 @@ struct mask_walk {
 
 }  // namespace
 
-void token_mask(const grammar_matcher& m, const vocab_trie& trie, std::vector<uint8_t>& allowed) {
-  allowed.assign(trie.n_vocab, 0);
+void token_mask_into(const grammar& g, const grammar_state& st, const vocab_trie& trie, std::vector<uint64_t>& allowed) {
   if (trie.nodes.empty()) return;
-  const grammar_state& st = m.state();
-  mask_walk w{m.rules(), trie, allowed, st.arena, st.tops};
+  mask_walk w{g, trie, allowed, st.arena, st.tops};
   w.visit_children(0, 0, w.tops.size(), st.partial);
+}
+
+void token_mask(const grammar_matcher& m, const vocab_trie& trie, std::vector<uint8_t>& allowed) {
+  std::vector<uint64_t> bits(token_bitset_words(trie.n_vocab), 0);
+  token_mask_into(m.rules(), m.state(), trie, bits);
+  allowed.assign(trie.n_vocab, 0);
+  for (size_t id = 0; id < trie.n_vocab; ++id) allowed[id] = token_bitset_test(bits, int32_t(id));
 }
 
 }  // namespace spindle

@@ -28,6 +28,19 @@ struct vocab_trie {
 
 // tokens[id] = the bytes of token id.
 vocab_trie vocab_trie_build(const std::vector<std::string>& tokens);
+// The trie of the tokens `ids` only (token_ids keep their vocabulary ids; n_vocab stays tokens.size()).
+vocab_trie vocab_trie_build(const std::vector<std::string>& tokens, std::vector<int32_t> ids);
+
+// A token set as bits: [(n_vocab + 63) / 64] words, bit id % 64 of word id / 64.
+inline size_t token_bitset_words(size_t n_vocab) { return (n_vocab + 63) / 64; }
+inline void token_bitset_set(std::vector<uint64_t>& bits, int32_t id) { bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63); }
+inline bool token_bitset_test(const std::vector<uint64_t>& bits, int32_t id) {
+  return (bits[size_t(id) >> 6] >> (id & 63)) & 1;
+}
+
+// Sets (never clears) the bit of every token of `trie` that the grammar state can accept next; `allowed` must
+// already hold token_bitset_words(trie.n_vocab) words.
+void token_mask_into(const grammar& g, const grammar_state& st, const vocab_trie& trie, std::vector<uint64_t>& allowed);
 
 // allowed is resized to n_vocab; allowed[id] = 1 where the matcher can accept token id's bytes next.
 void token_mask(const grammar_matcher& m, const vocab_trie& trie, std::vector<uint8_t>& allowed);

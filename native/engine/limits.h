@@ -30,7 +30,8 @@ void check_limit(const param_limit& l, double v);
 
 // Sampling parameters (request.h's sampling_params).
 extern const param_limit k_temperature, k_top_p, k_top_k, k_min_p, k_repetition_penalty, k_repeat_last_n,
-    k_presence_penalty, k_frequency_penalty, k_max_tokens, k_min_tokens, k_logprobs, k_seed;
+    k_presence_penalty, k_frequency_penalty, k_max_tokens, k_min_tokens, k_logprobs, k_seed,
+    k_logit_bias;  // each value of the logit_bias map
 // Engine options (engine.h's engine_options; threads and maxModelLen of the addon's options).
 extern const param_limit k_max_model_len, k_max_num_seqs, k_max_num_batched_tokens, k_chunked_prefill_size,
     k_threads;
@@ -40,6 +41,9 @@ constexpr int32_t max_stop_strings = 16;
 constexpr int32_t max_stop_string_bytes = 256;
 constexpr int32_t max_stop_token_ids = 1024;
 constexpr int32_t max_logprobs = 20;
+constexpr int32_t max_logit_bias = 1024;       // entries of a logit_bias map
+constexpr int32_t max_grammar_triggers = 16;
+constexpr int32_t max_grammar_bytes = 1 << 22; // GBNF text
 
 // Every param_limit above, for the addon's export; null-terminated.
 extern const param_limit* const k_all_limits[];

@@ -51,7 +51,31 @@ void validate_sampling_params(const sampling_params& p) {
   }
 }
 
+static void validate_constraints(const sampling_params& p) {
+  if (p.grammar.size() > size_t(max_grammar_bytes)) {
+    throw error("grammar must be at most " + std::to_string(max_grammar_bytes) + " bytes (got " +
+                std::to_string(p.grammar.size()) + ")");
+  }
+  if (p.grammar_triggers.size() > size_t(max_grammar_triggers)) {
+    throw error("grammarTriggers must hold at most " + std::to_string(max_grammar_triggers) + " triggers (got " +
+                std::to_string(p.grammar_triggers.size()) + ")");
+  }
+  if (!p.grammar_triggers.empty() && p.grammar.empty()) throw error("grammarTriggers need a grammar");
+  for (const grammar_trigger& t : p.grammar_triggers) {
+    if (t.text.empty()) throw error("grammar trigger texts must not be empty");
+    if (t.text.size() > size_t(max_stop_string_bytes)) {
+      throw error("each grammar trigger must be at most " + std::to_string(max_stop_string_bytes) + " bytes");
+    }
+  }
+  if (p.logit_bias.size() > size_t(max_logit_bias)) {
+    throw error("logitBias must hold at most " + std::to_string(max_logit_bias) + " entries (got " +
+                std::to_string(p.logit_bias.size()) + ")");
+  }
+  for (const auto& [id, bias] : p.logit_bias) check_limit(k_logit_bias, bias);
+}
+
 void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len) {
+  validate_constraints(r.params);
   validate_sampling_params(r.params);
   if (r.prompt.empty()) throw error("the prompt is empty (it must hold at least one token)");
   if (r.prompt.size() >= size_t(max_model_len)) {
@@ -63,6 +87,12 @@ void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len) 
     if (id < 0 || id >= n_vocab) {
       throw error("prompt token id " + std::to_string(id) + " at position " + std::to_string(i) +
                   " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    }
+  }
+  for (const auto& [id, bias] : r.params.logit_bias) {
+    if (id < 0 || id >= n_vocab) {
+      throw error("logitBias token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                  std::to_string(n_vocab) + ")");
     }
   }
   for (int32_t id : r.params.stop_token_ids) {

@@ -6,12 +6,22 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <utility>
+
+#include "engine/grammar.h"
 #include "engine/limits.h"
 
 namespace spindle {
 
 enum class finish_reason : uint8_t { none, stop, length, abort };
 const char* finish_reason_name(finish_reason r);  // "stop" | "length" | "abort" ("" for none)
+
+// Text that switches a lazy grammar on: the grammar then matches the output from the trigger's first byte.
+struct grammar_trigger {
+  std::string text;      // non-empty
+  bool at_start = false; // only when nothing but whitespace precedes it in the output
+};
 
 // Ranges: engine/limits.h (one entry per field).
 struct sampling_params {
@@ -31,6 +41,10 @@ struct sampling_params {
   bool has_seed = false;
   uint32_t seed = 0;
   int32_t logprobs = -1;           // -1 = none; else 0..max_logprobs alternatives per token
+  std::string grammar;             // GBNF the output must match; empty = unconstrained
+  std::vector<grammar_trigger> grammar_triggers;       // non-empty: the grammar is lazy (see grammar_trigger)
+  std::vector<std::pair<int32_t, float>> logit_bias;   // (id, added to its logit), OpenAI's logit_bias
+  bool skip_special = true;        // control tokens add no text (their text is shown, and grammar-visible, if false)
 };
 
 // Throws spindle::error naming the field and the allowed range (range_text of its limits.h entry).
@@ -40,10 +54,11 @@ struct request {
   uint64_t id = 0;
   std::vector<int32_t> prompt;  // token ids
   sampling_params params;
+  std::shared_ptr<const grammar> compiled_grammar;  // params.grammar parsed (null: parse when the request starts)
 };
 
-// Throws spindle::error when the prompt is empty, too long for max_model_len, or holds an id (prompt or
-// stop_token_ids) outside [0, n_vocab); also runs validate_sampling_params.
+// Throws spindle::error when the prompt is empty, too long for max_model_len, or holds an id (prompt,
+// stop_token_ids, logit_bias) outside [0, n_vocab); also runs validate_sampling_params.
 void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len);
 
 // Logprob record of one generated token, computed from the raw model logits (before penalties / masks).

@@ -200,6 +200,7 @@ void sampler::accept(int32_t token) {
 int32_t sampler::sample(float* logits, const std::vector<int32_t>& masked) {
   if (params_.repetition_penalty != 1.0f) apply_repetition_penalty(logits, penalty_ids(), params_.repetition_penalty);
   apply_presence_frequency_penalty(logits, output_counts_, params_.presence_penalty, params_.frequency_penalty);
+  for (const auto& [id, bias] : params_.logit_bias) logits[id] += bias;
   if (!masked.empty() && masked.size() < size_t(n_vocab_)) {
     for (int32_t id : masked) logits[id] = -std::numeric_limits<float>::infinity();
   }

@@ -1,4 +1,4 @@
-// Token sampling for one sequence: penalties, then (unless greedy) top-k -> top-p -> min-p -> temperature ->
+// Token sampling for one sequence: penalties and logit_bias, then (unless greedy) top-k -> top-p -> min-p -> temperature ->
 // a draw from the seeded per-request generator. This is llama.cpp's default chain order, so top-p and min-p
 // see the temperature-1 distribution.
 // Invariant: the same params, seed, prompt and logits give the same tokens, whatever else the engine runs;

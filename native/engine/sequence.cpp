@@ -12,13 +12,15 @@ static bool contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-sequence::sequence(request r, const tokenizer& t, int32_t n_vocab_, int32_t max_model_len)
+sequence::sequence(request r, const tokenizer& t, int32_t n_vocab_, int32_t max_model_len,
+                   std::unique_ptr<output_constraint> constraint)
     : req(std::move(r)),
       tok(t),
       n_vocab(n_vocab_),
       smp_(req.params, n_vocab_, req.prompt),
-      decoder_(t, /*skip_special=*/true),
-      stops_(req.params.stop) {
+      decoder_(t, req.params.skip_special),
+      stops_(req.params.stop),
+      constraint_(std::move(constraint)) {
   const int32_t room = max_model_len - int32_t(req.prompt.size());
   max_output = req.params.max_tokens < 0 ? room : std::min(req.params.max_tokens, room);
   if (!req.params.ignore_eos) {
@@ -36,7 +38,18 @@ void sequence::sample_and_append(float* logits, request_output& out) {
   if (want_logprobs) raw_logits_.assign(logits, logits + n_vocab);
   static const std::vector<int32_t> no_mask;
   const bool before_min = int32_t(output.size()) < req.params.min_tokens;
-  const int32_t token = smp_.sample(logits, before_min ? min_tokens_mask_ : no_mask);
+  int32_t token = 0;
+  if (constraint_ && constraint_->active()) {
+    // End ids (EOG unless ignore_eos, stop ids) pass the grammar only where it is complete.
+    if (constraint_->apply(logits, n_vocab, min_tokens_mask_, before_min ? min_tokens_mask_ : no_mask) == 0) {
+      if (constraint_->complete()) finish_with(finish_reason::stop, out);
+      else fail("the grammar reached a dead end: no token of the vocabulary can continue the output", out);
+      return;
+    }
+    token = smp_.sample(logits, no_mask);
+  } else {
+    token = smp_.sample(logits, before_min ? min_tokens_mask_ : no_mask);
+  }
   if (want_logprobs) out.logprobs.push_back(compute_logprobs(raw_logits_.data(), n_vocab, token, req.params.logprobs));
   append(token, out);
 }
@@ -48,6 +61,10 @@ void sequence::append(int32_t token, request_output& out) {
   out.tokens.push_back(token);
 
   const bool stop_id = (!req.params.ignore_eos && tok.is_eog(token)) || contains(req.params.stop_token_ids, token);
+  if (constraint_ && !constraint_->advance(token, stop_id && may_stop)) {
+    fail(constraint_->error(), out);
+    return;
+  }
   if (stop_id && may_stop) {
     out.stop_token = token;
     finish_with(finish_reason::stop, out);
@@ -75,6 +92,12 @@ void sequence::finish_with(finish_reason r, request_output& out) {
     r = finish_reason::stop;
   }
   finish = r;
+}
+
+void sequence::fail(const std::string& why, request_output& out) {
+  out.text += drain_text();
+  out.error = why + " (after " + std::to_string(output.size()) + " output tokens)";
+  finish = finish_reason::abort;
 }
 
 std::string sequence::drain_text() {

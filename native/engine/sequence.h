@@ -1,12 +1,14 @@
 // One request as the engine thread runs it: sampler, detokenizer and stop conditions (its KV blocks and token
 // ids live in the scheduler).
-// Invariant: after append(), `finish` says whether the sequence is done; a finished sequence has emitted all
+// Invariant: after append(), `finish` says whether the sequence is done (a grammar dead end finishes it as
+// abort with out.error set); a finished sequence has emitted all
 // of its text except stop strings (and what followed them), and its output never exceeds max_output tokens.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "engine/output_constraint.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
@@ -18,7 +20,9 @@ namespace spindle {
 struct sequence {
   // n_vocab: ids that may be sampled, the first n_vocab entries of each logits row (a row may be longer when
   // the model has padding rows the tokenizer does not know); max_model_len bounds prompt + output tokens.
-  sequence(request r, const tokenizer& tok, int32_t n_vocab, int32_t max_model_len);
+  // constraint: the request's grammar state (null when unconstrained).
+  sequence(request r, const tokenizer& tok, int32_t n_vocab, int32_t max_model_len,
+           std::unique_ptr<output_constraint> constraint = nullptr);
 
   // Samples the next token from `logits` [n_vocab] (modified in place), appends it and records the new
   // token, text, logprobs and finish in `out`.
@@ -38,11 +42,13 @@ struct sequence {
 
  private:
   void finish_with(finish_reason r, request_output& out);
+  void fail(const std::string& why, request_output& out);  // ends the request with out.error
   std::string drain_text();  // decoder + stop-checker leftovers at the end
 
   sampler smp_;
   incremental_decoder decoder_;
   stop_checker stops_;
+  std::unique_ptr<output_constraint> constraint_;
   std::vector<int32_t> min_tokens_mask_;  // distinct EOG (unless ignore_eos) and stop ids
   std::vector<float> raw_logits_;         // copy for logprobs, [n_vocab] when requested
 };

@@ -10,6 +10,8 @@ static Napi::Value version(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), "0.1.0");
 }
 
+void register_grammar(Napi::Env env, Napi::Object exports);  // grammar_wrap.cpp
+
 }  // namespace spindle::napi
 
 static Napi::Object spindle_init(Napi::Env env, Napi::Object exports) {
@@ -20,6 +22,7 @@ static Napi::Object spindle_init(Napi::Env env, Napi::Object exports) {
 #endif
   spindle::napi::init_tokenizer(env, exports);
   spindle::napi::register_engine(env, exports);
+  spindle::napi::register_grammar(env, exports);
   return exports;
 }
 

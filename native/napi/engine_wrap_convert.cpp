@@ -106,6 +106,64 @@ std::vector<std::string> strings_field(const Napi::Object& o, const char* key) {
   return out;
 }
 
+std::string string_field(const Napi::Object& o, const char* key) {
+  Napi::Value v = o.Get(key);
+  if (absent(v)) return {};
+  if (!v.IsString()) throw Napi::TypeError::New(o.Env(), std::string(key) + " must be a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+// [{ text: string, atStart?: boolean }, ...]
+std::vector<grammar_trigger> triggers_field(const Napi::Object& o, const char* key) {
+  Napi::Env env = o.Env();
+  Napi::Value v = o.Get(key);
+  std::vector<grammar_trigger> out;
+  if (absent(v)) return out;
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { text, atStart } objects");
+  Napi::Array a = v.As<Napi::Array>();
+  if (a.Length() > uint32_t(max_grammar_triggers)) {
+    throw Napi::RangeError::New(env, std::string(key) + " must hold at most " + std::to_string(max_grammar_triggers) + " triggers");
+  }
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object { text, atStart }");
+    Napi::Object t = e.As<Napi::Object>();
+    if (!t.Get("text").IsString()) throw Napi::TypeError::New(env, at + ".text must be a string");
+    out.push_back({t.Get("text").As<Napi::String>().Utf8Value(), bool_field(t, "atStart", false)});
+  }
+  return out;
+}
+
+// [[tokenId, bias], ...]
+std::vector<std::pair<int32_t, float>> logit_bias_field(const Napi::Object& o, const char* key) {
+  Napi::Env env = o.Env();
+  Napi::Value v = o.Get(key);
+  std::vector<std::pair<int32_t, float>> out;
+  if (absent(v)) return out;
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of [tokenId, bias] pairs");
+  Napi::Array a = v.As<Napi::Array>();
+  if (a.Length() > uint32_t(max_logit_bias)) {
+    throw Napi::RangeError::New(env, std::string(key) + " must hold at most " + std::to_string(max_logit_bias) + " entries");
+  }
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!e.IsArray() || e.As<Napi::Array>().Length() != 2) throw Napi::TypeError::New(env, at + " must be a [tokenId, bias] pair");
+    Napi::Value id = e.As<Napi::Array>().Get(uint32_t(0)), bias = e.As<Napi::Array>().Get(uint32_t(1));
+    const double d = id.IsNumber() ? id.As<Napi::Number>().DoubleValue() : NAN;
+    if (!std::isfinite(d) || d != std::floor(d) || d < 0 || d > 2147483647.0) {
+      throw Napi::TypeError::New(env, at + "[0] must be an integer token id");
+    }
+    if (!bias.IsNumber()) throw Napi::TypeError::New(env, at + "[1] must be a number");
+    const double b = bias.As<Napi::Number>().DoubleValue();
+    const std::string refusal = limit_refusal(k_logit_bias, b);
+    if (!refusal.empty()) throw Napi::RangeError::New(env, refusal);
+    out.push_back({int32_t(d), float(b)});
+  }
+  return out;
+}
+
 }  // namespace
 
 native_engine_options parse_engine_options(const Napi::Value& v) {
@@ -150,6 +208,10 @@ request parse_request(const Napi::Value& spec_value) {
   p.has_seed = !absent(s.Get("seed"));
   p.seed = uint32_t(limited_field(s, k_seed, 0));
   p.logprobs = int32_t(limited_field(s, k_logprobs, p.logprobs));
+  p.skip_special = bool_field(s, "skipSpecialTokens", true);
+  p.grammar = string_field(s, "grammar");
+  p.grammar_triggers = triggers_field(s, "grammarTriggers");
+  p.logit_bias = logit_bias_field(s, "logitBias");
   return r;
 }
 

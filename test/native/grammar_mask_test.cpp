@@ -1,5 +1,6 @@
-// Token mask tests: the trie walk marks exactly the tokens a brute-force check (each token fed to a copy of the
-// matcher) accepts, for many matcher states; a rough timing over ~30k synthetic tokens is printed.
+// Token mask tests: the trie walk and the adaptive per-position cache (grammar_token_cache) mark exactly the
+// tokens a brute-force check (each token fed to a copy of the matcher) accepts, for many matcher states; a
+// rough timing over ~30k synthetic tokens is printed.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "engine/grammar.h"
 #include "engine/grammar_mask.h"
 #include "engine/grammar_matcher.h"
+#include "engine/grammar_token_cache.h"
 #include "harness.h"
 
 using namespace spindle;
@@ -90,17 +92,22 @@ TEST_CASE("grammar mask: trie walk equals brute force") {
 static void check_random_walks(const char* gbnf, const std::vector<std::string>& tokens, uint32_t seed) {
   auto g = std::make_shared<const grammar>(grammar_parse(gbnf));
   vocab_trie trie = vocab_trie_build(tokens);
+  grammar_token_cache cache(g, std::make_shared<const vocab_trie>(trie),
+                            std::make_shared<const std::vector<std::string>>(tokens));
   std::mt19937 rng(seed);
-  size_t n_steps = 0, n_diff = 0;
+  size_t n_steps = 0, n_diff = 0, n_cache_diff = 0;
+  std::vector<uint64_t> cached;
   for (int walk = 0; walk < 6; ++walk) {
     grammar_matcher m(g);
     for (int step = 0; step < 40; ++step, ++n_steps) {
       std::vector<uint8_t> mask;
       token_mask(m, trie, mask);
+      cache.mask(m.state(), cached);
       std::vector<uint8_t> expect = brute_mask(m, tokens);
       std::vector<size_t> allowed;
       for (size_t i = 0; i < mask.size(); ++i) {
         n_diff += mask[i] != expect[i];
+        n_cache_diff += token_bitset_test(cached, int32_t(i)) != bool(expect[i]);
         if (mask[i]) allowed.push_back(i);
       }
       if (allowed.empty()) break;
@@ -108,6 +115,8 @@ static void check_random_walks(const char* gbnf, const std::vector<std::string>&
     }
   }
   CHECK_EQ(n_diff, size_t(0));
+  CHECK_EQ(n_cache_diff, size_t(0));
+  CHECK(cache.positions_cached() > 0);
   CHECK(n_steps > 40);
 }
 
@@ -133,6 +142,8 @@ TEST_CASE("grammar mask: timing over 30k synthetic tokens (printed, not asserted
   vocab_trie trie = vocab_trie_build(tokens);
   double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("  trie: %zu tokens, %zu nodes, built in %.2f ms\n", tokens.size(), trie.nodes.size(), build_ms);
+  auto trie_ptr = std::make_shared<const vocab_trie>(trie);
+  auto tokens_ptr = std::make_shared<const std::vector<std::string>>(tokens);
   for (const char* prefix : prefixes) {
     grammar_matcher m(g);
     REQUIRE(m.accept_string(prefix));
@@ -143,7 +154,15 @@ TEST_CASE("grammar mask: timing over 30k synthetic tokens (printed, not asserted
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count() / reps;
     size_t n_allowed = 0;
     for (uint8_t a : mask) n_allowed += a;
-    std::printf("  mask after %-22s %8.3f ms  (%zu allowed)\n", ("'" + printable(prefix) + "'").c_str(), ms,
-                n_allowed);
+    grammar_token_cache cache(g, trie_ptr, tokens_ptr);
+    std::vector<uint64_t> bits;
+    auto t2 = std::chrono::steady_clock::now();
+    cache.mask(m.state(), bits);  // first use: classifies the state's positions
+    double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t2).count();
+    auto t3 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) cache.mask(m.state(), bits);
+    double cached_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t3).count() / reps;
+    std::printf("  mask after %-22s walk %8.3f ms, cache first %8.3f ms, cached %8.3f ms  (%zu allowed)\n",
+                ("'" + printable(prefix) + "'").c_str(), ms, first_ms, cached_ms, n_allowed);
   }
 }

@@ -1,0 +1,96 @@
+// Lazy triggers and the logit mask (see output_constraint.h).
+// Invariant: pending_ keeps, of the output seen while waiting, only what could still be part of a trigger
+// match (the tail shorter than the longest trigger), so waiting costs O(trigger length) per token.
+#include "engine/output_constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace spindle {
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+output_constraint::output_constraint(std::shared_ptr<grammar_token_cache> cache, std::vector<grammar_trigger> triggers)
+    : cache_(std::move(cache)), triggers_(std::move(triggers)) {
+  if (triggers_.empty()) matcher_ = std::make_unique<grammar_matcher>(cache_->rules_ptr());
+}
+
+int32_t output_constraint::apply(float* logits, int32_t n_vocab, const std::vector<int32_t>& end_ids,
+                                 const std::vector<int32_t>& forbidden) {
+  cache_->mask(matcher_->state(), allowed_);
+  const bool complete = matcher_->is_complete();
+  for (int32_t id : forbidden) allowed_[size_t(id) >> 6] &= ~(uint64_t(1) << (id & 63));
+  std::vector<std::pair<int32_t, float>> ends;  // end ids the grammar lets through, with their logits
+  if (complete) {
+    for (int32_t id : end_ids)
+      if (id < n_vocab && std::find(forbidden.begin(), forbidden.end(), id) == forbidden.end()) ends.push_back({id, logits[id]});
+  }
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+  int32_t kept = 0;
+  const size_t words = token_bitset_words(size_t(n_vocab));
+  for (size_t w = 0; w < words; ++w) {
+    const uint64_t bits = allowed_[w];
+    const int32_t base = int32_t(w * 64), end = std::min(n_vocab, base + 64);
+    if (bits == ~uint64_t(0) && end - base == 64) { kept += 64; continue; }
+    for (int32_t id = base; id < end; ++id) {
+      if ((bits >> (id - base)) & 1) ++kept;
+      else logits[id] = neg_inf;
+    }
+  }
+  for (const auto& [id, logit] : ends) {
+    if (!token_bitset_test(allowed_, id)) ++kept;
+    logits[id] = logit;
+  }
+  return kept;
+}
+
+bool output_constraint::advance(int32_t token, bool is_end) {
+  if (is_end) return true;  // the sequence ends here; apply() only allowed it where complete
+  const std::string& bytes = cache_->token_bytes()[size_t(token)];
+  if (matcher_) {
+    if (matcher_->accept_string(bytes)) return true;
+    error_ = "the grammar does not allow token " + std::to_string(token);
+    return false;
+  }
+  pending_ += bytes;
+  if (start_at_trigger()) return error_.empty();
+  size_t longest = 0;
+  for (const grammar_trigger& t : triggers_) longest = std::max(longest, t.text.size());
+  if (pending_.size() >= longest) {  // keep the last longest - 1 bytes: a match must end in a later token
+    const size_t drop = pending_.size() - (longest - 1);
+    for (size_t i = 0; i < drop; ++i) only_space_ = only_space_ && is_space(pending_[i]);
+    pending_.erase(0, drop);
+    searched_ = searched_ > drop ? searched_ - drop : 0;
+  }
+  return true;
+}
+
+bool output_constraint::start_at_trigger() {
+  size_t best = std::string::npos;
+  for (const grammar_trigger& t : triggers_) {
+    for (size_t at = pending_.find(t.text, searched_); at != std::string::npos; at = pending_.find(t.text, at + 1)) {
+      if (t.at_start) {
+        bool space_before = only_space_;
+        for (size_t i = 0; i < at && space_before; ++i) space_before = is_space(pending_[i]);
+        if (!space_before) continue;
+      }
+      best = std::min(best, at);
+      break;
+    }
+  }
+  if (best == std::string::npos) {
+    // A position whose every trigger fits in the bytes seen so far has been ruled out for good.
+    size_t longest = 0;
+    for (const grammar_trigger& t : triggers_) longest = std::max(longest, t.text.size());
+    searched_ = pending_.size() >= longest ? pending_.size() - longest + 1 : 0;
+    return false;
+  }
+  matcher_ = std::make_unique<grammar_matcher>(cache_->rules_ptr());
+  if (!matcher_->accept_bytes(pending_.data() + best, pending_.size() - best)) {
+    error_ = "the grammar does not accept the output from its trigger on: '" + pending_.substr(best) + "'";
+  }
+  pending_.clear();
+  return true;
+}
+
+}  // namespace spindle

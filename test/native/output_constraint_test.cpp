@@ -1,0 +1,93 @@
+// output_constraint: the logit mask (grammar tokens, end ids only where complete, forbidden ids), lazy
+// triggers (anywhere / at the start only, split across tokens, carrying text after the trigger) and dead ends.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/output_constraint.h"
+#include "harness.h"
+
+using namespace spindle;
+
+namespace {
+
+// ids: 0 "" (an end token: EOG), 1 "a", 2 "b", 3 "<t>", 4 "<", 5 "t>", 6 "<t>a", 7 "x", 8 " ", 9 "<t>q"
+std::vector<std::string> vocab() { return {"", "a", "b", "<t>", "<", "t>", "<t>a", "x", " ", "<t>q"}; }
+
+std::shared_ptr<grammar_token_cache> cache_of(const char* gbnf) {
+  auto tokens = std::make_shared<const std::vector<std::string>>(vocab());
+  auto trie = std::make_shared<const vocab_trie>(vocab_trie_build(*tokens));
+  return std::make_shared<grammar_token_cache>(std::make_shared<const grammar>(grammar_parse(gbnf)), trie, tokens);
+}
+
+std::vector<int32_t> allowed_after_apply(output_constraint& c, const std::vector<int32_t>& forbidden = {}) {
+  std::vector<float> logits(vocab().size(), 1.0f);
+  c.apply(logits.data(), int32_t(logits.size()), {0}, forbidden);
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isinf(logits[i])) ids.push_back(int32_t(i));
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("output_constraint: mask allows grammar tokens, the end id only when complete") {
+  output_constraint c(cache_of("root ::= \"a\"+ \"b\""), {});
+  REQUIRE(c.active());
+  CHECK(allowed_after_apply(c) == std::vector<int32_t>{1});
+  REQUIRE(c.advance(1, false));
+  CHECK(allowed_after_apply(c) == std::vector<int32_t>({1, 2}));
+  REQUIRE(c.advance(2, false));
+  CHECK(c.complete());
+  CHECK(allowed_after_apply(c) == std::vector<int32_t>{0});  // only the end token
+  CHECK(allowed_after_apply(c, {0}).empty());                // min_tokens forbids it: nothing left
+  CHECK(c.advance(0, true));
+}
+
+TEST_CASE("output_constraint: a token the grammar refuses is an error") {
+  output_constraint c(cache_of("root ::= \"a\""), {});
+  CHECK(!(c.advance(2, false)));
+  CHECK(c.error().find("does not allow token 2") != std::string::npos);
+}
+
+TEST_CASE("output_constraint: lazy trigger anywhere, split across tokens") {
+  output_constraint c(cache_of("root ::= \"<t>\" \"a\"+"), {{"<t>", false}});
+  CHECK(!(c.active()));
+  REQUIRE(c.advance(7, false));  // "x": free text
+  REQUIRE(c.advance(4, false));  // "<"
+  CHECK(!(c.active()));
+  REQUIRE(c.advance(5, false));  // "t>": completes the trigger
+  REQUIRE(c.active());
+  CHECK(!(c.complete()));
+  CHECK(allowed_after_apply(c) == std::vector<int32_t>{1});
+}
+
+TEST_CASE("output_constraint: text after the trigger in the same token is fed to the grammar") {
+  output_constraint ok(cache_of("root ::= \"<t>\" \"a\"+"), {{"<t>", false}});
+  REQUIRE(ok.advance(6, false));  // "<t>a"
+  REQUIRE(ok.active());
+  CHECK(ok.complete());
+  output_constraint bad(cache_of("root ::= \"<t>\" \"a\"+"), {{"<t>", false}});
+  CHECK(!(bad.advance(9, false)));  // "<t>q": q cannot follow
+  CHECK(bad.error().find("from its trigger on") != std::string::npos);
+}
+
+TEST_CASE("output_constraint: at-start triggers only after whitespace") {
+  output_constraint late(cache_of("root ::= \"<t>\" \"a\"+"), {{"<t>", true}});
+  REQUIRE(late.advance(7, false));  // "x" first: the trigger no longer counts
+  REQUIRE(late.advance(3, false));
+  CHECK(!(late.active()));
+  output_constraint early(cache_of("root ::= \"<t>\" \"a\"+"), {{"<t>", true}});
+  REQUIRE(early.advance(8, false));  // " "
+  REQUIRE(early.advance(3, false));
+  CHECK(early.active());
+}
+
+TEST_CASE("output_constraint: long free output keeps only a trigger-sized tail") {
+  output_constraint c(cache_of("root ::= \"<t>\" \"a\"+"), {{"<t>", false}});
+  for (int i = 0; i < 1000; ++i) REQUIRE(c.advance(i % 2 ? 7 : 1, false));
+  CHECK(!(c.active()));
+  REQUIRE(c.advance(3, false));
+  CHECK(c.active());
+}
