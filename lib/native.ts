@@ -89,6 +89,10 @@ export interface NativeSubmitSpec {
   ignoreEos?: boolean;
   seed?: number;
   logprobs?: number;
+  skipSpecialTokens?: boolean; // default true: control tokens add no text
+  grammar?: string; // GBNF the output must match
+  grammarTriggers?: readonly { text: string; atStart?: boolean }[]; // lazy grammar: free until a trigger appears
+  logitBias?: readonly (readonly [number, number])[]; // [tokenId, bias in [-100, 100]]
 }
 
 export interface NativeEngineStats {

@@ -4,6 +4,9 @@
 // in camelCase and snake_case, plus the aliases users bring from vLLM / SGLang / OpenAI / llama.cpp / Ollama.
 // The ranges, counts and their wording come from the engine's limits table (native/engine/limits.h, the addon's
 // `limits` export), which the engine checks again with the same entries: the numbers live in one place.
+// Output constraints (structured outputs, guided decoding, SGLang's json_schema / regex / ebnf) are compiled
+// to a grammar here (lib/constraints.ts); at most one per request.
+import { CONSTRAINT_FIELDS, compileConstraintField, StructuredOutputError, type OutputGrammar } from './constraints.js';
 import { limitRefusal, nativeLimits, type NativeSubmitSpec } from './native.js';
 
 export interface SamplingParamsInput {
@@ -27,6 +30,13 @@ export interface SamplingParamsInput {
   seed?: number | null;
   n?: number | null;
   logprobs?: number | null;
+  logitBias?: Record<string, number> | readonly (readonly [number, number])[] | null;
+  skipSpecialTokens?: boolean | null;
+  structuredOutputs?: Record<string, unknown> | null; // vLLM: { json | regex | choice | grammar | json_object }
+  jsonSchema?: unknown; // SGLang (object or JSON text)
+  regex?: string | null;
+  ebnf?: string | null;
+  grammar?: string | null; // llama.cpp: GBNF
   // snake_case spellings
   top_p?: number | null;
   top_k?: number | null;
@@ -43,6 +53,10 @@ export interface SamplingParamsInput {
   min_new_tokens?: number | null;
   stop_token_ids?: readonly number[] | null;
   ignore_eos?: boolean | null;
+  logit_bias?: Record<string, number> | readonly (readonly [number, number])[] | null;
+  skip_special_tokens?: boolean | null;
+  structured_outputs?: Record<string, unknown> | null;
+  json_schema?: unknown;
 }
 
 export interface SamplingParams {
@@ -62,6 +76,9 @@ export interface SamplingParams {
   seed: number | null; // null: a random seed per request
   n: number;
   logprobs: number | null; // null: none
+  logitBias: [number, number][]; // [tokenId, bias]: added to the logit before sampling (OpenAI logit_bias)
+  skipSpecialTokens: boolean; // control tokens add no text (default true)
+  grammar: OutputGrammar | null; // the output constraint; null: free text
 }
 
 export class SamplingParamsError extends Error {
@@ -107,6 +124,8 @@ const ALIASES: Record<string, Field> = {
   seed: 'seed',
   n: 'n',
   logprobs: 'logprobs',
+  logitBias: 'logitBias', logit_bias: 'logitBias',
+  skipSpecialTokens: 'skipSpecialTokens', skip_special_tokens: 'skipSpecialTokens',
 };
 
 function fail(param: string, message: string): never {
@@ -177,9 +196,39 @@ function checkField(field: Field, name: string, v: unknown): SamplingParams[Fiel
     case 'stop': return stopStrings(name, v);
     case 'stopTokenIds': return tokenIds(name, v);
     case 'ignoreEos':
+    case 'skipSpecialTokens':
       if (typeof v !== 'boolean') fail(name, `${name} must be a boolean (got ${describe(v)})`);
       return v;
     case 'n': return int(name, v, 1, MAX_N);
+    case 'logitBias': return logitBias(name, v);
+    case 'grammar': return fail(name, `${name} is set through a constraint field`);
+  }
+}
+
+// OpenAI: { "tokenId": bias }; also [[tokenId, bias], ...]. Ids are checked against the vocabulary by the engine.
+function logitBias(name: string, v: unknown): [number, number][] {
+  const entries: [unknown, unknown][] = Array.isArray(v) ? v.map((e: unknown, i: number) => {
+    if (!Array.isArray(e) || e.length !== 2) fail(name, `${name}[${i}] must be a [tokenId, bias] pair`);
+    return [e[0], e[1]];
+  }) : typeof v === 'object' && v !== null ? Object.entries(v) : fail(name, `${name} must be an object mapping token ids to biases (got ${describe(v)})`);
+  if (entries.length > 1024) fail(name, `${name} must hold at most 1024 entries (got ${entries.length})`);
+  return entries.map(([k, b]) => {
+    const id = typeof k === 'string' && /^\d+$/.test(k) ? Number(k) : k;
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > 2 ** 31 - 1) {
+      fail(name, `${name}: ${describe(k)} is not a token id (a non-negative integer)`);
+    }
+    const refusal = limitRefusal('logitBias', b);
+    if (refusal !== null) fail(name, `${name}[${String(k)}] must be ${refusal} (got ${describe(b)})`);
+    return [id as number, b as number];
+  });
+}
+
+function constraint(name: string, value: unknown): OutputGrammar {
+  try {
+    return compileConstraintField(name, value);
+  } catch (e) {
+    if (e instanceof StructuredOutputError) fail(name, e.message.startsWith(name) ? e.message : `${name}: ${e.message}`);
+    throw e;
   }
 }
 
@@ -205,6 +254,9 @@ export function normalizeSamplingParams(
     seed: null,
     n: 1,
     logprobs: null,
+    logitBias: [],
+    skipSpecialTokens: true,
+    grammar: null,
   };
   if (input === undefined || input === null) return out;
   if (typeof input !== 'object' || Array.isArray(input)) {
@@ -212,9 +264,18 @@ export function normalizeSamplingParams(
   }
   const seen = new Map<Field, string>(); // field -> the spelling that set it
   for (const [name, value] of Object.entries(input)) {
+    if (Object.prototype.hasOwnProperty.call(CONSTRAINT_FIELDS, name)) {
+      if (value === undefined || value === null) continue;
+      const previous = seen.get('grammar');
+      if (previous !== undefined) fail(name, `${name} and ${previous} are both output constraints; give only one`);
+      seen.set('grammar', name);
+      out.grammar = constraint(name, value);
+      continue;
+    }
     const field = Object.prototype.hasOwnProperty.call(ALIASES, name) ? ALIASES[name] : undefined;
     if (!field) {
-      fail(name, `unknown sampling parameter '${name}' (known: ${[...new Set(Object.values(ALIASES))].join(', ')})`);
+      fail(name, `unknown sampling parameter '${name}' (known: ${[...new Set(Object.values(ALIASES))].join(', ')}, ` +
+        `and the output constraints ${Object.keys(CONSTRAINT_FIELDS).filter((k) => !/[_.]/.test(k)).join(', ')})`);
     }
     if (value === undefined || value === null) continue;
     const previous = seen.get(field);
@@ -248,5 +309,9 @@ export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): 
     ignoreEos: p.ignoreEos,
     seed: p.seed === null ? undefined : (p.seed + j) >>> 0,
     logprobs: p.logprobs ?? undefined,
+    skipSpecialTokens: p.skipSpecialTokens,
+    grammar: p.grammar?.gbnf,
+    grammarTriggers: p.grammar?.triggers,
+    logitBias: p.logitBias.length > 0 ? p.logitBias : undefined,
   };
 }

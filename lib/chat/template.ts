@@ -85,8 +85,32 @@ export function normalizeMessages(messages: readonly ChatMessage[]): Record<stri
     if (content === null && !(m.role === 'assistant' && Array.isArray(m.tool_calls))) {
       throw new ChatTemplateError(`${where}.content is missing`);
     }
-    return { ...m, content: content ?? '' };
+    const out: Record<string, unknown> = { ...m, content: content ?? '' };
+    if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map(templateToolCall);
+    return out;
   });
+}
+
+/**
+ * An assistant tool call as chat templates read it: OpenAI sends `function.arguments` as JSON text, templates
+ * (Qwen, Llama 3.1, Hermes) expect the object, so JSON text of an object is parsed (vLLM does the same); any
+ * other value is passed through unchanged.
+ */
+function templateToolCall(call: unknown): unknown {
+  if (typeof call !== 'object' || call === null) return call;
+  const c = call as Record<string, unknown>;
+  const fn = c.function;
+  if (typeof fn !== 'object' || fn === null) return call;
+  const f = { ...(fn as Record<string, unknown>) };
+  if (typeof f.arguments === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(f.arguments);
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) f.arguments = parsed;
+    } catch {
+      // not JSON: left as the client wrote it
+    }
+  }
+  return { ...c, function: f };
 }
 
 const compiled = new Map<string, Template>();

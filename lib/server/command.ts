@@ -9,6 +9,7 @@ import { joinNegativeValues } from '../cli/negative-values.js';
 import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
 import { limitRefusal } from '../native.js';
+import { TOOL_CALL_PARSER_NAMES } from '../tools/index.js';
 import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
@@ -43,7 +44,8 @@ Flags (vLLM spelling first, SGLang alias after):
   --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
   --cors-origins LIST                 comma-separated origins allowed by CORS (default: CORS off)
   --drain-timeout SECONDS             on SIGTERM, time in-flight requests get to finish (default 30)
-  --tool-call-parser NAME             accepted for vLLM compatibility (tool calling is not implemented yet)
+  --tool-call-parser NAME             how the model writes tool calls: hermes (qwen25, qwen), lfm2, pythonic,
+                                      llama3_json (llama3, llama4_json); default: detected from the chat template
   --enable-torch-compile              accepted for SGLang compatibility; no effect here
   -h, --help                          this text
 `;
@@ -115,7 +117,10 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
   if (device !== undefined && !DEVICES.includes(device)) throw new FlagError(`--device must be one of ${DEVICES.join(', ')} (got '${device}')`);
   const notes: string[] = [];
   if (v['enable-torch-compile']) notes.push('--enable-torch-compile has no effect here (no torch); accepted for SGLang compatibility');
-  if (v['tool-call-parser'] !== undefined) notes.push(`--tool-call-parser ${s('tool-call-parser')}: tool calling is not implemented yet; requests with tools get a 400`);
+  const toolParser = s('tool-call-parser');
+  if (toolParser !== undefined && !TOOL_CALL_PARSER_NAMES.includes(toolParser.trim().toLowerCase())) {
+    throw new FlagError(`--tool-call-parser must be one of ${TOOL_CALL_PARSER_NAMES.join(', ')} (got '${toolParser}')`);
+  }
   const drain = int('drain-timeout', s('drain-timeout'), 0, 3600);
   const cors = s('cors-origins');
   return {
@@ -128,6 +133,7 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
       corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
       strictModelName: v['strict-model-name'] === true,
+      toolCallParser: toolParser,
     },
     engine: {
       maxModelLen: engineInt('max-model-len', 'maxModelLen', s('max-model-len') ?? s('context-length')),

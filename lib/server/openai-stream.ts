@@ -15,10 +15,12 @@ export interface ChoiceFormat {
   object: string; // 'chat.completion.chunk' | 'text_completion'
   /** Fields of the chunk sent before a choice's first token, or null for none. */
   opening(r: JobRequest): Record<string, unknown> | null;
-  /** Fields of the chunk for one delta that carries text or wanted logprobs. */
-  content(r: JobRequest, d: RequestDelta): Record<string, unknown>;
+  /** Fields of the chunk(s) for one delta that carries text or wanted logprobs (chat with tools: zero or more). */
+  content(r: JobRequest, d: RequestDelta): Record<string, unknown> | Record<string, unknown>[];
   /** Fields of the finish chunk. */
   closing(r: JobRequest): Record<string, unknown>;
+  /** At a choice's end: chunks still held back (tool-call parsing) and the finish reason to report. */
+  finish?(r: JobRequest, reason: string): { chunks: Record<string, unknown>[]; reason: string };
 }
 
 export interface StreamHead {
@@ -41,8 +43,15 @@ export async function streamChoices(reply: FastifyReply, job: Job, head: StreamH
       if (opening) send(r, opening, null);
       for await (const d of job.deltas(r)) {
         completion += d.tokenIds.length;
-        if (d.text.length > 0 || (opts.wantLogprobs && d.tokenIds.length > 0)) send(r, format.content(r, d), null);
-        if (d.finishReason !== null) send(r, format.closing(r), d.finishReason);
+        if (d.text.length > 0 || (opts.wantLogprobs && d.tokenIds.length > 0)) {
+          const fields = format.content(r, d);
+          for (const f of Array.isArray(fields) ? fields : [fields]) send(r, f, null);
+        }
+        if (d.finishReason !== null) {
+          const end = format.finish ? format.finish(r, d.finishReason) : { chunks: [], reason: d.finishReason };
+          for (const f of end.chunks) send(r, f, null);
+          send(r, format.closing(r), end.reason);
+        }
       }
     }));
     if (opts.includeUsage) sse.send({ ...base, choices: [], usage: jobUsage(job, completion) });

@@ -99,6 +99,7 @@ export const completionSchema = {
     logprobs: integer(0, maxLogprobs()),
     best_of: integer(1, MAX_N),
     suffix: nullable(text()),
+    response_format: nullable({ type: 'object', maxProperties: 8, properties: { type: text(64) } }),
     logit_bias: nullable({ type: 'object', maxProperties: 1024 }),
   },
 } as const;

@@ -2,6 +2,7 @@
 // when the app closes. Also the server's request accounting (in-flight requests, sequences for admission).
 // Invariants: state goes loading -> ready -> closing (or loading -> failed); ready() throws a 503 ApiError
 // unless the model is loaded and the server takes requests; every begin() is paired with exactly one end.
+import { getToolCallParser } from '../../tools/index.js';
 import type { FastifyInstance } from 'fastify';
 import { EngineCore, type CoreReady } from '../../engine-core.js';
 import type { EngineOptions } from '../../engine-options.js';
@@ -21,6 +22,8 @@ export interface ServerEngineOptions {
   randomWeights?: boolean;
   /** Sequences allowed to wait beyond the running ones before 429 (--max-queued-requests). */
   maxQueuedRequests?: number;
+  /** --tool-call-parser (a vLLM / SGLang name); absent: detected from the chat template. */
+  toolCallParser?: string;
 }
 
 export class ServerEngine {
@@ -31,6 +34,7 @@ export class ServerEngine {
   readonly created = Math.floor(Date.now() / 1000); // unix seconds
   readonly maxNumSeqs: number;
   readonly maxQueuedRequests: number;
+  readonly toolCallParser: string | null; // canonical parser name given on the command line
   #state: EngineState = 'loading';
   #loadError: Error | undefined;
   #inflight = 0; // HTTP requests holding engine sequences
@@ -44,6 +48,7 @@ export class ServerEngine {
     this.randomWeights = options.randomWeights ?? false;
     this.maxNumSeqs = options.engine.maxNumSeqs;
     this.maxQueuedRequests = options.maxQueuedRequests ?? 256;
+    this.toolCallParser = options.toolCallParser === undefined ? null : getToolCallParser(options.toolCallParser).name;
     this.core = new EngineCore(options.engine);
     this.core.ready().then(
       () => { if (this.#state === 'loading') this.#state = 'ready'; },

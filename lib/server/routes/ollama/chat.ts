@@ -1,12 +1,14 @@
 // POST /api/chat (Ollama): messages through the model's chat template, NDJSON streaming unless
 // `stream: false`; each chunk is `{ message: { role: 'assistant', content } }`, the final one has empty
 // content, done_reason and the durations. An empty message list answers done_reason 'load'.
-// Invariant: tools, tool calls in the history and images are refused by name (this server has neither tool
-// calling nor vision yet); the `thinking` and `tool_name` fields of history messages are not rendered.
+// Tools work as in /v1/chat/completions with tool_choice auto (Ollama has no tool_choice): the reply's
+// message carries `tool_calls` with arguments as objects; history messages may carry tool_calls and tool
+// results. Invariant: images are refused by name (no vision yet); `thinking` of history messages is not rendered.
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, Role } from '../../../chat/template.js';
 import { badRequest } from '../../api-error.js';
 import { checkPrompt, Job } from '../../generation.js';
+import { chatTools } from '../../tool-calls.js';
 import { answerOllama, loadAnswer, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
 import { ollamaChatSchema } from './schemas.js';
 
@@ -26,13 +28,12 @@ interface ChatBody extends OllamaBody {
 
 /** Ollama messages -> template messages, refusing what this server cannot render. */
 function templateMessages(body: ChatBody): ChatMessage[] {
-  if (body.tools && body.tools.length > 0) throw badRequest('tools: tool calling is not supported by this server yet', 'tools', 'unsupported_parameter');
   return (body.messages ?? []).map((m, i) => {
     if (m.images && m.images.length > 0) throw badRequest(`messages[${i}].images: this model takes text only`, `messages[${i}].images`, 'unsupported_parameter');
-    if (m.tool_calls && m.tool_calls.length > 0) {
-      throw badRequest(`messages[${i}].tool_calls: tool calling is not supported by this server yet`, `messages[${i}].tool_calls`, 'unsupported_parameter');
-    }
-    return { role: m.role as Role, content: m.content ?? '' };
+    const out: ChatMessage = { role: m.role as Role, content: m.content ?? '' };
+    if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls.map((c) => ({ type: 'function', ...(c as object) }));
+    if (m.tool_name) out.name = m.tool_name;
+    return out;
   });
 }
 
@@ -46,8 +47,14 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     if (messages.length === 0) return { ...loadAnswer(body), message: { role: 'assistant', content: '' } };
     const { tokenizer, info } = await app.engine.ready();
     const loaded = performance.now();
-    const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null);
-    const text = tokenizer.applyChatTemplate(messages, { tokenize: false, addGenerationPrompt: true }) as string;
+    const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
+    const tools = chatTools(app.engine, info.chatTemplate, body.tools, undefined, undefined);
+    if (tools?.grammar) {
+      if (params.grammar) throw badRequest('tools and format cannot both constrain the output; give one', 'format');
+      params.grammar = tools.grammar;
+      if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false;
+    }
+    const text = tokenizer.applyChatTemplate(messages, { tokenize: false, addGenerationPrompt: true, tools: tools?.templateTools }) as string;
     const ids = tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true });
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict');
     const job = new Job(app.engine, [ids], params, app.metrics);
@@ -55,6 +62,6 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     return answerOllama(reply, job, {
       piece: (content) => ({ message: { role: 'assistant', content } }),
       final: () => ({}),
-    }, { model, stream: body.stream !== false, wantLogprobs: params.logprobs !== null, tokenizer, requestStart, loaded });
+    }, { toolParser: tools?.parser, model, stream: body.stream !== false, wantLogprobs: params.logprobs !== null, tokenizer, requestStart, loaded });
   });
 }

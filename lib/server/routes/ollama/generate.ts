@@ -40,7 +40,7 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     if (!body.prompt) return { ...loadAnswer(body), response: '' };
     const { tokenizer, info } = await app.engine.ready();
     const loaded = performance.now();
-    const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null);
+    const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
     let ids: number[];
     if (body.raw === true) {
       ids = tokenizer.encodePrompt(body.prompt);

@@ -4,6 +4,7 @@
 // durations in nanoseconds, or that final object alone (with the whole text) when `stream: false`.
 // Invariants: every refusal is a 4xx ApiError (sent as Ollama's `{ error }`); a failure after the stream
 // started is one `{ "error": ... }` line; durations are integers in nanoseconds measured on this request.
+import type { ParsedToolCall, ToolCallParser, ToolStreamEvent } from '../../../tools/index.js';
 import type { FastifyReply } from 'fastify';
 import type { RequestDelta } from '../../../engine-core.js';
 import { normalizeSamplingParams, SamplingParamsError, type SamplingParams } from '../../../sampling-params.js';
@@ -71,13 +72,8 @@ export function loadAnswer(body: OllamaBody): Record<string, unknown> {
   return { model: body.model, created_at: new Date().toISOString(), done: true, done_reason: 'load' };
 }
 
-/** Fields both routes refuse by name: structured outputs and thinking. */
+/** Fields both routes refuse by name: thinking. */
 export function refuseCommon(body: OllamaBody): void {
-  const format = body.format;
-  if (format !== undefined && format !== null && format !== '') {
-    throw badRequest(`format: structured outputs (${typeof format === 'string' ? `'${format}'` : 'a JSON schema'}) are not supported by this server`,
-      'format', 'unsupported_parameter');
-  }
   if (body.think !== undefined && body.think !== null && body.think !== false) {
     throw badRequest(`think: "${body.model}" does not support thinking`, 'think', 'unsupported_parameter');
   }
@@ -103,7 +99,8 @@ function refuseOptions(o: OllamaOptions, maxModelLen: number): void {
  * -1 = the whole context; 0 turns every penalty off (llama.cpp's rule). presence / frequency penalties count
  * the output tokens (OpenAI semantics).
  */
-export function ollamaSampling(options: OllamaOptions | null | undefined, maxModelLen: number, logprobs: number | null): SamplingParams {
+export function ollamaSampling(options: OllamaOptions | null | undefined, maxModelLen: number, logprobs: number | null,
+  format?: OllamaBody['format']): SamplingParams {
   const o = options ?? {};
   const lastN = o.repeat_last_n ?? OLLAMA_DEFAULTS.repeat_last_n;
   const penaltyOff = lastN === 0;
@@ -122,11 +119,13 @@ export function ollamaSampling(options: OllamaOptions | null | undefined, maxMod
     stop: o.stop,
     ignore_eos: o.ignore_eos,
     logprobs,
+    format: format === '' ? null : format, // structured outputs: "json" or a JSON Schema
   };
   try {
     return normalizeSamplingParams(input, { defaultMaxTokens: null });
   } catch (e) {
     if (!(e instanceof SamplingParamsError)) throw e;
+    if (e.param === 'format') throw badRequest(e.message, 'format');
     const name = e.param === 'max_tokens' ? 'num_predict' : e.param;
     throw badRequest(`options.${e.message.replace(/^max_tokens/, 'num_predict')}`, `options.${name}`);
   }
@@ -160,7 +159,14 @@ export interface OllamaShape {
   final(outputIds: number[]): Record<string, unknown>;
 }
 
+/** Ollama's tool calls: `[{ function: { name, arguments: {...} } }]` (arguments as an object). */
+function ollamaToolCalls(calls: ParsedToolCall[]): unknown[] {
+  return calls.map((c) => ({ function: { name: c.name, arguments: JSON.parse(c.arguments) as unknown } }));
+}
+
 export interface OllamaRun {
+  /** Chat with tools: the parser that splits the output into content and tool calls. */
+  toolParser?: ToolCallParser | null;
   model: string; // as the client named it
   stream: boolean;
   wantLogprobs: boolean;
@@ -177,19 +183,46 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
     ...head(), ...shape.piece(text), done: true, done_reason: reason, ...shape.final(ids),
     ...durations(job, r, run.requestStart, run.loaded, ids.length), ...(logprobs ? { logprobs } : {}),
   });
+  const parser = run.toolParser ?? null;
   if (!run.stream) {
     const [result] = await job.results();
-    return done(result.text, result.tokenIds, result.finishReason, run.wantLogprobs ? ollamaLogprobs(result, run.tokenizer) : null);
+    const logprobs = run.wantLogprobs ? ollamaLogprobs(result, run.tokenizer) : null;
+    if (!parser) return done(result.text, result.tokenIds, result.finishReason, logprobs);
+    const parsed = parser.parse(result.text);
+    const answer = done(parsed.content, result.tokenIds, result.finishReason, logprobs);
+    if (parsed.toolCalls.length > 0) (answer.message as Record<string, unknown>).tool_calls = ollamaToolCalls(parsed.toolCalls);
+    return answer;
   }
   const out = new SseStream(reply, { contentType: 'application/x-ndjson', keepAlive: false });
   const ids: number[] = [];
+  const tools = parser?.stream() ?? null;
+  const calls: { name: string; args: string }[] = [];
+  // Content of the output (without tool calls when there is a parser); calls are gathered for the last chunk.
+  const visible = (events: ToolStreamEvent[]): string => {
+    let text = '';
+    for (const e of events) {
+      if (e.type === 'content') text += e.text;
+      else if (e.type === 'tool_call') calls[e.index] = { name: e.name, args: '' };
+      else calls[e.index].args += e.fragment;
+    }
+    return text;
+  };
   try {
     for await (const d of job.deltas(r)) {
       ids.push(...d.tokenIds);
-      if (d.text.length > 0 || (run.wantLogprobs && d.tokenIds.length > 0)) {
-        out.line({ ...head(), ...shape.piece(d.text), done: false, ...(run.wantLogprobs ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : {}) });
+      const text = tools ? visible(tools.push(d.text)) : d.text;
+      if (text.length > 0 || (run.wantLogprobs && d.tokenIds.length > 0)) {
+        out.line({ ...head(), ...shape.piece(text), done: false, ...(run.wantLogprobs ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : {}) });
       }
-      if (d.finishReason !== null) out.line(done('', ids, d.finishReason, null));
+      if (d.finishReason !== null) {
+        const rest = tools ? visible(tools.finish()) : '';
+        if (calls.length > 0 || rest.length > 0) {
+          const piece = shape.piece(rest);
+          if (calls.length > 0) (piece.message as Record<string, unknown>).tool_calls = ollamaToolCalls(calls.map((c) => ({ name: c.name, arguments: c.args })));
+          out.line({ ...head(), ...piece, done: false });
+        }
+        out.line(done('', ids, d.finishReason, null));
+      }
     }
   } catch (e) {
     job.abort();

@@ -7,9 +7,11 @@ import type { ChatMessage } from '../../../chat/template.js';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
-import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
+import { responseFormatSampling } from '../../response-format.js';
+import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
+import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
 
 interface ChatBody extends Record<string, unknown> {
@@ -21,20 +23,17 @@ interface ChatBody extends Record<string, unknown> {
   top_logprobs?: number | null;
   add_generation_prompt?: boolean | null;
   chat_template_kwargs?: Record<string, unknown> | null;
-  response_format?: { type?: string } | null;
+  response_format?: unknown;
   tools?: unknown[] | null;
+  tool_choice?: unknown;
+  parallel_tool_calls?: boolean | null;
   logit_bias?: Record<string, unknown> | null;
   max_completion_tokens?: number | null;
 }
 
 /** Known fields this server does not implement: refused by name rather than ignored. */
 function refuseUnsupported(body: ChatBody): void {
-  if (Array.isArray(body.tools) && body.tools.length > 0) throw badRequest('tools: tool calling is not supported by this server yet', 'tools', 'unsupported_parameter');
   if (body.functions !== undefined && body.functions !== null) throw badRequest('functions: function calling is not supported by this server yet', 'functions', 'unsupported_parameter');
-  if (body.response_format && body.response_format.type !== 'text') {
-    throw badRequest(`response_format: only { type: 'text' } is supported (got ${JSON.stringify(body.response_format.type)})`, 'response_format', 'unsupported_parameter');
-  }
-  if (body.logit_bias && Object.keys(body.logit_bias).length > 0) throw badRequest('logit_bias is not supported', 'logit_bias', 'unsupported_parameter');
   if (body.chat_template !== undefined && body.chat_template !== null) {
     throw badRequest('chat_template: request-supplied chat templates are not accepted; the model\'s template is used', 'chat_template', 'unsupported_parameter');
   }
@@ -46,14 +45,44 @@ function templateMessages(messages: ChatMessage[]): ChatMessage[] {
   return messages.map((m) => ((m.role as string) === 'developer' ? { ...m, role: 'system' } : m));
 }
 
-/** Chat chunks: a role chunk per choice, `delta.content` pieces, an empty delta with the finish reason. */
-function chatFormat(params: SamplingParams, tokenizer: Tokenizer): ChoiceFormat {
+/** Chat chunks: a role chunk per choice, `delta.content` pieces (or tool-call deltas), an empty delta with the finish reason. */
+function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null): ChoiceFormat {
   const wantLogprobs = params.logprobs !== null;
+  const parser = tools?.parser ?? null;
+  const streams = new Map<number, ToolDeltaStream>(); // per choice index
+  const streamOf = (r: JobRequest): ToolDeltaStream => {
+    let s = streams.get(r.index);
+    if (!s) streams.set(r.index, s = new ToolDeltaStream(parser!));
+    return s;
+  };
   return {
     object: 'chat.completion.chunk',
     opening: () => ({ delta: { role: 'assistant', content: '' }, logprobs: null }),
-    content: (_r, d) => ({ delta: { content: d.text }, logprobs: wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null }),
+    content: (r, d) => {
+      const logprobs = wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null;
+      if (!parser) return { delta: { content: d.text }, logprobs };
+      const deltas = streamOf(r).push(d.text);
+      if (deltas.length === 0) return logprobs ? [{ delta: {}, logprobs }] : [];
+      return deltas.map((delta, i) => ({ delta, logprobs: i === 0 ? logprobs : null }));
+    },
     closing: () => ({ delta: {}, logprobs: null }),
+    finish: (r, reason) => {
+      if (!parser) return { chunks: [], reason };
+      const s = streamOf(r);
+      const chunks = s.finish().map((delta) => ({ delta, logprobs: null }));
+      return { chunks, reason: toolFinishReason(reason, s.calls) };
+    },
+  };
+}
+
+/** The assistant message of a finished choice: content, or content + tool_calls parsed from it. */
+function chatMessage(text: string, reason: string, tools: ChatTools | null): { message: Record<string, unknown>; finish: string } {
+  if (!tools?.parser) return { message: { role: 'assistant', content: text }, finish: reason };
+  const parsed = tools.parser.parse(text);
+  if (parsed.toolCalls.length === 0) return { message: { role: 'assistant', content: parsed.content }, finish: reason };
+  return {
+    message: { role: 'assistant', content: parsed.content.length > 0 ? parsed.content : null, tool_calls: openAiToolCalls(parsed.toolCalls) },
+    finish: toolFinishReason(reason, parsed.toolCalls.length),
   };
 }
 
@@ -67,11 +96,24 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     // As vLLM: max_completion_tokens replaces the deprecated max_tokens, which is ignored when both are given
     // (benchmark clients, ours included, send both for servers that know only the old name).
     const sampling = body.max_completion_tokens != null ? { ...body, max_tokens: undefined } : body;
-    const params = samplingFrom(sampling, body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {});
+    const params = samplingFrom(sampling, {
+      ...(body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {}),
+      ...responseFormatSampling(body.response_format),
+    });
+    const tools = chatTools(app.engine, info.chatTemplate, body.tools, body.tool_choice, body.parallel_tool_calls);
+    if (tools?.grammar) {
+      if (params.grammar) {
+        throw badRequest(`tools with tool_choice '${tools.request.choice.mode}' and ${params.grammar.kind === 'json' || params.grammar.kind === 'json_object' ? 'response_format' : 'a structured output'} ` +
+          'cannot both constrain the output; give one (or tool_choice: \'none\')', 'tool_choice');
+      }
+      params.grammar = tools.grammar;
+      if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
+    }
     const prompt = tokenizer.applyChatTemplate(templateMessages(body.messages), {
       tokenize: false,
       addGenerationPrompt: body.add_generation_prompt ?? true,
       chatTemplateKwargs: body.chat_template_kwargs ?? undefined,
+      tools: tools?.templateTools,
     });
     const ids = tokenizer.encode(prompt, { addSpecialTokens: false, parseSpecial: true });
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
@@ -81,7 +123,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     job.bindToReply(reply);
     const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
     if (stream) {
-      return streamChoices(reply, job, head, chatFormat(params, tokenizer),
+      return streamChoices(reply, job, head, chatFormat(params, tokenizer, tools),
         { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
     }
     const results = await job.results();
@@ -90,12 +132,10 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       object: 'chat.completion',
       created: head.created,
       model,
-      choices: results.map((r, index) => ({
-        index,
-        message: { role: 'assistant', content: r.text },
-        logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null,
-        finish_reason: r.finishReason,
-      })),
+      choices: results.map((r, index) => {
+        const { message, finish } = chatMessage(r.text, r.finishReason, tools);
+        return { index, message, logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null, finish_reason: finish };
+      }),
       usage: jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)),
     };
   });

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
+import { responseFormatSampling } from '../../response-format.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
 import { completionLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
@@ -22,12 +23,12 @@ interface CompletionBody extends Record<string, unknown> {
   best_of?: number | null;
   suffix?: string | null;
   logit_bias?: Record<string, unknown> | null;
+  response_format?: unknown;
 }
 
 function refuseUnsupported(body: CompletionBody, n: number): void {
   if (body.suffix !== undefined && body.suffix !== null && body.suffix !== '') throw badRequest('suffix is not supported', 'suffix', 'unsupported_parameter');
   if (body.best_of != null && body.best_of !== n) throw badRequest('best_of other than n is not supported', 'best_of', 'unsupported_parameter');
-  if (body.logit_bias && Object.keys(body.logit_bias).length > 0) throw badRequest('logit_bias is not supported', 'logit_bias', 'unsupported_parameter');
 }
 
 /** The prompts as token ids, plus their text (for echo). */
@@ -64,7 +65,10 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
     const body = request.body as CompletionBody;
     const model = checkModel(app.engine, body.model);
     const { tokenizer, info } = await app.engine.ready();
-    const params = samplingFrom(body, body.logprobs != null ? { logprobs: body.logprobs } : {});
+    const params = samplingFrom(body, {
+      ...(body.logprobs != null ? { logprobs: body.logprobs } : {}),
+      ...responseFormatSampling(body.response_format),
+    });
     refuseUnsupported(body, params.n);
     const { ids, texts } = promptsOf(body.prompt, tokenizer);
     ids.forEach((p, i) => checkPrompt(p, params, info.maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
