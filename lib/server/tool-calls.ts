@@ -56,9 +56,12 @@ export function openAiToolCalls(calls: ParsedToolCall[]): OpenAiToolCall[] {
   return calls.map((c) => ({ id: callId(), type: 'function', function: { name: c.name, arguments: c.arguments } }));
 }
 
-/** finish_reason of a choice: 'tool_calls' when it made calls and stopped on its own. */
-export function toolFinishReason(reason: string, calls: number): string {
-  return calls > 0 && reason === 'stop' ? 'tool_calls' : reason;
+/**
+ * finish_reason of a choice: 'tool_calls' when it made calls and stopped on its own, except that a forced
+ * named function answers 'stop' as OpenAI and vLLM do.
+ */
+export function toolFinishReason(reason: string, calls: number, tools: ChatTools): string {
+  return calls > 0 && reason === 'stop' && tools.request.choice.mode !== 'named' ? 'tool_calls' : reason;
 }
 
 /** One choice's streamed output -> OpenAI chat deltas (content and tool_calls). */

@@ -48,18 +48,19 @@ interface CallFormat {
   open: string; // text before the call list ('' for none); a lazy grammar's trigger is its start
   between: string; // between two calls
   close: string;
+  after: string; // optional text after the list (GBNF), so a token that runs past the close can still end there
   triggers: { text: string; atStart: boolean }[]; // for tool_choice auto
 }
 
 const FORMATS: Record<string, CallFormat> = {
   // <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, one block per call
-  hermes: { call: jsonCall('arguments'), open: '<tool_call>\n', between: '\n</tool_call>\n<tool_call>\n', close: '\n</tool_call>', triggers: [{ text: '<tool_call>', atStart: false }] },
+  hermes: { call: jsonCall('arguments'), open: '<tool_call>\n', between: '\n</tool_call>\n<tool_call>\n', close: '\n</tool_call>', after: '"\\n"?', triggers: [{ text: '<tool_call>', atStart: false }] },
   // {"name": ..., "parameters": ...}; several joined by "; "
-  llama3_json: { call: jsonCall('parameters'), open: '', between: '; ', close: '', triggers: [{ text: '{', atStart: true }] },
+  llama3_json: { call: jsonCall('parameters'), open: '', between: '; ', close: '', after: '', triggers: [{ text: '{', atStart: true }] },
   // <|tool_call_start|>[f(a=1), g(b="x")]<|tool_call_end|>
-  lfm2: { call: pythonCall, open: '<|tool_call_start|>[', between: ', ', close: ']<|tool_call_end|>', triggers: [{ text: '<|tool_call_start|>', atStart: false }] },
+  lfm2: { call: pythonCall, open: '<|tool_call_start|>[', between: ', ', close: ']<|tool_call_end|>', after: '', triggers: [{ text: '<|tool_call_start|>', atStart: false }] },
   // [f(a=1), g(b="x")] as the whole output
-  pythonic: { call: pythonCall, open: '[', between: ', ', close: ']', triggers: [{ text: '[', atStart: true }] },
+  pythonic: { call: pythonCall, open: '[', between: ', ', close: ']', after: '', triggers: [{ text: '[', atStart: true }] },
 };
 
 /** The call formats a grammar can be built for (parser names). */
@@ -77,7 +78,7 @@ export function toolCallGrammar(parser: string, req: ToolRequest): OutputGrammar
   const calls = req.parallel ? `${call} (${b.literal(f.between)} ${call})*` : call;
   const open = f.open === '' ? '' : `${b.literal(f.open)} `;
   const close = f.close === '' ? '' : ` ${b.literal(f.close)}`;
-  const body = `${open}${calls}${close}`;
+  const body = `${open}${calls}${close}${f.after === '' ? '' : ` ${f.after}`}`;
   if (choice.mode === 'auto') return { kind: 'tools', gbnf: b.build(body), triggers: f.triggers };
   // Required / named: from the first token; a little leading whitespace as models often write it.
   return { kind: 'tools', gbnf: b.build(`("\\n" | " ")? ${body}`), triggers: [] };

@@ -70,7 +70,7 @@ function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatToo
       if (!parser) return { chunks: [], reason };
       const s = streamOf(r);
       const chunks = s.finish().map((delta) => ({ delta, logprobs: null }));
-      return { chunks, reason: toolFinishReason(reason, s.calls) };
+      return { chunks, reason: toolFinishReason(reason, s.calls, tools!) };
     },
   };
 }
@@ -82,7 +82,7 @@ function chatMessage(text: string, reason: string, tools: ChatTools | null): { m
   if (parsed.toolCalls.length === 0) return { message: { role: 'assistant', content: parsed.content }, finish: reason };
   return {
     message: { role: 'assistant', content: parsed.content.length > 0 ? parsed.content : null, tool_calls: openAiToolCalls(parsed.toolCalls) },
-    finish: toolFinishReason(reason, parsed.toolCalls.length),
+    finish: toolFinishReason(reason, parsed.toolCalls.length, tools),
   };
 }
 
