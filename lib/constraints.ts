@@ -31,6 +31,15 @@ function schemaValue(name: string, v: unknown): unknown {
 
 /** One constraint, as `kind` with its user value (`name`: the field as the user spelled it, for messages). */
 export function compileConstraint(name: string, kind: Exclude<ConstraintKind, 'tools'>, value: unknown): OutputGrammar {
+  try {
+    return compileKind(name, kind, value);
+  } catch (e) {
+    if (e instanceof StructuredOutputError && !e.message.startsWith(name)) throw new StructuredOutputError(`${name}: ${e.message}`);
+    throw e;
+  }
+}
+
+function compileKind(name: string, kind: Exclude<ConstraintKind, 'tools'>, value: unknown): OutputGrammar {
   const grammar = (gbnf: string): OutputGrammar => ({ kind, gbnf, triggers: [] });
   switch (kind) {
     case 'json': {
