@@ -41,6 +41,10 @@ t.test('every limit is checked with its own range text, in TypeScript and in the
       t.match(messageOf(() => normalizeEngineOptions({ model: 'm.gguf', [name]: bad }, 'LLM')), `LLM: ${expected}`, `${name}: normalizer`);
       t.match(messageOf(() => new NativeEngine('/nonexistent.gguf', { [name]: bad }, () => {})), expected, `${name}: addon`);
       t.doesNotThrow(() => normalizeEngineOptions({ model: 'm.gguf', [name]: inside(l) }, 'LLM'), `${name}: ${inside(l)} accepted`);
+    } else if (name === 'logitBias') {  // the range of each value of the map
+      t.match(messageOf(() => normalizeSamplingParams({ logitBias: { 5: bad } })), `logitBias[5] must be ${l.range} (got `, `${name}: normalizer`);
+      t.match(messageOf(() => engine.submit({ promptTokenIds: [1], logitBias: [[5, bad]] })), expected, `${name}: addon`);
+      t.same(normalizeSamplingParams({ logitBias: { 5: inside(l) } }).logitBias, [[5, inside(l)]], `${name}: ${inside(l)} accepted`);
     } else {
       t.match(messageOf(() => normalizeSamplingParams({ [name]: bad })), expected, `${name}: normalizer`);
       t.match(messageOf(() => engine.submit({ promptTokenIds: [1], [name]: bad })), expected, `${name}: addon`);

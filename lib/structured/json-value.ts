@@ -27,12 +27,13 @@ export function sepExpr(b: GrammarBuilder): string {
  * U+0000..U+001F; a short escape; a \u escape of a non-surrogate; or a \u surrogate pair. Lone surrogate
  * escapes are excluded so that length bounds count code points exactly.
  */
-export function jsonCharRule(b: GrammarBuilder): string {
+export function jsonCharRule(b: GrammarBuilder, pythonSafe = false): string {
   return b.cached('json-char', 'json-char', () => {
     const h = '[0-9a-fA-F]';
     const nonSurrogate = `[0-9a-cA-CeEfF] ${h}{3} | [dD] [0-7] ${h}{2}`;
     const pair = `[dD] [89abAB] ${h}{2} "\\\\u" [dD] [c-fC-F] ${h}{2}`;
-    return `[^"\\\\\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" (${nonSurrogate} | ${pair}))`;
+    // pythonSafe: no `\\/` escape, which a Python string literal reads as two characters (pythonic tool calls).
+    return `[^"\\\\\\x00-\\x1F] | "\\\\" ([${pythonSafe ? '' : '/'}"\\\\bfnrt] | "u" (${nonSurrogate} | ${pair}))`;
   });
 }
 

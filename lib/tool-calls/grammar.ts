@@ -7,7 +7,7 @@
 import type { OutputGrammar } from '../constraints.js';
 import { GrammarBuilder } from '../structured/gbnf.js';
 import { jsonSchemaRule } from '../structured/json-schema.js';
-import { wsRule } from '../structured/json-value.js';
+import { jsonCharRule, wsRule } from '../structured/json-value.js';
 import type { FunctionTool, ToolRequest } from './request.js';
 
 type CallRule = (b: GrammarBuilder, tool: FunctionTool) => string;
@@ -26,6 +26,7 @@ function jsonCall(argsKey: string): CallRule {
 // f(a=1, b="x"): keyword arguments in the schema's property order, required ones always, optional ones
 // optionally; values in JSON syntax, which the pythonic parsers read (true/false/null included).
 const pythonCall: CallRule = (b, tool) => {
+  jsonCharRule(b, true); // first, so every string of the grammar uses the Python-safe character rule
   const props = (tool.parameters.properties ?? {}) as Record<string, unknown>;
   const required = new Set(Array.isArray(tool.parameters.required) ? tool.parameters.required as string[] : []);
   const names = Object.keys(props);
