@@ -4,42 +4,25 @@
 // what follows the last one is content; if the first object is not a call the whole output is content.
 import { callFromObject } from './call-shape.js';
 import { defineParser } from './define-parser.js';
-import { EventSink } from './event-sink.js';
+import { SinkStream } from './sink-stream.js';
 import { scanJson } from './json-scan.js';
 import { skipWs } from './scan.js';
 import { ScanSchedule } from './scan-schedule.js';
-import type { ParsedToolCall, ToolCallStream, ToolStreamEvent } from './types.js';
+import type { ParsedToolCall } from './types.js';
 
 const PYTHON_TAG = '<|python_tag|>';
 const ARGS = { argumentKeys: ['parameters', 'arguments'], requireArguments: true } as const;
 
 type Step = { kind: 'wait' } | { kind: 'reject' } | { kind: 'end' } | { kind: 'call'; call: ParsedToolCall; end: number };
 
-class Llama3JsonStream implements ToolCallStream {
-  private readonly sink = new EventSink();
+class Llama3JsonStream extends SinkStream {
   private readonly schedule = new ScanSchedule(false);
   private passthrough = false;
   /** The undecided text: from the start of the output, or from the end of the last call. */
   private buf = '';
   private first = true;
-  private finished = false;
 
-  push(delta: string): ToolStreamEvent[] {
-    if (this.finished) throw new Error('tool-call stream: push() after finish()');
-    this.feed(delta, false);
-    return this.sink.take();
-  }
-
-  finish(): ToolStreamEvent[] {
-    if (!this.finished) {
-      this.finished = true;
-      this.feed('', true);
-      this.sink.end();
-    }
-    return this.sink.take();
-  }
-
-  private feed(input: string, final: boolean): void {
+  protected feed(input: string, final: boolean): void {
     if (this.passthrough) {
       this.sink.content(input);
       return;

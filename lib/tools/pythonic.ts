@@ -4,14 +4,13 @@
 // content, verbatim, released as soon as the output can no longer be such a list.
 import { callFromPython } from './call-shape.js';
 import { defineParser } from './define-parser.js';
-import { EventSink } from './event-sink.js';
+import { SinkStream } from './sink-stream.js';
 import { scanPythonCallList, type PyCall } from './python-scan.js';
 import { skipWs } from './scan.js';
 import { ScanSchedule } from './scan-schedule.js';
-import type { ToolCallStream, ToolStreamEvent } from './types.js';
+import type { ToolStreamEvent } from './types.js';
 
-class PythonicStream implements ToolCallStream {
-  private readonly sink = new EventSink();
+class PythonicStream extends SinkStream {
   private readonly schedule = new ScanSchedule(true);
   private mode: 'lead' | 'list' | 'text' = 'lead';
   /** Everything so far, while it may still be a call list. */
@@ -19,24 +18,8 @@ class PythonicStream implements ToolCallStream {
   private listStart = 0;
   private calls: PyCall[] | null = null;
   private listEnd = 0;
-  private finished = false;
 
-  push(delta: string): ToolStreamEvent[] {
-    if (this.finished) throw new Error('tool-call stream: push() after finish()');
-    this.feed(delta, false);
-    return this.sink.take();
-  }
-
-  finish(): ToolStreamEvent[] {
-    if (!this.finished) {
-      this.finished = true;
-      this.feed('', true);
-      this.sink.end();
-    }
-    return this.sink.take();
-  }
-
-  private feed(input: string, final: boolean): void {
+  protected feed(input: string, final: boolean): void {
     if (this.mode === 'text') {
       this.sink.content(input);
       return;

@@ -2,10 +2,10 @@
 // is start tag, whitespace, the call(s), whitespace, then the end tag or the end of the output.
 // Invariant: text that may begin a start tag is held until decided; a malformed block puts its start tag into
 // content and everything after it is read again as text; every split of the output gives the same events.
-import { EventSink } from './event-sink.js';
+import { SinkStream } from './sink-stream.js';
 import { skipWs, type ScanResult } from './scan.js';
 import { ScanSchedule } from './scan-schedule.js';
-import type { ParsedToolCall, ToolCallStream, ToolStreamEvent } from './types.js';
+import type { ParsedToolCall } from './types.js';
 
 export interface BlockFormat {
   start: string;
@@ -27,8 +27,7 @@ export function partialTagSuffix(s: string, tag: string): number {
   return 0;
 }
 
-export class TaggedStream implements ToolCallStream {
-  private readonly sink = new EventSink();
+export class TaggedStream extends SinkStream {
   private readonly schedule: ScanSchedule;
   private inBlock = false;
   /** Outside a block: the tail of the text that may be the beginning of a start tag. */
@@ -37,28 +36,13 @@ export class TaggedStream implements ToolCallStream {
   private body = '';
   /** Inside a block: its calls and where they end, once scanned (prefix-stable, so kept). */
   private scanned: { calls: ParsedToolCall[]; end: number } | null = null;
-  private finished = false;
 
   constructor(private readonly fmt: BlockFormat) {
+    super();
     this.schedule = new ScanSchedule(fmt.python);
   }
 
-  push(delta: string): ToolStreamEvent[] {
-    if (this.finished) throw new Error('tool-call stream: push() after finish()');
-    this.feed(delta, false);
-    return this.sink.take();
-  }
-
-  finish(): ToolStreamEvent[] {
-    if (!this.finished) {
-      this.finished = true;
-      this.feed('', true);
-      this.sink.end();
-    }
-    return this.sink.take();
-  }
-
-  private feed(input: string, final: boolean): void {
+  protected feed(input: string, final: boolean): void {
     const { start } = this.fmt;
     for (;;) {
       if (!this.inBlock) {
