@@ -8,7 +8,6 @@ import { SinkStream } from './sink-stream.js';
 import { scanPythonCallList, type PyCall } from './python-scan.js';
 import { skipWs } from './scan.js';
 import { ScanSchedule } from './scan-schedule.js';
-import type { ToolStreamEvent } from './types.js';
 
 class PythonicStream extends SinkStream {
   private readonly schedule = new ScanSchedule(true);
