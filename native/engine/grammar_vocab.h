@@ -17,7 +17,7 @@ namespace spindle {
 
 class grammar_vocab {
  public:
-  static constexpr size_t max_cached = 64;
+  static constexpr size_t max_cached = 16;  // a cache of a large schema over a 150k vocabulary holds a few MB
 
   // n_vocab: the ids that may be sampled (a prefix of the tokenizer's ids).
   grammar_vocab(const tokenizer& tok, int32_t n_vocab) : tok_(tok), n_vocab_(n_vocab) {}
