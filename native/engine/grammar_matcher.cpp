@@ -195,6 +195,11 @@ bool grammar_matcher::accept_bytes(const char* data, size_t n) {
   return true;
 }
 
+bool grammar_matcher::can_accept(const std::string& s) const {
+  grammar_matcher copy = *this;
+  return copy.accept_string(s);
+}
+
 bool grammar_matcher::is_complete() const {
   if (st_.partial.left != 0) return false;
   return std::find(st_.tops.begin(), st_.tops.end(), grammar_stack_empty) != st_.tops.end();

@@ -70,6 +70,8 @@ class grammar_matcher {
   // the next call); otherwise returns false and changes nothing.
   bool accept_bytes(const char* data, size_t n);
   bool accept_string(const std::string& s) { return accept_bytes(s.data(), s.size()); }
+  // Whether accept_bytes would succeed; changes nothing.
+  bool can_accept(const std::string& s) const;
   // The input so far is a complete `root` (and does not end inside a UTF-8 character).
   bool is_complete() const;
 

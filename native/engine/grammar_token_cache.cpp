@@ -92,12 +92,7 @@ const grammar_position_tokens& grammar_token_cache::at(const frames_key& key) {
   return *by_pos_.emplace(key, std::move(entry)).first->second;
 }
 
-void grammar_token_cache::mask(const grammar_state& st, std::vector<uint64_t>& allowed) {
-  allowed.assign(token_bitset_words(trie_->n_vocab), 0);
-  if (st.partial.left != 0) {  // inside a UTF-8 character: the frames do not describe the state, walk it all
-    token_mask_into(*g_, st, *trie_, allowed);
-    return;
-  }
+void grammar_token_cache::keys_of(const grammar_state& st) {
   seen_.clear();
   for (uint32_t top : st.tops) {
     if (top == grammar_stack_empty) continue;
@@ -106,9 +101,25 @@ void grammar_token_cache::mask(const grammar_state& st, std::vector<uint64_t>& a
     for (uint32_t n = top; n != grammar_stack_empty && depth < uint32_t(key_depth); n = st.arena.nodes[n].parent)
       key[depth++] = st.arena.nodes[n].pos;
     key[key_depth] = depth;
-    if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;
-    seen_.push_back(key);
-    const grammar_position_tokens& t = at(key);
+    if (std::find(seen_.begin(), seen_.end(), key) == seen_.end()) seen_.push_back(key);
+  }
+}
+
+void grammar_token_cache::mask(const grammar_state& st, std::vector<uint64_t>& allowed) {
+  allowed.assign(token_bitset_words(trie_->n_vocab), 0);
+  bool walk_all = st.partial.left != 0;  // inside a UTF-8 character the frames do not describe the state
+  if (!walk_all) {
+    keys_of(st);
+    size_t missing = 0;
+    for (const frames_key& k : seen_) missing += by_pos_.count(k) == 0;
+    walk_all = by_pos_.size() + missing > max_entries;
+  }
+  if (walk_all) {
+    token_mask_into(*g_, st, *trie_, allowed);
+    return;
+  }
+  for (const frames_key& k : seen_) {
+    const grammar_position_tokens& t = at(k);
     for (size_t w = 0; w < allowed.size(); ++w) allowed[w] |= t.accepted[w];
     token_mask_into(*g_, st, t.uncertain, allowed);
   }

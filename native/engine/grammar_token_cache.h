@@ -35,6 +35,10 @@ class grammar_token_cache {
   const std::vector<std::string>& token_bytes() const { return *tokens_; }
   size_t n_vocab() const { return trie_->n_vocab; }
 
+  // Entries kept per grammar: bounded repetitions ({m,n}) give every count its own positions, so a long bounded
+  // string can reach thousands of keys (each ~25 KB); past the cap a state's mask is a plain trie walk.
+  static constexpr size_t max_entries = 1024;
+
   // allowed = the token bitset the state can accept next (resized and cleared first).
   void mask(const grammar_state& st, std::vector<uint64_t>& allowed);
 
@@ -53,6 +57,7 @@ class grammar_token_cache {
     }
   };
   const grammar_position_tokens& at(const frames_key& key);
+  void keys_of(const grammar_state& st);  // seen_ = the distinct keys of the state's tops
 
   std::shared_ptr<const grammar> g_;
   std::shared_ptr<const vocab_trie> trie_;

@@ -44,6 +44,14 @@ int32_t output_constraint::apply(float* logits, int32_t n_vocab, const std::vect
   return kept;
 }
 
+bool output_constraint::allows(int32_t token, const std::vector<int32_t>& end_ids,
+                                const std::vector<int32_t>& forbidden) const {
+  if (std::find(forbidden.begin(), forbidden.end(), token) != forbidden.end()) return false;
+  if (matcher_->is_complete() && std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end()) return true;
+  const std::string& bytes = cache_->token_bytes()[size_t(token)];
+  return !bytes.empty() && matcher_->can_accept(bytes);
+}
+
 bool output_constraint::advance(int32_t token, bool is_end) {
   if (is_end) return true;  // the sequence ends here; apply() only allowed it where complete
   const std::string& bytes = cache_->token_bytes()[size_t(token)];

@@ -26,6 +26,10 @@ class output_constraint {
   // they were where the grammar is complete, unless listed in `forbidden`. Returns how many ids remain.
   int32_t apply(float* logits, int32_t n_vocab, const std::vector<int32_t>& end_ids, const std::vector<int32_t>& forbidden);
 
+  // Active only. Whether `token` may come next, exactly as apply() would decide it (the sequence draws first
+  // and masks only when the draw is refused).
+  bool allows(int32_t token, const std::vector<int32_t>& end_ids, const std::vector<int32_t>& forbidden) const;
+
   // After `token` was appended (`is_end`: an EOG / stop id, which has no bytes for the grammar). Returns false
   // when the grammar cannot take the token (error() says why): a lazy trigger whose token carries text the
   // grammar refuses, or a token the mask did not allow (tests feed tokens directly).

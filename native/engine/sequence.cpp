@@ -40,13 +40,23 @@ void sequence::sample_and_append(float* logits, request_output& out) {
   const bool before_min = int32_t(output.size()) < req.params.min_tokens;
   int32_t token = 0;
   if (constraint_ && constraint_->active()) {
-    // End ids (EOG unless ignore_eos, stop ids) pass the grammar only where it is complete.
-    if (constraint_->apply(logits, n_vocab, min_tokens_mask_, before_min ? min_tokens_mask_ : no_mask) == 0) {
-      if (constraint_->complete()) finish_with(finish_reason::stop, out);
-      else fail("the grammar reached a dead end: no token of the vocabulary can continue the output", out);
-      return;
+    // Draw first and check the draw; only a refused draw pays for the mask and is drawn again under it (as
+    // llama.cpp does). Greedy, that is the masked argmax; sampled, the masked distribution (rejection sampling;
+    // with top-k / top-p / min-p the first draw is truncated on the unmasked distribution, as in llama.cpp). The
+    // draws do not depend on what the engine has cached, so a seeded request repeats exactly. End ids (EOG unless
+    // ignore_eos, stop ids) pass the grammar only where it is complete.
+    const std::vector<int32_t>& forbidden = before_min ? min_tokens_mask_ : no_mask;
+    unmasked_logits_.assign(logits, logits + n_vocab);
+    token = smp_.sample(logits, forbidden);
+    if (!constraint_->allows(token, min_tokens_mask_, forbidden)) {
+      std::copy(unmasked_logits_.begin(), unmasked_logits_.end(), logits);
+      if (constraint_->apply(logits, n_vocab, min_tokens_mask_, forbidden) == 0) {
+        if (constraint_->complete()) finish_with(finish_reason::stop, out);
+        else fail("the grammar reached a dead end: no token of the vocabulary can continue the output", out);
+        return;
+      }
+      token = smp_.sample(logits, no_mask);
     }
-    token = smp_.sample(logits, no_mask);
   } else {
     token = smp_.sample(logits, before_min ? min_tokens_mask_ : no_mask);
   }

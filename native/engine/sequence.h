@@ -51,6 +51,7 @@ struct sequence {
   std::unique_ptr<output_constraint> constraint_;
   std::vector<int32_t> min_tokens_mask_;  // distinct EOG (unless ignore_eos) and stop ids
   std::vector<float> raw_logits_;         // copy for logprobs, [n_vocab] when requested
+  std::vector<float> unmasked_logits_;    // [n_vocab] kept while a draw is checked against the grammar
 };
 
 }  // namespace spindle
