@@ -162,6 +162,24 @@ export interface NativeLimits {
   engineDefaults: { maxNumSeqs: number; chunkedPrefillSize: number; blockSize: number };
 }
 
+/** An mmproj's vision hyperparameters (native/vision/mmproj.h mmproj_hparams). */
+export interface NativeMmprojInfo {
+  projector: string;
+  nEmbd: number;
+  nHead: number;
+  nFf: number;
+  nLayer: number;
+  patchSize: number;
+  scaleFactor: number;
+  posGrid: number;
+  projHidden: number;
+  nEmbdOut: number;
+  useGelu: boolean;
+  eps: number;
+  mean: number[];
+  std: number[];
+}
+
 export interface NativeAddon {
   version(): string;
   limits: NativeLimits;
@@ -171,6 +189,8 @@ export interface NativeAddon {
   grammarCheck(gbnf: string): { rules: number };
   /** Feeds `input` (as UTF-8) to a fresh matcher of `gbnf`: accepted = a prefix of some sentence; complete = a whole one. */
   grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
+  /** Loads and checks an mmproj GGUF (native/vision/mmproj.h); throws an Error naming the bad key or tensor. */
+  mmprojInfo(path: string): NativeMmprojInfo;
   Tokenizer: NativeTokenizerClass;
   NativeEngine: NativeEngineClass;
 }

@@ -11,6 +11,7 @@ static Napi::Value version(const Napi::CallbackInfo& info) {
 }
 
 void register_grammar(Napi::Env env, Napi::Object exports);  // grammar_wrap.cpp
+void register_vision(Napi::Env env, Napi::Object exports);   // vision_wrap.cpp
 
 }  // namespace spindle::napi
 
@@ -23,6 +24,7 @@ static Napi::Object spindle_init(Napi::Env env, Napi::Object exports) {
   spindle::napi::init_tokenizer(env, exports);
   spindle::napi::register_engine(env, exports);
   spindle::napi::register_grammar(env, exports);
+  spindle::napi::register_vision(env, exports);
   return exports;
 }
 
