@@ -1,0 +1,122 @@
+// The reference LFM2-VL encoder's parts: position-grid resize (identity at the stored size, PyTorch's bilinear
+// align_corners=False values on a hand-checked upscale, antialiased shrink weights), pixel unshuffle order,
+// LayerNorm, GELU; and a whole encode on a small generated mmproj (token count, finite values, size errors).
+// Conformance with llama.cpp's encoder on a real-sized fixture is a later step of issue 15.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "common/error.h"
+#include "gguf_test_writer.h"
+#include "harness.h"
+#include "vision/lfm2_encoder_ref.h"
+
+using namespace spindle;
+using namespace gguf_test;
+
+TEST_CASE("lfm2 encoder: position grid resize") {
+  // 2x1 grid (G = 2 is read as 2x2 here: use a 2x2 grid whose rows repeat) upscaled to 4x4.
+  const std::vector<float> pos = {0.0f, 1.0f, 0.0f, 1.0f};  // [gy][gx], D = 1: value = gx
+  CHECK(resize_pos_embd(pos, 2, 2, 2, 1) == pos);
+  const std::vector<float> up = resize_pos_embd(pos, 2, 4, 4, 1);
+  const float want[4] = {0.0f, 0.25f, 0.75f, 1.0f};  // F.interpolate(bilinear, align_corners=False)
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) CHECK(std::abs(up[size_t(y * 4 + x)] - want[x]) < 1e-6f);
+  // Shrinking 4 -> 2 widens the triangle (antialias): output 0 averages inputs 0..2 with weights .25 .75 .75 .25 -> renormalized.
+  std::vector<float> ramp(16);
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) ramp[size_t(y * 4 + x)] = float(x);
+  const std::vector<float> down = resize_pos_embd(ramp, 4, 2, 4, 1);
+  CHECK(std::abs(down[0] - (0 * 0.75f + 1 * 0.75f + 2 * 0.25f) / 1.75f) < 1e-6f);
+}
+
+TEST_CASE("lfm2 encoder: pixel unshuffle puts top-left, top-right, bottom-left, bottom-right side by side") {
+  const int gw = 4, gh = 2, D = 2, s = 2;
+  std::vector<float> x(size_t(gw * gh * D));
+  for (int t = 0; t < gw * gh; ++t)
+    for (int c = 0; c < D; ++c) x[size_t(t * D + c)] = float(t * 10 + c);
+  const std::vector<float> y = pixel_unshuffle(x, gw, gh, D, s);
+  REQUIRE(y.size() == size_t(2 * 8));
+  const float token1[8] = {20, 21, 30, 31, 60, 61, 70, 71};  // merged token (ox 1, oy 0): patches 2, 3, 6, 7
+  for (int i = 0; i < 8; ++i) CHECK(y[size_t(8 + i)] == token1[i]);
+}
+
+TEST_CASE("lfm2 encoder: LayerNorm and GELU") {
+  std::vector<float> v = {1, 2, 3, 4};
+  layer_norm_rows(v, 4, nullptr, nullptr, 0.0f);
+  CHECK(std::abs(v[0] + 1.3416408f) < 1e-5f);
+  CHECK(std::abs(gelu_tanh(1.0f) - 0.8411920f) < 1e-6f);
+  CHECK(std::abs(gelu_quick(1.0f) - 0.8457957f) < 1e-6f);
+}
+
+namespace {
+
+// A small mmproj (D 8, 2 heads, 2 layers, P 4, G 4, s 2, H 12, E 10) with N(0, 1/sqrt(fan_in)) weights.
+std::vector<uint8_t> small_mmproj() {
+  const int64_t D = 8, F = 16, P = 4, S = 2, H = 12, E = 10;
+  std::vector<tensor_spec> t;
+  t.push_back({"v.patch_embd.weight", {P, P, 3, D}, ggml_type::F32});
+  t.push_back({"v.position_embd.weight", {D, 16}, ggml_type::F32});
+  for (int i = 0; i < 2; ++i) {
+    const std::string b = "v.blk." + std::to_string(i) + ".";
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_out"}) t.push_back({b + n + ".weight", {D, D}, ggml_type::F32});
+    t.push_back({b + "ln1.weight", {D}, ggml_type::F32});
+    t.push_back({b + "ln2.weight", {D}, ggml_type::F32});
+    t.push_back({b + "ffn_up.weight", {D, F}, ggml_type::F32});
+    t.push_back({b + "ffn_down.weight", {F, D}, ggml_type::F32});
+  }
+  t.push_back({"mm.1.weight", {D * S * S, H}, ggml_type::F32});
+  t.push_back({"mm.1.bias", {H}, ggml_type::F32});
+  t.push_back({"mm.2.weight", {H, E}, ggml_type::F32});
+  t.push_back({"mm.2.bias", {E}, ggml_type::F32});
+  built_file b = build_file(3, 12, [&](writer& w) {
+    w.kv<uint8_t>("clip.has_vision_encoder", gguf_value_type::BOOL, 1);
+    w.kv_str("clip.projector_type", "lfm2");
+    w.kv<uint32_t>("clip.vision.embedding_length", gguf_value_type::UINT32, uint32_t(D));
+    w.kv<uint32_t>("clip.vision.attention.head_count", gguf_value_type::UINT32, 2);
+    w.kv<uint32_t>("clip.vision.feed_forward_length", gguf_value_type::UINT32, uint32_t(F));
+    w.kv<uint32_t>("clip.vision.block_count", gguf_value_type::UINT32, 2);
+    w.kv<uint32_t>("clip.vision.patch_size", gguf_value_type::UINT32, uint32_t(P));
+    w.kv<uint32_t>("clip.vision.image_size", gguf_value_type::UINT32, 16);
+    w.kv<float>("clip.vision.attention.layer_norm_epsilon", gguf_value_type::FLOAT32, 1e-6f);
+    w.arr_of<float>("clip.vision.image_mean", gguf_value_type::FLOAT32, {0.5f, 0.5f, 0.5f});
+    w.arr_of<float>("clip.vision.image_std", gguf_value_type::FLOAT32, {0.5f, 0.5f, 0.5f});
+    w.kv<uint32_t>("clip.vision.projector.scale_factor", gguf_value_type::UINT32, uint32_t(S));
+  }, t);
+  std::mt19937 rng(7);
+  for (size_t i = 0; i < t.size(); ++i) {
+    const size_t n = size_t(b.sizes[i] / 4);
+    const bool gain = t[i].name.find("ln") != std::string::npos;
+    const float std_ = gain ? 0.0f : 1.0f / std::sqrt(float(t[i].ne[0]));
+    std::normal_distribution<float> dist(gain ? 1.0f : 0.0f, std_ > 0 ? std_ : 1e-9f);
+    for (size_t k = 0; k < n; ++k) {
+      const float v = dist(rng);
+      std::memcpy(b.bytes.data() + b.data_offset + b.offsets[i] + k * 4, &v, 4);
+    }
+  }
+  return b.bytes;
+}
+
+}  // namespace
+
+TEST_CASE("lfm2 encoder: a whole encode gives one finite embedding per merged token") {
+  const std::vector<uint8_t> bytes = small_mmproj();
+  auto f = gguf_file::from_memory(bytes.data(), bytes.size(), "small-mmproj.gguf");
+  const mmproj_model m = load_mmproj(*f, 10);
+  for (auto [w, h] : {std::pair<int, int>{16, 16}, {32, 16}, {8, 24}}) {
+    std::vector<float> px(size_t(3 * w * h));
+    for (size_t i = 0; i < px.size(); ++i) px[i] = float(int(i * 37 % 255)) / 127.5f - 1.0f;
+    const std::vector<float> e = lfm2_encode_reference(m, px, w, h);
+    REQUIRE(e.size() == size_t((w / 8) * (h / 8) * 10));
+    bool finite = true;
+    for (float v : e) finite = finite && std::isfinite(v);
+    CHECK(finite);
+    CHECK(lfm2_encode_reference(m, px, w, h) == e);  // deterministic
+  }
+  bool threw = false;
+  try { lfm2_encode_reference(m, std::vector<float>(3 * 12 * 16), 12, 16); } catch (const spindle::error& e) {
+    threw = std::string(e.what()).find("not a multiple of 8") != std::string::npos;
+  }
+  CHECK(threw);
+}
