@@ -191,6 +191,8 @@ export interface NativeAddon {
   grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
   /** Loads and checks an mmproj GGUF (native/vision/mmproj.h); throws an Error naming the bad key or tensor. */
   mmprojInfo(path: string): NativeMmprojInfo;
+  /** The plain-loop LFM2-VL encoder on one image entry (planar normalized RGB): [tokens * nEmbdOut]. For tests. */
+  mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number): Float32Array;
   Tokenizer: NativeTokenizerClass;
   NativeEngine: NativeEngineClass;
 }

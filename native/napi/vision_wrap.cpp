@@ -5,6 +5,7 @@
 #include <napi.h>
 
 #include "gguf/gguf_file.h"
+#include "vision/lfm2_encoder_ref.h"
 #include "vision/mmproj.h"
 
 namespace spindle::napi {
@@ -40,10 +41,34 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
   }
 }
 
+// mmprojEncodeReference(path, pixels: Float32Array planar [3][h][w] normalized, width, height): Float32Array
+// [tokens * nEmbdOut]: the plain-loop encoder (native/vision/lfm2_encoder_ref.h), for conformance tests.
+Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber()) {
+    throw Napi::TypeError::New(env, "mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number)");
+  }
+  Napi::TypedArray ta = info[1].As<Napi::TypedArray>();
+  if (ta.TypedArrayType() != napi_float32_array) throw Napi::TypeError::New(env, "pixels must be a Float32Array");
+  Napi::Float32Array px = ta.As<Napi::Float32Array>();
+  try {
+    auto file = gguf_file::open(info[0].As<Napi::String>().Utf8Value());
+    const mmproj_model m = load_mmproj(*file);
+    const std::vector<float> pixels(px.Data(), px.Data() + px.ElementLength());
+    const std::vector<float> e = lfm2_encode_reference(m, pixels, info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value());
+    Napi::Float32Array out = Napi::Float32Array::New(env, e.size());
+    std::copy(e.begin(), e.end(), out.Data());
+    return out;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+}
+
 }  // namespace
 
 void register_vision(Napi::Env env, Napi::Object exports) {
   exports.Set("mmprojInfo", Napi::Function::New(env, mmproj_info, "mmprojInfo"));
+  exports.Set("mmprojEncodeReference", Napi::Function::New(env, mmproj_encode_reference, "mmprojEncodeReference"));
 }
 
 }  // namespace spindle::napi
