@@ -52,6 +52,22 @@ vocab_trie vocab_trie_build(const std::vector<std::string>& tokens, std::vector<
   return t;
 }
 
+trie_byte_step trie_advance_byte(const grammar& g, grammar_stack_arena& arena, std::vector<uint32_t>& tops,
+                                 size_t begin, size_t end, const utf8_partial& p, uint8_t byte) {
+  trie_byte_step r{utf8_step::bad, p, begin, end, false};
+  uint32_t cp = 0;
+  r.step = utf8_feed(r.partial, byte, cp);
+  if (r.step == utf8_step::more) {
+    r.alive = grammar_partial_viable(g, arena.nodes, tops, begin, end, r.partial);
+  } else if (r.step == utf8_step::done) {
+    r.begin = tops.size();
+    grammar_accept_cp(g, arena, tops, begin, end, cp);
+    r.end = tops.size();
+    r.alive = r.end > r.begin;
+  }
+  return r;
+}
+
 namespace {
 
 struct mask_walk {
@@ -67,22 +83,10 @@ struct mask_walk {
     for (uint32_t child = at + 1; child < stop; child = trie.nodes[child].subtree_end) {
       const vocab_trie_node& c = trie.nodes[child];
       const size_t node_mark = arena.nodes.size(), top_mark = tops.size();
-      utf8_partial q = p;
-      uint32_t cp = 0;
-      utf8_step step = utf8_feed(q, c.byte, cp);
-      size_t b = begin, e = end;
-      bool ok = false;
-      if (step == utf8_step::more) {
-        ok = grammar_partial_viable(g, arena.nodes, tops, begin, end, q);
-      } else if (step == utf8_step::done) {
-        grammar_accept_cp(g, arena, tops, begin, end, cp);
-        b = top_mark;
-        e = tops.size();
-        ok = e > b;
-      }
-      if (ok) {
+      const trie_byte_step s = trie_advance_byte(g, arena, tops, begin, end, p, c.byte);
+      if (s.alive) {
         for (uint32_t i = c.tok_begin; i < c.tok_end; ++i) token_bitset_set(allowed, trie.token_ids[i]);
-        if (c.subtree_end > child + 1) visit_children(child, b, e, q);
+        if (c.subtree_end > child + 1) visit_children(child, s.begin, s.end, s.partial);
       }
       arena.truncate(node_mark);
       tops.resize(top_mark);

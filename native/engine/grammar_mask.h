@@ -38,6 +38,19 @@ inline bool token_bitset_test(const std::vector<uint64_t>& bits, int32_t id) {
   return (bits[size_t(id) >> 6] >> (id & 63)) & 1;
 }
 
+// One byte of a trie walk from the stacks tops[begin, end) with the partial character `p`: the byte's UTF-8 step,
+// the partial character after it and, on a completed code point, the stacks it leads to, appended to tops
+// (begin, end then name them); alive = some stack can still continue. Shared by the mask walk and the
+// cache's classifying walk; the caller truncates the arena and tops when it leaves the trie node.
+struct trie_byte_step {
+  utf8_step step;
+  utf8_partial partial;
+  size_t begin, end;
+  bool alive;
+};
+trie_byte_step trie_advance_byte(const grammar& g, grammar_stack_arena& arena, std::vector<uint32_t>& tops,
+                                 size_t begin, size_t end, const utf8_partial& p, uint8_t byte);
+
 // Sets (never clears) the bit of every token of `trie` that the grammar state can accept next; `allowed` must
 // already hold token_bitset_words(trie.n_vocab) words.
 void token_mask_into(const grammar& g, const grammar_state& st, const vocab_trie& trie, std::vector<uint64_t>& allowed);

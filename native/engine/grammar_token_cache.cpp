@@ -35,28 +35,20 @@ struct classify_walk {
     for (uint32_t child = at + 1; child < stop; child = trie.nodes[child].subtree_end) {
       const vocab_trie_node& c = trie.nodes[child];
       const size_t node_mark = arena.nodes.size(), top_mark = tops.size();
-      utf8_partial q = p;
-      uint32_t cp = 0;
-      const utf8_step step = utf8_feed(q, c.byte, cp);
-      size_t b = begin, e = begin;
-      bool alive = false, leaves_here = false;
-      if (step == utf8_step::more) {
-        alive = begin < end && grammar_partial_viable(g, arena.nodes, tops, begin, end, q);
-        e = end;
-      } else if (step == utf8_step::done) {
-        grammar_accept_cp(g, arena, tops, begin, end, cp);
+      trie_byte_step s = trie_advance_byte(g, arena, tops, begin, end, p, c.byte);
+      bool leaves_here = false;
+      if (s.step == utf8_step::done) {  // the empty stack means "popped below the frames": not a live stack here
         auto it = std::find(tops.begin() + long(top_mark), tops.end(), grammar_stack_empty);
         if (it != tops.end()) { leaves_here = true; tops.erase(it); }
-        b = top_mark;
-        e = tops.size();
-        alive = e > b;
+        s.end = tops.size();
+        s.alive = s.end > s.begin;
       }
-      if (step != utf8_step::bad) {
-        if (alive || leaves_here) tokens_of(child, true);
+      if (s.step != utf8_step::bad) {
+        if (s.alive || leaves_here) tokens_of(child, true);
         else if (left) tokens_of(child, false);
         const bool left_below = left || (leaves_here && !real_bottom);
         if (c.subtree_end > child + 1) {
-          if (alive) visit_children(child, b, e, q, left_below);
+          if (s.alive) visit_children(child, s.begin, s.end, s.partial, left_below);
           else if (left_below)
             for (uint32_t n = child + 1; n < c.subtree_end; ++n) tokens_of(n, false);
         }
