@@ -187,12 +187,8 @@ export interface NativeAddon {
   limitAllows(name: string, value: number): boolean;
   /** Parses GBNF text (native/engine/grammar_parse.cpp); throws an Error naming the line and column of a problem. */
   grammarCheck(gbnf: string): { rules: number };
-  /** Feeds `input` (as UTF-8) to a fresh matcher of `gbnf`: accepted = a prefix of some sentence; complete = a whole one. */
-  grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
   /** Loads and checks an mmproj GGUF (native/vision/mmproj.h); throws an Error naming the bad key or tensor. */
   mmprojInfo(path: string): NativeMmprojInfo;
-  /** The plain-loop LFM2-VL encoder on one image entry (planar normalized RGB): [tokens * nEmbdOut]. For tests. */
-  mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number): Float32Array;
   Tokenizer: NativeTokenizerClass;
   NativeEngine: NativeEngineClass;
 }

@@ -4,10 +4,10 @@
 import t from 'tap';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { loadNative } from '../lib/native.js';
+import { debugAddon } from './helpers/debug-addon.js';
 import { compileJsonSchema, StructuredOutputError } from '../lib/structured/index.js';
 
-const native = loadNative();
+const native = debugAddon();
 // both packages are CommonJS with `exports.default`; under NodeNext the default import is the module object
 const ajv = new Ajv2020.default({ strict: false, allErrors: false });
 addFormats.default(ajv);

@@ -1,13 +1,13 @@
 // Structured-output helpers: GrammarBuilder escaping / naming, choice lists, any-JSON grammars (json_object)
 // and user GBNF validation, all checked through the native matcher.
 import t from 'tap';
-import { loadNative } from '../lib/native.js';
+import { debugAddon } from './helpers/debug-addon.js';
 import {
   GrammarBuilder, StructuredOutputError, charClass, compileChoice, compileGbnf, compileJsonObject, compileJsonValue,
   literal, repeat,
 } from '../lib/structured/index.js';
 
-const native = loadNative();
+const native = debugAddon();
 const complete = (gbnf: string, text: string) => native.grammarMatch(gbnf, text).complete;
 /** A test label with everything outside printable ASCII escaped (U+2028 would break TAP lines). */
 const show = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

@@ -2,10 +2,10 @@
 // strings sampled from each pattern and random strings over its alphabet, raw and inside JSON strings;
 // refused constructs name themselves and their position.
 import t from 'tap';
-import { loadNative } from '../lib/native.js';
+import { debugAddon } from './helpers/debug-addon.js';
 import { GrammarBuilder, compileRegex, parseRegex, regexRule, type RegexNode } from '../lib/structured/index.js';
 
-const native = loadNative();
+const native = debugAddon();
 const complete = (gbnf: string, text: string) => native.grammarMatch(gbnf, text).complete;
 /** A test label with everything outside printable ASCII escaped (U+2028 would break TAP lines). */
 const show = (v: unknown) => String(JSON.stringify(v)).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

@@ -1,5 +1,5 @@
 // The plain-loop LFM2-VL encoder against llama.cpp's clip encoder (tools/mtmd, bundled llama.cpp de3ff815, CPU,
-// flash attention off) on the same random-weight mmproj (lib/random-model/mmproj.ts, seed 5) and the same
+// flash attention off) on the same random-weight mmproj (test/tooling/fixtures/mmproj.ts, seed 5) and the same
 // deterministic image entries: a 64x32 entry (position grid shrunk 16 -> 4 x 2, antialiased), a 256x256 entry
 // (grid used as stored) and a 512x512 tile (grid enlarged 16 -> 32). The llama.cpp outputs were produced by a
 // harness calling clip_image_encode and are stored in test/fixtures/vision/*.f32. llama.cpp rounds pixels to
@@ -10,8 +10,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadNative } from '../lib/native.js';
-import { writeMmproj } from '../lib/random-model/mmproj.js';
+import { writeMmproj } from './tooling/fixtures/mmproj.js';
+import { debugAddon } from './helpers/debug-addon.js';
 
 const fixtures = fileURLToPath(new URL('./fixtures/vision/', import.meta.url));
 const path = join(mkdtempSync(join(tmpdir(), 'spindle-enc-')), 'mm.gguf');
@@ -26,7 +26,7 @@ function pixels(w: number, h: number): Float32Array {
 for (const [w, h] of [[64, 32], [256, 256], [512, 512]]) {
   t.test(`${w}x${h}: embeddings match llama.cpp within 2e-3 of their scale`, async (t) => {
     const ref = new Float32Array(Uint8Array.from(readFileSync(join(fixtures, `lfm2-mm-seed5-${w}x${h}.f32`))).buffer);
-    const ours = loadNative().mmprojEncodeReference(path, pixels(w, h), w, h);
+    const ours = debugAddon().mmprojEncodeReference(path, pixels(w, h), w, h);
     t.equal(ours.length, ref.length, `${ours.length / 64} tokens of 64`);
     let scale = 0, worst = 0;
     for (let i = 0; i < ref.length; i++) {

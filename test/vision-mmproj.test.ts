@@ -1,11 +1,11 @@
-// The random-weight LFM2-VL mmproj fixture writer against the native loader: what lib/random-model/mmproj.ts
+// The random-weight LFM2-VL mmproj fixture writer against the native loader: what test/tooling/fixtures/mmproj.ts
 // writes loads with the hyperparameters it was given, and a broken file is refused naming the problem.
 import t from 'tap';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadNative } from '../lib/native.js';
-import { writeMmproj, type MmprojSpec } from '../lib/random-model/mmproj.js';
+import { writeMmproj, type MmprojSpec } from './tooling/fixtures/mmproj.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'spindle-mmproj-'));
 const spec: MmprojSpec = { nEmbd: 32, nHead: 4, nFf: 64, nLayer: 2, patchSize: 16, posGrid: 16, scaleFactor: 2, projHidden: 48, textEmbd: 64, seed: 5 };

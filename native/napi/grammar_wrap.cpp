@@ -1,5 +1,6 @@
 // grammarCheck(gbnf: string): { rules: number }            // throws Error naming line and column of a problem
-// grammarMatch(gbnf: string, input: string): { accepted: boolean, complete: boolean }
+// grammarMatch(gbnf: string, input: string): { accepted: boolean, complete: boolean }   (test builds only:
+//   SPINDLE_TEST_HOOKS)
 //   accepted: the UTF-8 bytes of input can be produced under the grammar (a prefix of some sentence);
 //   complete: input is a whole sentence of `root`.
 // These let TypeScript check the grammars it compiles (JSON Schema, regex, tool calls) against the same
@@ -39,7 +40,7 @@ Napi::Value grammar_check(const Napi::CallbackInfo& info) {
   return r;
 }
 
-Napi::Value grammar_match(const Napi::CallbackInfo& info) {
+[[maybe_unused]] Napi::Value grammar_match(const Napi::CallbackInfo& info) {
   auto g = parse_or_throw(info.Env(), string_arg(info, 0, "gbnf"));
   const std::string input = string_arg(info, 1, "input");
   grammar_matcher m(g);
@@ -54,7 +55,9 @@ Napi::Value grammar_match(const Napi::CallbackInfo& info) {
 
 void register_grammar(Napi::Env env, Napi::Object exports) {
   exports.Set("grammarCheck", Napi::Function::New(env, grammar_check, "grammarCheck"));
+#if SPINDLE_TEST_HOOKS
   exports.Set("grammarMatch", Napi::Function::New(env, grammar_match, "grammarMatch"));
+#endif
 }
 
 }  // namespace spindle::napi

@@ -41,9 +41,9 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
   }
 }
 
-// mmprojEncodeReference(path, pixels: Float32Array planar [3][h][w] normalized, width, height): Float32Array
+// (test builds only: SPINDLE_TEST_HOOKS) mmprojEncodeReference(path, pixels: Float32Array planar [3][h][w] normalized, width, height): Float32Array
 // [tokens * nEmbdOut]: the plain-loop encoder (native/vision/lfm2_encoder_ref.h), for conformance tests.
-Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) {
+[[maybe_unused]] Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsString() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber()) {
     throw Napi::TypeError::New(env, "mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number)");
@@ -68,7 +68,9 @@ Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) {
 
 void register_vision(Napi::Env env, Napi::Object exports) {
   exports.Set("mmprojInfo", Napi::Function::New(env, mmproj_info, "mmprojInfo"));
+#if SPINDLE_TEST_HOOKS
   exports.Set("mmprojEncodeReference", Napi::Function::New(env, mmproj_encode_reference, "mmprojEncodeReference"));
+#endif
 }
 
 }  // namespace spindle::napi

@@ -1,4 +1,5 @@
-// The addon's test-only exports (native/napi/model_debug.cpp, moe_debug.cpp), declared once for every test.
+// The addon's test-only exports (native/napi/model_debug.cpp, moe_debug.cpp, and grammarMatch /
+// mmprojEncodeReference of grammar_wrap.cpp / vision_wrap.cpp), declared once for every test.
 // They exist only in a build with the CMake option SPINDLE_TEST_HOOKS, which the dev build turns on
 // (`npm run build:native` builds with SPINDLE_BUILD_TESTS=ON); the release prebuild and binding.gyp lack them.
 import { loadNative, type NativeAddon } from '../../lib/native.js';
@@ -17,6 +18,10 @@ export interface DebugAddon extends NativeAddon {
   debugMoeScores(path: string, tokens: Int32Array, options?: { threads?: number }): MoeScores;
   /** The CPU kernel level the forward pass runs with: 'scalar' | 'avx2' | 'avx512'. */
   debugCpuLevel(): string;
+  /** Feeds `input` (as UTF-8) to a fresh matcher of `gbnf`: accepted = a prefix of some sentence; complete = a whole one. */
+  grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
+  /** The plain-loop LFM2-VL encoder on one image entry (planar normalized RGB): [tokens * nEmbdOut]. */
+  mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number): Float32Array;
 }
 
 /** The loaded addon with its test hooks; throws, naming the fix, when the addon was built without them. */
