@@ -4,34 +4,13 @@
 import t from 'tap';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { debugAddon } from './helpers/debug-addon.js';
+import { complete, int, native, pick, rng, show, type Rand } from './helpers/grammar-check.js';
 import { compileJsonSchema, StructuredOutputError } from '../lib/structured/index.js';
 
-const native = debugAddon();
 // both packages are CommonJS with `exports.default`; under NodeNext the default import is the module object
 const ajv = new Ajv2020.default({ strict: false, allErrors: false });
 addFormats.default(ajv);
 
-function complete(gbnf: string, text: string): boolean {
-  return native.grammarMatch(gbnf, text).complete;
-}
-/** A test label with everything outside printable ASCII escaped (U+2028 would break TAP lines). */
-const show = (v: unknown) => String(JSON.stringify(v)).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-
-/** Seeded PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-type Rand = () => number;
-const int = (r: Rand, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
-const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
 const chance = (r: Rand, p: number) => r() < p;
 const STRING_CHARS = ['a', 'b', 'z', 'A', '0', '9', ' ', '-', '_', '"', '\\', '/', '\n', '\t', '\u0001', '\u001f', 'é', '€', '😀', '{', ':'];
 function str(r: Rand, maxLen: number, chars: readonly string[] = STRING_CHARS): string {

@@ -1,16 +1,12 @@
 // Structured-output helpers: GrammarBuilder escaping / naming, choice lists, any-JSON grammars (json_object)
 // and user GBNF validation, all checked through the native matcher.
 import t from 'tap';
-import { debugAddon } from './helpers/debug-addon.js';
+import { complete, native, show } from './helpers/grammar-check.js';
 import {
   GrammarBuilder, StructuredOutputError, charClass, compileChoice, compileGbnf, compileJsonObject, compileJsonValue,
   literal, repeat,
 } from '../lib/structured/index.js';
 
-const native = debugAddon();
-const complete = (gbnf: string, text: string) => native.grammarMatch(gbnf, text).complete;
-/** A test label with everything outside printable ASCII escaped (U+2028 would break TAP lines). */
-const show = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 t.test('literal() matches exactly its text, for any Unicode', async (t) => {
   const texts = ['', 'plain', 'quote " and backslash \\', 'new\nline\r\ttab', '\u0000\u0001\u001f\u007f\u0085\u009f',

@@ -2,27 +2,10 @@
 // strings sampled from each pattern and random strings over its alphabet, raw and inside JSON strings;
 // refused constructs name themselves and their position.
 import t from 'tap';
-import { debugAddon } from './helpers/debug-addon.js';
+import { complete, int, native, pick, rng, show, type Rand } from './helpers/grammar-check.js';
 import { GrammarBuilder, compileRegex, parseRegex, regexRule, type RegexNode } from '../lib/structured/index.js';
 
-const native = debugAddon();
-const complete = (gbnf: string, text: string) => native.grammarMatch(gbnf, text).complete;
-/** A test label with everything outside printable ASCII escaped (U+2028 would break TAP lines). */
-const show = (v: unknown) => String(JSON.stringify(v)).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-type Rand = () => number;
-const int = (r: Rand, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
-const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
 
 const EXTRA = ['a', 'b', 'c', 'x', 'z', 'A', '0', '5', '-', '.', '@', ' ', '\n', '\r', '\t', 'é', '😀', '"', '\\', '_', ']', '\u2028', '\u0001'];
 
