@@ -118,7 +118,10 @@ t.test('json_schema: 200+ requests over a dozen schemas validate, greedy and sam
   t.ok(results.length >= 200);
 });
 
-function checkCalls(t: Tap.Test, what: string, a: Answer, choice: string | null, parallel: boolean): boolean {
+/** What the checks below use of a (sub)test. */
+type Checks = Pick<typeof t, 'fail' | 'ok' | 'equal'>;
+
+function checkCalls(t: Checks, what: string, a: Answer, choice: string | null, parallel: boolean): boolean {
   if (a.toolCalls.length === 0) { t.fail(`${what}: no tool call (${a.finish}): ${a.content}`); return false; }
   if (a.finish !== (choice === null ? 'tool_calls' : 'stop')) { t.fail(`${what}: finish ${a.finish}: ${JSON.stringify(a.toolCalls).slice(0, 300)} ${String(a.content).slice(0, 300)}`); return false; }
   if (!parallel && a.toolCalls.length !== 1) { t.fail(`${what}: ${a.toolCalls.length} calls without parallel_tool_calls`); return false; }
@@ -132,10 +135,8 @@ function checkCalls(t: Tap.Test, what: string, a: Answer, choice: string | null,
   return true;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
-declare namespace Tap { type Test = Parameters<Parameters<typeof t.test>[1]>[0] }
 
-async function toolRound(t: Tap.Test, target: App, count: number, label: string): Promise<void> {
+async function toolRound(t: Checks, target: App, count: number, label: string): Promise<void> {
   const jobs: (() => Promise<{ k: number; choice: string | null; parallel: boolean; a: Answer; streamed: Answer | null }>)[] = [];
   for (let k = 0; k < count; ++k) {
     jobs.push(async () => {
