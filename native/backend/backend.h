@@ -31,8 +31,9 @@ struct rope_params {
   const float* freq_factors = nullptr;  // [n_rot/2] backend memory, or nullptr (all 1)
 };
 
-// Causal attention of n_tokens query rows of one sequence against its KV cache. Query row i sits at position
-// n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).
+// Attention of n_tokens query rows of one sequence against its KV cache. Causal (the default): query row i sits
+// at position n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).
+// Non-causal (causal = false, a ViT encoder): every query row attends to all n_past + n_tokens cache rows.
 // Query head h uses KV head h / (n_head / n_head_kv) (GQA / MQA).
 struct attention_params {
   int64_t n_tokens = 0;
@@ -44,12 +45,14 @@ struct attention_params {
   int64_t k_row_stride = 0;  // floats between consecutive positions in the K cache (>= n_head_kv * head_dim_k)
   int64_t v_row_stride = 0;  // floats between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
   float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
+  bool causal = true;        // false: bidirectional, every query attends to every cache row
 };
 
-// Causal attention of n_tokens query rows of one sequence against a paged KV store: position p lives in row
+// Attention of n_tokens query rows of one sequence against a paged KV store: position p lives in row
 // block_table[p / block_size] * block_size + p % block_size of the store (row strides as in attention_params).
-// Query row i sits at position n_past + i and attends to positions 0..n_past + i. Same result, bit for bit,
-// as attention() over the same rows laid out contiguously.
+// Query row i sits at position n_past + i and attends to positions 0..n_past + i (all n_past + n_tokens
+// positions when attn.causal is false). Same result, bit for bit, as attention() over the same rows laid out
+// contiguously.
 struct paged_attention_params {
   attention_params attn;                 // n_tokens, n_past, heads, strides, scale
   const int32_t* block_table = nullptr;  // host [n_table]; covers n_past + n_tokens positions
@@ -106,11 +109,20 @@ class backend {
   virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;
   // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w.   x, y: [n_rows, n], w: [n] or nullptr (no weight)
   virtual void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) = 0;
+  // y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b, mean first, then the population variance of
+  // (x - mean) (as ggml_norm). x, y: [n_rows, n] (y may alias x), w, b: [n] or nullptr (no weight / no bias)
+  virtual void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
+                          float eps) = 0;
   // Rotates each head of x in place.   x: [n_rows, n_head, head_dim], pos: host [n_rows]
   virtual void rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
                     const rope_params& p) = 0;
   // y = silu(gate) * up elementwise, n elements (y may alias gate or up)
   virtual void swiglu(const float* gate, const float* up, float* y, int64_t n) = 0;
+  // y = gelu(x) elementwise, tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in f32 (no f16 table;
+  // evaluated as x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), the same function), n elements (y may alias x)
+  virtual void gelu(const float* x, float* y, int64_t n) = 0;
+  // y = x * sigmoid(1.702 x) elementwise, n elements (y may alias x)
+  virtual void gelu_quick(const float* x, float* y, int64_t n) = 0;
   // x[r, :] = softmax(x[r, :] * scale) in place.   x: [n_rows, n]
   virtual void softmax(float* x, int64_t n_rows, int64_t n, float scale) = 0;
   // q: [n_tokens, n_head * head_dim_k], k_cache: [positions, k_row_stride], v_cache: [positions, v_row_stride]

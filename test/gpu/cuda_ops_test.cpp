@@ -1,5 +1,5 @@
 // CUDA row ops against the CPU backend (the reference): norms, softmax, rope, elementwise ops, attention
-// (contiguous and paged) and LFM2's short convolution. Tolerances are relative to the output's scale and
+// (contiguous and paged, causal and not), LFM2's short convolution and the ViT encoder's layer_norm / GELU. Tolerances are relative to the output's scale and
 // stated per op; batch invariance (a row's bits alone == inside a larger call) is checked where an op
 // reduces across a row.
 #include <algorithm>
@@ -228,5 +228,124 @@ TEST_CASE("cuda attention_paged_batch: one launch for many sequences == each alo
     be.gpu->attention_paged(seqs[s], gq.p() + at * heads * hd, gk.p(), gv.p(), one.p());
     CHECK(same_bits(one.get().data(), all.data() + at * heads * hd, (size_t)(n_tok[s] * heads * hd)));
     at += n_tok[s];
+  }
+}
+
+// The ViT encoder's ops. Tolerances against the CPU (relative to the output's scale): layer_norm 1e-5 (the GPU sums
+// in f32 block reductions, the CPU in double), gelu / gelu_quick 2e-6 (CUDA's expf vs ggml's vectorized one, both
+// about 1 ulp), non-causal attention 1e-5 as the causal one.
+TEST_CASE("cuda layer_norm: with and without weight / bias, in place, within 1e-5 of the CPU, batch-invariant") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(21);
+  for (int64_t n : {1152, 13, 4304}) {
+    const int64_t rows = 6;
+    std::vector<float> x = randn(rows * n, rng, 2.0f);
+    for (float& e : x) e += 1.5f;  // a mean to take out
+    const std::vector<float> w = randn(n, rng), b = randn(n, rng);
+    buf cw(*be.cpu, w), cb(*be.cpu, b), gw(*be.gpu, w), gb(*be.gpu, b);
+    for (int mode = 0; mode < 4; ++mode) {
+      buf cx(*be.cpu, x), gx(*be.gpu, x), cy(*be.cpu, rows * n), gy(*be.gpu, rows * n);
+      const float* cwp = mode & 1 ? cw.p() : nullptr;
+      const float* cbp = mode & 2 ? cb.p() : nullptr;
+      const float* gwp = mode & 1 ? gw.p() : nullptr;
+      const float* gbp = mode & 2 ? gb.p() : nullptr;
+      be.cpu->layer_norm(cx.p(), cwp, cbp, cy.p(), rows, n, 1e-6f);
+      be.gpu->layer_norm(gx.p(), gwp, gbp, gy.p(), rows, n, 1e-6f);
+      const std::vector<float> yg = gy.get();
+      CHECK(max_rel(yg, cy.get()) <= 1e-5);
+      buf gy1(*be.gpu, n);
+      be.gpu->layer_norm(gx.p() + 3 * n, gwp, gbp, gy1.p(), 1, n, 1e-6f);
+      CHECK(same_bits(gy1.get().data(), yg.data() + 3 * n, (size_t)n));
+      be.gpu->layer_norm(gx.p(), gwp, gbp, gx.p(), rows, n, 1e-6f);  // in place
+      CHECK(same_bits(gx.get().data(), yg.data(), yg.size()));
+    }
+  }
+}
+
+TEST_CASE("cuda gelu and gelu_quick: within 2e-6 of the CPU, huge |x| safe, in place") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(22);
+  std::vector<float> x = randn(10007, rng, 4.0f);
+  for (float v : {30.0f, 100.0f, 1e13f, 1e20f, 3e38f}) x.push_back(v), x.push_back(-v);
+  const int64_t n = (int64_t)x.size();
+  for (int op = 0; op < 2; ++op) {
+    buf cx(*be.cpu, x), gx(*be.gpu, x), cy(*be.cpu, n), gy(*be.gpu, n);
+    if (op == 0) be.cpu->gelu(cx.p(), cy.p(), n), be.gpu->gelu(gx.p(), gy.p(), n);
+    else be.cpu->gelu_quick(cx.p(), cy.p(), n), be.gpu->gelu_quick(gx.p(), gy.p(), n);
+    const std::vector<float> yg = gy.get(), yc = cy.get();
+    CHECK(max_rel(std::vector<float>(yg.begin(), yg.begin() + 10007), std::vector<float>(yc.begin(), yc.begin() + 10007)) <= 2e-6);
+    for (int64_t i = 10007; i < n; ++i) CHECK(std::fabs(x[i]) < 100.0f || yg[i] == (x[i] > 0 ? x[i] : 0.0f));
+    if (op == 0) be.gpu->gelu(gx.p(), gx.p(), n);
+    else be.gpu->gelu_quick(gx.p(), gx.p(), n);
+    CHECK(same_bits(gx.get().data(), yg.data(), yg.size()));
+  }
+}
+
+TEST_CASE("cuda non-causal attention: ViT shapes, contiguous and paged, batch-invariant") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(23);
+  struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; };
+  for (const shape s : {shape{1, 0, 4, 4, 64}, shape{7, 0, 4, 4, 72}, shape{256, 0, 16, 16, 72},
+                        shape{1024, 0, 16, 16, 72}, shape{40, 9, 8, 2, 64}}) {
+    attention_params p;
+    p.n_tokens = s.n_tokens;
+    p.n_past = s.n_past;
+    p.n_head = s.n_head;
+    p.n_head_kv = s.n_head_kv;
+    p.head_dim_k = p.head_dim_v = s.hd;
+    p.k_row_stride = (int64_t)s.n_head_kv * s.hd + 8;  // padded rows
+    p.v_row_stride = (int64_t)s.n_head_kv * s.hd;
+    p.scale = 1.0f / std::sqrt((float)s.hd);
+    p.causal = false;
+    const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd;
+    const std::vector<float> q = randn(s.n_tokens * q_row, rng), k = randn(n_kv * p.k_row_stride, rng),
+                             v = randn(n_kv * p.v_row_stride, rng);
+    buf cq(*be.cpu, q), ck(*be.cpu, k), cv(*be.cpu, v), co(*be.cpu, s.n_tokens * q_row);
+    buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, s.n_tokens * q_row);
+    be.cpu->attention(p, cq.p(), ck.p(), cv.p(), co.p());
+    be.gpu->attention(p, gq.p(), gk.p(), gv.p(), go.p());
+    const std::vector<float> og = go.get();
+    CHECK(max_rel(og, co.get()) <= 1e-5);
+    // the last m rows alone (n_past grows by the rows left out: the same positions): same bits
+    const int64_t m = std::max<int64_t>(1, s.n_tokens / 3);
+    attention_params pm = p;
+    pm.n_tokens = m;
+    pm.n_past = p.n_past + s.n_tokens - m;
+    buf gom(*be.gpu, m * q_row);
+    be.gpu->attention(pm, gq.p() + (s.n_tokens - m) * q_row, gk.p(), gv.p(), gom.p());
+    CHECK(same_bits(gom.get().data(), og.data() + (s.n_tokens - m) * q_row, (size_t)(m * q_row)));
+    // paged, blocks of 16 in reverse order: alone, and in one batch launch after the m-row call
+    const int32_t bs = 16, n_table = (int32_t)((n_kv + bs - 1) / bs);
+    std::vector<int32_t> table(n_table);
+    for (int32_t i = 0; i < n_table; ++i) table[i] = n_table - 1 - i;
+    std::vector<float> ks((size_t)(n_table * bs * p.k_row_stride)), vs((size_t)(n_table * bs * p.v_row_stride));
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const int64_t row = (int64_t)table[j / bs] * bs + j % bs;
+      std::copy_n(k.begin() + j * p.k_row_stride, p.k_row_stride, ks.begin() + row * p.k_row_stride);
+      std::copy_n(v.begin() + j * p.v_row_stride, p.v_row_stride, vs.begin() + row * p.v_row_stride);
+    }
+    paged_attention_params pp;
+    pp.attn = p;
+    pp.block_table = table.data();
+    pp.n_table = n_table;
+    pp.block_size = bs;
+    pp.n_blocks = n_table;
+    buf gks(*be.gpu, ks), gvs(*be.gpu, vs), gop(*be.gpu, s.n_tokens * q_row);
+    be.gpu->attention_paged(pp, gq.p(), gks.p(), gvs.p(), gop.p());
+    CHECK(same_bits(gop.get().data(), og.data(), og.size()));
+    paged_attention_params two[2] = {pp, pp};
+    two[0].attn = pm;  // the last m rows, then all rows: one launch
+    std::vector<float> q2(q.begin() + (s.n_tokens - m) * q_row, q.end());
+    q2.insert(q2.end(), q.begin(), q.end());
+    buf gq2(*be.gpu, q2), go2(*be.gpu, (m + s.n_tokens) * q_row);
+    be.gpu->attention_paged_batch(two, 2, gq2.p(), gks.p(), gvs.p(), go2.p());
+    const std::vector<float> o2 = go2.get();
+    CHECK(same_bits(o2.data(), og.data() + (s.n_tokens - m) * q_row, (size_t)(m * q_row)));
+    CHECK(same_bits(o2.data() + m * q_row, og.data(), og.size()));
+    two[0].attn.causal = true;
+    CHECK_THROWS_WITH(be.gpu->attention_paged_batch(two, 2, gq2.p(), gks.p(), gvs.p(), go2.p()), "causality");
   }
 }

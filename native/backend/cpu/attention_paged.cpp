@@ -51,7 +51,7 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
   const attention_params& a = p.attn;
   const int32_t group = a.n_head / a.n_head_kv;
   for (int64_t t = 0; t < a.n_tokens; ++t) {
-    const int64_t n_kv = a.n_past + t + 1;
+    const int64_t n_kv = a.causal ? a.n_past + t + 1 : a.n_past + a.n_tokens;
     for (int32_t h = 0; h < a.n_head; ++h) {
       const int32_t hkv = h / group;
       const float* qh = q + (t * a.n_head + h) * (int64_t)a.head_dim_k;

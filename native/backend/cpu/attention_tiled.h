@@ -13,7 +13,8 @@
 namespace spindle {
 
 // Query tokens [t0, t0 + n_t) x query heads [h0, h0 + n_h) of one attention() call; all n_h heads must map to
-// the same KV head (h0 / group == (h0 + n_h - 1) / group). Token t attends positions [0, n_past + t].
+// the same KV head (h0 / group == (h0 + n_h - 1) / group). Token t attends positions [0, n_past + t] (all
+// n_past + n_tokens positions when p.causal is false: attention_bidir.h).
 struct attention_tile {
   int64_t t0 = 0;
   int64_t n_t = 0;
@@ -25,7 +26,8 @@ struct attention_tile {
 constexpr int32_t k_attention_tile_max_queries = 64;
 
 // How attention_rows cuts one call into tiles: heads per tile (a whole GQA group, or a part of one over
-// k_attention_tile_max_queries) and tokens per tile.
+// k_attention_tile_max_queries) and tokens per tile (about 16 queries per causal tile, up to
+// k_attention_tile_max_queries per non-causal one).
 struct attention_tiling {
   int32_t n_h = 1;
   int64_t n_t = 1;

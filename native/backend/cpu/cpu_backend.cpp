@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "backend/cpu/attention_bidir.h"
 #include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
@@ -162,6 +163,16 @@ void cpu_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_r
   });
 }
 
+void cpu_backend::layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
+                             float eps) {
+  parallel_range(pool_, n_rows, k_min_parallel_elements / (n > 0 ? n : 1) + 1, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      if (avx2_) ops_layer_norm_row_avx2(x + r * n, w, b, y + r * n, n, eps);
+      else ops_layer_norm_row(x + r * n, w, b, y + r * n, n, eps);
+    }
+  });
+}
+
 void cpu_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
                        const rope_params& p) {
   if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
@@ -188,6 +199,24 @@ void cpu_backend::swiglu(const float* gate, const float* up, float* y, int64_t n
     const int64_t s = gb * 8, e = std::min(n, ge * 8);
     if (avx2_) ops_swiglu_avx2(gate + s, up + s, y + s, e - s);
     else ops_swiglu(gate + s, up + s, y + s, e - s);
+  });
+}
+
+// Each element's bits depend on its value only (the AVX2 kernels run the rest through masked lanes), so any
+// split gives the same result; ranges of whole 8-groups keep the vector loads full.
+void cpu_backend::gelu(const float* x, float* y, int64_t n) {
+  parallel_range(pool_, (n + 7) / 8, k_min_parallel_elements / 8, [&](int64_t gb, int64_t ge) {
+    const int64_t s = gb * 8, e = std::min(n, ge * 8);
+    if (avx2_) ops_gelu_avx2(x + s, y + s, e - s);
+    else ops_gelu_vec(x + s, y + s, e - s);
+  });
+}
+
+void cpu_backend::gelu_quick(const float* x, float* y, int64_t n) {
+  parallel_range(pool_, (n + 7) / 8, k_min_parallel_elements / 8, [&](int64_t gb, int64_t ge) {
+    const int64_t s = gb * 8, e = std::min(n, ge * 8);
+    if (avx2_) ops_gelu_quick_avx2(x + s, y + s, e - s);
+    else ops_gelu_quick_vec(x + s, y + s, e - s);
   });
 }
 
@@ -229,7 +258,7 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
     const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
     const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
-    const int64_t n_kv = p.n_past + t + 1;
+    const int64_t n_kv = p.causal ? p.n_past + t + 1 : n_kv_max;
     ops_attention_head_kv(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
   };
   // Items go out in small chunks from a shared counter: later queries attend to more positions (causal), so
@@ -248,7 +277,8 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
 
 // The AVX2 path: tiles of (consecutive tokens x query heads of one KV head) so K / V rows are fetched once per
 // tile; tiles go out one at a time from a shared counter, costliest (last tokens) first, so the threads finish
-// together. Each tile's outputs are bitwise the per-item kernel's, whichever thread runs it.
+// together. Causal tiles' outputs are bitwise the per-item kernel's, non-causal ones follow attention_bidir.h's
+// fixed order, whichever thread runs them.
 void cpu_backend::attention_tiles(const attention_params& p, const float* q, const float* k_base,
                                   const float* const* k_table, const float* v_base, const float* const* v_table,
                                   float* out) {
@@ -256,7 +286,7 @@ void cpu_backend::attention_tiles(const attention_params& p, const float* q, con
   const attention_tiling tl = attention_make_tiling(p);
   const int64_t n_tiles = tl.n_tiles();
   const int32_t group = p.n_head / p.n_head_kv;
-  const int64_t per_thread = attention_tile_scratch(p, tl);
+  const int64_t per_thread = p.causal ? attention_tile_scratch(p, tl) : attention_bidir_scratch(p, tl);
   float* scratch_all = scratch((int64_t)pool_.size() * per_thread);  // one scratch area per thread
   std::atomic<int64_t> next{0};
   const auto work = [&](int ith, int) {
@@ -267,7 +297,8 @@ void cpu_backend::attention_tiles(const attention_params& p, const float* q, con
       const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
       const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
       const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
-      attention_tile_avx2(p, tile, q, k, v, ts, out);
+      if (p.causal) attention_tile_avx2(p, tile, q, k, v, ts, out);
+      else attention_bidir_tile_avx2(p, tile, q, k, v, ts, out);
     }
   };
   if (n_tiles < 2 || pool_.size() == 1) work(0, 1);

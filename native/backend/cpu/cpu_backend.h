@@ -41,9 +41,13 @@ class cpu_backend final : public backend {
   void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) override;
   void add(const float* a, const float* b, float* y, int64_t n) override;
   void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
+  void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
+                  float eps) override;
   void rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
             const rope_params& p) override;
   void swiglu(const float* gate, const float* up, float* y, int64_t n) override;
+  void gelu(const float* x, float* y, int64_t n) override;
+  void gelu_quick(const float* x, float* y, int64_t n) override;
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
                  float* out) override;
@@ -64,7 +68,9 @@ class cpu_backend final : public backend {
   void attention_tiles(const attention_params& p, const float* q, const float* k_base, const float* const* k_table,
                        const float* v_base, const float* const* v_table, float* out);
   thread_pool pool_;
-  bool avx2_;  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels (cpu_active_level() >= avx2)
+  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels, layer_norm / gelu / non-causal attention
+  // the AVX2 ones of their own (cpu_active_level() >= avx2)
+  bool avx2_;
   std::vector<float> scratch_;
   // Packed copies of the weights matmul has seen (made at a weight's first matmul, kept until destruction),
   // keyed by the weight's data pointer; a weight only read by get_rows (untied embeddings) is never packed.

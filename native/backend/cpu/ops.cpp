@@ -29,6 +29,47 @@ void ops_rms_norm_row(const float* x, const float* w, float* y, int64_t n, float
   }
 }
 
+void ops_layer_norm_row(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  if (n <= 0) return;
+  double sum = 0.0;  // as ggml_norm: f32 values accumulated in double
+  for (int64_t i = 0; i < n; ++i) sum += (double)x[i];
+  const float mean = (float)(sum / (double)n);
+  double sum2 = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] - mean;
+    y[i] = v;
+    sum2 += (double)(v * v);
+  }
+  const float scale = 1.0f / std::sqrt((float)(sum2 / (double)n) + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    float t = y[i] * scale;
+    if (w) t = t * w[i];
+    if (b) t = t + b[i];
+    y[i] = t;
+  }
+}
+
+namespace {
+constexpr float k_sqrt_2_over_pi = 0.79788456080286535588f;
+constexpr float k_gelu_coef_a = 0.044715f;
+constexpr float k_gelu_quick_coef = 1.702f;
+}  // namespace
+
+float ops_gelu(float x) {
+  const float u = k_sqrt_2_over_pi * x * (1.0f + k_gelu_coef_a * x * x);
+  return x / (1.0f + std::exp(-2.0f * u));
+}
+
+float ops_gelu_quick(float x) { return x / (1.0f + std::exp(-k_gelu_quick_coef * x)); }
+
+void ops_gelu_vec(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = ops_gelu(x[i]);
+}
+
+void ops_gelu_quick_vec(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = ops_gelu_quick(x[i]);
+}
+
 void ops_rope_cache(int64_t pos, const rope_params& p, float* cache) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
   float theta = (float)pos;

@@ -18,6 +18,20 @@ float ops_dot_f32(const float* a, const float* b, int64_t n);
 // y = x * (1 / sqrt(mean(x^2) + eps)) [* w].   x, y, w: [n]; w may be nullptr; y may alias x.
 void ops_rms_norm_row(const float* x, const float* w, float* y, int64_t n, float eps);
 
+// y = (x - mean) * (1 / sqrt(var + eps)) [* w] [+ b] as ggml_norm then ggml_mul / ggml_add: mean = sum(x) / n
+// summed in double, v = x - mean (f32), var = sum(v * v) / n summed in double; w * and + b rounded separately.
+// x, y, w, b: [n]; w, b may be nullptr; y may alias x.
+void ops_layer_norm_row(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
+
+// gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) x (1 + 0.044715 x^2), evaluated as x / (1 + exp(-2u)) (the
+// same function; it avoids the cancellation of 1 + tanh(u) for negative x, and large |x| give x or -0).
+float ops_gelu(float x);
+// gelu_quick(x) = x * sigmoid(1.702 x) = x / (1 + exp(-1.702 x))
+float ops_gelu_quick(float x);
+// y = gelu(x) / gelu_quick(x).   n elements; y may alias x.
+void ops_gelu_vec(const float* x, float* y, int64_t n);
+void ops_gelu_quick_vec(const float* x, float* y, int64_t n);
+
 // cache[2j] = cos(angle_j), cache[2j + 1] = sin(angle_j) for j < n_rot/2 at position pos.   cache: [n_rot]
 void ops_rope_cache(int64_t pos, const rope_params& p, float* cache);
 // Rotates the first n_rot dims of one head in place with a cache from ops_rope_cache.   x: [head_dim]
@@ -72,5 +86,12 @@ void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows&
 void ops_attention_softmax_avx2(float* p, int64_t n_kv);
 // Groups of 8 start at element 0 of the call, so callers split rows at multiples of 8 elements.
 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n);
+// ops_layer_norm_row with the sums in 8 double lanes (4 + 4, lane i % 8), reduced in a fixed order, then the
+// n % 8 rest added one by one; the same contract and fixed order for every row of a given n.
+void ops_layer_norm_row_avx2(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
+// gelu / gelu_quick on 8 lanes with ggml's vectorized expf (about 1.5 ulp) and a true division; the n % 8 rest
+// goes through the same lanes (masked), so every element's bits depend on its own value only.
+void ops_gelu_avx2(const float* x, float* y, int64_t n);
+void ops_gelu_quick_avx2(const float* x, float* y, int64_t n);
 
 }  // namespace spindle

@@ -1,5 +1,6 @@
 // AVX2 + FMA float kernels that reproduce, bit for bit, what llama.cpp's x86 CPU backend (its AVX2 "haswell"
-// build, ggml-cpu) computes for rope, the non-flash attention path and SwiGLU (see ops.h for the contract).
+// build, ggml-cpu) computes for rope, the non-flash attention path and SwiGLU (see ops.h for the contract); the
+// ViT encoder's layer_norm and GELU kernels at the end keep a fixed order of their own (not llama.cpp's bits).
 // Invariant: every output is a fixed sequence of IEEE operations of its own inputs (groups of 8 are aligned
 // to element 0 of a row), so results never depend on threads or batch size; compiled per function with
 // __attribute__((target)), so the baseline binary still runs on CPUs without AVX2 (they never call these).
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "backend/cpu/attention_avx2_inl.h"
+#include "backend/cpu/expf_avx2_inl.h"
 #include "backend/cpu/vec_dot_avx2.h"
 
 namespace spindle {
@@ -19,36 +21,6 @@ int64_t ops_attention_scratch(int64_t n_kv, int32_t head_dim_v) {
 #if SPINDLE_HAVE_X86_KERNELS
 
 namespace {
-
-// exp(x) on 8 lanes: ggml's ggml_v_expf (ARM optimized-routines polynomial, max error ~1.5 ulp), the same
-// operation sequence so the results are identical: x = n ln2 + b, exp(x) = 2^n (1 + p(b)).
-// Lanes with |n| > 126 take the scaled path; |n| > 192 gives 0 or inf (so -inf gives exactly 0).
-SPINDLE_AVX2 inline __m256 expf8(__m256 x) {
-  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);  // x / ln2 + shift
-  const __m256 n = _mm256_sub_ps(z, shift);                                      // round(x / ln2)
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);               // n in the exponent field
-  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
-  const __m256i big = _mm256_castps_si256(_mm256_cmp_ps(abs_n, _mm256_set1_ps(126), _CMP_GT_OQ));
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
-  const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
-  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, lo), u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-  if (!_mm256_movemask_ps(_mm256_castsi256_ps(big))) return _mm256_fmadd_ps(j, k, k);
-  // 2^n split over two factors s1 * s2 so that neither over- nor underflows on its own
-  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                     _mm256_set1_epi32((int)0x82000000u));
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-  const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192), _CMP_GT_OQ);
-  const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
-  const __m256 normal = _mm256_fmadd_ps(k, j, k);
-  const __m256 mid = _mm256_blendv_ps(normal, scaled, _mm256_castsi256_ps(big));
-  return _mm256_blendv_ps(mid, _mm256_mul_ps(s1, s1), huge);
-}
 
 // Sum of 8 lanes: (v0 + v4) + (v2 + v6) + ((v1 + v5) + (v3 + v7)), as ggml's AVX hsum.
 SPINDLE_AVX2 inline float hsum8(__m256 v) { return hsum_avx2(v); }
@@ -259,6 +231,92 @@ SPINDLE_AVX2 void ops_swiglu_avx2(const float* gate, const float* up, float* y, 
   for (; i < n; ++i) y[i] = ops_silu(gate[i]) * up[i];
 }
 
+namespace {
+
+// Lanes [0, m) set, for the masked loads and stores of a row's last m < 8 elements.
+SPINDLE_AVX2 inline __m256i first_lanes(int64_t m) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// 8 floats at p + i, or (past n8, the row's rest) the lanes of `rest` with the others 0; stored likewise.
+SPINDLE_AVX2 inline __m256 load_rest(const float* p, int64_t i, int64_t n8, __m256i rest) {
+  return i < n8 ? _mm256_loadu_ps(p + i) : _mm256_maskload_ps(p + i, rest);
+}
+SPINDLE_AVX2 inline void store_rest(float* p, int64_t i, int64_t n8, __m256i rest, __m256 v) {
+  if (i < n8) _mm256_storeu_ps(p + i, v);
+  else _mm256_maskstore_ps(p + i, rest, v);
+}
+
+// Sum of 4 + 4 double lanes: ((a0 + b0) + (a2 + b2)) + ((a1 + b1) + (a3 + b3)).
+SPINDLE_AVX2 inline double hsum_pd2(__m256d a, __m256d b) {
+  const __m256d s = _mm256_add_pd(a, b);
+  const __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+}
+
+// acc += the 8 floats of v as doubles (lanes 0..3 into lo, 4..7 into hi).
+SPINDLE_AVX2 inline void add_pd8(__m256 v, __m256d& lo, __m256d& hi) {
+  lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+// gelu(x) = x / (1 + exp(-2u)), -2u = x * (-2 sqrt(2/pi)) * (1 + 0.044715 x^2) (see ops_gelu).
+struct gelu_lanes {
+  SPINDLE_AVX2 __m256 operator()(__m256 v) const {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 t = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v), v, one);
+    const __m256 e = expf8(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.79788456080286535588f), v), t));
+    return _mm256_div_ps(v, _mm256_add_ps(one, e));
+  }
+};
+
+// gelu_quick(x) = x / (1 + exp(-1.702 x)).
+struct gelu_quick_lanes {
+  SPINDLE_AVX2 __m256 operator()(__m256 v) const {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(v, _mm256_add_ps(one, expf8(_mm256_mul_ps(_mm256_set1_ps(-1.702f), v))));
+  }
+};
+
+// y = f(x) over groups of 8 from element 0; the last n % 8 elements through the same lanes, masked.
+template <class F>
+SPINDLE_AVX2 inline void map8(const float* x, float* y, int64_t n, F f) {
+  const int64_t n8 = n - n % 8;
+  const __m256i rest = first_lanes(n % 8);
+  for (int64_t i = 0; i < n; i += 8) store_rest(y, i, n8, rest, f(load_rest(x, i, n8, rest)));
+}
+
+}  // namespace
+
+// ops_layer_norm_row: the two sums over 8-groups in 4 + 4 double lanes (masked rest lanes add exactly 0), the
+// products v * v rounded to f32 first; then y = v * scale [* w] [+ b] with separate roundings.
+SPINDLE_AVX2 void ops_layer_norm_row_avx2(const float* x, const float* w, const float* b, float* y, int64_t n,
+                                          float eps) {
+  if (n <= 0) return;
+  const int64_t n8 = n - n % 8;
+  const __m256i rest = first_lanes(n % 8);
+  __m256d lo = _mm256_setzero_pd(), hi = lo;
+  for (int64_t i = 0; i < n; i += 8) add_pd8(load_rest(x, i, n8, rest), lo, hi);
+  const __m256 mean = _mm256_set1_ps((float)(hsum_pd2(lo, hi) / (double)n));
+  lo = hi = _mm256_setzero_pd();
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256 v = _mm256_sub_ps(load_rest(x, i, n8, rest), mean);
+    if (i >= n8) v = _mm256_and_ps(v, _mm256_castsi256_ps(rest));  // lanes past the row: exactly 0
+    store_rest(y, i, n8, rest, v);
+    add_pd8(_mm256_mul_ps(v, v), lo, hi);
+  }
+  const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt((float)(hsum_pd2(lo, hi) / (double)n) + eps));
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256 t = _mm256_mul_ps(load_rest(y, i, n8, rest), scale);
+    if (w) t = _mm256_mul_ps(t, load_rest(w, i, n8, rest));
+    if (b) t = _mm256_add_ps(t, load_rest(b, i, n8, rest));
+    store_rest(y, i, n8, rest, t);
+  }
+}
+
+SPINDLE_AVX2 void ops_gelu_avx2(const float* x, float* y, int64_t n) { map8(x, y, n, gelu_lanes{}); }
+SPINDLE_AVX2 void ops_gelu_quick_avx2(const float* x, float* y, int64_t n) { map8(x, y, n, gelu_quick_lanes{}); }
+
 #else  // no x86 kernels: never called (cpu_level_supported(avx2) is false)
 
 void ops_rope_head_avx2(float* x, const float* cache, int32_t n_rot, bool neox) {
@@ -274,6 +332,11 @@ void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, const kv_rows&
   ops_attention_head_kv(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scratch, out);
 }
 void ops_swiglu_avx2(const float* gate, const float* up, float* y, int64_t n) { ops_swiglu(gate, up, y, n); }
+void ops_layer_norm_row_avx2(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  ops_layer_norm_row(x, w, b, y, n, eps);
+}
+void ops_gelu_avx2(const float* x, float* y, int64_t n) { ops_gelu_vec(x, y, n); }
+void ops_gelu_quick_avx2(const float* x, float* y, int64_t n) { ops_gelu_quick_vec(x, y, n); }
 float ops_dot_f32_avx2(const float* a, const float* b, int64_t n) { return ops_dot_f32(a, b, n); }
 void ops_softmax_row_avx2(float* x, int64_t n, float scale) { ops_softmax_row(x, n, scale); }
 void ops_attention_softmax_avx2(float* p, int64_t n_kv) { ops_softmax_row(p, n_kv, 1.0f); }

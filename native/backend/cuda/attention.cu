@@ -1,4 +1,5 @@
-// Causal attention of the CUDA backend over a contiguous or paged K/V store (see backend.h). One block per
+// Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
+// bidirectional attention: every query of a sequence attends to all of its positions). One block per
 // (query token, query head): positions are taken in chunks of k_chunk, one per thread for the score
 // (q . k summed over dims ascending), with a running max and sum (online softmax) and each thread owning
 // output dims for the weighted sum of V rows (positions ascending inside a chunk).
@@ -35,6 +36,8 @@ struct attn_args {
   int32_t n_head, n_head_kv, hd_k, hd_v;
   int64_t k_stride, v_stride;
   float scale;
+  int32_t n_seqs, n_tok;  // sequences and query rows of the launch (a sequence's rows end where the next's start)
+  bool causal;            // false: every query attends to all n_past + n_tokens positions of its sequence
 };
 
 __device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_size, int64_t j) {
@@ -53,7 +56,8 @@ __global__ void __launch_bounds__(k_chunk) attention_kernel(attn_args a) {
   const int kvh = h / (a.n_head / a.n_head_kv);
   const float* qrow = a.q + (i * a.n_head + h) * a.hd_k;
   for (int d = tid; d < a.hd_k; d += k_chunk) qs[d] = qrow[d];
-  const int64_t n_kv = (int64_t)a.n_past[seq] + (i - a.first[seq]) + 1;
+  const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
+  const int64_t n_kv = (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
   float acc[k_max_head_dim / k_chunk] = {0.0f, 0.0f, 0.0f, 0.0f};
   float m = -INFINITY, l = 0.0f;
   __syncthreads();
@@ -124,7 +128,7 @@ int64_t check_table(const paged_attention_params& p) {
 bool same_shape(const attention_params& a, const attention_params& b) {
   return a.n_head == b.n_head && a.n_head_kv == b.n_head_kv && a.head_dim_k == b.head_dim_k &&
          a.head_dim_v == b.head_dim_v && a.k_row_stride == b.k_row_stride && a.v_row_stride == b.v_row_stride &&
-         a.scale == b.scale;
+         a.scale == b.scale && a.causal == b.causal;
 }
 
 }  // namespace
@@ -138,7 +142,8 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   for (int64_t s = 0; s < n_seqs; ++s) {
     check_attention(seqs[s].attn);
     if (!same_shape(seqs[s].attn, seqs[0].attn) || (paged && seqs[s].block_size != seqs[0].block_size)) {
-      throw error("attention_paged_batch: every sequence must have the same heads, dims, strides and block size");
+      throw error("attention_paged_batch: every sequence must have the same heads, dims, strides, block size and "
+                  "causality");
     }
     n_tok += seqs[s].attn.n_tokens;
   }
@@ -167,7 +172,8 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   const attention_params& p = seqs[0].attn;
   attn_args args{q, k, v, out, d, d + n_tok, d + n_tok + n_seqs, d + n_tok + 2 * n_seqs,
                  paged ? d + n_tok + 3 * n_seqs : nullptr, paged ? seqs[0].block_size : 1, p.n_head, p.n_head_kv,
-                 p.head_dim_k, p.head_dim_v, p.k_row_stride, p.v_row_stride, p.scale};
+                 p.head_dim_k, p.head_dim_v, p.k_row_stride, p.v_row_stride, p.scale, (int32_t)n_seqs,
+                 (int32_t)n_tok, p.causal};
   attention_kernel<<<dim3((unsigned)n_tok, (unsigned)p.n_head), k_chunk, 0, stream_>>>(args);
   SPINDLE_CUDA_LAUNCHED("attention");
 }

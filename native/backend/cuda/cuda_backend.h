@@ -54,9 +54,13 @@ class cuda_backend final : public backend {
   void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) override;                // ops.cu
   void add(const float* a, const float* b, float* y, int64_t n) override;                           // ops.cu
   void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
+  void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
+                  float eps) override;                                                              // ops.cu
   void rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
             const rope_params& p) override;                                                         // ops.cu
   void swiglu(const float* gate, const float* up, float* y, int64_t n) override;                    // ops.cu
+  void gelu(const float* x, float* y, int64_t n) override;                                          // ops.cu
+  void gelu_quick(const float* x, float* y, int64_t n) override;                                    // ops.cu
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;                          // ops.cu
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
                  float* out) override;                                                              // attention.cu

@@ -79,6 +79,45 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
 }
 
+// One block per row: mean, then the variance of (x - mean), each a block_sum; y = (x - mean) * scale [* w] [+ b].
+// y may alias x (each thread rewrites only the elements it read last).
+__global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  __shared__ float red[32];
+  const float* xr = x + (int64_t)blockIdx.x * n;
+  float* yr = y + (int64_t)blockIdx.x * n;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += xr[i];
+  const float mean = block_sum(sum, red) / (float)n;
+  float sum2 = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i] - mean;
+    sum2 = __fmaf_rn(v, v, sum2);
+  }
+  const float scale = 1.0f / sqrtf(block_sum(sum2, red) / (float)n + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float t = (xr[i] - mean) * scale;
+    if (w) t = t * w[i];
+    if (b) t = t + b[i];
+    yr[i] = t;
+  }
+}
+
+// gelu (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) x (1 + 0.044715 x^2): the CPU's ops_gelu.
+__global__ void gelu_kernel(const float* x, float* y, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float v = x[i];
+    const float u = 0.79788456080286535588f * v * (1.0f + 0.044715f * v * v);
+    y[i] = v / (1.0f + expf(-2.0f * u));
+  }
+}
+
+// gelu_quick = x / (1 + exp(-1.702 x)).
+__global__ void gelu_quick_kernel(const float* x, float* y, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
+}
+
 // One block per row: x = softmax(x * scale).
 __global__ void softmax_kernel(float* x, int64_t n, float scale) {
   __shared__ float red[32];
@@ -183,6 +222,26 @@ void cuda_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_
   if (n_rows > 0x7fffffff) throw error("rms_norm: too many rows");
   rms_norm_kernel<<<(unsigned)n_rows, n >= 1024 ? 1024 : 128, 0, stream_>>>(x, w, y, n, eps);
   SPINDLE_CUDA_LAUNCHED("rms_norm");
+}
+
+void cuda_backend::layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
+                              float eps) {
+  if (n_rows <= 0 || n <= 0) return;
+  if (n_rows > 0x7fffffff) throw error("layer_norm: too many rows");
+  layer_norm_kernel<<<(unsigned)n_rows, n >= 1024 ? 1024 : 128, 0, stream_>>>(x, w, b, y, n, eps);
+  SPINDLE_CUDA_LAUNCHED("layer_norm");
+}
+
+void cuda_backend::gelu(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  gelu_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(x, y, n);
+  SPINDLE_CUDA_LAUNCHED("gelu");
+}
+
+void cuda_backend::gelu_quick(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  gelu_quick_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(x, y, n);
+  SPINDLE_CUDA_LAUNCHED("gelu_quick");
 }
 
 void cuda_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
