@@ -19,6 +19,26 @@ import {
 } from './native.js';
 import { toNativeSpec, type SamplingParams } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
+import { findMmproj } from './vision/find-mmproj.js';
+import { loadImages, type ImageInputOptions, type ImageSource } from './vision/image-input.js';
+import { spliceImages, type MultimodalPrompt } from './vision/multimodal-prompt.js';
+
+/** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
+export type CorePrompt = readonly number[] | MultimodalPrompt;
+
+function specOf(prompt: CorePrompt, params: SamplingParams, j: number): NativeSubmitSpec {
+  if (!('tokenIds' in prompt)) return toNativeSpec(prompt as readonly number[], params, j);
+  const spec = toNativeSpec(prompt.tokenIds, params, j);
+  if (prompt.images.length > 0) spec.images = prompt.images;
+  return spec;
+}
+
+/** The mmproj the engine loads: the one asked for, none (false), or the single matching one beside the model. */
+function resolveMmproj(options: EngineOptions): string | undefined {
+  if (options.mmproj === false) return undefined;
+  if (typeof options.mmproj === 'string') return options.mmproj;
+  return findMmproj(options.model, () => loadNative().NativeEngine.inspect(options.model).info.nEmbd).path ?? undefined;
+}
 
 export interface CoreReady {
   info: NativeModelInfo;
@@ -122,14 +142,14 @@ export class Submission {
   #onAbort = (): void => this.abort();
 
   /** @internal Queues every request or none: a failure aborts those already queued and rethrows. */
-  constructor(core: EngineCore, prompts: readonly (readonly number[])[], params: readonly SamplingParams[],
+  constructor(core: EngineCore, prompts: readonly CorePrompt[], params: readonly SamplingParams[],
     stream: boolean, signal: AbortSignal | undefined) {
     if (params.length !== prompts.length) throw new Error('submitMany: one SamplingParams per prompt');
     try {
       prompts.forEach((ids, i) => {
         const row: RequestHandle[] = [];
         this.handles.push(row);
-        for (let j = 0; j < params[i].n; j++) row.push(core.submit(toNativeSpec(ids, params[i], j), stream));
+        for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j), stream));
       });
     } catch (e) {
       this.abort();
@@ -170,6 +190,7 @@ export class Submission {
 
 export class EngineCore {
   readonly modelPath: string;
+  readonly options: EngineOptions;
   #native: NativeEngine;
   #ready: Promise<CoreReady>;
   #readyValue: CoreReady | undefined;
@@ -180,6 +201,7 @@ export class EngineCore {
 
   constructor(options: EngineOptions) {
     this.modelPath = options.model;
+    this.options = options;
     let resolveReady!: (r: CoreReady) => void;
     let rejectReady!: (e: Error) => void;
     this.#ready = new Promise<CoreReady>((resolve, reject) => {
@@ -203,6 +225,9 @@ export class EngineCore {
       chunkedPrefillSize: options.chunkedPrefillSize,
       kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
+      mmproj: resolveMmproj(options),
+      imageMinTokens: options.imageMinTokens ?? undefined,
+      imageMaxTokens: options.imageMaxTokens ?? undefined,
     }, onEvent);
   }
 
@@ -224,7 +249,7 @@ export class EngineCore {
    * The one submission path of LLM, Engine and the server: params[i].n samples of every prompt i (sample j gets
    * seed + j), all queued or none, aborted together when `signal` fires. Throws synchronously like submit().
    */
-  submitMany(prompts: readonly (readonly number[])[], params: readonly SamplingParams[],
+  submitMany(prompts: readonly CorePrompt[], params: readonly SamplingParams[],
     options: { stream: boolean; signal?: AbortSignal }): Submission {
     return new Submission(this, prompts, params, options.stream, options.signal);
   }
@@ -235,6 +260,30 @@ export class EngineCore {
   }
 
   stats(): NativeEngineStats { return this.#native.stats(); }
+
+  /** Whether the loaded model takes images (an mmproj is loaded); false before ready. */
+  get acceptsImages(): boolean { return this.#readyValue?.info.mmproj != null; }
+
+  /**
+   * Text holding one media marker per image (multimodal-prompt.ts) + the images as users give them -> the
+   * engine's prompt. Rejects with an ImageInputError for an image that cannot be loaded, and with an Error when
+   * the model takes no images. fetch: the media limits (defaults: the engine options' allowed path and domains).
+   */
+  async multimodalPrompt(text: string, sources: readonly ImageSource[], what: string, rendered: boolean,
+    fetch: ImageInputOptions['fetch'] = {}): Promise<MultimodalPrompt> {
+    const { tokenizer } = await this.ready();
+    if (!this.acceptsImages) {
+      throw new Error('this model does not take images: it has no vision projector (give an mmproj file, e.g. --mmproj)');
+    }
+    const images = await loadImages(sources, what, {
+      fetch: {
+        allowedLocalMediaPath: this.options.allowedLocalMediaPath,
+        allowedDomains: this.options.allowedMediaDomains,
+        ...fetch,
+      },
+    });
+    return spliceImages(text, images, tokenizer, (w, h) => this.#native.imageLayout(w, h), rendered);
+  }
 
   /** Stops the engine: aborts (or with drain, finishes) pending requests, then joins the engine thread. */
   close(drain = false): Promise<void> {

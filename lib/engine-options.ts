@@ -38,6 +38,15 @@ export interface EngineOptionsInput {
   threads?: number;
   dtype?: Dtype | 'half';
   device?: 'auto' | 'cpu' | 'cuda';
+  mmproj?: string | false;
+  imageMinTokens?: number;
+  image_min_tokens?: number;
+  imageMaxTokens?: number;
+  image_max_tokens?: number;
+  allowedLocalMediaPath?: string;
+  allowed_local_media_path?: string;
+  allowedMediaDomains?: string[];
+  allowed_media_domains?: string[];
 }
 
 export interface EngineOptions {
@@ -50,6 +59,15 @@ export interface EngineOptions {
   threads: number | null; // null: every core (CPU threads)
   dtype: Dtype; // what was asked ('half' reads float16); the CPU and CUDA backends compute in float32 today
   device: 'auto' | 'cpu' | 'cuda';
+  // Vision (models with an mmproj): the projector file; null: look for one mmproj*.gguf beside the model;
+  // false: text only.
+  mmproj: string | false | null;
+  imageMinTokens: number | null; // null: the projector's default (llama.cpp's --image-min-tokens)
+  imageMaxTokens: number | null;
+  // Where images may come from (vLLM's --allowed-local-media-path / --allowed-media-domains). The offline APIs
+  // also take file paths and bytes directly; these bound what a URL in a request may name.
+  allowedLocalMediaPath: string | null;
+  allowedMediaDomains: string[] | null;
 }
 
 type Key = keyof EngineOptions;
@@ -65,6 +83,11 @@ const ALIASES: Record<string, Key> = {
   threads: 'threads',
   dtype: 'dtype',
   device: 'device',
+  mmproj: 'mmproj',
+  imageMinTokens: 'imageMinTokens', image_min_tokens: 'imageMinTokens',
+  imageMaxTokens: 'imageMaxTokens', image_max_tokens: 'imageMaxTokens',
+  allowedLocalMediaPath: 'allowedLocalMediaPath', allowed_local_media_path: 'allowedLocalMediaPath',
+  allowedMediaDomains: 'allowedMediaDomains', allowed_media_domains: 'allowedMediaDomains',
 };
 
 // A number allowed by the engine's limits entry `limit` (native/engine/limits.h); the message states its range.
@@ -96,6 +119,19 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'device':
       if (v === 'auto' || v === 'cpu' || v === 'cuda') return v;
       throw new RangeError(`${name} must be 'auto', 'cpu' or 'cuda' (got ${String(v)})`);
+    case 'mmproj':
+      if (v === false || (typeof v === 'string' && v.length > 0)) return v;
+      throw new TypeError(`${name} must be the path of an mmproj .gguf file, or false for text only`);
+    case 'imageMinTokens':
+    case 'imageMaxTokens':
+      if (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 65536) return v;
+      throw new RangeError(`${name} must be an integer in [1, 65536] (got ${String(v)})`);
+    case 'allowedLocalMediaPath':
+      if (typeof v === 'string' && v.length > 0) return v;
+      throw new TypeError(`${name} must be a directory path`);
+    case 'allowedMediaDomains':
+      if (Array.isArray(v) && v.every((d) => typeof d === 'string' && d.length > 0)) return [...v] as string[];
+      throw new TypeError(`${name} must be an array of host names`);
   }
 }
 
@@ -114,6 +150,11 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     threads: null,
     dtype: 'auto',
     device: 'auto',
+    mmproj: null,
+    imageMinTokens: null,
+    imageMaxTokens: null,
+    allowedLocalMediaPath: null,
+    allowedMediaDomains: null,
   };
   const seen = new Map<Key, string>();
   for (const [name, value] of Object.entries(input)) {
@@ -126,5 +167,8 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     (out as unknown as Record<string, unknown>)[key] = check(key, `${what}: ${name}`, value);
   }
   if (!out.model) throw new TypeError(`${what}: the model path is required ({ model: 'model.gguf' })`);
+  if (out.imageMinTokens !== null && out.imageMaxTokens !== null && out.imageMinTokens > out.imageMaxTokens) {
+    throw new RangeError(`${what}: imageMinTokens (${out.imageMinTokens}) is above imageMaxTokens (${out.imageMaxTokens})`);
+  }
   return out;
 }

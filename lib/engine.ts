@@ -4,12 +4,14 @@
 // given); a streaming call yields incremental chunks (text and ids added since the previous chunk) and its
 // last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request; generate() never
 // throws synchronously (bad input rejects the promise, or throws from the stream's first next()).
-import { EngineCore, type RequestResult } from './engine-core.js';
+import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import { alignParams } from './llm.js';
 import { loadNative, type FinishReason, type NativeModelInfo } from './native.js';
 import type { SamplingParams, SamplingParamsInput } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
+import type { ImageSource } from './vision/image-input.js';
+import { markRawPrompt } from './vision/multimodal-prompt.js';
 
 export type EngineConstructorOptions = EngineOptionsInput;
 
@@ -20,6 +22,14 @@ export interface EngineGenerateInput {
   input_ids?: number[] | number[][];
   samplingParams?: SamplingParamsInput | SamplingParamsInput[];
   sampling_params?: SamplingParamsInput | SamplingParamsInput[];
+  /**
+   * Images (vision models), SGLang's image_data: for one prompt an image or a list of images; for a batch one
+   * entry (an image, a list, or null) per prompt. An image is a URL, a data URL, a file path or the bytes. In
+   * the prompt text each `<image>` (or `<__media__>`) stands for the next image; a prompt without one gets its
+   * images before the text.
+   */
+  imageData?: ImageSource | ImageSource[] | (ImageSource | ImageSource[] | null)[];
+  image_data?: ImageSource | ImageSource[] | (ImageSource | ImageSource[] | null)[];
   stream?: boolean;
   signal?: AbortSignal;
 }
@@ -48,7 +58,26 @@ export interface EngineResult {
 /** A streamed chunk: text and ids added since the previous chunk. */
 export type EngineChunk = EngineResult;
 
-const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'stream', 'signal'];
+const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'imageData', 'image_data', 'stream', 'signal'];
+
+const isImage = (x: unknown): x is ImageSource => typeof x === 'string' || x instanceof Uint8Array;
+
+/** imageData aligned with the prompts: one list of images per prompt. */
+function alignImages(data: unknown, count: number, batch: boolean): ImageSource[][] {
+  if (data === undefined || data === null) return new Array<ImageSource[]>(count).fill([]);
+  const bad = (): never => {
+    throw new TypeError('generate: imageData must be an image (URL, data URL, path or bytes), a list of images, or for a batch one such entry (or null) per prompt');
+  };
+  if (!batch) {
+    if (isImage(data)) return [[data]];
+    if (Array.isArray(data) && data.every(isImage)) return [data];
+    return bad();
+  }
+  if (!Array.isArray(data) || data.length !== count) {
+    throw new TypeError(`generate: with a batch of ${count} prompts, imageData must have one entry per prompt`);
+  }
+  return data.map((d) => (d === null || d === undefined ? [] : isImage(d) ? [d] : Array.isArray(d) && d.every(isImage) ? d : bad()));
+}
 
 function pick<T>(input: Record<string, unknown>, a: string, b: string): T | undefined {
   if (input[a] !== undefined && input[b] !== undefined) throw new TypeError(`generate: give ${a} or ${b}, not both`);
@@ -121,8 +150,8 @@ export class Engine {
     return this.shutdown();
   }
 
-  // Prompts (as ids), whether the input was a batch, and params aligned with the prompts.
-  async #prepare(input: EngineGenerateInput): Promise<{ ids: number[][]; batch: boolean; params: SamplingParams[] }> {
+  // Prompts (as ids, or ids + images), whether the input was a batch, and params aligned with the prompts.
+  async #prepare(input: EngineGenerateInput): Promise<{ ids: CorePrompt[]; promptTokens: number[]; batch: boolean; params: SamplingParams[] }> {
     checkInput(input);
     const raw = input as Record<string, unknown>;
     const text = pick<string | string[]>(raw, 'prompt', 'text');
@@ -142,10 +171,20 @@ export class Engine {
       count = batch ? inputIds.length : 1;
     }
     const params = alignParams(paramsIn, count);
+    const images = alignImages(pick<unknown>(raw, 'imageData', 'image_data'), count, batch);
+    if (inputIds !== undefined && images.some((l) => l.length > 0)) {
+      throw new TypeError('generate: imageData needs a text prompt (the image markers go in the text)');
+    }
     const { tokenizer } = await this.#core.ready();
-    let ids: number[][];
+    let ids: CorePrompt[];
     if (text !== undefined) {
-      ids = (Array.isArray(text) ? text : [text]).map((t) => tokenizer.encodePrompt(t)); // no second BOS after a rendered template
+      const texts = Array.isArray(text) ? text : [text];
+      ids = await Promise.all(texts.map(async (t, i) => {
+        if (images[i].length === 0) return tokenizer.encodePrompt(t); // no second BOS after a rendered template
+        // Offline use: local image paths are the caller's own files.
+        return this.#core.multimodalPrompt(markRawPrompt(t, images[i].length), images[i], batch ? `imageData[${i}]` : 'imageData',
+          false, { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
+      }));
     } else {
       ids = (batch ? inputIds : [inputIds]) as number[][];
       ids.forEach((row, i) => {
@@ -154,14 +193,15 @@ export class Engine {
         }
       });
     }
-    return { ids, batch, params };
+    const promptTokens = ids.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as number[]).length));
+    return { ids, promptTokens, batch, params };
   }
 
   async #generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> {
-    const { ids, batch, params } = await this.#prepare(input);
+    const { ids, promptTokens, batch, params } = await this.#prepare(input);
     const submission = this.#core.submitMany(ids, params, { stream: false, signal: input.signal });
     const results = await submission.results();
-    const out = results.flatMap((row, i) => row.map((r, j) => this.#result(r, submission.handles[i][j].id, ids[i].length)));
+    const out = results.flatMap((row, i) => row.map((r, j) => this.#result(r, submission.handles[i][j].id, promptTokens[i])));
     return batch || out.length > 1 ? out : out[0];
   }
 
@@ -180,7 +220,7 @@ export class Engine {
   }
 
   async *#stream(input: EngineGenerateInput): AsyncGenerator<EngineChunk> {
-    const { ids, params } = await this.#prepare(input);
+    const { ids, promptTokens, params } = await this.#prepare(input);
     if (ids.length !== 1 || params[0].n !== 1) throw new TypeError('generate: stream supports one prompt with n = 1');
     const submission = this.#core.submitMany(ids, params, { stream: true, signal: input.signal });
     const handle = submission.handles[0][0];
@@ -194,7 +234,7 @@ export class Engine {
           outputIds: d.tokenIds,
           metaInfo: {
             id: handle.id,
-            promptTokens: ids[0].length,
+            promptTokens: promptTokens[0],
             completionTokens: completion,
             finishReason: d.finishReason === null ? null : finishReasonOf({ finishReason: d.finishReason, stopReason: d.stopReason }, completion),
             e2eLatency: (performance.now() - start) / 1000,

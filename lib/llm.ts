@@ -3,12 +3,13 @@
 // Invariants: results come back in input order, in vLLM's RequestOutput shape (camelCase); an AbortSignal
 // ends the affected requests with finishReason 'abort' (partial output kept); bad input throws before
 // anything is queued; n > 1 runs n independent samples (seed, seed + 1, ... when seeded).
-import type { ChatMessage } from './chat/template.js';
-import { EngineCore, type RequestResult } from './engine-core.js';
+import { imageSources, type ChatMessage } from './chat/template.js';
+import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import type { FinishReason, NativeEngineStats, NativeModelInfo } from './native.js';
 import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
 import type { Tokenizer } from './tokenizer.js';
+import { MEDIA_MARKER } from './vision/multimodal-prompt.js';
 
 export type LLMOptions = EngineOptionsInput & { model: string };
 
@@ -53,6 +54,7 @@ export interface ChatOptions extends GenerateOptions {
 interface PreparedPrompt {
   prompt: string | null;
   promptTokenIds: number[];
+  multimodal?: CorePrompt; // with images: the ids (with -1 placeholders) and the images
 }
 
 function checkOptions(what: string, options: object, known: readonly string[]): void {
@@ -103,7 +105,7 @@ function stopReasonOf(r: RequestResult, p: SamplingParams, eosId: number | null)
 /** Submits every prompt (n samples each), follows `signal`, and collects results in input order. */
 export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: PreparedPrompt[],
   params: SamplingParams[], signal: AbortSignal | undefined): Promise<RequestOutput[]> {
-  const submission = core.submitMany(prompts.map((p) => p.promptTokenIds), params, { stream: false, signal });
+  const submission = core.submitMany(prompts.map((p) => p.multimodal ?? p.promptTokenIds), params, { stream: false, signal });
   const results = await submission.results();
   return results.map((row, i) => ({
     prompt: prompts[i].prompt,
@@ -174,16 +176,23 @@ export class LLM {
     const batch = (Array.isArray(conversations[0]) ? conversations : [conversations]) as ChatMessage[][];
     const aligned = alignParams(params, batch.length);
     const { tokenizer } = await this.#core.ready();
-    const prepared = batch.map((messages) => {
+    const vision = this.#core.acceptsImages;
+    const prepared = await Promise.all(batch.map(async (messages, i): Promise<PreparedPrompt> => {
       const prompt = tokenizer.applyChatTemplate(messages, {
         tokenize: false,
         addGenerationPrompt: options.addGenerationPrompt ?? true,
         tools: options.tools,
         chatTemplate: options.chatTemplate,
         chatTemplateKwargs: options.chatTemplateKwargs,
+        mediaMarker: vision ? MEDIA_MARKER : undefined,
       });
-      return { prompt, promptTokenIds: tokenizer.encode(prompt, { addSpecialTokens: false, parseSpecial: true }) };
-    });
+      const images = vision ? imageSources(messages) : [];
+      if (images.length === 0) return { prompt, promptTokenIds: tokenizer.encode(prompt, { addSpecialTokens: false, parseSpecial: true }) };
+      // Offline use: local image paths are the caller's own files (the server restricts them).
+      const mm = await this.#core.multimodalPrompt(prompt, images, `conversations[${i}] image`, true,
+        { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
+      return { prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
+    }));
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
   }
 

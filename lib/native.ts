@@ -32,6 +32,7 @@ export interface NativeModelInfo {
   name: string;
   nVocab: number;
   nCtxTrain: number;
+  nEmbd: number; // {arch}.embedding_length (0 when the file does not say)
   maxModelLen: number;
   bosId: number;
   eosId: number;
@@ -42,6 +43,7 @@ export interface NativeModelInfo {
   eogTokens: string[];
   chatTemplate: string | null;
   device: 'cpu' | 'cuda' | null; // the backend the loaded model runs on; null from inspect() (nothing loaded)
+  mmproj: string | null; // the loaded vision projector; null: the model takes no images
 }
 
 export interface NativeLogprob {
@@ -93,6 +95,15 @@ export interface NativeSubmitSpec {
   grammar?: string; // GBNF the output must match
   grammarTriggers?: readonly { text: string; atStart?: boolean }[]; // lazy grammar: free until a trigger appears
   logitBias?: readonly (readonly [number, number])[]; // [tokenId, bias in [-100, 100]]
+  images?: readonly NativeImage[]; // in prompt order; promptTokenIds holds each one's layout (imageLayout) at `position`
+}
+
+/** A decoded image of a request: RGB bytes [height][width][3] and the prompt index where its layout starts. */
+export interface NativeImage {
+  data: Uint8Array;
+  width: number;
+  height: number;
+  position: number;
 }
 
 export interface NativeEngineStats {
@@ -111,6 +122,7 @@ export interface NativeEngineStats {
   preemptions: number;
   computedTokens: number; // tokens forwarded (prompt chunks, recomputes, decodes)
   failedSteps: number; // steps whose forward pass threw (their requests failed; the server reports 503 on /health)
+  imagesEncoded: number; // images run through the vision encoder
 }
 
 export interface NativeEngineOptions {
@@ -124,6 +136,9 @@ export interface NativeEngineOptions {
   // (0 / absent: 0.9).
   kvCacheMemory?: number;
   device?: 'auto' | 'cpu' | 'cuda'; // absent: 'auto' (CUDA when usable, else the CPU)
+  mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
+  imageMinTokens?: number; // 0 / absent: the projector's default
+  imageMaxTokens?: number;
 }
 
 /** native/napi/engine_wrap.cpp */
@@ -132,6 +147,9 @@ export interface NativeEngine {
   abort(id: number): void;
   stats(): NativeEngineStats;
   close(options?: { drain?: boolean }): Promise<void>;
+  /** The prompt positions of a width x height image: marker token ids and -1 per image embedding. Throws when
+   * the engine is not ready or has no vision projector. */
+  imageLayout(width: number, height: number): Int32Array;
 }
 
 export interface NativeEngineClass {

@@ -31,6 +31,9 @@ export interface ApplyChatTemplateOptions {
   /** Extra template variables, e.g. { enable_thinking: false } for Qwen3. */
   chatTemplateKwargs?: Record<string, unknown>;
   chat_template_kwargs?: Record<string, unknown>;
+  /** Vision models: the text that stands for each image part in the rendered prompt. */
+  mediaMarker?: string;
+  media_marker?: string;
 }
 
 const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -111,7 +114,7 @@ export class Tokenizer {
   applyChatTemplate(messages: readonly ChatMessage[], options?: ApplyChatTemplateOptions & { tokenize?: true }): number[];
   applyChatTemplate(messages: readonly ChatMessage[], options?: ApplyChatTemplateOptions): number[] | string;
   applyChatTemplate(messages: readonly ChatMessage[], options: ApplyChatTemplateOptions = {}): number[] | string {
-    const o = readOptions('applyChatTemplate', options, ['tokenize', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
+    const o = readOptions('applyChatTemplate', options, ['tokenize', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs', 'mediaMarker']);
     const tokenize = optionalBool('applyChatTemplate', 'tokenize', o.tokenize, true);
     const text = renderChatTemplate((o.chatTemplate as string | undefined) ?? this.#info.chatTemplate ?? '', messages, {
       addGenerationPrompt: optionalBool('applyChatTemplate', 'addGenerationPrompt', o.addGenerationPrompt, true),
@@ -119,6 +122,7 @@ export class Tokenizer {
       eosToken: this.#info.eosToken,
       tools: o.tools as unknown[] | undefined,
       chatTemplateKwargs: o.chatTemplateKwargs as Record<string, unknown> | undefined,
+      mediaMarker: o.mediaMarker as string | undefined,
     });
     return tokenize ? this.encode(text, { addSpecialTokens: false, parseSpecial: true }) : text;
   }

@@ -24,15 +24,20 @@ function pixels(w: number, h: number): Float32Array {
 }
 
 for (const [w, h] of [[64, 32], [256, 256], [512, 512]]) {
-  t.test(`${w}x${h}: embeddings match llama.cpp within 2e-3 of their scale`, async (t) => {
+  t.test(`${w}x${h}: embeddings match llama.cpp within 2e-3 of their scale (plain loops and the backend encoder)`, async (t) => {
     const ref = new Float32Array(Uint8Array.from(readFileSync(join(fixtures, `lfm2-mm-seed5-${w}x${h}.f32`))).buffer);
-    const ours = debugAddon().mmprojEncodeReference(path, pixels(w, h), w, h);
-    t.equal(ours.length, ref.length, `${ours.length / 64} tokens of 64`);
-    let scale = 0, worst = 0;
-    for (let i = 0; i < ref.length; i++) {
-      scale = Math.max(scale, Math.abs(ref[i]));
-      worst = Math.max(worst, Math.abs(ref[i] - ours[i]));
+    const encoders = {
+      reference: debugAddon().mmprojEncodeReference(path, pixels(w, h), w, h),
+      backend: debugAddon().mmprojEncode(path, pixels(w, h), w, h, 2),
+    };
+    for (const [name, ours] of Object.entries(encoders)) {
+      t.equal(ours.length, ref.length, `${name}: ${ours.length / 64} tokens of 64`);
+      let scale = 0, worst = 0;
+      for (let i = 0; i < ref.length; i++) {
+        scale = Math.max(scale, Math.abs(ref[i]));
+        worst = Math.max(worst, Math.abs(ref[i] - ours[i]));
+      }
+      t.ok(worst <= 2e-3 * scale, `${name}: max |diff| ${worst.toExponential(2)} vs max |value| ${scale.toFixed(3)}`);
     }
-    t.ok(worst <= 2e-3 * scale, `max |diff| ${worst.toExponential(2)} vs max |value| ${scale.toFixed(3)}`);
   });
 }

@@ -1,5 +1,8 @@
 // Chat messages -> prompt text through the model's Jinja chat template (GGUF tokenizer.chat_template),
 // rendered with @huggingface/jinja the way transformers' apply_chat_template does.
+// Images: with a media marker (a vision model), each image part becomes the marker in the message text, joined
+// as llama.cpp's server joins parts (text parts with a newline, none before or after a marker), and
+// imageSources() lists the images in the same order; without one, an image part is refused.
 // Invariant: every failure is a ChatTemplateError whose message names the problem (bad role, unknown content
 // part type, vision input on a text model, a template that does not parse or fails to render).
 import { Template } from '@huggingface/jinja';
@@ -13,10 +16,16 @@ export interface TextPart {
 
 export interface ImageUrlPart {
   type: 'image_url';
-  image_url: { url: string };
+  image_url: { url: string; detail?: string } | string;
 }
 
-export type ContentPart = TextPart | ImageUrlPart;
+/** An image given directly (vLLM / transformers style): a URL, data URL, file path, or the bytes. */
+export interface ImagePart {
+  type: 'image';
+  image: string | Uint8Array;
+}
+
+export type ContentPart = TextPart | ImageUrlPart | ImagePart;
 
 export interface ChatMessage {
   role: Role;
@@ -34,6 +43,8 @@ export interface RenderOptions {
   tools?: unknown[];
   /** Extra variables for the template (vLLM's chat_template_kwargs), e.g. { enable_thinking: false }. */
   chatTemplateKwargs?: Record<string, unknown>;
+  /** The text that stands for each image (vision models); absent: image parts are refused. */
+  mediaMarker?: string;
 }
 
 export class ChatTemplateError extends Error {
@@ -45,33 +56,62 @@ export class ChatTemplateError extends Error {
 
 const ROLES: ReadonlySet<string> = new Set(['system', 'user', 'assistant', 'tool']);
 
-function contentText(content: unknown, where: string): string | null {
+/** The image of an image part (image_url: { url } or a string; image: a URL, path or bytes), checked. */
+function partImage(part: Record<string, unknown>, at: string): string | Uint8Array {
+  if (part.type === 'image') {
+    const image = part.image;
+    if (typeof image === 'string' || image instanceof Uint8Array) return image;
+    throw new ChatTemplateError(`${at}.image must be a URL, a data URL, a file path or bytes`);
+  }
+  const iu = part.image_url;
+  const url = typeof iu === 'string' ? iu : typeof iu === 'object' && iu !== null ? (iu as { url?: unknown }).url : undefined;
+  if (typeof url !== 'string' || url.length === 0) throw new ChatTemplateError(`${at}.image_url.url must be a non-empty string`);
+  return url;
+}
+
+function contentText(content: unknown, where: string, marker: string | undefined, images: (string | Uint8Array)[]): string | null {
   if (content === undefined || content === null) return null;
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) {
     throw new ChatTemplateError(`${where}.content must be a string or an array of content parts`);
   }
-  const texts: string[] = [];
+  let text = '';
+  let lastWasMarker = false;
   content.forEach((part: unknown, i) => {
     const at = `${where}.content[${i}]`;
     if (typeof part !== 'object' || part === null) throw new ChatTemplateError(`${at} must be an object`);
     const type = (part as { type?: unknown }).type;
     if (type === 'text') {
-      const text = (part as { text?: unknown }).text;
-      if (typeof text !== 'string') throw new ChatTemplateError(`${at}.text must be a string`);
-      texts.push(text);
-    } else if (type === 'image_url') {
-      throw new ChatTemplateError(
-        `${at}: image inputs (content part type 'image_url') are not supported: this model has no vision encoder`);
+      const t = (part as { text?: unknown }).text;
+      if (typeof t !== 'string') throw new ChatTemplateError(`${at}.text must be a string`);
+      if (!lastWasMarker && text.length > 0) text += '\n';  // text parts join with a newline (vLLM, llama.cpp)
+      text += t;
+      lastWasMarker = false;
+    } else if (type === 'image_url' || type === 'image') {
+      if (marker === undefined) {
+        throw new ChatTemplateError(
+          `${at}: image inputs (content part type '${type}') are not supported: this model has no vision encoder`);
+      }
+      images.push(partImage(part as Record<string, unknown>, at));
+      text += marker;  // no newline before or after an image (llama.cpp's server)
+      lastWasMarker = true;
     } else {
-      throw new ChatTemplateError(`${at}: unknown content part type '${String(type)}' (supported: 'text', 'image_url')`);
+      throw new ChatTemplateError(`${at}: unknown content part type '${String(type)}' (supported: 'text', 'image_url', 'image')`);
     }
   });
-  return texts.join('\n');  // vLLM joins text parts with a newline
+  return text;
+}
+
+/** The images of `messages` in the order their markers appear in the rendered prompt. */
+export function imageSources(messages: readonly ChatMessage[]): (string | Uint8Array)[] {
+  const images: (string | Uint8Array)[] = [];
+  normalizeMessages(messages, '\u0000', images);
+  return images;
 }
 
 /** Checks roles and flattens content parts; returns plain objects for the template. */
-export function normalizeMessages(messages: readonly ChatMessage[]): Record<string, unknown>[] {
+export function normalizeMessages(messages: readonly ChatMessage[], marker?: string,
+  images: (string | Uint8Array)[] = []): Record<string, unknown>[] {
   if (!Array.isArray(messages) || messages.length === 0) {
     throw new ChatTemplateError('messages must be a non-empty array of { role, content } objects');
   }
@@ -81,7 +121,7 @@ export function normalizeMessages(messages: readonly ChatMessage[]): Record<stri
     if (typeof m.role !== 'string' || !ROLES.has(m.role)) {
       throw new ChatTemplateError(`${where}.role must be one of system, user, assistant, tool (got ${JSON.stringify(m.role)})`);
     }
-    const content = contentText(m.content, where);
+    const content = contentText(m.content, where, marker, images);
     if (content === null && !(m.role === 'assistant' && Array.isArray(m.tool_calls))) {
       throw new ChatTemplateError(`${where}.content is missing`);
     }
@@ -136,7 +176,7 @@ export function renderChatTemplate(template: string, messages: readonly ChatMess
   }
   const context: Record<string, unknown> = {
     ...(options.chatTemplateKwargs ?? {}),
-    messages: normalizeMessages(messages),
+    messages: normalizeMessages(messages, options.mediaMarker),
     add_generation_prompt: options.addGenerationPrompt ?? true,
     bos_token: options.bosToken ?? '',
     eos_token: options.eosToken ?? '',

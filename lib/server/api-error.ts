@@ -4,6 +4,7 @@
 // submit (which validates what the client sent) become 400s here.
 import { ChatTemplateError } from '../chat/template.js';
 import { SamplingParamsError } from '../sampling-params.js';
+import { ImageInputError } from '../vision/image-input.js';
 
 export interface ErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -52,6 +53,7 @@ export function toApiError(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
   if (e instanceof SamplingParamsError) return badRequest(e.message, e.param);
   if (e instanceof ChatTemplateError) return badRequest(e.message, 'messages');
+  if (e instanceof ImageInputError) return badRequest(e.message, 'messages', e.code);
   const err = e instanceof Error ? e : new Error(String(e));
   return new ApiError(500, err.message);
 }

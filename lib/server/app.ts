@@ -19,7 +19,7 @@ import modelsRoute from './routes/v1/models.js';
 import healthRoute from './routes/health.js';
 import tokenizeRoute from './routes/tokenize.js';
 
-export const BODY_LIMIT = 2 * 1024 * 1024; // bytes
+export const BODY_LIMIT = 40 * 1024 * 1024; // bytes: room for a data-URL image at the 20 MiB image limit
 export const REQUEST_TIMEOUT_MS = 120_000; // receiving one request
 
 export interface AppOptions extends ServerEngineOptions {

@@ -46,6 +46,14 @@ Flags (vLLM spelling first, SGLang alias after):
   --drain-timeout SECONDS             on SIGTERM, time in-flight requests get to finish (default 30)
   --tool-call-parser NAME             how the model writes tool calls: hermes (qwen25, qwen), lfm2, pythonic,
                                       llama3_json (llama3, llama4_json); default: detected from the chat template
+  --mmproj FILE                       the vision projector (mmproj GGUF) of a vision-language model; by default
+                                      a single matching mmproj*.gguf beside the model is used
+  --no-mmproj                         text only, even when an mmproj file is beside the model
+  --image-min-tokens N, --image-max-tokens N   image token limits (default: the projector's, 64 and 256)
+  --allowed-local-media-path DIR      image URLs may name local files (file:// or a path) inside DIR
+                                      (default: none)
+  --allowed-media-domains LIST        comma-separated hosts http(s) image URLs may name (default: any host;
+                                      link-local and cloud-metadata addresses are always refused)
   --enable-torch-compile              accepted for SGLang compatibility; no effect here
   -h, --help                          this text
 `;
@@ -68,6 +76,8 @@ const OPTIONS = {
   'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, device: { type: 'string' },
   threads: { type: 'string' }, 'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
   'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, 'strict-model-name': { type: 'boolean' },
+  mmproj: { type: 'string' }, 'no-mmproj': { type: 'boolean' }, 'image-min-tokens': { type: 'string' },
+  'image-max-tokens': { type: 'string' }, 'allowed-local-media-path': { type: 'string' }, 'allowed-media-domains': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -122,6 +132,8 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
     throw new FlagError(`--tool-call-parser must be one of ${TOOL_CALL_PARSER_NAMES.join(', ')} (got '${toolParser}')`);
   }
   const drain = int('drain-timeout', s('drain-timeout'), 0, 3600);
+  if (v['no-mmproj'] && s('mmproj') !== undefined) throw new FlagError('--mmproj and --no-mmproj contradict each other; give one');
+  const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
   return {
     model: flagModel ?? parsed.positionals[0] ?? null,
@@ -144,6 +156,11 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
       threads: engineInt('threads', 'threads', s('threads')),
       dtype: s('dtype') as EngineOptionsInput['dtype'], // checked by normalizeEngineOptions
       device: device as EngineOptionsInput['device'],
+      mmproj: v['no-mmproj'] ? false : s('mmproj'),
+      imageMinTokens: int('image-min-tokens', s('image-min-tokens'), 1, 65536),
+      imageMaxTokens: int('image-max-tokens', s('image-max-tokens'), 1, 65536),
+      allowedLocalMediaPath: s('allowed-local-media-path'),
+      allowedMediaDomains: domains === undefined ? undefined : domains.split(',').map((d) => d.trim()).filter(Boolean),
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,
@@ -183,6 +200,8 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     if (demo) log(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
     const device = server.app.engine.core.readyValue?.info.device ?? 'an unknown device';
     log(`model '${names[0]}' from ${engine.model} on ${device}`);
+    const mmproj = server.app.engine.core.readyValue?.info.mmproj;
+    if (mmproj) log(`vision projector ${mmproj}: the model takes images`);
     if (engine.dtype === 'float16' || engine.dtype === 'bfloat16') {
       log(`--dtype ${engine.dtype}: activations and the KV cache are float32 on ${device} in this build (weights keep their GGUF types)`);
     }

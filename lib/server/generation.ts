@@ -7,7 +7,7 @@
 // is submitted streaming and its deltas are read exactly once (by the route's stream, or by results()), so
 // streamed and non-streamed requests are timed the same way.
 import type { FastifyReply } from 'fastify';
-import type { RequestDelta, RequestHandle, RequestResult, Submission } from '../engine-core.js';
+import type { CorePrompt, RequestDelta, RequestHandle, RequestResult, Submission } from '../engine-core.js';
 import type { FinishReason } from '../native.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling-params.js';
 import { ApiError, badRequest } from './api-error.js';
@@ -40,9 +40,10 @@ export function checkModel(engine: ServerEngine, model: unknown): string {
 
 /** 400s for prompts the engine cannot take: empty, out-of-vocabulary ids, prompt + max_tokens over the context. */
 export function checkPrompt(ids: readonly number[], params: SamplingParams, maxModelLen: number, vocab: number,
-  param: string, maxTokensParam = 'max_tokens'): void {
+  param: string, maxTokensParam = 'max_tokens', hasImages = false): void {
   if (ids.length === 0) throw badRequest(`${param} is empty (0 tokens)`, param);
   for (let i = 0; i < ids.length; i++) {
+    if (hasImages && ids[i] === -1) continue; // an image embedding's place (the engine checks the layout)
     if (ids[i] < 0 || ids[i] >= vocab) throw badRequest(`${param}: token id ${ids[i]} at position ${i} is outside the vocabulary [0, ${vocab})`, param, 'invalid_token_id');
   }
   const wanted = params.maxTokens ?? 1;
@@ -86,8 +87,8 @@ export class Job {
   #release: () => void;
 
   /** Reserves admission for every sample of every prompt, then queues them all (or none). */
-  constructor(engine: ServerEngine, prompts: number[][], params: SamplingParams, observer: GenerationObserver | null = null) {
-    this.promptTokens = prompts.map((p) => p.length);
+  constructor(engine: ServerEngine, prompts: CorePrompt[], params: SamplingParams, observer: GenerationObserver | null = null) {
+    this.promptTokens = prompts.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as readonly number[]).length));
     this.#observer = observer;
     this.#release = engine.begin(prompts.length * params.n);
     let submission: Submission;

@@ -46,11 +46,22 @@ const samplingProperties = {
   model: nullable(text(1024)),
 } as const;
 
+// image_url.url: an http(s) URL or a data URL (a 20 MiB image is about 27 M characters of base64).
+const MAX_IMAGE_URL = 32 * 1024 * 1024;
 const contentPart = {
   type: 'object',
   required: ['type'],
   maxProperties: 16,
-  properties: { type: text(64), text: text() },
+  properties: {
+    type: text(64),
+    text: text(),
+    image_url: {
+      anyOf: [text(MAX_IMAGE_URL), {
+        type: 'object', required: ['url'], maxProperties: 8,
+        properties: { url: text(MAX_IMAGE_URL), detail: nullable(text(16)) },
+      }],
+    },
+  },
 };
 
 const message = {

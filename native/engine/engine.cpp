@@ -17,6 +17,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/vision_model.h"
 
 namespace spindle {
 
@@ -27,6 +28,8 @@ model_info describe_file(const gguf_file& file, const tokenizer& tok) {
   info.n_vocab = tok.n_vocab();
   const uint64_t n_ctx = file.get_u64_or(info.arch + ".context_length", 0);
   info.n_ctx_train = n_ctx > uint64_t(INT32_MAX) ? INT32_MAX : int32_t(n_ctx);
+  const uint64_t n_embd = file.get_u64_or(info.arch + ".embedding_length", 0);
+  info.n_embd = n_embd > uint64_t(INT32_MAX) ? 0 : int32_t(n_embd);
   info.bos_id = tok.bos_id();
   info.eos_id = tok.eos_id();
   info.add_bos = tok.add_bos();
@@ -50,6 +53,7 @@ static model_info describe(const model& m, int32_t max_model_len) {
   info.name = hp.name;
   info.n_vocab = hp.n_vocab;
   info.n_ctx_train = hp.n_ctx_train;
+  info.n_embd = hp.n_embd;
   info.max_model_len = max_model_len;
   info.device = m.device_name();
   return info;
@@ -92,6 +96,7 @@ uint64_t engine::submit(request r) {
   if (!load_error_.empty()) throw error("the model failed to load: " + load_error_);
   if (!ready_) throw error("the engine is not ready (the model is still loading)");
   validate_request(r, n_vocab_, max_model_len_);
+  validate_request_images(r, vision_.get());
   r.id = next_id_++;
   const uint64_t id = r.id;
   inbox_.push_back(message{false, id, std::move(r)});
@@ -125,6 +130,17 @@ void engine::join() {
 engine_stats engine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+std::vector<int32_t> engine::image_layout(int width, int height) const {
+  std::shared_ptr<vision_model> v;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ready_) throw error("the engine is not ready (the model is still loading)");
+    v = vision_;
+  }
+  if (!v) throw error("this model does not take images (no vision projector is loaded: start it with an mmproj file)");
+  return v->layout(v->plan(width, height));
 }
 
 std::shared_ptr<model> engine::loaded_model() const {
@@ -235,10 +251,21 @@ bool engine::load() {
                   std::to_string(hp.n_ctx_train));
     }
     if (max_len < 2) throw error("maxModelLen must be at least 2 (got " + std::to_string(max_len) + ")");
+    std::shared_ptr<vision_model> vision;
+    if (!options_.mmproj_path.empty()) {
+      backend* be = m->compute_backend();
+      if (!be) throw error("this model cannot run a vision projector");
+      vision_options vo;
+      vo.min_tokens = options_.image_min_tokens;
+      vo.max_tokens = options_.image_max_tokens;
+      vision = std::make_shared<vision_model>(options_.mmproj_path, *be, m->vocab(), hp.n_embd, vo);
+    }
     make_cache(*m, max_len);
     ev.info = describe(*m, max_len);
+    if (vision) ev.info.mmproj = vision->path();
     std::lock_guard<std::mutex> lock(mu_);
     model_ = std::move(m);
+    vision_ = std::move(vision);
     n_vocab_ = std::min(hp.n_vocab, model_->vocab().n_vocab());
     max_model_len_ = max_len;
     ready_ = true;
@@ -308,6 +335,10 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
           grammar_vocab_->cache_for(r.params.grammar, r.compiled_grammar, !r.params.skip_special), r.params.grammar_triggers);
     }
     auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_, std::move(constraint));
+    if (!seq->req.images.empty()) {
+      seq->images = std::make_unique<request_images>(std::move(seq->req.images), seq->req.prompt, *vision_);
+      seq->req.images.clear();
+    }
     sched_->add(id, seq->req.prompt);
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {
@@ -364,6 +395,7 @@ void engine::update_stats() {
   stats_.prompt_tokens = prompt_tokens_;
   stats_.generated_tokens = generated_tokens_;
   stats_.computed_tokens = computed_tokens_;
+  stats_.images_encoded = images_encoded_;
   stats_.requests_finished = finished_;
   stats_.steps = steps_;
   stats_.failed_steps = failed_steps_;

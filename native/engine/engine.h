@@ -31,6 +31,7 @@ namespace spindle {
 class model;
 class kv_cache;
 class scheduler;
+class vision_model;
 struct schedule_output;
 struct sequence;
 
@@ -44,6 +45,10 @@ struct engine_options {
   // vLLM's gpu_memory_utilization: the fraction of the device's total memory the engine may hold, weights
   // included, so the KV cache gets fraction * total - (memory already in use) (0 = 0.9).
   double kv_cache_memory = 0;
+  // Vision: the mmproj file of the model's vision projector ("" = text only) and its image token limits.
+  std::string mmproj_path;
+  int32_t image_min_tokens = 0;  // 0 = the projector's default
+  int32_t image_max_tokens = 0;
 };
 
 // Facts about the loaded model that the TypeScript layer needs (chat template, special tokens).
@@ -52,6 +57,7 @@ struct model_info {
   std::string name;
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
+  int32_t n_embd = 0;  // {arch}.embedding_length (0 when the file does not say)
   int32_t max_model_len = 0;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
@@ -63,6 +69,7 @@ struct model_info {
   bool has_chat_template = false;
   std::string chat_template;  // tokenizer.chat_template
   std::string device;         // the backend the loaded model runs on ("cpu", "cuda"); "" before loading
+  std::string mmproj;         // the loaded vision projector's file ("" = the model takes no images)
 };
 
 class gguf_file;
@@ -94,6 +101,7 @@ struct engine_stats {
   int32_t kv_block_size = 0;      // tokens per block
   uint64_t preemptions = 0;
   uint64_t computed_tokens = 0;   // tokens forwarded (prompt chunks, recomputes, decodes)
+  uint64_t images_encoded = 0;    // images run through the vision encoder
   uint64_t failed_steps = 0;      // steps whose forward pass threw (their requests failed)
 };
 
@@ -117,6 +125,9 @@ class engine {
   engine_stats stats() const;
   // The loaded model, shared with whoever needs its tokenizer (null before ready or after a load error).
   std::shared_ptr<model> loaded_model() const;
+  // The prompt positions of a width x height image (marker ids, -1 per embedding). Throws spindle::error when
+  // the engine is not ready, has no vision model, or the size is not positive.
+  std::vector<int32_t> image_layout(int width, int height) const;
 
  private:
   struct message {
@@ -159,6 +170,7 @@ class engine {
   int32_t max_model_len_ = 0;
   uint64_t next_id_ = 1;
   std::shared_ptr<model> model_;
+  std::shared_ptr<vision_model> vision_;  // null: text only; plan/layout are const, encode is engine-thread only
   engine_stats stats_;
 
   // Engine thread only.
@@ -169,6 +181,7 @@ class engine {
   std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;
+  uint64_t images_encoded_ = 0;
   uint64_t test_fail_forward_at_step_ = 0;  // 0 = off; see inject_test_fault()
 
   std::thread thread_;

@@ -31,6 +31,11 @@ void engine::run_forward(const schedule_output& so) {
     b.n_table = int32_t(table.size());
     b.n_logits = c.sample ? 1 : 0;
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
+    if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
+      const int64_t before = seq.images->encoded_images();
+      b.embd = seq.images->chunk_embd(c.first_pos, c.n_tokens);
+      images_encoded_ += uint64_t(seq.images->encoded_images() - before);
+    }
     n_sample += b.n_logits;
     batch.push_back(b);
   }

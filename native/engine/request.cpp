@@ -84,6 +84,7 @@ void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len) 
   }
   for (size_t i = 0; i < r.prompt.size(); ++i) {
     int32_t id = r.prompt[i];
+    if (id == -1 && !r.images.empty()) continue;  // an image placeholder: validate_request_images checks it
     if (id < 0 || id >= n_vocab) {
       throw error("prompt token id " + std::to_string(id) + " at position " + std::to_string(i) +
                   " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");

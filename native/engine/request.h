@@ -11,6 +11,7 @@
 
 #include "engine/grammar.h"
 #include "engine/limits.h"
+#include "vision/image_resize.h"
 
 namespace spindle {
 
@@ -50,9 +51,17 @@ struct sampling_params {
 // Throws spindle::error naming the field and the allowed range (range_text of its limits.h entry).
 void validate_sampling_params(const sampling_params& p);
 
+// An image of a request (vision models): its decoded pixels and where its layout (vision_model::layout:
+// marker ids and k_embedding_token placeholders) starts in the prompt.
+struct request_image {
+  rgb_image pixels;
+  int32_t position = 0;
+};
+
 struct request {
   uint64_t id = 0;
-  std::vector<int32_t> prompt;  // token ids
+  std::vector<int32_t> prompt;  // token ids; k_embedding_token (-1) at image placeholders
+  std::vector<request_image> images;  // in prompt order, not overlapping
   sampling_params params;
   std::shared_ptr<const grammar> compiled_grammar;  // params.grammar parsed (null: parse when the request starts)
 };

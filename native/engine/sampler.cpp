@@ -164,7 +164,8 @@ static uint64_t request_seed(const sampling_params& p) {
 sampler::sampler(const sampling_params& params, int32_t n_vocab, const std::vector<int32_t>& prompt)
     : params_(params), n_vocab_(n_vocab), rng_(request_seed(params)) {
   if (params_.repeat_last_n < 0) in_context_.assign(size_t(n_vocab), 0);
-  for (int32_t id : prompt) remember(id);
+  for (int32_t id : prompt)
+    if (id >= 0) remember(id);  // image placeholders (-1) are not tokens
 }
 
 void sampler::remember(int32_t token) {

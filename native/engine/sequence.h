@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/output_constraint.h"
+#include "engine/request_images.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
@@ -39,6 +40,7 @@ struct sequence {
   int32_t max_output;                       // tokens this sequence may generate (maxTokens, context room)
   std::vector<int32_t> output;              // generated ids
   finish_reason finish = finish_reason::none;
+  std::unique_ptr<request_images> images;   // the request's images and encoder cache (null: text only)
 
  private:
   void finish_with(finish_reason r, request_output& out);

@@ -1,6 +1,7 @@
 // Shared forward_batch steps (see batch_rows.h).
 #include "model/batch_rows.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -29,6 +30,7 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
       }
     }
     for (int32_t t = 0; t < b.n_tokens; ++t) {
+      if (b.tokens[t] == k_embedding_token && b.embd) continue;
       if (b.tokens[t] < 0 || b.tokens[t] >= n_vocab) {
         throw error(at + "token id " + std::to_string(b.tokens[t]) + " at index " + std::to_string(t) +
                     " out of range [0, " + std::to_string(n_vocab) + ")");
@@ -47,14 +49,34 @@ void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* 
 
 void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_size, dense_scratch& s) {
   int64_t at = 0;
+  s.embd_rows.clear();
+  s.embd_src.clear();
   for (const batch_sequence& b : batch) {
+    const float* next_embd = b.embd;
     for (int32_t t = 0; t < b.n_tokens; ++t, ++at) {
       const int64_t pos = (int64_t)b.first_pos + t;
       s.tokens[at] = b.tokens[t];
+      if (b.tokens[t] == k_embedding_token) {  // looked up as id 0, then overwritten by batch_input_rows
+        s.tokens[at] = 0;
+        s.embd_rows.push_back(at);
+        s.embd_src.push_back(next_embd);
+        next_embd += s.n_embd;
+      }
       s.pos[at] = (int32_t)pos;
       s.kv_rows[at] = (int64_t)b.block_table[pos / block_size] * block_size + pos % block_size;
     }
   }
+}
+
+void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n) {
+  be.get_rows(tok_embd, s.tokens.data(), n, s.x.data());
+  if (s.embd_rows.empty()) return;
+  const int64_t m = (int64_t)s.embd_rows.size(), width = tok_embd.n_in;
+  s.embd_host.resize(size_t(m * width));
+  for (int64_t i = 0; i < m; ++i) std::copy(s.embd_src[i], s.embd_src[i] + width, s.embd_host.data() + i * width);
+  if (s.embd.size() < m * width) s.embd = backend_buffer(be, m * width);
+  be.upload(s.embd.data(), s.embd_host.data(), m * width);
+  be.copy_rows(s.x.data(), s.embd_rows.data(), s.embd.data(), nullptr, m, width);
 }
 
 void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,

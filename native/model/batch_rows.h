@@ -23,6 +23,10 @@ void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* 
 // s.tokens / s.pos / s.kv_rows [n] for the batch: row = block_table[pos / block_size] * block_size + pos % block_size.
 void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_size, dense_scratch& s);
 
+// x [n, n_embd] = the input row of every token: its vocabulary embedding, or (image placeholders,
+// k_embedding_token) the row its sequence's embd supplies (filled by fill_batch_rows).
+void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n);
+
 // logits [sum of n_logits, n_vocab] = output(rms_norm(last n_logits rows of each sequence in s.x)) (+ bias, when
 // set); uses s.cur and s.logits as scratch. Nothing is written when no sequence wants logits.
 void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,

@@ -91,6 +91,7 @@ void dense_model::reserve_scratch(int64_t n) {
   s.up = backend_buffer(*be_, rows(n_ff));
   s.pos.resize((size_t)n);
   s.tokens.resize((size_t)n);
+  s.n_embd = hp_.n_embd;
   s.kv_rows.resize((size_t)n);
   scratch_ = std::move(s);
 }
@@ -102,7 +103,7 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   check_logits_buffer(batch, logits);
   reserve_scratch(n);
   fill_batch_rows(batch, kv->block_size_, scratch_);
-  be_->get_rows(w_.tok_embd, scratch_.tokens.data(), n, scratch_.x.data());  // [n, n_embd]
+  batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, batch, *kv, n);
   batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, &w_.output_b, logits);
   be_->sync();

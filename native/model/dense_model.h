@@ -72,6 +72,11 @@ struct dense_scratch {
   std::vector<int32_t> pos;            // host [n]
   std::vector<int32_t> tokens;         // host [n] every token of the batch, concatenated
   std::vector<int64_t> kv_rows;        // host [n] cache row of each token (block_table slot)
+  int64_t n_embd = 0;                  // width of an input row (set when the scratch is made)
+  std::vector<int64_t> embd_rows;      // host: batch rows whose input is an embedding (image placeholders)
+  std::vector<const float*> embd_src;  // host: their source rows (n_embd floats each)
+  std::vector<float> embd_host;        // host staging [embd_rows, n_embd]
+  backend_buffer embd;                 // the same rows on the backend
   std::vector<paged_attention_params> attn_seqs;  // host, one per sequence of the batch (reused per layer)
 };
 
@@ -100,7 +105,7 @@ class dense_model final : public model {
   bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
     return be_->device_memory(free_bytes, total_bytes);
   }
-  backend& compute_backend() { return *be_; }
+  backend* compute_backend() override { return be_.get(); }
   const dense_weights& weights() const { return w_; }
 
   std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const override;

@@ -148,6 +148,7 @@ void lfm2_model::reserve_scratch(int64_t n) {
   s.up = backend_buffer(*be_, rows(hp_.n_ff));
   s.pos.resize((size_t)n);
   s.tokens.resize((size_t)n);
+  s.n_embd = hp_.n_embd;
   s.kv_rows.resize((size_t)n);
   if (w_.n_conv > 0) bcx_ = backend_buffer(*be_, rows(3 * (int64_t)hp_.n_embd));
   scratch_ = std::move(s);
@@ -163,7 +164,7 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }
-  be_->get_rows(w_.tok_embd, scratch_.tokens.data(), n, scratch_.x.data());  // [n, n_embd]
+  batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   for (const lfm2_layer& l : w_.layers) {
     float* x = scratch_.x.data();
     float* cur = scratch_.cur.data();

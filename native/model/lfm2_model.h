@@ -85,6 +85,7 @@ class lfm2_model final : public model {
   bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
     return be_->device_memory(free_bytes, total_bytes);
   }
+  backend* compute_backend() override { return be_.get(); }
   const lfm2_weights& weights() const { return w_; }
 
   std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const override;

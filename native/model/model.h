@@ -11,6 +11,7 @@
 
 namespace spindle {
 
+class backend;
 class gguf_file;
 class tokenizer;
 class thread_pool;
@@ -66,7 +67,13 @@ struct batch_sequence {
   // layers. first_pos == 0 starts the state afresh; first_pos > 0 continues the state the slot holds, which
   // must be at exactly first_pos (the model throws otherwise). No two sequences of a batch share a slot.
   int32_t state_slot = -1;
+  // Input embeddings (images): host rows of n_embd floats, one per token whose id is k_embedding_token, in
+  // order; that token's input is its row instead of a vocabulary embedding. Null when no token is one.
+  const float* embd = nullptr;
 };
+
+// The id that marks a position whose input embedding comes from batch_sequence::embd (an image placeholder).
+constexpr int32_t k_embedding_token = -1;
 
 // KV cache of one sequence for the single-sequence forward: a paged cache of one block of max_tokens slots.
 struct sequence_state {
@@ -87,6 +94,9 @@ class model {
   // its own; see backend::device_memory).
   virtual const char* device_name() const = 0;
   virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
+  // The backend the model computes on, for companions that run on the same device (the vision encoder);
+  // null for models that have none (test fakes).
+  virtual backend* compute_backend() { return nullptr; }
 
   virtual std::unique_ptr<sequence_state> new_sequence(int64_t max_tokens) const = 0;
   // Appends tokens[0..n) at positions state.n_past.. and advances n_past by n. Writes logits

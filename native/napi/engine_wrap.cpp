@@ -3,6 +3,8 @@
 // thread touches nothing but its copy of the ThreadSafeFunction handle.
 #include "napi/engine_wrap.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/error.h"
@@ -48,6 +50,7 @@ Napi::Function engine_wrap::define(Napi::Env env) {
                          InstanceMethod<&engine_wrap::abort>("abort"),
                          InstanceMethod<&engine_wrap::stats>("stats"),
                          InstanceMethod<&engine_wrap::close>("close"),
+                         InstanceMethod<&engine_wrap::image_layout>("imageLayout"),
                          StaticMethod<&engine_wrap::inspect>("inspect"),
                      });
 }
@@ -194,6 +197,21 @@ Napi::Value engine_wrap::submit(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, double(id));
 }
 
+Napi::Value engine_wrap::image_layout(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber()) {
+    throw Napi::TypeError::New(env, "imageLayout(width: number, height: number)");
+  }
+  const double w = info[0].As<Napi::Number>().DoubleValue(), h = info[1].As<Napi::Number>().DoubleValue();
+  if (!(w >= 1 && w <= 1e6 && h >= 1 && h <= 1e6) || w != std::floor(w) || h != std::floor(h)) {
+    throw Napi::RangeError::New(env, "imageLayout: width and height must be integers in [1, 1000000]");
+  }
+  const std::vector<int32_t> ids = guarded(env, [&] { return engine_->image_layout(int(w), int(h)); });
+  Napi::Int32Array out = Napi::Int32Array::New(env, ids.size());
+  std::copy(ids.begin(), ids.end(), out.Data());
+  return out;
+}
+
 Napi::Value engine_wrap::abort(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "abort(id): id must be a number");
@@ -221,6 +239,7 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("preemptions", Napi::Number::New(env, double(s.preemptions)));
   o.Set("computedTokens", Napi::Number::New(env, double(s.computed_tokens)));
   o.Set("failedSteps", Napi::Number::New(env, double(s.failed_steps)));
+  o.Set("imagesEncoded", Napi::Number::New(env, double(s.images_encoded)));
   return o;
 }
 

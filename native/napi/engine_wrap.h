@@ -5,6 +5,7 @@
 //   abort(id)                   unknown / finished ids are ignored
 //   stats() -> { ready, closed, running, waiting, promptTokens, generatedTokens, requestsFinished, steps }
 //   close({ drain? }) -> Promise<void>   resolves after the engine thread has exited
+//   imageLayout(width, height) -> Int32Array   an image's prompt positions (marker ids, -1 per embedding)
 //   NativeEngine.inspect(path) -> { info, tokenizer }   synchronous: GGUF metadata + tokenizer, no weights
 //
 // onEvent receives, on the JS thread and in order: { type: 'ready', info, tokenizer } or
@@ -42,6 +43,7 @@ class engine_wrap : public Napi::ObjectWrap<engine_wrap> {
   Napi::Value abort(const Napi::CallbackInfo& info);
   Napi::Value stats(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
+  Napi::Value image_layout(const Napi::CallbackInfo& info);
   static Napi::Value inspect(const Napi::CallbackInfo& info);
 
   void set_busy(Napi::Env env);  // ref the TSFN while loading / pending / closing, unref when idle

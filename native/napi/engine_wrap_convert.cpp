@@ -164,6 +164,41 @@ std::vector<std::pair<int32_t, float>> logit_bias_field(const Napi::Object& o, c
   return out;
 }
 
+// images: [{ data: Uint8Array (RGB, width * height * 3 bytes), width, height, position }] (the prompt index
+// where the image's layout starts). The engine checks sizes and the layout against the prompt.
+std::vector<request_image> images_field(const Napi::Object& o, const char* key) {
+  Napi::Env env = o.Env();
+  Napi::Value v = o.Get(key);
+  std::vector<request_image> out;
+  if (absent(v)) return out;
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { data, width, height, position }");
+  Napi::Array a = v.As<Napi::Array>();
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+    Napi::Value e = a.Get(i);
+    if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object");
+    Napi::Object im = e.As<Napi::Object>();
+    Napi::Value data = im.Get("data");
+    if (!data.IsTypedArray() || data.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+      throw Napi::TypeError::New(env, at + ".data must be a Uint8Array of RGB pixels");
+    }
+    request_image r;
+    for (auto [name, field] : {std::pair{"width", &r.pixels.width}, std::pair{"height", &r.pixels.height},
+                               std::pair{"position", &r.position}}) {
+      Napi::Value n = im.Get(name);
+      const double d = n.IsNumber() ? n.As<Napi::Number>().DoubleValue() : NAN;
+      if (!(d >= 0 && d <= 2147483647.0) || d != std::floor(d)) {
+        throw Napi::TypeError::New(env, at + "." + name + " must be a non-negative integer");
+      }
+      *field = int32_t(d);
+    }
+    Napi::Uint8Array bytes = data.As<Napi::Uint8Array>();
+    r.pixels.data.assign(bytes.Data(), bytes.Data() + bytes.ElementLength());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 native_engine_options parse_engine_options(const Napi::Value& v) {
@@ -179,6 +214,15 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   out.engine.kv_cache_memory = number_field(o, "kvCacheMemory", 0);
   if (!(out.engine.kv_cache_memory >= 0) || out.engine.kv_cache_memory > 9.0e15) {
     throw Napi::RangeError::New(v.Env(), "kvCacheMemory must be a fraction in (0, 1] or a number of bytes");
+  }
+  out.engine.mmproj_path = string_field(o, "mmproj");
+  for (auto [key, field] : {std::pair{"imageMinTokens", &out.engine.image_min_tokens},
+                            std::pair{"imageMaxTokens", &out.engine.image_max_tokens}}) {
+    const double d = number_field(o, key, 0);
+    if (!(d >= 0 && d <= 65536) || d != std::floor(d)) {
+      throw Napi::RangeError::New(v.Env(), std::string(key) + " must be an integer in [0, 65536] (0: the projector's default)");
+    }
+    *field = int32_t(d);
   }
   out.threads = int(limited_field(o, k_threads, 0));  // 0: every core
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
@@ -212,6 +256,7 @@ request parse_request(const Napi::Value& spec_value) {
   p.grammar = string_field(s, "grammar");
   p.grammar_triggers = triggers_field(s, "grammarTriggers");
   p.logit_bias = logit_bias_field(s, "logitBias");
+  r.images = images_field(s, "images");
   return r;
 }
 
@@ -271,6 +316,7 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   o.Set("name", m.name);
   o.Set("nVocab", m.n_vocab);
   o.Set("nCtxTrain", m.n_ctx_train);
+  o.Set("nEmbd", m.n_embd);
   o.Set("maxModelLen", m.max_model_len);
   o.Set("bosId", m.bos_id);
   o.Set("eosId", m.eos_id);
@@ -283,6 +329,7 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   o.Set("eogTokens", eog);
   o.Set("chatTemplate", m.has_chat_template ? Napi::Value(Napi::String::New(env, m.chat_template)) : env.Null());
   o.Set("device", m.device.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.device)));  // null: not loaded
+  o.Set("mmproj", m.mmproj.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.mmproj)));  // null: text only
   return o;
 }
 

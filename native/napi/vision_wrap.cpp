@@ -5,6 +5,9 @@
 #include <napi.h>
 
 #include "gguf/gguf_file.h"
+#include "backend/backend.h"
+#include "common/error.h"
+#include "vision/lfm2_encoder.h"
 #include "vision/lfm2_encoder_ref.h"
 #include "vision/mmproj.h"
 
@@ -43,10 +46,12 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
 
 // (test builds only: SPINDLE_TEST_HOOKS) mmprojEncodeReference(path, pixels: Float32Array planar [3][h][w] normalized, width, height): Float32Array
 // [tokens * nEmbdOut]: the plain-loop encoder (native/vision/lfm2_encoder_ref.h), for conformance tests.
-[[maybe_unused]] Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) {
+// (test builds only) mmprojEncode(path, pixels, width, height, threads?): the same through the backend encoder
+// (native/vision/lfm2_encoder.h) on the CPU backend.
+[[maybe_unused]] Napi::Value mmproj_encode_impl(const Napi::CallbackInfo& info, bool reference) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsString() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber()) {
-    throw Napi::TypeError::New(env, "mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number)");
+    throw Napi::TypeError::New(env, "mmprojEncode(path: string, pixels: Float32Array, width: number, height: number)");
   }
   Napi::TypedArray ta = info[1].As<Napi::TypedArray>();
   if (ta.TypedArrayType() != napi_float32_array) throw Napi::TypeError::New(env, "pixels must be a Float32Array");
@@ -55,7 +60,20 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
     auto file = gguf_file::open(info[0].As<Napi::String>().Utf8Value());
     const mmproj_model m = load_mmproj(*file);
     const std::vector<float> pixels(px.Data(), px.Data() + px.ElementLength());
-    const std::vector<float> e = lfm2_encode_reference(m, pixels, info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value());
+    const int w = info[2].As<Napi::Number>().Int32Value(), h = info[3].As<Napi::Number>().Int32Value();
+    std::vector<float> e;
+    if (reference) {
+      e = lfm2_encode_reference(m, pixels, w, h);
+    } else {
+      const int threads = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().Int32Value() : 0;
+      auto be = make_cpu_backend(threads);
+      lfm2_encoder enc(m, *be);
+      const int align = int(m.hp.patch_size * m.hp.scale_factor);
+      if (w <= 0 || h <= 0 || w % align || h % align) throw error("image entry is not a multiple of the patch grid");
+      if (pixels.size() != size_t(3) * size_t(w) * size_t(h)) throw error("pixel count does not match the size");
+      e.resize(size_t((w / align) * (h / align)) * m.hp.n_embd_out);
+      enc.encode(pixels.data(), w, h, e.data());
+    }
     Napi::Float32Array out = Napi::Float32Array::New(env, e.size());
     std::copy(e.begin(), e.end(), out.Data());
     return out;
@@ -64,12 +82,16 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
   }
 }
 
+[[maybe_unused]] Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) { return mmproj_encode_impl(info, true); }
+[[maybe_unused]] Napi::Value mmproj_encode(const Napi::CallbackInfo& info) { return mmproj_encode_impl(info, false); }
+
 }  // namespace
 
 void register_vision(Napi::Env env, Napi::Object exports) {
   exports.Set("mmprojInfo", Napi::Function::New(env, mmproj_info, "mmprojInfo"));
 #if SPINDLE_TEST_HOOKS
   exports.Set("mmprojEncodeReference", Napi::Function::New(env, mmproj_encode_reference, "mmprojEncodeReference"));
+  exports.Set("mmprojEncode", Napi::Function::New(env, mmproj_encode, "mmprojEncode"));
 #endif
 }
 

@@ -22,6 +22,8 @@ export interface DebugAddon extends NativeAddon {
   grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
   /** The plain-loop LFM2-VL encoder on one image entry (planar normalized RGB): [tokens * nEmbdOut]. */
   mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number): Float32Array;
+  /** The same through the backend encoder on the CPU backend (threads: 0 = every core). */
+  mmprojEncode(path: string, pixels: Float32Array, width: number, height: number, threads?: number): Float32Array;
 }
 
 /** The loaded addon with its test hooks; throws, naming the fix, when the addon was built without them. */

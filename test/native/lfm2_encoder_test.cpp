@@ -2,6 +2,7 @@
 // align_corners=False values on a hand-checked upscale, antialiased shrink weights), pixel unshuffle order,
 // LayerNorm, GELU; and a whole encode on a small generated mmproj (token count, finite values, size errors).
 // Conformance with llama.cpp's encoder on a real-sized fixture is a later step of issue 15.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -10,7 +11,10 @@
 #include "common/error.h"
 #include "gguf_test_writer.h"
 #include "harness.h"
+#include "backend/backend.h"
+#include "vision/lfm2_encoder.h"
 #include "vision/lfm2_encoder_ref.h"
+#include "vision/lfm2_plan.h"
 
 using namespace spindle;
 using namespace gguf_test;
@@ -118,5 +122,60 @@ TEST_CASE("lfm2 encoder: a whole encode gives one finite embedding per merged to
   try { lfm2_encode_reference(m, std::vector<float>(3 * 12 * 16), 12, 16); } catch (const spindle::error& e) {
     threw = std::string(e.what()).find("not a multiple of 8") != std::string::npos;
   }
+  CHECK(threw);
+}
+
+TEST_CASE("lfm2 encoder: the backend encoder matches the plain loops") {
+  const std::vector<uint8_t> bytes = small_mmproj();
+  auto f = gguf_file::from_memory(bytes.data(), bytes.size(), "small-mmproj.gguf");
+  const mmproj_model m = load_mmproj(*f, 10);
+  auto be = make_cpu_backend(2);
+  lfm2_encoder enc(m, *be);
+  for (auto [w, h] : {std::pair<int, int>{16, 16}, {32, 16}, {8, 24}, {16, 16}}) {  // 16x16 twice: cached pos table
+    std::vector<float> px(size_t(3 * w * h));
+    for (size_t i = 0; i < px.size(); ++i) px[i] = float(int(i * 53 % 255)) / 127.5f - 1.0f;
+    const std::vector<float> want = lfm2_encode_reference(m, px, w, h);
+    std::vector<float> got(want.size(), NAN);
+    enc.encode(px.data(), w, h, got.data());
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      diff = std::max(diff, std::abs(got[i] - want[i]));
+    }
+    CHECK(diff <= 1e-4f * scale);  // f32 SIMD sums vs the reference's double sums
+  }
+  bool threw = false;
+  try { enc.encode(std::vector<float>(3 * 12 * 16).data(), 12, 16, nullptr); } catch (const spindle::error& e) {
+    threw = std::string(e.what()).find("not a multiple of 8") != std::string::npos;
+  }
+  CHECK(threw);
+}
+
+TEST_CASE("lfm2 plan: the worked examples of the design doc (llama.cpp's mtmd values)") {
+  const lfm2_vision_params p;
+  lfm2_image_plan a = plan_lfm2_image(256, 256, p);
+  CHECK(!a.tiled);
+  REQUIRE(a.crops.size() == 1);
+  CHECK(a.crops[0].width == 256 && a.crops[0].tokens == 64 && a.positions == 66);
+  lfm2_image_plan b = plan_lfm2_image(1200, 900, p);
+  CHECK(b.tiled && b.cols == 3 && b.rows == 2 && b.refined_width == 1536 && b.refined_height == 1024);
+  REQUIRE(b.crops.size() == 7);
+  CHECK(b.crops[5].marker == "<|img_row_2_col_3|>" && b.crops[5].tile_row == 1 && b.crops[5].tile_col == 2);
+  CHECK(b.crops[6].marker == "<|img_thumbnail|>" && b.crops[6].width == 576 && b.crops[6].height == 416);
+  CHECK(b.crops[6].tokens == 234 && b.embeddings == 6 * 256 + 234 && b.positions == 1779);
+  int w = 0, h = 0;
+  lfm2_image_size(400, 400, p, &w, &h);
+  CHECK(w == 416 && h == 416);
+  const bool tiles[5] = {false, false, true, true, false};  // tests/test-mtmd-impl.cpp
+  const int sizes[5][2] = {{704, 704}, {720, 720}, {736, 736}, {1024, 977}, {1056, 384}};
+  for (int i = 0; i < 5; ++i) CHECK(lfm2_should_tile(sizes[i][0], sizes[i][1], p) == tiles[i]);
+  int cols = 0, rows = 0;
+  lfm2_tile_grid(5000, 400, p, &cols, &rows);
+  CHECK(cols == 10 && rows == 1);
+  lfm2_tile_grid(1024, 977, p, &cols, &rows);
+  CHECK(cols == 2 && rows == 2);
+  CHECK(plan_lfm2_image(10, 10, p).crops[0].tokens >= 64);
+  bool threw = false;
+  try { plan_lfm2_image(0, 10, p); } catch (const spindle::error&) { threw = true; }
   CHECK(threw);
 }

@@ -3,13 +3,15 @@
 // content, done_reason and the durations. An empty message list answers done_reason 'load'.
 // Tools work as in /v1/chat/completions with tool_choice auto (Ollama has no tool_choice): the reply's
 // message carries `tool_calls` with arguments as objects; history messages may carry tool_calls and tool
-// results. Invariant: images are refused by name (no vision yet); `thinking` of history messages is not rendered.
+// results. Images (base64, Ollama's `images`) go before the message text, for models with a vision projector
+// (a text-only model refuses them by name). Invariant: `thinking` of history messages is not rendered.
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, Role } from '../../../chat/template.js';
 import { badRequest } from '../../api-error.js';
+import { chatPrompt } from '../../chat-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
 import { chatTools } from '../../tool-calls.js';
-import { answerOllama, loadAnswer, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
+import { answerOllama, loadAnswer, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
 import { ollamaChatSchema } from './schemas.js';
 
 interface OllamaMessage {
@@ -27,10 +29,15 @@ interface ChatBody extends OllamaBody {
 }
 
 /** Ollama messages -> template messages, refusing what this server cannot render. */
-function templateMessages(body: ChatBody): ChatMessage[] {
+function templateMessages(body: ChatBody, vision: boolean): ChatMessage[] {
   return (body.messages ?? []).map((m, i) => {
-    if (m.images && m.images.length > 0) throw badRequest(`messages[${i}].images: this model takes text only`, `messages[${i}].images`, 'unsupported_parameter');
-    const out: ChatMessage = { role: m.role as Role, content: m.content ?? '' };
+    let content: ChatMessage['content'] = m.content ?? '';
+    if (m.images && m.images.length > 0) {
+      if (!vision) throw badRequest(`messages[${i}].images: this model takes text only (it has no vision projector)`, `messages[${i}].images`, 'unsupported_parameter');
+      content = [...m.images.map((b64) => ({ type: 'image_url' as const, image_url: { url: ollamaImageUrl(b64) } })),
+        ...(m.content ? [{ type: 'text' as const, text: m.content }] : [])];
+    }
+    const out: ChatMessage = { role: m.role as Role, content };
     if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls.map((c) => ({ type: 'function', ...(c as object) }));
     if (m.tool_name) out.name = m.tool_name;
     return out;
@@ -43,9 +50,9 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const body = request.body as ChatBody;
     refuseCommon(body);
     const model = ollamaModel(app.engine, body.model);
-    const messages = templateMessages(body);
-    if (messages.length === 0) return { ...loadAnswer(body), message: { role: 'assistant', content: '' } };
+    if ((body.messages ?? []).length === 0) return { ...loadAnswer(body), message: { role: 'assistant', content: '' } };
     const { tokenizer, info } = await app.engine.ready();
+    const messages = templateMessages(body, app.engine.core.acceptsImages);
     const loaded = performance.now();
     const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
     const tools = chatTools(app.engine, info.chatTemplate, body.tools, undefined, undefined);
@@ -54,10 +61,9 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
       params.grammar = tools.grammar;
       if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false;
     }
-    const text = tokenizer.applyChatTemplate(messages, { tokenize: false, addGenerationPrompt: true, tools: tools?.templateTools }) as string;
-    const ids = tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true });
-    checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict');
-    const job = new Job(app.engine, [ids], params, app.metrics);
+    const { ids, prompt, images } = await chatPrompt(app.engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools });
+    checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict', images > 0);
+    const job = new Job(app.engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     return answerOllama(reply, job, {
       piece: (content) => ({ message: { role: 'assistant', content } }),

@@ -2,11 +2,17 @@
 // `system` as the system turn), or sent verbatim with `raw: true`; `context` (deprecated) token ids are put
 // before it. NDJSON streaming unless `stream: false`; the final object carries `context` (prompt + output
 // ids) except in raw mode, as Ollama does. An empty prompt answers done_reason 'load' (the model is loaded).
-// Invariant: request-supplied Go templates, suffix (fill-in-the-middle) and images are refused by name.
+// `images` (base64) go before the prompt text (raw mode: where `<image>` markers are, else first), for models
+// with a vision projector. Invariant: request-supplied Go templates and suffix (fill-in-the-middle) are refused
+// by name, and so are images for a text-only model.
 import type { FastifyInstance } from 'fastify';
 import { badRequest } from '../../api-error.js';
+import type { ChatMessage } from '../../../chat/template.js';
+import type { CorePrompt } from '../../../engine-core.js';
+import { markRawPrompt } from '../../../vision/multimodal-prompt.js';
+import { chatPrompt, serverImagesPrompt } from '../../chat-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
-import { answerOllama, loadAnswer, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
+import { answerOllama, loadAnswer, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
 import { ollamaGenerateSchema } from './schemas.js';
 
 interface GenerateBody extends OllamaBody {
@@ -28,7 +34,6 @@ function refuseUnsupported(body: GenerateBody): void {
     throw badRequest("template: request-supplied (Go) templates are not supported; the model's chat template is used", 'template', 'unsupported_parameter');
   }
   if (body.suffix) throw badRequest('suffix: fill-in-the-middle is not supported by this server', 'suffix', 'unsupported_parameter');
-  if (body.images && body.images.length > 0) throw badRequest('images: this model takes text only', 'images', 'unsupported_parameter');
 }
 
 export default async function ollamaGenerateRoute(app: FastifyInstance): Promise<void> {
@@ -41,16 +46,26 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     const { tokenizer, info } = await app.engine.ready();
     const loaded = performance.now();
     const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
-    let ids: number[];
-    if (body.raw === true) {
-      ids = tokenizer.encodePrompt(body.prompt);
-    } else {
-      const messages = [...(body.system ? [{ role: 'system' as const, content: body.system }] : []), { role: 'user' as const, content: body.prompt }];
-      const text = tokenizer.applyChatTemplate(messages, { tokenize: false, addGenerationPrompt: true }) as string;
-      ids = [...(body.context ?? []), ...tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true })];
+    const images = (body.images ?? []).map(ollamaImageUrl);
+    if (images.length > 0 && !app.engine.core.acceptsImages) {
+      throw badRequest('images: this model takes text only (it has no vision projector; start the server with --mmproj)', 'images', 'unsupported_parameter');
     }
-    checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, body.context?.length ? 'context' : 'prompt', 'options.num_predict');
-    const job = new Job(app.engine, [ids], params, app.metrics);
+    let ids: number[];
+    let prompt: CorePrompt;
+    if (body.raw === true) {
+      if (images.length > 0) ({ ids, prompt } = await serverImagesPrompt(app.engine, markRawPrompt(body.prompt, images.length), images, false, 'images'));
+      else prompt = ids = tokenizer.encodePrompt(body.prompt);
+    } else {
+      const content: ChatMessage['content'] = images.length === 0 ? body.prompt
+        : [...images.map((url) => ({ type: 'image_url' as const, image_url: { url } })), { type: 'text' as const, text: body.prompt }];
+      const messages: ChatMessage[] = [...(body.system ? [{ role: 'system' as const, content: body.system }] : []), { role: 'user' as const, content }];
+      if (images.length > 0 && (body.context ?? []).length > 0) throw badRequest('context cannot be combined with images', 'context');
+      const chat = await chatPrompt(app.engine, tokenizer, messages, { addGenerationPrompt: true }, 'images');
+      ids = [...(body.context ?? []), ...chat.ids];
+      prompt = images.length > 0 ? chat.prompt : ids;
+    }
+    checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, body.context?.length ? 'context' : 'prompt', 'options.num_predict', images.length > 0);
+    const job = new Job(app.engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     const raw = body.raw === true;
     return answerOllama(reply, job, {

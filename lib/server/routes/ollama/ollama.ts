@@ -231,3 +231,8 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
   out.end(false);
   return undefined;
 }
+
+/** An Ollama `images` entry (base64 bytes, or a data URL as some clients send) as an image URL. */
+export function ollamaImageUrl(image: string): string {
+  return image.startsWith('data:') ? image : `data:application/octet-stream;base64,${image}`;
+}

@@ -8,6 +8,7 @@ import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
+import { chatPrompt } from '../../chat-prompt.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
@@ -109,17 +110,15 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       params.grammar = tools.grammar;
       if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
     }
-    const prompt = tokenizer.applyChatTemplate(templateMessages(body.messages), {
-      tokenize: false,
+    const { ids, prompt, images } = await chatPrompt(app.engine, tokenizer, templateMessages(body.messages), {
       addGenerationPrompt: body.add_generation_prompt ?? true,
       chatTemplateKwargs: body.chat_template_kwargs ?? undefined,
       tools: tools?.templateTools,
     });
-    const ids = tokenizer.encode(prompt, { addSpecialTokens: false, parseSpecial: true });
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
-      body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens');
+      body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens', images > 0);
     const stream = body.stream === true;
-    const job = new Job(app.engine, [ids], params, app.metrics);
+    const job = new Job(app.engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
     if (stream) {

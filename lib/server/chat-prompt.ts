@@ -1,0 +1,47 @@
+// Chat messages -> the engine's prompt for every chat route (/v1/chat/completions, /api/chat, /api/generate):
+// the chat template rendered (with a media marker per image when the model takes images), tokenized, and the
+// images fetched and decoded within the server's media limits (--allowed-local-media-path,
+// --allowed-media-domains, no link-local or metadata addresses).
+// Invariant: anything the client got wrong (an image that cannot be fetched or decoded, an image for a text-only
+// model) is a 400 ApiError naming the image and the problem.
+import { imageSources, type ChatMessage } from '../chat/template.js';
+import type { CorePrompt } from '../engine-core.js';
+import type { ApplyChatTemplateOptions, Tokenizer } from '../tokenizer.js';
+import { ImageInputError, type ImageSource } from '../vision/image-input.js';
+import { MEDIA_MARKER } from '../vision/multimodal-prompt.js';
+import { badRequest } from './api-error.js';
+import type { ServerEngine } from './plugins/engine.js';
+
+export interface ChatPrompt {
+  ids: number[]; // the prompt's token ids (-1 at image embeddings)
+  prompt: CorePrompt; // what the engine is given
+  images: number; // images in the prompt
+}
+
+/** Images of a prompt, fetched within the server's limits; a failure is a 400 naming the image. */
+export async function serverImagesPrompt(engine: ServerEngine, text: string, sources: readonly ImageSource[],
+  rendered: boolean, param: string): Promise<ChatPrompt> {
+  if (!engine.core.acceptsImages) {
+    throw badRequest(`${param}: this model takes text only (it has no vision projector; start the server with --mmproj)`, param, 'unsupported_parameter');
+  }
+  try {
+    const mm = await engine.core.multimodalPrompt(text, sources, `${param} image`, rendered);
+    return { ids: mm.tokenIds, prompt: mm, images: mm.images.length };
+  } catch (e) {
+    if (e instanceof ImageInputError) throw badRequest(e.message, param, e.code);
+    if (e instanceof RangeError) throw badRequest(e.message, param);
+    throw e;
+  }
+}
+
+export async function chatPrompt(engine: ServerEngine, tokenizer: Tokenizer, messages: readonly ChatMessage[],
+  options: Omit<ApplyChatTemplateOptions, 'tokenize' | 'mediaMarker'>, param = 'messages'): Promise<ChatPrompt> {
+  const vision = engine.core.acceptsImages;
+  const text = tokenizer.applyChatTemplate(messages, { ...options, tokenize: false, mediaMarker: vision ? MEDIA_MARKER : undefined });
+  const sources = vision ? imageSources(messages) : [];
+  if (sources.length === 0) {
+    const ids = tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true });
+    return { ids, prompt: ids, images: 0 };
+  }
+  return serverImagesPrompt(engine, text, sources, true, param);
+}

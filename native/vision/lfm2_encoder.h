@@ -1,0 +1,55 @@
+// The LFM2-VL vision encoder and projector on a compute backend (the same graph as lfm2_encoder_ref.h, with
+// the backend's matmul, layer_norm, gelu and non-causal attention): one crop's normalized pixels in, one
+// embedding per image token out.
+// Invariant: weights are uploaded once at construction and released with the object; an encode's output
+// depends only on its own pixels (no state carries over between calls except cached position tables).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "vision/mmproj.h"
+
+namespace spindle {
+
+class lfm2_encoder {
+ public:
+  // m (and the file it points into) must outlive the encoder. Throws spindle::error when the backend cannot
+  // take a weight's type.
+  lfm2_encoder(const mmproj_model& m, backend& be);
+  ~lfm2_encoder();
+  lfm2_encoder(const lfm2_encoder&) = delete;
+  lfm2_encoder& operator=(const lfm2_encoder&) = delete;
+
+  // pixels: host planar [3][height][width], normalized; sides multiples of P*s.
+  // out: host [(width / (P*s)) * (height / (P*s))][n_embd_out].
+  void encode(const float* pixels, int width, int height, float* out);
+  int n_embd_out() const { return int(m_.hp.n_embd_out); }
+
+ private:
+  struct layer {
+    backend_weight q, k, v, out, up, down;
+    backend_buffer q_b, k_b, v_b, out_b, up_b, down_b, ln1, ln1_b, ln2, ln2_b;
+  };
+  backend_weight weight(const gguf_tensor& t);
+  backend_buffer vec(const gguf_tensor* t);  // empty when t is null
+  void linear(const backend_weight& w, const backend_buffer& b, const float* x, int64_t n, float* y);
+  const backend_buffer& pos_table(int gw, int gh);  // [gh*gw, D], resized once per grid size
+  void reserve(int64_t n_patches);
+
+  const mmproj_model& m_;
+  backend& be_;
+  backend_weight patch_;
+  backend_buffer patch_b_, post_ln_, post_ln_b_, proj_norm_, proj_norm_b_, proj1_b_, proj2_b_;
+  backend_weight proj1_, proj2_;
+  std::vector<layer> layers_;
+  std::vector<float> pos_host_;  // [G*G, D]
+  std::map<std::pair<int, int>, backend_buffer> pos_cache_;
+  int64_t capacity_ = 0;  // patches the scratch buffers hold
+  backend_buffer patches_, x_, cur_, q_, k_, v_, att_, ff_, merged_, hidden_, emb_;
+  std::vector<float> patches_host_;
+};
+
+}  // namespace spindle

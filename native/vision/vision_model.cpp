@@ -1,0 +1,89 @@
+// Vision model (see vision_model.h).
+#include "vision/vision_model.h"
+
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "tokenizer/tokenizer.h"
+#include "vision/lfm2_encoder.h"
+#include "vision/lfm2_preprocess.h"
+
+namespace spindle {
+
+namespace {
+
+// Every marker text a plan with these limits can use.
+std::vector<std::string> marker_texts(const lfm2_vision_params& p) {
+  std::vector<std::string> out = {"<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"};
+  for (int r = 1; r <= p.max_tiles; ++r)
+    for (int c = 1; r * c <= p.max_tiles; ++c)
+      out.push_back("<|img_row_" + std::to_string(r) + "_col_" + std::to_string(c) + "|>");
+  return out;
+}
+
+}  // namespace
+
+vision_model::vision_model(const std::string& path, backend& be, const tokenizer& tok, int32_t text_n_embd,
+                           const vision_options& options)
+    : path_(path) {
+  try {
+    file_ = gguf_file::open(path);
+    m_ = load_mmproj(*file_, uint32_t(text_n_embd));
+    params_.patch_size = int(m_.hp.patch_size);
+    params_.scale_factor = int(m_.hp.scale_factor);
+    if (options.min_tokens < 0 || options.max_tokens < 0) throw error("image token limits must be positive");
+    if (options.min_tokens > 0) params_.min_tokens = options.min_tokens;
+    if (options.max_tokens > 0) params_.max_tokens = options.max_tokens;
+    if (params_.min_tokens > params_.max_tokens) {
+      throw error("image_min_tokens (" + std::to_string(params_.min_tokens) + ") is above image_max_tokens (" +
+                  std::to_string(params_.max_tokens) + ")");
+    }
+    const std::vector<std::string> wanted = marker_texts(params_);
+    for (const std::string& w : wanted) markers_[w] = -1;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+      auto it = markers_.find(tok.token_text(id));
+      if (it != markers_.end() && it->second < 0) it->second = id;
+    }
+    for (const auto& [text, id] : markers_) {
+      if (id < 0) throw error("the text model's vocabulary has no token '" + text + "', which LFM2-VL images need");
+    }
+    encoder_ = std::make_unique<lfm2_encoder>(m_, be);
+  } catch (const std::exception& e) {
+    throw error("mmproj " + path + ": " + e.what());
+  }
+}
+
+vision_model::~vision_model() = default;
+
+int32_t vision_model::marker_id(const std::string& text) const {
+  auto it = markers_.find(text);
+  if (it == markers_.end()) throw error("no marker token '" + text + "'");
+  return it->second;
+}
+
+std::vector<int32_t> vision_model::layout(const lfm2_image_plan& plan) const {
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(plan.positions));
+  ids.push_back(marker_id("<|image_start|>"));
+  for (const lfm2_crop& c : plan.crops) {
+    if (!c.marker.empty()) ids.push_back(marker_id(c.marker));
+    ids.insert(ids.end(), size_t(c.tokens), -1);
+  }
+  ids.push_back(marker_id("<|image_end|>"));
+  return ids;
+}
+
+std::vector<float> vision_model::encode(const rgb_image& image, const lfm2_image_plan& plan) {
+  const size_t E = size_t(n_embd());
+  std::vector<float> out(size_t(plan.embeddings) * E);
+  lfm2_cropper cropper(image, plan);
+  size_t row = 0;
+  for (size_t i = 0; i < plan.crops.size(); ++i) {
+    const rgb_image c = cropper.crop(i);
+    const std::vector<float> pixels = normalize_planar(c, m_.hp.mean, m_.hp.stddev);
+    encoder_->encode(pixels.data(), c.width, c.height, out.data() + row * E);
+    row += size_t(plan.crops[i].tokens);
+  }
+  return out;
+}
+
+}  // namespace spindle
