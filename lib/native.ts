@@ -198,6 +198,20 @@ export interface NativeMmprojInfo {
   std: number[];
 }
 
+/** native/napi/vision_wrap.cpp lfm2ImagePlan */
+export interface NativeLfm2Plan {
+  tiled: boolean;
+  cols: number;
+  rows: number;
+  refinedWidth: number;
+  refinedHeight: number;
+  embeddings: number;
+  positions: number;
+  imageSize: { width: number; height: number };
+  bestGrid: { cols: number; rows: number };
+  crops: { source: 'image' | 'tile' | 'thumbnail'; width: number; height: number; tokens: number; marker: string | null; row: number; col: number }[];
+}
+
 export interface NativeAddon {
   version(): string;
   limits: NativeLimits;
@@ -207,6 +221,8 @@ export interface NativeAddon {
   grammarCheck(gbnf: string): { rules: number };
   /** Loads and checks an mmproj GGUF (native/vision/mmproj.h); throws an Error naming the bad key or tensor. */
   mmprojInfo(path: string): NativeMmprojInfo;
+  /** The LFM2-VL image plan the engine uses (native/vision/lfm2_plan.h); lib/vision/lfm2-plan.ts shapes it. */
+  lfm2ImagePlan(width: number, height: number, params?: object): NativeLfm2Plan;
   Tokenizer: NativeTokenizerClass;
   NativeEngine: NativeEngineClass;
 }

@@ -1,4 +1,4 @@
-// The LFM2-VL image plan against the worked examples of docs/design/lfm2-vl.md (values llama.cpp's mtmd
+// The LFM2-VL image plan (the engine's, native/vision/lfm2_plan.cpp, through the addon) against the worked examples of docs/design/lfm2-vl.md (values llama.cpp's mtmd
 // preprocessor gives, including tests/test-mtmd-impl.cpp's tiling cases): tiling threshold, tile grid,
 // letterbox, thumbnail / single-image size, tokens per crop and the marker layout.
 import t from 'tap';
@@ -7,7 +7,7 @@ import { lfm2ImageSize, lfm2ShouldTile, lfm2TileGrid, planLfm2Image } from '../l
 t.test('256x256: one image of 64 tokens between start and end markers', async (t) => {
   const p = planLfm2Image(256, 256);
   t.equal(p.tiled, false);
-  t.match(p.crops, [{ width: 256, height: 256, patchesX: 16, patchesY: 16, tokens: 64, marker: null, source: 'image' }]);
+  t.match(p.crops, [{ width: 256, height: 256, tokens: 64, marker: null, source: 'image' }]);
   t.same(p.layout, ['<|image_start|>', 64, '<|image_end|>']);
   t.equal(p.positions, 66);
 });
@@ -16,10 +16,10 @@ t.test('1200x900: 3x2 tiles letterboxed from 1366x1024, then a 576x416 thumbnail
   const p = planLfm2Image(1200, 900);
   t.equal(p.tiled, true);
   t.same(p.grid, { cols: 3, rows: 2 });
-  t.same(p.refined, { width: 1536, height: 1024, pasteX: 85, pasteY: 0, pasteWidth: 1366, pasteHeight: 1024 });
+  t.same(p.refined, { width: 1536, height: 1024 });
   t.equal(p.crops.length, 7);
-  for (const c of p.crops.slice(0, 6)) t.match(c, { width: 512, height: 512, patchesX: 32, patchesY: 32, tokens: 256, source: 'tile' });
-  t.match(p.crops[6], { width: 576, height: 416, patchesX: 36, patchesY: 26, tokens: 234, marker: '<|img_thumbnail|>', source: 'thumbnail' });
+  for (const c of p.crops.slice(0, 6)) t.match(c, { width: 512, height: 512, tokens: 256, source: 'tile' });
+  t.match(p.crops[6], { width: 576, height: 416, tokens: 234, marker: '<|img_thumbnail|>', source: 'thumbnail' });
   t.same(p.layout, [
     '<|image_start|>',
     '<|img_row_1_col_1|>', 256, '<|img_row_1_col_2|>', 256, '<|img_row_1_col_3|>', 256,
@@ -35,7 +35,7 @@ t.test('more sizes run through llama.cpp: single / tiled and the resulting sizes
   const a = planLfm2Image(1024, 977);
   t.same(a.grid, { cols: 2, rows: 2 });
   t.match(a.crops.at(-1), { width: 512, height: 480, tokens: 240 });
-  t.same(a.refined, { width: 1024, height: 1024, pasteX: 0, pasteY: 23, pasteWidth: 1024, pasteHeight: 977 });
+  t.same(a.refined, { width: 1024, height: 1024 });
   const b = planLfm2Image(2048, 512);
   t.same(b.grid, { cols: 4, rows: 1 });
   t.match(b.crops.at(-1), { width: 1024, height: 256, tokens: 256 });

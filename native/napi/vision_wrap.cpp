@@ -9,6 +9,9 @@
 #include "common/error.h"
 #include "vision/lfm2_encoder.h"
 #include "vision/lfm2_encoder_ref.h"
+#include "vision/lfm2_plan.h"
+
+#include <cmath>
 #include "vision/mmproj.h"
 
 namespace spindle::napi {
@@ -82,6 +85,78 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
   }
 }
 
+// lfm2ImagePlan(width, height, { patchSize, scaleFactor, minTokens, maxTokens, tileSize, minTiles, maxTiles }?):
+//   { tiled, cols, rows, refinedWidth, refinedHeight, embeddings, positions, imageSize: { width, height },
+//     bestGrid: { cols, rows },
+//     crops: [{ source: 'image' | 'tile' | 'thumbnail', width, height, tokens, marker, row, col }] }
+// The LFM2-VL image plan (native/vision/lfm2_plan.h), the one the engine uses.
+Napi::Value lfm2_image_plan_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber()) {
+    throw Napi::TypeError::New(env, "lfm2ImagePlan(width: number, height: number, params?: object)");
+  }
+  lfm2_vision_params p;
+  if (info.Length() > 2 && info[2].IsObject()) {
+    Napi::Object o = info[2].As<Napi::Object>();
+    for (auto [key, field] : {std::pair{"patchSize", &p.patch_size}, std::pair{"scaleFactor", &p.scale_factor},
+                              std::pair{"minTokens", &p.min_tokens}, std::pair{"maxTokens", &p.max_tokens},
+                              std::pair{"tileSize", &p.tile_size}, std::pair{"minTiles", &p.min_tiles},
+                              std::pair{"maxTiles", &p.max_tiles}}) {
+      Napi::Value v = o.Get(key);
+      if (v.IsUndefined()) continue;
+      const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+      if (!(d >= 1 && d <= 65536) || d != std::floor(d)) {
+        throw Napi::RangeError::New(env, std::string("lfm2ImagePlan: ") + key + " must be an integer in [1, 65536]");
+      }
+      *field = int(d);
+    }
+    if (p.min_tiles > p.max_tiles || p.min_tokens > p.max_tokens) throw Napi::RangeError::New(env, "lfm2ImagePlan: a minimum is above its maximum");
+  }
+  const double w = info[0].As<Napi::Number>().DoubleValue(), h = info[1].As<Napi::Number>().DoubleValue();
+  if (!(w >= 1 && w <= 1e6 && h >= 1 && h <= 1e6) || w != std::floor(w) || h != std::floor(h)) {
+    throw Napi::RangeError::New(env, "image size must be positive integers up to 1000000 (got " + std::to_string(w) + "x" + std::to_string(h) + ")");
+  }
+  lfm2_image_plan plan;
+  int size_w = 0, size_h = 0, grid_cols = 0, grid_rows = 0;
+  try {
+    plan = plan_lfm2_image(int(w), int(h), p);
+    lfm2_image_size(int(w), int(h), p, &size_w, &size_h);
+    lfm2_tile_grid(int(w), int(h), p, &grid_cols, &grid_rows);
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+  Napi::Object o = Napi::Object::New(env);
+  Napi::Object size = Napi::Object::New(env), grid = Napi::Object::New(env);
+  size.Set("width", size_w);
+  size.Set("height", size_h);
+  grid.Set("cols", grid_cols);
+  grid.Set("rows", grid_rows);
+  o.Set("imageSize", size);   // the single-image / thumbnail size (llama.cpp's calc_size_preserved_ratio)
+  o.Set("bestGrid", grid);    // the tile grid the image would get if tiled
+  o.Set("tiled", plan.tiled);
+  o.Set("cols", plan.cols);
+  o.Set("rows", plan.rows);
+  o.Set("refinedWidth", plan.refined_width);
+  o.Set("refinedHeight", plan.refined_height);
+  o.Set("embeddings", plan.embeddings);
+  o.Set("positions", plan.positions);
+  Napi::Array crops = Napi::Array::New(env, plan.crops.size());
+  for (uint32_t i = 0; i < plan.crops.size(); ++i) {
+    const lfm2_crop& c = plan.crops[i];
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("source", c.source == lfm2_crop::kind::tile ? "tile" : c.source == lfm2_crop::kind::thumbnail ? "thumbnail" : "image");
+    e.Set("width", c.width);
+    e.Set("height", c.height);
+    e.Set("tokens", c.tokens);
+    e.Set("marker", c.marker.empty() ? env.Null() : Napi::Value(Napi::String::New(env, c.marker)));
+    e.Set("row", c.tile_row);
+    e.Set("col", c.tile_col);
+    crops.Set(i, e);
+  }
+  o.Set("crops", crops);
+  return o;
+}
+
 [[maybe_unused]] Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) { return mmproj_encode_impl(info, true); }
 [[maybe_unused]] Napi::Value mmproj_encode(const Napi::CallbackInfo& info) { return mmproj_encode_impl(info, false); }
 
@@ -89,6 +164,7 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
 
 void register_vision(Napi::Env env, Napi::Object exports) {
   exports.Set("mmprojInfo", Napi::Function::New(env, mmproj_info, "mmprojInfo"));
+  exports.Set("lfm2ImagePlan", Napi::Function::New(env, lfm2_image_plan_js, "lfm2ImagePlan"));
 #if SPINDLE_TEST_HOOKS
   exports.Set("mmprojEncodeReference", Napi::Function::New(env, mmproj_encode_reference, "mmprojEncodeReference"));
   exports.Set("mmprojEncode", Napi::Function::New(env, mmproj_encode, "mmprojEncode"));
