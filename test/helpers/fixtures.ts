@@ -5,10 +5,12 @@
 // so concurrent test processes never see a partial model; a file's mtime is its last use, and files unused
 // for CACHE_MAX_AGE_MS are deleted (they are regenerated on demand).
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, utimesSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateModel, generatorFingerprint, resolveSpec, type ModelSpec } from '../tooling/fixtures/index.js';
+import { generateModel, generatorFingerprint, resolveSpec, tokenizerGguf, type ModelSpec } from '../tooling/fixtures/index.js';
+import { lfm2VlImageTokenIds } from '../tooling/fixtures/image-tokens.js';
+import { generateVisionFixture, resolveVisionSpec, type VisionFixtureSpec } from '../tooling/fixtures/lfm2-vl.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const FIXTURE_DIR = join(repoRoot, 'test', '.fixtures');
@@ -143,4 +145,131 @@ export function referenceLlama(): Promise<import('node-llama-cpp').Llama> {
   llamaPromise ??= import('node-llama-cpp').then(({ getLlama, LlamaLogLevel }) =>
     getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error }));
   return llamaPromise;
+}
+
+// ---- Vision fixtures: a text model and its mmproj, side by side in their own directory ----
+
+/** LFM2-1.2B's layer pattern (the text model of LFM2-VL-1.6B): attention at 2, 5, 8, 10, 12, 14 of 16. */
+const LFM2_1_2B_ATTENTION = [2, 5, 8, 10, 12, 14];
+
+/**
+ * Named LFM2-VL fixtures (test/tooling/fixtures/lfm2-vl.ts): an lfm2 text model whose llama3 vocabulary holds
+ * LFM2-VL's image tokens (image-tokens.ts; look ids up by text) and a matching mmproj (projector "lfm2", P 16,
+ * 16x16 position grid, s 2, clip.use_gelu true, so llama.cpp tiles and counts tokens as for the real models).
+ */
+export const VISION_PRESETS = {
+  /**
+   * Small and fast: text lfm2 F32 n_embd 64 (6 layers, attention 2 and 5, GQA 4/2, tied; ~33 MB, the vocab);
+   * mmproj F32 D 64, 2 layers, 4 heads, n_ff 128, projector hidden 128 (~0.7 MB).
+   */
+  lfm2VlTiny: {
+    name: 'lfm2-vl-tiny',
+    text: {
+      arch: 'lfm2', tokenizer: 'llama3', weights: 'F32', nEmbd: 64, nLayer: 6, nHead: 4, nHeadKv: 2, nFf: 128,
+      tiedEmbeddings: true, seed: 31, imageTokens: 'lfm2-vl', name: 'spindle-fixture-lfm2-vl-tiny',
+    },
+    vision: { nEmbd: 64, nHead: 4, nFf: 128, nLayer: 2, patchSize: 16, posGrid: 16, scaleFactor: 2, projHidden: 128, seed: 32 },
+  },
+  /**
+   * LFM2-VL-1.6B's shapes, for benchmarks (generated on demand: ~30 s, 2.5 + 0.8 GB): text = LFM2-1.2B (n_embd 2048,
+   * 16 layers, 32 heads / 8 KV, n_ff 8192, tied) in F16 but with the llama3 vocabulary (128256 rows, LFM2 has
+   * 65536); mmproj F16 = SigLIP2 NaFlex shape-optimized (D 1152, 27 layers, 16 heads, n_ff 4304), projector
+   * hidden 2560. Assumed from the HF configs quoted in docs/design/lfm2-vl.md section 2 (D, heads, n_ff, E, H)
+   * and SigLIP2 so400m's 27 layers with vision_feature_layer -1 (no layer dropped); not checked against a file.
+   * Loads in llama.node too, but its generic CPU build needs minutes per image at this size.
+   */
+  lfm2Vl1_6B: {
+    name: 'lfm2-vl-1.6b-like',
+    text: {
+      arch: 'lfm2', tokenizer: 'llama3', weights: 'F16', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192,
+      attentionLayers: LFM2_1_2B_ATTENTION, tiedEmbeddings: true, contextLength: 128000, seed: 33,
+      imageTokens: 'lfm2-vl', name: 'spindle-fixture-lfm2-vl-1.6b-like',
+    },
+    vision: {
+      nEmbd: 1152, nHead: 16, nFf: 4304, nLayer: 27, patchSize: 16, posGrid: 16, scaleFactor: 2, projHidden: 2560,
+      weights: 'F16', seed: 34,
+    },
+  },
+} as const satisfies Record<string, VisionFixtureSpec>;
+
+export type VisionPresetName = keyof typeof VISION_PRESETS;
+
+export interface VisionFixture {
+  /** The text model: <dir>/<name>.gguf */
+  model: string;
+  /** Its mmproj: <dir>/mmproj-<name>.gguf (the only mmproj*.gguf in dir) */
+  mmproj: string;
+  /** A directory holding just these two files. */
+  dir: string;
+  /** LFM2-VL image token text -> id in this model's vocabulary (<image>, <|image_start|>, <|img_row_1_col_1|>, ...). */
+  imageTokenIds: Record<string, number>;
+}
+
+const VISION_DIR_PREFIX = 'vision-';
+const VISION_TMP_SUFFIX = '.tmpdir';
+
+/** Cache directory name of a vision fixture: vision-<name>-<hash16> (throws on an invalid spec). */
+export function visionFixtureDirName(spec: VisionFixtureSpec, generatorKey = generatorCacheKey()): string {
+  const r = resolveVisionSpec(spec);
+  const key = createHash('sha256').update(JSON.stringify({ name: spec.name, ...r })).update('\0').update(generatorKey).digest('hex');
+  return `${VISION_DIR_PREFIX}${spec.name}-${key.slice(0, 16)}`;
+}
+
+/** Deletes vision fixture directories unused for CACHE_MAX_AGE_MS and temp directories left by killed runs. */
+function pruneVisionCache(): void {
+  const now = Date.now();
+  for (const f of readdirSync(FIXTURE_DIR)) {
+    if (!f.startsWith(VISION_DIR_PREFIX)) continue;
+    const p = join(FIXTURE_DIR, f);
+    try {
+      const maxAge = f.endsWith(VISION_TMP_SUFFIX) ? STALE_TEMP_MS : CACHE_MAX_AGE_MS;
+      if (statSync(p).isDirectory() && now - statSync(p).mtimeMs > maxAge) rmSync(p, { recursive: true, force: true });
+    } catch {
+      // another process removed it first
+    }
+  }
+}
+
+const visionInFlight = new Map<string, Promise<VisionFixture>>();
+
+/**
+ * The text model and mmproj of a vision fixture (a VISION_PRESETS name or a spec), generated and cached on first
+ * use under test/.fixtures/vision-<name>-<hash>/ (the directory appears by an atomic rename once both files are
+ * complete, so concurrent test processes never see half of it). Same cache-key rules as fixtureModel.
+ */
+export function fixtureVisionModel(spec: VisionFixtureSpec | VisionPresetName): Promise<VisionFixture> {
+  const s: VisionFixtureSpec = typeof spec === 'string' ? VISION_PRESETS[spec] : spec;
+  if (!s) return Promise.reject(new Error(`unknown vision fixture preset ${String(spec)}`));
+  let dir: string;
+  try {
+    dir = join(FIXTURE_DIR, visionFixtureDirName(s));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const pending = visionInFlight.get(dir);
+  if (pending) return pending;
+  const result = (): VisionFixture => ({
+    model: join(dir, `${s.name}.gguf`),
+    mmproj: join(dir, `mmproj-${s.name}.gguf`),
+    dir,
+    imageTokenIds: lfm2VlImageTokenIds(tokenizerGguf(resolveSpec(s.text).tokenizer)),
+  });
+  const p = (async () => {
+    if (touch(dir)) return result();
+    mkdirSync(FIXTURE_DIR, { recursive: true });
+    pruneCache();
+    pruneVisionCache();
+    const tmp = `${dir}.${process.pid}.${randomBytes(4).toString('hex')}${VISION_TMP_SUFFIX}`;
+    try {
+      await generateVisionFixture(s, tmp);
+      renameSync(tmp, dir); // atomic; fails if a concurrent writer renamed its identical copy first
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      if (!touch(dir)) throw err;
+    }
+    return result();
+  })();
+  visionInFlight.set(dir, p);
+  p.catch(() => visionInFlight.delete(dir));
+  return p;
 }
