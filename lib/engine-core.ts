@@ -21,7 +21,7 @@ import { toNativeSpec, type SamplingParams } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
 import { findMmproj } from './vision/find-mmproj.js';
 import { loadImages, type ImageInputOptions, type ImageSource } from './vision/image-input.js';
-import { spliceImages, type MultimodalPrompt } from './vision/multimodal-prompt.js';
+import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multimodal-prompt.js';
 
 /** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
 export type CorePrompt = readonly number[] | MultimodalPrompt;
@@ -261,15 +261,23 @@ export class EngineCore {
 
   stats(): NativeEngineStats { return this.#native.stats(); }
 
+  /** The prompt positions of a width x height image: marker ids and -1 per embedding (throws before ready or
+   * when the model takes no images). */
+  imageLayout(width: number, height: number): number[] {
+    if (!this.#readyValue) throw new Error('imageLayout is available after the model has loaded');
+    return Array.from(this.#native.imageLayout(width, height));
+  }
+
   /** Whether the loaded model takes images (an mmproj is loaded); false before ready. */
   get acceptsImages(): boolean { return this.#readyValue?.info.mmproj != null; }
 
   /**
-   * Text holding one media marker per image (multimodal-prompt.ts) + the images as users give them -> the
+   * Text holding one media marker per image (multimodal-prompt.ts), or token ids holding one -1 per image
+   * embedding, + the images as users give them -> the
    * engine's prompt. Rejects with an ImageInputError for an image that cannot be loaded, and with an Error when
    * the model takes no images. fetch: the media limits (defaults: the engine options' allowed path and domains).
    */
-  async multimodalPrompt(text: string, sources: readonly ImageSource[], what: string, rendered: boolean,
+  async multimodalPrompt(text: string | readonly number[], sources: readonly ImageSource[], what: string, rendered: boolean,
     fetch: ImageInputOptions['fetch'] = {}): Promise<MultimodalPrompt> {
     const { tokenizer } = await this.ready();
     if (!this.acceptsImages) {
@@ -282,7 +290,10 @@ export class EngineCore {
         ...fetch,
       },
     });
-    return spliceImages(text, images, tokenizer, (w, h) => this.#native.imageLayout(w, h), rendered);
+    const layoutOf = (w: number, h: number): Int32Array => this.#native.imageLayout(w, h);
+    // Token ids: they hold the placeholders already (placeImages); text: one marker per image (spliceImages).
+    if (typeof text !== 'string') return placeImages(text, images, layoutOf);
+    return spliceImages(text, images, tokenizer, layoutOf, rendered);
   }
 
   /** Stops the engine: aborts (or with drain, finishes) pending requests, then joins the engine thread. */

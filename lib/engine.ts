@@ -26,7 +26,7 @@ export interface EngineGenerateInput {
    * Images (vision models), SGLang's image_data: for one prompt an image or a list of images; for a batch one
    * entry (an image, a list, or null) per prompt. An image is a URL, a data URL, a file path or the bytes. In
    * the prompt text each `<image>` (or `<__media__>`) stands for the next image; a prompt without one gets its
-   * images before the text.
+   * images before the text. With inputIds, the ids hold one -1 per image embedding instead (imageLayout).
    */
   imageData?: ImageSource | ImageSource[] | (ImageSource | ImageSource[] | null)[];
   image_data?: ImageSource | ImageSource[] | (ImageSource | ImageSource[] | null)[];
@@ -141,6 +141,12 @@ export class Engine {
     return stream ? this.#stream(input) : this.#generate(input);
   }
 
+  /** Vision models, after ready(): the prompt positions of a width x height image (marker ids, -1 per embedding),
+   * for prompts given as inputIds with imageData. */
+  imageLayout(width: number, height: number): number[] {
+    return this.#core.imageLayout(width, height);
+  }
+
   /** Aborts pending requests and stops the engine thread. */
   shutdown(): Promise<void> {
     return this.#core.close(false);
@@ -172,9 +178,6 @@ export class Engine {
     }
     const params = alignParams(paramsIn, count);
     const images = alignImages(pick<unknown>(raw, 'imageData', 'image_data'), count, batch);
-    if (inputIds !== undefined && images.some((l) => l.length > 0)) {
-      throw new TypeError('generate: imageData needs a text prompt (the image markers go in the text)');
-    }
     const { tokenizer } = await this.#core.ready();
     let ids: CorePrompt[];
     if (text !== undefined) {
@@ -186,12 +189,16 @@ export class Engine {
           false, { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
       }));
     } else {
-      ids = (batch ? inputIds : [inputIds]) as number[][];
-      ids.forEach((row, i) => {
+      const rows = (batch ? inputIds : [inputIds]) as number[][];
+      rows.forEach((row, i) => {
         if (!Array.isArray(row) || !row.every((x) => Number.isInteger(x))) {
           throw new TypeError(`generate: inputIds[${i}] must be an array of integer token ids`);
         }
       });
+      // With images, the ids hold one -1 per image embedding (engine.imageLayout gives an image's positions).
+      ids = await Promise.all(rows.map(async (row, i) => (images[i].length === 0 ? row
+        : this.#core.multimodalPrompt(row, images[i], batch ? `imageData[${i}]` : 'imageData', false,
+          { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' }))));
     }
     const promptTokens = ids.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as number[]).length));
     return { ids, promptTokens, batch, params };

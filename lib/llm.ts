@@ -9,7 +9,8 @@ import { normalizeEngineOptions, type EngineOptionsInput } from './engine-option
 import type { FinishReason, NativeEngineStats, NativeModelInfo } from './native.js';
 import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
 import type { Tokenizer } from './tokenizer.js';
-import { MEDIA_MARKER } from './vision/multimodal-prompt.js';
+import type { ImageSource } from './vision/image-input.js';
+import { markRawPrompt, MEDIA_MARKER } from './vision/multimodal-prompt.js';
 
 export type LLMOptions = EngineOptionsInput & { model: string };
 
@@ -38,7 +39,21 @@ export interface RequestOutput {
   finished: boolean;
 }
 
-export type PromptInput = string | { prompt: string } | { promptTokenIds: readonly number[] } | { prompt_token_ids: readonly number[] };
+/** vLLM's multi_modal_data: images (a URL, data URL, path or bytes each) for a prompt that marks their places. */
+export interface MultiModalData {
+  image: ImageSource | ImageSource[];
+}
+
+type WithImages = { multiModalData?: MultiModalData; multi_modal_data?: MultiModalData };
+
+/**
+ * A raw prompt. With multiModalData (vision models): a text prompt marks each image with `<image>` (or
+ * `<__media__>`; none: images first); token ids hold one -1 per image embedding (llm.imageLayout).
+ */
+export type PromptInput = string
+  | ({ prompt: string } & WithImages)
+  | ({ promptTokenIds: readonly number[] } & WithImages)
+  | ({ prompt_token_ids: readonly number[] } & WithImages);
 
 export interface GenerateOptions {
   signal?: AbortSignal;
@@ -162,7 +177,15 @@ export class LLM {
     if (list.length === 0) return [];
     const aligned = alignParams(params, list.length);
     const { tokenizer } = await this.#core.ready();
-    const prepared = list.map((p, i) => preparePrompt(p, i, tokenizer));
+    const prepared = await Promise.all(list.map(async (p, i) => {
+      const plain = preparePrompt(p, i, tokenizer);
+      const images = promptImages(p, i);
+      if (images.length === 0) return plain;
+      const source = plain.prompt !== null ? markRawPrompt(plain.prompt, images.length) : plain.promptTokenIds;
+      const mm = await this.#core.multimodalPrompt(source, images, `prompts[${i}] image`, false,
+        { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
+      return { prompt: plain.prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
+    }));
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
   }
 
@@ -196,6 +219,11 @@ export class LLM {
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
   }
 
+  /** Vision models, after ready(): the prompt positions of a width x height image (marker ids, -1 per embedding). */
+  imageLayout(width: number, height: number): number[] {
+    return this.#core.imageLayout(width, height);
+  }
+
   /** Aborts pending requests and stops the engine thread. */
   close(): Promise<void> {
     return this.#core.close(false);
@@ -204,6 +232,23 @@ export class LLM {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** The images of a prompt's multiModalData (vLLM's multi_modal_data), checked. */
+function promptImages(p: PromptInput, i: number): ImageSource[] {
+  if (typeof p !== 'object' || p === null) return [];
+  const o = p as WithImages;
+  if (o.multiModalData !== undefined && o.multi_modal_data !== undefined) {
+    throw new TypeError(`prompts[${i}]: give multiModalData or multi_modal_data, not both`);
+  }
+  const data = o.multiModalData ?? o.multi_modal_data;
+  if (data === undefined || data === null) return [];
+  const image = typeof data === 'object' ? (data as MultiModalData).image : undefined;
+  const list = Array.isArray(image) ? image : image === undefined ? [] : [image];
+  if (list.length === 0 || !list.every((x) => typeof x === 'string' || x instanceof Uint8Array)) {
+    throw new TypeError(`prompts[${i}].multiModalData must be { image } with an image (URL, data URL, path or bytes) or a list of them`);
+  }
+  return list;
 }
 
 function preparePrompt(p: PromptInput, i: number, tokenizer: Tokenizer): PreparedPrompt {

@@ -50,3 +50,24 @@ export function spliceImages(text: string, images: readonly RgbImage[], tokenize
   });
   return { tokenIds, images: out };
 }
+
+/**
+ * A prompt of token ids that already holds image placeholders (-1, one per embedding, as vLLM's
+ * multi_modal_data prompts hold theirs) + the images: image k owns the next run of as many placeholders as it has
+ * embeddings. The markers around them are the caller's (imageLayout gives the canonical ones).
+ */
+export function placeImages(ids: readonly number[], images: readonly RgbImage[],
+  layoutOf: (width: number, height: number) => Int32Array): MultimodalPrompt {
+  const out: NativeImage[] = [];
+  let at = 0;
+  images.forEach((im, k) => {
+    let need = 0;
+    for (const id of layoutOf(im.width, im.height)) need += id === -1 ? 1 : 0;
+    while (at < ids.length && ids[at] !== -1) at++;
+    const position = at;
+    for (; need > 0 && at < ids.length; at++) if (ids[at] === -1) need--;
+    if (need > 0) throw new RangeError(`image ${k} (${im.width}x${im.height}) needs more placeholders (-1) than the prompt has left`);
+    out.push({ data: im.data, width: im.width, height: im.height, position });
+  });
+  return { tokenIds: [...ids], images: out };
+}

@@ -51,8 +51,9 @@ struct sampling_params {
 // Throws spindle::error naming the field and the allowed range (range_text of its limits.h entry).
 void validate_sampling_params(const sampling_params& p);
 
-// An image of a request (vision models): its decoded pixels and where its layout (vision_model::layout:
-// marker ids and k_embedding_token placeholders) starts in the prompt.
+// An image of a request (vision models): its decoded pixels and where its part of the prompt starts; it owns
+// the k_embedding_token placeholders from there up to the next image's position (vision_model::layout gives the
+// canonical positions: marker ids and one placeholder per embedding).
 struct request_image {
   rgb_image pixels;
   int32_t position = 0;

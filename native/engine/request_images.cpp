@@ -22,8 +22,11 @@ void validate_request_images(const request& r, const vision_model* vision) {
   if (!vision) {
     throw error("this model does not take images (no vision projector is loaded: start it with an mmproj file)");
   }
-  std::vector<char> covered(r.prompt.size(), 0);
-  int64_t prev_end = 0;
+  for (size_t i = 0; i < size_t(r.images[0].position) && i < r.prompt.size(); ++i) {
+    if (r.prompt[i] == k_embedding_token) {
+      throw error("prompt position " + std::to_string(i) + " is an image placeholder (-1) before the first image's position");
+    }
+  }
   for (size_t k = 0; k < r.images.size(); ++k) {
     const request_image& im = r.images[k];
     const std::string at = "image " + std::to_string(k) + ": ";
@@ -32,24 +35,18 @@ void validate_request_images(const request& r, const vision_model* vision) {
       throw error(at + "pixels must be width * height * 3 bytes of RGB (got " + std::to_string(px.data.size()) +
                   " bytes for " + std::to_string(px.width) + "x" + std::to_string(px.height) + ")");
     }
-    const std::vector<int32_t> layout = vision->layout(vision->plan(px.width, px.height));
-    if (im.position < prev_end || int64_t(im.position) + int64_t(layout.size()) > int64_t(r.prompt.size())) {
-      throw error(at + "position " + std::to_string(im.position) + " with " + std::to_string(layout.size()) +
-                  " prompt positions does not fit in the prompt after the previous image (images must be in order)");
+    const int64_t end = k + 1 < r.images.size() ? r.images[k + 1].position : int64_t(r.prompt.size());
+    if (im.position < 0 || im.position >= end || end > int64_t(r.prompt.size())) {
+      throw error(at + "position " + std::to_string(im.position) +
+                  " is outside the prompt or not before the next image's (images must be in prompt order)");
     }
-    for (size_t j = 0; j < layout.size(); ++j) {
-      if (r.prompt[size_t(im.position) + j] != layout[j]) {
-        throw error(at + "the prompt does not hold the image's layout at position " + std::to_string(im.position) +
-                    " (index " + std::to_string(j) + " should be " + std::to_string(layout[j]) + ", is " +
-                    std::to_string(r.prompt[size_t(im.position) + j]) + ")");
-      }
-      covered[size_t(im.position) + j] = 1;
-    }
-    prev_end = int64_t(im.position) + int64_t(layout.size());
-  }
-  for (size_t i = 0; i < r.prompt.size(); ++i) {
-    if (r.prompt[i] == k_embedding_token && !covered[i]) {
-      throw error("prompt position " + std::to_string(i) + " is an image placeholder (-1) that no image covers");
+    int64_t placeholders = 0;
+    for (int64_t p = im.position; p < end; ++p) placeholders += r.prompt[size_t(p)] == k_embedding_token;
+    const lfm2_image_plan plan = vision->plan(px.width, px.height);
+    if (placeholders != plan.embeddings) {
+      throw error(at + "a " + std::to_string(px.width) + "x" + std::to_string(px.height) + " image has " +
+                  std::to_string(plan.embeddings) + " embeddings, but the prompt holds " + std::to_string(placeholders) +
+                  " placeholders (-1) for it (the engine's imageLayout gives the positions an image takes)");
     }
   }
 }
@@ -58,13 +55,19 @@ request_images::request_images(std::vector<request_image> images, const std::vec
                                vision_model& vision)
     : vision_(vision), row_at_(prompt.size(), -1) {
   int32_t rows = 0;
-  for (request_image& im : images) {
+  for (size_t k = 0; k < images.size(); ++k) {
+    request_image& im = images[k];
+    const int32_t range_end = k + 1 < images.size() ? images[k + 1].position : int32_t(prompt.size());
     slot s;
     s.plan = vision.plan(im.pixels.width, im.pixels.height);
-    s.end = im.position + int32_t(s.plan.positions);
     s.first_row = rows;
-    for (int32_t p = im.position; p < s.end; ++p)
-      if (prompt[size_t(p)] == k_embedding_token) row_at_[size_t(p)] = rows++;
+    s.begin = -1;
+    for (int32_t p = im.position; p < range_end; ++p) {
+      if (prompt[size_t(p)] != k_embedding_token) continue;
+      if (s.begin < 0) s.begin = p;
+      s.end = p + 1;
+      row_at_[size_t(p)] = rows++;
+    }
     s.image = std::move(im);
     slots_.push_back(std::move(s));
   }
@@ -75,7 +78,7 @@ const float* request_images::chunk_embd(int32_t first_pos, int32_t n) {
   const int32_t end = std::min<int32_t>(first_pos + n, int32_t(row_at_.size()));
   const size_t E = size_t(vision_.n_embd());
   for (slot& s : slots_) {
-    if (s.encoded || s.end <= first_pos || s.image.position >= end) continue;
+    if (s.encoded || s.end <= first_pos || s.begin >= end) continue;
     const std::vector<float> e = vision_.encode(s.image.pixels, s.plan);
     std::copy(e.begin(), e.end(), embd_.begin() + ptrdiff_t(size_t(s.first_row) * E));
     s.encoded = true;

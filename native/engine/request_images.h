@@ -1,8 +1,9 @@
 // The images of one request (vision models): where each sits in the prompt, checked against the vision model's
 // layout, and the request's encoder cache: an image is encoded once, by the first prompt chunk that reaches it,
 // and its embeddings stay until the request ends, so chunked prefill and preemption (recompute) never re-encode.
-// Invariant: every k_embedding_token of the prompt belongs to exactly one image, whose layout (markers and
-// placeholders) the prompt holds exactly at the image's position; embedding rows are numbered in prompt order.
+// Invariant: every k_embedding_token of the prompt belongs to exactly one image: image k owns the placeholders
+// from its position up to the next image's, exactly as many as its plan has embeddings (the marker tokens around
+// them are the caller's: imageLayout gives the canonical ones); embedding rows are numbered in prompt order.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,8 +16,8 @@ namespace spindle {
 class vision_model;
 
 // Throws spindle::error naming the image and the problem: images without a vision model, a bad size, a
-// position outside the prompt, overlapping images, a prompt that does not hold the image's layout there, or a
-// placeholder no image covers.
+// position outside the prompt or out of order, a placeholder count that is not the image's embedding count, or a
+// placeholder before the first image.
 void validate_request_images(const request& r, const vision_model* vision);
 
 class request_images {
@@ -33,7 +34,7 @@ class request_images {
   struct slot {
     request_image image;  // pixels dropped once encoded
     lfm2_image_plan plan;
-    int32_t end = 0;        // position + plan.positions
+    int32_t begin = 0, end = 0;  // its placeholders lie in [begin, end)
     int32_t first_row = 0;  // its first embedding row
     bool encoded = false;
   };

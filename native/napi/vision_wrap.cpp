@@ -157,6 +157,39 @@ Napi::Value lfm2_image_plan_js(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// (test builds only) lfm2EncodeImage(mmprojPath, rgb: Uint8Array [h][w][3], width, height, threads?): Float32Array
+// [embeddings * nEmbdOut]: a whole image as the engine encodes it (plan, crops, normalization, backend encoder).
+[[maybe_unused]] Napi::Value lfm2_encode_image_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber()) {
+    throw Napi::TypeError::New(env, "lfm2EncodeImage(path: string, rgb: Uint8Array, width: number, height: number, threads?: number)");
+  }
+  Napi::Uint8Array rgb = info[1].As<Napi::Uint8Array>();
+  try {
+    auto file = gguf_file::open(info[0].As<Napi::String>().Utf8Value());
+    const mmproj_model m = load_mmproj(*file);
+    rgb_image img;
+    img.width = info[2].As<Napi::Number>().Int32Value();
+    img.height = info[3].As<Napi::Number>().Int32Value();
+    if (img.width <= 0 || img.height <= 0 || rgb.ElementLength() != size_t(img.width) * size_t(img.height) * 3) {
+      throw error("rgb must hold width * height * 3 bytes");
+    }
+    img.data.assign(rgb.Data(), rgb.Data() + rgb.ElementLength());
+    lfm2_vision_params p;
+    p.patch_size = int(m.hp.patch_size);
+    p.scale_factor = int(m.hp.scale_factor);
+    const int threads = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().Int32Value() : 0;
+    auto be = make_cpu_backend(threads);
+    lfm2_encoder enc(m, *be);
+    const std::vector<float> e = lfm2_encode_image(enc, m.hp, img, plan_lfm2_image(img.width, img.height, p));
+    Napi::Float32Array out = Napi::Float32Array::New(env, e.size());
+    std::copy(e.begin(), e.end(), out.Data());
+    return out;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+}
+
 [[maybe_unused]] Napi::Value mmproj_encode_reference(const Napi::CallbackInfo& info) { return mmproj_encode_impl(info, true); }
 [[maybe_unused]] Napi::Value mmproj_encode(const Napi::CallbackInfo& info) { return mmproj_encode_impl(info, false); }
 
@@ -168,6 +201,7 @@ void register_vision(Napi::Env env, Napi::Object exports) {
 #if SPINDLE_TEST_HOOKS
   exports.Set("mmprojEncodeReference", Napi::Function::New(env, mmproj_encode_reference, "mmprojEncodeReference"));
   exports.Set("mmprojEncode", Napi::Function::New(env, mmproj_encode, "mmprojEncode"));
+  exports.Set("lfm2EncodeImage", Napi::Function::New(env, lfm2_encode_image_js, "lfm2EncodeImage"));
 #endif
 }
 

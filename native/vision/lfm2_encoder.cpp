@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "vision/lfm2_encoder_ref.h"
+#include "vision/lfm2_preprocess.h"
 
 namespace spindle {
 
@@ -161,6 +162,21 @@ void lfm2_encoder::encode(const float* pixels, int width, int height, float* out
   linear(proj2_, proj2_b_, hidden_.data(), m, emb_.data());
   be_.download(out, emb_.data(), m * int64_t(hp.n_embd_out));
   be_.sync();
+}
+
+std::vector<float> lfm2_encode_image(lfm2_encoder& enc, const mmproj_hparams& hp, const rgb_image& image,
+                                     const lfm2_image_plan& plan) {
+  const size_t E = size_t(enc.n_embd_out());
+  std::vector<float> out(size_t(plan.embeddings) * E);
+  lfm2_cropper cropper(image, plan);
+  size_t row = 0;
+  for (size_t i = 0; i < plan.crops.size(); ++i) {
+    const rgb_image c = cropper.crop(i);
+    const std::vector<float> pixels = normalize_planar(c, hp.mean, hp.stddev);
+    enc.encode(pixels.data(), c.width, c.height, out.data() + row * E);
+    row += size_t(plan.crops[i].tokens);
+  }
+  return out;
 }
 
 }  // namespace spindle

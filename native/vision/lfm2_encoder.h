@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "vision/image_resize.h"
+#include "vision/lfm2_plan.h"
 #include "vision/mmproj.h"
 
 namespace spindle {
@@ -51,5 +53,10 @@ class lfm2_encoder {
   backend_buffer patches_, x_, cur_, q_, k_, v_, att_, ff_, merged_, hidden_, emb_;
   std::vector<float> patches_host_;
 };
+
+// A whole image through `enc`: every crop of `plan` made from `image` (lfm2_preprocess.h), normalized with the
+// file's mean / std and encoded, in prompt order. Returns host [plan.embeddings][n_embd_out].
+std::vector<float> lfm2_encode_image(lfm2_encoder& enc, const mmproj_hparams& hp, const rgb_image& image,
+                                     const lfm2_image_plan& plan);
 
 }  // namespace spindle

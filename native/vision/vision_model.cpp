@@ -5,7 +5,6 @@
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/lfm2_encoder.h"
-#include "vision/lfm2_preprocess.h"
 
 namespace spindle {
 
@@ -73,17 +72,7 @@ std::vector<int32_t> vision_model::layout(const lfm2_image_plan& plan) const {
 }
 
 std::vector<float> vision_model::encode(const rgb_image& image, const lfm2_image_plan& plan) {
-  const size_t E = size_t(n_embd());
-  std::vector<float> out(size_t(plan.embeddings) * E);
-  lfm2_cropper cropper(image, plan);
-  size_t row = 0;
-  for (size_t i = 0; i < plan.crops.size(); ++i) {
-    const rgb_image c = cropper.crop(i);
-    const std::vector<float> pixels = normalize_planar(c, m_.hp.mean, m_.hp.stddev);
-    encoder_->encode(pixels.data(), c.width, c.height, out.data() + row * E);
-    row += size_t(plan.crops[i].tokens);
-  }
-  return out;
+  return lfm2_encode_image(*encoder_, m_.hp, image, plan);
 }
 
 }  // namespace spindle
