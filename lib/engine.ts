@@ -7,7 +7,7 @@
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import { alignParams } from './llm.js';
-import { loadNative, type FinishReason, type NativeModelInfo } from './native.js';
+import { loadNative, type FinishReason, type NativeEngineStats, type NativeModelInfo } from './native.js';
 import type { SamplingParams, SamplingParamsInput } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
 import type { ImageSource } from './vision/image-input.js';
@@ -140,6 +140,9 @@ export class Engine {
     const stream = typeof input === 'object' && input !== null && input.stream === true;
     return stream ? this.#stream(input) : this.#generate(input);
   }
+
+  /** Engine counters: running / waiting requests, KV blocks, tokens, steps, images encoded and their encode time. */
+  stats(): NativeEngineStats { return this.#core.stats(); }
 
   /** Vision models, after ready(): the prompt positions of a width x height image (marker ids, -1 per embedding),
    * for prompts given as inputIds with imageData. */

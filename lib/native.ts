@@ -123,6 +123,7 @@ export interface NativeEngineStats {
   computedTokens: number; // tokens forwarded (prompt chunks, recomputes, decodes)
   failedSteps: number; // steps whose forward pass threw (their requests failed; the server reports 503 on /health)
   imagesEncoded: number; // images run through the vision encoder
+  imageEncodeSeconds: number; // time spent encoding them, preprocessing included
 }
 
 export interface NativeEngineOptions {

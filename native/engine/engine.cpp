@@ -396,6 +396,7 @@ void engine::update_stats() {
   stats_.generated_tokens = generated_tokens_;
   stats_.computed_tokens = computed_tokens_;
   stats_.images_encoded = images_encoded_;
+  stats_.image_encode_seconds = image_encode_seconds_;
   stats_.requests_finished = finished_;
   stats_.steps = steps_;
   stats_.failed_steps = failed_steps_;

@@ -102,6 +102,7 @@ struct engine_stats {
   uint64_t preemptions = 0;
   uint64_t computed_tokens = 0;   // tokens forwarded (prompt chunks, recomputes, decodes)
   uint64_t images_encoded = 0;    // images run through the vision encoder
+  double image_encode_seconds = 0;  // time spent encoding them (preprocessing included)
   uint64_t failed_steps = 0;      // steps whose forward pass threw (their requests failed)
 };
 
@@ -182,6 +183,7 @@ class engine {
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;
   uint64_t images_encoded_ = 0;
+  double image_encode_seconds_ = 0;
   uint64_t test_fail_forward_at_step_ = 0;  // 0 = off; see inject_test_fault()
 
   std::thread thread_;

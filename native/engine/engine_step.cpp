@@ -3,6 +3,7 @@
 // Invariant: a chunk's logits row depends only on its own sequence (forward_batch is batch invariant) and
 // each request samples from its own random stream, so a request's tokens do not depend on the batch; a failed
 // forward fails exactly the requests of that step and leaves the scheduler consistent.
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,12 @@ void engine::run_forward(const schedule_output& so) {
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
       const int64_t before = seq.images->encoded_images();
+      const auto t0 = std::chrono::steady_clock::now();
       b.embd = seq.images->chunk_embd(c.first_pos, c.n_tokens);
-      images_encoded_ += uint64_t(seq.images->encoded_images() - before);
+      if (seq.images->encoded_images() != before) {
+        images_encoded_ += uint64_t(seq.images->encoded_images() - before);
+        image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
     n_sample += b.n_logits;
     batch.push_back(b);

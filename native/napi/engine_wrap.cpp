@@ -240,6 +240,7 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("computedTokens", Napi::Number::New(env, double(s.computed_tokens)));
   o.Set("failedSteps", Napi::Number::New(env, double(s.failed_steps)));
   o.Set("imagesEncoded", Napi::Number::New(env, double(s.images_encoded)));
+  o.Set("imageEncodeSeconds", Napi::Number::New(env, s.image_encode_seconds));
   return o;
 }
 

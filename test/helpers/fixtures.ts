@@ -149,48 +149,8 @@ export function referenceLlama(): Promise<import('node-llama-cpp').Llama> {
 
 // ---- Vision fixtures: a text model and its mmproj, side by side in their own directory ----
 
-/** LFM2-1.2B's layer pattern (the text model of LFM2-VL-1.6B): attention at 2, 5, 8, 10, 12, 14 of 16. */
-const LFM2_1_2B_ATTENTION = [2, 5, 8, 10, 12, 14];
-
-/**
- * Named LFM2-VL fixtures (test/tooling/fixtures/lfm2-vl.ts): an lfm2 text model whose llama3 vocabulary holds
- * LFM2-VL's image tokens (image-tokens.ts; look ids up by text) and a matching mmproj (projector "lfm2", P 16,
- * 16x16 position grid, s 2, clip.use_gelu true, so llama.cpp tiles and counts tokens as for the real models).
- */
-export const VISION_PRESETS = {
-  /**
-   * Small and fast: text lfm2 F32 n_embd 64 (6 layers, attention 2 and 5, GQA 4/2, tied; ~33 MB, the vocab);
-   * mmproj F32 D 64, 2 layers, 4 heads, n_ff 128, projector hidden 128 (~0.7 MB).
-   */
-  lfm2VlTiny: {
-    name: 'lfm2-vl-tiny',
-    text: {
-      arch: 'lfm2', tokenizer: 'llama3', weights: 'F32', nEmbd: 64, nLayer: 6, nHead: 4, nHeadKv: 2, nFf: 128,
-      tiedEmbeddings: true, seed: 31, imageTokens: 'lfm2-vl', name: 'spindle-fixture-lfm2-vl-tiny',
-    },
-    vision: { nEmbd: 64, nHead: 4, nFf: 128, nLayer: 2, patchSize: 16, posGrid: 16, scaleFactor: 2, projHidden: 128, seed: 32 },
-  },
-  /**
-   * LFM2-VL-1.6B's shapes, for benchmarks (generated on demand: ~30 s, 2.5 + 0.8 GB): text = LFM2-1.2B (n_embd 2048,
-   * 16 layers, 32 heads / 8 KV, n_ff 8192, tied) in F16 but with the llama3 vocabulary (128256 rows, LFM2 has
-   * 65536); mmproj F16 = SigLIP2 NaFlex shape-optimized (D 1152, 27 layers, 16 heads, n_ff 4304), projector
-   * hidden 2560. Assumed from the HF configs quoted in docs/design/lfm2-vl.md section 2 (D, heads, n_ff, E, H)
-   * and SigLIP2 so400m's 27 layers with vision_feature_layer -1 (no layer dropped); not checked against a file.
-   * Loads in llama.node too, but its generic CPU build needs minutes per image at this size.
-   */
-  lfm2Vl1_6B: {
-    name: 'lfm2-vl-1.6b-like',
-    text: {
-      arch: 'lfm2', tokenizer: 'llama3', weights: 'F16', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192,
-      attentionLayers: LFM2_1_2B_ATTENTION, tiedEmbeddings: true, contextLength: 128000, seed: 33,
-      imageTokens: 'lfm2-vl', name: 'spindle-fixture-lfm2-vl-1.6b-like',
-    },
-    vision: {
-      nEmbd: 1152, nHead: 16, nFf: 4304, nLayer: 27, patchSize: 16, posGrid: 16, scaleFactor: 2, projHidden: 2560,
-      weights: 'F16', seed: 34,
-    },
-  },
-} as const satisfies Record<string, VisionFixtureSpec>;
+export { VISION_PRESETS } from '../tooling/fixtures/vision-presets.js';
+import { VISION_PRESETS } from '../tooling/fixtures/vision-presets.js';
 
 export type VisionPresetName = keyof typeof VISION_PRESETS;
 
