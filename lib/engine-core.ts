@@ -19,6 +19,8 @@ import {
 } from './native.js';
 import { toNativeSpec, type SamplingParams } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
+import { parseModelRef, type ModelRef } from './models/ref.js';
+import { resolveModel } from './models/resolve.js';
 import { findMmproj } from './vision/find-mmproj.js';
 import { loadImages, type ImageInputOptions, type ImageSource } from './vision/image-input.js';
 import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multimodal-prompt.js';
@@ -33,12 +35,23 @@ function specOf(prompt: CorePrompt, params: SamplingParams, j: number): NativeSu
   return spec;
 }
 
-/** The mmproj the engine loads: the one asked for, none (false), or the single matching one beside the model. */
-function resolveMmproj(options: EngineOptions): string | undefined {
+/**
+ * The mmproj the engine loads: the one asked for, none (false), the one the model reference brings (a hub pull
+ * with an mmproj file), or the single matching one beside the model file.
+ */
+function resolveMmproj(options: EngineOptions, modelFile: string, fromRef: string | null): string | undefined {
   if (options.mmproj === false) return undefined;
   if (typeof options.mmproj === 'string') return options.mmproj;
-  return findMmproj(options.model, () => loadNative().NativeEngine.inspect(options.model).info.nEmbd).path ?? undefined;
+  if (fromRef) return fromRef;
+  return findMmproj(modelFile, () => loadNative().NativeEngine.inspect(modelFile).info.nEmbd).path ?? undefined;
 }
+
+/** Engine stats before the native engine exists (a model reference still resolving or downloading). */
+const NOT_STARTED: NativeEngineStats = {
+  ready: false, closed: false, running: 0, waiting: 0, promptTokens: 0, generatedTokens: 0, requestsFinished: 0,
+  steps: 0, kvBlocksTotal: 0, kvBlocksUsed: 0, kvBlocksFree: 0, kvBlockSize: 0, preemptions: 0, computedTokens: 0,
+  failedSteps: 0, imagesEncoded: 0, imageEncodeSeconds: 0,
+};
 
 export interface CoreReady {
   info: NativeModelInfo;
@@ -189,9 +202,10 @@ export class Submission {
 }
 
 export class EngineCore {
-  readonly modelPath: string;
+  readonly modelPath: string; // the model reference as given (a path, a store name or a hub reference)
   readonly options: EngineOptions;
-  #native: NativeEngine;
+  #native: NativeEngine | null = null; // null while a model reference resolves (store lookup or download)
+  #modelFile: string | null = null; // the GGUF file loaded
   #ready: Promise<CoreReady>;
   #readyValue: CoreReady | undefined;
   #loadError: Error | undefined;
@@ -216,8 +230,10 @@ export class EngineCore {
         this.#failAll(e instanceof Error ? e : new Error(String(e)));
       }
     };
-    const { NativeEngine } = loadNative();
-    this.#native = new NativeEngine(options.model, {
+    const start = (modelFile: string, mmproj: string | null): void => {
+      const { NativeEngine } = loadNative();
+      this.#modelFile = modelFile;
+      this.#native = new NativeEngine(modelFile, {
       maxModelLen: options.maxModelLen ?? undefined,
       threads: options.threads ?? undefined,
       maxNumSeqs: options.maxNumSeqs,
@@ -225,11 +241,38 @@ export class EngineCore {
       chunkedPrefillSize: options.chunkedPrefillSize,
       kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
-      mmproj: resolveMmproj(options),
+      mmproj: resolveMmproj(options, modelFile, mmproj),
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
-    }, onEvent);
+      }, onEvent);
+    };
+    let ref: ModelRef;
+    try {
+      ref = parseModelRef(options.model);
+    } catch (e) {
+      this.#loadError = e as Error;
+      rejectReady(this.#loadError);
+      return;
+    }
+    if (ref.kind === 'path') {
+      start(options.model, null); // a file: loads at once (the native loader names a missing or bad file)
+      return;
+    }
+    // A store name or hub reference: resolved (pulled if needed) first, then loaded.
+    resolveModel(options.model).then((r) => {
+      if (this.#closing) {
+        rejectReady(new Error('the engine was closed before the model finished loading'));
+        return;
+      }
+      start(r.model, r.mmproj);
+    }, (e: Error) => {
+      this.#loadError = e;
+      rejectReady(e);
+    });
   }
+
+  /** The GGUF file the engine loads (null while a model reference is still resolving). */
+  get modelFile(): string | null { return this.#modelFile; }
 
   ready(): Promise<CoreReady> { return this.#ready; }
   get readyValue(): CoreReady | undefined { return this.#readyValue; }
@@ -239,6 +282,7 @@ export class EngineCore {
   submit(spec: NativeSubmitSpec, stream: boolean): RequestHandle {
     if (this.#closing) throw new Error('the engine is closed');
     if (this.#loadError) throw this.#loadError;
+    if (!this.#native) throw new Error('the engine is not ready (the model is still being resolved or downloaded)');
     const id = this.#native.submit(spec);
     const handle = new RequestHandle(this, id, stream);
     this.#requests.set(id, handle);
@@ -256,16 +300,16 @@ export class EngineCore {
 
   /** @internal */
   abortRequest(id: number): void {
-    if (!this.#closed) this.#native.abort(id);
+    if (!this.#closed) this.#native?.abort(id);
   }
 
-  stats(): NativeEngineStats { return this.#native.stats(); }
+  stats(): NativeEngineStats { return this.#native ? this.#native.stats() : { ...NOT_STARTED, closed: this.#closing !== undefined }; }
 
   /** The prompt positions of a width x height image: marker ids and -1 per embedding (throws before ready or
    * when the model takes no images). */
   imageLayout(width: number, height: number): number[] {
     if (!this.#readyValue) throw new Error('imageLayout is available after the model has loaded');
-    return Array.from(this.#native.imageLayout(width, height));
+    return Array.from(this.#native!.imageLayout(width, height));
   }
 
   /** Whether the loaded model takes images (an mmproj is loaded); false before ready. */
@@ -290,7 +334,7 @@ export class EngineCore {
         ...fetch,
       },
     });
-    const layoutOf = (w: number, h: number): Int32Array => this.#native.imageLayout(w, h);
+    const layoutOf = (w: number, h: number): Int32Array => this.#native!.imageLayout(w, h);
     // Token ids: they hold the placeholders already (placeImages); text: one marker per image (spliceImages).
     if (typeof text !== 'string') return placeImages(text, images, layoutOf);
     return spliceImages(text, images, tokenizer, layoutOf, rendered);
@@ -298,7 +342,7 @@ export class EngineCore {
 
   /** Stops the engine: aborts (or with drain, finishes) pending requests, then joins the engine thread. */
   close(drain = false): Promise<void> {
-    this.#closing ??= this.#native.close({ drain });
+    this.#closing ??= this.#native ? this.#native.close({ drain }) : Promise.resolve();
     return this.#closing;
   }
 

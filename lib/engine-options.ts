@@ -100,7 +100,7 @@ function limited(name: string, limit: string, v: unknown): number {
 function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
   switch (key) {
     case 'model':
-      if (typeof v !== 'string' || v.length === 0) throw new TypeError(`${name} must be a non-empty path to a .gguf file`);
+      if (typeof v !== 'string' || v.length === 0) throw new TypeError(`${name} must be a non-empty model reference: a .gguf path, a store name or a hub reference (hf.co/org/repo[:quant])`);
       return v;
     case 'maxModelLen':
     case 'maxNumSeqs':

@@ -112,12 +112,17 @@ export class Engine {
     await this.#core.ready();
   }
 
-  /** The model's tokenizer. Before the model has loaded it is read from the GGUF metadata (synchronously). */
+  /**
+   * The model's tokenizer. Before the model has loaded it is read from the GGUF metadata (synchronously) once the
+   * model file is known (a store name or hub reference first has to resolve: `await engine.ready()`).
+   */
   get tokenizer(): Tokenizer {
     const r = this.#core.readyValue;
     if (r) return r.tokenizer;
     if (!this.#earlyTokenizer) {
-      const { info, tokenizer } = loadNative().NativeEngine.inspect(this.#core.modelPath);
+      const file = this.#core.modelFile;
+      if (file === null) throw new Error('engine.tokenizer: the model reference is still being resolved; await engine.ready() first');
+      const { info, tokenizer } = loadNative().NativeEngine.inspect(file);
       this.#earlyTokenizer = new Tokenizer(tokenizer, info);
     }
     return this.#earlyTokenizer;

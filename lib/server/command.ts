@@ -11,6 +11,9 @@ import { normalizeEngineOptions, type EngineOptionsInput } from '../engine-optio
 import { limitRefusal } from '../native.js';
 import { TOOL_CALL_PARSER_NAMES } from '../tools/index.js';
 import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
+import { parseModelRef } from '../models/ref.js';
+import { resolveModel } from '../models/resolve.js';
+import { progressPrinter } from '../cli/models/progress.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
 
@@ -19,7 +22,8 @@ Without a model it serves a built-in demo model: a small Llama with the real Lla
 weights (fluent-looking nonsense), generated once and cached in $SPINDLE_CACHE_DIR or ~/.cache/spindle.
 
 Flags (vLLM spelling first, SGLang alias after):
-  --model, --model-path FILE          the GGUF model (or give it as the first argument)
+  --model, --model-path MODEL         the model (or give it as the first argument): a .gguf path, a store
+                                      name, or a hub reference hf.co/<org>/<repo>[:<quant>] (pulled first)
   --host HOST                         bind address (default 127.0.0.1)
   --port N                            port (default 8000)
   --api-key KEY                       require \`Authorization: Bearer KEY\` (repeatable); /health stays open
@@ -189,8 +193,16 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
   cfg.notes.forEach(log);
   const demo = cfg.model === null;
   try {
+    let ref = engine.model;
     if (demo) engine.model = await demoModel(log);
-    const names = cfg.servedModelNames ?? [demo ? DEMO_MODEL_NAME : defaultName(engine.model)];
+    else if (parseModelRef(ref).kind !== 'path') {
+      // A store name or hub reference: pulled (with progress) before the server starts, served under its name.
+      const r = await resolveModel(ref, { onProgress: progressPrinter(io) });
+      engine.model = r.model;
+      if (engine.mmproj === null && r.mmproj) engine.mmproj = r.mmproj;
+      ref = r.name;
+    }
+    const names = cfg.servedModelNames ?? [demo ? DEMO_MODEL_NAME : parseModelRef(ref).kind === 'path' ? defaultName(engine.model) : ref];
     const server = await startServer({ ...cfg.serve, engine, servedModelNames: names, randomWeights: demo });
     await server.app.engine.core.ready().catch((e: Error) => { log(`the model failed to load: ${e.message}`); });
     if (server.app.engine.state === 'failed') {

@@ -1,0 +1,37 @@
+// `spindle pull <ref>`: a hub reference (hf.co/org/repo[:quant], org/repo[:quant]) into the store, with progress;
+// a model already there is verified present and left alone.
+import { parseArgs } from 'node:util';
+import { pullHub } from '../../models/pull.js';
+import { hubConfig } from '../../models/hub-client.js';
+import { ModelRefError, parseModelRef } from '../../models/ref.js';
+import type { CommandIo } from '../io.js';
+import { openStore, reportError } from './common.js';
+import { progressPrinter } from './progress.js';
+
+const HELP = `Usage: spindle pull <model>
+
+Downloads a GGUF model (and its mmproj, when the repository has one) from the Hugging Face hub into the
+store (SPINDLE_HOME, default ~/.spindle): hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>], Q4_K_M
+when no quantization is given. Resumes an interrupted download; verifies every file's sha256.
+HF_ENDPOINT sets the hub's URL, HF_TOKEN authenticates (gated and private repositories).
+`;
+
+export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+  if (values.help || positionals.length !== 1) {
+    (values.help ? io.stdout : io.stderr).write(HELP);
+    return values.help ? 0 : 2;
+  }
+  try {
+    const r = parseModelRef(positionals[0]);
+    if (r.kind === 'path') throw new ModelRefError(`'${positionals[0]}' is a file path; pull takes a hub reference (hf.co/<org>/<repo>[:<quant>])`);
+    if (r.kind === 'name' && !r.hubRepo) throw new ModelRefError(`'${positionals[0]}' is not a hub reference (hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>])`);
+    const repo = r.kind === 'hub' ? r.repo : r.hubRepo!;
+    const quant = r.kind === 'hub' ? r.quant : r.explicitTag ? r.tag : null;
+    const m = await pullHub(openStore(), repo, quant, { cfg: hubConfig(), onProgress: progressPrinter(io) });
+    io.stdout.write(`success: ${m.name} (${m.model.file}${m.mmproj ? ` + ${m.mmproj.file}` : ''})\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, 'pull');
+  }
+}

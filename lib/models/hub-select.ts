@@ -1,0 +1,41 @@
+// Which files of a hub repository a reference means: the GGUF of the asked quantization (case-insensitive,
+// Q4_K_M when none is given, as llama.cpp's -hf and Ollama's hf.co pulls default), and the repository's mmproj
+// when it has one (F16 preferred, as llama.cpp picks). Split GGUFs (-00001-of-0000N) are refused by name.
+// Invariant: an unknown quantization is a HubError listing the quantizations the repository has.
+import { HubError, type HubFile } from './hub-client.js';
+
+export const DEFAULT_QUANT = 'Q4_K_M';
+
+const QUANT = /(?:^|[-_.])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32|MXFP4(?:_MOE)?)(?=\.gguf$|-\d{5}-of-\d{5}\.gguf$)/i;
+
+/** The quantization a GGUF file name states ('Llama-3.2-1B-Q4_K_M.gguf' -> 'Q4_K_M'), or null. */
+export function quantOf(path: string): string | null {
+  const name = path.split('/').pop() ?? path;
+  const m = QUANT.exec(name);
+  return m ? m[1].toUpperCase() : null;
+}
+
+const isMmproj = (p: string) => /(^|\/)mmproj[^/]*\.gguf$/i.test(p) || /mmproj/i.test(p.split('/').pop() ?? '');
+
+export function selectFiles(repo: string, files: HubFile[], quant: string | null): { model: HubFile; mmproj: HubFile | null } {
+  const ggufs = files.filter((f) => /\.gguf$/i.test(f.path));
+  const models = ggufs.filter((f) => !isMmproj(f.path));
+  if (models.length === 0) throw new HubError('no_file', `hf.co/${repo} has no GGUF model files`);
+  const want = (quant ?? DEFAULT_QUANT).toUpperCase();
+  const matches = models.filter((f) => quantOf(f.path) === want || (f.path.split('/').pop() ?? '').toUpperCase().includes(`-${want}.GGUF`));
+  const available = [...new Set(models.map((f) => quantOf(f.path)).filter((q): q is string => q !== null))].sort();
+  if (matches.length === 0) {
+    if (quant === null && models.length === 1) return { model: models[0], mmproj: pickMmproj(ggufs) };
+    throw new HubError('no_file', `hf.co/${repo} has no ${want} GGUF; it has: ${available.length ? available.join(', ') : models.map((f) => f.path).join(', ')}`);
+  }
+  const single = matches.filter((f) => !/-\d{5}-of-\d{5}\.gguf$/i.test(f.path));
+  if (single.length === 0) throw new HubError('no_file', `hf.co/${repo}: the ${want} model is split into several files (${matches[0].path}, ...), which is not supported yet`);
+  single.sort((a, b) => a.path.length - b.path.length || a.path.localeCompare(b.path));
+  return { model: single[0], mmproj: pickMmproj(ggufs) };
+}
+
+function pickMmproj(ggufs: HubFile[]): HubFile | null {
+  const mm = ggufs.filter((f) => isMmproj(f.path));
+  if (mm.length === 0) return null;
+  return mm.find((f) => /f16/i.test(f.path)) ?? mm.sort((a, b) => a.path.localeCompare(b.path))[0];
+}

@@ -1,0 +1,151 @@
+// The local model store (SPINDLE_HOME, default ~/.spindle): manifests by name and tag under
+// models/manifests/<host>/<namespace>/<name>/<tag> (JSON), content-addressed blobs under
+// models/blobs/sha256-<hex>, shared by every name that uses them (Ollama's layout).
+// Hosts: 'hf.co' for hub pulls (namespace = org, name = repo, tag = quantization), 'local' for names made here
+// ('library' is the namespace of names without one). Keys are lower case: names and tags are case-insensitive.
+// Invariants: a manifest or blob appears only complete (written to a temporary name, then renamed); a blob is
+// named by the sha256 of its bytes; removing a name removes only the blobs no other manifest uses; two
+// processes may read and write the store at once (the last manifest write of a name wins, whole).
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+
+/** A file of a model: a blob of the store, or (files found in the Hugging Face cache) a path used in place. */
+export type ManifestFile = { digest: string; size: number; file: string } | { path: string; size: number; file: string };
+
+export interface Manifest {
+  schemaVersion: 1;
+  name: string; // as shown: 'hf.co/org/repo:Q4_K_M', 'mymodel:latest'
+  createdAt: string;
+  source: string; // where it came from: 'hf.co/org/repo@<file>', a path, or 'FROM <ref>' of a Modelfile
+  model: ManifestFile;
+  mmproj: ManifestFile | null;
+  // Modelfile settings (create); absent: the model file's own
+  template?: string | null;
+  system?: string | null;
+  parameters?: Record<string, number | string | string[]>;
+  messages?: { role: string; content: string }[];
+  license?: string[];
+}
+
+export interface StoreKey {
+  host: 'hf.co' | 'local';
+  namespace: string;
+  name: string;
+  tag: string;
+}
+
+export function spindleHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.SPINDLE_HOME || join(homedir(), '.spindle');
+}
+
+export function localKey(namespace: string | null, name: string, tag: string): StoreKey {
+  return { host: 'local', namespace: namespace ?? 'library', name, tag };
+}
+
+export function hubKey(repo: string, quant: string | null): StoreKey {
+  const [namespace, name] = repo.split('/');
+  return { host: 'hf.co', namespace, name, tag: quant ? quant.toUpperCase() : 'latest' };
+}
+
+export function keyName(k: StoreKey): string {
+  if (k.host === 'hf.co') return `hf.co/${k.namespace}/${k.name}:${k.tag}`;
+  return `${k.namespace === 'library' ? '' : `${k.namespace}/`}${k.name}:${k.tag}`;
+}
+
+export class ModelStore {
+  readonly home: string;
+  readonly blobs: string;
+  readonly manifests: string;
+
+  constructor(home: string = spindleHome()) {
+    this.home = home;
+    this.blobs = join(home, 'models', 'blobs');
+    this.manifests = join(home, 'models', 'manifests');
+  }
+
+  blobPath(digest: string): string {
+    if (!/^sha256-[0-9a-f]{64}$/.test(digest)) throw new Error(`not a blob digest: ${digest}`);
+    return join(this.blobs, digest);
+  }
+
+  /** The path of a manifest file's bytes (a blob, or the external path). */
+  filePath(f: ManifestFile): string {
+    return 'digest' in f ? this.blobPath(f.digest) : f.path;
+  }
+
+  #manifestPath(k: StoreKey): string {
+    return join(this.manifests, k.host, k.namespace.toLowerCase(), k.name.toLowerCase(), k.tag.toLowerCase());
+  }
+
+  read(k: StoreKey): Manifest | null {
+    try {
+      const m = JSON.parse(readFileSync(this.#manifestPath(k), 'utf8')) as Manifest;
+      return m && m.schemaVersion === 1 && m.model ? m : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Whether every file of `m` is present (blobs complete, external paths still there). */
+  complete(m: Manifest): boolean {
+    return [m.model, m.mmproj].every((f) => f === null || existsSync(this.filePath(f)));
+  }
+
+  write(k: StoreKey, m: Manifest): void {
+    const path = this.#manifestPath(k);
+    mkdirSync(dirname(path), { recursive: true });
+    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    writeFileSync(tmp, `${JSON.stringify(m, null, 2)}\n`);
+    renameSync(tmp, path);
+  }
+
+  /** Every manifest: its key, content and the bytes of its files. */
+  list(): { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] {
+    const out: { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] = [];
+    for (const host of ['hf.co', 'local'] as const) {
+      for (const namespace of dirs(join(this.manifests, host))) {
+        for (const name of dirs(join(this.manifests, host, namespace))) {
+          const dir = join(this.manifests, host, namespace, name);
+          for (const tag of files(dir)) {
+            const key: StoreKey = { host, namespace, name, tag };
+            const manifest = this.read(key);
+            if (!manifest) continue;
+            const size = manifest.model.size + (manifest.mmproj?.size ?? 0);
+            out.push({ key, manifest, size, modifiedAt: statSync(join(dir, tag)).mtime });
+          }
+        }
+      }
+    }
+    return out.sort((a, b) => b.modifiedAt.getTime() - a.modifiedAt.getTime());
+  }
+
+  /** Removes a name; then every blob of it that no other manifest uses. Returns false when the name is unknown. */
+  remove(k: StoreKey): boolean {
+    const m = this.read(k);
+    if (!m) return false;
+    rmSync(this.#manifestPath(k), { force: true });
+    const used = new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj]).filter((f) => f && 'digest' in f).map((f) => (f as { digest: string }).digest));
+    for (const f of [m.model, m.mmproj]) {
+      if (f && 'digest' in f && !used.has(f.digest)) rmSync(this.blobPath(f.digest), { force: true });
+    }
+    return true;
+  }
+}
+
+function dirs(p: string): string[] {
+  try {
+    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  } catch {
+    return [];
+  }
+}
+
+function files(p: string): string[] {
+  try {
+    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isFile() && !d.name.endsWith('.tmp')).map((d) => d.name);
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,137 @@
+// The model commands driven as a person would, in child processes against a local hub (test/helpers/hub-server.ts)
+// and a fresh store (SPINDLE_HOME): pull (progress as plain lines off a terminal), list, show, run with a prompt,
+// run with piped stdin, the interactive chat in a pseudo-terminal (util-linux `script`) with /set parameter and
+// /bye, rm, cp; a second process using the store while a pull runs (list and run answer; a second pull of the
+// same model waits for the first instead of downloading again); bad references are one-line errors.
+import t from 'tap';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { fixtureModel } from './helpers/fixtures.js';
+import { startHubServer } from './helpers/hub-server.js';
+
+const cli = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+const model = readFileSync(await fixtureModel({ arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 41, tiedEmbeddings: true }));
+const hub = await startHubServer(new Map([
+  ['org/Tiny-GGUF', { files: [{ path: 'Tiny-Q4_K_M.gguf', bytes: model }] }],
+  ['org/Slow-GGUF', { files: [{ path: 'Slow-Q8_0.gguf', bytes: Buffer.concat([model, Buffer.from('another file')]) }] }], // other bytes: its own blob
+]));
+t.teardown(() => hub.close());
+const env = {
+  ...process.env, SPINDLE_HOME: mkdtempSync(join(tmpdir(), 'spindle-cli-home-')), HF_ENDPOINT: hub.url,
+  HF_HUB_CACHE: mkdtempSync(join(tmpdir(), 'spindle-cli-hfcache-')), HF_TOKEN: '',
+};
+
+interface Run { code: number | null; stdout: string; stderr: string }
+function spindle(args: string[], input?: string, extraEnv: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [cli, ...args], { env: { ...env, ...extraEnv }, timeout: 120_000, maxBuffer: 1 << 24 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+    if (input !== undefined) child.stdin!.end(input);
+    else child.stdin!.end();
+  });
+}
+
+const RUN_FLAGS = ['--threads', '1', '--ctx', '512'];
+
+t.test('pull, list, show, run (prompt and piped stdin), cp, rm', async (t) => {
+  const pull = await spindle(['pull', 'hf.co/org/Tiny-GGUF']);
+  t.equal(pull.code, 0, pull.stderr);
+  t.match(pull.stdout, /success: hf\.co\/org\/Tiny-GGUF:latest \(Tiny-Q4_K_M\.gguf\)/);
+  t.match(pull.stderr, /pulling Tiny-Q4_K_M\.gguf/);
+  t.match(pull.stderr, /100%/);
+  const list = await spindle(['list']);
+  t.match(list.stdout, /^NAME\s+ID\s+SIZE\s+MODIFIED\n/);
+  t.match(list.stdout, /hf\.co\/org\/Tiny-GGUF:Q4_K_M\s+[0-9a-f]{12}\s+\d+ MB\s+Less than a minute ago/);
+  const show = await spindle(['show', 'hf.co/org/Tiny-GGUF:Q4_K_M']);
+  t.equal(show.code, 0, show.stderr);
+  t.match(show.stdout, /architecture\s+qwen3/);
+  t.match(show.stdout, /quantization\s+/);
+  t.match(show.stdout, /context length\s+\d+/);
+  const tmpl = await spindle(['show', 'org/Tiny-GGUF:Q4_K_M', '--template']);
+  t.match(tmpl.stdout, /im_start/);
+
+  const one = await spindle(['run', 'hf.co/org/Tiny-GGUF', 'Say something.', ...RUN_FLAGS]);
+  t.equal(one.code, 0, one.stderr);
+  t.ok(one.stdout.trim().length > 0, 'an answer was printed');
+  const piped = await spindle(['run', 'hf.co/org/Tiny-GGUF', ...RUN_FLAGS], 'Say something.\n');
+  t.equal(piped.code, 0, piped.stderr);
+  t.ok(piped.stdout.trim().length > 0, 'stdin piped in is the prompt');
+
+  const cp = await spindle(['cp', 'hf.co/org/Tiny-GGUF:Q4_K_M', 'tiny']);
+  t.equal(cp.code, 0, cp.stderr);
+  t.match((await spindle(['list'])).stdout, /^tiny:latest\s/m);
+  const rm = await spindle(['rm', 'tiny']);
+  t.equal(rm.code, 0);
+  t.notMatch((await spindle(['list'])).stdout, /^tiny:latest/m);
+  t.ok(readFileSync(join(env.SPINDLE_HOME, 'models', 'manifests', 'hf.co', 'org', 'tiny-gguf', 'q4_k_m')), 'the copy shared its blob; removing it kept the original');
+});
+
+t.test('the interactive chat in a pseudo-terminal: a question, /set parameter, /clear, /bye', { skip: process.platform !== 'linux' ? 'needs util-linux script' : false }, async (t) => {
+  const script = [`${process.execPath} ${cli} run hf.co/org/Tiny-GGUF ${RUN_FLAGS.join(' ')}`];
+  const child = spawn('script', ['-qfec', script[0], '/dev/null'], { env: { ...env, TERM: 'dumb' } });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d.toString(); });
+  const waitFor = async (re: RegExp, from = 0) => {
+    for (let i = 0; i < 600 && !re.test(out.slice(from)); i++) await new Promise((r) => setTimeout(r, 100));
+    return re.test(out.slice(from));
+  };
+  t.ok(await waitFor(/>>> /), 'the prompt appears');
+  let mark = out.length;
+  child.stdin.write('/set parameter num_predict 5\r');
+  t.ok(await waitFor(/Set parameter 'num_predict' to '5'/, mark), '/set parameter is acknowledged');
+  mark = out.length;
+  child.stdin.write('Hello there\r');
+  t.ok(await waitFor(/>>> /, mark + 12), 'an answer, then the prompt again');
+  mark = out.length;
+  child.stdin.write('/clear\r');
+  t.ok(await waitFor(/Cleared session context/, mark));
+  child.stdin.write('/bye\r');
+  const code = await new Promise<number | null>((r) => child.on('exit', r));
+  t.equal(code, 0, out);
+});
+
+t.test('a second process uses the store while a pull runs; a second pull of the same model waits for it', async (t) => {
+  hub.faults.bytesPerMs = model.length / 4000; // the pull takes about 4 s
+  t.teardown(() => { hub.faults.bytesPerMs = undefined; });
+  const before = hub.log.filter((e) => e.method === 'GET' && e.url.endsWith('Slow-Q8_0.gguf')).length;
+  const first = spindle(['pull', 'hf.co/org/Slow-GGUF:Q8_0']);
+  await new Promise((r) => setTimeout(r, 800));
+  const second = spindle(['pull', 'org/Slow-GGUF:Q8_0']);
+  const list = await spindle(['list']);
+  t.match(list.stdout, /hf\.co\/org\/Tiny-GGUF:Q4_K_M/, 'list answers during the pull');
+  const run = await spindle(['run', 'hf.co/org/Tiny-GGUF', 'hi', ...RUN_FLAGS]);
+  t.equal(run.code, 0, 'run answers during the pull');
+  const [a, b] = await Promise.all([first, second]);
+  t.equal(a.code, 0, a.stderr);
+  t.equal(b.code, 0, b.stderr);
+  const got = hub.log.filter((e) => e.method === 'GET' && e.url.endsWith('Slow-Q8_0.gguf'));
+  t.equal(got.length - before, 1, `one download for both pulls: ${JSON.stringify(got)} ${a.stderr.slice(-300)} ${b.stderr.slice(-300)}`);
+});
+
+t.test('bad references are one-line errors', async (t) => {
+  const cases: [string[], RegExp][] = [
+    [['pull', 'hf.co/org/Nope-GGUF'], /was not found/],
+    [['pull', 'hf.co/org/Tiny-GGUF:Q2_K'], /no Q2_K GGUF; it has: Q4_K_M/],
+    [['run', 'not a name', 'x'], /is not valid/],
+    [['show', 'missing-model'], /not in the store/],
+    [['rm', 'missing-model'], /not found/],
+    [['pull', 'hf.co/org/Tiny-GGUF'], /^$/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await spindle(args, undefined, args[0] === 'pull' && args[1].includes('Tiny') ? {} : {});
+    if (re.source === '^$') {
+      t.equal(r.code, 0, 'pulling again is fine');
+      continue;
+    }
+    t.equal(r.code, 1, `${args.join(' ')}: exit 1`);
+    t.match(r.stderr, re, `${args.join(' ')}: ${r.stderr.trim()}`);
+    t.equal(r.stderr.trim().split('\n').length, 1, 'one line');
+  }
+  const offline = await spindle(['pull', 'hf.co/org/Other-GGUF'], undefined, { HF_ENDPOINT: 'http://127.0.0.1:1' });
+  t.equal(offline.code, 1);
+  t.match(offline.stderr, /could not reach/);
+});
