@@ -135,3 +135,59 @@ t.test('bad references are one-line errors', async (t) => {
   t.equal(offline.code, 1);
   t.match(offline.stderr, /could not reach/);
 });
+
+t.test('create from the LFM2 Modelfile as users write it; run it by name with its template, parameters and stops', async (t) => {
+  const { copyFileSync, writeFileSync } = await import('node:fs');
+  const { renderOllamaTemplate } = await import('../lib/modelfile/index.js');
+  const { loadNative } = await import('../lib/native.js');
+  const lfm2 = await fixtureModel({ arch: 'lfm2', tokenizer: 'llama3', nEmbd: 64, nLayer: 6, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', tiedEmbeddings: true, seed: 43 });
+  const dir = mkdtempSync(join(tmpdir(), 'spindle-create-'));
+  copyFileSync(lfm2, join(dir, 'LFM2-1.2B-Q4_K_M.gguf'));
+  const template = '<|startoftext|><|im_start|>system\n{{ .System }}<|im_end|>\n<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n';
+  writeFileSync(join(dir, 'Modelfile'), `FROM ./LFM2-1.2B-Q4_K_M.gguf
+TEMPLATE """${template}"""
+PARAMETER temperature 0.1
+PARAMETER top_k 50
+PARAMETER repeat_penalty 1.05
+PARAMETER stop "<|im_end|>"
+PARAMETER stop "<|endoftext|>"
+`);
+  const created = await spindle(['create', 'lfm2-test', '-f', join(dir, 'Modelfile')]);
+  t.equal(created.code, 0, created.stderr);
+  t.match(created.stdout, /success: created lfm2-test:latest/);
+  const params = await spindle(['show', 'lfm2-test', '--parameters']);
+  t.match(params.stdout, /temperature\s+0\.1\n/);
+  t.match(params.stdout, /top_k\s+50\n/);
+  t.match(params.stdout, /repeat_penalty\s+1\.05\n/);
+  t.match(params.stdout, /stop\s+"<\|im_end\|>"\nstop\s+"<\|endoftext\|>"/);
+  t.equal((await spindle(['show', 'lfm2-test', '--template'])).stdout, `${template}\n`);
+
+  // The template is the one rendered: the prompt token count is that of the Go template's output.
+  const run = await spindle(['run', 'lfm2-test', 'Tell me a story.', '--verbose', ...RUN_FLAGS]);
+  t.equal(run.code, 0, run.stderr);
+  const tok = loadNative().Tokenizer.fromFile(lfm2);
+  const text = renderOllamaTemplate(template, [{ role: 'user', content: 'Tell me a story.' }]);
+  t.match(run.stderr, new RegExp(`prompt eval count: ${tok.encode(text, false, true).length} token`), 'the Modelfile TEMPLATE was used');
+
+  // Parameters and stops in effect: a derived model (FROM the store name: template and stops inherited) at
+  // temperature 0 gives X; with a stop string taken from inside X the answer ends right before it.
+  writeFileSync(join(dir, 'Greedy'), 'FROM lfm2-test\nPARAMETER temperature 0\nPARAMETER num_predict 24\n');
+  t.equal((await spindle(['create', 'lfm2-greedy', '-f', join(dir, 'Greedy')])).code, 0);
+  const x = (await spindle(['run', 'lfm2-greedy', 'Tell me a story.', ...RUN_FLAGS])).stdout.replace(/\n$/, '');
+  t.ok(x.length > 12, `a greedy answer: ${JSON.stringify(x)}`);
+  t.equal((await spindle(['run', 'lfm2-greedy', 'Tell me a story.', ...RUN_FLAGS])).stdout.replace(/\n$/, ''), x, 'temperature 0 from the Modelfile: the same answer');
+  const stop = x.slice(6, 10);
+  writeFileSync(join(dir, 'Stopped'), `FROM lfm2-greedy\nPARAMETER stop ${JSON.stringify(stop)}\n`);
+  t.equal((await spindle(['create', 'lfm2-stopped', '-f', join(dir, 'Stopped')])).code, 0);
+  const stopped = (await spindle(['run', 'lfm2-stopped', 'Tell me a story.', ...RUN_FLAGS])).stdout.replace(/\n$/, '');
+  t.equal(stopped, x.slice(0, x.indexOf(stop)), `stopped before ${JSON.stringify(stop)}`);
+  const inherited = await spindle(['show', 'lfm2-stopped', '--parameters']);
+  t.match(inherited.stdout, /top_k\s+50\n/, 'parameters inherited from the FROM model');
+  t.equal(inherited.stdout.match(/^stop/gm)?.length, 1, 'a parameter the new Modelfile gives replaces the inherited one (Ollama)');
+
+  writeFileSync(join(dir, 'Bad'), 'FROM ./LFM2-1.2B-Q4_K_M.gguf\nPARAMETER temperature hot\n');
+  const bad = await spindle(['create', 'bad', '-f', join(dir, 'Bad')]);
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /line 2/);
+  t.notMatch((await spindle(['list'])).stdout, /^bad:/m, 'nothing written');
+});

@@ -23,6 +23,7 @@ export const COMMANDS: CommandEntry[] = [
   { name: 'list', summary: 'list the models in the store', load: () => import('./models/list.js') },
   { name: 'ls', summary: 'the same as list', load: () => import('./models/list.js') },
   { name: 'show', summary: "a model's architecture, parameters, quantization, context, template and license", load: () => import('./models/show.js') },
+  { name: 'create', summary: 'make a model from a Modelfile (FROM, TEMPLATE, SYSTEM, PARAMETER, MESSAGE, LICENSE)', load: () => import('./models/create.js') },
   { name: 'rm', summary: 'remove models from the store', load: () => import('./models/rm.js') },
   { name: 'cp', summary: 'copy a model under a new name', load: () => import('./models/cp.js') },
   { name: 'bench serve', summary: 'benchmark a running OpenAI- or Ollama-compatible server (like vllm bench serve)', load: () => import('../bench/serve/command.js') },

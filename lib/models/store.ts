@@ -7,7 +7,8 @@
 // named by the sha256 of its bytes; removing a name removes only the blobs no other manifest uses; two
 // processes may read and write the store at once (the last manifest write of a name wins, whole).
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -119,6 +120,29 @@ export class ModelStore {
       }
     }
     return out.sort((a, b) => b.modifiedAt.getTime() - a.modifiedAt.getTime());
+  }
+
+  /**
+   * A local file as a blob (hashed, then hard-linked into the store when it is on the same file system, else
+   * copied to a temporary name and renamed). Returns its manifest entry.
+   */
+  async importFile(path: string, file: string): Promise<ManifestFile> {
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+    const digest = `sha256-${hash.digest('hex')}`;
+    const blob = this.blobPath(digest);
+    const size = statSync(path).size;
+    if (!existsSync(blob)) {
+      mkdirSync(this.blobs, { recursive: true });
+      const tmp = `${blob}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+      try {
+        linkSync(path, tmp);
+      } catch {
+        copyFileSync(path, tmp);
+      }
+      renameSync(tmp, blob);
+    }
+    return { digest, size, file };
   }
 
   /** Removes a name; then every blob of it that no other manifest uses. Returns false when the name is unknown. */

@@ -1,0 +1,80 @@
+// `spindle create <name> -f <Modelfile>`: a named model from a Modelfile (lib/modelfile): FROM a .gguf path
+// (relative to the Modelfile; imported into the store as a blob, with an mmproj*.gguf beside it), a store name or
+// a hub reference (pulled first); TEMPLATE, SYSTEM, PARAMETERs, MESSAGEs and LICENSE stored in the manifest, over
+// what a FROM model of the store already had (Ollama's inheritance).
+// Invariant: a bad Modelfile is an error naming the line, and nothing is written; the manifest is written last.
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { decodeModelfile, parseModelfile } from '../../modelfile/index.js';
+import { parseModelRef, ModelRefError } from '../../models/ref.js';
+import { resolveModel } from '../../models/resolve.js';
+import { localKey, type Manifest } from '../../models/store.js';
+import { findMmproj } from '../../vision/find-mmproj.js';
+import { loadNative } from '../../native.js';
+import type { CommandIo } from '../io.js';
+import { openStore, reportError } from './common.js';
+import { progressPrinter } from './progress.js';
+
+const HELP = `Usage: spindle create <name> -f <Modelfile>
+
+Makes a model of the store from a Modelfile (Ollama's format): FROM a .gguf path, a store name or a hub
+reference; TEMPLATE (Go template), SYSTEM, PARAMETER, MESSAGE, LICENSE.
+`;
+
+export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  let values, positionals;
+  try {
+    ({ values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: { help: { type: 'boolean', short: 'h' }, file: { type: 'string', short: 'f' } } }));
+  } catch (e) {
+    io.stderr.write(`spindle create: ${(e as Error).message}\n${HELP}`);
+    return 2;
+  }
+  if (values.help || positionals.length !== 1) {
+    (values.help ? io.stdout : io.stderr).write(HELP);
+    return values.help ? 0 : 2;
+  }
+  try {
+    const target = parseModelRef(positionals[0]);
+    if (target.kind !== 'name') throw new ModelRefError(`'${positionals[0]}' is not a valid model name (<name>[:<tag>] or <namespace>/<name>[:<tag>])`);
+    const path = values.file ?? 'Modelfile';
+    let text: string;
+    try {
+      text = decodeModelfile(readFileSync(path));
+    } catch (e) {
+      throw new ModelRefError(`cannot read the Modelfile ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+    const mf = parseModelfile(text);
+    for (const w of mf.warnings) io.stderr.write(`spindle create: warning: ${w}\n`);
+    const store = openStore();
+    const fromRef = parseModelRef(mf.from);
+    let base: Partial<Manifest> = {};
+    let model, mmproj;
+    if (fromRef.kind === 'path') {
+      const file = isAbsolute(fromRef.path) ? fromRef.path : join(dirname(path), fromRef.path);
+      io.stderr.write(`importing ${file}\n`);
+      model = await store.importFile(file, file.split(/[\\/]/).pop()!);
+      const beside = findMmproj(file, () => loadNative().NativeEngine.inspect(file).info.nEmbd).path;
+      mmproj = beside ? await store.importFile(beside, beside.split(/[\\/]/).pop()!) : null;
+    } else {
+      const r = await resolveModel(mf.from, { store, onProgress: progressPrinter(io) });
+      base = r.manifest ?? {};
+      model = r.manifest!.model;
+      mmproj = r.manifest!.mmproj;
+    }
+    const name = `${target.namespace ? `${target.namespace}/` : ''}${target.name}:${target.tag}`;
+    const manifest: Manifest = {
+      schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${mf.from}`, model, mmproj,
+      template: mf.template ?? base.template ?? null,
+      system: mf.system ?? base.system ?? null,
+      parameters: { ...(base.parameters ?? {}), ...mf.parameters } as Manifest['parameters'],
+      messages: mf.messages.length ? mf.messages : base.messages ?? [],
+      license: mf.license.length ? mf.license : base.license ?? [],
+    };
+    store.write(localKey(target.namespace, target.name, target.tag), manifest);
+    io.stdout.write(`success: created ${name}\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, 'create');
+  }
+}
