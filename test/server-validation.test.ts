@@ -76,10 +76,12 @@ for (const [what, url, body, status, param, code] of CASES) {
   });
 }
 
-t.test('a body over 2 MiB is 413; an unknown content type 415; deep nesting is a 400', async (t) => {
-  const big = await post('/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'a'.repeat(2 * 1024 * 1024) }] }));
+t.test('a body over the 40 MiB limit is 413; a text field over 2 MiB 400; an unknown content type 415; deep nesting is a 400', async (t) => {
+  const big = await post('/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'a'.repeat(40 * 1024 * 1024) }] }));
   t.equal(big.statusCode, 413);
   t.match(big.json(), { error: { code: 'request_too_large' } });
+  const long = await post('/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'a'.repeat(2 * 1024 * 1024 + 1) }] }));
+  t.equal(long.statusCode, 400, 'a message longer than MAX_TEXT');
   const text = await post('/v1/chat/completions', 'hello', 'text/plain');
   t.equal(text.statusCode, 400, 'a text body is not an object');
   const xml = await post('/v1/chat/completions', '<a/>', 'application/xml');
