@@ -191,3 +191,38 @@ PARAMETER stop "<|endoftext|>"
   t.match(bad.stderr, /line 2/);
   t.notMatch((await spindle(['list'])).stdout, /^bad:/m, 'nothing written');
 });
+
+t.test('vision in the CLI: a created LFM2-VL model takes /image in the chat and image paths in a prompt', async (t) => {
+  const { copyFileSync, writeFileSync } = await import('node:fs');
+  const sharp = (await import('sharp')).default;
+  const { fixtureVisionModel } = await import('./helpers/fixtures.js');
+  const fx = await fixtureVisionModel('lfm2VlTiny');
+  const dir = mkdtempSync(join(tmpdir(), 'spindle-vl-'));
+  copyFileSync(fx.model, join(dir, 'vl.gguf'));
+  copyFileSync(fx.mmproj, join(dir, 'mmproj-vl.gguf'));
+  writeFileSync(join(dir, 'Modelfile'), 'FROM ./vl.gguf\nPARAMETER temperature 0\nPARAMETER num_predict 4\n');
+  const created = await spindle(['create', 'vl', '-f', join(dir, 'Modelfile')]);
+  t.equal(created.code, 0, created.stderr);
+  const image = join(dir, 'pic.png');
+  await sharp({ create: { width: 256, height: 256, channels: 3, background: { r: 200, g: 20, b: 90 } } }).png().toFile(image);
+  const show = await spindle(['show', 'vl']);
+  t.match(show.stdout, /Projector\n\s+architecture\s+lfm2/, 'the mmproj beside the GGUF came along');
+  const one = await spindle(['run', 'vl', `What is in ${image} ?`, '--verbose', ...RUN_FLAGS]);
+  t.equal(one.code, 0, one.stderr);
+  const count = Number(/prompt eval count: (\d+) token/.exec(one.stderr)?.[1]);
+  t.ok(count > 66, `the image's 64 embeddings and 2 markers are in the prompt (${count} tokens)`);
+  const child = spawn('script', ['-qfec', `${process.execPath} ${cli} run vl ${RUN_FLAGS.join(' ')}`, '/dev/null'], { env: { ...env, TERM: 'dumb' } });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d.toString(); });
+  const waitFor = async (re: RegExp, from = 0) => {
+    for (let i = 0; i < 600 && !re.test(out.slice(from)); i++) await new Promise((r) => setTimeout(r, 100));
+    return re.test(out.slice(from));
+  };
+  t.ok(await waitFor(/>>> /));
+  const mark = out.length;
+  child.stdin.write(`/image ${image} What is this?\r`);
+  t.ok(await waitFor(/\n[^\n]*\S[^\n]*\r?\n>>> /, mark + 20), 'an answer about the image, then the prompt');
+  t.notMatch(out.slice(mark), /error:/);
+  child.stdin.write('/bye\r');
+  t.equal(await new Promise<number | null>((r) => child.on('exit', r)), 0);
+});
