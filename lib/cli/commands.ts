@@ -26,5 +26,6 @@ export const COMMANDS: CommandEntry[] = [
   { name: 'create', summary: 'make a model from a Modelfile (FROM, TEMPLATE, SYSTEM, PARAMETER, MESSAGE, LICENSE)', load: () => import('./models/create.js') },
   { name: 'rm', summary: 'remove models from the store', load: () => import('./models/rm.js') },
   { name: 'cp', summary: 'copy a model under a new name', load: () => import('./models/cp.js') },
+  { name: 'ps', summary: 'list the models a running server (spindle serve --ollama) has loaded', load: () => import('./ps.js') },
   { name: 'bench serve', summary: 'benchmark a running OpenAI- or Ollama-compatible server (like vllm bench serve)', load: () => import('../bench/serve/command.js') },
 ];

@@ -1,7 +1,9 @@
 // buildApp(options): the whole HTTP server as a Fastify instance composed of plugins (errors, engine, metrics,
 // cors, auth) and routes (v1, api, health, metrics, tokenize). It does not listen; serve.ts does (tests call inject() or listen).
+// Two modes: one model (options.engine, served under servedModelNames), or runner mode (options.runner: requests
+// name models of the store, loaded on demand by a ModelRunner; the Ollama management routes work).
 // Invariants: request bodies are JSON objects up to 2 MiB validated with coercion off (a string is never
-// taken for a number); the app owns its engine and closes it in onClose.
+// taken for a number); the app owns its engines and closes them in onClose.
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ApiError } from './api-error.js';
 import { authPlugin } from './plugins/auth.js';
@@ -9,6 +11,11 @@ import { corsPlugin } from './plugins/cors.js';
 import { enginePlugin, ServerEngine, type ServerEngineOptions } from './plugins/engine.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
+import { ollamaBodyPlugin } from './plugins/ollama-body.js';
+import { ModelStore } from '../models/store.js';
+import { ModelRunner } from './runner.js';
+import ollamaManageRoute from './routes/ollama/manage.js';
+import ollamaPsRoute from './routes/ollama/ps.js';
 import ollamaChatRoute from './routes/ollama/chat.js';
 import ollamaGenerateRoute from './routes/ollama/generate.js';
 import ollamaModelsRoute from './routes/ollama/models.js';
@@ -29,6 +36,19 @@ export interface AppOptions extends ServerEngineOptions {
   corsOrigins?: string[];
   logger?: FastifyServerOptions['logger'];
   bodyLimit?: number; // bytes
+  /**
+   * Runner mode (`spindle serve --ollama`): requests name models of the store, loaded on first use; `engine` then
+   * carries the flags' engine options (its model is ignored) and servedModelNames is ignored.
+   */
+  runner?: RunnerModeOptions;
+}
+
+export interface RunnerModeOptions {
+  store?: ModelStore; // default: SPINDLE_HOME
+  maxLoaded?: number; // --max-loaded-models, default 1
+  keepAliveMs?: number; // --keep-alive, default 5 minutes; Infinity: forever
+  /** Where /api/pull reads HF_ENDPOINT, HF_TOKEN and the Hugging Face cache settings (default process.env). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -40,14 +60,21 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     forceCloseConnections: true, // serve.ts drains requests first; then no client keeps close() waiting
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
   });
-  const engine = new ServerEngine(options);
+  const runner = options.runner ? new ModelRunner({
+    engine: options.engine, maxLoaded: options.runner.maxLoaded, keepAliveMs: options.runner.keepAliveMs,
+    maxQueuedRequests: options.maxQueuedRequests, toolCallParser: options.toolCallParser,
+  }) : null;
+  const engine = runner ? null : new ServerEngine(options);
+  const store = options.runner ? options.runner.store ?? new ModelStore() : null;
+  const host = (runner ?? engine)!;
   await app.register(errorsPlugin);
-  await app.register(enginePlugin, { engine });
+  await app.register(ollamaBodyPlugin);
+  await app.register(enginePlugin, { engine, runner, store, hubEnv: options.runner?.env ?? process.env });
   await app.register(metricsPlugin);
   await app.register(corsPlugin, { origins: options.corsOrigins ?? [] });
   await app.register(authPlugin, { apiKeys: options.apiKeys ?? [] });
   app.addHook('onRequest', async (request) => {
-    if (engine.state === 'closing' && request.url !== '/health' && request.url !== '/metrics') {
+    if (host.state === 'closing' && request.url !== '/health' && request.url !== '/metrics') {
       throw new ApiError(503, 'the server is shutting down', { code: 'server_shutting_down' });
     }
   });
@@ -60,5 +87,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(ollamaGenerateRoute);
   await app.register(ollamaChatRoute);
   await app.register(ollamaModelsRoute);
+  await app.register(ollamaPsRoute);
+  await app.register(ollamaManageRoute);
   return app;
 }

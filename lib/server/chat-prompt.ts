@@ -1,7 +1,8 @@
 // Chat messages -> the engine's prompt for every chat route (/v1/chat/completions, /api/chat, /api/generate):
-// the chat template rendered (with a media marker per image when the model takes images), tokenized, and the
-// images fetched and decoded within the server's media limits (--allowed-local-media-path,
-// --allowed-media-domains, no link-local or metadata addresses).
+// the chat template rendered (in runner mode a store model's Modelfile TEMPLATE / SYSTEM / MESSAGEs:
+// modelfile-prompt.ts), with a media marker per image when the model takes images, tokenized, and the images
+// fetched and decoded within the server's media limits (--allowed-local-media-path, --allowed-media-domains, no
+// link-local or metadata addresses).
 // Invariant: anything the client got wrong (an image that cannot be fetched or decoded, an image for a text-only
 // model) is a 400 ApiError naming the image and the problem.
 import { imageSources, type ChatMessage } from '../chat/template.js';
@@ -9,7 +10,9 @@ import type { CorePrompt } from '../engine-core.js';
 import type { ApplyChatTemplateOptions, Tokenizer } from '../tokenizer.js';
 import { ImageInputError, type ImageSource } from '../vision/image-input.js';
 import { MEDIA_MARKER } from '../vision/multimodal-prompt.js';
+import type { Manifest } from '../models/store.js';
 import { badRequest } from './api-error.js';
+import { modelfileChatText } from './modelfile-prompt.js';
 import type { ServerEngine } from './plugins/engine.js';
 
 export interface ChatPrompt {
@@ -34,14 +37,22 @@ export async function serverImagesPrompt(engine: ServerEngine, text: string, sou
   }
 }
 
-export async function chatPrompt(engine: ServerEngine, tokenizer: Tokenizer, messages: readonly ChatMessage[],
-  options: Omit<ApplyChatTemplateOptions, 'tokenize' | 'mediaMarker'>, param = 'messages'): Promise<ChatPrompt> {
-  const vision = engine.core.acceptsImages;
-  const text = tokenizer.applyChatTemplate(messages, { ...options, tokenize: false, mediaMarker: vision ? MEDIA_MARKER : undefined });
-  const sources = vision ? imageSources(messages) : [];
+/** Rendered prompt text (images as media markers, `sources` in their order) -> the engine's prompt. */
+export async function renderedPrompt(engine: ServerEngine, tokenizer: Tokenizer, text: string, sources: readonly ImageSource[],
+  param: string): Promise<ChatPrompt> {
   if (sources.length === 0) {
     const ids = tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true });
     return { ids, prompt: ids, images: 0 };
   }
   return serverImagesPrompt(engine, text, sources, true, param);
+}
+
+/** Messages through the model's chat template, or (a store model, runner mode) through its Modelfile's. */
+export async function chatPrompt(engine: ServerEngine, tokenizer: Tokenizer, messages: readonly ChatMessage[],
+  options: Omit<ApplyChatTemplateOptions, 'tokenize' | 'mediaMarker'>, param = 'messages', modelfile: Manifest | null = null): Promise<ChatPrompt> {
+  const vision = engine.core.acceptsImages;
+  const marker = vision ? MEDIA_MARKER : undefined;
+  const text = modelfile ? modelfileChatText(tokenizer, messages, options, modelfile, marker, param)
+    : tokenizer.applyChatTemplate(messages, { ...options, tokenize: false, mediaMarker: marker });
+  return renderedPrompt(engine, tokenizer, text, vision ? imageSources(messages) : [], param);
 }

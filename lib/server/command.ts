@@ -1,5 +1,7 @@
 // `spindle serve [model.gguf] [flags]`: the OpenAI- and Ollama-compatible HTTP server.
-// Flags as in docs/api.md (vLLM spelling, SGLang alias); without a model, the built-in demo model (random weights).
+// Flags as in docs/api.md (vLLM spelling, SGLang alias); without a model, the built-in demo model (random weights),
+// or with --ollama or SPINDLE_HOST set, runner mode: the store's models, loaded on demand (lib/server/runner.ts),
+// on 127.0.0.1:11434 (SPINDLE_HOST's address; --host / --port win).
 // Invariant: main() returns an exit code and never throws: 0 after a graceful shutdown, 1 when the server
 // could not start (bad model, port in use), 2 for bad flags.
 import { availableParallelism } from 'node:os';
@@ -7,19 +9,34 @@ import { parseArgs } from 'node:util';
 import type { CommandIo } from '../cli/io.js';
 import { joinNegativeValues } from '../cli/negative-values.js';
 import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
-import { normalizeEngineOptions, type EngineOptionsInput } from '../engine-options.js';
+import { normalizeEngineOptions, type EngineOptions, type EngineOptionsInput } from '../engine-options.js';
 import { limitRefusal } from '../native.js';
 import { TOOL_CALL_PARSER_NAMES } from '../tools/index.js';
 import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
 import { parseModelRef } from '../models/ref.js';
 import { resolveModel } from '../models/resolve.js';
 import { progressPrinter } from '../cli/models/progress.js';
+import { ModelStore } from '../models/store.js';
+import { OLLAMA_PORT, parseHostEnv } from './host-env.js';
+import { DEFAULT_KEEP_ALIVE_MS, parseKeepAliveFlag } from './keep-alive.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
+       spindle serve --ollama [flags]
 
 OpenAI-compatible (/v1/chat/completions, /v1/completions, /v1/models) and Ollama-compatible (/api/*) server.
 Without a model it serves a built-in demo model: a small Llama with the real Llama 3 tokenizer and random
 weights (fluent-looking nonsense), generated once and cached in $SPINDLE_CACHE_DIR or ~/.cache/spindle.
+
+Runner mode (--ollama, or SPINDLE_HOST set, and no model): a local model runner as Ollama's server. Requests name
+models of the store (SPINDLE_HOME), loaded on first use and unloaded after their keep-alive; /api/pull, /api/create,
+/api/copy, /api/delete and /api/ps work. Listens on 127.0.0.1:11434, or SPINDLE_HOST ([scheme://]host[:port],
+as OLLAMA_HOST), unless --host / --port say otherwise.
+  --ollama                            runner mode
+  --max-loaded-models N               models loaded at once (default 1); loading another unloads the least
+                                      recently used one once its requests have finished
+  --keep-alive DURATION               how long a model stays loaded after its last request (default 5m; Go
+                                      durations such as 30s, 1h, or seconds; 0 unloads at once; negative: forever);
+                                      a request's keep_alive wins
 
 Flags (vLLM spelling first, SGLang alias after):
   --model, --model-path MODEL         the model (or give it as the first argument): a .gguf path, a store
@@ -81,6 +98,7 @@ const OPTIONS = {
   threads: { type: 'string' }, 'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
   'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, 'strict-model-name': { type: 'boolean' },
   mmproj: { type: 'string' }, 'no-mmproj': { type: 'boolean' }, 'image-min-tokens': { type: 'string' },
+  ollama: { type: 'boolean' }, 'max-loaded-models': { type: 'string' }, 'keep-alive': { type: 'string' },
   'image-max-tokens': { type: 'string' }, 'allowed-local-media-path': { type: 'string' }, 'allowed-media-domains': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -103,14 +121,56 @@ function int(flag: string, v: string | undefined, lo: number, hi: number): numbe
 }
 
 export interface ServeConfig {
-  model: string | null; // null: the demo model
+  model: string | null; // null: the demo model (or runner mode)
+  /** Runner mode (--ollama or SPINDLE_HOST, no model): the store's models on demand. */
+  runner: { maxLoaded: number; keepAliveMs: number } | null;
   serve: Omit<ServeOptions, 'engine' | 'servedModelNames'>;
   engine: EngineOptionsInput;
   servedModelNames: string[] | null;
   notes: string[]; // accepted flags without effect
 }
 
-export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
+/** Runner mode's settings, or null (single-model mode); refuses the flags that belong to the other mode. */
+function runnerConfig(v: Record<string, string | string[] | boolean | undefined>, model: string | undefined,
+  env: NodeJS.ProcessEnv): ServeConfig['runner'] {
+  const s = (k: string) => v[k] as string | undefined;
+  if (v.ollama && model !== undefined) {
+    throw new FlagError(`--ollama serves the store's models on demand; give no model (got ${model}), or drop --ollama to serve one model`);
+  }
+  const runner = model === undefined && (v.ollama === true || (env.SPINDLE_HOST ?? '') !== '');
+  if (!runner) {
+    for (const f of ['max-loaded-models', 'keep-alive']) if (v[f] !== undefined) throw new FlagError(`--${f} needs runner mode (--ollama, and no model)`);
+    return null;
+  }
+  for (const f of ['served-model-name', 'strict-model-name', 'mmproj']) {
+    if (v[f] !== undefined) throw new FlagError(`--${f} serves one model; runner mode (--ollama) serves the store's models by name`);
+  }
+  let keepAliveMs = DEFAULT_KEEP_ALIVE_MS;
+  const keep = s('keep-alive');
+  if (keep !== undefined) {
+    try {
+      keepAliveMs = parseKeepAliveFlag(keep);
+    } catch (e) {
+      throw new FlagError((e as Error).message);
+    }
+  }
+  return { maxLoaded: int('max-loaded-models', s('max-loaded-models'), 1, 64) ?? 1, keepAliveMs };
+}
+
+/** Where to listen: --host / --port, else SPINDLE_HOST's address, else 127.0.0.1 and 8000 (runner mode: 11434). */
+function address(host: string | undefined, port: number | undefined, runner: boolean, env: NodeJS.ProcessEnv): { host: string; port: number } {
+  let fromEnv: { host: string; port: number } | null = null;
+  if ((env.SPINDLE_HOST ?? '') !== '') {
+    try {
+      fromEnv = parseHostEnv(env.SPINDLE_HOST!);
+    } catch (e) {
+      throw new FlagError((e as Error).message);
+    }
+  }
+  return { host: host ?? fromEnv?.host ?? '127.0.0.1', port: port ?? fromEnv?.port ?? (runner ? OLLAMA_PORT : 8000) };
+}
+
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServeConfig | 'help' {
   let parsed;
   try {
     parsed = parseArgs({ args: joinNegativeValues(argv, OPTIONS), options: OPTIONS, allowPositionals: true, strict: true });
@@ -139,11 +199,15 @@ export function parseServeArgs(argv: string[]): ServeConfig | 'help' {
   if (v['no-mmproj'] && s('mmproj') !== undefined) throw new FlagError('--mmproj and --no-mmproj contradict each other; give one');
   const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
+  const model = flagModel ?? parsed.positionals[0];
+  const runner = runnerConfig(v, model, env);
+  const listen = address(s('host'), int('port', s('port'), 0, 65535), runner !== null, env);
   return {
-    model: flagModel ?? parsed.positionals[0] ?? null,
+    model: model ?? null,
+    runner,
     serve: {
-      host: s('host') ?? '127.0.0.1',
-      port: int('port', s('port'), 0, 65535) ?? 8000,
+      host: listen.host,
+      port: listen.port,
       apiKeys: (v['api-key'] as string[] | undefined) ?? [],
       maxQueuedRequests: int('max-queued-requests', s('max-queued-requests'), 0, 1 << 20) ?? 256,
       corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
@@ -175,6 +239,26 @@ function defaultName(path: string): string {
   return (path.split(/[\\/]/).pop() ?? path).replace(/\.gguf$/i, '');
 }
 
+function seconds(ms: number): string {
+  return ms === Infinity ? 'forever' : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`;
+}
+
+/** Runner mode: the store's models, loaded on first use. */
+async function serveRunner(cfg: ServeConfig, runner: NonNullable<ServeConfig['runner']>, engine: EngineOptions, io: CommandIo,
+  log: (line: string) => void): Promise<number> {
+  try {
+    const store = new ModelStore();
+    const server = await startServer({ ...cfg.serve, engine, servedModelNames: [], runner: { store, ...runner } });
+    log(`runner mode: ${store.list().length} model(s) in the store ${store.home}; each loads on first use, ` +
+      `at most ${runner.maxLoaded} at once, unloaded ${seconds(runner.keepAliveMs)} after its last request`);
+    io.stdout.write(`spindle serve: listening on ${server.url} (Ollama API: ${server.url}/api; OpenAI-compatible API: ${server.url}/v1)\n`);
+    return await shutdownOnSignals(server, log);
+  } catch (e) {
+    log(`could not start: ${(e as Error).message}`);
+    return 1;
+  }
+}
+
 export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
   const log = (line: string): void => { io.stderr.write(`spindle serve: ${line}\n`); };
   let cfg: ServeConfig | 'help';
@@ -191,6 +275,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     return 2;
   }
   cfg.notes.forEach(log);
+  if (cfg.runner) return serveRunner(cfg, cfg.runner, engine, io, log);
   const demo = cfg.model === null;
   try {
     let ref = engine.model;

@@ -22,10 +22,24 @@ export const SAMPLING_KEYS = [
   'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'regex', 'ebnf', 'json_schema',
 ] as const;
 
-/** Normalizes the sampling fields of `body` (+ `extra`, already in normalizer spelling); HTTP default maxTokens: rest of the context. */
-export function samplingFrom(body: Record<string, unknown>, extra: Record<string, unknown> = {}): SamplingParams {
+// Spellings of one parameter: a default is dropped when the request gives any of them.
+const SAME_AS: Record<string, readonly string[]> = {
+  repetition_penalty: ['repetition_penalty', 'repeat_penalty'],
+  max_tokens: ['max_tokens', 'max_completion_tokens'],
+};
+
+/**
+ * Normalizes the sampling fields of `body` (+ `extra`, already in normalizer spelling), over `defaults` (a store
+ * model's Modelfile parameters in snake_case; a field the request gives wins); HTTP default maxTokens: rest of the
+ * context.
+ */
+export function samplingFrom(body: Record<string, unknown>, extra: Record<string, unknown> = {},
+  defaults: Record<string, unknown> = {}): SamplingParams {
   const input: Record<string, unknown> = {};
   for (const k of SAMPLING_KEYS) if (body[k] !== undefined && body[k] !== null) input[k] = body[k];
+  for (const [k, v] of Object.entries(defaults)) {
+    if (!(SAME_AS[k] ?? [k]).some((name) => input[name] !== undefined || extra[name] !== undefined)) input[k] = v;
+  }
   return normalizeSamplingParams({ ...input, ...extra }, { defaultMaxTokens: null });
 }
 

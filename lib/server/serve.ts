@@ -36,7 +36,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   let stopping: Promise<{ drained: boolean }> | undefined;
   const shutdown = (): Promise<{ drained: boolean }> => {
     stopping ??= (async () => {
-      const engine = app.engine;
+      const engine = app.runner ?? app.engine; // runner mode: every loaded engine
       engine.startClosing();
       const drained = await engine.waitIdle(options.drainTimeoutMs ?? DRAIN_TIMEOUT_MS);
       if (!drained) {

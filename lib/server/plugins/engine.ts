@@ -1,5 +1,6 @@
 // The engine plugin: starts one EngineCore for the app, decorates `fastify.engine` with it, and closes it
-// when the app closes. Also the server's request accounting (in-flight requests, sequences for admission).
+// when the app closes (runner mode: decorates `fastify.runner` and `fastify.store` instead, and closes the runner's
+// engines). Also the server's request accounting per engine (in-flight requests, sequences for admission).
 // Invariants: state goes loading -> ready -> closing (or loading -> failed); ready() throws a 503 ApiError
 // unless the model is loaded and the server takes requests; every begin() is paired with exactly one end.
 import { getToolCallParser } from '../../tools/index.js';
@@ -8,7 +9,9 @@ import { EngineCore, type CoreReady } from '../../engine-core.js';
 import type { EngineOptions } from '../../engine-options.js';
 import type { NativeEngineStats } from '../../native.js';
 import { ApiError } from '../api-error.js';
+import type { ModelStore } from '../../models/store.js';
 import { sharedPlugin } from '../plugin.js';
+import type { ModelRunner } from '../runner.js';
 
 export type EngineState = 'loading' | 'ready' | 'closing' | 'failed';
 
@@ -146,11 +149,36 @@ export class ServerEngine {
 
 declare module 'fastify' {
   interface FastifyInstance {
+    /** The one engine of single-model mode (in runner mode reading it throws: use useModel / app.runner). */
     engine: ServerEngine;
+    /** Runner mode (`spindle serve --ollama`): the engines of the store's models, loaded on demand; else null. */
+    runner: ModelRunner | null;
+    /** Runner mode: the model store the requests name models of; else null. */
+    store: ModelStore | null;
+    /** Where /api/pull reads HF_ENDPOINT, HF_TOKEN and the Hugging Face cache settings. */
+    hubEnv: NodeJS.ProcessEnv;
   }
 }
 
-export const enginePlugin = sharedPlugin<{ engine: ServerEngine }>(async (app: FastifyInstance, opts) => {
-  app.decorate('engine', opts.engine);
-  app.addHook('onClose', async () => { await opts.engine.close(); });
+export type EnginePluginOptions = {
+  engine: ServerEngine | null; // single-model mode
+  runner: ModelRunner | null; // runner mode
+  store: ModelStore | null;
+  hubEnv: NodeJS.ProcessEnv;
+};
+
+export const enginePlugin = sharedPlugin<EnginePluginOptions>(async (app: FastifyInstance, opts) => {
+  const { engine, runner } = opts;
+  if (engine) app.decorate('engine', engine);
+  else {
+    app.decorate('engine', {
+      getter(): ServerEngine {
+        throw new Error('app.engine: this server runs in runner mode (one engine per loaded model; see app.runner)');
+      },
+    });
+  }
+  app.decorate('runner', runner);
+  app.decorate('store', opts.store);
+  app.decorate('hubEnv', opts.hubEnv);
+  app.addHook('onClose', async () => { await (runner ?? engine)?.close(); });
 }, 'spindle-engine');

@@ -4,6 +4,8 @@
 // forward passes) are read from the engine's stats when /metrics is scraped; request-level timings (time to
 // first token, inter-token latency, end to end) arrive through the GenerationObserver that every Job reports
 // to; rejections count the 429 answers.
+// In runner mode the numbers are the sums over the loaded engines (counters keep what unloaded ones counted),
+// labelled model_name="runner".
 // Invariants: counters only ever grow (engine counters are followed by their increments since the last
 // scrape); histograms are in seconds; `fastify.metrics` exists before any route is registered.
 import type { FastifyInstance } from 'fastify';
@@ -11,7 +13,14 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FinishReason } from '../../native.js';
 import type { GenerationObserver } from '../generation.js';
 import { sharedPlugin } from '../plugin.js';
-import type { ServerEngine } from './engine.js';
+import type { NativeEngineStats } from '../../native.js';
+
+/** What the metrics read: the one engine (ServerEngine), or the runner's sums over its engines (ModelRunner). */
+export interface MetricsSource {
+  modelName: string; // the model_name label ('runner' in runner mode)
+  statsOrNull(): Partial<NativeEngineStats> | null;
+  failedSteps: number;
+}
 
 // vLLM's buckets (vllm/v1/metrics/loggers.py), seconds
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -46,7 +55,7 @@ export class ServerMetrics implements GenerationObserver {
   readonly #success: Counter<string>;
   readonly #rejected: Counter<string>;
 
-  constructor(engine: ServerEngine) {
+  constructor(engine: MetricsSource) {
     const labels = { model_name: engine.modelName };
     this.#labels = labels;
     const reg = this.registry;
@@ -103,9 +112,9 @@ declare module 'fastify' {
   }
 }
 
-/** Needs the engine plugin registered first (it reads `fastify.engine`). */
+/** Needs the engine plugin registered first (it reads `fastify.engine` or `fastify.runner`). */
 export const metricsPlugin = sharedPlugin(async (app: FastifyInstance) => {
-  const metrics = new ServerMetrics(app.engine);
+  const metrics = new ServerMetrics(app.runner ?? app.engine);
   app.decorate('metrics', metrics);
   app.addHook('onResponse', async (_request, reply) => {
     if (reply.statusCode === 429) metrics.rejected();

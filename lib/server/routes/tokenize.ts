@@ -1,10 +1,13 @@
 // POST /tokenize and /detokenize (vLLM shapes): a prompt (or chat messages, rendered with the model's
 // template) to token ids, and token ids back to text.
+// Runner mode: `model` names a store model (loaded on demand; messages rendered as the chat routes render them).
 // Invariant: tokenization is the one the generating routes use (chat: template then no extra BOS).
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage } from '../../chat/template.js';
 import { badRequest } from '../api-error.js';
 import { checkModel } from '../generation.js';
+import { useModel } from '../model-use.js';
+import { modelfileChatText } from '../modelfile-prompt.js';
 import { detokenizeSchema, tokenizeSchema } from '../schemas.js';
 
 interface TokenizeBody {
@@ -16,24 +19,26 @@ interface TokenizeBody {
 }
 
 export default async function tokenizeRoute(app: FastifyInstance): Promise<void> {
-  app.post('/tokenize', { schema: { body: tokenizeSchema } }, async (request) => {
+  app.post('/tokenize', { schema: { body: tokenizeSchema } }, async (request, reply) => {
     const body = request.body as TokenizeBody;
-    checkModel(app.engine, body.model);
-    const { tokenizer, info } = await app.engine.ready();
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const { tokenizer, info } = await use.engine.ready();
     if ((body.prompt === undefined) === (body.messages === undefined)) throw badRequest('give exactly one of prompt or messages', 'prompt');
     let tokens: number[];
     if (body.messages !== undefined) {
-      const text = tokenizer.applyChatTemplate(body.messages, { tokenize: false, addGenerationPrompt: body.add_generation_prompt ?? true });
+      const options = { addGenerationPrompt: body.add_generation_prompt ?? true };
+      const text = use.model ? modelfileChatText(tokenizer, body.messages, options, use.model.manifest, undefined, 'messages')
+        : tokenizer.applyChatTemplate(body.messages, { ...options, tokenize: false });
       tokens = tokenizer.encode(text, { addSpecialTokens: body.add_special_tokens ?? false });
     } else {
       tokens = tokenizer.encode(body.prompt!, { addSpecialTokens: body.add_special_tokens ?? true });
     }
     return { count: tokens.length, max_model_len: info.maxModelLen, tokens };
   });
-  app.post('/detokenize', { schema: { body: detokenizeSchema } }, async (request) => {
+  app.post('/detokenize', { schema: { body: detokenizeSchema } }, async (request, reply) => {
     const body = request.body as { model?: string | null; tokens: number[] };
-    checkModel(app.engine, body.model);
-    const { tokenizer } = await app.engine.ready();
+    const { engine } = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const { tokenizer } = await engine.ready();
     const bad = body.tokens.findIndex((id) => id >= tokenizer.vocabSize);
     if (bad >= 0) throw badRequest(`tokens[${bad}]: ${body.tokens[bad]} is outside the vocabulary [0, ${tokenizer.vocabSize})`, `tokens[${bad}]`, 'invalid_token_id');
     return { prompt: tokenizer.decode(body.tokens) };

@@ -1,6 +1,8 @@
 // POST /api/chat (Ollama): messages through the model's chat template, NDJSON streaming unless
 // `stream: false`; each chunk is `{ message: { role: 'assistant', content } }`, the final one has empty
-// content, done_reason and the durations. An empty message list answers done_reason 'load'.
+// content, done_reason and the durations. An empty message list answers done_reason 'load' (runner mode: loads the
+// model; with keep_alive 0 unloads it, done_reason 'unload'). Runner mode: `model` names a store model, loaded on
+// demand and kept for keep_alive; its Modelfile TEMPLATE / SYSTEM / MESSAGEs and PARAMETERs (under `options`) apply.
 // Tools work as in /v1/chat/completions with tool_choice auto (Ollama has no tool_choice): the reply's
 // message carries `tool_calls` with arguments as objects; history messages may carry tool_calls and tool
 // results. Images (base64, Ollama's `images`) go before the message text, for models with a vision projector
@@ -11,7 +13,8 @@ import { badRequest } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
 import { chatTools } from '../../tool-calls.js';
-import { answerOllama, loadAnswer, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
+import { useModel, withModelOptions } from '../../model-use.js';
+import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
 import { ollamaChatSchema } from './schemas.js';
 
 interface OllamaMessage {
@@ -49,21 +52,26 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const requestStart = performance.now();
     const body = request.body as ChatBody;
     refuseCommon(body);
-    const model = ollamaModel(app.engine, body.model);
-    if ((body.messages ?? []).length === 0) return { ...loadAnswer(body), message: { role: 'assistant', content: '' } };
-    const { tokenizer, info } = await app.engine.ready();
-    const messages = templateMessages(body, app.engine.core.acceptsImages);
+    if ((body.messages ?? []).length === 0) return { ...(await loadOrUnload(app, reply, body)), message: { role: 'assistant', content: '' } };
+    const use = await useModel(app, reply, body.model, {
+      single: (e) => ollamaModel(e, body.model), keepAlive: body.keep_alive, numCtx: body.options?.num_ctx,
+    });
+    const { engine, name: model } = use;
+    const { tokenizer, info } = await engine.ready();
+    const messages = templateMessages(body, engine.core.acceptsImages);
     const loaded = performance.now();
-    const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
-    const tools = chatTools(app.engine, info.chatTemplate, body.tools, undefined, undefined);
+    const params = ollamaSampling(withModelOptions(use.model, body.options), info.maxModelLen,
+      body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
+    const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, body.tools, undefined, undefined);
     if (tools?.grammar) {
       if (params.grammar) throw badRequest('tools and format cannot both constrain the output; give one', 'format');
       params.grammar = tools.grammar;
       if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false;
     }
-    const { ids, prompt, images } = await chatPrompt(app.engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools });
+    const { ids, prompt, images } = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools },
+      'messages', use.model?.manifest ?? null);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict', images > 0);
-    const job = new Job(app.engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     return answerOllama(reply, job, {
       piece: (content) => ({ message: { role: 'assistant', content } }),

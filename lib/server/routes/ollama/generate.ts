@@ -1,7 +1,10 @@
 // POST /api/generate (Ollama): a prompt rendered through the model's chat template as one user turn (with
 // `system` as the system turn), or sent verbatim with `raw: true`; `context` (deprecated) token ids are put
 // before it. NDJSON streaming unless `stream: false`; the final object carries `context` (prompt + output
-// ids) except in raw mode, as Ollama does. An empty prompt answers done_reason 'load' (the model is loaded).
+// ids) except in raw mode, as Ollama does. An empty prompt answers done_reason 'load' (the model is loaded; runner
+// mode: with keep_alive 0 it is unloaded, done_reason 'unload'). Runner mode: `model` names a store model; its
+// Modelfile TEMPLATE (Go, rendered as Ollama's /api/generate does), SYSTEM (unless the request gives `system`),
+// MESSAGEs and PARAMETERs (under `options`) apply.
 // `images` (base64) go before the prompt text (raw mode: where `<image>` markers are, else first), for models
 // with a vision projector. Invariant: request-supplied Go templates and suffix (fill-in-the-middle) are refused
 // by name, and so are images for a text-only model.
@@ -9,10 +12,12 @@ import type { FastifyInstance } from 'fastify';
 import { badRequest } from '../../api-error.js';
 import type { ChatMessage } from '../../../chat/template.js';
 import type { CorePrompt } from '../../../engine-core.js';
-import { markRawPrompt } from '../../../vision/multimodal-prompt.js';
-import { chatPrompt, serverImagesPrompt } from '../../chat-prompt.js';
+import { MEDIA_MARKER, markRawPrompt } from '../../../vision/multimodal-prompt.js';
+import { chatPrompt, renderedPrompt, serverImagesPrompt } from '../../chat-prompt.js';
+import { useModel, withModelOptions } from '../../model-use.js';
+import { modelfileGenerateText } from '../../modelfile-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
-import { answerOllama, loadAnswer, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
+import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
 import { ollamaGenerateSchema } from './schemas.js';
 
 interface GenerateBody extends OllamaBody {
@@ -41,31 +46,45 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     const requestStart = performance.now();
     const body = request.body as GenerateBody;
     refuseUnsupported(body);
-    const model = ollamaModel(app.engine, body.model);
-    if (!body.prompt) return { ...loadAnswer(body), response: '' };
-    const { tokenizer, info } = await app.engine.ready();
+    if (!body.prompt) return { ...(await loadOrUnload(app, reply, body)), response: '' };
+    const use = await useModel(app, reply, body.model, {
+      single: (e) => ollamaModel(e, body.model), keepAlive: body.keep_alive, numCtx: body.options?.num_ctx,
+    });
+    const { engine, name: model } = use;
+    const manifest = use.model?.manifest ?? null;
+    const { tokenizer, info } = await engine.ready();
     const loaded = performance.now();
-    const params = ollamaSampling(body.options, info.maxModelLen, body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
+    const params = ollamaSampling(withModelOptions(use.model, body.options), info.maxModelLen,
+      body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
     const images = (body.images ?? []).map(ollamaImageUrl);
-    if (images.length > 0 && !app.engine.core.acceptsImages) {
+    if (images.length > 0 && !engine.core.acceptsImages) {
       throw badRequest('images: this model takes text only (it has no vision projector; start the server with --mmproj)', 'images', 'unsupported_parameter');
     }
     let ids: number[];
     let prompt: CorePrompt;
     if (body.raw === true) {
-      if (images.length > 0) ({ ids, prompt } = await serverImagesPrompt(app.engine, markRawPrompt(body.prompt, images.length), images, false, 'images'));
+      if (images.length > 0) ({ ids, prompt } = await serverImagesPrompt(engine, markRawPrompt(body.prompt, images.length), images, false, 'images'));
       else prompt = ids = tokenizer.encodePrompt(body.prompt);
     } else {
-      const content: ChatMessage['content'] = images.length === 0 ? body.prompt
-        : [...images.map((url) => ({ type: 'image_url' as const, image_url: { url } })), { type: 'text' as const, text: body.prompt }];
-      const messages: ChatMessage[] = [...(body.system ? [{ role: 'system' as const, content: body.system }] : []), { role: 'user' as const, content }];
       if (images.length > 0 && (body.context ?? []).length > 0) throw badRequest('context cannot be combined with images', 'context');
-      const chat = await chatPrompt(app.engine, tokenizer, messages, { addGenerationPrompt: true }, 'images');
+      let chat;
+      if (manifest?.template) {
+        const marker = engine.core.acceptsImages ? MEDIA_MARKER : undefined;
+        const text = modelfileGenerateText({ ...manifest, template: manifest.template }, body.prompt, body.system ?? null, images, marker);
+        chat = await renderedPrompt(engine, tokenizer, text, images, 'images');
+      } else {
+        const content: ChatMessage['content'] = images.length === 0 ? body.prompt
+          : [...images.map((url) => ({ type: 'image_url' as const, image_url: { url } })), { type: 'text' as const, text: body.prompt }];
+        const system = body.system || manifest?.system;
+        const messages: ChatMessage[] = [...(system ? [{ role: 'system' as const, content: system }] : []),
+          ...(manifest?.messages ?? []).map((m) => ({ role: m.role as ChatMessage['role'], content: m.content })), { role: 'user' as const, content }];
+        chat = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true }, 'images');
+      }
       ids = [...(body.context ?? []), ...chat.ids];
       prompt = images.length > 0 ? chat.prompt : ids;
     }
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, body.context?.length ? 'context' : 'prompt', 'options.num_predict', images.length > 0);
-    const job = new Job(app.engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     const raw = body.raw === true;
     return answerOllama(reply, job, {

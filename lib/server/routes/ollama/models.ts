@@ -1,36 +1,21 @@
 // GET /api/tags, POST /api/show, GET /api/version (Ollama): the served model under each served name (with
 // Ollama's ':latest' tag), its details from the GGUF header (family, parameter size, quantization), and the
-// Spindle version. Invariant: the file's header is read once per app (never the weights); `digest` identifies
-// the file version (sha256 of path, size and mtime), it is not a hash of the file's bytes.
+// Spindle version. Runner mode: the store's models instead (store-models.ts).
+// Invariant: the file's header is read once per app (never the weights); `digest` identifies the file version
+// (sha256 of path, size and mtime), it is not a hash of the file's bytes.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { readModelFileInfo, type ModelFileInfo } from '../../../gguf/file-info.js';
 import { ApiError } from '../../api-error.js';
+import { ollamaDetails } from '../../model-facts.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { ollamaModel } from './ollama.js';
 import { ollamaShowSchema } from './schemas.js';
+import { storeShow, storeTags } from './store-models.js';
 
-/** llama_ftype -> Ollama's quantization_level spelling. */
-const QUANT_LEVELS: Record<number, string> = {
-  0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 7: 'Q8_0', 8: 'Q5_0', 9: 'Q5_1', 10: 'Q2_K', 11: 'Q3_K_S', 12: 'Q3_K_M',
-  13: 'Q3_K_L', 14: 'Q4_K_S', 15: 'Q4_K_M', 16: 'Q5_K_S', 17: 'Q5_K_M', 18: 'Q6_K', 32: 'BF16',
-};
-
-/** Ollama's format.HumanNumber: 8030261248 -> '8.0B', 494032768 -> '494.03M'. */
-export function humanNumber(n: number): string {
-  const scaled = (unit: number, suffix: string, decimals: number): string => {
-    const v = n / unit;
-    return Number.isInteger(v) ? `${v}${suffix}` : `${v.toFixed(decimals)}${suffix}`;
-  };
-  if (n >= 1e9) return scaled(1e9, 'B', 1);
-  if (n >= 1e6) return scaled(1e6, 'M', 2);
-  if (n >= 1e3) return `${Math.round(n / 1e3)}K`;
-  return String(n);
-}
-
-interface ModelFacts {
+export interface ModelFacts {
   file: ModelFileInfo;
   size: number; // bytes
   modifiedAt: string; // ISO time of the file's mtime
@@ -39,7 +24,8 @@ interface ModelFacts {
 
 const facts = new WeakMap<ServerEngine, Promise<ModelFacts>>();
 
-function modelFacts(engine: ServerEngine): Promise<ModelFacts> {
+/** The single model's file facts (also /api/ps). */
+export function modelFacts(engine: ServerEngine): Promise<ModelFacts> {
   let p = facts.get(engine);
   if (!p) {
     p = (async () => {
@@ -56,15 +42,7 @@ function modelFacts(engine: ServerEngine): Promise<ModelFacts> {
   });
 }
 
-function details(f: ModelFileInfo): Record<string, unknown> {
-  return {
-    parent_model: '', format: 'gguf', family: f.arch, families: [f.arch],
-    parameter_size: humanNumber(f.nParams),
-    quantization_level: f.fileType === null ? 'unknown' : QUANT_LEVELS[f.fileType & ~1024] ?? f.fileTypeName ?? 'unknown',
-  };
-}
-
-const tagged = (name: string): string => (name.includes(':') ? name : `${name}:latest`);
+export const tagged = (name: string): string => (name.includes(':') ? name : `${name}:latest`);
 
 let cachedVersion: string | undefined;
 function spindleVersion(): string {
@@ -83,10 +61,11 @@ export default async function ollamaModelsRoute(app: FastifyInstance): Promise<v
   app.get('/api/version', async () => ({ version: spindleVersion() }));
 
   app.get('/api/tags', async () => {
+    if (app.store) return storeTags(app.store);
     const f = await modelFacts(app.engine);
     return {
       models: app.engine.servedModelNames.map((name) => ({
-        name: tagged(name), model: tagged(name), modified_at: f.modifiedAt, size: f.size, digest: f.digest, details: details(f.file),
+        name: tagged(name), model: tagged(name), modified_at: f.modifiedAt, size: f.size, digest: f.digest, details: ollamaDetails(f.file),
       })),
     };
   });
@@ -95,6 +74,7 @@ export default async function ollamaModelsRoute(app: FastifyInstance): Promise<v
     const body = request.body as { model?: string; name?: string };
     const name = body.model || body.name;
     if (!name) throw new ApiError(400, 'model is required', { param: 'model', code: 'missing_required_parameter' });
+    if (app.store) return storeShow(app.store, name);
     ollamaModel(app.engine, name);
     const [f, { info }] = await Promise.all([modelFacts(app.engine), app.engine.ready()]);
     const arch = f.file.arch;
@@ -114,7 +94,7 @@ export default async function ollamaModelsRoute(app: FastifyInstance): Promise<v
       parameters: stops.join('\n'),
       template: info.chatTemplate ?? '', // the GGUF's Jinja chat template (Ollama shows a Go template here)
       system: '',
-      details: details(f.file),
+      details: ollamaDetails(f.file),
       model_info: modelInfo,
       capabilities: ['completion'],
       modified_at: f.modifiedAt,

@@ -5,13 +5,14 @@
 // Invariants: every refusal is a 4xx ApiError (sent as Ollama's `{ error }`); a failure after the stream
 // started is one `{ "error": ... }` line; durations are integers in nanoseconds measured on this request.
 import type { ParsedToolCall, ToolCallParser, ToolStreamEvent } from '../../../tools/index.js';
-import type { FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { RequestDelta } from '../../../engine-core.js';
 import { normalizeSamplingParams, SamplingParamsError, type SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { ApiError, badRequest, toApiError } from '../../api-error.js';
 import type { Job, JobRequest } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
+import { keepAliveOf, requestedModel, useModel } from '../../model-use.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { SseStream } from '../../sse.js';
 
@@ -63,13 +64,31 @@ function isZeroDuration(v: string | number | null | undefined): boolean {
   return typeof v === 'string' && /^\s*0+(\.0*)?\s*(ns|us|µs|ms|s|m|h)?\s*$/.test(v);
 }
 
-/** The "load" answer to an empty prompt / message list (the model is always loaded here); an unload request is refused. */
+/** Single-model mode's "load" answer to an empty prompt / message list (the model is always loaded); an unload request is refused. */
 export function loadAnswer(body: OllamaBody): Record<string, unknown> {
   if (isZeroDuration(body.keep_alive)) {
     throw badRequest('keep_alive: this server keeps its one model loaded for its whole life; it cannot unload it (stop the server instead)',
       'keep_alive', 'unsupported_parameter');
   }
   return { model: body.model, created_at: new Date().toISOString(), done: true, done_reason: 'load' };
+}
+
+/**
+ * The answer to an empty prompt / message list. Runner mode, as Ollama: the model is loaded (done_reason 'load',
+ * kept for keep_alive), or with keep_alive 0 unloaded (done_reason 'unload'); single-model mode: loadAnswer.
+ */
+export async function loadOrUnload(app: FastifyInstance, reply: FastifyReply, body: OllamaBody): Promise<Record<string, unknown>> {
+  if (!app.runner) {
+    ollamaModel(app.engine, body.model);
+    return loadAnswer(body);
+  }
+  const head = { model: body.model, created_at: new Date().toISOString(), done: true };
+  if (keepAliveOf(body.keep_alive) === 0) {
+    await app.runner.expire(requestedModel(app, body.model));
+    return { ...head, done_reason: 'unload' };
+  }
+  await useModel(app, reply, body.model, { single: () => body.model, keepAlive: body.keep_alive, numCtx: body.options?.num_ctx });
+  return { ...head, done_reason: 'load' };
 }
 
 /** Fields both routes refuse by name: thinking. */

@@ -97,3 +97,44 @@ export const ollamaShowSchema = {
   type: 'object',
   properties: { model: text(1024), name: text(1024), verbose: boolean },
 } as const;
+
+// Model management (runner mode): the model's name as `model`, or `name` as older clients (and the ollama npm
+// client's pull and delete) send it.
+const named = { model: text(1024), name: text(1024) };
+
+export const ollamaPullSchema = {
+  type: 'object',
+  properties: { ...named, stream: boolean, insecure: boolean },
+} as const;
+
+export const ollamaDeleteSchema = {
+  type: 'object',
+  properties: named,
+} as const;
+
+export const ollamaCopySchema = {
+  type: 'object',
+  required: ['source', 'destination'],
+  properties: { source: text(1024), destination: text(1024) },
+} as const;
+
+export const ollamaCreateSchema = {
+  type: 'object',
+  properties: {
+    ...named,
+    from: text(1024),
+    modelfile: text(),
+    template: text(),
+    system: text(),
+    parameters: { type: ['object', 'null'], maxProperties: 64 },
+    messages: {
+      type: ['array', 'null'], maxItems: MAX_MESSAGES,
+      items: { type: 'object', required: ['role', 'content'], properties: { role: text(64), content: text() } },
+    },
+    license: { anyOf: [text(), { type: 'array', maxItems: 64, items: text() }, { type: 'null' }] },
+    stream: boolean,
+    quantize: { type: ['string', 'null'], maxLength: 64 },
+    files: { type: ['object', 'null'] },
+    adapters: { type: ['object', 'null'] },
+  },
+} as const;

@@ -1,4 +1,6 @@
-// POST /v1/chat/completions: OpenAI chat completions, non-streamed and streamed (SSE).
+// POST /v1/chat/completions: OpenAI chat completions, non-streamed and streamed (SSE). In runner mode `model`
+// names a store model (loaded on demand), whose Modelfile TEMPLATE / SYSTEM / MESSAGEs shape the prompt and whose
+// PARAMETERs are the sampling defaults.
 // Invariants: a streamed response is a role chunk per choice, content deltas, one finish chunk per choice,
 // a `choices: []` usage chunk when stream_options.include_usage, then `data: [DONE]`; a failure after the
 // stream started is one `data: {"error": ...}` frame; fields we know but do not support are 400s naming them.
@@ -14,6 +16,7 @@ import { chatLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
+import { openAiDefaults, useModel } from '../../model-use.js';
 
 interface ChatBody extends Record<string, unknown> {
   model?: string | null;
@@ -91,8 +94,9 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
   app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema } }, async (request, reply) => {
     const body = request.body as ChatBody;
     refuseUnsupported(body);
-    const model = checkModel(app.engine, body.model);
-    const { tokenizer, info } = await app.engine.ready();
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const { engine, name: model } = use;
+    const { tokenizer, info } = await engine.ready();
     if (body.top_logprobs != null && body.logprobs !== true) throw badRequest('top_logprobs needs logprobs: true', 'top_logprobs');
     // As vLLM: max_completion_tokens replaces the deprecated max_tokens, which is ignored when both are given
     // (benchmark clients, ours included, send both for servers that know only the old name).
@@ -100,8 +104,8 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     const params = samplingFrom(sampling, {
       ...(body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {}),
       ...responseFormatSampling(body.response_format),
-    });
-    const tools = chatTools(app.engine, info.chatTemplate, body.tools, body.tool_choice, body.parallel_tool_calls);
+    }, openAiDefaults(use.model));
+    const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, body.tools, body.tool_choice, body.parallel_tool_calls);
     if (tools?.grammar) {
       if (params.grammar) {
         throw badRequest(`tools with tool_choice '${tools.request.choice.mode}' and ${params.grammar.kind === 'json' || params.grammar.kind === 'json_object' ? 'response_format' : 'a structured output'} ` +
@@ -110,15 +114,15 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       params.grammar = tools.grammar;
       if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
     }
-    const { ids, prompt, images } = await chatPrompt(app.engine, tokenizer, templateMessages(body.messages), {
+    const { ids, prompt, images } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
       addGenerationPrompt: body.add_generation_prompt ?? true,
       chatTemplateKwargs: body.chat_template_kwargs ?? undefined,
       tools: tools?.templateTools,
-    });
+    }, 'messages', use.model?.manifest ?? null);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
       body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens', images > 0);
     const stream = body.stream === true;
-    const job = new Job(app.engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
     if (stream) {

@@ -2,7 +2,7 @@
 // token ids; `n` samples per prompt (choice index = prompt * n + sample); `echo` prepends the prompt text.
 // Invariant: same streaming contract as chat (text chunks, a finish chunk per choice, optional usage chunk,
 // `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it, unless the
-// text starts with it).
+// text starts with it). Runner mode: `model` names a store model; its Modelfile PARAMETERs are the defaults.
 import type { FastifyInstance } from 'fastify';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
@@ -12,6 +12,7 @@ import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from 
 import { completionLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
+import { openAiDefaults, useModel } from '../../model-use.js';
 
 interface CompletionBody extends Record<string, unknown> {
   model?: string | null;
@@ -63,17 +64,18 @@ function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: st
 export default async function completionsRoute(app: FastifyInstance): Promise<void> {
   app.post('/v1/completions', { schema: { body: completionSchema } }, async (request, reply) => {
     const body = request.body as CompletionBody;
-    const model = checkModel(app.engine, body.model);
-    const { tokenizer, info } = await app.engine.ready();
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const { engine, name: model } = use;
+    const { tokenizer, info } = await engine.ready();
     const params = samplingFrom(body, {
       ...(body.logprobs != null ? { logprobs: body.logprobs } : {}),
       ...responseFormatSampling(body.response_format),
-    });
+    }, openAiDefaults(use.model));
     refuseUnsupported(body, params.n);
     const { ids, texts } = promptsOf(body.prompt, tokenizer);
     ids.forEach((p, i) => checkPrompt(p, params, info.maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
     const stream = body.stream === true;
-    const job = new Job(app.engine, ids, params, app.metrics);
+    const job = new Job(engine, ids, params, app.metrics);
     job.bindToReply(reply);
     const head = { id: requestId('cmpl'), created: Math.floor(Date.now() / 1000), model };
     const echo = body.echo === true ? texts : null;

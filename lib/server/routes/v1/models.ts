@@ -1,9 +1,12 @@
 // GET /v1/models and /v1/models/:model: the served model, in OpenAI's list shape plus vLLM's max_model_len and
 // the device it runs on ('cpu' or 'cuda').
+// Runner mode: the store's models (Ollama's card: id, object, created, owned_by), loaded or not.
 // Invariant: the built-in demo model says that its weights are random (random_weights, description).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../api-error.js';
 import type { ServerEngine } from '../../plugins/engine.js';
+import { lookupStoreModel } from '../../store-catalog.js';
+import { storeModelCards } from '../ollama/store-models.js';
 
 async function modelCard(engine: ServerEngine, id: string): Promise<Record<string, unknown>> {
   const { info } = await engine.ready();
@@ -21,10 +24,18 @@ async function modelCard(engine: ServerEngine, id: string): Promise<Record<strin
 export default async function modelsRoute(app: FastifyInstance): Promise<void> {
   app.get('/v1/models', async () => ({
     object: 'list',
-    data: await Promise.all(app.engine.servedModelNames.map((name) => modelCard(app.engine, name))),
+    data: app.store ? storeModelCards(app.store)
+      : await Promise.all(app.engine.servedModelNames.map((name) => modelCard(app.engine, name))),
   }));
-  app.get<{ Params: { model: string } }>('/v1/models/:model', async (request) => {
-    const name = request.params.model;
+  // '*': store names may hold slashes (hf.co/org/repo:Q4_K_M, namespace/name)
+  app.get<{ Params: { '*': string } }>('/v1/models/*', async (request) => {
+    const name = request.params['*'];
+    if (app.store) {
+      const m = lookupStoreModel(app.store, name);
+      const card = m && storeModelCards(app.store).find((c) => c.id === m.name);
+      if (card) return { ...card, id: name };
+      throw new ApiError(404, `the model '${name}' does not exist`, { param: 'model', code: 'model_not_found' });
+    }
     if (!app.engine.servedModelNames.includes(name)) {
       throw new ApiError(404, `the model '${name}' does not exist`, { param: 'model', code: 'model_not_found' });
     }

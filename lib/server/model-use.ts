@@ -1,0 +1,95 @@
+// The engine a request runs on. Single-model mode: the one engine, the request's model name checked by the
+// route's rule. Runner mode: the store model the request names, loaded on demand by the ModelRunner at the
+// request's context length (num_ctx) and kept for its keep_alive, leased until the response is sent or the client
+// goes away. Also what a store model's Modelfile PARAMETERs mean for a request: defaults under its own options.
+// Invariants: every lease taken here is released exactly once, on the response's 'close'; a bad keep_alive or
+// num_ctx is a 400 naming the field; a model the store lacks is Ollama's 404 (never pulled on demand).
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { limitRefusal } from '../native.js';
+import { ApiError, badRequest } from './api-error.js';
+import { KeepAliveError, parseKeepAlive } from './keep-alive.js';
+import type { ServerEngine } from './plugins/engine.js';
+import type { OllamaOptions } from './routes/ollama/ollama.js';
+import { findStoreModel, type StoreModel } from './store-catalog.js';
+
+export interface ModelUse {
+  engine: ServerEngine;
+  name: string; // the name responses echo
+  model: StoreModel | null; // runner mode: the store model (its manifest: template, system, parameters, messages)
+}
+
+export interface UseOptions {
+  /** Single-model mode: the route's check of the request's model name; returns the name to echo. */
+  single(engine: ServerEngine): string;
+  keepAlive?: unknown; // the request's keep_alive (Ollama routes)
+  numCtx?: number | null; // the request's options.num_ctx (Ollama routes)
+}
+
+/** A request's keep_alive in milliseconds (undefined: the server's default), or a 400. */
+export function keepAliveOf(v: unknown): number | undefined {
+  try {
+    return parseKeepAlive(v);
+  } catch (e) {
+    if (e instanceof KeepAliveError) throw badRequest(e.message, 'keep_alive');
+    throw e;
+  }
+}
+
+/** Runner mode: the store model a request names (400 when it names none, Ollama's 404 when the store lacks it). */
+export function requestedModel(app: FastifyInstance, requested: unknown): StoreModel {
+  if (typeof requested !== 'string' || requested === '') throw new ApiError(400, 'model is required', { param: 'model', code: 'missing_required_parameter' });
+  return findStoreModel(app.store!, requested);
+}
+
+export async function useModel(app: FastifyInstance, reply: FastifyReply, requested: unknown, opts: UseOptions): Promise<ModelUse> {
+  const runner = app.runner;
+  if (!runner) return { engine: app.engine, name: opts.single(app.engine), model: null };
+  const keepAliveMs = keepAliveOf(opts.keepAlive);
+  const model = requestedModel(app, requested);
+  const ctx = runner.contextFor(model, opts.numCtx);
+  const refusal = limitRefusal('maxModelLen', ctx);
+  if (refusal !== null) {
+    throw badRequest(`${opts.numCtx != null ? 'options.' : `the Modelfile of ${model.name}: `}num_ctx must be ${refusal} (got ${ctx})`, 'options.num_ctx');
+  }
+  const lease = await runner.acquire(model, ctx, keepAliveMs);
+  const raw = reply.raw;
+  if (raw.destroyed) {
+    lease.release();
+    throw badRequest('the client closed the connection before the model was ready');
+  }
+  raw.once('close', lease.release);
+  return { engine: lease.engine, name: requested as string, model };
+}
+
+// Modelfile PARAMETERs the engine takes at load time (the runner applies num_ctx); never sampling defaults.
+const LOAD_TIME = new Set(['num_ctx', 'num_batch', 'num_gpu', 'main_gpu', 'use_mmap', 'num_thread', 'num_keep', 'draft_num_predict']);
+
+/** Ollama `options`: the model's Modelfile PARAMETERs under the request's own (Ollama's precedence). */
+export function withModelOptions(model: StoreModel | null, options: OllamaOptions | null | undefined): OllamaOptions | null | undefined {
+  const params = model?.manifest.parameters;
+  if (!params || Object.keys(params).length === 0) return options;
+  const out: OllamaOptions = {};
+  for (const [k, v] of Object.entries(params)) if (!LOAD_TIME.has(k)) out[k] = v;
+  for (const [k, v] of Object.entries(options ?? {})) if (v !== null && v !== undefined) out[k] = v;
+  return out;
+}
+
+// Modelfile PARAMETER -> the OpenAI-side sampling field it defaults.
+const OPENAI_FIELDS: Record<string, string> = {
+  temperature: 'temperature', top_p: 'top_p', top_k: 'top_k', min_p: 'min_p', repeat_penalty: 'repetition_penalty',
+  repeat_last_n: 'repeat_last_n', presence_penalty: 'presence_penalty', frequency_penalty: 'frequency_penalty',
+  seed: 'seed', stop: 'stop', num_predict: 'max_tokens',
+};
+
+/** The /v1 routes' sampling defaults from the model's Modelfile PARAMETERs (none in single-model mode). */
+export function openAiDefaults(model: StoreModel | null): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(model?.manifest.parameters ?? {})) {
+    const field = OPENAI_FIELDS[k];
+    if (!field) continue;
+    if ((k === 'num_predict' || k === 'seed') && typeof v === 'number' && v < 0) continue; // Ollama: -1 = unlimited / random
+    if (k === 'num_predict' && v === 0) continue;
+    out[field] = v;
+  }
+  return out;
+}

@@ -1,0 +1,52 @@
+// A store model's Modelfile applied to a prompt as Ollama's server applies it (runner mode): with a TEMPLATE, the
+// conversation is rendered by that Go template (lib/modelfile: the Modelfile's SYSTEM and MESSAGEs included, as
+// Ollama's /api/chat and /api/generate build prompts); without one, the model's own Jinja chat template renders
+// the same list: the MESSAGEs, then the request's messages, with the SYSTEM first when the request brings no
+// system message of its own (/api/generate: its `system`, else the SYSTEM).
+// Invariant: images become `marker` in the text, one per image in message order (imageSources' order); a template
+// that fails on the request's data is a 400 naming the problem.
+import type { ChatMessage } from '../chat/template.js';
+import { renderOllamaGenerate, renderOllamaTemplate, TemplateError, type ModelfileMessage } from '../modelfile/index.js';
+import type { Manifest } from '../models/store.js';
+import type { ApplyChatTemplateOptions, Tokenizer } from '../tokenizer.js';
+import { badRequest } from './api-error.js';
+
+export type ChatOptions = Omit<ApplyChatTemplateOptions, 'tokenize' | 'mediaMarker'>;
+
+/** The Modelfile's MESSAGEs and SYSTEM around the request's messages (the Jinja path; Ollama's order). */
+export function modelfileMessages(messages: readonly ChatMessage[], m: Manifest): ChatMessage[] {
+  const out: ChatMessage[] = [...(m.messages ?? []).map((x) => ({ role: x.role as ChatMessage['role'], content: x.content })), ...messages];
+  if (m.system && messages[0]?.role !== 'system') out.unshift({ role: 'system', content: m.system });
+  return out;
+}
+
+function rendered(f: () => string, param: string): string {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof TemplateError) throw badRequest(`${param}: the model's template failed: ${e.message}`, param);
+    throw e;
+  }
+}
+
+/** A chat's prompt text for a store model (Go TEMPLATE, else Jinja over the Modelfile's messages). */
+export function modelfileChatText(tokenizer: Tokenizer, messages: readonly ChatMessage[], options: ChatOptions,
+  m: Manifest, marker: string | undefined, param: string): string {
+  if (m.template) {
+    const template = m.template;
+    return rendered(() => renderOllamaTemplate(template, messages, {
+      system: m.system, messages: (m.messages ?? []) as ModelfileMessage[], tools: options.tools ?? null,
+      imageMarker: marker ? () => marker : undefined,
+    }), param);
+  }
+  return tokenizer.applyChatTemplate(modelfileMessages(messages, m), { ...options, tokenize: false, mediaMarker: marker });
+}
+
+/** /api/generate's prompt text for a store model with a TEMPLATE: [system] + MESSAGEs + the prompt (with its images). */
+export function modelfileGenerateText(m: Manifest & { template: string }, prompt: string, system: string | null,
+  images: readonly string[], marker: string | undefined): string {
+  return rendered(() => renderOllamaGenerate(m.template, prompt, {
+    system: system || m.system, messages: (m.messages ?? []) as ModelfileMessage[], images,
+    imageMarker: marker ? () => marker : undefined,
+  }), 'prompt');
+}
