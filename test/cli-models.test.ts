@@ -171,8 +171,9 @@ PARAMETER stop "<|endoftext|>"
 
   // Parameters and stops in effect: a derived model (FROM the store name: template and stops inherited) at
   // temperature 0 gives X; with a stop string taken from inside X the answer ends right before it.
-  writeFileSync(join(dir, 'Greedy'), 'FROM lfm2-test\nPARAMETER temperature 0\nPARAMETER num_predict 24\n');
+  writeFileSync(join(dir, 'Greedy'), 'FROM lfm2-test\nPARAMETER temperature 0\nPARAMETER num_predict 24\nLICENSE """MIT License\nCopyright (c) the authors"""\n');
   t.equal((await spindle(['create', 'lfm2-greedy', '-f', join(dir, 'Greedy')])).code, 0);
+  t.equal((await spindle(['show', 'lfm2-greedy', '--license'])).stdout, 'MIT License\nCopyright (c) the authors\n', 'LICENSE shown');
   const x = (await spindle(['run', 'lfm2-greedy', 'Tell me a story.', ...RUN_FLAGS])).stdout.replace(/\n$/, '');
   t.ok(x.length > 12, `a greedy answer: ${JSON.stringify(x)}`);
   t.equal((await spindle(['run', 'lfm2-greedy', 'Tell me a story.', ...RUN_FLAGS])).stdout.replace(/\n$/, ''), x, 'temperature 0 from the Modelfile: the same answer');

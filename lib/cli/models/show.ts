@@ -37,7 +37,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     const part = values.template ? `${template}\n`
       : values.parameters ? (paramLines.length ? `${paramLines.join('\n')}\n` : '')
         : values.system ? `${m?.system ?? ''}\n`
-          : values.license ? `${(m?.license ?? []).join('\n')}\n` : null;
+          : values.license ? `${(m?.license?.length ? m.license : info.license ? [info.license] : []).join('\n')}\n` : null;
     if (part !== null) {
       io.stdout.write(part);
       return 0;
@@ -55,7 +55,8 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     }
     if (paramLines.length) out += `\n  Parameters\n${paramLines.map((l) => `    ${l}\n`).join('')}`;
     if (m?.system) out += `\n  System\n    ${m.system.split('\n').join('\n    ')}\n`;
-    if (m?.license?.length) out += `\n  License\n    ${m.license.join('\n').split('\n').slice(0, 8).join('\n    ')}\n`;
+    const license = m?.license?.length ? m.license : info.license ? [info.license] : [];
+    if (license.length) out += `\n  License\n    ${license.join('\n').split('\n').slice(0, 8).join('\n    ')}\n`;
     io.stdout.write(`${out}\n`);
     return 0;
   } catch (e) {
