@@ -1,8 +1,10 @@
 // cpu_matmul: convert x once into the weight type's activation format, then hand out chunks of output rows
 // to the pool's threads; each thread walks a chunk in tiles of up to max_rows rows x max_tokens tokens.
+// F32 / F16 / BF16 batches from cpu_panel_min_tokens tokens go through panels instead (matmul_panel.cpp).
 // Invariant (batch invariance): every y[t, o] is one tile-kernel output computed over the full row, and tile
 // kernels give bitwise the same value for (o, t) in any tile shape, so neither n_tokens, the other rows of x,
-// the chunking below nor the thread count can change it.
+// the chunking below nor the thread count can change it; a panel kernel gives the tile kernel's bits (panel.h),
+// so taking the panel path for some token counts changes nothing either.
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/panel.h"
 #include "backend/cpu/quants.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot.h"
@@ -195,6 +198,10 @@ void cpu_matmul_at_level(cpu_level level, thread_pool& pool, ggml_type wtype, co
   p.n_tokens = n_tokens;
   p.y = y;
   use_packed(p, level, wtype, packed);
+  if (cpu_panel_pays(level, wtype, n_tokens)) {  // F32 / F16 / BF16 batches: the same bits, outer products
+    cpu_matmul_panels(level, pool, wtype, p.w, n_out, n_in, x, n_tokens, y);
+    return;
+  }
   p.act = convert_activations(pool, act_type, x, n_tokens, n_in, p.act_row);
   p.act_pk = p.wp ? packed_activations(pool, p.pk, p.act, n_tokens, n_in, p.act_row) : p.act;
   // Keep a chunk's activations around 256 KiB (L2) while a thread's row tiles stream past them; chunks are
