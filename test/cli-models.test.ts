@@ -71,7 +71,7 @@ t.test('pull, list, show, run (prompt and piped stdin), cp, rm', async (t) => {
 });
 
 t.test('the interactive chat in a pseudo-terminal: a question, /set parameter, /clear, /bye', { skip: process.platform !== 'linux' ? 'needs util-linux script' : false }, async (t) => {
-  const script = [`${process.execPath} ${cli} run hf.co/org/Tiny-GGUF ${RUN_FLAGS.join(' ')}`];
+  const script = [`${process.execPath} ${cli} run hf.co/org/Tiny-GGUF --threads 1 --ctx 4096`];
   const child = spawn('script', ['-qfec', script[0], '/dev/null'], { env: { ...env, TERM: 'dumb' } });
   let out = '';
   child.stdout.on('data', (d) => { out += d.toString(); });
@@ -89,6 +89,17 @@ t.test('the interactive chat in a pseudo-terminal: a question, /set parameter, /
   mark = out.length;
   child.stdin.write('/clear\r');
   t.ok(await waitFor(/Cleared session context/, mark));
+  // Ctrl-C stops a long answer (up to 2000 tokens) and the chat goes on.
+  mark = out.length;
+  child.stdin.write('/set parameter num_predict 2000\r');
+  t.ok(await waitFor(/Set parameter 'num_predict' to '2000'/, mark));
+  mark = out.length;
+  child.stdin.write('Write a very long story.\r');
+  await new Promise((r) => setTimeout(r, 400));
+  const stoppedAt = Date.now();
+  child.stdin.write('\x03');
+  t.ok(await waitFor(/>>> $/, mark + 30), 'the prompt is back after Ctrl-C');
+  t.ok(Date.now() - stoppedAt < 3000, 'the answer stopped at once');
   child.stdin.write('/bye\r');
   const code = await new Promise<number | null>((r) => child.on('exit', r));
   t.equal(code, 0, out);
