@@ -5,9 +5,10 @@
 // repetition and each figure is the best repetition, so slow phases of a shared machine hit them alike.
 // Not part of the CMake build; compile by hand from the repository root:
 //   g++ -std=c++17 -O3 -Inative bench/native/matmul_bench.cpp native/backend/cpu/{cpu_features,matmul,\
-//     matmul_panel,panel_ref,panel_avx2,panel_avx512,panel_pack_avx2,panel_pack_avx512,quants,quants_avx2,repack,\
-//     thread_pool,vec_dot_ref,vec_dot_avx2,vec_dot_avx2_float,vec_dot_avx2_packed,vec_dot_avx2_packed_q6,\
-//     vec_dot_avx512,vec_dot_avx512_float,vec_dot_avx512_packed}.cpp -o /tmp/matmul_bench -lpthread
+//     matmul_panel,panel_ref,panel_avx2,panel_avx512,panel_avx512_bf16,panel_pack_avx2,panel_pack_avx512,quants,\
+//     quants_avx2,repack,thread_pool,vec_dot_ref,vec_dot_avx2,vec_dot_avx2_float,vec_dot_avx2_packed,\
+//     vec_dot_avx2_packed_q6,vec_dot_avx512,vec_dot_avx512_float,vec_dot_avx512_packed}.cpp -o /tmp/matmul_bench \
+//     -lpthread
 //   /tmp/matmul_bench [n_out=2048 n_in=8192 threads=2 [levels=all [types=all [batch=64 [reps=10]]]]]
 //   levels e.g. avx2,avx512; types e.g. q4_K,q6_K,q8_0
 #include <algorithm>

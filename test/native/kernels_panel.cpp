@@ -19,7 +19,7 @@ const ggml_type k_float_types[] = {ggml_type::F32, ggml_type::F16, ggml_type::BF
 
 std::string label(cpu_level l, ggml_type t) { return std::string(cpu_level_name(l)) + " type " + std::to_string((int)t); }
 
-// The levels with a panel kernel for t (none at the scalar level; BF16 has none where AVX512_BF16 pairs products).
+// The levels with a panel kernel for t (none at the scalar level).
 std::vector<cpu_level> panel_levels(ggml_type t) {
   std::vector<cpu_level> out;
   for (cpu_level l : supported_levels())
@@ -37,19 +37,27 @@ std::vector<float> weight_values(ggml_type t, const uint8_t* row, int64_t n) {
 // The tile kernels' arithmetic in plain C++: lane sums over k = j, j + L, ... with std::fma (zero-padded to a
 // multiple of L when `padded`), the lane-sum tree of hsum_avx512 (L = 16: h_i = l_i + l_i+8 first) and
 // hsum_avx2 ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the tail elements as fma steps.
-float lanes_model(int lanes, bool padded, const std::vector<float>& w, const std::vector<float>& x) {
-  const int64_t n = (int64_t)w.size(), steps = padded ? (n + lanes - 1) / lanes : n / lanes;
+// With pairs (group 2: vdpbf16ps), lane j sums the pairs (32i + 2j, 32i + 2j + 1) as Intel documents the
+// instruction: the odd element's product first, each step one fma with subnormals flushed to zero.
+float flush(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+
+float lanes_model(const panel_shape& s, const std::vector<float>& w, const std::vector<float>& x) {
+  const int lanes = s.lanes, g = s.group;
+  const int64_t n = (int64_t)w.size(), steps = s.steps(n);
+  auto at = [&](const std::vector<float>& v, int64_t k) { return k < n ? flush(v[k]) : 0.0f; };
   float l[16] = {};
   for (int64_t i = 0; i < steps; ++i)
     for (int j = 0; j < lanes; ++j) {
-      const int64_t k = i * lanes + j;
-      l[j] = std::fma(k < n ? w[k] : 0.0f, k < n ? x[k] : 0.0f, l[j]);
+      const int64_t k = (i * lanes + j) * g;
+      if (g == 2) l[j] = flush(std::fma(at(w, k + 1), at(x, k + 1), l[j]));
+      l[j] = g == 2 ? flush(std::fma(at(w, k), at(x, k), l[j])) : std::fma(k < n ? w[k] : 0.0f, k < n ? x[k] : 0.0f, l[j]);
     }
   if (lanes == 16)
     for (int i = 0; i < 8; ++i) l[i] = l[i] + l[i + 8];
   const float s0 = l[0] + l[4], s1 = l[1] + l[5], s2 = l[2] + l[6], s3 = l[3] + l[7];
   float sum = (s0 + s2) + (s1 + s3);
-  for (int64_t k = steps * lanes; k < n; ++k) sum = std::fma(w[k], x[k], sum);
+  if (!s.padded)
+    for (int64_t k = steps * lanes; k < n; ++k) sum = std::fma(w[k], x[k], sum);
   return sum;
 }
 
@@ -70,7 +78,10 @@ std::vector<float> panels(cpu_level level, thread_pool& pool, ggml_type t, const
 }  // namespace
 
 TEST_CASE("kernels: panel slots follow the documented order, padding slots are zero") {
-  const panel_shape padded{64, 16, true}, tail{16, 8, false};
+  const panel_shape padded{64, 16, true}, tail{16, 8, false}, pairs{64, 16, true, 2};
+  CHECK_EQ(pairs.n_slots(40), (int64_t)32);          // 2 steps of 16 pairs
+  CHECK_EQ(pairs.offset(40, 3, 0), (int64_t)(2 * 64 * 2 + 1));  // pair 1 = lane 1, step 0: slot 2, odd half
+  CHECK_EQ(pairs.offset(40, 32, 5), (int64_t)(1 * 64 * 2 + 5 * 2));  // pair 16 = lane 0, step 1: slot 1, row 5
   CHECK_EQ(padded.n_slots(20), (int64_t)32);  // 2 steps of 16
   CHECK_EQ(padded.slot(20, 0), (int64_t)0);
   CHECK_EQ(padded.slot(20, 1), (int64_t)2);    // lane 1, step 0
@@ -79,19 +90,21 @@ TEST_CASE("kernels: panel slots follow the documented order, padding slots are z
   CHECK_EQ(tail.n_slots(21), (int64_t)21);     // 2 steps of 8 + 5 tail slots
   CHECK_EQ(tail.slot(21, 9), (int64_t)3);      // lane 1, step 1
   CHECK_EQ(tail.slot(21, 16), (int64_t)16);    // tail slots keep their index
-  for (const panel_shape& s : {padded, tail}) {
+  for (const panel_shape& s : {padded, tail, pairs}) {
     for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 100}) {
-      std::vector<int> hits(s.n_slots(n), 0);
-      for (int64_t k = 0; k < n; ++k) ++hits[s.slot(n, k)];
+      std::vector<int> hits(s.n_slots(n) * s.group, 0);  // per slot position of row 0
+      for (int64_t k = 0; k < n; ++k) ++hits[s.offset(n, k, 0) - s.slot(n, k) * (s.rows - 1) * s.group];
       int bad = 0;
       for (int h : hits) bad += h > 1;
       CHECK_EQ(bad, 0);  // no two elements share a slot
-      std::vector<uint8_t> row(n * 2, 0xff), panel(s.n_slots(n) * s.rows * 2, 0x55);
+      std::vector<uint8_t> row(n * 2, 0xff), panel(s.n_elements(n) * 2, 0x55);
       pack_panel_ref(s, 2, n, row.data(), row.size(), 1, panel.data());
+      const uint16_t* e = (const uint16_t*)panel.data();
       for (int64_t slot = 0; slot < s.n_slots(n); ++slot) {
-        const uint16_t v = ((const uint16_t*)panel.data())[slot * s.rows];
-        CHECK_EQ(v, (uint16_t)(hits[slot] ? 0xffff : 0));  // row 0: its element or padding zero
-        CHECK_EQ(((const uint16_t*)panel.data())[slot * s.rows + 1], (uint16_t)0);  // rows past nr are zero
+        for (int h = 0; h < s.group; ++h) {
+          CHECK_EQ(e[slot * s.rows * s.group + h], (uint16_t)(hits[slot * s.group + h] ? 0xffff : 0));  // or padding
+          CHECK_EQ(e[(slot * s.rows + 1) * s.group + h], (uint16_t)0);  // rows past nr are zero
+        }
       }
     }
   }
@@ -108,7 +121,7 @@ TEST_CASE("kernels: each level's panel packer gives the reference packer's bytes
           const size_t rb = k.element_bytes * (n + 3);  // rows with a gap between them
           std::vector<uint8_t> rows(rb * nr);
           for (auto& b : rows) b = (uint8_t)rng();
-          const size_t bytes = k.shape.n_slots(n) * k.shape.rows * k.element_bytes;
+          const size_t bytes = k.shape.n_elements(n) * k.element_bytes;
           std::vector<uint8_t> got(bytes, 0xaa), want(bytes, 0x55);
           k.pack(n, rows.data(), rb, nr, got.data());
           pack_panel_ref(k.shape, k.element_bytes, n, rows.data(), rb, nr, want.data());
@@ -162,7 +175,7 @@ TEST_CASE("kernels: panel matmuls give the tile kernels' bits and the lane model
               const float v = y[tok * n_out + o];
               bad += !same_bits(v, y1[o]);
               const std::vector<float> wv = weight_values(t, w.data() + o * ws, n_in);
-              bad_model += !same_bits(v, lanes_model(s.lanes, s.padded, wv, xv));
+              bad_model += !same_bits(v, lanes_model(s, wv, xv));
             }
           }
         }
@@ -209,7 +222,7 @@ TEST_CASE("kernels: panel matmuls over several activation chunks keep the tile k
   std::mt19937 rng(45);
   thread_pool pool(2);
   const int64_t n_out = 20, n_in = 4096, n_tok = 1100;  // 16 MiB chunks of f32 tiles: two chunks
-  for (ggml_type t : {ggml_type::F16, ggml_type::F32}) {
+  for (ggml_type t : k_float_types) {
     for (cpu_level level : panel_levels(t)) {
       const std::vector<uint8_t> w = random_rows(t, n_out, n_in, rng);
       const std::vector<float> x = random_activations(n_tok, n_in, rng);
@@ -229,8 +242,7 @@ TEST_CASE("kernels: the panel path is taken from its token threshold for the flo
     for (ggml_type t : weight_types()) {
       const bool float_type = t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16;
       const bool has = cpu_panel_kernel(level, t).fn != nullptr;
-      CHECK(has == (float_type && level != cpu_level::scalar &&
-                    !(t == ggml_type::BF16 && level == cpu_level::avx512 && cpu_detected_features().avx512_bf16)));
+      CHECK(has == (float_type && level != cpu_level::scalar));
       const int64_t min = cpu_panel_min_tokens(level, t);
       CHECK(!cpu_panel_pays(level, t, min - 1));
       CHECK(cpu_panel_pays(level, t, min) == has);

@@ -94,7 +94,7 @@ void cpu_matmul_panels(cpu_level level, thread_pool& pool, ggml_type wtype, cons
   p.n_in = n_in;
   const int64_t n_slots = p.k.shape.n_slots(n_in), mt = p.k.max_tokens;
   p.tile_floats = (int64_t)checked_mul((uint64_t)n_slots, (uint64_t)mt, "panel activations");
-  p.panel_bytes = (size_t)checked_mul((uint64_t)n_slots * p.k.shape.rows, p.k.element_bytes, "panel");
+  p.panel_bytes = (size_t)checked_mul((uint64_t)p.k.shape.n_elements(n_in), p.k.element_bytes, "panel");
   p.n_panels = (n_out + p.k.shape.rows - 1) / p.k.shape.rows;
   const size_t tile_bytes = (size_t)p.tile_floats * sizeof(float);
   const int64_t n_tiles = (n_tokens + mt - 1) / mt;

@@ -1,5 +1,5 @@
-// AVX-512 packers of the avx512 panel shape (32 rows, 16 lanes, padded; panel.h): per step of 16 elements, a
-// 32 x 16 block of the rows transposed in registers into the 16 lane slots of that step.
+// AVX-512 packers of the avx512 panel shapes (64 rows, 16 lanes, padded; BF16 with AVX512_BF16 in pairs; panel.h):
+// per step of 16 elements (pairs), blocks of the rows transposed in registers into the 16 lane slots of the step.
 // Invariant: the bytes of pack_panel_ref for the same shape (elements only move; past n and past row nr
 // the slots get zero from masked loads).
 #include "backend/cpu/panel.h"
@@ -93,41 +93,66 @@ SPINDLE_AVX512 void pack_panel_avx512_16bit(int64_t n, const uint8_t* rows, size
   }
 }
 
-// Each block of 16 rows: a 16 x 16 f32 transpose (unpack ps, unpack pd, two rounds of 128-bit lane shuffles).
+// z: 16 rows x 16 32-bit elements; element e of the 16 rows goes to out + e * lane_bytes (64 bytes). A 16 x 16
+// transpose: unpack ps, unpack pd, two rounds of 128-bit lane shuffles.
+SPINDLE_AVX512 inline void transpose16_store(const __m512 z[16], uint8_t* out, size_t lane_bytes) {
+  __m512 s1[16], s2[16];
+  for (int p = 0; p < 8; ++p) {  // s1[2p]: elements 0, 1 of rows 2p, 2p+1 (per lane); s1[2p+1]: 2, 3
+    s1[2 * p] = _mm512_unpacklo_ps(z[2 * p], z[2 * p + 1]);
+    s1[2 * p + 1] = _mm512_unpackhi_ps(z[2 * p], z[2 * p + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {  // s2[4q + e]: element e (per lane) of rows 4q .. 4q+3
+    for (int h = 0; h < 2; ++h) {
+      const __m512d a = _mm512_castps_pd(s1[4 * q + h]), b = _mm512_castps_pd(s1[4 * q + 2 + h]);
+      s2[4 * q + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      s2[4 * q + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  }
+  for (int e = 0; e < 4; ++e) {
+    const __m512 lo01 = _mm512_shuffle_f32x4(s2[e], s2[4 + e], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi01 = _mm512_shuffle_f32x4(s2[e], s2[4 + e], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 lo23 = _mm512_shuffle_f32x4(s2[8 + e], s2[12 + e], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi23 = _mm512_shuffle_f32x4(s2[8 + e], s2[12 + e], _MM_SHUFFLE(3, 2, 3, 2));
+    _mm512_storeu_ps(out + (0 + e) * lane_bytes, _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_ps(out + (4 + e) * lane_bytes, _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_storeu_ps(out + (8 + e) * lane_bytes, _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_ps(out + (12 + e) * lane_bytes, _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+}
+
+// Per step and block of 16 rows: the 16 f32 elements of each row, transposed.
 SPINDLE_AVX512 void pack_panel_avx512_f32(int64_t n, const uint8_t* rows, size_t rb, int nr, uint8_t* panel) {
   const int64_t steps = (n + k_lanes - 1) / k_lanes;
   const size_t lane_bytes = (size_t)steps * k_rows * 4;
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t k0 = i * k_lanes;
     const __mmask16 m = step_mask(n, k0);
-    for (int half = 0; half < k_rows / 16; ++half) {
-      __m512 z[16], s1[16], s2[16];
-      for (int r = 0; r < 16; ++r) {
-        const int row = 16 * half + r;
-        z[r] = row < nr ? _mm512_maskz_loadu_ps(m, (const float*)(rows + (size_t)row * rb) + k0) : _mm512_setzero_ps();
-      }
-      for (int p = 0; p < 8; ++p) {  // s1[2p]: elements 0, 1 of rows 2p, 2p+1 (per lane); s1[2p+1]: 2, 3
-        s1[2 * p] = _mm512_unpacklo_ps(z[2 * p], z[2 * p + 1]);
-        s1[2 * p + 1] = _mm512_unpackhi_ps(z[2 * p], z[2 * p + 1]);
-      }
-      for (int q = 0; q < 4; ++q) {  // s2[4q + e]: element e (per lane) of rows 4q .. 4q+3
-        for (int h = 0; h < 2; ++h) {
-          const __m512d a = _mm512_castps_pd(s1[4 * q + h]), b = _mm512_castps_pd(s1[4 * q + 2 + h]);
-          s2[4 * q + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-          s2[4 * q + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        }
-      }
-      uint8_t* out = panel + ((size_t)i * k_rows + 16 * half) * 4;
-      for (int e = 0; e < 4; ++e) {
-        const __m512 lo01 = _mm512_shuffle_f32x4(s2[e], s2[4 + e], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512 hi01 = _mm512_shuffle_f32x4(s2[e], s2[4 + e], _MM_SHUFFLE(3, 2, 3, 2));
-        const __m512 lo23 = _mm512_shuffle_f32x4(s2[8 + e], s2[12 + e], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512 hi23 = _mm512_shuffle_f32x4(s2[8 + e], s2[12 + e], _MM_SHUFFLE(3, 2, 3, 2));
-        _mm512_storeu_ps(out + (0 + e) * lane_bytes, _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0)));
-        _mm512_storeu_ps(out + (4 + e) * lane_bytes, _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1)));
-        _mm512_storeu_ps(out + (8 + e) * lane_bytes, _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0)));
-        _mm512_storeu_ps(out + (12 + e) * lane_bytes, _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1)));
-      }
+    for (int b0 = 0; b0 < k_rows; b0 += 16) {
+      __m512 z[16];
+      for (int r = 0; r < 16; ++r)
+        z[r] = b0 + r < nr ? _mm512_maskz_loadu_ps(m, (const float*)(rows + (size_t)(b0 + r) * rb) + k0)
+                           : _mm512_setzero_ps();
+      transpose16_store(z, panel + ((size_t)i * k_rows + b0) * 4, lane_bytes);
+    }
+  }
+}
+
+// BF16 pairs: per step (32 elements) and block of 16 rows, each row's 16 pairs (32-bit units, zero past n)
+// transposed like f32 elements.
+SPINDLE_AVX512 void pack_panel_avx512_bf16_pairs(int64_t n, const uint8_t* rows, size_t rb, int nr,
+                                                  uint8_t* panel) {
+  const int64_t steps = (n + 2 * k_lanes - 1) / (2 * k_lanes);
+  const size_t lane_bytes = (size_t)steps * k_rows * 4;
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t k0 = i * 2 * k_lanes, left = n - k0;
+    const __mmask32 m = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
+    for (int b0 = 0; b0 < k_rows; b0 += 16) {
+      __m512 z[16];
+      for (int r = 0; r < 16; ++r)
+        z[r] = b0 + r < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+                                 m, (const uint16_t*)(rows + (size_t)(b0 + r) * rb) + k0))
+                           : _mm512_setzero_ps();
+      transpose16_store(z, panel + ((size_t)i * k_rows + b0) * 4, lane_bytes);
     }
   }
 }
@@ -138,10 +163,13 @@ SPINDLE_AVX512 void pack_panel_avx512_f32(int64_t n, const uint8_t* rows, size_t
 
 namespace spindle {
 void pack_panel_avx512_16bit(int64_t n, const uint8_t* rows, size_t rb, int nr, uint8_t* panel) {
-  pack_panel_ref(panel_shape{32, 16, true}, 2, n, rows, rb, nr, panel);
+  pack_panel_ref(panel_shape{64, 16, true}, 2, n, rows, rb, nr, panel);
 }
 void pack_panel_avx512_f32(int64_t n, const uint8_t* rows, size_t rb, int nr, uint8_t* panel) {
-  pack_panel_ref(panel_shape{32, 16, true}, 4, n, rows, rb, nr, panel);
+  pack_panel_ref(panel_shape{64, 16, true}, 4, n, rows, rb, nr, panel);
+}
+void pack_panel_avx512_bf16_pairs(int64_t n, const uint8_t* rows, size_t rb, int nr, uint8_t* panel) {
+  pack_panel_ref(panel_shape{64, 16, true, 2}, 2, n, rows, rb, nr, panel);
 }
 }  // namespace spindle
 

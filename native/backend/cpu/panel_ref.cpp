@@ -20,7 +20,8 @@ panel_kernel cpu_panel_kernel(cpu_level level, ggml_type wtype) {
 }
 
 int64_t cpu_panel_min_tokens(cpu_level level, ggml_type wtype) {
-  return level == cpu_level::avx2 && wtype != ggml_type::F32 ? 32 : 12;
+  if (level == cpu_level::avx2) return wtype == ggml_type::F32 ? 12 : 32;
+  return wtype == ggml_type::BF16 ? 16 : 12;
 }
 
 bool cpu_panel_pays(cpu_level level, ggml_type wtype, int64_t n_tokens) {
@@ -40,30 +41,35 @@ void panel_round_bf16(const float* x, float* out, int64_t n) {
 
 void pack_panel_ref(const panel_shape& s, size_t element_bytes, int64_t n, const uint8_t* rows, size_t row_bytes,
                     int nr, uint8_t* panel) {
-  std::memset(panel, 0, (size_t)s.n_slots(n) * s.rows * element_bytes);
+  std::memset(panel, 0, (size_t)s.n_elements(n) * element_bytes);
   for (int r = 0; r < nr; ++r) {
     const uint8_t* row = rows + (size_t)r * row_bytes;
     for (int64_t k = 0; k < n; ++k)
-      std::memcpy(panel + ((size_t)s.slot(n, k) * s.rows + r) * element_bytes, row + (size_t)k * element_bytes,
-                  element_bytes);
+      std::memcpy(panel + (size_t)s.offset(n, k, r) * element_bytes, row + (size_t)k * element_bytes, element_bytes);
   }
 }
 
 void pack_panel_activations(const panel_kernel& k, const float* x, int64_t x_stride, int64_t n, int nt, float* xt,
                             float* tmp) {
   const panel_shape& s = k.shape;
-  const int64_t steps = s.steps(n), tt = k.max_tokens;
+  const int64_t steps = s.steps(n), tt = k.max_tokens, g = s.group;
   for (int t = 0; t < nt; ++t) {
     k.round(x + t * x_stride, tmp, n);
     float* out = xt + t;
-    for (int j = 0; j < s.lanes; ++j) {  // lane j: elements j, j + L, ... in slots j * steps ..
+    for (int j = 0; j < s.lanes; ++j) {  // lane j: units j, j + L, ... in slots j * steps ..
       for (int64_t i = 0; i < steps; ++i) {
-        const int64_t e = i * s.lanes + j;
-        *out = e < n ? tmp[e] : 0.0f;
+        const int64_t e = (i * s.lanes + j) * g;
+        if (g == 1) {
+          *out = e < n ? tmp[e] : 0.0f;
+        } else {  // two bf16-exact values: their top halves side by side
+          const uint32_t lo = e < n ? f32_bits(tmp[e]) >> 16 : 0, hi = e + 1 < n ? f32_bits(tmp[e + 1]) >> 16 : 0;
+          *out = f32_from_bits(lo | hi << 16);
+        }
         out += tt;
       }
     }
-    for (int64_t e = steps * s.lanes; e < n; ++e, out += tt) *out = tmp[e];  // tail slots: slot e
+    if (!s.padded)
+      for (int64_t e = steps * s.lanes; e < n; ++e, out += tt) *out = tmp[e];  // tail slots: slot e
   }
 }
 
