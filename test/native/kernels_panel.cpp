@@ -17,7 +17,9 @@ namespace {
 
 const ggml_type k_float_types[] = {ggml_type::F32, ggml_type::F16, ggml_type::BF16};
 
-std::string label(cpu_level l, ggml_type t) { return std::string(cpu_level_name(l)) + " type " + std::to_string((int)t); }
+std::string label(cpu_level l, ggml_type t) {
+  return std::string(cpu_level_name(l)) + " type " + std::to_string((int)t);
+}
 
 // The levels with a panel kernel for t (none at the scalar level).
 std::vector<cpu_level> panel_levels(ggml_type t) {
@@ -50,7 +52,8 @@ float lanes_model(const panel_shape& s, const std::vector<float>& w, const std::
     for (int j = 0; j < lanes; ++j) {
       const int64_t k = (i * lanes + j) * g;
       if (g == 2) l[j] = flush(std::fma(at(w, k + 1), at(x, k + 1), l[j]));
-      l[j] = g == 2 ? flush(std::fma(at(w, k), at(x, k), l[j])) : std::fma(k < n ? w[k] : 0.0f, k < n ? x[k] : 0.0f, l[j]);
+      l[j] = g == 2 ? flush(std::fma(at(w, k), at(x, k), l[j]))
+                    : std::fma(k < n ? w[k] : 0.0f, k < n ? x[k] : 0.0f, l[j]);
     }
   if (lanes == 16)
     for (int i = 0; i < 8; ++i) l[i] = l[i] + l[i + 8];
@@ -180,8 +183,10 @@ TEST_CASE("kernels: panel matmuls give the tile kernels' bits and the lane model
           }
         }
       }
-      if (bad) harness::fail(__FILE__, __LINE__, std::to_string(bad) + " outputs off the tile kernel, " + label(level, t));
-      if (bad_model) harness::fail(__FILE__, __LINE__, std::to_string(bad_model) + " outputs off the model, " + label(level, t));
+      if (bad)
+        harness::fail(__FILE__, __LINE__, std::to_string(bad) + " outputs off the tile kernel, " + label(level, t));
+      if (bad_model)
+        harness::fail(__FILE__, __LINE__, std::to_string(bad_model) + " outputs off the model, " + label(level, t));
     }
   }
 }

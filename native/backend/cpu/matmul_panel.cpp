@@ -60,7 +60,8 @@ void run_chunk(thread_pool& pool, const panel_plan& p, const float* acts, int64_
   const int64_t n_tiles = (n_tok + mt - 1) / mt;
   // Enough items for the threads to share out, each panel packed for as many tiles as that allows.
   const int64_t want_items = 4 * (int64_t)pool.size();
-  const int64_t groups = std::min<int64_t>(n_tiles, std::max<int64_t>(1, (want_items + p.n_panels - 1) / p.n_panels));
+  const int64_t groups =
+      std::min<int64_t>(n_tiles, std::max<int64_t>(1, (want_items + p.n_panels - 1) / p.n_panels));
   const int64_t tiles_per_group = (n_tiles + groups - 1) / groups;
   const int64_t n_items = p.n_panels * groups;
   const uint64_t call = next_call_id();

@@ -13,6 +13,12 @@ namespace {
 
 constexpr int k_rows = 16, k_lanes = 8;
 
+}  // namespace
+
+#if SPINDLE_HAVE_X86_KERNELS
+
+namespace {
+
 // Tail slots n - n % 8 .. n of rows [0, nr) (element_bytes each); rows past nr are zero already.
 void pack_tail(int64_t n, const uint8_t* rows, size_t rb, int nr, size_t es, uint8_t* panel) {
   for (int64_t k = n - n % k_lanes; k < n; ++k)
@@ -21,8 +27,6 @@ void pack_tail(int64_t n, const uint8_t* rows, size_t rb, int nr, size_t es, uin
 }
 
 }  // namespace
-
-#if SPINDLE_HAVE_X86_KERNELS
 
 // One step (elements k0 .. k0 + 8) of rows [b0, b0 + 16) (the second 8 absent when `two` is false): y[r] = rows
 // b0 + r and b0 + r + 8 in the two 128-bit lanes; three rounds of unpacks transpose each lane 8 x 8, leaving
