@@ -312,6 +312,12 @@ export class EngineCore {
     return Array.from(this.#native!.imageLayout(width, height));
   }
 
+  /** Media limits for the offline APIs and the CLI: local image paths are the caller's own files (any path,
+   * unless allowedLocalMediaPath narrows it); the server keeps the engine options' limits. */
+  get offlineMediaFetch(): ImageInputOptions['fetch'] {
+    return { allowedLocalMediaPath: this.options.allowedLocalMediaPath ?? '/' };
+  }
+
   /** Whether the loaded model takes images (an mmproj is loaded); false before ready. */
   get acceptsImages(): boolean { return this.#readyValue?.info.mmproj != null; }
 

@@ -192,9 +192,8 @@ export class Engine {
       const texts = Array.isArray(text) ? text : [text];
       ids = await Promise.all(texts.map(async (t, i) => {
         if (images[i].length === 0) return tokenizer.encodePrompt(t); // no second BOS after a rendered template
-        // Offline use: local image paths are the caller's own files.
         return this.#core.multimodalPrompt(markRawPrompt(t, images[i].length), images[i], batch ? `imageData[${i}]` : 'imageData',
-          false, { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
+          false, this.#core.offlineMediaFetch);
       }));
     } else {
       const rows = (batch ? inputIds : [inputIds]) as number[][];
@@ -206,7 +205,7 @@ export class Engine {
       // With images, the ids hold one -1 per image embedding (engine.imageLayout gives an image's positions).
       ids = await Promise.all(rows.map(async (row, i) => (images[i].length === 0 ? row
         : this.#core.multimodalPrompt(row, images[i], batch ? `imageData[${i}]` : 'imageData', false,
-          { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' }))));
+          this.#core.offlineMediaFetch))));
     }
     const promptTokens = ids.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as number[]).length));
     return { ids, promptTokens, batch, params };

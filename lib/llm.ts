@@ -183,7 +183,7 @@ export class LLM {
       if (images.length === 0) return plain;
       const source = plain.prompt !== null ? markRawPrompt(plain.prompt, images.length) : plain.promptTokenIds;
       const mm = await this.#core.multimodalPrompt(source, images, `prompts[${i}] image`, false,
-        { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
+        this.#core.offlineMediaFetch);
       return { prompt: plain.prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
     }));
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
@@ -211,9 +211,8 @@ export class LLM {
       });
       const images = vision ? imageSources(messages) : [];
       if (images.length === 0) return { prompt, promptTokenIds: tokenizer.encode(prompt, { addSpecialTokens: false, parseSpecial: true }) };
-      // Offline use: local image paths are the caller's own files (the server restricts them).
       const mm = await this.#core.multimodalPrompt(prompt, images, `conversations[${i}] image`, true,
-        { allowedLocalMediaPath: this.#core.options.allowedLocalMediaPath ?? '/' });
+        this.#core.offlineMediaFetch);
       return { prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
     }));
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);

@@ -72,7 +72,7 @@ async function answer(s: Session, io: CommandIo, signal: AbortSignal): Promise<s
   const text = renderPrompt(s.resolved.manifest, tokenizer, messages, vision ? MEDIA_MARKER : undefined);
   const sources = vision ? imageSources(messages) : [];
   const prompt = sources.length > 0
-    ? await s.core.multimodalPrompt(text, sources, 'image', true, { allowedLocalMediaPath: '/' })
+    ? await s.core.multimodalPrompt(text, sources, 'image', true, s.core.offlineMediaFetch)
     : tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true });
   const start = performance.now();
   const submission = s.core.submitMany([prompt], [params], { stream: true, signal });

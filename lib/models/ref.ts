@@ -64,10 +64,3 @@ export function parseModelRef(ref: string): ModelRef {
   const [namespace, name] = parts.length === 2 ? parts : [null, parts[0]];
   return { kind: 'name', namespace, name, tag: tag ?? 'latest', hubRepo: parts.length === 2 ? base : null, explicitTag: tag !== null };
 }
-
-/** The store name of a reference: 'hf.co/org/repo:Q4_K_M', 'name:tag', 'ns/name:tag'. */
-export function displayName(r: ModelRef): string {
-  if (r.kind === 'path') return r.path;
-  if (r.kind === 'hub') return `hf.co/${r.repo}:${r.quant ?? 'latest'}`;
-  return `${r.namespace ? `${r.namespace}/` : ''}${r.name}:${r.tag}`;
-}

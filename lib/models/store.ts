@@ -50,11 +50,6 @@ export function hubKey(repo: string, quant: string | null): StoreKey {
   return { host: 'hf.co', namespace, name, tag: quant ? quant.toUpperCase() : 'latest' };
 }
 
-export function keyName(k: StoreKey): string {
-  if (k.host === 'hf.co') return `hf.co/${k.namespace}/${k.name}:${k.tag}`;
-  return `${k.namespace === 'library' ? '' : `${k.namespace}/`}${k.name}:${k.tag}`;
-}
-
 export class ModelStore {
   readonly home: string;
   readonly blobs: string;

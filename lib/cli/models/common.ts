@@ -1,7 +1,5 @@
 // What the model commands (pull, list, show, rm, cp, run, create) share: the store, reference -> store key,
 // error printing (one line naming the problem, exit code 1), and human-readable sizes and ages.
-import { DownloadError } from '../../models/download.js';
-import { HubError } from '../../models/hub-client.js';
 import { ModelRefError, parseModelRef } from '../../models/ref.js';
 import { hubKey, localKey, ModelStore, type StoreKey } from '../../models/store.js';
 import type { CommandIo } from '../io.js';
@@ -20,12 +18,9 @@ export function storeKeys(ref: string): StoreKey[] {
   return keys;
 }
 
-/** Prints a known error as one line and returns exit code 1; rethrows anything else. */
+/** Prints an Error (ModelRefError, HubError, DownloadError, ModelfileError, ...) as one line and returns exit code 1;
+ * rethrows anything else. */
 export function reportError(e: unknown, io: CommandIo, command: string): number {
-  if (e instanceof ModelRefError || e instanceof HubError || e instanceof DownloadError || (e instanceof Error && e.name === 'ModelfileError')) {
-    io.stderr.write(`spindle ${command}: ${e.message}\n`);
-    return 1;
-  }
   if (e instanceof Error) {
     io.stderr.write(`spindle ${command}: ${e.message}\n`);
     return 1;
