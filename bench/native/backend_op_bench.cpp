@@ -1,0 +1,142 @@
+// Per-op timings of a backend (built with the tests: build/spindle_op_bench), to see where a decode step's time
+// goes before tuning: the cost of one small op (launch / dispatch overhead), each matmul shape of a model at a
+// few token counts (time per call and weight bytes per second), and decode attention at a few context lengths.
+// Each figure is the mean of `reps` back-to-back calls with one sync at the end, after a warm-up call; weights
+// hold a fixed byte pattern (timing only, values are meaningless).
+//   spindle_op_bench [device=cuda] [reps=200] [n_embd=2048] [n_ff=8192] [n_vocab=128256]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "gguf/ggml_type.h"
+
+using namespace spindle;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <class F>
+double per_call_us(backend& be, int reps, F&& f) {
+  f();
+  be.sync();
+  const double t0 = now_s();
+  for (int i = 0; i < reps; ++i) f();
+  be.sync();
+  return (now_s() - t0) / reps * 1e6;
+}
+
+struct type_info {
+  ggml_type type;
+  const char* name;
+  int block_values;
+  int block_bytes;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string device = argc > 1 ? argv[1] : "cuda";
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 200;
+  const int64_t n_embd = argc > 3 ? std::atoll(argv[3]) : 2048;
+  const int64_t n_ff = argc > 4 ? std::atoll(argv[4]) : 8192;
+  const int64_t n_vocab = argc > 5 ? std::atoll(argv[5]) : 128256;
+  std::unique_ptr<backend> be = make_backend(device, 2);
+  std::printf("backend %s, reps %d\n", be->name(), reps);
+
+  const int64_t max_tok = 512, width = std::max(n_ff, n_embd);
+  float* x = be->alloc_f32(max_tok * width);
+  float* y = be->alloc_f32(max_tok * std::max(width, n_vocab));
+  float* z = be->alloc_f32(max_tok * width);
+  std::vector<float> ones((size_t)(max_tok * width), 0.01f);
+  be->upload(x, ones.data(), max_tok * width);
+
+  // Small ops: what one step pays per op regardless of size.
+  std::printf("small ops (one decode row of %lld):\n", (long long)n_embd);
+  std::printf("  add           %8.2f us\n", per_call_us(*be, reps, [&] { be->add(x, z, z, n_embd); }));
+  std::printf("  rms_norm      %8.2f us\n", per_call_us(*be, reps, [&] { be->rms_norm(x, nullptr, z, 1, n_embd, 1e-5f); }));
+  std::printf("  swiglu        %8.2f us (n_ff)\n", per_call_us(*be, reps, [&] { be->swiglu(x, x, z, n_ff); }));
+  const int32_t pos[1] = {7};
+  rope_params rp;
+  rp.n_rot = 64;
+  std::printf("  rope          %8.2f us (32 heads x 64)\n", per_call_us(*be, reps, [&] { be->rope(z, 1, 32, 64, pos, rp); }));
+  const int64_t dst_rows[1] = {3};
+  std::printf("  copy_rows     %8.2f us (1 row of 512)\n",
+              per_call_us(*be, reps, [&] { be->copy_rows(z, dst_rows, x, nullptr, 1, 512); }));
+
+  // Matmuls of the model's shapes.
+  const type_info types[] = {{ggml_type::Q4_K, "q4_K", 256, 144}, {ggml_type::Q6_K, "q6_K", 256, 210},
+                             {ggml_type::Q8_0, "q8_0", 32, 34},   {ggml_type::Q4_0, "q4_0", 32, 18},
+                             {ggml_type::F16, "f16", 1, 2}};
+  struct shape {
+    const char* name;
+    int64_t n_out, n_in;
+  } shapes[] = {{"attn_q/o", n_embd, n_embd}, {"attn_kv", n_embd / 4, n_embd}, {"ffn_up", n_ff, n_embd},
+                {"ffn_down", n_embd, n_ff}, {"output", n_vocab, n_embd}};
+  const int toks[] = {1, 2, 8, 64, 512};
+  std::printf("matmul: us per call (weight GB/s) by tokens\n");
+  for (const type_info& ti : types) {
+    for (const shape& s : shapes) {
+      const int64_t bytes = s.n_out * s.n_in / ti.block_values * ti.block_bytes;
+      std::vector<uint8_t> host((size_t)bytes, 0x11);
+      backend_weight w = be->upload_weight(ti.type, host.data(), s.n_in, s.n_out);
+      std::printf("  %-5s %-9s %6lldx%-6lld", ti.name, s.name, (long long)s.n_out, (long long)s.n_in);
+      for (int t : toks) {
+        const int r = t >= 64 ? std::max(4, reps / 20) : reps;
+        const double us = per_call_us(*be, r, [&] { be->matmul(w, x, t, y); });
+        std::printf("  t%-3d %8.1f (%6.0f)", t, us, (double)bytes / (us * 1e-6) / 1e9);
+      }
+      std::printf("\n");
+      be->release_weight(w);
+    }
+  }
+
+  // Decode attention: one query row per sequence, n_seqs sequences of n_ctx positions (llama-1B heads).
+  std::printf("attention_paged_batch, one query per sequence (32 q heads, 8 kv heads, dim 64, block 16):\n");
+  for (int n_seqs : {1, 16, 64}) {
+    for (int n_ctx : {128, 1024, 4096}) {
+      const int32_t block = 16, per_seq = (n_ctx + block - 1) / block, n_blocks = per_seq * n_seqs;
+      const int64_t row = 8 * 64;
+      float* k = be->alloc_f32((int64_t)n_blocks * block * row);
+      float* v = be->alloc_f32((int64_t)n_blocks * block * row);
+      float* q = be->alloc_f32((int64_t)n_seqs * 32 * 64);
+      float* o = be->alloc_f32((int64_t)n_seqs * 32 * 64);
+      std::vector<int32_t> tables((size_t)n_blocks);
+      for (int32_t i = 0; i < n_blocks; ++i) tables[(size_t)i] = i;
+      std::vector<paged_attention_params> seqs((size_t)n_seqs);
+      for (int s = 0; s < n_seqs; ++s) {
+        paged_attention_params& p = seqs[(size_t)s];
+        p.attn.n_tokens = 1;
+        p.attn.n_past = n_ctx - 1;
+        p.attn.n_head = 32;
+        p.attn.n_head_kv = 8;
+        p.attn.head_dim_k = p.attn.head_dim_v = 64;
+        p.attn.k_row_stride = p.attn.v_row_stride = row;
+        p.attn.scale = 0.125f;
+        p.block_table = tables.data() + (size_t)s * per_seq;
+        p.n_table = per_seq;
+        p.block_size = block;
+        p.n_blocks = n_blocks;
+      }
+      const double us = per_call_us(*be, std::max(4, reps / 10),
+                                    [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
+      const double kv_bytes = 2.0 * n_seqs * n_ctx * row * sizeof(float);
+      std::printf("  seqs %-3d ctx %-5d %9.1f us (%6.0f GB/s of K/V)\n", n_seqs, n_ctx, us, kv_bytes / (us * 1e-6) / 1e9);
+      be->free_f32(k);
+      be->free_f32(v);
+      be->free_f32(q);
+      be->free_f32(o);
+    }
+  }
+  be->free_f32(x);
+  be->free_f32(y);
+  be->free_f32(z);
+  return 0;
+}
