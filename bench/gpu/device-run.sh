@@ -21,6 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
   "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" | tee -a "$out/bench.log"
   "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
 done
 # llama.cpp CUDA, built on the CPU machine by bench/gpu/build-llama-cuda.sh (cuBLAS comes from the GPU machine's
 # CUDA install at run time).

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/model.h"
 
 using namespace spindle;
@@ -112,6 +113,15 @@ int main(int argc, char** argv) {
                 n_prompt, n_prompt / pp, 1e3 * pp, n_gen, n_gen / tg, 1e3 * tg / std::max(1, n_gen));
     if (n_seqs > 0) std::printf("   b%d: %.2f tok/s (%.2fx tg)", n_seqs, n_seqs * n_gen / bt, (n_seqs * n_gen / bt) / (n_gen / tg));
     std::printf("\n");
+#ifdef SPINDLE_CUDA
+    if (opt.device != "cpu") {
+      const cuda_graph_counts c = cuda_step_graph_counts();
+      std::printf("step graphs: %llu replayed, %llu captured, %llu first seen, %llu op by op%s\n",
+                  (unsigned long long)c.replayed, (unsigned long long)c.captured, (unsigned long long)c.first_seen,
+                  (unsigned long long)c.op_by_op,
+                  std::getenv("SPINDLE_CUDA_GRAPHS") ? " (SPINDLE_CUDA_GRAPHS set)" : "");
+    }
+#endif
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

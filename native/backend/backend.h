@@ -153,6 +153,28 @@ class backend {
   // (read and updated), y: [n_tokens, n_ch]. Not row-wise: token t reads rows <= t of its own sequence only.
   virtual void short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
                           float* state, float* y) = 0;
+  // short_conv for each of n_seqs sequences whose rows follow each other in bcx and y (sequence s: n_tokens[s]
+  // rows, its own state states[s]); the same result as one short_conv call per sequence. n_tokens, states: host
+  // [n_seqs]. The default makes those calls; a GPU backend launches once for all of them.
+  virtual void short_conv_batch(const float* bcx, const int64_t* n_tokens, float* const* states, int64_t n_seqs,
+                                int64_t n_ch, int32_t l_cache, const float* w, float* y) {
+    int64_t at = 0;
+    for (int64_t s = 0; s < n_seqs; ++s) {
+      short_conv(bcx + at * 3 * n_ch, n_tokens[s], n_ch, l_cache, w, states[s], y + at * n_ch);
+      at += n_tokens[s];
+    }
+  }
+
+  // Step graphs (a GPU backend's way past per-op launch costs; no-ops elsewhere). The ops issued between
+  // graph_begin(key) and graph_end() form one step that the backend may record once and replay for a later step
+  // of the same key whose ops, shapes and buffers are all the same (the host data the ops stage, such as token
+  // ids, positions, block tables and slot rows, may differ: it is copied in at each replay). Ops keep their
+  // contract: host arguments are read before the op returns, results are visible after graph_end() through
+  // download / sync. A step that needs the host mid-way (download, upload, sync, free) runs op by op instead.
+  // graph_abort() drops a step that threw part-way (nothing recorded in it runs).
+  virtual void graph_begin(uint64_t key) { (void)key; }
+  virtual void graph_end() {}
+  virtual void graph_abort() {}
 };
 
 // The CPU backend; n_threads <= 0 means std::thread::hardware_concurrency().
@@ -170,6 +192,13 @@ bool cuda_usable(std::string* why);
 std::unique_ptr<backend> make_cuda_backend(int device);
 // Number of CUDA devices; 0 with *why set (if given) when there is no driver or device.
 int cuda_device_count(std::string* why);
+// Step-graph counts of every CUDA backend of the process so far (tests and benchmarks): steps that replayed a
+// graph, steps captured into a new or updated graph, steps that needed the host mid-way and ran op by op, and
+// steps of a shape seen for the first time (run op by op; captured if they repeat).
+struct cuda_graph_counts {
+  uint64_t replayed = 0, captured = 0, op_by_op = 0, first_seen = 0;
+};
+cuda_graph_counts cuda_step_graph_counts();
 #endif
 
 // Owns n floats of backend memory for the lifetime of the object.

@@ -79,9 +79,24 @@ void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch
   be.copy_rows(s.x.data(), s.embd_rows.data(), s.embd.data(), nullptr, m, width);
 }
 
+uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_tokens, const dense_scratch& s) {
+  if (n_tokens > 512 || !s.embd_rows.empty()) return 0;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over (n_tokens, n_logits) of each sequence
+  const auto mix = [&](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ull;
+  };
+  for (const batch_sequence& b : batch) {
+    if (b.n_tokens > 16) return 0;
+    mix((uint64_t)b.n_tokens);
+    mix((uint64_t)b.n_logits);
+  }
+  return h == 0 ? 1 : h;
+}
+
 void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,
                          const model_hparams& hp, const backend_buffer& norm, const backend_weight& output,
-                         const backend_buffer* bias, float* logits) {
+                         const backend_buffer* bias, float* logits, step_graph_scope& graph) {
   int64_t n_out = 0, at = 0;
   for (const batch_sequence& b : batch) {  // gather the wanted rows of x into cur: [n_out, n_embd]
     if (b.n_logits > 0) {
@@ -91,13 +106,17 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
     n_out += b.n_logits;
     at += b.n_tokens;
   }
-  if (n_out == 0) return;
+  if (n_out == 0) {
+    graph.end();
+    return;
+  }
   const int64_t n_logits = (int64_t)checked_mul((uint64_t)n_out, (uint64_t)hp.n_vocab, "logits");
   if (s.logits.size() < n_logits) s.logits = backend_buffer(be, n_logits);
   float* cur = s.cur.data();
   be.rms_norm(cur, norm.data(), cur, n_out, hp.n_embd, hp.rms_eps);
   be.matmul(output, cur, n_out, s.logits.data());  // [n_out, n_vocab]
   if (bias != nullptr && bias->data() != nullptr) be.add_row_vector(s.logits.data(), bias->data(), n_out, hp.n_vocab);
+  graph.end();
   be.download(logits, s.logits.data(), n_logits);
 }
 

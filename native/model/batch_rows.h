@@ -27,10 +27,38 @@ void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_siz
 // k_embedding_token) the row its sequence's embd supplies (filled by fill_batch_rows).
 void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n);
 
+// A forward pass's step graph (backend::graph_begin / graph_end): opened for a decode-like batch (key != 0),
+// ended before the logits are read back, dropped (graph_abort) if the pass throws before that.
+class step_graph_scope {
+ public:
+  step_graph_scope(backend& be, uint64_t key) : be_(be), open_(key != 0) {
+    if (open_) be_.graph_begin(key);
+  }
+  ~step_graph_scope() {
+    if (open_) be_.graph_abort();
+  }
+  void end() {
+    if (open_) be_.graph_end();
+    open_ = false;
+  }
+  step_graph_scope(const step_graph_scope&) = delete;
+  step_graph_scope& operator=(const step_graph_scope&) = delete;
+
+ private:
+  backend& be_;
+  bool open_;
+};
+
+// The step-graph key of a batch: decode-like batches (every sequence brings at most 16 tokens, 512 in all, no
+// image rows; s filled by fill_batch_rows) get the hash of their per-sequence token and logit counts, so steps
+// of one shape share a graph; anything else (prefill chunks, whose shapes rarely repeat) gets 0: op by op.
+uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_tokens, const dense_scratch& s);
+
 // logits [sum of n_logits, n_vocab] = output(rms_norm(last n_logits rows of each sequence in s.x)) (+ bias, when
-// set); uses s.cur and s.logits as scratch. Nothing is written when no sequence wants logits.
+// set); uses s.cur and s.logits as scratch. Nothing is written when no sequence wants logits. The step graph
+// (when open) ends once the logits are computed, before they are read back.
 void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,
                          const model_hparams& hp, const backend_buffer& norm, const backend_weight& output,
-                         const backend_buffer* bias, float* logits);
+                         const backend_buffer* bias, float* logits, step_graph_scope& graph);
 
 }  // namespace spindle

@@ -103,9 +103,11 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   check_logits_buffer(batch, logits);
   reserve_scratch(n);
   fill_batch_rows(batch, kv->block_size_, scratch_);
+  // MoE layers read their routing back mid-layer, so their steps run op by op.
+  step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, batch, *kv, n);
-  batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, &w_.output_b, logits);
+  batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, &w_.output_b, logits, graph);
   be_->sync();
 }
 

@@ -23,13 +23,16 @@ void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>
   float* y = scratch_.attn.data();    // [n, n_embd]
   be.matmul(l.conv_in, scratch_.cur.data(), n, bcx);
   float* states = kv.state[l.cache_index].data();  // [n_slots, l_cache - 1, n_embd]
-  int64_t at = 0;
+  conv_tokens_.clear();
+  conv_states_.clear();
   for (const batch_sequence& b : batch) {
     float* state = states + (int64_t)b.state_slot * kv.layer_state_floats_;
     if (b.first_pos == 0) be.copy(state, zero_state_.data(), kv.layer_state_floats_);
-    be.short_conv(bcx + at * 3 * n_embd, b.n_tokens, n_embd, w_.l_cache, l.conv_w.data(), state, y + at * n_embd);
-    at += b.n_tokens;
+    conv_tokens_.push_back(b.n_tokens);
+    conv_states_.push_back(state);
   }
+  be.short_conv_batch(bcx, conv_tokens_.data(), conv_states_.data(), (int64_t)batch.size(), n_embd, w_.l_cache,
+                      l.conv_w.data(), y);
   be.matmul(l.conv_out, y, n, scratch_.cur.data());
 }
 

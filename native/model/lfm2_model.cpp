@@ -164,6 +164,8 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }
+  // MoE layers read their routing back mid-layer, so their steps run op by op.
+  step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   for (const lfm2_layer& l : w_.layers) {
     float* x = scratch_.x.data();
@@ -175,7 +177,7 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
     run_ffn(l, n);
   }
   // token_embd_norm, then the output matmul
-  batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, nullptr, logits);
+  batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, nullptr, logits, graph);
   be_->sync();
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = b.first_pos + b.n_tokens;

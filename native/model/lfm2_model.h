@@ -113,6 +113,8 @@ class lfm2_model final : public model {
   dense_scratch scratch_;            // x, cur, q, k, v, attn (conv output), gate, up, logits, host arrays
   backend_buffer bcx_;               // [capacity, 3 * n_embd] in_proj output
   backend_buffer zero_state_;        // [(l_cache - 1) * n_embd] zeros: the state of a sequence at position 0
+  std::vector<int64_t> conv_tokens_;  // per sequence of the batch: tokens, conv state (run_conv's host arrays)
+  std::vector<float*> conv_states_;
   moe_ffn moe_;                      // lfm2moe: the MoE block (owns its scratch)
 };
 

@@ -7,7 +7,9 @@
 //   q8_0 / q8_K, the GPU to q8 per 32 values with f32 scales; cuda_matmul_test shows the GPU's matmul error is
 //   at most the CPU's, so most of this is the CPU's own error through the layers),
 // and the greedy token must agree wherever the CPU's top two logits are further apart than that tolerance.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 
@@ -159,7 +161,73 @@ void batch_invariance(const std::string& path) {
   CHECK(same_bits(step2.data() + 5 * V, alone[2].data() + 7 * V, 5 * V));
 }
 
+// Greedy decoding of three sequences in one paged cache, batched, for 40 steps, with the batch changing shape
+// (a sequence leaves for 6 steps, then comes back): every step's logits, concatenated. Blocks of 4 positions,
+// so tables grow while decoding.
+std::vector<float> decode_run(const std::string& path) {
+  auto m = load_on(path, "cuda");
+  const int64_t V = m->hparams().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {prompt(9, (int)V, 5), prompt(20, (int)V, 6), prompt(3, (int)V, 7)};
+  auto kv = m->new_kv_cache(3 * 16, 4, 3);
+  std::vector<std::vector<int32_t>> tables(3);
+  for (int s = 0; s < 3; ++s)
+    for (int b = 0; b < 16; ++b) tables[s].push_back(3 * b + (s + b) % 3);  // interleaved blocks
+  std::vector<int32_t> pos(3), next(3);
+  std::vector<float> all, logits(3 * V);
+  for (int s = 0; s < 3; ++s) {  // prefill each alone (the 20-token prompt exceeds the graph limit: op by op)
+    batch_sequence b{prompts[s].data(), (int32_t)prompts[s].size(), 0, tables[s].data(), 16, 1, s};
+    m->forward_batch({b}, *kv, logits.data());
+    all.insert(all.end(), logits.begin(), logits.begin() + V);
+    next[s] = (int32_t)(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
+    pos[s] = (int32_t)prompts[s].size();
+  }
+  for (int step = 0; step < 40; ++step) {
+    std::vector<batch_sequence> batch;
+    std::vector<int> who;
+    for (int s = 0; s < 3; ++s) {
+      if (s == 1 && step >= 10 && step < 16) continue;
+      batch.push_back({&next[s], 1, pos[s], tables[s].data(), 16, 1, s});
+      who.push_back(s);
+    }
+    m->forward_batch(batch, *kv, logits.data());
+    all.insert(all.end(), logits.begin(), logits.begin() + (int64_t)who.size() * V);
+    for (size_t i = 0; i < who.size(); ++i) {
+      const float* row = logits.data() + i * V;
+      next[who[i]] = (int32_t)(std::max_element(row, row + V) - row);
+      ++pos[who[i]];
+    }
+  }
+  return all;
+}
+
 }  // namespace
+
+TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-op steps") {
+  REQUIRE_GPU();
+  for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
+    file d(model_test::build(dense_spec("llama", t)), "llama");
+    file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
+    for (const std::string& path : {d.path, l.path}) {
+      setenv("SPINDLE_CUDA_GRAPHS", "0", 1);
+      const cuda_graph_counts c0 = cuda_step_graph_counts();
+      const std::vector<float> plain = decode_run(path);
+      const cuda_graph_counts c1 = cuda_step_graph_counts();
+      unsetenv("SPINDLE_CUDA_GRAPHS");
+      const std::vector<float> graphed = decode_run(path);
+      const cuda_graph_counts c2 = cuda_step_graph_counts();
+      CHECK(c1.replayed == c0.replayed);  // graphs off: none
+      CHECK(c1.captured == c0.captured);
+      CHECK(c2.replayed - c1.replayed >= 20);  // most of the 40 decode steps replay
+      CHECK(c2.captured - c1.captured >= 2);   // at least the two batch shapes
+      CHECK(c2.op_by_op == c1.op_by_op);
+      std::printf("  %-6s %-5s steps: %llu replayed, %llu captured\n", t == ggml_type::F32 ? "f32" : "q4_K",
+                  path == d.path ? "llama" : "lfm2", (unsigned long long)(c2.replayed - c1.replayed),
+                  (unsigned long long)(c2.captured - c1.captured));
+      REQUIRE(plain.size() == graphed.size());
+      CHECK(same_bits(plain.data(), graphed.data(), plain.size()));
+    }
+  }
+}
 
 TEST_CASE("cuda models: dense llama / qwen2 / qwen3 logits vs the CPU backend, every weight type") {
   REQUIRE_GPU();

@@ -349,3 +349,40 @@ TEST_CASE("cuda non-causal attention: ViT shapes, contiguous and paged, batch-in
     CHECK_THROWS_WITH(be.gpu->attention_paged_batch(two, 2, gq2.p(), gks.p(), gvs.p(), go2.p()), "causality");
   }
 }
+
+TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split and merged), as the CPU") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(31);
+  struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; };
+  for (const shape s : {shape{3, 0, 4, 4, 32}, shape{2, 140, 14, 2, 64}, shape{4, 129, 16, 1, 128},
+                        shape{1, 600, 8, 8, 128}, shape{2, 257, 6, 2, 256}, shape{1, 1000, 32, 8, 64}}) {
+    attention_params p;
+    p.n_tokens = s.n_tokens;
+    p.n_past = s.n_past;
+    p.n_head = s.n_head;
+    p.n_head_kv = s.n_head_kv;
+    p.head_dim_k = p.head_dim_v = s.hd;
+    p.k_row_stride = p.v_row_stride = (int64_t)s.n_head_kv * s.hd;
+    p.scale = 1.0f / std::sqrt((float)s.hd);
+    const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd;
+    const std::vector<float> q = randn(s.n_tokens * q_row, rng), k = randn(n_kv * p.k_row_stride, rng),
+                             v = randn(n_kv * p.v_row_stride, rng);
+    buf cq(*be.cpu, q), ck(*be.cpu, k), cv(*be.cpu, v), co(*be.cpu, s.n_tokens * q_row);
+    buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, s.n_tokens * q_row);
+    be.cpu->attention(p, cq.p(), ck.p(), cv.p(), co.p());
+    be.gpu->attention(p, gq.p(), gk.p(), gv.p(), go.p());
+    const std::vector<float> og = go.get();
+    const double err = max_rel(og, co.get());
+    std::printf("  attention %lld tokens after %lld, %d/%d heads of %d: max rel err %.2e\n", (long long)s.n_tokens,
+                (long long)s.n_past, s.n_head, s.n_head_kv, s.hd, err);
+    CHECK(err <= 1e-5);
+    // the last query alone: same bits
+    attention_params p1 = p;
+    p1.n_tokens = 1;
+    p1.n_past = n_kv - 1;
+    buf go1(*be.gpu, q_row);
+    be.gpu->attention(p1, gq.p() + (s.n_tokens - 1) * q_row, gk.p(), gv.p(), go1.p());
+    CHECK(same_bits(go1.get().data(), og.data() + (s.n_tokens - 1) * q_row, (size_t)q_row));
+  }
+}

@@ -1,101 +1,208 @@
 // Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
-// bidirectional attention: every query of a sequence attends to all of its positions). One block per
-// (query token, query head): positions are taken in chunks of k_chunk, one per thread for the score
-// (q . k summed over dims ascending), with a running max and sum (online softmax) and each thread owning
-// output dims for the weighted sum of V rows (positions ascending inside a chunk).
-// Invariant: a (token, head) pair's output depends only on its query row and its own positions' K/V rows, in a
-// fixed order: batch-invariant and deterministic.
+// bidirectional attention: every query of a sequence attends to all of its positions).
+// Work split: one block per (query row, KV head, head group of up to HG query heads sharing that KV head, split
+// of k_split positions). Each of the block's 4 warps takes k_split / 4 consecutive positions; for a position, the
+// 32 lanes hold strided dims of q and of the K / V row (one coalesced read of each row serves every query head of
+// the group), the q . k partial sums meet in a fixed butterfly, and an online softmax (running max and sum) keeps
+// the weighted V sum. The block merges its warps in order (0..3); a query row whose positions need more than one
+// split writes (max, sum, weighted V) per split and a second kernel merges the splits in order.
+// Invariant: a (query row, head) output depends only on its query row, its own positions' K/V rows and its
+// number of positions (which fixes its splits), never on the rest of the launch: batch-invariant and deterministic.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace spindle {
 
 namespace {
 
-constexpr int k_chunk = 128;        // positions per step = threads per block
-constexpr int k_max_head_dim = 512; // dims a block can hold (4 per thread)
+constexpr int k_attn_warps = 4;
+constexpr int k_split = 128;          // positions per split (k_split / k_attn_warps per warp)
+constexpr int k_max_head_dim = 512;   // 16 dims per lane
+constexpr int k_group = 4;            // positions a warp reads before it updates its softmax state
 
 // Shapes shared by every sequence of a launch, and the per-token / per-sequence tables (device memory):
 //   token i (global, query row i of q and out) belongs to sequence tok_seq[i], whose query rows start at global
 //   row first[s], whose positions before its first query are n_past[s], and whose block ids are
-//   tables[table_off[s] ..] (paged) or none (contiguous: row = position).
+//   tables[s * table_stride ..] (paged) or none (contiguous: row = position).
 struct attn_args {
   const float* q;
   const float* k;
   const float* v;
   float* out;
+  float* part;  // [n_tok, n_head, n_split_max, hd_v + 2] split partials (max, sum, weighted V), or null
   const int32_t* tok_seq;
   const int32_t* n_past;
   const int32_t* first;
-  const int32_t* table_off;
   const int32_t* tables;  // nullptr: contiguous
+  int64_t k_stride, v_stride;
+  int32_t table_stride;
   int32_t block_size;
   int32_t n_head, n_head_kv, hd_k, hd_v;
-  int64_t k_stride, v_stride;
   float scale;
   int32_t n_seqs, n_tok;  // sequences and query rows of the launch (a sequence's rows end where the next's start)
-  bool causal;            // false: every query attends to all n_past + n_tokens positions of its sequence
+  int32_t n_split_max;    // gridDim.z
+  int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
+  int32_t pad_;
 };
+static_assert(sizeof(attn_args) == 9 * sizeof(void*) + 2 * 8 + 12 * 4, "attn_args has padding");
 
 __device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_size, int64_t j) {
   return table ? (int64_t)table[j / block_size] * block_size + j % block_size : j;
 }
 
-__global__ void __launch_bounds__(k_chunk) attention_kernel(attn_args a) {
-  __shared__ float qs[k_max_head_dim];
-  __shared__ float p[k_chunk];
-  __shared__ int64_t rows[k_chunk];
-  __shared__ float red[32];
-  const int64_t i = blockIdx.x;
-  const int h = blockIdx.y, tid = threadIdx.x;
-  const int32_t seq = a.tok_seq[i];
-  const int32_t* table = a.tables ? a.tables + a.table_off[seq] : nullptr;
-  const int kvh = h / (a.n_head / a.n_head_kv);
-  const float* qrow = a.q + (i * a.n_head + h) * a.hd_k;
-  for (int d = tid; d < a.hd_k; d += k_chunk) qs[d] = qrow[d];
+// Positions query row i attends to.
+__device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_t seq) {
   const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
-  const int64_t n_kv = (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
-  float acc[k_max_head_dim / k_chunk] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float m = -INFINITY, l = 0.0f;
-  __syncthreads();
-  for (int64_t c0 = 0; c0 < n_kv; c0 += k_chunk) {
-    const int64_t j = c0 + tid;
-    float s = -INFINITY;
-    if (j < n_kv) {
-      const int64_t row = kv_row(table, a.block_size, j);
-      rows[tid] = row;
-      const float* kr = a.k + row * a.k_stride + (int64_t)kvh * a.hd_k;
-      float dot = 0.0f;
-      for (int d = 0; d < a.hd_k; ++d) dot = __fmaf_rn(qs[d], kr[d], dot);
-      s = dot * a.scale;
-    }
-    const float m_new = fmaxf(m, block_max(s, red));
-    const float pj = j < n_kv ? expf(s - m_new) : 0.0f;
-    p[tid] = pj;
-    const float corr = expf(m - m_new);  // 0 on the first chunk (m = -inf)
-    l = l * corr + block_sum(pj, red);   // block_sum's barriers also publish p[] and rows[]
-    const int n_here = n_kv - c0 < k_chunk ? (int)(n_kv - c0) : k_chunk;
+  return (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
+}
+
+template <int DPL, int HG>
+__global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_args a) {
+  __shared__ float sm_m[k_attn_warps][HG], sm_l[k_attn_warps][HG];
+  __shared__ float sm_acc[k_attn_warps][HG][DPL * k_warp];
+  const int64_t i = blockIdx.x;
+  const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp;
+  const int group_heads = a.n_head / a.n_head_kv;
+  const int hgroups = (group_heads + HG - 1) / HG;
+  const int kvh = blockIdx.y / hgroups, h0 = kvh * group_heads + (blockIdx.y % hgroups) * HG;
+  const int nh = min(HG, kvh * group_heads + group_heads - h0);  // query heads of this block
+  const int32_t seq = a.tok_seq[i];
+  const int64_t n_kv = n_kv_of(a, i, seq);
+  const int64_t n_split = (n_kv + k_split - 1) / k_split, split = blockIdx.z;
+  if (split >= n_split) return;
+  const int32_t* table = a.tables ? a.tables + (int64_t)seq * a.table_stride : nullptr;
+
+  float q[HG][DPL], acc[HG][DPL], m[HG], l[HG];
 #pragma unroll
-    for (int r = 0; r < k_max_head_dim / k_chunk; ++r) {
-      const int d = tid + r * k_chunk;
-      if (d >= a.hd_v) break;
-      float sum = acc[r] * corr;
-      for (int jj = 0; jj < n_here; ++jj) {
-        sum = __fmaf_rn(p[jj], a.v[rows[jj] * a.v_stride + (int64_t)kvh * a.hd_v + d], sum);
-      }
-      acc[r] = sum;
+  for (int h = 0; h < HG; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < DPL; ++r) {
+      const int d = lane + r * k_warp;
+      q[h][r] = h < nh && d < a.hd_k ? a.q[(i * a.n_head + h0 + h) * a.hd_k + d] : 0.0f;
+      acc[h][r] = 0.0f;
     }
-    m = m_new;
-    __syncthreads();  // p[] and rows[] are rewritten by the next chunk
   }
-  float* orow = a.out + (i * a.n_head + h) * a.hd_v;
+  const int64_t per_warp = k_split / k_attn_warps;
+  const int64_t j0 = split * k_split + warp * per_warp;
+  const int64_t j1 = min(j0 + per_warp, n_kv);
+  const float* kbase = a.k + (int64_t)kvh * a.hd_k;
+  const float* vbase = a.v + (int64_t)kvh * a.hd_v;
+  for (int64_t jb = j0; jb < j1; jb += k_group) {
+    float s[k_group][HG];
+    int64_t rows[k_group];
 #pragma unroll
-  for (int r = 0; r < k_max_head_dim / k_chunk; ++r) {
-    const int d = tid + r * k_chunk;
-    if (d < a.hd_v) orow[d] = acc[r] / l;
+    for (int u = 0; u < k_group; ++u) {
+      const bool ok = jb + u < j1;
+      rows[u] = ok ? kv_row(table, a.block_size, jb + u) : 0;
+      float kr[DPL];
+#pragma unroll
+      for (int r = 0; r < DPL; ++r) {
+        const int d = lane + r * k_warp;
+        kr[r] = ok && d < a.hd_k ? kbase[rows[u] * a.k_stride + d] : 0.0f;
+      }
+#pragma unroll
+      for (int h = 0; h < HG; ++h) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int r = 0; r < DPL; ++r) dot = __fmaf_rn(q[h][r], kr[r], dot);
+        dot = warp_sum(dot);  // every lane: ok is the same across the warp
+        s[u][h] = ok ? dot * a.scale : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      float m_new = m[h];
+#pragma unroll
+      for (int u = 0; u < k_group; ++u) m_new = fmaxf(m_new, s[u][h]);
+      const float corr = expf(m[h] - m_new);  // 0 on the first group (m = -inf)
+      float psum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < k_group; ++u) {
+        s[u][h] = expf(s[u][h] - m_new);  // p: 0 past the end
+        psum += s[u][h];
+      }
+      l[h] = l[h] * corr + psum;
+      m[h] = m_new;
+#pragma unroll
+      for (int r = 0; r < DPL; ++r) acc[h][r] *= corr;
+    }
+#pragma unroll
+    for (int u = 0; u < k_group; ++u) {
+      if (jb + u >= j1) break;
+#pragma unroll
+      for (int r = 0; r < DPL; ++r) {
+        const int d = lane + r * k_warp;
+        const float vv = d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
+#pragma unroll
+        for (int h = 0; h < HG; ++h) acc[h][r] = __fmaf_rn(s[u][h], vv, acc[h][r]);
+      }
+    }
+  }
+  // Merge the warps in order.
+#pragma unroll
+  for (int h = 0; h < HG; ++h) {
+    if (lane == 0) {
+      sm_m[warp][h] = m[h];
+      sm_l[warp][h] = l[h];
+    }
+#pragma unroll
+    for (int r = 0; r < DPL; ++r) sm_acc[warp][h][lane + r * k_warp] = acc[h][r];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < HG * DPL * k_warp; e += blockDim.x) {
+    const int h = e / (DPL * k_warp), d = e % (DPL * k_warp);
+    if (h >= nh || d >= a.hd_v) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < k_attn_warps; ++w) mx = fmaxf(mx, sm_m[w][h]);
+    float sum = 0.0f, val = 0.0f;
+#pragma unroll
+    for (int w = 0; w < k_attn_warps; ++w) {
+      const float f = sm_m[w][h] == -INFINITY ? 0.0f : expf(sm_m[w][h] - mx);
+      sum = __fmaf_rn(sm_l[w][h], f, sum);
+      val = __fmaf_rn(sm_acc[w][h][d], f, val);
+    }
+    const int64_t oh = i * a.n_head + h0 + h;
+    if (n_split == 1) {
+      a.out[oh * a.hd_v + d] = val / sum;
+    } else {
+      float* pr = a.part + (oh * a.n_split_max + split) * (a.hd_v + 2);
+      if (d == 0) {
+        pr[0] = mx;
+        pr[1] = sum;
+      }
+      pr[2 + d] = val;
+    }
+  }
+}
+
+// Merges the splits of every (query row, head) that has more than one, in split order.
+__global__ void attention_merge_kernel(attn_args a) {
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y;
+  const int64_t n_kv = n_kv_of(a, i, a.tok_seq[i]);
+  const int64_t n_split = (n_kv + k_split - 1) / k_split;
+  if (n_split <= 1) return;
+  const int64_t oh = i * a.n_head + h;
+  const float* pr = a.part + oh * a.n_split_max * (a.hd_v + 2);
+  float mx = -INFINITY;
+  for (int64_t s = 0; s < n_split; ++s) mx = fmaxf(mx, pr[s * (a.hd_v + 2)]);
+  for (int d = threadIdx.x; d < a.hd_v; d += blockDim.x) {
+    float sum = 0.0f, val = 0.0f;
+    for (int64_t s = 0; s < n_split; ++s) {
+      const float* p = pr + s * (a.hd_v + 2);
+      const float f = expf(p[0] - mx);
+      sum = __fmaf_rn(p[1], f, sum);
+      val = __fmaf_rn(p[2 + d], f, val);
+    }
+    a.out[oh * a.hd_v + d] = val / sum;
   }
 }
 
@@ -131,14 +238,33 @@ bool same_shape(const attention_params& a, const attention_params& b) {
          a.scale == b.scale && a.causal == b.causal;
 }
 
+// Query heads per block for a head dim (the accumulators of HG heads x DPL dims per lane stay in registers).
+template <int DPL>
+constexpr int heads_per_block() { return DPL <= 4 ? 4 : DPL == 8 ? 2 : 1; }
+
+template <int DPL>
+void launch_attention(cuda_backend& be, const attn_args& args) {
+  constexpr int HG = heads_per_block<DPL>();
+  const int group_heads = args.n_head / args.n_head_kv, hgroups = (group_heads + HG - 1) / HG;
+  be.launch("attention", attention_kernel<DPL, HG>,
+            dim3((unsigned)args.n_tok, (unsigned)(args.n_head_kv * hgroups), (unsigned)args.n_split_max),
+            dim3(k_attn_warps * k_warp), args);
+}
+
+uint32_t next_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
 }  // namespace
 
-// One launch over every query row of every sequence: metadata [tok_seq | n_past | first | table_off | tables]
-// staged as one int32 array.
+// One launch over every query row of every sequence: metadata [tok_seq | n_past | first | tables] staged as one
+// int32 array. Each sequence's table gets the same stride and the split grid the same depth, both rounded up to
+// powers of two, so a decode step's launch keeps its shape (and its step graph) while sequences grow.
 void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t n_seqs, bool paged, const float* q,
                                     const float* k, const float* v, float* out) {
-  std::vector<int32_t> meta;
-  int64_t n_tok = 0;
+  int64_t n_tok = 0, max_blocks = 0, max_kv = 0;
   for (int64_t s = 0; s < n_seqs; ++s) {
     check_attention(seqs[s].attn);
     if (!same_shape(seqs[s].attn, seqs[0].attn) || (paged && seqs[s].block_size != seqs[0].block_size)) {
@@ -146,36 +272,51 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
                   "causality");
     }
     n_tok += seqs[s].attn.n_tokens;
+    max_kv = std::max<int64_t>(max_kv, seqs[s].attn.n_past + seqs[s].attn.n_tokens);
+    if (paged) max_blocks = std::max<int64_t>(max_blocks, check_table(seqs[s]));
   }
   if (n_tok == 0) return;
   if (n_tok > 0x7fffffff || n_seqs > 0x7fffffff) throw error("cuda attention: too many tokens");
-  meta.resize((size_t)(n_tok + 3 * n_seqs));
+  const int64_t stride = paged ? next_pow2((uint32_t)max_blocks) : 0;
+  const int64_t n_split_max = next_pow2((uint32_t)((max_kv + k_split - 1) / k_split));
+  if (n_split_max > 65535) throw error("cuda attention: too many positions");
+  if ((n_tok + 2 * n_seqs + n_seqs * stride) > 0x7fffffff) throw error("cuda attention: block tables too large");
+  std::vector<int32_t>& meta = attn_meta_;
+  meta.assign((size_t)(n_tok + 2 * n_seqs + n_seqs * stride), 0);
   int32_t* tok_seq = meta.data();
   int32_t* n_past = tok_seq + n_tok;
   int32_t* first = n_past + n_seqs;
-  int32_t* table_off = first + n_seqs;
+  int32_t* tables = first + n_seqs;
   int64_t at = 0;
   for (int64_t s = 0; s < n_seqs; ++s) {
     const attention_params& a = seqs[s].attn;
     for (int64_t t = 0; t < a.n_tokens; ++t) tok_seq[at + t] = (int32_t)s;
     n_past[s] = (int32_t)a.n_past;
     first[s] = (int32_t)at;
-    table_off[s] = (int32_t)(meta.size() - (size_t)(n_tok + 3 * n_seqs));
     if (paged) {
-      const int64_t used = check_table(seqs[s]);
-      meta.insert(meta.end(), seqs[s].block_table, seqs[s].block_table + used);
-      tok_seq = meta.data(), n_past = tok_seq + n_tok, first = n_past + n_seqs, table_off = first + n_seqs;
+      const int64_t used = (a.n_past + a.n_tokens + seqs[s].block_size - 1) / seqs[s].block_size;
+      std::copy(seqs[s].block_table, seqs[s].block_table + used, tables + s * stride);
     }
     at += a.n_tokens;
   }
   const int32_t* d = stage(meta.data(), (int64_t)meta.size());
   const attention_params& p = seqs[0].attn;
-  attn_args args{q, k, v, out, d, d + n_tok, d + n_tok + n_seqs, d + n_tok + 2 * n_seqs,
-                 paged ? d + n_tok + 3 * n_seqs : nullptr, paged ? seqs[0].block_size : 1, p.n_head, p.n_head_kv,
-                 p.head_dim_k, p.head_dim_v, p.k_row_stride, p.v_row_stride, p.scale, (int32_t)n_seqs,
-                 (int32_t)n_tok, p.causal};
-  attention_kernel<<<dim3((unsigned)n_tok, (unsigned)p.n_head), k_chunk, 0, stream_>>>(args);
-  SPINDLE_CUDA_LAUNCHED("attention");
+  float* part = nullptr;
+  if (n_split_max > 1) {
+    part = attn_part_.reserve(n_tok * p.n_head * n_split_max * (p.head_dim_v + 2), recording() ? &outgrown_ : nullptr);
+  }
+  attn_args args{q, k, v, out, part, d, d + n_tok, d + n_tok + n_seqs, paged ? d + n_tok + 2 * n_seqs : nullptr,
+                 p.k_row_stride, p.v_row_stride, (int32_t)stride, paged ? seqs[0].block_size : 1, p.n_head,
+                 p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
+                 (int32_t)n_split_max, p.causal ? 1 : 0, 0};
+  const int hd = std::max(p.head_dim_k, p.head_dim_v);
+  if (hd <= 64) launch_attention<2>(*this, args);
+  else if (hd <= 128) launch_attention<4>(*this, args);
+  else if (hd <= 256) launch_attention<8>(*this, args);
+  else launch_attention<16>(*this, args);
+  if (n_split_max > 1) {
+    launch("attention_merge", attention_merge_kernel, dim3((unsigned)n_tok, (unsigned)p.n_head), dim3(128), args);
+  }
 }
 
 void cuda_backend::attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,

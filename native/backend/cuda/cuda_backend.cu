@@ -14,9 +14,11 @@
 namespace spindle {
 
 template <typename T>
-T* device_scratch<T>::reserve(int64_t n) {
+T* device_scratch<T>::reserve(int64_t n, std::vector<void*>* keep_old) {
   if (n <= capacity) return data;
-  if (data) {
+  if (data && keep_old) {
+    keep_old->push_back(data);  // recorded ops point at it
+  } else if (data) {
     SPINDLE_CUDA_CHECK(cudaDeviceSynchronize());  // a queued op may still read the old buffer
     SPINDLE_CUDA_CHECK(cudaFree(data));
   }
@@ -40,10 +42,14 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   SPINDLE_CUDA_CHECK(cudaSetDevice(device));
   SPINDLE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   SPINDLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  graph_setup_from_env();
 }
 
 cuda_backend::~cuda_backend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  graph_teardown();
+  for (void* p : outgrown_) cudaFree(p);
+  for (void* p : freed_while_recording_) cudaFree(p);
   for (void* w : weights_) cudaFree(w);
   if (ring_host_) cudaFreeHost(ring_host_);
   if (ring_dev_) cudaFree(ring_dev_);
@@ -68,12 +74,23 @@ float* cuda_backend::alloc_f32(int64_t n) {
     cudaGetLastError();  // clear the sticky-free error state of the failed allocation
     throw error("cuda backend: out of device memory allocating " + std::to_string(bytes) + " bytes");
   }
-  SPINDLE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  const struct {
+    int op;
+    int pad;
+    void* p;
+    uint64_t bytes;
+  } sig{1, 0, p, bytes};
+  cudaStream_t s = stream_;
+  enqueue(&sig, sizeof sig, [p, bytes, s] { SPINDLE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, s)); });
   return p;
 }
 
 void cuda_backend::free_f32(float* p) {
   if (!p) return;
+  if (recording()) {  // recorded ops may still use it: freed once the stream is next drained
+    freed_while_recording_.push_back(p);
+    return;
+  }
   cudaStreamSynchronize(stream_);
   queue_drained();
   cudaFree(p);
@@ -81,6 +98,8 @@ void cuda_backend::free_f32(float* p) {
 
 void cuda_backend::upload(float* dst, const float* src, int64_t n) {
   if (n <= 0) return;
+  leave_recording();
+  qx_of_ = nullptr;
   SPINDLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, stream_));
   SPINDLE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   queue_drained();
@@ -88,14 +107,33 @@ void cuda_backend::upload(float* dst, const float* src, int64_t n) {
 
 void cuda_backend::download(float* dst, const float* src, int64_t n) {
   if (n <= 0) return;
+  leave_recording();
   SPINDLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   SPINDLE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   queue_drained();
 }
 
+void cuda_backend::queue_drained() {
+  ring_used_ = 0;
+  if (!recording()) {
+    for (void* p : freed_while_recording_) cudaFree(p);
+    freed_while_recording_.clear();
+  }
+}
+
 void cuda_backend::copy(float* dst, const float* src, int64_t n) {
   if (n <= 0 || dst == src) return;
-  SPINDLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  const struct {
+    int op;
+    int pad;
+    float* dst;
+    const float* src;
+    int64_t n;
+  } sig{2, 0, dst, src, n};
+  cudaStream_t s = stream_;
+  enqueue(&sig, sizeof sig, [dst, src, n, s] {
+    SPINDLE_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  });
 }
 
 backend_weight cuda_backend::upload_weight(ggml_type type, const void* host_data, int64_t n_in, int64_t n_out) {
@@ -118,6 +156,7 @@ backend_weight cuda_backend::upload_weight(ggml_type type, const void* host_data
 
 void cuda_backend::release_weight(backend_weight& w) {
   void* p = const_cast<void*>(w.data);
+  if (p && weights_.count(p)) leave_recording();
   if (p && weights_.erase(p)) {
     cudaStreamSynchronize(stream_);
     cudaFree(p);
@@ -126,11 +165,13 @@ void cuda_backend::release_weight(backend_weight& w) {
 }
 
 void cuda_backend::sync() {
+  leave_recording();
   SPINDLE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   queue_drained();
 }
 
 const void* cuda_backend::stage(const void* host, size_t bytes) {
+  if (recording()) return stage_recorded(host, bytes);
   size_t at = (ring_used_ + 15) & ~size_t(15);
   if (at + bytes > ring_cap_) {
     SPINDLE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // every staged copy consumed: start the ring over

@@ -9,6 +9,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -16,13 +19,29 @@
 
 namespace spindle {
 
-// Grows-only device scratch of T (never shrinks; ops are serialized on one stream).
+// Grows-only device scratch of T (never shrinks; ops are serialized on one stream). A buffer outgrown while a
+// step is being recorded is kept until the backend goes (recorded ops and step graphs may still point at it).
 template <typename T>
 struct device_scratch {
   T* data = nullptr;
   int64_t capacity = 0;
-  T* reserve(int64_t n);  // cuda_backend.cu
+  T* reserve(int64_t n, std::vector<void*>* keep_old = nullptr);  // cuda_backend.cu
   ~device_scratch();
+};
+
+// One recorded step graph (step_graph.cu): the launches' signature it was captured from, the instantiated
+// graph, the staging area its first node copies in (pinned host -> device, fixed addresses), and an event
+// marking its last launch (the host area is not rewritten before that launch has read it).
+struct step_graph {
+  std::string signature;
+  cudaGraphExec_t exec = nullptr;
+  char* stage_host = nullptr;  // pinned
+  char* stage_dev = nullptr;
+  size_t stage_cap = 0;
+  size_t want_cap = 0;  // the area the next step of this key gets (grown after a step outgrew it)
+  cudaEvent_t done = nullptr;
+  uint64_t last_use = 0;
+  bool disabled = false;  // a step of this key needed the host mid-way or outgrew the staging area
 };
 
 class cuda_backend final : public backend {
@@ -70,9 +89,20 @@ class cuda_backend final : public backend {
                              const float* v_store, float* out) override;                            // attention.cu
   void short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
                   float* state, float* y) override;                                                 // short_conv.cu
+  void short_conv_batch(const float* bcx, const int64_t* n_tokens, float* const* states, int64_t n_seqs, int64_t n_ch,
+                        int32_t l_cache, const float* w, float* y) override;                        // short_conv.cu
+  void graph_begin(uint64_t key) override;                                                          // step_graph.cu
+  void graph_end() override;                                                                        // step_graph.cu
+  void graph_abort() override;                                                                      // step_graph.cu
 
   cudaStream_t stream() const { return stream_; }
   int sm_count() const { return sm_count_; }
+
+  // Every kernel goes through launch (launch.cuh): now, or recorded into the step being built (its function,
+  // launch shape and argument bytes are the step's signature). Stream copies go through enqueue likewise.
+  template <typename... KArgs, typename... Args>
+  void launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, Args&&... args);
+  void enqueue(const void* sig, size_t sig_bytes, std::function<void()> op);  // step_graph.cu
 
  private:
   // Rows [row0, row0 + n_out) of w times x: the one matmul path (matmul.cu).
@@ -82,7 +112,16 @@ class cuda_backend final : public backend {
   const void* stage(const void* host, size_t bytes);
   template <typename T>
   const T* stage(const T* host, int64_t n) { return (const T*)stage((const void*)host, (size_t)n * sizeof(T)); }
-  void queue_drained() { ring_used_ = 0; }  // the stream is idle: every staged copy has been consumed
+  void queue_drained();  // the stream is idle: every staged copy has been consumed, deferred frees done
+  bool recording() const { return rec_ != nullptr; }
+  void sig_add(const void* p, size_t n) { rec_sig_.append((const char*)p, n); }
+  // Runs what the step recorded so far op by op, and the rest of the step too (step_graph.cu).
+  void play_recorded_eagerly();
+  const void* stage_recorded(const void* host, size_t bytes);  // stage() inside a recorded step
+  void destroy_graph(step_graph& g);
+  void leave_recording();  // before an op that needs the host: the step goes on op by op
+  void graph_setup_from_env();
+  void graph_teardown();
   void attention_launch(const paged_attention_params* seqs, int64_t n_seqs, bool paged, const float* q,
                         const float* k, const float* v, float* out);  // attention.cu
 
@@ -94,7 +133,27 @@ class cuda_backend final : public backend {
   size_t ring_cap_ = 0, ring_used_ = 0;
   device_scratch<int8_t> qx_;      // quantized activations [n_rows, n_in] (matmul.cu)
   device_scratch<float> qx_scale_; // [n_rows, n_in / 32] d, then [n_rows, n_in / 32] d * sum(q)
+  // What qx_ holds: the quantized rows of qx_of_ [qx_rows, qx_n_in], valid while only matmuls ran since (q, k, v
+  // and gate, up read one input: it is quantized once). Null when unknown.
+  const float* qx_of_ = nullptr;
+  int64_t qx_rows_ = 0, qx_n_in_ = 0;
   std::unordered_set<void*> weights_;  // uploaded weights not yet released (freed with the backend)
+  device_scratch<float> attn_part_;    // split attention partials (attention.cu)
+  std::vector<int32_t> attn_meta_;     // host metadata of the last attention launch (attention.cu)
+  std::vector<void*> outgrown_;        // scratch buffers outgrown while recording (freed with the backend)
+  std::vector<void*> freed_while_recording_;  // free_f32 calls of a recorded step (freed when the stream drains)
+
+  // Step graphs (step_graph.cu).
+  std::map<uint64_t, step_graph> graphs_;
+  step_graph* rec_ = nullptr;              // the step being recorded, or null (ops run as they are issued)
+  std::string rec_sig_;                    // its signature so far
+  std::vector<std::function<void()>> rec_ops_;
+  size_t rec_stage_used_ = 0;              // bytes staged into rec_->stage_host so far
+  std::vector<std::pair<size_t, size_t>> rec_stages_;  // (offset, bytes) of this step's staged arrays
+  uint64_t graph_clock_ = 0;
+  bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
+  bool graph_stats_ = false;               // SPINDLE_CUDA_GRAPH_STATS=1 prints the counts below at exit
+  uint64_t n_replays_ = 0, n_captures_ = 0, n_eager_steps_ = 0;
 };
 
 }  // namespace spindle

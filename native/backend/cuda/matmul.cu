@@ -7,6 +7,7 @@
 // Quantized weights use activations quantized per 32 values (quantize_q8_32); float weights the f32 ones.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/pack_x32.h"
 
@@ -40,10 +41,12 @@ struct mmv_shape {
   int64_t n_units;  // units per row
   int64_t row0;     // first weight row of the call
   int64_t n_out;    // rows of the call
-  int splits;       // S: K segments (warps per row group)
   float* y;         // [n_tok, ldy]
   int64_t ldy;
+  int splits;       // S: K segments (warps per row group)
+  int pad_;         // no padding bytes (launch.cuh)
 };
+static_assert(sizeof(mmv_shape) == 2 * sizeof(void*) + 4 * 8 + 2 * 4, "mmv_shape has padding");
 
 template <class Q, int NT>
 __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mmv_act a) {
@@ -91,20 +94,19 @@ int splits_for(int64_t n_units, int64_t n_out) {
 }
 
 template <class Q, int NT>
-void launch_nt(const mmv_shape& sh, const mmv_act& a, cudaStream_t stream) {
+void launch_nt(cuda_backend& be, const mmv_shape& sh, const mmv_act& a) {
   const int64_t groups = (sh.n_out + k_warp - 1) / k_warp;
   const int64_t per_block = k_mmv_warps / sh.splits;
   const dim3 grid((unsigned)((groups + per_block - 1) / per_block), (unsigned)((a.n_tok + NT - 1) / NT));
-  mmv_x32<Q, NT><<<grid, k_mmv_warps * k_warp, 0, stream>>>(sh, a);
-  SPINDLE_CUDA_LAUNCHED("mmv_x32");
+  be.launch("mmv_x32", mmv_x32<Q, NT>, grid, dim3(k_mmv_warps * k_warp), sh, a);
 }
 
 template <class Q>
-void launch(const mmv_shape& sh, const mmv_act& a, cudaStream_t stream) {
-  if (a.n_tok <= 1) launch_nt<Q, 1>(sh, a, stream);
-  else if (a.n_tok <= 2) launch_nt<Q, 2>(sh, a, stream);
-  else if (a.n_tok <= 4) launch_nt<Q, 4>(sh, a, stream);
-  else launch_nt<Q, 8>(sh, a, stream);
+void launch_mmv(cuda_backend& be, const mmv_shape& sh, const mmv_act& a) {
+  if (a.n_tok <= 1) launch_nt<Q, 1>(be, sh, a);
+  else if (a.n_tok <= 2) launch_nt<Q, 2>(be, sh, a);
+  else if (a.n_tok <= 4) launch_nt<Q, 4>(be, sh, a);
+  else launch_nt<Q, 8>(be, sh, a);
 }
 
 }  // namespace
@@ -114,28 +116,38 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
   if (n_rows <= 0 || n_out <= 0) return;
   if (n_rows > 65535LL * 8) throw error("cuda matmul: too many rows in one call");
   const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
-  mmv_shape sh{(const uint8_t*)w.data, xs.n_units, row0, n_out, splits_for(xs.n_units, n_out), y, n_out};
+  mmv_shape sh{(const uint8_t*)w.data, xs.n_units, row0, n_out, y, n_out, splits_for(xs.n_units, n_out), 0};
   mmv_act a{nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
   const bool quantized = w.type != ggml_type::F32 && w.type != ggml_type::F16 && w.type != ggml_type::BF16;
   if (quantized) {
     const int64_t n_sub = n_rows * a.nsub;
-    a.qx = qx_.reserve(n_rows * w.n_in);
-    float* scales = qx_scale_.reserve(2 * n_sub);
+    const bool have = qx_of_ == x && qx_rows_ == n_rows && qx_n_in_ == w.n_in;  // same input as the last matmul
+    std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;
+    a.qx = qx_.reserve(n_rows * w.n_in, keep);
+    float* scales = qx_scale_.reserve(2 * n_sub, keep);
     a.dx = scales;
     a.sx = scales + n_sub;
-    quantize_q8_32<<<grid_for(n_sub, 8), 8 * k_warp, 0, stream_>>>(x, w.n_in, n_sub, a.nsub, (int8_t*)a.qx,
-                                                                 scales, scales + n_sub);
-    SPINDLE_CUDA_LAUNCHED("quantize_q8_32");
+    if (!have) {
+      launch("quantize_q8_32", quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), x, w.n_in, n_sub, a.nsub,
+             (int8_t*)a.qx, scales, scales + n_sub);
+    }
   }
   switch (w.type) {
-    case ggml_type::F32: launch<x32_f32>(sh, a, stream_); break;
-    case ggml_type::F16: launch<x32_f16>(sh, a, stream_); break;
-    case ggml_type::BF16: launch<x32_bf16>(sh, a, stream_); break;
-    case ggml_type::Q8_0: launch<x32_q8_0>(sh, a, stream_); break;
-    case ggml_type::Q4_0: launch<x32_q4_0>(sh, a, stream_); break;
-    case ggml_type::Q4_K: launch<x32_q4_K>(sh, a, stream_); break;
-    case ggml_type::Q6_K: launch<x32_q6_K>(sh, a, stream_); break;
+    case ggml_type::F32: launch_mmv<x32_f32>(*this, sh, a); break;
+    case ggml_type::F16: launch_mmv<x32_f16>(*this, sh, a); break;
+    case ggml_type::BF16: launch_mmv<x32_bf16>(*this, sh, a); break;
+    case ggml_type::Q8_0: launch_mmv<x32_q8_0>(*this, sh, a); break;
+    case ggml_type::Q4_0: launch_mmv<x32_q4_0>(*this, sh, a); break;
+    case ggml_type::Q4_K: launch_mmv<x32_q4_K>(*this, sh, a); break;
+    case ggml_type::Q6_K: launch_mmv<x32_q6_K>(*this, sh, a); break;
     default: throw error("cuda matmul: unsupported weight type");
+  }
+  // The launches above forgot the quantized input; it still holds unless y overwrote x.
+  const bool y_hits_x = y < x + n_rows * w.n_in && x < y + n_rows * n_out;
+  if (quantized && !y_hits_x) {
+    qx_of_ = x;
+    qx_rows_ = n_rows;
+    qx_n_in_ = w.n_in;
   }
 }
 

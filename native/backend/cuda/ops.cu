@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/pack_x32.h"
 
@@ -26,13 +27,12 @@ __global__ void get_rows_x32(const uint8_t* w, int64_t n_units, int64_t n_in, co
 }
 
 template <class Q>
-void launch_get_rows(const backend_weight& t, int64_t n_units, const int32_t* ids, int64_t n, float* out,
-                     cudaStream_t s) {
+void launch_get_rows(cuda_backend& be, const backend_weight& t, int64_t n_units, const int32_t* ids, int64_t n,
+                     float* out) {
   for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
     const int64_t m = n - i0 < 65535 ? n - i0 : 65535;
-    get_rows_x32<Q><<<dim3(grid_for(t.n_in, k_threads), (unsigned)m), k_threads, 0, s>>>(
-        (const uint8_t*)t.data, n_units, t.n_in, ids + i0, m, out + i0 * t.n_in);
-    SPINDLE_CUDA_LAUNCHED("get_rows_x32");
+    be.launch("get_rows_x32", get_rows_x32<Q>, dim3(grid_for(t.n_in, k_threads), (unsigned)m), dim3(k_threads),
+              (const uint8_t*)t.data, n_units, t.n_in, ids + i0, m, out + i0 * t.n_in);
   }
 }
 
@@ -167,13 +167,13 @@ void cuda_backend::get_rows(const backend_weight& table, const int32_t* ids, int
   const int32_t* d_ids = stage(ids, n);
   const int64_t n_units = x32_shape_of(table.type, table.n_in, table.n_out).n_units;
   switch (table.type) {
-    case ggml_type::F32: launch_get_rows<x32_f32>(table, n_units, d_ids, n, out, stream_); break;
-    case ggml_type::F16: launch_get_rows<x32_f16>(table, n_units, d_ids, n, out, stream_); break;
-    case ggml_type::BF16: launch_get_rows<x32_bf16>(table, n_units, d_ids, n, out, stream_); break;
-    case ggml_type::Q8_0: launch_get_rows<x32_q8_0>(table, n_units, d_ids, n, out, stream_); break;
-    case ggml_type::Q4_0: launch_get_rows<x32_q4_0>(table, n_units, d_ids, n, out, stream_); break;
-    case ggml_type::Q4_K: launch_get_rows<x32_q4_K>(table, n_units, d_ids, n, out, stream_); break;
-    case ggml_type::Q6_K: launch_get_rows<x32_q6_K>(table, n_units, d_ids, n, out, stream_); break;
+    case ggml_type::F32: launch_get_rows<x32_f32>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::F16: launch_get_rows<x32_f16>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::BF16: launch_get_rows<x32_bf16>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q8_0: launch_get_rows<x32_q8_0>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q4_0: launch_get_rows<x32_q4_0>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q4_K: launch_get_rows<x32_q4_K>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q6_K: launch_get_rows<x32_q6_K>(*this, table, n_units, d_ids, n, out); break;
     default: throw error("get_rows: unsupported table type");
   }
 }
@@ -185,70 +185,60 @@ void cuda_backend::copy_rows(float* dst, const int64_t* dst_rows, const float* s
   const int64_t* d_src = src_rows ? stage(src_rows, n) : nullptr;
   for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
     const int64_t m = std::min<int64_t>(n - i0, 65535);
-    copy_rows_kernel<<<dim3(grid_for(width, k_threads), (unsigned)m), k_threads, 0, stream_>>>(
+    launch("copy_rows", copy_rows_kernel, dim3(dim3(grid_for(width, k_threads), (unsigned)m)), dim3(k_threads), 
         dst_rows ? dst : dst + i0 * width, d_dst ? d_dst + i0 : nullptr, src_rows ? src : src + i0 * width,
         d_src ? d_src + i0 : nullptr, width);
-    SPINDLE_CUDA_LAUNCHED("copy_rows");
   }
 }
 
 void cuda_backend::scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return;
   const float* d_s = stage(s, n_rows);
-  scale_rows_kernel<<<grid_for(n_rows * n, k_threads), k_threads, 0, stream_>>>(x, d_s, n_rows, n);
-  SPINDLE_CUDA_LAUNCHED("scale_rows");
+  launch("scale_rows", scale_rows_kernel, dim3(grid_for(n_rows * n, k_threads)), dim3(k_threads), x, d_s, n_rows, n);
 }
 
 void cuda_backend::add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return;
-  add_row_vector_kernel<<<grid_for(n_rows * n, k_threads), k_threads, 0, stream_>>>(x, b, n_rows, n);
-  SPINDLE_CUDA_LAUNCHED("add_row_vector");
+  launch("add_row_vector", add_row_vector_kernel, dim3(grid_for(n_rows * n, k_threads)), dim3(k_threads), x, b, n_rows, n);
 }
 
 void cuda_backend::add(const float* a, const float* b, float* y, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(a, b, y, n);
-  SPINDLE_CUDA_LAUNCHED("add");
+  launch("add", add_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), a, b, y, n);
 }
 
 void cuda_backend::swiglu(const float* gate, const float* up, float* y, int64_t n) {
   if (n <= 0) return;
-  swiglu_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(gate, up, y, n);
-  SPINDLE_CUDA_LAUNCHED("swiglu");
+  launch("swiglu", swiglu_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), gate, up, y, n);
 }
 
 void cuda_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("rms_norm: too many rows");
-  rms_norm_kernel<<<(unsigned)n_rows, n >= 1024 ? 1024 : 128, 0, stream_>>>(x, w, y, n, eps);
-  SPINDLE_CUDA_LAUNCHED("rms_norm");
+  launch("rms_norm", rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, w, y, n, eps);
 }
 
 void cuda_backend::layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
                               float eps) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("layer_norm: too many rows");
-  layer_norm_kernel<<<(unsigned)n_rows, n >= 1024 ? 1024 : 128, 0, stream_>>>(x, w, b, y, n, eps);
-  SPINDLE_CUDA_LAUNCHED("layer_norm");
+  launch("layer_norm", layer_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, w, b, y, n, eps);
 }
 
 void cuda_backend::gelu(const float* x, float* y, int64_t n) {
   if (n <= 0) return;
-  gelu_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(x, y, n);
-  SPINDLE_CUDA_LAUNCHED("gelu");
+  launch("gelu", gelu_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, y, n);
 }
 
 void cuda_backend::gelu_quick(const float* x, float* y, int64_t n) {
   if (n <= 0) return;
-  gelu_quick_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(x, y, n);
-  SPINDLE_CUDA_LAUNCHED("gelu_quick");
+  launch("gelu_quick", gelu_quick_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, y, n);
 }
 
 void cuda_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("softmax: too many rows");
-  softmax_kernel<<<(unsigned)n_rows, 256, 0, stream_>>>(x, n, scale);
-  SPINDLE_CUDA_LAUNCHED("softmax");
+  launch("softmax", softmax_kernel, dim3((unsigned)n_rows), dim3(256), x, n, scale);
 }
 
 void cuda_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
@@ -260,9 +250,8 @@ void cuda_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_d
   const int32_t* d_pos = stage(pos, n_rows);
   const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
   const int64_t n = n_rows * n_head * (p.n_rot / 2);
-  rope_kernel<<<grid_for(n, k_threads), k_threads, 0, stream_>>>(x, n_rows, n_head, head_dim, d_pos, p.n_rot,
+  launch("rope", rope_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, n_rows, n_head, head_dim, d_pos, p.n_rot,
                                                                  theta_scale, p.freq_scale, p.neox, p.freq_factors);
-  SPINDLE_CUDA_LAUNCHED("rope");
 }
 
 }  // namespace spindle

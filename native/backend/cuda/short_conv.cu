@@ -3,9 +3,11 @@
 // Invariant: channels are independent; the state is rewritten only after every output was computed, rows in
 // ascending order, so each old row is read before it is overwritten (as the CPU kernel does).
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace spindle {
 
@@ -18,10 +20,9 @@ __device__ __forceinline__ float conv_input(const float* bcx, const float* state
   return row[c] * row[2 * n_ch + c];
 }
 
-__global__ void short_conv_kernel(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
-                                  float* state, float* y) {
-  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= n_ch) return;
+// Channel c of one sequence: its outputs, then its state.
+__device__ __forceinline__ void conv_channel(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache,
+                                             const float* w, float* state, float* y, int64_t c) {
   const int32_t d = l_cache - 1;
   for (int64_t t = 0; t < n_tokens; ++t) {
     float acc = 0.0f;
@@ -29,6 +30,22 @@ __global__ void short_conv_kernel(const float* bcx, int64_t n_tokens, int64_t n_
     y[t * n_ch + c] = bcx[t * 3 * n_ch + n_ch + c] * acc;
   }
   for (int32_t i = 0; i < d; ++i) state[i * n_ch + c] = conv_input(bcx, state, n_ch, d, n_tokens - d + i, c);
+}
+
+__global__ void short_conv_kernel(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
+                                  float* state, float* y) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < n_ch) conv_channel(bcx, n_tokens, n_ch, l_cache, w, state, y, c);
+}
+
+// Sequence blockIdx.y of a batch: meta[3 s ..] = its first row, its token count, its state (a device address).
+__global__ void short_conv_batch_kernel(const float* bcx, const int64_t* meta, int64_t n_ch, int32_t l_cache,
+                                        const float* w, float* y) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= n_ch) return;
+  const int64_t* m = meta + 3 * (int64_t)blockIdx.y;
+  float* state = (float*)(uintptr_t)m[2];
+  conv_channel(bcx + m[0] * 3 * n_ch, m[1], n_ch, l_cache, w, state, y + m[0] * n_ch, c);
 }
 
 }  // namespace
@@ -40,8 +57,27 @@ void cuda_backend::short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, 
                 std::to_string(n_ch) + ", " + std::to_string(l_cache));
   }
   if (n_tokens == 0) return;
-  short_conv_kernel<<<grid_for(n_ch, 128), 128, 0, stream_>>>(bcx, n_tokens, n_ch, l_cache, w, state, y);
-  SPINDLE_CUDA_LAUNCHED("short_conv");
+  launch("short_conv", short_conv_kernel, dim3(grid_for(n_ch, 128)), dim3(128), bcx, n_tokens, n_ch, l_cache, w, state,
+         y);
+}
+
+void cuda_backend::short_conv_batch(const float* bcx, const int64_t* n_tokens, float* const* states, int64_t n_seqs,
+                                    int64_t n_ch, int32_t l_cache, const float* w, float* y) {
+  if (n_ch <= 0 || l_cache < 2 || n_seqs < 0 || n_seqs > 65535) {
+    throw error("short_conv_batch: need n_ch > 0, l_cache >= 2 and at most 65535 sequences, got " +
+                std::to_string(n_ch) + ", " + std::to_string(l_cache) + ", " + std::to_string(n_seqs));
+  }
+  std::vector<int64_t> meta;  // first row, tokens, state per sequence with tokens
+  int64_t at = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    if (n_tokens[s] < 0) throw error("short_conv_batch: negative token count");
+    if (n_tokens[s] > 0) meta.insert(meta.end(), {at, n_tokens[s], (int64_t)(uintptr_t)states[s]});
+    at += n_tokens[s];
+  }
+  if (meta.empty()) return;
+  const int64_t* d_meta = stage(meta.data(), (int64_t)meta.size());
+  launch("short_conv_batch", short_conv_batch_kernel, dim3(grid_for(n_ch, 128), (unsigned)(meta.size() / 3)),
+         dim3(128), bcx, d_meta, n_ch, l_cache, w, y);
 }
 
 }  // namespace spindle

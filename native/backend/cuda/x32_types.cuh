@@ -23,7 +23,9 @@ struct mmv_act {
   int64_t n_in;
   int64_t nsub;  // n_in / 32
   int n_tok;     // tokens in the call (t0 + t < n_tok are valid)
+  int pad_ = 0;  // no padding bytes: launch signatures compare argument bytes (launch.cuh)
 };
+static_assert(sizeof(mmv_act) == 4 * sizeof(void*) + 2 * 8 + 2 * 4, "mmv_act has padding");
 
 __device__ __forceinline__ float ld_half(const uint8_t* p) { return __half2float(*(const __half*)p); }
 __device__ __forceinline__ float ld_bf16(const uint8_t* p) { return __bfloat162float(*(const __nv_bfloat16*)p); }

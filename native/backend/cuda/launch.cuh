@@ -1,0 +1,40 @@
+// cuda_backend::launch: every kernel of the backend goes through here. Outside a recorded step the kernel is
+// launched at once; inside one (graph_begin .. graph_end, step_graph.cu) the launch is kept as an op to run
+// at graph_end, and its kernel, grid, block and argument bytes are appended to the step's signature, which is
+// what decides whether a step may replay an earlier step's graph.
+// Invariant: kernel argument structs have no padding bytes (each says so with a static_assert), so equal
+// launches give equal signatures.
+#pragma once
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace spindle {
+
+template <typename... KArgs, typename... Args>
+void cuda_backend::launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, Args&&... args) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  qx_of_ = nullptr;  // any kernel may write the activations the last quantization came from
+  using arg_tuple = std::tuple<std::decay_t<KArgs>...>;
+  arg_tuple a(std::forward<Args>(args)...);  // converted to the kernel's parameter types now
+  if (!recording()) {
+    std::apply([&](auto&... v) { kernel<<<grid, block, 0, stream_>>>(v...); }, a);
+    SPINDLE_CUDA_LAUNCHED(name);
+    return;
+  }
+  const void* fn = (const void*)kernel;
+  const unsigned shape[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  sig_add(&fn, sizeof fn);
+  sig_add(shape, sizeof shape);
+  std::apply([&](const auto&... v) { (sig_add(&v, sizeof v), ...); }, a);
+  cudaStream_t s = stream_;
+  enqueue(nullptr, 0, [kernel, grid, block, a, name, s]() {
+    std::apply([&](const auto&... v) { kernel<<<grid, block, 0, s>>>(v...); }, a);
+    SPINDLE_CUDA_LAUNCHED(name);
+  });
+}
+
+}  // namespace spindle
