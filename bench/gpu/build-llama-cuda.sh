@@ -5,8 +5,8 @@
 # The CPU machines have nvcc and the CUDA runtime but no cuBLAS. ggml-cuda needs cuBLAS's headers to compile and
 # links against libcublas.so.13: point CUBLAS_INCLUDE at a folder holding cublas_v2.h / cublas_api.h of CUDA 13
 # (the GPU machine's toolkit has them); the link uses an empty stand-in library carrying the soname
-# libcublas.so.13, and the GPU machine's real library is found at run time (device-run.sh sets LD_LIBRARY_PATH).
-# Takes about an hour on 2 cores; the result (about 40 MB) travels to the GPU machine in .gpu/llama.
+# libcublas.so.13, and the GPU machine's real library is preloaded at run time (session-run.sh).
+# Takes about 30 minutes on 2 cores; the result (about 35 MB) travels to the GPU machine in .gpu/llama.
 set -euo pipefail
 out="${1:?usage: build-llama-cuda.sh OUT_DIR [CUDA_ARCH]}"
 arch="${2:-90-real}"
@@ -28,4 +28,5 @@ cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML
 cmake --build "$work/build" --target llama-bench llama-batched-bench
 cp "$work/build/bin/llama-bench" "$work/build/bin/llama-batched-bench" "$work"/build/bin/*.so* "$out/"
 strip --strip-unneeded "$out"/*.so* 2>/dev/null || true
+xz -T0 -f "$out"/libggml-cuda.so.*.*  # about 19 MB: session-run.sh unpacks it on the GPU machine
 du -sh "$out"

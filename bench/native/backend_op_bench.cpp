@@ -33,6 +33,26 @@ double per_call_us(backend& be, int reps, F&& f) {
   return (now_s() - t0) / reps * 1e6;
 }
 
+// The same calls recorded as one step graph (backend::graph_begin / graph_end) and replayed: the GPU time per
+// call without the host's launch cost (equal to per_call_us on a backend without graphs).
+uint64_t g_key = 1;
+template <class F>
+double per_call_graph_us(backend& be, int reps, F&& f) {
+  const uint64_t key = 0x5eed0000 + g_key++;
+  const auto step = [&] {
+    be.graph_begin(key);
+    for (int i = 0; i < reps; ++i) f();
+    be.graph_end();
+  };
+  step();  // first seen: op by op
+  step();  // captured
+  be.sync();
+  const double t0 = now_s();
+  step();
+  be.sync();
+  return (now_s() - t0) / reps * 1e6;
+}
+
 struct type_info {
   ggml_type type;
   const char* name;
@@ -59,17 +79,20 @@ int main(int argc, char** argv) {
   be->upload(x, ones.data(), max_tok * width);
 
   // Small ops: what one step pays per op regardless of size.
-  std::printf("small ops (one decode row of %lld):\n", (long long)n_embd);
-  std::printf("  add           %8.2f us\n", per_call_us(*be, reps, [&] { be->add(x, z, z, n_embd); }));
-  std::printf("  rms_norm      %8.2f us\n", per_call_us(*be, reps, [&] { be->rms_norm(x, nullptr, z, 1, n_embd, 1e-5f); }));
-  std::printf("  swiglu        %8.2f us (n_ff)\n", per_call_us(*be, reps, [&] { be->swiglu(x, x, z, n_ff); }));
+  std::printf("small ops (one decode row of %lld): us per call launched / in a step graph\n", (long long)n_embd);
+  const auto both = [&](const char* name, auto&& f) {
+    const double a = per_call_us(*be, reps, f), g = per_call_graph_us(*be, reps, f);
+    std::printf("  %-22s %8.2f / %6.2f us\n", name, a, g);
+  };
+  both("add", [&] { be->add(x, z, z, n_embd); });
+  both("rms_norm", [&] { be->rms_norm(x, nullptr, z, 1, n_embd, 1e-5f); });
+  both("swiglu (n_ff)", [&] { be->swiglu(x, x, z, n_ff); });
   const int32_t pos[1] = {7};
   rope_params rp;
   rp.n_rot = 64;
-  std::printf("  rope          %8.2f us (32 heads x 64)\n", per_call_us(*be, reps, [&] { be->rope(z, 1, 32, 64, pos, rp); }));
+  both("rope (32 heads x 64)", [&] { be->rope(z, 1, 32, 64, pos, rp); });
   const int64_t dst_rows[1] = {3};
-  std::printf("  copy_rows     %8.2f us (1 row of 512)\n",
-              per_call_us(*be, reps, [&] { be->copy_rows(z, dst_rows, x, nullptr, 1, 512); }));
+  both("copy_rows (1 x 512)", [&] { be->copy_rows(z, dst_rows, x, nullptr, 1, 512); });
 
   // Matmuls of the model's shapes.
   const type_info types[] = {{ggml_type::Q4_K, "q4_K", 256, 144}, {ggml_type::Q6_K, "q6_K", 256, 210},
@@ -81,7 +104,7 @@ int main(int argc, char** argv) {
   } shapes[] = {{"attn_q/o", n_embd, n_embd}, {"attn_kv", n_embd / 4, n_embd}, {"ffn_up", n_ff, n_embd},
                 {"ffn_down", n_embd, n_ff}, {"output", n_vocab, n_embd}};
   const int toks[] = {1, 2, 8, 64, 512};
-  std::printf("matmul: us per call (weight GB/s) by tokens\n");
+  std::printf("matmul: us per call (weight GB/s) by tokens; g1: one token in a step graph\n");
   for (const type_info& ti : types) {
     for (const shape& s : shapes) {
       const int64_t bytes = s.n_out * s.n_in / ti.block_values * ti.block_bytes;
@@ -93,6 +116,9 @@ int main(int argc, char** argv) {
         const double us = per_call_us(*be, r, [&] { be->matmul(w, x, t, y); });
         std::printf("  t%-3d %8.1f (%6.0f)", t, us, (double)bytes / (us * 1e-6) / 1e9);
       }
+      int flip = 0;  // alternate inputs, so each call quantizes its own (no reuse of the last quantization)
+      const double g1 = per_call_graph_us(*be, reps, [&] { be->matmul(w, (flip++ & 1) ? z : x, 1, y); });
+      std::printf("  g1 %6.1f (%6.0f)", g1, (double)bytes / (g1 * 1e-6) / 1e9);
       std::printf("\n");
       be->release_weight(w);
     }
@@ -127,8 +153,11 @@ int main(int argc, char** argv) {
       }
       const double us = per_call_us(*be, std::max(4, reps / 10),
                                     [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
+      const double gus = per_call_graph_us(*be, std::max(4, reps / 10),
+                                           [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
       const double kv_bytes = 2.0 * n_seqs * n_ctx * row * sizeof(float);
-      std::printf("  seqs %-3d ctx %-5d %9.1f us (%6.0f GB/s of K/V)\n", n_seqs, n_ctx, us, kv_bytes / (us * 1e-6) / 1e9);
+      std::printf("  seqs %-3d ctx %-5d %9.1f us (%6.0f GB/s of K/V), in a step graph %9.1f us\n", n_seqs, n_ctx, us,
+                  kv_bytes / (us * 1e-6) / 1e9, gus);
       be->free_f32(k);
       be->free_f32(v);
       be->free_f32(q);

@@ -116,9 +116,11 @@ int main(int argc, char** argv) {
 #ifdef SPINDLE_CUDA
     if (opt.device != "cpu") {
       const cuda_graph_counts c = cuda_step_graph_counts();
-      std::printf("step graphs: %llu replayed, %llu captured, %llu first seen, %llu op by op%s\n",
+      const uint64_t steps = c.replayed + c.captured + c.first_seen;
+      std::printf("step graphs: %llu replayed, %llu captured, %llu first seen, %llu op by op, host recording %.1f us "
+                  "per step%s\n",
                   (unsigned long long)c.replayed, (unsigned long long)c.captured, (unsigned long long)c.first_seen,
-                  (unsigned long long)c.op_by_op,
+                  (unsigned long long)c.op_by_op, steps ? c.record_seconds / (double)steps * 1e6 : 0.0,
                   std::getenv("SPINDLE_CUDA_GRAPHS") ? " (SPINDLE_CUDA_GRAPHS set)" : "");
     }
 #endif

@@ -195,8 +195,10 @@ int cuda_device_count(std::string* why);
 // Step-graph counts of every CUDA backend of the process so far (tests and benchmarks): steps that replayed a
 // graph, steps captured into a new or updated graph, steps that needed the host mid-way and ran op by op, and
 // steps of a shape seen for the first time (run op by op; captured if they repeat).
+// record_seconds: host time from graph_begin to graph_end (the model's host work plus recording), all steps.
 struct cuda_graph_counts {
   uint64_t replayed = 0, captured = 0, op_by_op = 0, first_seen = 0;
+  double record_seconds = 0;
 };
 cuda_graph_counts cuda_step_graph_counts();
 #endif

@@ -132,3 +132,49 @@ TEST_CASE("cuda get_rows: the CPU's dequantized rows, bit for bit") {
     be.gpu->release_weight(gw);
   }
 }
+
+TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the one-token path, every quantized type") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(17);
+  for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::Q4_0}) {
+    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    // rows: one tile, a partial tile, several tiles with few rows per K segment; K: one stage, several, and
+    // (q8_0 / q4_0) stages cut short by the K segments
+    for (const shape sh : {shape{k_quant ? 256 : 96, 80}, shape{2048, 96}, shape{k_quant ? 1024 : 544, 1000},
+                           shape{8192, 64}}) {
+      for (int64_t n_tok : {16, 70, 130}) {
+        const std::vector<uint8_t> w = kernels_test::random_rows(type, sh.n_out, sh.n_in, rng);
+        const std::vector<float> x = kernels_test::random_activations(n_tok, sh.n_in, rng);
+        backend_weight gw = be.gpu->upload_weight(type, w.data(), sh.n_in, sh.n_out);
+        buf gx(*be.gpu, x), gy(*be.gpu, n_tok * sh.n_out);
+        be.gpu->matmul(gw, gx.p(), n_tok, gy.p());
+        const std::vector<float> yg = gy.get();
+        const std::vector<double> ref = reference(type, w, sh.n_in, 0, sh.n_out, x, n_tok);
+        const double err = rel_err(yg, ref);
+        std::printf("  mma %-5s %5lld x %5lld, %3lld tokens: rel err %.2e\n", type_name(type), (long long)sh.n_out,
+                    (long long)sh.n_in, (long long)n_tok, err);
+        CHECK(err <= 3e-2);
+        for (int64_t t : {int64_t(0), n_tok / 2, n_tok - 1}) {  // a token alone (the one-token kernel): same bits
+          buf gy1(*be.gpu, sh.n_out);
+          be.gpu->matmul(gw, gx.p() + t * sh.n_in, 1, gy1.p());
+          const std::vector<float> y1 = gy1.get();
+          CHECK(same_bits(y1.data(), yg.data() + t * sh.n_out, (size_t)sh.n_out));
+        }
+        be.gpu->release_weight(gw);
+      }
+    }
+    // experts (rows from a multiple of 32): the same
+    const int64_t n_in = k_quant ? 512 : 128, n_out = 64, n_expert = 3, n_tok = 40;
+    const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out * n_expert, n_in, rng);
+    const std::vector<float> x = kernels_test::random_activations(n_tok, n_in, rng);
+    backend_weight gw = be.gpu->upload_weight(type, w.data(), n_in, n_out * n_expert);
+    buf gx(*be.gpu, x), gy(*be.gpu, n_tok * n_out), gy1(*be.gpu, n_out);
+    be.gpu->matmul_expert(gw, 2, n_out, gx.p(), n_tok, gy.p());
+    be.gpu->matmul_expert(gw, 2, n_out, gx.p() + 7 * n_in, 1, gy1.p());
+    const std::vector<float> yg = gy.get(), y1 = gy1.get();
+    CHECK(rel_err(yg, reference(type, w, n_in, 2 * n_out, n_out, x, n_tok)) <= 3e-2);
+    CHECK(same_bits(y1.data(), yg.data() + 7 * n_out, (size_t)n_out));
+    be.gpu->release_weight(gw);
+  }
+}

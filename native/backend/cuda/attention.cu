@@ -1,7 +1,7 @@
 // Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
 // bidirectional attention: every query of a sequence attends to all of its positions).
 // Work split: one block per (query row, KV head, head group of up to HG query heads sharing that KV head, split
-// of k_split positions). Each of the block's 4 warps takes k_split / 4 consecutive positions; for a position, the
+// of k_split = 32 positions: short splits keep the chain of dependent loads per block short for decode). Each of the block's 4 warps takes k_split / 4 consecutive positions; for a position, the
 // 32 lanes hold strided dims of q and of the K / V row (one coalesced read of each row serves every query head of
 // the group), the q . k partial sums meet in a fixed butterfly, and an online softmax (running max and sum) keeps
 // the weighted V sum. The block merges its warps in order (0..3); a query row whose positions need more than one
@@ -21,7 +21,7 @@ namespace spindle {
 namespace {
 
 constexpr int k_attn_warps = 4;
-constexpr int k_split = 128;          // positions per split (k_split / k_attn_warps per warp)
+constexpr int k_split = 32;           // positions per split (k_split / k_attn_warps per warp)
 constexpr int k_max_head_dim = 512;   // 16 dims per lane
 constexpr int k_group = 4;            // positions a warp reads before it updates its softmax state
 
@@ -63,6 +63,7 @@ __device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_
 
 template <int DPL, int HG>
 __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_args a) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float sm_m[k_attn_warps][HG], sm_l[k_attn_warps][HG];
   __shared__ float sm_acc[k_attn_warps][HG][DPL * k_warp];
   const int64_t i = blockIdx.x;
@@ -97,6 +98,8 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
   for (int64_t jb = j0; jb < j1; jb += k_group) {
     float s[k_group][HG];
     int64_t rows[k_group];
+    constexpr bool prefetch_v = DPL <= 4;  // V rows read with the K rows (registers allowing)
+    float vr[k_group][prefetch_v ? DPL : 1];
 #pragma unroll
     for (int u = 0; u < k_group; ++u) {
       const bool ok = jb + u < j1;
@@ -106,6 +109,7 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
       for (int r = 0; r < DPL; ++r) {
         const int d = lane + r * k_warp;
         kr[r] = ok && d < a.hd_k ? kbase[rows[u] * a.k_stride + d] : 0.0f;
+        if constexpr (prefetch_v) vr[u][r] = ok && d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
       }
 #pragma unroll
       for (int h = 0; h < HG; ++h) {
@@ -139,7 +143,9 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
 #pragma unroll
       for (int r = 0; r < DPL; ++r) {
         const int d = lane + r * k_warp;
-        const float vv = d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
+        float vv;
+        if constexpr (prefetch_v) vv = vr[u][r];
+        else vv = d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
 #pragma unroll
         for (int h = 0; h < HG; ++h) acc[h][r] = __fmaf_rn(s[u][h], vv, acc[h][r]);
       }
@@ -185,6 +191,7 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
 
 // Merges the splits of every (query row, head) that has more than one, in split order.
 __global__ void attention_merge_kernel(attn_args a) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t n_kv = n_kv_of(a, i, a.tok_seq[i]);

@@ -151,7 +151,9 @@ class cuda_backend final : public backend {
   size_t rec_stage_used_ = 0;              // bytes staged into rec_->stage_host so far
   std::vector<std::pair<size_t, size_t>> rec_stages_;  // (offset, bytes) of this step's staged arrays
   uint64_t graph_clock_ = 0;
+  uint64_t rec_begin_ns_ = 0;              // when the step being recorded began (host clock)
   bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
+  bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
   bool graph_stats_ = false;               // SPINDLE_CUDA_GRAPH_STATS=1 prints the counts below at exit
   uint64_t n_replays_ = 0, n_captures_ = 0, n_eager_steps_ = 0;
 };

@@ -54,6 +54,17 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
   return warp_max(v);
 }
 
+// The first statement of every kernel (launch.cuh launches them with programmatic stream serialization on
+// sm_90+): wait until the kernels before it completed and their writes are visible (so reading their results,
+// or overwriting what they read, is safe), then allow the next kernel to begin launching, so its blocks are
+// scheduled while this one runs instead of after it. A no-op before sm_90 and without the launch attribute.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 inline unsigned grid_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 }  // namespace spindle

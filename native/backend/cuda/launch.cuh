@@ -14,15 +14,33 @@
 
 namespace spindle {
 
+// One kernel launch; with pdl (sm_90+), as a programmatic dependent of the kernel before it in the stream (every
+// kernel starts with pdl_begin(), cuda_common.cuh).
+template <typename... KArgs, typename... Vals>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
+                          const Vals&... v) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, v...);
+}
+
 template <typename... KArgs, typename... Args>
 void cuda_backend::launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, Args&&... args) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   qx_of_ = nullptr;  // any kernel may write the activations the last quantization came from
   using arg_tuple = std::tuple<std::decay_t<KArgs>...>;
   arg_tuple a(std::forward<Args>(args)...);  // converted to the kernel's parameter types now
+  const bool pdl = pdl_;
   if (!recording()) {
-    std::apply([&](auto&... v) { kernel<<<grid, block, 0, stream_>>>(v...); }, a);
-    SPINDLE_CUDA_LAUNCHED(name);
+    cuda_check(std::apply([&](auto&... v) { return launch_kernel(kernel, grid, block, stream_, pdl, v...); }, a), name);
     return;
   }
   const void* fn = (const void*)kernel;
@@ -31,9 +49,8 @@ void cuda_backend::launch(const char* name, void (*kernel)(KArgs...), dim3 grid,
   sig_add(shape, sizeof shape);
   std::apply([&](const auto&... v) { (sig_add(&v, sizeof v), ...); }, a);
   cudaStream_t s = stream_;
-  enqueue(nullptr, 0, [kernel, grid, block, a, name, s]() {
-    std::apply([&](const auto&... v) { kernel<<<grid, block, 0, s>>>(v...); }, a);
-    SPINDLE_CUDA_LAUNCHED(name);
+  enqueue(nullptr, 0, [kernel, grid, block, a, name, s, pdl]() {
+    cuda_check(std::apply([&](const auto&... v) { return launch_kernel(kernel, grid, block, s, pdl, v...); }, a), name);
   });
 }
 

@@ -5,9 +5,12 @@
 // count, so a token's result has the same bits alone or in a batch:
 //   y[t, o] = ((seg_0 + seg_1) + seg_2) + ...,  seg_s = sequential sum of the unit terms of segment s.
 // Quantized weights use activations quantized per 32 values (quantize_q8_32); float weights the f32 ones.
+// From k_mmq_min_tokens tokens on, quantized weights take the tensor-core kernel (matmul_mma.cu), whose outputs
+// have the same bits as this one's.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/pack_x32.h"
 
@@ -15,11 +18,12 @@ namespace spindle {
 
 namespace {
 
-constexpr int k_mmv_warps = 8;  // warps per block
+constexpr int k_mmv_warps = 16;  // warps per block (at most 16 K segments)
 
 // x [n_rows, n_in] -> qx (int8), dx = amax / 127, sx = dx * sum(q), per 32 values; one warp per 32 values.
 __global__ void quantize_q8_32(const float* x, int64_t n_in, int64_t n_sub_total, int64_t nsub, int8_t* qx, float* dx,
                                float* sx) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t b = (int64_t)blockIdx.x * (blockDim.x / k_warp) + threadIdx.x / k_warp;  // sub-block
   if (b >= n_sub_total) return;
   const int lane = threadIdx.x % k_warp;
@@ -36,20 +40,10 @@ __global__ void quantize_q8_32(const float* x, int64_t n_in, int64_t n_sub_total
   }
 }
 
-struct mmv_shape {
-  const uint8_t* w;
-  int64_t n_units;  // units per row
-  int64_t row0;     // first weight row of the call
-  int64_t n_out;    // rows of the call
-  float* y;         // [n_tok, ldy]
-  int64_t ldy;
-  int splits;       // S: K segments (warps per row group)
-  int pad_;         // no padding bytes (launch.cuh)
-};
-static_assert(sizeof(mmv_shape) == 2 * sizeof(void*) + 4 * 8 + 2 * 4, "mmv_shape has padding");
 
 template <class Q, int NT>
 __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mmv_act a) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float part[k_mmv_warps][NT][k_warp];
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp;
   const int seg = warp % sh.splits, local_group = warp / sh.splits, groups_per_block = k_mmv_warps / sh.splits;
@@ -84,12 +78,12 @@ __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mm
     if (t0 + t < a.n_tok) sh.y[(int64_t)(t0 + t) * sh.ldy + rel] = acc[t];
 }
 
-// K segments for a weight of n_units units per row and n_out rows: enough warps (~1024) to fill the GPU, at
-// most 8, never more than the units. A function of the weight's shape only (batch invariance).
+// K segments for a weight of n_units units per row and n_out rows: enough warps (~2048) to fill the GPU, at
+// most 16, at most half the units (each warp takes at least two). A function of the weight's shape only (batch invariance).
 int splits_for(int64_t n_units, int64_t n_out) {
   const int64_t groups = (n_out + k_warp - 1) / k_warp;
   int s = 1;
-  while (s < k_mmv_warps && groups * s < 1024 && 2 * s <= n_units) s *= 2;
+  while (s < k_mmv_warps && groups * s < 2048 && 2 * s <= n_units) s *= 2;
   return s;
 }
 
@@ -107,6 +101,19 @@ void launch_mmv(cuda_backend& be, const mmv_shape& sh, const mmv_act& a) {
   else if (a.n_tok <= 2) launch_nt<Q, 2>(be, sh, a);
   else if (a.n_tok <= 4) launch_nt<Q, 4>(be, sh, a);
   else launch_nt<Q, 8>(be, sh, a);
+}
+
+void launch_mmv_of(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a) {
+  switch (type) {
+    case ggml_type::F32: launch_mmv<x32_f32>(be, sh, a); break;
+    case ggml_type::F16: launch_mmv<x32_f16>(be, sh, a); break;
+    case ggml_type::BF16: launch_mmv<x32_bf16>(be, sh, a); break;
+    case ggml_type::Q8_0: launch_mmv<x32_q8_0>(be, sh, a); break;
+    case ggml_type::Q4_0: launch_mmv<x32_q4_0>(be, sh, a); break;
+    case ggml_type::Q4_K: launch_mmv<x32_q4_K>(be, sh, a); break;
+    case ggml_type::Q6_K: launch_mmv<x32_q6_K>(be, sh, a); break;
+    default: throw error("cuda matmul: unsupported weight type");
+  }
 }
 
 }  // namespace
@@ -132,15 +139,10 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
              (int8_t*)a.qx, scales, scales + n_sub);
     }
   }
-  switch (w.type) {
-    case ggml_type::F32: launch_mmv<x32_f32>(*this, sh, a); break;
-    case ggml_type::F16: launch_mmv<x32_f16>(*this, sh, a); break;
-    case ggml_type::BF16: launch_mmv<x32_bf16>(*this, sh, a); break;
-    case ggml_type::Q8_0: launch_mmv<x32_q8_0>(*this, sh, a); break;
-    case ggml_type::Q4_0: launch_mmv<x32_q4_0>(*this, sh, a); break;
-    case ggml_type::Q4_K: launch_mmv<x32_q4_K>(*this, sh, a); break;
-    case ggml_type::Q6_K: launch_mmv<x32_q6_K>(*this, sh, a); break;
-    default: throw error("cuda matmul: unsupported weight type");
+  if (quantized && n_rows >= k_mmq_min_tokens && mmq_supports(w.type, row0)) {
+    launch_mmq(*this, w.type, sh, a, xs.n_groups);  // tensor cores, the same bits (matmul_mma.cu)
+  } else {
+    launch_mmv_of(*this, w.type, sh, a);
   }
   // The launches above forgot the quantized input; it still holds unless y overwrote x.
   const bool y_hits_x = y < x + n_rows * w.n_in && x < y + n_rows * n_out;

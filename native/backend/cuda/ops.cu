@@ -19,6 +19,7 @@ constexpr int k_threads = 256;
 template <class Q>
 __global__ void get_rows_x32(const uint8_t* w, int64_t n_units, int64_t n_in, const int32_t* ids, int64_t n,
                              float* out) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.y, e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n || e >= n_in) return;
   const int64_t r = ids[i], g = r / k_warp, u = e / Q::unit_values;
@@ -38,6 +39,7 @@ void launch_get_rows(cuda_backend& be, const backend_weight& t, int64_t n_units,
 
 __global__ void copy_rows_kernel(float* dst, const int64_t* dst_rows, const float* src, const int64_t* src_rows,
                                  int64_t width) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = blockIdx.y, e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= width) return;
   const int64_t d = dst_rows ? dst_rows[i] : i, s = src_rows ? src_rows[i] : i;
@@ -45,21 +47,25 @@ __global__ void copy_rows_kernel(float* dst, const int64_t* dst_rows, const floa
 }
 
 __global__ void scale_rows_kernel(float* x, const float* s, int64_t n_rows, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n_rows * n) x[i] = x[i] * s[i / n];
 }
 
 __global__ void add_row_vector_kernel(float* x, const float* b, int64_t n_rows, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n_rows * n) x[i] = x[i] + b[i % n];
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a[i] + b[i];
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* y, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
     const float g = gate[i];
@@ -69,6 +75,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* y, int6
 
 // One block per row: y = x / sqrt(mean(x^2) + eps) [* w].
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t n, float eps) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float red[32];
   const float* xr = x + (int64_t)blockIdx.x * n;
   float* yr = y + (int64_t)blockIdx.x * n;
@@ -82,6 +89,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 // One block per row: mean, then the variance of (x - mean), each a block_sum; y = (x - mean) * scale [* w] [+ b].
 // y may alias x (each thread rewrites only the elements it read last).
 __global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float red[32];
   const float* xr = x + (int64_t)blockIdx.x * n;
   float* yr = y + (int64_t)blockIdx.x * n;
@@ -104,6 +112,7 @@ __global__ void layer_norm_kernel(const float* x, const float* w, const float* b
 
 // gelu (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) x (1 + 0.044715 x^2): the CPU's ops_gelu.
 __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
     const float v = x[i];
@@ -114,12 +123,14 @@ __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
 
 // gelu_quick = x / (1 + exp(-1.702 x)).
 __global__ void gelu_quick_kernel(const float* x, float* y, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
 }
 
 // One block per row: x = softmax(x * scale).
 __global__ void softmax_kernel(float* x, int64_t n, float scale) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float red[32];
   float* xr = x + (int64_t)blockIdx.x * n;
   float mx = -INFINITY;
@@ -140,6 +151,7 @@ __global__ void softmax_kernel(float* x, int64_t n, float scale) {
 // repeated f32 multiplication, angle = freq_scale * (theta_j / ff_j).
 __global__ void rope_kernel(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
                             int32_t n_rot, float theta_scale, float freq_scale, bool neox, const float* ff) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int32_t half = n_rot / 2;
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_rows * n_head * half) return;
@@ -215,7 +227,9 @@ void cuda_backend::swiglu(const float* gate, const float* up, float* y, int64_t 
 void cuda_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("rms_norm: too many rows");
-  launch("rms_norm", rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, w, y, n, eps);
+  // 256 threads for model widths (8 values each for 2048: two short reductions beat 32 warps' barriers)
+  launch("rms_norm", rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 8192 ? 1024 : n >= 256 ? 256 : 128), x, w, y, n,
+         eps);
 }
 
 void cuda_backend::layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,

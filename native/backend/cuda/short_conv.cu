@@ -34,6 +34,7 @@ __device__ __forceinline__ void conv_channel(const float* bcx, int64_t n_tokens,
 
 __global__ void short_conv_kernel(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
                                   float* state, float* y) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (c < n_ch) conv_channel(bcx, n_tokens, n_ch, l_cache, w, state, y, c);
 }
@@ -41,6 +42,7 @@ __global__ void short_conv_kernel(const float* bcx, int64_t n_tokens, int64_t n_
 // Sequence blockIdx.y of a batch: meta[3 s ..] = its first row, its token count, its state (a device address).
 __global__ void short_conv_batch_kernel(const float* bcx, const int64_t* meta, int64_t n_ch, int32_t l_cache,
                                         const float* w, float* y) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= n_ch) return;
   const int64_t* m = meta + 3 * (int64_t)blockIdx.y;

@@ -13,6 +13,7 @@
 // it recorded op by op at that point and carries on without a graph, with the same kernels and so the same bits.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,12 +29,20 @@ constexpr size_t k_stage_area = size_t(1) << 20;  // a key's first staging area 
 constexpr size_t k_max_graphs = 16;               // keys kept; the least recently used goes first
 constexpr int k_dedup_window = 32;                // earlier arrays of the step compared for a shared copy
 
-std::atomic<uint64_t> g_replayed{0}, g_captured{0}, g_op_by_op{0}, g_first_seen{0};  // every backend of the process
+std::atomic<uint64_t> g_replayed{0}, g_captured{0}, g_op_by_op{0}, g_first_seen{0};
+std::atomic<uint64_t> g_record_ns{0};
+
+uint64_t now_ns() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}  // every backend of the process
 
 }  // namespace
 
 cuda_graph_counts cuda_step_graph_counts() {
-  return cuda_graph_counts{g_replayed.load(), g_captured.load(), g_op_by_op.load(), g_first_seen.load()};
+  return cuda_graph_counts{g_replayed.load(), g_captured.load(), g_op_by_op.load(), g_first_seen.load(),
+                           (double)g_record_ns.load() * 1e-9};
 }
 
 void cuda_backend::destroy_graph(step_graph& g) {
@@ -66,6 +75,7 @@ void cuda_backend::graph_begin(uint64_t key) {
   }
   SPINDLE_CUDA_CHECK(cudaEventSynchronize(g.done));  // the key's last launch has read the staging area
   g.last_use = ++graph_clock_;
+  rec_begin_ns_ = now_ns();
   rec_ = &g;
   rec_sig_.clear();
   rec_ops_.clear();
@@ -124,6 +134,7 @@ void cuda_backend::graph_abort() {
 
 void cuda_backend::graph_end() {
   if (!rec_) return;
+  g_record_ns += now_ns() - rec_begin_ns_;
   step_graph& g = *rec_;
   rec_ = nullptr;
   rec_sig_.append((const char*)&rec_stage_used_, sizeof rec_stage_used_);
@@ -197,6 +208,10 @@ void cuda_backend::leave_recording() {
 void cuda_backend::graph_setup_from_env() {
   const char* off = std::getenv("SPINDLE_CUDA_GRAPHS");
   graphs_enabled_ = !(off && std::strcmp(off, "0") == 0);
+  const char* pdl = std::getenv("SPINDLE_CUDA_PDL");
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_);
+  pdl_ = major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
   const char* stats = std::getenv("SPINDLE_CUDA_GRAPH_STATS");
   graph_stats_ = stats && std::strcmp(stats, "1") == 0;
 }

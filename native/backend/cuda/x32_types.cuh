@@ -27,6 +27,19 @@ struct mmv_act {
 };
 static_assert(sizeof(mmv_act) == 4 * sizeof(void*) + 2 * 8 + 2 * 4, "mmv_act has padding");
 
+// One matmul call's weight side: rows [row0, row0 + n_out) of a packed weight, K in `splits` segments.
+struct mmv_shape {
+  const uint8_t* w;
+  int64_t n_units;  // units per row
+  int64_t row0;     // first weight row of the call
+  int64_t n_out;    // rows of the call
+  float* y;         // [n_tok, ldy]
+  int64_t ldy;
+  int splits;       // S: K segments (warps per row group)
+  int pad_;         // no padding bytes (launch.cuh)
+};
+static_assert(sizeof(mmv_shape) == 2 * sizeof(void*) + 4 * 8 + 2 * 4, "mmv_shape has padding");
+
 __device__ __forceinline__ float ld_half(const uint8_t* p) { return __half2float(*(const __half*)p); }
 __device__ __forceinline__ float ld_bf16(const uint8_t* p) { return __bfloat162float(*(const __nv_bfloat16*)p); }
 __device__ __forceinline__ int4 ld16(const uint8_t* p) { return *(const int4*)p; }

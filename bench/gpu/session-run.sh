@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One GPU session's checks in one command (bench/gpu/device-run.sh's parts, trimmed to the lent time):
+# the GPU suite, the op timings, Spindle's forward-pass benchmark on the two benchmark shapes, and llama.cpp
+# CUDA (when .gpu/llama holds it, bench/gpu/build-llama-cuda.sh) on the same files in the same run.
+set -uo pipefail
+bin="${1:-.gpu}"
+out="${OUT:-/tmp/spindle-gpu-out}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+"$bin/spindle_gpu_tests" 2>&1 | tee "$out/gpu_tests.log" | grep -v "^ok \|^  matmul \|^  llama \|^  qwen\|^  lfm2  \|step graphs: 0" | tail -40
+"$bin/spindle_op_bench" cuda 200 2>&1 | tee "$out/op_bench.log" | grep -v "^  q8_0\|^  q4_0\|^  f16"
+for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
+  "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" > /dev/null
+  echo "== $shape" | tee -a "$out/bench.log"
+  "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+done
+echo "== llama1b-q4_k_m, programmatic dependent launches off / step graphs off" | tee -a "$out/bench.log"
+SPINDLE_CUDA_PDL=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+if [ -x "$bin/llama/llama-bench" ]; then
+  # the CUDA library travels xz-compressed (the lent machine takes 64 MiB with the repository); cuBLAS and the
+  # CUDA runtime come from the GPU machine's CUDA install (the build linked a stand-in: preload the real ones)
+  for f in "$bin"/llama/*.xz; do [ -f "$f" ] && xz -dkf "$f"; done
+  cublas="$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)"
+  cublaslt="$(find /usr /opt -name 'libcublasLt.so.13' 2>/dev/null | head -1)"
+  cudart="$(find /usr /opt -name 'libcudart.so.13' 2>/dev/null | head -1)"
+  echo "cublas: $cublas $cublaslt, cudart: $cudart" | tee -a "$out/llama.log"
+  export LD_LIBRARY_PATH="$(dirname "$cudart"):$(dirname "$cublas"):$bin/llama:${LD_LIBRARY_PATH:-}"
+  export LD_PRELOAD="$cublaslt:$cublas"
+  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
+    echo "== $shape" | tee -a "$out/llama.log"
+    timeout 100 "$bin/llama/llama-bench" -m "/tmp/$shape.gguf" -p 1024 -n 128 -ngl 99 -fa 1 -r 3 2>&1 | grep -v "^ggml_cuda_init\|^  Device" | tee -a "$out/llama.log"
+    # decode_bench's batch figure: 64 sequences of 8 prompt tokens, 128 generated each
+    timeout 100 "$bin/llama/llama-batched-bench" -m "/tmp/$shape.gguf" -c 9000 -b 2048 -ub 512 -npp 8 -ntg 128 \
+      -npl 1,64 -ngl 99 -fa on 2>&1 | grep "^|" | tee -a "$out/llama.log"
+  done
+fi

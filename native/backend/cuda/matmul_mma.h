@@ -1,0 +1,20 @@
+// The tensor-core path of the CUDA matmul (matmul_mma.cu): same bits as mmv_x32 for every output.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/x32_types.cuh"
+#include "gguf/ggml_type.h"
+
+namespace spindle {
+
+class cuda_backend;
+
+// Whether the tensor-core path takes this weight type at this first row (rows come in x32 groups).
+bool mmq_supports(ggml_type type, int64_t row0);
+// Launches it for rows sh.row0 .. + sh.n_out of a weight of n_groups x32 groups, all a.n_tok tokens.
+void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups);
+
+// Token counts from which matmul takes the tensor-core path (below it, mmv_x32 reads each weight once for all).
+constexpr int k_mmq_min_tokens = 16;
+
+}  // namespace spindle
