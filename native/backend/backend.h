@@ -165,6 +165,32 @@ class backend {
     }
   }
 
+  // Fused steps of a transformer layer: each is exactly the sequence of ops its default runs (same results, bit
+  // for bit); a GPU backend does each in one launch.
+  // x += r (as add(r, x, x)), then y = rms_norm(x) * w.   x, r, y: [n_rows, n], w: [n] or nullptr
+  virtual void add_rms_norm(float* x, const float* r, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
+    add(r, x, x, n_rows * n);
+    rms_norm(x, w, y, n_rows, n, eps);
+  }
+  // rope(q) then rope(k) at the same positions.   q: [n_rows, n_head_q, head_dim], k: [n_rows, n_head_k, head_dim]
+  virtual void rope_qk(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
+                       const int32_t* pos, const rope_params& p) {
+    rope(q, n_rows, n_head_q, head_dim, pos, p);
+    rope(k, n_rows, n_head_k, head_dim, pos, p);
+  }
+  // The batch's new K and V rows into their cache slots: copy_rows(k_store, rows, k_new) and likewise for V.
+  // rows: host [n]; k_new: [n, k_dim], v_new: [n, v_dim]
+  virtual void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,
+                        int64_t n, int64_t k_dim, int64_t v_dim) {
+    copy_rows(k_store, rows, k_new, nullptr, n, k_dim);
+    copy_rows(v_store, rows, v_new, nullptr, n, v_dim);
+  }
+  // gate = swiglu(gate, up), then y = w . gate (matmul).   gate, up: [n_rows, w.n_in], y: [n_rows, w.n_out]
+  virtual void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
+    swiglu(gate, up, gate, n_rows * w.n_in);
+    matmul(w, gate, n_rows, y);
+  }
+
   // Step graphs (a GPU backend's way past per-op launch costs; no-ops elsewhere). The ops issued between
   // graph_begin(key) and graph_end() form one step that the backend may record once and replay for a later step
   // of the same key whose ops, shapes and buffers are all the same (the host data the ops stage, such as token

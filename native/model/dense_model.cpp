@@ -107,6 +107,7 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, batch, *kv, n);
+  if (hp_.n_layer > 0) be_->add(scratch_.cur.data(), scratch_.x.data(), scratch_.x.data(), n * hp_.n_embd);  // last FFN
   batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, &w_.output_b, logits, graph);
   be_->sync();
 }

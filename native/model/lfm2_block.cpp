@@ -2,8 +2,9 @@
 //   conv:      bcx = cur @ in_proj (B | C | X);  y = C * short_conv(B * X) per sequence;  cur = y @ out_proj
 //   attention: q, k, v = cur @ Wq, Wk, Wv;  per-head rms_norm of q and k;  NEOX rope;  k, v -> block slots;
 //              paged causal attention per sequence;  cur = attn @ Wo
-//   then x += cur (forward_batch) and the FFN: x += (silu(norm(x) @ Wgate) * (norm(x) @ Wup)) @ Wdown, or for
-//   lfm2moe's MoE layers x += moe(norm(x)) (moe_ffn.h).
+//   then x += cur and the FFN's norm (one fused op), and the FFN: cur = (silu(norm(x) @ Wgate) * (norm(x) @ Wup))
+//   @ Wdown, or for lfm2moe's MoE layers cur = moe(norm(x)) (moe_ffn.h), which the next layer (or forward_batch
+//   after the last) adds to x with its own norm.
 // Matmuls and elementwise ops run once over all n tokens of the batch; the convolution and attention run per
 // sequence over that sequence's own state slot / blocks only.
 // Invariant: a sequence starting at position 0 begins from a zero conv state (a reused slot's old content is
@@ -59,12 +60,10 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   rp.freq_base = hp_.rope_freq_base;
   rp.freq_scale = hp_.rope_freq_scale;
   rp.neox = hp_.rope_neox;
-  be.rope(q, n, hp_.n_head, (int32_t)hd, scratch_.pos.data(), rp);
-  be.rope(k_new, n, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
+  be.rope_qk(q, k_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
   float* k_store = kv.k[l.cache_index].data();  // [n_blocks * block_size, kv_dim]
   float* v_store = kv.v[l.cache_index].data();
-  be.copy_rows(k_store, scratch_.kv_rows.data(), k_new, nullptr, n, kv_dim);  // new K / V rows into their slots
-  be.copy_rows(v_store, scratch_.kv_rows.data(), v_new, nullptr, n, kv_dim);
+  be.store_kv(k_store, v_store, scratch_.kv_rows.data(), k_new, v_new, n, kv_dim, kv_dim);  // into their slots
 
   paged_attention_params pp;
   pp.attn.n_head = hp_.n_head;
@@ -94,17 +93,14 @@ void lfm2_model::run_ffn(const lfm2_layer& l, int64_t n) {
   float* x = scratch_.x.data();
   float* cur = scratch_.cur.data();
   float* gate = scratch_.gate.data();
-  be.rms_norm(x, l.d.ffn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);
+  be.add_rms_norm(x, cur, l.d.ffn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);  // x += mixer output; norm
   if (l.d.moe.present()) {
     moe_.forward(be, w_.moe, l.d.moe, cur, n, hp_.n_embd, cur);  // in place: [n, n_embd]
-    be.add(cur, x, x, n * hp_.n_embd);
-    return;
+    return;  // cur: the FFN output, added to x by the next layer's add_rms_norm (or forward_batch after the last)
   }
   be.matmul(l.d.ffn_gate, cur, n, gate);
   be.matmul(l.d.ffn_up, cur, n, scratch_.up.data());
-  be.swiglu(gate, scratch_.up.data(), gate, n * hp_.n_ff);
-  be.matmul(l.d.ffn_down, gate, n, cur);
-  be.add(cur, x, x, n * hp_.n_embd);
+  be.swiglu_matmul(l.d.ffn_down, gate, scratch_.up.data(), n, cur);
 }
 
 }  // namespace spindle

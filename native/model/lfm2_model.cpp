@@ -167,15 +167,18 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
   // MoE layers read their routing back mid-layer, so their steps run op by op.
   step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
-  for (const lfm2_layer& l : w_.layers) {
-    float* x = scratch_.x.data();
-    float* cur = scratch_.cur.data();
-    be_->rms_norm(x, l.d.attn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);
+  // Each layer leaves its FFN output in cur; the next layer adds it to x with its own norm (one fused op).
+  float* x = scratch_.x.data();
+  float* cur = scratch_.cur.data();
+  for (size_t il = 0; il < w_.layers.size(); ++il) {
+    const lfm2_layer& l = w_.layers[il];
+    if (il == 0) be_->rms_norm(x, l.d.attn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);
+    else be_->add_rms_norm(x, cur, l.d.attn_norm.data(), cur, n, hp_.n_embd, hp_.rms_eps);
     if (l.attention) run_attention(l, batch, *kv, n);
     else run_conv(l, batch, *kv, n);
-    be_->add(cur, x, x, n * hp_.n_embd);
     run_ffn(l, n);
   }
+  if (!w_.layers.empty()) be_->add(cur, x, x, n * hp_.n_embd);
   // token_embd_norm, then the output matmul
   batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, nullptr, logits, graph);
   be_->sync();

@@ -1,7 +1,9 @@
 // One transformer block of the dense architectures, on the backend:
-//   cur = rms_norm(x) * attn_norm;  q, k, v = cur @ Wq, Wk, Wv (+ biases);  [qwen3: per-head rms_norm of q, k]
-//   rope(q, k);  k, v -> block slots;  attn = paged causal attention per sequence;  x += attn @ Wo (+ bo)
-//   cur = rms_norm(x) * ffn_norm;  x += (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [qwen3moe: x += moe(cur)]
+//   [x += cur, the previous layer's FFN output;]  cur = rms_norm(x) * attn_norm;  q, k, v = cur @ Wq, Wk, Wv
+//   (+ biases);  [qwen3: per-head rms_norm of q, k]  rope(q, k);  k, v -> block slots;  attn = paged causal
+//   attention per sequence;  x += attn @ Wo (+ bo);  cur = rms_norm(x) * ffn_norm;
+//   cur = (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [qwen3moe: cur = moe(cur)], left for the next layer to add
+//   (forward_batch adds the last layer's). The residual adds and the norms after them are one fused op each.
 // Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
 // Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
 // a sequence's query at position p sees its own positions [0, p] and nothing of other sequences.
@@ -23,7 +25,9 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   float* k_new = scratch_.k.data();  // [n, k_dim]
   float* v_new = scratch_.v.data();  // [n, v_dim]
 
-  be.rms_norm(x, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
+  // The previous layer left its FFN output in cur: x += cur and the norm in one op.
+  if (il == 0) be.rms_norm(x, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
+  else be.add_rms_norm(x, cur, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
   be.matmul(l.wq, cur, n, q);
   be.matmul(l.wk, cur, n, k_new);
   be.matmul(l.wv, cur, n, v_new);
@@ -39,12 +43,10 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   rp.freq_scale = hp_.rope_freq_scale;
   rp.neox = hp_.rope_neox;
   rp.freq_factors = w_.rope_freqs.data();
-  be.rope(q, n, hp_.n_head, (int32_t)hd, scratch_.pos.data(), rp);
-  be.rope(k_new, n, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
+  be.rope_qk(q, k_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
   float* k_store = kv.k[il].data();  // [n_blocks * block_size, k_dim]
   float* v_store = kv.v[il].data();  // [n_blocks * block_size, v_dim]
-  be.copy_rows(k_store, scratch_.kv_rows.data(), k_new, nullptr, n, k_dim);  // new K / V rows into their slots
-  be.copy_rows(v_store, scratch_.kv_rows.data(), v_new, nullptr, n, v_dim);
+  be.store_kv(k_store, v_store, scratch_.kv_rows.data(), k_new, v_new, n, k_dim, v_dim);  // into their slots
 
   attention_params ap;
   ap.n_head = hp_.n_head;
@@ -71,22 +73,17 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
 
   be.matmul(l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);
-  be.add(cur, x, x, n * n_embd);
-
-  be.rms_norm(x, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);
+  be.add_rms_norm(x, cur, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);  // x += attention output; norm
   if (l.moe.present()) {
     moe_.forward(be, w_.moe, l.moe, cur, n, n_embd, cur);  // in place: [n, n_embd]
     if (moe_trace_) moe_.append_selection_scores(w_.moe, l.moe, n, *moe_trace_);
-    be.add(cur, x, x, n * n_embd);
-    return;
+    return;  // cur: the FFN output, added to x by the next layer (or forward_batch after the last)
   }
   float* gate = scratch_.gate.data();
   float* up = scratch_.up.data();
   be.matmul(l.ffn_gate, cur, n, gate);
   be.matmul(l.ffn_up, cur, n, up);
-  be.swiglu(gate, up, gate, n * hp_.n_ff);
-  be.matmul(l.ffn_down, gate, n, cur);
-  be.add(cur, x, x, n * n_embd);
+  be.swiglu_matmul(l.ffn_down, gate, up, n, cur);
 }
 
 }  // namespace spindle

@@ -141,8 +141,10 @@ TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the o
     const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
     // rows: one tile, a partial tile, several tiles with few rows per K segment; K: one stage, several, and
     // (q8_0 / q4_0) stages cut short by the K segments
+    // (few tiles: K segments in separate blocks, then added; 8192 rows x 130 tokens: enough tiles for one block
+    // to add its own segments)
     for (const shape sh : {shape{k_quant ? 256 : 96, 80}, shape{2048, 96}, shape{k_quant ? 1024 : 544, 1000},
-                           shape{8192, 64}}) {
+                           shape{8192, 64}, shape{k_quant ? 512 : 128, 8192}}) {
       for (int64_t n_tok : {16, 70, 130}) {
         const std::vector<uint8_t> w = kernels_test::random_rows(type, sh.n_out, sh.n_in, rng);
         const std::vector<float> x = kernels_test::random_activations(n_tok, sh.n_in, rng);

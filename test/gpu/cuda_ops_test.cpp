@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gpu_test_util.h"
+#include "kernels_util.h"
 
 using namespace gpu_test;
 
@@ -384,5 +385,74 @@ TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split 
     buf go1(*be.gpu, q_row);
     be.gpu->attention(p1, gq.p() + (s.n_tokens - 1) * q_row, gk.p(), gv.p(), go1.p());
     CHECK(same_bits(go1.get().data(), og.data() + (s.n_tokens - 1) * q_row, (size_t)q_row));
+  }
+}
+
+TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, swiglu_matmul == their op sequences, bitwise") {
+  REQUIRE_GPU();
+  pair be;
+  backend& g = *be.gpu;
+  std::mt19937 rng(41);
+  // add_rms_norm, also with y aliasing r (the models' use)
+  for (int64_t n : {64, 2048}) {
+    const int64_t rows = 5;
+    const std::vector<float> x = randn(rows * n, rng), r = randn(rows * n, rng), w = randn(n, rng);
+    buf x1(g, x), r1(g, r), w1(g, w), y1(g, rows * n);
+    g.add(r1.p(), x1.p(), x1.p(), rows * n);
+    g.rms_norm(x1.p(), w1.p(), y1.p(), rows, n, 1e-5f);
+    buf x2(g, x), r2(g, r), y2(g, rows * n);
+    g.add_rms_norm(x2.p(), r2.p(), w1.p(), y2.p(), rows, n, 1e-5f);
+    CHECK(same_bits(x1.get().data(), x2.get().data(), (size_t)(rows * n)));
+    CHECK(same_bits(y1.get().data(), y2.get().data(), (size_t)(rows * n)));
+    buf x3(g, x), r3(g, r);
+    g.add_rms_norm(x3.p(), r3.p(), w1.p(), r3.p(), rows, n, 1e-5f);  // y = r
+    CHECK(same_bits(y1.get().data(), r3.get().data(), (size_t)(rows * n)));
+  }
+  // rope_qk
+  {
+    const int64_t rows = 7;
+    const int32_t hq = 8, hk = 2, hd = 64;
+    std::vector<int32_t> pos(rows);
+    for (int64_t i = 0; i < rows; ++i) pos[(size_t)i] = (int32_t)(3 * i + 11);
+    rope_params p;
+    p.n_rot = 64;
+    p.freq_base = 500000.0f;
+    p.neox = true;
+    const std::vector<float> q = randn(rows * hq * hd, rng), k = randn(rows * hk * hd, rng);
+    buf q1(g, q), k1(g, k), q2(g, q), k2(g, k);
+    g.rope(q1.p(), rows, hq, hd, pos.data(), p);
+    g.rope(k1.p(), rows, hk, hd, pos.data(), p);
+    g.rope_qk(q2.p(), k2.p(), rows, hq, hk, hd, pos.data(), p);
+    CHECK(same_bits(q1.get().data(), q2.get().data(), q.size()));
+    CHECK(same_bits(k1.get().data(), k2.get().data(), k.size()));
+  }
+  // store_kv
+  {
+    const int64_t n = 6, k_dim = 128, v_dim = 96, slots = 20;
+    const std::vector<int64_t> rows = {3, 17, 0, 9, 12, 5};
+    const std::vector<float> kn = randn(n * k_dim, rng), vn = randn(n * v_dim, rng);
+    buf kn1(g, kn), vn1(g, vn), ks1(g, slots * k_dim), vs1(g, slots * v_dim), ks2(g, slots * k_dim),
+        vs2(g, slots * v_dim);
+    g.copy_rows(ks1.p(), rows.data(), kn1.p(), nullptr, n, k_dim);
+    g.copy_rows(vs1.p(), rows.data(), vn1.p(), nullptr, n, v_dim);
+    g.store_kv(ks2.p(), vs2.p(), rows.data(), kn1.p(), vn1.p(), n, k_dim, v_dim);
+    CHECK(same_bits(ks1.get().data(), ks2.get().data(), (size_t)(slots * k_dim)));
+    CHECK(same_bits(vs1.get().data(), vs2.get().data(), (size_t)(slots * v_dim)));
+  }
+  // swiglu_matmul: quantized (one-token and tensor-core paths) and float weights
+  for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::F16}) {
+    const int64_t n_in = 512, n_out = 96;
+    const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out, n_in, rng);
+    backend_weight gw = g.upload_weight(type, w.data(), n_in, n_out);
+    for (int64_t n_rows : {1, 5, 40}) {
+      const std::vector<float> gate = randn(n_rows * n_in, rng), up = randn(n_rows * n_in, rng);
+      buf g1(g, gate), u1(g, up), y1(g, n_rows * n_out), g2(g, gate), y2(g, n_rows * n_out);
+      g.swiglu(g1.p(), u1.p(), g1.p(), n_rows * n_in);
+      g.matmul(gw, g1.p(), n_rows, y1.p());
+      g.swiglu_matmul(gw, g2.p(), u1.p(), n_rows, y2.p());
+      CHECK(same_bits(g1.get().data(), g2.get().data(), gate.size()));
+      CHECK(same_bits(y1.get().data(), y2.get().data(), (size_t)(n_rows * n_out)));
+    }
+    g.release_weight(gw);
   }
 }

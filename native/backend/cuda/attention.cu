@@ -23,7 +23,8 @@ namespace {
 constexpr int k_attn_warps = 4;
 constexpr int k_split = 32;           // positions per split (k_split / k_attn_warps per warp)
 constexpr int k_max_head_dim = 512;   // 16 dims per lane
-constexpr int k_group = 4;            // positions a warp reads before it updates its softmax state
+constexpr int k_group = 4;            // positions a warp reads before it updates its softmax state (8 measured
+                                      // slower on an H200: 350 vs 227 us for 64 sequences x 1024 positions)
 
 // Shapes shared by every sequence of a launch, and the per-token / per-sequence tables (device memory):
 //   token i (global, query row i of q and out) belongs to sequence tok_seq[i], whose query rows start at global

@@ -78,6 +78,14 @@ class cuda_backend final : public backend {
   void rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
             const rope_params& p) override;                                                         // ops.cu
   void swiglu(const float* gate, const float* up, float* y, int64_t n) override;                    // ops.cu
+  void add_rms_norm(float* x, const float* r, const float* w, float* y, int64_t n_rows, int64_t n,
+                    float eps) override;                                                            // ops.cu
+  void rope_qk(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
+               const int32_t* pos, const rope_params& p) override;                                  // ops.cu
+  void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new, int64_t n,
+                int64_t k_dim, int64_t v_dim) override;                                             // ops.cu
+  void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) override;
+                                                                                                    // matmul.cu
   void gelu(const float* x, float* y, int64_t n) override;                                          // ops.cu
   void gelu_quick(const float* x, float* y, int64_t n) override;                                    // ops.cu
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;                          // ops.cu
@@ -139,6 +147,7 @@ class cuda_backend final : public backend {
   int64_t qx_rows_ = 0, qx_n_in_ = 0;
   std::unordered_set<void*> weights_;  // uploaded weights not yet released (freed with the backend)
   device_scratch<float> attn_part_;    // split attention partials (attention.cu)
+  device_scratch<float> mmq_part_;     // K-segment sums of the tensor-core matmul (matmul.cu)
   std::vector<int32_t> attn_meta_;     // host metadata of the last attention launch (attention.cu)
   std::vector<void*> outgrown_;        // scratch buffers outgrown while recording (freed with the backend)
   std::vector<void*> freed_while_recording_;  // free_f32 calls of a recorded step (freed when the stream drains)

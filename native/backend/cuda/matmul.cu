@@ -78,6 +78,29 @@ __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mm
     if (t0 + t < a.n_tok) sh.y[(int64_t)(t0 + t) * sh.ldy + rel] = acc[t];
 }
 
+// quantize_q8_32 of swiglu(gate, up), writing the swiglu values back to gate as the swiglu kernel does (the
+// same expression, so the same bits as swiglu then quantize).
+__global__ void swiglu_quantize_q8_32(float* gate, const float* up, int64_t n_in, int64_t n_sub_total, int64_t nsub,
+                                      int8_t* qx, float* dx, float* sx) {
+  pdl_begin();
+  const int64_t b = (int64_t)blockIdx.x * (blockDim.x / k_warp) + threadIdx.x / k_warp;  // sub-block
+  if (b >= n_sub_total) return;
+  const int lane = threadIdx.x % k_warp;
+  const int64_t row = b / nsub, s = b % nsub, at = row * n_in + s * 32 + lane;
+  const float g = gate[at];
+  const float v = g / (1.0f + expf(-g)) * up[at];
+  gate[at] = v;
+  const float amax = warp_max(fabsf(v));
+  const float d = amax / 127.0f;
+  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
+  qx[at] = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (lane == 0) {
+    dx[b] = d;
+    sx[b] = d * (float)sum;
+  }
+}
+
 // K segments for a weight of n_units units per row and n_out rows: enough warps (~2048) to fill the GPU, at
 // most 16, at most half the units (each warp takes at least two). A function of the weight's shape only (batch invariance).
 int splits_for(int64_t n_units, int64_t n_out) {
@@ -140,7 +163,12 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
     }
   }
   if (quantized && n_rows >= k_mmq_min_tokens && mmq_supports(w.type, row0)) {
-    launch_mmq(*this, w.type, sh, a, xs.n_groups);  // tensor cores, the same bits (matmul_mma.cu)
+    // tensor cores, the same bits (matmul_mma.cu); K segments in separate blocks when the tiles are few
+    float* part = nullptr;
+    if (sh.splits > 1 && mmq_tiles(sh, a) < 2 * sm_count_) {
+      part = mmq_part_.reserve((int64_t)sh.splits * n_rows * n_out, recording() ? &outgrown_ : nullptr);
+    }
+    launch_mmq(*this, w.type, sh, a, xs.n_groups, part);
   } else {
     launch_mmv_of(*this, w.type, sh, a);
   }
@@ -155,6 +183,25 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
 
 void cuda_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {
   matmul_rows(w, 0, w.n_out, x, n_rows, y);
+}
+
+void cuda_backend::swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
+  const bool quantized = w.type != ggml_type::F32 && w.type != ggml_type::F16 && w.type != ggml_type::BF16;
+  if (!quantized || n_rows <= 0) {
+    backend::swiglu_matmul(w, gate, up, n_rows, y);
+    return;
+  }
+  // swiglu and the activation quantization in one kernel; matmul_rows then finds its input quantized
+  const int64_t nsub = w.n_in / 32, n_sub = n_rows * nsub;
+  std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;
+  int8_t* qx = qx_.reserve(n_rows * w.n_in, keep);
+  float* scales = qx_scale_.reserve(2 * n_sub, keep);
+  launch("swiglu_quantize_q8_32", swiglu_quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), gate, up, w.n_in,
+         n_sub, nsub, qx, scales, scales + n_sub);
+  qx_of_ = gate;
+  qx_rows_ = n_rows;
+  qx_n_in_ = w.n_in;
+  matmul_rows(w, 0, w.n_out, gate, n_rows, y);
 }
 
 void cuda_backend::matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x,

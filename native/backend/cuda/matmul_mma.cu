@@ -4,6 +4,8 @@
 // mmv_x32's sequence operation for operation (the same _rn intrinsics, the same sub-block order, the same K
 // segments summed in the same order). So a token's output has the same bits on either path: the choice of path
 // by token count never breaks batch invariance (cuda_matmul_test checks it bitwise).
+// Too few tiles to fill the GPU: the K segments run in separate blocks, each writing its segment's sum, and a
+// second kernel adds them in mmv_x32's order (the same bits again).
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps (warp w: rows 16w..16w+15, all 64
 // tokens as 8 mma tiles of 8). Per stage, 256 values of K: the weights dequantized to int8 in shared memory with
 // their per-(row, sub-block) scales, the activations likewise with their (d, d * sum) pairs.
@@ -168,8 +170,10 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
 #endif
 }
 
+// part: null, or [splits][n_tok][n_out] when the K segments run in separate blocks (blockIdx.z = segment):
+// each block then writes its segment's sum there and mmq_reduce adds the segments in order.
 template <class S>
-__global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t n_groups) {
+__global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ mmq_smem sm;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
@@ -181,7 +185,8 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
   const int64_t load_grp = grp0 + tid / 32 % 2;
 
   float total[8][4];
-  for (int seg = 0; seg < sh.splits; ++seg) {
+  const int seg_first = part ? (int)blockIdx.z : 0, seg_end = part ? seg_first + 1 : sh.splits;
+  for (int seg = seg_first; seg < seg_end; ++seg) {
     const int64_t u0 = seg * sh.n_units / sh.splits, u1 = (seg + 1) * sh.n_units / sh.splits;
     float acc[8][4];
 #pragma unroll
@@ -244,17 +249,18 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
             const int tok = 8 * nt + g;
             int c[4];
             mma_k32(c, a0, a1, a2, a3, *(const int*)&sm.x[tok][k0 + 4 * t4], *(const int*)&sm.x[tok][k0 + 16 + 4 * t4]);
+            const int tt0 = 8 * nt + 2 * t4;  // this thread's two tokens of the tile: tt0, tt0 + 1
+            const float dxs[2] = {sm.dx[tt0][j], sm.dx[tt0 + 1][j]};
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int tt = 8 * nt + 2 * t4 + (e & 1);
               const float wa = e < 2 ? wa0 : wa1;
               if constexpr (std::is_same<S, stage_q4_K>::value) {
                 const float wb = e < 2 ? wb0 : wb1;
-                const float term = __fsub_rn(__fmul_rn(wa, __fmul_rn(sm.dx[tt][j], (float)c[e])),
-                                             __fmul_rn(wb, sm.sx[tt][j]));
+                const float term = __fsub_rn(__fmul_rn(wa, __fmul_rn(dxs[e & 1], (float)c[e])),
+                                             __fmul_rn(wb, sm.sx[tt0 + (e & 1)][j]));
                 acc[nt][e] = __fadd_rn(acc[nt][e], term);
               } else {
-                acc[nt][e] = __fadd_rn(acc[nt][e], __fmul_rn(__fmul_rn(wa, sm.dx[tt][j]), (float)c[e]));
+                acc[nt][e] = __fadd_rn(acc[nt][e], __fmul_rn(__fmul_rn(wa, dxs[e & 1]), (float)c[e]));
               }
             }
           }
@@ -265,8 +271,10 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) total[nt][e] = seg == 0 ? acc[nt][e] : __fadd_rn(total[nt][e], acc[nt][e]);
+      for (int e = 0; e < 4; ++e) total[nt][e] = seg == seg_first ? acc[nt][e] : __fadd_rn(total[nt][e], acc[nt][e]);
   }
+  float* out = part ? part + (int64_t)blockIdx.z * a.n_tok * sh.n_out : sh.y;
+  const int64_t ld = part ? sh.n_out : sh.ldy;
   const int64_t r0 = rel0 + 16 * warp + g;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
@@ -274,14 +282,30 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
     for (int e = 0; e < 4; ++e) {
       const int64_t rel = r0 + (e < 2 ? 0 : 8);
       const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
-      if (rel < sh.n_out && tok < a.n_tok) sh.y[(int64_t)tok * sh.ldy + rel] = total[nt][e];
+      if (rel < sh.n_out && tok < a.n_tok) out[(int64_t)tok * ld + rel] = total[nt][e];
     }
 }
 
+// y = ((part[0] + part[1]) + part[2]) + ...: mmv_x32's order of the K segments.
+__global__ void mmq_reduce(const float* part, int splits, int64_t n, int64_t n_out, float* y, int64_t ldy) {
+  pdl_begin();
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = part[i];
+  for (int k = 1; k < splits; ++k) s = __fadd_rn(s, part[(int64_t)k * n + i]);
+  y[(i / n_out) * ldy + i % n_out] = s;
+}
+
 template <class S>
-void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups) {
-  const dim3 grid((unsigned)((sh.n_out + k_tile_rows - 1) / k_tile_rows), (unsigned)((a.n_tok + k_tile_tok - 1) / k_tile_tok));
-  be.launch("mmq_x32", mmq_x32<S>, grid, dim3(128), sh, a, n_groups);
+void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups, float* part) {
+  const dim3 grid((unsigned)((sh.n_out + k_tile_rows - 1) / k_tile_rows), (unsigned)((a.n_tok + k_tile_tok - 1) / k_tile_tok),
+                  part ? (unsigned)sh.splits : 1u);
+  be.launch("mmq_x32", mmq_x32<S>, grid, dim3(128), sh, a, n_groups, part);
+  if (part) {
+    const int64_t n = (int64_t)a.n_tok * sh.n_out;
+    be.launch("mmq_reduce", mmq_reduce, dim3(grid_for(n, 256)), dim3(256), (const float*)part, sh.splits, n, sh.n_out,
+              sh.y, sh.ldy);
+  }
 }
 
 }  // namespace
@@ -291,12 +315,17 @@ bool mmq_supports(ggml_type type, int64_t row0) {
   return type == ggml_type::Q4_K || type == ggml_type::Q6_K || type == ggml_type::Q8_0 || type == ggml_type::Q4_0;
 }
 
-void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups) {
+int64_t mmq_tiles(const mmv_shape& sh, const mmv_act& a) {
+  return ((sh.n_out + k_tile_rows - 1) / k_tile_rows) * ((a.n_tok + k_tile_tok - 1) / k_tile_tok);
+}
+
+void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
+                float* part) {
   switch (type) {
-    case ggml_type::Q4_K: launch_mmq_type<stage_q4_K>(be, sh, a, n_groups); break;
-    case ggml_type::Q6_K: launch_mmq_type<stage_q6_K>(be, sh, a, n_groups); break;
-    case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups); break;
-    case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups); break;
+    case ggml_type::Q4_K: launch_mmq_type<stage_q4_K>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q6_K: launch_mmq_type<stage_q6_K>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, part); break;
     default: throw error("cuda matmul: no tensor-core path for this weight type");
   }
 }

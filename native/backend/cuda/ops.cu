@@ -86,6 +86,36 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
 }
 
+// add then rms_norm in one pass per row, with rms_norm_kernel's arithmetic: x = r + x, then y = x * scale [* w].
+// y may alias r (every r element is read, by the thread that owns it, before any y is written).
+__global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps) {
+  pdl_begin();
+  __shared__ float red[32];
+  float* xr = x + (int64_t)blockIdx.x * n;
+  const float* rr = r + (int64_t)blockIdx.x * n;
+  float* yr = y + (int64_t)blockIdx.x * n;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = rr[i] + xr[i];
+    xr[i] = v;
+    sum = __fmaf_rn(v, v, sum);
+  }
+  sum = block_sum(sum, red);
+  const float scale = 1.0f / sqrtf(sum / (float)n + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+}
+
+// copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch.
+__global__ void store_kv_kernel(float* k_store, float* v_store, const int64_t* rows, const float* k_new,
+                                const float* v_new, int64_t k_dim, int64_t v_dim) {
+  pdl_begin();
+  const int64_t i = blockIdx.y, e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const bool is_v = blockIdx.z == 1;
+  const int64_t width = is_v ? v_dim : k_dim;
+  if (e >= width) return;
+  (is_v ? v_store : k_store)[rows[i] * width + e] = (is_v ? v_new : k_new)[i * width + e];
+}
+
 // One block per row: mean, then the variance of (x - mean), each a block_sum; y = (x - mean) * scale [* w] [+ b].
 // y may alias x (each thread rewrites only the elements it read last).
 __global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
@@ -147,18 +177,27 @@ __global__ void softmax_kernel(float* x, int64_t n, float scale) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] *= inv;
 }
 
-// One thread per (row, head, rotated pair j). The angle follows ops_rope_cache: theta_j = pos * ts^j built by
-// repeated f32 multiplication, angle = freq_scale * (theta_j / ff_j).
-__global__ void rope_kernel(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
-                            int32_t n_rot, float theta_scale, float freq_scale, bool neox, const float* ff) {
-  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
+// One thread per (row, head, rotated pair j) of q, then of k (n_head_k 0: q only). The angle follows
+// ops_rope_cache: theta_j = pos * ts^j built by repeated f32 multiplication, angle = freq_scale * (theta_j / ff_j).
+__global__ void rope_kernel(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
+                            const int32_t* pos, int32_t n_rot, float theta_scale, float freq_scale, bool neox,
+                            const float* ff) {
+  pdl_begin();
   const int32_t half = n_rot / 2;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n_rows * n_head * half) return;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t n_q = n_rows * n_head_q * half;
+  float* x = q;
+  int32_t n_head = n_head_q;
+  if (i >= n_q) {
+    i -= n_q;
+    x = k;
+    n_head = n_head_k;
+    if (i >= n_rows * n_head_k * half) return;
+  }
   const int32_t j = (int32_t)(i % half);
   const int64_t rh = i / half, row = rh / n_head;
   float theta = (float)pos[row];
-  for (int32_t k = 0; k < j; ++k) theta *= theta_scale;
+  for (int32_t kk = 0; kk < j; ++kk) theta *= theta_scale;
   const float angle = freq_scale * (theta / (ff ? ff[j] : 1.0f));
   const float c = cosf(angle), s = sinf(angle);
   float* h = x + rh * head_dim;
@@ -227,9 +266,7 @@ void cuda_backend::swiglu(const float* gate, const float* up, float* y, int64_t 
 void cuda_backend::rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("rms_norm: too many rows");
-  // 256 threads for model widths (8 values each for 2048: two short reductions beat 32 warps' barriers)
-  launch("rms_norm", rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 8192 ? 1024 : n >= 256 ? 256 : 128), x, w, y, n,
-         eps);
+  launch("rms_norm", rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, w, y, n, eps);
 }
 
 void cuda_backend::layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n_rows, int64_t n,
@@ -257,15 +294,38 @@ void cuda_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
 
 void cuda_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
                         const rope_params& p) {
+  rope_qk(x, nullptr, n_rows, n_head, 0, head_dim, pos, p);
+}
+
+void cuda_backend::rope_qk(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
+                           const int32_t* pos, const rope_params& p) {
   if (n_rows <= 0) return;
   if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
     throw error("rope: n_rot must be even and in [2, head_dim], got " + std::to_string(p.n_rot));
   }
   const int32_t* d_pos = stage(pos, n_rows);
   const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
-  const int64_t n = n_rows * n_head * (p.n_rot / 2);
-  launch("rope", rope_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, n_rows, n_head, head_dim, d_pos, p.n_rot,
-                                                                 theta_scale, p.freq_scale, p.neox, p.freq_factors);
+  const int64_t n = n_rows * (n_head_q + (k ? n_head_k : 0)) * (p.n_rot / 2);
+  launch("rope", rope_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), q, k, n_rows, n_head_q, k ? n_head_k : 0,
+         head_dim, d_pos, p.n_rot, theta_scale, p.freq_scale, p.neox, p.freq_factors);
+}
+
+void cuda_backend::add_rms_norm(float* x, const float* r, const float* w, float* y, int64_t n_rows, int64_t n,
+                                float eps) {
+  if (n_rows <= 0 || n <= 0) return;
+  if (n_rows > 0x7fffffff) throw error("add_rms_norm: too many rows");
+  launch("add_rms_norm", add_rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, r, w, y, n, eps);
+}
+
+void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,
+                            int64_t n, int64_t k_dim, int64_t v_dim) {
+  if (n <= 0) return;
+  const int64_t* d_rows = stage(rows, n);
+  for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
+    const int64_t m = std::min<int64_t>(n - i0, 65535);
+    launch("store_kv", store_kv_kernel, dim3(grid_for(std::max(k_dim, v_dim), k_threads), (unsigned)m, 2),
+           dim3(k_threads), k_store, v_store, d_rows + i0, k_new + i0 * k_dim, v_new + i0 * v_dim, k_dim, v_dim);
+  }
 }
 
 }  // namespace spindle

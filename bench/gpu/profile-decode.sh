@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Per-kernel GPU times of decode steps (Nsight Compute, base clocks, caches flushed per kernel: read the shares,
+# not the absolute times): spindle_decode_bench on one model, past its warm-up and prompt, two decode steps' worth
+# of kernels. Prints the kernels by total time.
+#   bash bench/gpu/profile-decode.sh BIN_DIR model.gguf OUT_DIR
+set -uo pipefail
+bin="$1" model="$2" out="$3"
+timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 1400 --launch-count 560 \
+  "$bin/spindle_decode_bench" "$model" 8 64 2 0 1 cuda > "$out/ncu.log" 2>&1
+python3 - "$out/ncu.log" <<'PY'
+import re, sys
+txt = open(sys.argv[1]).read()
+rows = []
+for b in re.split(r'\n  (?=\S)', txt):
+    m = re.match(r'(.*?) \((\d+), (\d+), (\d+)\)x\((\d+), 1, 1\).*Invocations (\d+)', b)
+    a = re.search(r'gpu__time_duration.sum\s+(\S+)\s+[\d.,]+\s+[\d.,]+\s+([\d.,]+)', b)
+    if not m or not a: continue
+    us = float(a.group(2).replace(',', '')) * {'ns': 1e-3, 'us': 1, 'ms': 1e3}.get(a.group(1), 1)
+    n = int(m.group(6))
+    rows.append((us * n, n, us, re.sub(r'unnamed>::|\(.*', '', m.group(1))[:48], ','.join(m.group(2, 3, 4))))
+rows.sort(reverse=True)
+total = sum(r[0] for r in rows)
+print(f"{sum(r[1] for r in rows)} kernels, {total:.0f} us")
+for r in rows[:25]:
+    print(f"{100 * r[0] / total:5.1f}%  {r[1]:4d} x {r[2]:7.2f} us  grid {r[4]:12s} {r[3]}")
+PY
