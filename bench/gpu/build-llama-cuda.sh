@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's CUDA benchmarks (llama-bench, llama-batched-bench) from the source node-llama-cpp bundles,
-# on the CPU machine, for the GPU session's comparison (bench/gpu/device-run.sh runs them on the GPU machine).
+# on the CPU machine, for the GPU session's comparison (bench/gpu/session-run.sh runs them on the GPU machine).
 #   bash bench/gpu/build-llama-cuda.sh OUT_DIR [CUDA_ARCH=90-real]
 # The CPU machines have nvcc and the CUDA runtime but no cuBLAS. ggml-cuda needs cuBLAS's headers to compile and
 # links against libcublas.so.13: point CUBLAS_INCLUDE at a folder holding cublas_v2.h / cublas_api.h of CUDA 13

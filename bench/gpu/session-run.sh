@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# One GPU session's checks in one command (bench/gpu/device-run.sh's parts, trimmed to the lent time):
-# the GPU suite, the op timings, Spindle's forward-pass benchmark on the two benchmark shapes, and llama.cpp
-# CUDA (when .gpu/llama holds it, bench/gpu/build-llama-cuda.sh) on the same files in the same run.
+# One GPU session's checks in one command, for the lent GPU machine (no Node.js, no network there): the GPU
+# suite, the op timings, Spindle's forward-pass benchmark on the two benchmark shapes (and the step-graph / PDL
+# A/B), an Nsight Compute profile of decode steps, and llama.cpp CUDA on the same files in the same run.
+# Here (the CPU machine), from the repository root:
+#   cmake -S . -B /tmp/bc -G Ninja -DSPINDLE_BUILD_TESTS=ON -DSPINDLE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/bc
+#   mkdir -p .gpu && echo /.gpu/ >> .git/info/exclude
+#   cp /tmp/bc/spindle_{gpu_tests,cuda_membw,gen_bench_model,decode_bench,op_bench} .gpu/
+#   bash bench/gpu/build-llama-cuda.sh .gpu/llama      # optional, ~30 min: the llama.cpp comparison
+# Then with the device tool: `bash bench/gpu/session-run.sh .gpu` carrying [".gpu"] (~2 minutes plus the
+# machine's start); logs go to $OUT. Results of past sessions: bench/gpu/results/.
 set -uo pipefail
 bin="${1:-.gpu}"
 out="${OUT:-/tmp/spindle-gpu-out}"
