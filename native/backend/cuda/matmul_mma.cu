@@ -87,12 +87,7 @@ struct stage_q6_K {
       for (int hi = 0; hi < 2; ++hi) {
         const int q = p + 2 * hi, sb = 4 * n + q;
         int w[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int lo4 = (ql[i] >> (4 * hi)) & 0x0F0F0F0F;
-          const int hi2 = ((qh[i] >> (2 * q)) & 0x03030303) << 4;
-          w[i] = __vsubss4(lo4 | hi2, 0x20202020);
-        }
+        q6_K_words(ql, qh, q, hi, w);
         store16(&sm.w[row][32 * sb], make_int4(w[0], w[1], w[2], w[3]));
         store16(&sm.w[row][32 * sb + 16], make_int4(w[4], w[5], w[6], w[7]));
       }

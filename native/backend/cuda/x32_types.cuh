@@ -163,6 +163,17 @@ struct x32_q4_K {
   }
 };
 
+// The 32 signed 6-bit values (q - 32, as int8 in 8 words) of quarter q of a q6_K 128-value half: low bits from the
+// ql words' nibble `hi`, high bits from bits 2q..2q+1 of the qh words (the tensor-core loader uses it too).
+__device__ __forceinline__ void q6_K_words(const int (&ql)[8], const int (&qh)[8], int q, int hi, int (&w)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int lo4 = (ql[i] >> (4 * hi)) & 0x0F0F0F0F;
+    const int hi2 = ((qh[i] >> (2 * q)) & 0x03030303) << 4;
+    w[i] = __vsubss4(lo4 | hi2, 0x20202020);
+  }
+}
+
 struct x32_q6_K {
   static constexpr int unit_values = 256, unit_bytes = 210;
   // fields: ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
@@ -183,12 +194,7 @@ struct x32_q6_K {
         for (int hi = 0; hi < 2; ++hi) {
           const int q = p + 2 * hi;
           int w[8];
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const int lo4 = (ql[i] >> (4 * hi)) & 0x0F0F0F0F;
-            const int hi2 = ((qh[i] >> (2 * q)) & 0x03030303) << 4;
-            w[i] = __vsubss4(lo4 | hi2, 0x20202020);
-          }
+          q6_K_words(ql, qh, q, hi, w);
           const int sc_lo = sc[8 * n + 2 * q], sc_hi = sc[8 * n + 2 * q + 1];
           const int64_t sub = u * 8 + 4 * n + q;
 #pragma unroll
