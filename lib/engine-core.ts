@@ -50,7 +50,8 @@ function resolveMmproj(options: EngineOptions, modelFile: string, fromRef: strin
 const NOT_STARTED: NativeEngineStats = {
   ready: false, closed: false, running: 0, waiting: 0, promptTokens: 0, generatedTokens: 0, requestsFinished: 0,
   steps: 0, kvBlocksTotal: 0, kvBlocksUsed: 0, kvBlocksFree: 0, kvBlockSize: 0, preemptions: 0, computedTokens: 0,
-  failedSteps: 0, imagesEncoded: 0, imageEncodeSeconds: 0,
+  failedSteps: 0, imagesEncoded: 0, imageEncodeSeconds: 0, prefixCaching: false, prefixCacheQueries: 0,
+  prefixCacheHits: 0, kvBlocksCached: 0,
 };
 
 export interface CoreReady {
@@ -74,6 +75,7 @@ export interface RequestResult {
   finishReason: FinishReason;
   stopReason: string | number | null;
   latencySeconds: number; // submit to finish
+  cachedTokens: number; // prompt tokens whose KV came from the prefix cache (vLLM's num_cached_tokens)
 }
 
 export class RequestHandle {
@@ -84,7 +86,9 @@ export class RequestHandle {
   #resolve!: (r: RequestResult) => void;
   #reject!: (e: Error) => void;
   #start = performance.now();
-  #acc: RequestResult = { tokenIds: [], text: '', logprobs: undefined, finishReason: 'abort', stopReason: null, latencySeconds: 0 };
+  #acc: RequestResult = {
+    tokenIds: [], text: '', logprobs: undefined, finishReason: 'abort', stopReason: null, latencySeconds: 0, cachedTokens: 0,
+  };
   #settled = false;
 
   /** @internal */
@@ -100,6 +104,8 @@ export class RequestHandle {
   }
 
   get settled(): boolean { return this.#settled; }
+  /** Prompt tokens of this request found in the prefix cache (known once its first token came). */
+  get cachedTokens(): number { return this.#acc.cachedTokens; }
 
   abort(): void {
     if (!this.#settled) this.#core.abortRequest(this.id);
@@ -108,6 +114,7 @@ export class RequestHandle {
   /** @internal */
   apply(out: NativeStepOutput): void {
     const acc = this.#acc;
+    acc.cachedTokens = Math.max(acc.cachedTokens, out.cachedTokens ?? 0);
     acc.tokenIds.push(...out.tokenIds);
     acc.text += out.text;
     if (out.logprobs) (acc.logprobs ??= []).push(...out.logprobs);
@@ -242,6 +249,7 @@ export class EngineCore {
       kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
       mmproj: resolveMmproj(options, modelFile, mmproj),
+      enablePrefixCaching: options.enablePrefixCaching,
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
       }, onEvent);

@@ -47,6 +47,10 @@ export interface EngineOptionsInput {
   allowed_local_media_path?: string;
   allowedMediaDomains?: string[];
   allowed_media_domains?: string[];
+  enablePrefixCaching?: boolean;
+  enable_prefix_caching?: boolean;
+  disableRadixCache?: boolean; // SGLang's spelling, inverted
+  disable_radix_cache?: boolean;
 }
 
 export interface EngineOptions {
@@ -68,6 +72,10 @@ export interface EngineOptions {
   // also take file paths and bytes directly; these bound what a URL in a request may name.
   allowedLocalMediaPath: string | null;
   allowedMediaDomains: string[] | null;
+  // Automatic prefix caching (vLLM's --enable-prefix-caching, on by default; SGLang's radix cache): KV blocks of
+  // earlier prompts are reused by prompts that start with the same tokens. Models with recurrent state (LFM2)
+  // run without it for now.
+  enablePrefixCaching: boolean;
 }
 
 type Key = keyof EngineOptions;
@@ -88,7 +96,10 @@ const ALIASES: Record<string, Key> = {
   imageMaxTokens: 'imageMaxTokens', image_max_tokens: 'imageMaxTokens',
   allowedLocalMediaPath: 'allowedLocalMediaPath', allowed_local_media_path: 'allowedLocalMediaPath',
   allowedMediaDomains: 'allowedMediaDomains', allowed_media_domains: 'allowedMediaDomains',
+  enablePrefixCaching: 'enablePrefixCaching', enable_prefix_caching: 'enablePrefixCaching',
+  disableRadixCache: 'enablePrefixCaching', disable_radix_cache: 'enablePrefixCaching',
 };
+const INVERTED = new Set(['disableRadixCache', 'disable_radix_cache']); // names whose boolean means the opposite
 
 // A number allowed by the engine's limits entry `limit` (native/engine/limits.h); the message states its range.
 function limited(name: string, limit: string, v: unknown): number {
@@ -132,6 +143,9 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'allowedMediaDomains':
       if (Array.isArray(v) && v.every((d) => typeof d === 'string' && d.length > 0)) return [...v] as string[];
       throw new TypeError(`${name} must be an array of host names`);
+    case 'enablePrefixCaching':
+      if (typeof v === 'boolean') return v;
+      throw new TypeError(`${name} must be true or false (got ${String(v)})`);
   }
 }
 
@@ -155,6 +169,7 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     imageMaxTokens: null,
     allowedLocalMediaPath: null,
     allowedMediaDomains: null,
+    enablePrefixCaching: true,
   };
   const seen = new Map<Key, string>();
   for (const [name, value] of Object.entries(input)) {
@@ -164,7 +179,8 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     const previous = seen.get(key);
     if (previous !== undefined) throw new TypeError(`${what}: ${name} and ${previous} are the same option; give only one`);
     seen.set(key, name);
-    (out as unknown as Record<string, unknown>)[key] = check(key, `${what}: ${name}`, value);
+    const checked = check(key, `${what}: ${name}`, value);
+    (out as unknown as Record<string, unknown>)[key] = INVERTED.has(name) ? !checked : checked;
   }
   if (!out.model) throw new TypeError(`${what}: the model path is required ({ model: 'model.gguf' })`);
   if (out.imageMinTokens !== null && out.imageMaxTokens !== null && out.imageMinTokens > out.imageMaxTokens) {

@@ -45,6 +45,7 @@ export interface EngineMetaInfo {
   id: number;
   promptTokens: number;
   completionTokens: number;
+  cachedTokens: number; // prompt tokens whose KV came from the prefix cache (SGLang's meta_info.cached_tokens)
   finishReason: EngineFinishReason | null; // null on stream chunks before the last
   e2eLatency: number; // seconds
 }
@@ -227,6 +228,7 @@ export class Engine {
         id,
         promptTokens,
         completionTokens: r.tokenIds.length,
+        cachedTokens: r.cachedTokens,
         finishReason: finishReasonOf(r, r.tokenIds.length),
         e2eLatency: r.latencySeconds,
       },
@@ -250,6 +252,7 @@ export class Engine {
             id: handle.id,
             promptTokens: promptTokens[0],
             completionTokens: completion,
+            cachedTokens: handle.cachedTokens,
             finishReason: d.finishReason === null ? null : finishReasonOf({ finishReason: d.finishReason, stopReason: d.stopReason }, completion),
             e2eLatency: (performance.now() - start) / 1000,
           },

@@ -37,6 +37,7 @@ export interface RequestOutput {
   promptTokenIds: number[];
   outputs: CompletionOutput[];
   finished: boolean;
+  numCachedTokens: number; // prompt tokens whose KV came from the prefix cache (vLLM's num_cached_tokens)
 }
 
 /** vLLM's multi_modal_data: images (a URL, data URL, path or bytes each) for a prompt that marks their places. */
@@ -126,6 +127,7 @@ export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: 
     prompt: prompts[i].prompt,
     promptTokenIds: prompts[i].promptTokenIds,
     finished: true,
+    numCachedTokens: row.reduce((m, r) => Math.max(m, r.cachedTokens), 0),
     outputs: row.map((r, index) => {
       const out: CompletionOutput = {
         index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason,

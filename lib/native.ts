@@ -64,6 +64,7 @@ export interface NativeStepOutput {
   finishReason: FinishReason | null;
   stopReason: string | number | null; // the stop string or stop token id that matched
   error: string | null;
+  cachedTokens: number; // prompt tokens whose KV came from the prefix cache (0 until the first token)
   logprobs?: NativeLogprob[];
 }
 
@@ -124,6 +125,10 @@ export interface NativeEngineStats {
   failedSteps: number; // steps whose forward pass threw (their requests failed; the server reports 503 on /health)
   imagesEncoded: number; // images run through the vision encoder
   imageEncodeSeconds: number; // time spent encoding them, preprocessing included
+  prefixCaching: boolean; // automatic prefix caching in effect (asked for, and the model keeps no recurrent state)
+  prefixCacheQueries: number; // prompt tokens looked up in the prefix cache
+  prefixCacheHits: number; // of those, tokens found there
+  kvBlocksCached: number; // KV blocks holding cached prefixes (in use or free)
 }
 
 export interface NativeEngineOptions {
@@ -138,6 +143,7 @@ export interface NativeEngineOptions {
   kvCacheMemory?: number;
   device?: 'auto' | 'cpu' | 'cuda'; // absent: 'auto' (CUDA when usable, else the CPU)
   mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
+  enablePrefixCaching?: boolean; // automatic prefix caching (default true)
   imageMinTokens?: number; // 0 / absent: the projector's default
   imageMaxTokens?: number;
 }

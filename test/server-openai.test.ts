@@ -57,7 +57,11 @@ t.test('chat: non-streamed shape, streamed text equals it at temperature 0, usag
   t.equal(finish[0].choices[0].finish_reason, r.choices[0].finish_reason);
   const last = chunks.at(-1)!;
   t.same(last.choices, [], 'usage chunk has no choices');
-  t.same(last.usage, r.usage);
+  const { prompt_tokens, completion_tokens, total_tokens } = r.usage!;
+  t.match(last.usage, { prompt_tokens, completion_tokens, total_tokens });
+  // the same prompt again: its whole blocks come from the prefix cache (the last token is always computed)
+  t.equal(r.usage!.prompt_tokens_details!.cached_tokens, 0);
+  t.equal(last.usage!.prompt_tokens_details!.cached_tokens, Math.floor((prompt_tokens - 1) / 16) * 16);
   t.ok(chunks.every((c) => c.id === chunks[0].id && c.object === 'chat.completion.chunk'));
 });
 

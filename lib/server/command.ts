@@ -52,6 +52,9 @@ Flags (vLLM spelling first, SGLang alias after):
   --max-num-batched-tokens N          tokens per engine step
   --chunked-prefill-size N            prompt chunk per step (-1: never split a prompt; negative numbers may
                                       follow a flag as their own word)
+  --enable-prefix-caching             reuse the KV of prompt prefixes seen before (default on; LFM2 models run
+                                      without it for now)
+  --no-enable-prefix-caching, --disable-radix-cache   turn it off
   --device auto|cpu|cuda              where the model runs (default auto: CUDA when a usable GPU and driver
                                       are present and this build has CUDA, else the CPU)
   --gpu-memory-utilization, --mem-fraction-static F   on a GPU, the fraction of the GPU's memory Spindle may
@@ -100,6 +103,8 @@ const OPTIONS = {
   mmproj: { type: 'string' }, 'no-mmproj': { type: 'boolean' }, 'image-min-tokens': { type: 'string' },
   ollama: { type: 'boolean' }, 'max-loaded-models': { type: 'string' }, 'keep-alive': { type: 'string' },
   'image-max-tokens': { type: 'string' }, 'allowed-local-media-path': { type: 'string' }, 'allowed-media-domains': { type: 'string' },
+  'enable-prefix-caching': { type: 'boolean' }, 'no-enable-prefix-caching': { type: 'boolean' },
+  'disable-radix-cache': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -197,6 +202,10 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   }
   const drain = int('drain-timeout', s('drain-timeout'), 0, 3600);
   if (v['no-mmproj'] && s('mmproj') !== undefined) throw new FlagError('--mmproj and --no-mmproj contradict each other; give one');
+  const cacheOff = v['no-enable-prefix-caching'] === true || v['disable-radix-cache'] === true;
+  if (cacheOff && v['enable-prefix-caching'] === true) {
+    throw new FlagError('--enable-prefix-caching and --no-enable-prefix-caching / --disable-radix-cache contradict each other; give one');
+  }
   const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
   const model = flagModel ?? parsed.positionals[0];
@@ -229,6 +238,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       imageMaxTokens: int('image-max-tokens', s('image-max-tokens'), 1, 65536),
       allowedLocalMediaPath: s('allowed-local-media-path'),
       allowedMediaDomains: domains === undefined ? undefined : domains.split(',').map((d) => d.trim()).filter(Boolean),
+      enablePrefixCaching: cacheOff ? false : undefined,
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,

@@ -183,13 +183,28 @@ export class Job {
   }
 }
 
-export function usageOf(promptTokens: number, completionTokens: number): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number }; // prompt tokens served from the prefix cache
 }
 
-/** Prompt tokens counted once per prompt (as OpenAI does for n > 1), completion tokens over every choice. */
-export function jobUsage(job: Job, completionTokens: number): ReturnType<typeof usageOf> {
-  return usageOf(job.promptTokens.reduce((a, b) => a + b, 0), completionTokens);
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0): Usage {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
+  };
+}
+
+/** Prompt tokens counted once per prompt (as OpenAI does for n > 1), completion tokens over every choice; the
+ * cached tokens of a prompt are the most any of its choices found in the prefix cache. */
+export function jobUsage(job: Job, completionTokens: number): Usage {
+  const cached = job.promptTokens.map(() => 0);
+  for (const r of job.requests) cached[r.prompt] = Math.max(cached[r.prompt], r.handle.cachedTokens);
+  return usageOf(job.promptTokens.reduce((a, b) => a + b, 0), completionTokens, cached.reduce((a, b) => a + b, 0));
 }
 
 /** Random request id suffix (OpenAI ids look like `chatcmpl-<24+ chars>`). */

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -25,6 +26,170 @@ block_manager::block_manager(int32_t num_blocks, int32_t block_size) : block_siz
   ref_counts_.assign(size_t(num_blocks), 0);
   free_blocks_.reserve(size_t(num_blocks));
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);  // block 0 is handed out first
+  committed_.assign(size_t(num_blocks), 0);
+  hash_.assign(size_t(num_blocks), 0);
+  parent_.assign(size_t(num_blocks), -1);
+  lru_prev_.assign(size_t(num_blocks), -1);
+  lru_next_.assign(size_t(num_blocks), -1);
+}
+
+uint64_t block_manager::chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
+  uint64_t h = parent * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (int32_t i = 0; i < n; ++i) {
+    h ^= uint64_t(uint32_t(tokens[i]));
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+  }
+  h ^= h >> 29;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 32;
+  return h == 0 ? 1 : h;  // 0 is the parent hash of a first block
+}
+
+void block_manager::lru_unlink(int32_t b) {
+  const int32_t p = lru_prev_[size_t(b)], n = lru_next_[size_t(b)];
+  (p >= 0 ? lru_next_[size_t(p)] : lru_head_) = n;
+  (n >= 0 ? lru_prev_[size_t(n)] : lru_tail_) = p;
+  lru_prev_[size_t(b)] = lru_next_[size_t(b)] = -1;
+  --lru_size_;
+}
+
+void block_manager::lru_push_back(int32_t b) {
+  lru_prev_[size_t(b)] = lru_tail_;
+  lru_next_[size_t(b)] = -1;
+  (lru_tail_ >= 0 ? lru_next_[size_t(lru_tail_)] : lru_head_) = b;
+  lru_tail_ = b;
+  ++lru_size_;
+}
+
+int32_t block_manager::take_free_block() {
+  if (!free_blocks_.empty()) {
+    const int32_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    return b;
+  }
+  const int32_t b = lru_head_;  // evict the least recently freed cached block
+  lru_unlink(b);
+  cached_.erase(hash_[size_t(b)]);
+  committed_[size_t(b)] = 0;
+  return b;
+}
+
+void block_manager::release_block(int32_t b) {
+  if (committed_[size_t(b)]) {
+    lru_push_back(b);
+  } else {
+    free_blocks_.push_back(b);
+  }
+}
+
+bool block_manager::block_matches(int32_t b, const int32_t* tokens, int32_t parent) const {
+  return committed_[size_t(b)] && parent_[size_t(b)] == parent &&
+         std::memcmp(block_tokens_.data() + size_t(b) * size_t(block_size_), tokens,
+                     size_t(block_size_) * sizeof(int32_t)) == 0;
+}
+
+void block_manager::set_prefix_caching(bool on) {
+  if (on == caching_) return;
+  if (on) {
+    block_tokens_.assign(size_t(num_blocks()) * size_t(block_size_), 0);
+  } else {
+    while (lru_head_ >= 0) {
+      const int32_t b = lru_head_;
+      lru_unlink(b);
+      free_blocks_.push_back(b);
+    }
+    std::fill(committed_.begin(), committed_.end(), 0);
+    cached_.clear();
+    for (auto& kv : tables_) kv.second.hashes.clear();
+    block_tokens_.clear();
+    block_tokens_.shrink_to_fit();
+  }
+  caching_ = on;
+}
+
+std::vector<int32_t> block_manager::cached_prefix(const int32_t* tokens, int32_t max_blocks) const {
+  std::vector<int32_t> out;
+  if (!caching_) return out;
+  uint64_t h = 0;
+  int32_t parent = -1;
+  for (int32_t k = 0; k < max_blocks; ++k) {
+    const int32_t* t = tokens + size_t(k) * size_t(block_size_);
+    if (std::any_of(t, t + block_size_, [](int32_t id) { return id < 0; })) break;
+    h = chain_hash(h, t, block_size_);
+    auto it = cached_.find(h);
+    if (it == cached_.end() || !block_matches(it->second, t, parent)) break;
+    out.push_back(it->second);
+    parent = it->second;
+  }
+  return out;
+}
+
+bool block_manager::can_allocate_shared(const std::vector<int32_t>& shared, int64_t n_tokens) const {
+  if (n_tokens < int64_t(shared.size()) * block_size_ || n_tokens > std::numeric_limits<int32_t>::max()) return false;
+  int32_t claimed = 0;  // cached blocks that leave the free list when shared
+  for (int32_t b : shared) claimed += ref_counts_[size_t(b)] == 0 ? 1 : 0;
+  return blocks_for_tokens(n_tokens) - int32_t(shared.size()) + claimed <= num_free_blocks();
+}
+
+void block_manager::allocate_shared(uint64_t seq_id, const std::vector<int32_t>& shared, int32_t n_tokens) {
+  if (has(seq_id)) throw error("block_manager: allocate: " + seq_name(seq_id) + " already has blocks");
+  for (int32_t b : shared) {
+    if (b < 0 || b >= num_blocks() || !committed_[size_t(b)]) {
+      throw error("block_manager: allocate_shared: block " + std::to_string(b) + " is not cached");
+    }
+  }
+  if (n_tokens < int64_t(shared.size()) * block_size_) {
+    throw error("block_manager: allocate_shared: " + std::to_string(n_tokens) + " slots do not cover " +
+                std::to_string(shared.size()) + " shared blocks");
+  }
+  if (!can_allocate_shared(shared, n_tokens)) {
+    throw error("block_manager: out of KV blocks: " + seq_name(seq_id) + " needs " +
+                std::to_string(blocks_for_tokens(n_tokens) - int32_t(shared.size())) + " new, " +
+                std::to_string(num_free_blocks()) + " free");
+  }
+  table t;
+  t.num_tokens = n_tokens;
+  for (int32_t b : shared) {
+    if (ref_counts_[size_t(b)]++ == 0) lru_unlink(b);
+    t.blocks.push_back(b);
+    t.hashes.push_back(hash_[size_t(b)]);
+  }
+  const int32_t need = blocks_for_tokens(n_tokens) - int32_t(shared.size());
+  for (int32_t i = 0; i < need; ++i) {
+    const int32_t b = take_free_block();
+    ref_counts_[size_t(b)] = 1;
+    t.blocks.push_back(b);
+  }
+  tables_.emplace(seq_id, std::move(t));
+}
+
+void block_manager::commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed) {
+  if (!caching_) return;
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) return;
+  table& t = it->second;
+  const size_t full = std::min(size_t(std::max(n_computed, 0) / block_size_), t.blocks.size());
+  for (size_t k = t.hashes.size(); k < full; ++k) {
+    const int32_t* tk = tokens + k * size_t(block_size_);
+    if (std::any_of(tk, tk + block_size_, [](int32_t id) { return id < 0; })) return;  // image placeholders
+    int32_t parent = -1;
+    if (k > 0) {
+      auto p = cached_.find(t.hashes[k - 1]);
+      if (p == cached_.end()) return;  // the chain's copy of the previous block was evicted: nothing to hang on
+      parent = p->second;
+    }
+    const uint64_t h = chain_hash(k > 0 ? t.hashes[k - 1] : 0, tk, block_size_);
+    const int32_t b = t.blocks[k];
+    if (cached_.find(h) == cached_.end() && !committed_[size_t(b)]) {
+      committed_[size_t(b)] = 1;
+      hash_[size_t(b)] = h;
+      parent_[size_t(b)] = parent;
+      std::memcpy(block_tokens_.data() + size_t(b) * size_t(block_size_), tk, size_t(block_size_) * sizeof(int32_t));
+      cached_.emplace(h, b);
+    }  // else: this block is the cached copy already, or another block is (this one stays uncommitted)
+    t.hashes.push_back(h);
+  }
 }
 
 int32_t block_manager::blocks_for_tokens(int64_t n_tokens) const {
@@ -69,8 +234,7 @@ void block_manager::allocate(uint64_t seq_id, int32_t n_tokens) {
   t.num_tokens = n_tokens;
   t.blocks.reserve(size_t(need));
   for (int32_t i = 0; i < need; ++i) {
-    int32_t b = free_blocks_.back();
-    free_blocks_.pop_back();
+    const int32_t b = take_free_block();
     ref_counts_[size_t(b)] = 1;
     t.blocks.push_back(b);
   }
@@ -91,8 +255,7 @@ void block_manager::append(uint64_t seq_id, int32_t n_new_tokens) {
                 " more, " + std::to_string(num_free_blocks()) + " free");
   }
   for (int32_t i = 0; i < need; ++i) {
-    int32_t b = free_blocks_.back();
-    free_blocks_.pop_back();
+    const int32_t b = take_free_block();
     ref_counts_[size_t(b)] = 1;
     t.blocks.push_back(b);
   }
@@ -111,8 +274,8 @@ void block_manager::deallocate(uint64_t seq_id) {
   auto it = tables_.find(seq_id);
   if (it == tables_.end()) return;
   const std::vector<int32_t>& blocks = it->second.blocks;
-  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {  // reversed: the first block is reused first
-    if (--ref_counts_[size_t(*b)] == 0) free_blocks_.push_back(*b);
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {  // reversed: the first block is reused (or kept) longest
+    if (--ref_counts_[size_t(*b)] == 0) release_block(*b);
   }
   tables_.erase(it);
 }
@@ -150,16 +313,34 @@ void block_manager::check_invariants() const {
   }
   std::vector<bool> on_free_list(ref_counts_.size(), false);
   for (int32_t b : free_blocks_) {
-    if (b < 0 || b >= num_blocks() || on_free_list[size_t(b)]) {
-      throw error("block_manager invariant: free list holds block " + std::to_string(b) + " twice or out of range");
+    if (b < 0 || b >= num_blocks() || on_free_list[size_t(b)] || committed_[size_t(b)]) {
+      throw error("block_manager invariant: free list holds block " + std::to_string(b) +
+                  " twice, out of range or committed");
     }
     on_free_list[size_t(b)] = true;
   }
+  int32_t in_lru = 0;
+  for (int32_t b = lru_head_, prev = -1; b >= 0; prev = b, b = lru_next_[size_t(b)]) {
+    if (b >= num_blocks() || on_free_list[size_t(b)] || !committed_[size_t(b)] || lru_prev_[size_t(b)] != prev ||
+        ++in_lru > num_blocks()) {
+      throw error("block_manager invariant: the cached free list is broken at block " + std::to_string(b));
+    }
+    on_free_list[size_t(b)] = true;
+  }
+  if (in_lru != lru_size_) throw error("block_manager invariant: cached free list size");
   for (size_t b = 0; b < ref_counts_.size(); ++b) {
     if (ref_counts_[b] != holders[b] || on_free_list[b] != (holders[b] == 0)) {
       throw error("block_manager invariant: block " + std::to_string(b) + " has ref_count " +
                   std::to_string(ref_counts_[b]) + ", " + std::to_string(holders[b]) + " holders, " +
-                  (on_free_list[b] ? "on" : "not on") + " the free list");
+                  (on_free_list[b] ? "on" : "not on") + " the free lists");
+    }
+    if (committed_[b] && (!caching_ || cached_.count(hash_[b]) == 0 || cached_.at(hash_[b]) != int32_t(b))) {
+      throw error("block_manager invariant: committed block " + std::to_string(b) + " is not in the cache map");
+    }
+  }
+  for (const auto& [h, b] : cached_) {
+    if (b < 0 || b >= num_blocks() || !committed_[size_t(b)] || hash_[size_t(b)] != h) {
+      throw error("block_manager invariant: the cache map points at a block that is not committed under its hash");
     }
   }
 }

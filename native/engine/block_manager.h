@@ -7,8 +7,16 @@
 //   that hold it (a table holds a block at most once); num_free_blocks() + num_used_blocks() == num_blocks();
 // - a table that reserves n token slots holds exactly ceil(n / block_size) blocks;
 // - every mutating call is all-or-nothing: it succeeds, or it throws spindle::error and changes nothing.
-// Blocks are shared only through fork() (n > 1 sampling, later prefix caching). Copy-on-write is not
-// implemented: appending to a sequence whose partially filled last block is shared throws.
+// Blocks are shared through fork() (n > 1 sampling) and the prefix cache. Copy-on-write is not implemented:
+// appending to a sequence whose partially filled last block is shared throws.
+//
+// Prefix cache (set_prefix_caching(true)): a full block whose tokens are all computed is committed under its
+// chain hash (hash of the previous block's hash and its own token ids) with its token ids and its parent block,
+// so that a later table whose first blocks hold the same tokens shares them (allocate_shared: ref_count + 1)
+// instead of recomputing their KV. A committed block whose ref_count falls to 0 stays cached and counts as
+// free; new blocks come from never-committed free blocks first, then from the least recently freed cached
+// block (its hash is dropped then). A hit is exact: every shared block's token ids and parent are compared,
+// never trusted to the hash alone.
 #pragma once
 #include <cstdint>
 #include <unordered_map>
@@ -23,11 +31,13 @@ class block_manager {
 
   int32_t block_size() const { return block_size_; }   // tokens per block
   int32_t num_blocks() const { return int32_t(ref_counts_.size()); }
-  int32_t num_free_blocks() const { return int32_t(free_blocks_.size()); }
+  int32_t num_free_blocks() const { return int32_t(free_blocks_.size()) + lru_size_; }  // cached free ones too
   int32_t num_used_blocks() const { return num_blocks() - num_free_blocks(); }
   int32_t blocks_for_tokens(int64_t n_tokens) const;  // ceil(n_tokens / block_size); n_tokens >= 0
 
   bool has(uint64_t seq_id) const { return tables_.count(seq_id) != 0; }
+  // Chain hash of a block of block_size token ids after the block whose hash is `parent` (0 for a first block).
+  static uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n);
   // Whether a new table of n_tokens slots fits in the free blocks.
   bool can_allocate(int64_t n_tokens) const;
   // Creates the table of seq_id with n_tokens slots. Throws if seq_id already has one or blocks run out.
@@ -38,9 +48,28 @@ class block_manager {
   void append(uint64_t seq_id, int32_t n_new_tokens);
   // child_id shares every block of parent_id (ref_count + 1 each) and reserves the same slots.
   void fork(uint64_t parent_id, uint64_t child_id);
-  // Drops the table of seq_id; blocks whose ref_count falls to 0 return to the free list. Unknown ids are a
-  // no-op (a waiting sequence holds no blocks).
+  // Drops the table of seq_id; blocks whose ref_count falls to 0 return to the free list (committed ones stay
+  // cached until evicted). Unknown ids are a no-op (a waiting sequence holds no blocks).
   void deallocate(uint64_t seq_id);
+
+  // Prefix cache (see above). Turning it off drops every cached block.
+  void set_prefix_caching(bool on);
+  bool prefix_caching() const { return caching_; }
+  // The cached blocks holding tokens[0, k * block_size) for the largest k <= max_blocks (block ids in order;
+  // empty when caching is off or nothing matches). Stops at a block holding a negative id (an image
+  // placeholder, whose content the ids do not say).
+  std::vector<int32_t> cached_prefix(const int32_t* tokens, int32_t max_blocks) const;
+  // Whether a table of n_tokens slots whose first blocks are `shared` (from cached_prefix) fits.
+  bool can_allocate_shared(const std::vector<int32_t>& shared, int64_t n_tokens) const;
+  // Creates the table of seq_id: the shared blocks (ref_count + 1; cached free ones leave the free list), then
+  // new blocks up to n_tokens slots. Throws (changing nothing) if seq_id has a table, a shared block is not
+  // cached, n_tokens does not cover them, or blocks run out.
+  void allocate_shared(uint64_t seq_id, const std::vector<int32_t>& shared, int32_t n_tokens);
+  // Commits every full block of seq_id's table whose tokens are among tokens[0, n_computed) and not yet
+  // committed (tokens: the sequence's ids). A block whose tokens are already cached in another block is left
+  // uncommitted (the cached one stays the shared copy). No-op when caching is off or seq_id is unknown.
+  void commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed);
+  int32_t num_cached_blocks() const { return int32_t(cached_.size()); }  // committed blocks, in use or not
 
   const std::vector<int32_t>& block_table(uint64_t seq_id) const;  // throws for an unknown seq_id
   int32_t num_tokens(uint64_t seq_id) const;                       // slots reserved; 0 for an unknown id
@@ -52,14 +81,30 @@ class block_manager {
   struct table {
     std::vector<int32_t> blocks;  // block ids, position order
     int32_t num_tokens = 0;       // token slots reserved
+    std::vector<uint64_t> hashes;  // chain hashes of blocks[0, hashes.size()): the ones commit_full_blocks saw
   };
   const table& find(uint64_t seq_id, const char* what) const;
   int32_t new_blocks_needed(const table& t, int32_t n_new_tokens) const;  // throws on a shared tail
+  int32_t take_free_block();        // a never-committed free block, else the least recently freed cached one
+  void release_block(int32_t b);    // ref_count reached 0: cached (LRU tail) if committed, else free
+  void lru_unlink(int32_t b);
+  void lru_push_back(int32_t b);
+  bool block_matches(int32_t b, const int32_t* tokens, int32_t parent) const;
 
   int32_t block_size_;
   std::vector<int32_t> ref_counts_;   // [num_blocks]
-  std::vector<int32_t> free_blocks_;  // stack: back() is handed out next
+  std::vector<int32_t> free_blocks_;  // never-committed free blocks, a stack: back() is handed out next
   std::unordered_map<uint64_t, table> tables_;
+  // Prefix cache: per block its chain hash (committed_[b]), parent block (-1 for a first block) and token ids;
+  // the hash -> block map; committed blocks with ref_count 0 in a doubly linked LRU list (head evicted first).
+  bool caching_ = false;
+  std::vector<uint8_t> committed_;
+  std::vector<uint64_t> hash_;
+  std::vector<int32_t> parent_;
+  std::vector<int32_t> block_tokens_;  // [num_blocks * block_size]
+  std::unordered_map<uint64_t, int32_t> cached_;
+  std::vector<int32_t> lru_prev_, lru_next_;
+  int32_t lru_head_ = -1, lru_tail_ = -1, lru_size_ = 0;
 };
 
 // KV bytes of one token over all attention layers: n_layer * n_head_kv * (head_dim_k + head_dim_v) *

@@ -230,6 +230,7 @@ void engine::make_cache(const model& m, int32_t max_len) {
   sc.max_model_len = max_len;
   sc.max_num_seqs = o.max_num_seqs;
   sc.chunked_prefill_size = o.chunked_prefill_size;
+  sc.enable_prefix_caching = o.enable_prefix_caching && state_bytes == 0;
   sc.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
                               : o.chunked_prefill_size == -1 ? std::max(2048, max_len)
                                                              : 2048;
@@ -400,6 +401,10 @@ void engine::update_stats() {
   stats_.requests_finished = finished_;
   stats_.steps = steps_;
   stats_.failed_steps = failed_steps_;
+  stats_.prefix_caching = sched_->config().enable_prefix_caching;
+  stats_.prefix_cache_queries = ss.prefix_cache_queries;
+  stats_.prefix_cache_hits = ss.prefix_cache_hits;
+  stats_.kv_blocks_cached = ss.blocks_cached;
 }
 
 void engine::emit_step(std::vector<request_output>& outs) {

@@ -41,6 +41,10 @@ struct engine_options {
   int32_t max_num_batched_tokens = 0;   // tokens per step; 0 = max(2048, max_model_len when never splitting)
   int32_t chunked_prefill_size = 512;   // prompt tokens per sequence per step; -1 = never split a prompt
   int32_t block_size = 16;              // tokens per KV block
+  // Automatic prefix caching (vLLM's --enable-prefix-caching, on by default; SGLang's radix cache): KV blocks of
+  // earlier prompts are shared by later ones that start with the same tokens. Models with recurrent state
+  // (LFM2) run without it for now (their state at block boundaries is not kept).
+  bool enable_prefix_caching = true;
   // > 1: bytes. On the CPU, (0, 1]: fraction of available host memory (0 = 0.25, at most 2 GiB). On a GPU, as
   // vLLM's gpu_memory_utilization: the fraction of the device's total memory the engine may hold, weights
   // included, so the KV cache gets fraction * total - (memory already in use) (0 = 0.9).
@@ -104,6 +108,10 @@ struct engine_stats {
   uint64_t images_encoded = 0;    // images run through the vision encoder
   double image_encode_seconds = 0;  // time spent encoding them (preprocessing included)
   uint64_t failed_steps = 0;      // steps whose forward pass threw (their requests failed)
+  bool prefix_caching = false;    // in effect (asked for, and the model has no recurrent state)
+  uint64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache (vLLM's metric)
+  uint64_t prefix_cache_hits = 0;     // of those, tokens whose KV was found there
+  int32_t kv_blocks_cached = 0;       // blocks holding cached prefixes (in use or free)
 };
 
 class engine {

@@ -83,6 +83,7 @@ void engine::step(std::vector<request_output>& outs) {
     if (!c.sample) continue;
     sequence& seq = *seqs_.at(c.seq_id);
     request_output& out = engine_output_for(outs, c.seq_id);
+    out.cached_tokens = c.seq->num_cached_tokens;
     try {
       seq.sample_and_append(logits_.data() + row * rows, out);
       generated_tokens_++;

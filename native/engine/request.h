@@ -90,6 +90,8 @@ struct request_output {
   std::string stop_string;              // the stop string that matched (finish == stop)
   int32_t stop_token = -1;              // the EOG / stop id that matched (finish == stop)
   std::string error;                    // non-empty when the request failed inside the engine
+  int32_t cached_tokens = 0;            // prompt tokens whose KV came from the prefix cache (OpenAI's
+                                        // usage.prompt_tokens_details.cached_tokens); set with each sampled token
 };
 
 }  // namespace spindle

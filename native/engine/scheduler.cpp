@@ -33,6 +33,7 @@ scheduler::scheduler(scheduler_config config, block_manager blocks)
                 std::to_string(c.max_num_batched_tokens) + ") must be >= max_model_len (" +
                 std::to_string(c.max_model_len) + "): a whole prompt must fit in one step");
   }
+  blocks_.set_prefix_caching(c.enable_prefix_caching);
   int32_t per_seq = blocks_.blocks_for_tokens(c.max_model_len);
   if (blocks_.num_blocks() < per_seq) {
     throw error("scheduler: the KV cache has " + std::to_string(blocks_.num_blocks()) + " blocks, but one sequence " +
@@ -110,15 +111,28 @@ void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool dec
 void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
   while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < config_.max_num_seqs) {
     sched_sequence* s = waiting_.front();
-    int32_t n = prefill_chunk(*s, budget);
-    if (n == 0 || !can_reserve(*s, s->num_computed_tokens + n)) break;
+    // the cached prefix (whole blocks, leaving at least one token to compute); waiting sequences hold no KV,
+    // so they start from 0 or from that prefix
+    std::vector<int32_t> shared;
+    if (blocks_.prefix_caching()) {
+      shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size());
+    }
+    const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
+    const int32_t n = chunk_of(s->num_tokens() - hit, budget);
+    if (n == 0 || !blocks_.can_allocate_shared(shared, int64_t(hit) + n)) break;
     s->state_slot = slots_.acquire(s->id);  // one is free: running_.size() < max_num_seqs slots
     try {
-      reserve(*s, s->num_computed_tokens + n);
+      blocks_.allocate_shared(s->id, shared, hit + n);
     } catch (...) {
       slots_.release(s->id);
       s->state_slot = -1;
       throw;
+    }
+    s->num_computed_tokens = hit;
+    if (s->num_preemptions == 0) s->num_cached_tokens = hit;
+    if (blocks_.prefix_caching()) {
+      prefix_queries_ += uint64_t(s->num_tokens());
+      prefix_hits_ += uint64_t(hit);
     }
     waiting_.pop_front();
     s->status = sched_status::running;
@@ -128,7 +142,10 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
 }
 
 int32_t scheduler::prefill_chunk(const sched_sequence& s, int32_t budget) const {
-  int32_t remaining = s.num_uncomputed_tokens();
+  return chunk_of(s.num_uncomputed_tokens(), budget);
+}
+
+int32_t scheduler::chunk_of(int32_t remaining, int32_t budget) const {
   if (config_.chunked_prefill_size < 0) return remaining <= budget ? remaining : 0;
   return std::min({remaining, config_.chunked_prefill_size, budget});
 }
@@ -251,6 +268,7 @@ void scheduler::postprocess(const schedule_output& out, const std::vector<sample
     }
     sched_sequence* s = it->second.get();
     s->num_computed_tokens += c.n_tokens;
+    blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens);  // no-op without caching
     if (!c.sample) continue;
     const sampled_token& t = sampled[k++];
     s->token_ids.push_back(t.token);
@@ -285,6 +303,9 @@ scheduler_stats scheduler::stats() const {
   st.blocks_free = blocks_.num_free_blocks();
   st.preemptions = preemptions_;
   st.steps = step_;
+  st.prefix_cache_queries = prefix_queries_;
+  st.prefix_cache_hits = prefix_hits_;
+  st.blocks_cached = blocks_.num_cached_blocks();
   return st;
 }
 

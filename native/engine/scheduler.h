@@ -15,6 +15,9 @@
 // Progress: while any sequence is unfinished, schedule() returns a non-empty step (the oldest running
 // sequence always fits, since the cache holds one max_model_len sequence and it is never the newest victim
 // while others run). The scheduler never touches memory layout: the runner reads block tables from blocks().
+// Prefix caching (config.enable_prefix_caching): on admission a sequence's computed tokens start at its cached
+// prefix (shared blocks); after each step the full blocks of every chunk are committed. Preemption and finish
+// free blocks into the cache, so a recomputed sequence finds its own blocks again while they are not evicted.
 // Recurrent state: a sequence holds one of max_num_seqs state slots exactly while it is running (taken on
 // admission, given back on preemption, finish and abort), so admission never waits for a slot; a preempted
 // sequence is recomputed from position 0, where the model starts its recurrent state afresh.
@@ -36,6 +39,11 @@ struct scheduler_config {
   int32_t max_num_seqs = 256;             // sequences holding KV at once (decoding or partly prefilled)
   int32_t chunked_prefill_size = 512;     // prompt tokens per sequence per step; -1 = never split a prompt
   int32_t max_model_len = 0;              // tokens per sequence, prompt + generated; > 0
+  // Automatic prefix caching: an admitted sequence starts from the longest run of cached full blocks of its
+  // tokens (at most num_tokens - 1 tokens, so at least one is computed), and full blocks are committed to the
+  // cache as their KV is written (block_manager). Off for models with recurrent state (their state at a block
+  // boundary is not kept).
+  bool enable_prefix_caching = false;
 };
 
 // One sequence's share of a step: tokens [first_pos, first_pos + n_tokens) of seq->token_ids are forwarded
@@ -75,6 +83,9 @@ struct scheduler_stats {
   int32_t blocks_free = 0;
   uint64_t preemptions = 0;  // since construction
   uint64_t steps = 0;        // non-empty steps scheduled
+  uint64_t prefix_cache_queries = 0;  // tokens of sequences admitted with prefix caching on (vLLM's metric)
+  uint64_t prefix_cache_hits = 0;     // of those, tokens found in the cache
+  int32_t blocks_cached = 0;          // committed blocks (in use or free)
 };
 
 class scheduler {
@@ -116,6 +127,7 @@ class scheduler {
   void schedule_running(schedule_output& out, int32_t& budget, bool decodes);
   void schedule_waiting(schedule_output& out, int32_t& budget);
   int32_t prefill_chunk(const sched_sequence& s, int32_t budget) const;  // 0: does not fit this step
+  int32_t chunk_of(int32_t remaining, int32_t budget) const;             // prefill_chunk of `remaining` tokens
   bool can_reserve(const sched_sequence& s, int32_t n_slots) const;
   void reserve(const sched_sequence& s, int32_t n_slots);
   bool reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget);
@@ -135,6 +147,7 @@ class scheduler {
   uint64_t step_ = 0;          // id of the last non-empty step
   bool step_pending_ = false;  // step_ was scheduled and not yet postprocessed
   uint64_t preemptions_ = 0;
+  uint64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace spindle

@@ -241,6 +241,10 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("failedSteps", Napi::Number::New(env, double(s.failed_steps)));
   o.Set("imagesEncoded", Napi::Number::New(env, double(s.images_encoded)));
   o.Set("imageEncodeSeconds", Napi::Number::New(env, s.image_encode_seconds));
+  o.Set("prefixCaching", s.prefix_caching);
+  o.Set("prefixCacheQueries", Napi::Number::New(env, double(s.prefix_cache_queries)));
+  o.Set("prefixCacheHits", Napi::Number::New(env, double(s.prefix_cache_hits)));
+  o.Set("kvBlocksCached", s.kv_blocks_cached);
   return o;
 }
 

@@ -216,6 +216,7 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
     throw Napi::RangeError::New(v.Env(), "kvCacheMemory must be a fraction in (0, 1] or a number of bytes");
   }
   out.engine.mmproj_path = string_field(o, "mmproj");
+  out.engine.enable_prefix_caching = bool_field(o, "enablePrefixCaching", defaults.enable_prefix_caching);
   for (auto [key, field] : {std::pair{"imageMinTokens", &out.engine.image_min_tokens},
                             std::pair{"imageMaxTokens", &out.engine.image_max_tokens}}) {
     const double d = number_field(o, key, 0);
@@ -345,6 +346,7 @@ Napi::Object output_object(Napi::Env env, const request_output& r) {
   else if (r.stop_token >= 0) stop_reason = Napi::Number::New(env, r.stop_token);
   o.Set("stopReason", stop_reason);
   o.Set("error", r.error.empty() ? env.Null() : Napi::Value(Napi::String::New(env, r.error)));
+  o.Set("cachedTokens", r.cached_tokens);
   if (!r.logprobs.empty()) {
     Napi::Array lps = Napi::Array::New(env, r.logprobs.size());
     for (uint32_t i = 0; i < r.logprobs.size(); ++i) {

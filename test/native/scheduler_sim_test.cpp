@@ -18,22 +18,32 @@ using namespace spindle;
 
 namespace {
 
+// What a KV slot holds: the position and a hash of the tokens up to it (KV depends on exactly that, so a slot
+// shared through the prefix cache is right for every sequence with the same prefix).
 struct kv_slot {
-  uint64_t seq = 0;
   int32_t pos = -1;
-  int32_t token = -1;
+  uint64_t prefix = 0;
 };
 
 struct sim_params {
   uint32_t seed;
   int32_t block_size, extra_blocks, budget, max_seqs, chunk, max_len, n_seqs;
+  bool caching = false;  // prefix caching on, and prompts that share prefixes
 };
 
 struct sim_totals {
-  uint64_t preemptions = 0, mid_step_aborts = 0, finished = 0, steps = 0;
+  uint64_t preemptions = 0, mid_step_aborts = 0, finished = 0, steps = 0, cache_hits = 0;
 };
 
 int32_t fake_token(uint64_t id, int32_t index) { return int32_t((id * 7919 + uint64_t(index) * 31) % 50000); }
+
+// Token `index` of sequence `id`; with shared prefixes, the first tokens come from one of three "documents".
+int32_t sim_token(uint64_t id, int32_t index, bool shared) {
+  const int32_t share_len = 3 + int32_t(id % 7) * 3;
+  return shared && index < share_len ? fake_token(100000 + id % 3, index) : fake_token(id, index);
+}
+
+uint64_t prefix_hash(uint64_t h, int32_t token) { return (h ^ uint64_t(uint32_t(token))) * 0x100000001B3ull + 1; }
 
 int32_t slot_of(const block_manager& bm, uint64_t id, int32_t pos) {
   const std::vector<int32_t>& table = bm.block_table(id);
@@ -60,21 +70,26 @@ void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<
     CHECK(c.first_pos + c.n_tokens <= q.num_tokens());
     CHECK_EQ(c.sample, c.first_pos + c.n_tokens == q.num_tokens());
     if (cfg.chunked_prefill_size > 0) CHECK(c.n_tokens <= cfg.chunked_prefill_size || c.is_decode);
-    if (cfg.chunked_prefill_size < 0 && !c.is_decode) CHECK_EQ(c.n_tokens, q.num_tokens());
+    if (cfg.chunked_prefill_size < 0 && !c.is_decode) CHECK_EQ(c.first_pos + c.n_tokens, q.num_tokens());  // the rest
     if (c.is_decode) CHECK(!seen_prefill);
     seen_prefill = seen_prefill || !c.is_decode;
     CHECK(s.blocks().num_tokens(c.seq_id) >= c.first_pos + c.n_tokens);
-    for (int32_t p = c.first_pos; p < c.first_pos + c.n_tokens; ++p) {
+    uint64_t h = 0;
+    for (int32_t p = 0; p < c.first_pos + c.n_tokens; ++p) {
+      h = prefix_hash(h, q.token_ids[size_t(p)]);
+      if (p < c.first_pos) continue;
       int32_t slot = slot_of(s.blocks(), c.seq_id, p);
       REQUIRE(slot >= 0);
-      kv[size_t(slot)] = {c.seq_id, p, q.token_ids[size_t(p)]};
+      kv[size_t(slot)] = {p, h};
     }
   }
   CHECK_EQ(total, out.num_batched_tokens);
   for (const scheduled_chunk& c : out.chunks) {
+    uint64_t h = 0;
     for (int32_t p = 0; p < c.first_pos + c.n_tokens; ++p) {
+      h = prefix_hash(h, c.seq->token_ids[size_t(p)]);
       const kv_slot& k = kv[size_t(slot_of(s.blocks(), c.seq_id, p))];
-      if (k.seq != c.seq_id || k.pos != p || k.token != c.seq->token_ids[size_t(p)]) {
+      if (k.pos != p || k.prefix != h) {
         harness::fail(__FILE__, __LINE__, "KV slot of sequence " + std::to_string(c.seq_id) + " position " +
                                               std::to_string(p) + " holds another value");
         throw harness::stop_test{};
@@ -98,6 +113,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
   cfg.max_num_seqs = p.max_seqs;
   cfg.chunked_prefill_size = p.chunk;
   cfg.max_model_len = p.max_len;
+  cfg.enable_prefix_caching = p.caching;
   int32_t n_blocks = (p.max_len + p.block_size - 1) / p.block_size + p.extra_blocks;
   scheduler s(cfg, block_manager(n_blocks, p.block_size));
   std::vector<kv_slot> kv(size_t(n_blocks) * size_t(p.block_size));
@@ -109,7 +125,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
     for (uint32_t a = rng() % 4; a > 0 && int32_t(next_id) <= p.n_seqs; --a, ++next_id) {
       int32_t len = 1 + int32_t(rng() % uint32_t(p.max_len));
       std::vector<int32_t> prompt;
-      for (int32_t i = 0; i < len; ++i) prompt.push_back(fake_token(next_id, i));
+      for (int32_t i = 0; i < len; ++i) prompt.push_back(sim_token(next_id, i, p.caching));
       s.add(next_id, prompt);
       live[next_id] = len + 1 + int32_t(rng() % uint32_t(p.max_len - len + 1));
     }
@@ -153,7 +169,8 @@ void simulate(const sim_params& p, sim_totals& totals) {
       }
       REQUIRE(q != nullptr);
       CHECK_EQ(q->num_computed_tokens, q->num_tokens() - 1);
-      for (int32_t i = 0; i < q->num_tokens(); ++i) CHECK_EQ(q->token_ids[size_t(i)], fake_token(q->id, i));
+      for (int32_t i = 0; i < q->num_prompt_tokens; ++i) CHECK_EQ(q->token_ids[size_t(i)], sim_token(q->id, i, p.caching));
+      for (int32_t i = q->num_prompt_tokens; i < q->num_tokens(); ++i) CHECK_EQ(q->token_ids[size_t(i)], fake_token(q->id, i));
     }
     CHECK_EQ(s.blocks().num_free_blocks() + s.blocks().num_used_blocks(), n_blocks);
   }
@@ -162,6 +179,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
   CHECK_EQ(s.stats().running, 0);
   CHECK_EQ(s.stats().waiting, 0);
   totals.steps += uint64_t(steps);
+  totals.cache_hits += s.stats().prefix_cache_hits;
 }
 
 }  // namespace
@@ -184,12 +202,16 @@ TEST_CASE("scheduler: randomized simulation keeps every invariant") {
     p.max_seqs = max_seqs[rng() % 4];
     p.n_seqs = 120;
     simulate(p, totals);
+    p.caching = true;  // the same run with prefix caching and shared prompt prefixes
+    simulate(p, totals);
   }
+  CHECK(totals.cache_hits > 0);
   // The tiny caches must actually exercise preemption, finishes and aborts inside a step.
   CHECK(totals.preemptions > 0);
   CHECK(totals.mid_step_aborts > 0);
   CHECK(totals.finished > 0);
-  std::printf("  sim: %llu steps, %llu preemptions, %llu finished, %llu mid-step aborts\n",
+  std::printf("  sim: %llu steps, %llu preemptions, %llu finished, %llu mid-step aborts, %llu cached tokens\n",
               (unsigned long long)totals.steps, (unsigned long long)totals.preemptions,
-              (unsigned long long)totals.finished, (unsigned long long)totals.mid_step_aborts);
+              (unsigned long long)totals.finished, (unsigned long long)totals.mid_step_aborts,
+              (unsigned long long)totals.cache_hits);
 }

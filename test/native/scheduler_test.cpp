@@ -328,3 +328,81 @@ TEST_CASE("scheduler: postprocess validates before changing anything") {
   CHECK_THROWS_WITH(s.postprocess(out, {{1, 5, false}}), "pending step is none");
   s.check_invariants();
 }
+
+TEST_CASE("scheduler: prefix caching starts a sequence after its cached blocks, and frees leave ref counts right") {
+  scheduler_config c;
+  c.max_num_batched_tokens = 64;
+  c.max_num_seqs = 4;
+  c.chunked_prefill_size = 16;
+  c.max_model_len = 64;
+  c.enable_prefix_caching = true;
+  scheduler s(c, block_manager(16, 4));
+  const int32_t free0 = s.blocks().num_free_blocks();
+  s.add(1, tokens(22, 500));  // 5 full blocks + 2
+  run_step(s);                // 16 prompt tokens: blocks 0..3 committed
+  run_step(s, {1});           // the rest, samples, finishes: its blocks go to the cache
+  CHECK(s.find(1) == nullptr);
+  CHECK_EQ(s.stats().blocks_cached, 5);
+  CHECK_EQ(s.blocks().num_free_blocks(), free0);
+  // the same 20 first tokens: 5 blocks are cached, but at most num_tokens - 1 = 20 tokens hit: 5 blocks? no,
+  // (21 - 1) / 4 = 5 blocks of the 21-token prompt, all cached
+  std::vector<int32_t> p2 = tokens(20, 500);
+  p2.push_back(9);
+  s.add(2, p2);
+  schedule_output out = s.schedule();
+  REQUIRE(out.chunks.size() == size_t(1));
+  CHECK_EQ(out.chunks[0].first_pos, 20);
+  CHECK_EQ(out.chunks[0].n_tokens, 1);
+  CHECK_EQ(s.find(2)->num_cached_tokens, 20);
+  CHECK_EQ(s.stats().prefix_cache_queries, uint64_t(22 + 21));
+  CHECK_EQ(s.stats().prefix_cache_hits, uint64_t(20));
+  s.check_invariants();
+  finish_step(s, out);
+  // a third one shares the first 3 blocks with sequence 2 (ref counts 2), then both are aborted
+  std::vector<int32_t> p3 = tokens(12, 500);
+  p3.push_back(77);
+  s.add(3, p3);
+  out = s.schedule();
+  const std::vector<int32_t>& t2 = s.blocks().block_table(2);
+  const std::vector<int32_t>& t3 = s.blocks().block_table(3);
+  CHECK_EQ(t2[0], t3[0]);
+  CHECK_EQ(s.blocks().ref_count(t3[0]), 2);
+  CHECK_EQ(s.find(3)->num_cached_tokens, 12);
+  s.check_invariants();
+  CHECK(s.abort(3));  // mid-step
+  CHECK(s.abort(2));
+  finish_step(s, out);
+  CHECK_EQ(s.blocks().num_free_blocks(), free0);
+  for (int32_t b = 0; b < s.blocks().num_blocks(); ++b) CHECK_EQ(s.blocks().ref_count(b), 0);
+  s.check_invariants();
+}
+
+TEST_CASE("scheduler: a preempted sequence finds its own blocks in the prefix cache") {
+  scheduler_config c;
+  c.max_num_batched_tokens = 64;
+  c.max_num_seqs = 4;
+  c.chunked_prefill_size = 64;
+  c.max_model_len = 32;
+  c.enable_prefix_caching = true;
+  scheduler s(c, block_manager(9, 4));
+  s.add(1, tokens(12, 1));
+  s.add(2, tokens(12, 100));
+  run_step(s);                                // both prefilled: 3 blocks each, 13 tokens each
+  for (int i = 0; i < 4; ++i) run_step(s);    // decodes of slots 12..15: 4 blocks each, 8 of 9 used
+  schedule_output out = s.schedule();         // slot 16 needs a 5th block each: one is free
+  REQUIRE(out.preempted.size() == size_t(1));
+  CHECK_EQ(out.preempted[0], uint64_t(2));   // the newest goes
+  s.check_invariants();
+  finish_step(s, out, {1});                   // and the other finishes: its blocks go to the cache too
+  out = s.schedule();                         // sequence 2 comes back: its 4 full blocks are still cached
+  REQUIRE(out.chunks.size() == size_t(1));
+  CHECK_EQ(out.chunks[0].seq_id, uint64_t(2));
+  CHECK_EQ(out.chunks[0].first_pos, 16);
+  CHECK_EQ(out.chunks[0].n_tokens, 1);
+  CHECK_EQ(s.find(2)->num_cached_tokens, 0);  // reported for its first admission only
+  CHECK_EQ(s.stats().prefix_cache_hits, uint64_t(16));
+  s.check_invariants();
+  finish_step(s, out, {2});
+  CHECK_EQ(s.blocks().num_free_blocks(), 9);
+  s.check_invariants();
+}

@@ -60,8 +60,8 @@ export class ServerMetrics implements GenerationObserver {
     this.#labels = labels;
     const reg = this.registry;
     const labelNames = Object.keys(labels);
-    const stat = (key: 'running' | 'waiting' | 'kvBlocksTotal' | 'kvBlocksUsed' | 'promptTokens' | 'generatedTokens' | 'preemptions',
-      fallback: number): number => engine.statsOrNull()?.[key] ?? fallback;
+    const stat = (key: 'running' | 'waiting' | 'kvBlocksTotal' | 'kvBlocksUsed' | 'promptTokens' | 'generatedTokens' | 'preemptions'
+      | 'prefixCacheQueries' | 'prefixCacheHits', fallback: number): number => engine.statsOrNull()?.[key] ?? fallback;
     const gauge = (name: string, help: string, read: () => number): void => {
       new Gauge({ name, help, labelNames, registers: [reg], collect() { this.set(labels, read()); } });
     };
@@ -74,6 +74,10 @@ export class ServerMetrics implements GenerationObserver {
     followingCounter(reg, 'spindle:prompt_tokens_total', 'Number of prefill tokens processed.', labels, () => stat('promptTokens', 0));
     followingCounter(reg, 'spindle:generation_tokens_total', 'Number of generation tokens processed.', labels, () => stat('generatedTokens', 0));
     followingCounter(reg, 'spindle:num_preemptions_total', 'Cumulative number of preemptions from the engine.', labels, () => stat('preemptions', 0));
+    followingCounter(reg, 'spindle:prefix_cache_queries_total',
+      'Prefix cache queries, in terms of number of queried tokens.', labels, () => stat('prefixCacheQueries', 0));
+    followingCounter(reg, 'spindle:prefix_cache_hits_total',
+      'Prefix cache hits, in terms of number of cached tokens.', labels, () => stat('prefixCacheHits', 0));
     followingCounter(reg, 'spindle:engine_failed_steps_total', 'Engine steps whose forward pass failed (their requests failed).',
       labels, () => engine.failedSteps);
     this.#ttft = new Histogram({ name: 'spindle:time_to_first_token_seconds', help: 'Histogram of time to first token in seconds.',
