@@ -38,6 +38,17 @@ void finish_step(scheduler& s, const schedule_output& out, const std::set<uint64
   s.check_invariants();
 }
 
+// Budget 64 tokens, 4 sequences, blocks of 4, prefix caching on.
+scheduler caching_sched(int32_t chunk, int32_t max_len, int32_t n_blocks) {
+  scheduler_config c;
+  c.max_num_batched_tokens = 64;
+  c.max_num_seqs = 4;
+  c.chunked_prefill_size = chunk;
+  c.max_model_len = max_len;
+  c.enable_prefix_caching = true;
+  return scheduler(c, block_manager(n_blocks, 4));
+}
+
 schedule_output run_step(scheduler& s, const std::set<uint64_t>& finish = {}) {
   schedule_output out = s.schedule();
   s.check_invariants();
@@ -330,13 +341,7 @@ TEST_CASE("scheduler: postprocess validates before changing anything") {
 }
 
 TEST_CASE("scheduler: prefix caching starts a sequence after its cached blocks, and frees leave ref counts right") {
-  scheduler_config c;
-  c.max_num_batched_tokens = 64;
-  c.max_num_seqs = 4;
-  c.chunked_prefill_size = 16;
-  c.max_model_len = 64;
-  c.enable_prefix_caching = true;
-  scheduler s(c, block_manager(16, 4));
+  scheduler s = caching_sched(16, 64, 16);
   const int32_t free0 = s.blocks().num_free_blocks();
   s.add(1, tokens(22, 500));  // 5 full blocks + 2
   run_step(s);                // 16 prompt tokens: blocks 0..3 committed
@@ -378,13 +383,7 @@ TEST_CASE("scheduler: prefix caching starts a sequence after its cached blocks, 
 }
 
 TEST_CASE("scheduler: a preempted sequence finds its own blocks in the prefix cache") {
-  scheduler_config c;
-  c.max_num_batched_tokens = 64;
-  c.max_num_seqs = 4;
-  c.chunked_prefill_size = 64;
-  c.max_model_len = 32;
-  c.enable_prefix_caching = true;
-  scheduler s(c, block_manager(9, 4));
+  scheduler s = caching_sched(64, 32, 9);
   s.add(1, tokens(12, 1));
   s.add(2, tokens(12, 100));
   run_step(s);                                // both prefilled: 3 blocks each, 13 tokens each
