@@ -119,6 +119,19 @@ t.test('randomDataset: seeded, lengths in the interval, prompts differ', async (
   t.equal(new Set(a.map((r) => r.prompt)).size, 50, 'no two prompts alike');
 });
 
+t.test('randomDataset with --random-prefix-len: one fixed prefix, then the same random parts', async (t) => {
+  const plain = randomDataset({ numPrompts: 8, inputLen: 30, outputLen: 10, rangeRatio: 0, seed: 3 });
+  const withPrefix = randomDataset({ numPrompts: 8, inputLen: 30, outputLen: 10, rangeRatio: 0, seed: 3, prefixLen: 50 });
+  const prefix = withPrefix[0].prompt.split(' ').slice(0, 50).join(' ');
+  for (let i = 0; i < 8; i++) {
+    t.equal(withPrefix[i].promptLenEstimate, 80);
+    t.equal(withPrefix[i].prompt.split(' ').length, 80);
+    t.equal(withPrefix[i].prompt, `${prefix} ${plain[i].prompt}`, 'shared prefix + the prompt of the plain dataset');
+    t.equal(withPrefix[i].outputLen, plain[i].outputLen);
+  }
+  t.notSame(prefix, plain[0].prompt.split(' ').slice(0, 50).join(' '));
+});
+
 t.test('every word is one token (with its leading space) in Llama-2, Llama-3 and Qwen3; N words = N tokens', async (t) => {
   t.equal(new Set(WORDS).size, WORDS.length, 'no duplicate words');
   const toks = [['llama2', hfLlama2], ['llama3', hfLlama3], ['qwen3', hfQwen3]] as const;
@@ -177,7 +190,7 @@ t.test('flags: vLLM defaults, aliases, validation messages', async (t) => {
   const d = parseBenchServeArgs([], {})!;
   t.match(d, {
     backend: 'openai', baseUrl: 'http://127.0.0.1:8000', numPrompts: 1000, randomInputLen: 1024, randomOutputLen: 128,
-    randomRangeRatio: 0, requestRate: Infinity, maxConcurrency: null, warmupRequests: 0, seed: 0, apiKey: null,
+    randomRangeRatio: 0, randomPrefixLen: 0, requestRate: Infinity, maxConcurrency: null, warmupRequests: 0, seed: 0, apiKey: null,
     ignoreEos: false, metricPercentiles: [99], model: null,
   });
   t.equal(endpointUrl(d, '/v1/completions'), 'http://127.0.0.1:8000/v1/completions');

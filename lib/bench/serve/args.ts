@@ -21,6 +21,7 @@ export interface BenchServeConfig {
   randomInputLen: number; // tokens
   randomOutputLen: number; // tokens
   randomRangeRatio: number; // [0, 1)
+  randomPrefixLen: number; // tokens of one fixed prefix before every prompt's random part (vLLM's flag)
   warmupRequests: number;
   seed: number; // uint32
   apiKey: string | null;
@@ -53,6 +54,8 @@ taken from the server's usage fields and the report says which counts were used.
   --random-input-len N       prompt tokens (default 1024); alias --input-len
   --random-output-len N      max output tokens (default 128); alias --output-len
   --random-range-ratio R     lengths uniform in [floor(len*(1-R)), ceil(len*(1+R))], R in [0,1) (default 0)
+  --random-prefix-len N      one fixed prefix of N tokens before every prompt (a shared system prompt: what
+                             prefix caching reuses; default 0)
   --request-rate R           requests/s with Poisson arrivals, or inf = all at once (default inf)
   --max-concurrency N        at most N requests in flight (default unlimited)
   --warmup-requests N        requests sent before the measured run, not counted (default 0)
@@ -71,7 +74,7 @@ const OPTIONS = {
   'base-url': { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
   backend: { type: 'string' }, endpoint: { type: 'string' }, model: { type: 'string' },
   'api-key': { type: 'string' }, 'dataset-name': { type: 'string' },
-  'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'input-len': { type: 'string' },
+  'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'random-prefix-len': { type: 'string' }, 'input-len': { type: 'string' },
   'random-output-len': { type: 'string' }, 'output-len': { type: 'string' }, 'random-range-ratio': { type: 'string' },
   'request-rate': { type: 'string' }, 'max-concurrency': { type: 'string' }, 'warmup-requests': { type: 'string' },
   seed: { type: 'string' }, 'ignore-eos': { type: 'boolean' }, temperature: { type: 'string' },
@@ -154,6 +157,7 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
     randomInputLen: int('random-input-len', s('random-input-len') ?? s('input-len'), 1024, 1),
     randomOutputLen: int('random-output-len', s('random-output-len') ?? s('output-len'), 128, 1),
     randomRangeRatio: ratio,
+    randomPrefixLen: int('random-prefix-len', s('random-prefix-len'), 0, 0),
     warmupRequests: int('warmup-requests', s('warmup-requests'), 0, 0),
     seed: int('seed', s('seed'), 0, 0, 0xffffffff),
     apiKey: s('api-key') ?? env.OPENAI_API_KEY ?? null,

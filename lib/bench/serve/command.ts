@@ -53,7 +53,7 @@ export async function runBenchServe(cfg: BenchServeConfig, io: Io): Promise<Benc
     const meta: RunMeta = { model, url: endpointUrl(cfg, backend.defaultEndpoint), date: new Date() };
     const requests = randomDataset({
       numPrompts: cfg.numPrompts, inputLen: cfg.randomInputLen, outputLen: cfg.randomOutputLen,
-      rangeRatio: cfg.randomRangeRatio, seed: cfg.seed,
+      rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen,
     });
     const rate = cfg.requestRate === Infinity ? 'inf' : `${cfg.requestRate} req/s (Poisson)`;
     io.stderr.write(`bench serve: ${cfg.numPrompts} requests to ${meta.url} (model ${model}), rate ${rate}, ` +

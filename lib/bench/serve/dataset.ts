@@ -1,4 +1,5 @@
-// The random dataset: prompts of a target token length built from a fixed word list, and output lengths.
+// The random dataset: prompts of a target token length built from a fixed word list (optionally after one
+// fixed prefix shared by every prompt, vLLM's --random-prefix-len), and output lengths.
 // Invariant: the client has no tokenizer, so a prompt of N tokens is N words, each of which is one token
 // (with its leading space) in the Llama-2, Llama-3 and Qwen vocabularies (test/bench-serve-units.test.ts
 // checks this); the true counts come back from the server (usage.prompt_tokens / prompt_eval_count) and
@@ -29,6 +30,7 @@ export interface RandomDatasetOptions {
   outputLen: number; // tokens, >= 1
   rangeRatio: number; // [0, 1)
   seed: number; // uint32
+  prefixLen?: number; // tokens of one fixed prefix before every prompt (default 0)
 }
 
 /**
@@ -56,11 +58,13 @@ export function randomDataset(opts: RandomDatasetOptions): SampleRequest[] {
   const [outLo, outHi] = lengthInterval(opts.outputLen, opts.rangeRatio);
   const lengths = createRng(opts.seed, 'lengths');
   const words = createRng(opts.seed, 'words');
+  const prefixLen = opts.prefixLen ?? 0;
+  const prefix = prefixLen > 0 ? randomPrompt(prefixLen, createRng(opts.seed, 'prefix').next) + ' ' : '';
   const out: SampleRequest[] = [];
   for (let i = 0; i < opts.numPrompts; i++) {
     const promptLen = lengths.int(inLo, inHi);
     const outputLen = lengths.int(outLo, outHi);
-    out.push({ prompt: randomPrompt(promptLen, words.next), promptLenEstimate: promptLen, outputLen });
+    out.push({ prompt: prefix + randomPrompt(promptLen, words.next), promptLenEstimate: prefixLen + promptLen, outputLen });
   }
   return out;
 }

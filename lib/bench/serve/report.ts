@@ -75,7 +75,7 @@ export function buildResult(cfg: BenchServeConfig, meta: RunMeta, m: BenchmarkMe
     backend: cfg.backend, model_id: meta.model, base_url: cfg.baseUrl, endpoint: meta.url, dataset_name: 'random',
     num_prompts: cfg.numPrompts, request_rate: cfg.requestRate === Infinity ? 'inf' : cfg.requestRate, burstiness: 1.0,
     max_concurrency: cfg.maxConcurrency, random_input_len: cfg.randomInputLen, random_output_len: cfg.randomOutputLen,
-    random_range_ratio: cfg.randomRangeRatio, seed: cfg.seed, ignore_eos: cfg.ignoreEos, temperature: cfg.temperature,
+    random_range_ratio: cfg.randomRangeRatio, random_prefix_len: cfg.randomPrefixLen, seed: cfg.seed, ignore_eos: cfg.ignoreEos, temperature: cfg.temperature,
     warmup: run.warmup,
     duration: run.duration, completed: m.completed, failed: m.failed,
     total_input_tokens: m.totalInput, total_output_tokens: m.totalOutput,
