@@ -74,7 +74,7 @@ export interface EngineOptions {
   allowedMediaDomains: string[] | null;
   // Automatic prefix caching (vLLM's --enable-prefix-caching, on by default; SGLang's radix cache): KV blocks of
   // earlier prompts are reused by prompts that start with the same tokens. Models with recurrent state (LFM2)
-  // run without it for now.
+  // keep a conv-state checkpoint per block for it (CPU; on CUDA they run without it for now).
   enablePrefixCaching: boolean;
 }
 

@@ -20,16 +20,17 @@ const N_CONV = 4;
 const L_CACHE = 3;
 const MAIN = '32 mixed prompts batched == one at a time (greedy + seeded), chunked on/off, tight memory with preemption';
 for (const spec of [SPEC, MOE_SPEC]) t.test(`${spec.arch}: ${MAIN}`, async (t) => {
-  // KV for 2 max-length sequences (f32 K and V of the attention layers) plus the state slots of 8 sequences
-  const kvPerToken = N_ATTENTION * SPEC.nHeadKv * (SPEC.nEmbd / SPEC.nHead) * 2 * 4;
+  // KV for 2 max-length sequences (f32 K and V of the attention layers, and the prefix cache's conv-state
+  // checkpoint of every 16-token block) plus the state slots of 8 sequences
   const statePerSeq = N_CONV * (L_CACHE - 1) * SPEC.nEmbd * 4;
+  const kvPerToken = N_ATTENTION * SPEC.nHeadKv * (SPEC.nEmbd / SPEC.nHead) * 2 * 4 + statePerSeq / 16;
   const tight = await checkBatchInvariance(t, await fixtureModel(spec), {
     arch: spec.arch,
     minDistinct: 50,
     extra: [{ label: '7-token chunks (chunk boundaries inside the conv window)', opts: { chunkedPrefillSize: 7, maxNumBatchedTokens: 40 } }],
     tight: { chunkedPrefillSize: 32, maxNumBatchedTokens: 128, maxNumSeqs: 8, kvCacheMemory: 2 * MAX_LEN * kvPerToken + 8 * statePerSeq },
   });
-  t.equal(tight.kvBlocksTotal, Math.ceil(MAX_LEN / tight.kvBlockSize) * 2, 'the state slots took their share of the budget');
+  t.equal(tight.kvBlocksTotal, Math.ceil(MAX_LEN / tight.kvBlockSize) * 2, 'the state slots and checkpoints took their share');
 });
 
 t.test('lfm2: a budget smaller than the state slots fails to load with a clear message', async (t) => {

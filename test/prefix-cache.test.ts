@@ -2,7 +2,8 @@
 // whole history) gives the same tokens with the cache as without it, greedy and seeded, on dense and MoE models,
 // also under a KV budget too small to keep every cached block (evictions); later requests report
 // their cached prompt tokens (numCachedTokens, Engine metaInfo.cachedTokens) and the engine its hit counters; an
-// aborted cache-hit request leaves no block in use; LFM2 (recurrent state) runs with the cache off.
+// aborted cache-hit request leaves no block in use. LFM2 and LFM2-MoE (recurrent conv state) take the same
+// workload: a hit restores the conv state from the checkpoint of the block it ends with.
 import t from 'tap';
 import { Engine, LLM } from '../lib/index.js';
 import type { RequestOutput } from '../lib/llm.js';
@@ -11,8 +12,10 @@ import { fixtureModel } from './helpers/fixtures.js';
 const DENSE = { arch: 'llama', tokenizer: 'llama2', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 21 } as const;
 const MOE = { arch: 'qwen3moe', tokenizer: 'qwen3', nLayer: 2, nHead: 4, nHeadKv: 2, nExpert: 16, nExpertUsed: 4, seed: 7,
   weights: 'F32', nEmbd: 64, nFf: 128, nFfExp: 64 } as const;
+// 6 layers: attention at 2 and 5, short conv elsewhere (state checkpoints per block)
 const LFM2 = { arch: 'lfm2', tokenizer: 'llama2', nEmbd: 64, nLayer: 6, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32',
   tiedEmbeddings: true, seed: 21 } as const;
+const LFM2MOE = { ...LFM2, arch: 'lfm2moe', nExpert: 16, nExpertUsed: 4, nFfExp: 64, leadingDenseBlocks: 1, seed: 22 } as const;
 const MAX_LEN = 256;
 
 const ids = (n: number, seed: number): number[] => Array.from({ length: n }, (_, i) => 3 + ((i * 37 + seed * 101) % 200));
@@ -34,16 +37,22 @@ async function chatWorkload(llm: LLM, params: object): Promise<{ outputs: number
   return { outputs, cached };
 }
 
-for (const [label, spec] of [['llama', DENSE], ['qwen3moe', MOE]] as const) {
+// KV bytes per token: attention layers only (lfm2: 2 of 6), plus lfm2's conv-state checkpoint per block
+// (4 conv layers x 2 rows x 64 floats per 16 tokens)
+const KV_PER_TOKEN: Record<string, number> = { llama: 2 * 2 * 16 * 2 * 4, qwen3moe: 2 * 2 * 16 * 2 * 4,
+  lfm2: 2 * 2 * 16 * 2 * 4 + (4 * 2 * 64 * 4) / 16, lfm2moe: 2 * 2 * 16 * 2 * 4 + (4 * 2 * 64 * 4) / 16 };
+const STATE_PER_SEQ: Record<string, number> = { llama: 0, qwen3moe: 0, lfm2: 4 * 2 * 64 * 4, lfm2moe: 4 * 2 * 64 * 4 };
+
+for (const [label, spec] of [['llama', DENSE], ['qwen3moe', MOE], ['lfm2', LFM2], ['lfm2moe', LFM2MOE]] as const) {
   t.test(`${label}: the same tokens with and without the prefix cache (greedy, seeded, tight KV)`, async (t) => {
     const model = await fixtureModel(spec);
-    const bytesPerToken = spec.nLayer * spec.nHeadKv * (spec.nEmbd / spec.nHead) * 2 * 4;
-    const base = { model, maxModelLen: MAX_LEN, threads: 2, chunkedPrefillSize: 48, maxNumBatchedTokens: 96 };
+    const bytesPerToken = KV_PER_TOKEN[label];
+    const base = { model, maxModelLen: MAX_LEN, threads: 2, chunkedPrefillSize: 48, maxNumBatchedTokens: 96, maxNumSeqs: 4 };
     const off = new LLM({ ...base, enablePrefixCaching: false });
     const on = new LLM(base);
     // KV for one max-length sequence (16 blocks): blocks are evicted and sequences preempted while three
     // conversations of up to 11 blocks run
-    const tight = new LLM({ ...base, kvCacheMemory: MAX_LEN * bytesPerToken });
+    const tight = new LLM({ ...base, kvCacheMemory: MAX_LEN * bytesPerToken + 4 * STATE_PER_SEQ[label] });
     t.teardown(() => Promise.all([off.close(), on.close(), tight.close()]));
     for (const params of [{ temperature: 0, maxTokens: 12, ignoreEos: true },
       { temperature: 0.9, topK: 20, seed: 5, maxTokens: 12, ignoreEos: true }]) {
@@ -90,18 +99,6 @@ t.test('an aborted cache-hit request leaves every block free; Engine reports cac
   t.equal(s.kvBlocksUsed, 0, 'no block in use after the abort');
   t.equal(s.running + s.waiting, 0);
   t.ok(s.kvBlocksCached >= 6, 'the prefix stays cached');
-});
-
-t.test('lfm2 (recurrent state): prefix caching is not in effect, results unchanged', async (t) => {
-  const model = await fixtureModel(LFM2);
-  const llm = new LLM({ model, maxModelLen: MAX_LEN, threads: 2 });
-  t.teardown(() => llm.close());
-  const params = { temperature: 0, maxTokens: 6, ignoreEos: true };
-  const a = await llm.generate({ promptTokenIds: [...SYSTEM, 5] }, params);
-  const b = await llm.generate({ promptTokenIds: [...SYSTEM, 5] }, params);
-  t.same(b[0].outputs[0].tokenIds, a[0].outputs[0].tokenIds);
-  t.equal(b[0].numCachedTokens, 0);
-  t.notOk(llm.stats().prefixCaching);
 });
 
 t.test('option spellings: enablePrefixCaching, enable_prefix_caching, disableRadixCache', async (t) => {

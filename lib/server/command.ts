@@ -52,8 +52,8 @@ Flags (vLLM spelling first, SGLang alias after):
   --max-num-batched-tokens N          tokens per engine step
   --chunked-prefill-size N            prompt chunk per step (-1: never split a prompt; negative numbers may
                                       follow a flag as their own word)
-  --enable-prefix-caching             reuse the KV of prompt prefixes seen before (default on; LFM2 models run
-                                      without it for now)
+  --enable-prefix-caching             reuse the KV of prompt prefixes seen before (default on; LFM2 models on
+                                      CUDA run without it for now)
   --no-enable-prefix-caching, --disable-radix-cache   turn it off
   --device auto|cpu|cuda              where the model runs (default auto: CUDA when a usable GPU and driver
                                       are present and this build has CUDA, else the CPU)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gguf/ggml_type.h"
 
@@ -189,6 +190,25 @@ class backend {
   virtual void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
     swiglu(gate, up, gate, n_rows * w.n_in);
     matmul(w, gate, n_rows, y);
+  }
+
+  // LFM2 conv-state checkpoints: dst[dst_rows[i], c] = bcx[src_rows[i], c] * bcx[src_rows[i], 2 n_ch + c] for
+  // c < n_ch: the B * X rows short_conv folds into its state, with the same single multiply.
+  // bcx: [rows, 3 * n_ch] (B | C | X), dst: [rows, n_ch]; src_rows, dst_rows: host [n]. The default goes
+  // through host memory (download, multiply, upload, copy_rows); the CPU backend multiplies in place.
+  virtual void gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
+                              const int64_t* dst_rows) {
+    if (n <= 0) return;
+    std::vector<float> row((size_t)(3 * n_ch)), out((size_t)(n * n_ch));
+    for (int64_t i = 0; i < n; ++i) {
+      download(row.data(), bcx + src_rows[i] * 3 * n_ch, 3 * n_ch);
+      for (int64_t c = 0; c < n_ch; ++c) out[(size_t)(i * n_ch + c)] = row[(size_t)c] * row[(size_t)(2 * n_ch + c)];
+    }
+    float* tmp = alloc_f32(n * n_ch);
+    upload(tmp, out.data(), n * n_ch);
+    copy_rows(dst, dst_rows, tmp, nullptr, n, n_ch);
+    sync();
+    free_f32(tmp);
   }
 
   // Step graphs (a GPU backend's way past per-op launch costs; no-ops elsewhere). The ops issued between

@@ -225,17 +225,25 @@ void engine::make_cache(const model& m, int32_t max_len) {
                 " bytes; give the KV cache more memory or lower maxNumSeqs");
   }
   budget -= state_bytes;
-  const int32_t n_blocks = block_manager_num_blocks(budget, bytes_per_token, o.block_size, max_len, o.max_num_seqs);
+  // Prefix caching of a model with recurrent state keeps a state checkpoint per block (CPU backend for now: the
+  // GPU path of the checkpoint rows has no kernel of its own yet), which comes out of each block's share.
+  const bool checkpoints = o.enable_prefix_caching && state_bytes > 0 && m.checkpoint_bytes_per_block(o.block_size) > 0 &&
+                           std::string(m.device_name()) == "cpu";
+  const uint64_t ckpt_per_token =
+      checkpoints ? (m.checkpoint_bytes_per_block(o.block_size) + uint64_t(o.block_size) - 1) / uint64_t(o.block_size) : 0;
+  const int32_t n_blocks =
+      block_manager_num_blocks(budget, bytes_per_token + ckpt_per_token, o.block_size, max_len, o.max_num_seqs);
   scheduler_config sc;
   sc.max_model_len = max_len;
   sc.max_num_seqs = o.max_num_seqs;
   sc.chunked_prefill_size = o.chunked_prefill_size;
-  sc.enable_prefix_caching = o.enable_prefix_caching && state_bytes == 0;
+  sc.enable_prefix_caching = o.enable_prefix_caching && (state_bytes == 0 || checkpoints);
   sc.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
                               : o.chunked_prefill_size == -1 ? std::max(2048, max_len)
                                                              : 2048;
   sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
   kv_ = state_bytes > 0 ? m.new_kv_cache(n_blocks, o.block_size, o.max_num_seqs) : m.new_kv_cache(n_blocks, o.block_size);
+  if (checkpoints) m.enable_block_checkpoints(*kv_);
 }
 
 bool engine::load() {

@@ -43,7 +43,7 @@ struct engine_options {
   int32_t block_size = 16;              // tokens per KV block
   // Automatic prefix caching (vLLM's --enable-prefix-caching, on by default; SGLang's radix cache): KV blocks of
   // earlier prompts are shared by later ones that start with the same tokens. Models with recurrent state
-  // (LFM2) run without it for now (their state at block boundaries is not kept).
+  // (LFM2) keep a state checkpoint per block for it (on the CPU backend; on CUDA they run without it for now).
   bool enable_prefix_caching = true;
   // > 1: bytes. On the CPU, (0, 1]: fraction of available host memory (0 = 0.25, at most 2 GiB). On a GPU, as
   // vLLM's gpu_memory_utilization: the fraction of the device's total memory the engine may hold, weights

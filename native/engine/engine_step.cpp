@@ -32,6 +32,7 @@ void engine::run_forward(const schedule_output& so) {
     b.n_table = int32_t(table.size());
     b.n_logits = c.sample ? 1 : 0;
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
+    if (c.restore_block >= 0) model_->restore_from_block(*kv_, b.state_slot, c.restore_block, c.first_pos);
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
       const int64_t before = seq.images->encoded_images();
       const auto t0 = std::chrono::steady_clock::now();

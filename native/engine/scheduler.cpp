@@ -138,6 +138,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     s->status = sched_status::running;
     insert_running(s);
     push_chunk(out, budget, *s, n, /*is_decode=*/false);
+    if (!shared.empty()) out.chunks.back().restore_block = shared.back();
   }
 }
 

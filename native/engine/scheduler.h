@@ -41,8 +41,8 @@ struct scheduler_config {
   int32_t max_model_len = 0;              // tokens per sequence, prompt + generated; > 0
   // Automatic prefix caching: an admitted sequence starts from the longest run of cached full blocks of its
   // tokens (at most num_tokens - 1 tokens, so at least one is computed), and full blocks are committed to the
-  // cache as their KV is written (block_manager). Off for models with recurrent state (their state at a block
-  // boundary is not kept).
+  // cache as their KV is written (block_manager). Models with recurrent state need the state checkpoint of
+  // the block a hit ends with (scheduled_chunk::restore_block).
   bool enable_prefix_caching = false;
 };
 
@@ -55,6 +55,8 @@ struct scheduled_chunk {
   int32_t n_tokens = 0;   // >= 1
   bool is_decode = false;  // a running sequence with exactly one token left to compute
   bool sample = false;     // first_pos + n_tokens == num_tokens: the runner returns the last token's logits
+  int32_t restore_block = -1;  // admitted after a cached prefix ending with this block: models with recurrent
+                               // state restore the block's checkpoint into the sequence's slot first
 };
 
 struct schedule_output {

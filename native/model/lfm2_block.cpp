@@ -32,9 +32,45 @@ void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>
     conv_tokens_.push_back(b.n_tokens);
     conv_states_.push_back(state);
   }
+  if (kv.checkpoints()) write_checkpoints(batch, kv, l.cache_index, bcx);  // before the states move on
   be.short_conv_batch(bcx, conv_tokens_.data(), conv_states_.data(), (int64_t)batch.size(), n_embd, w_.l_cache,
                       l.conv_w.data(), y);
   be.matmul(l.conv_out, y, n, scratch_.cur.data());
+}
+
+// For every block whose last position this step computes: the conv state after it, i.e. the d rows of
+// (state ++ B * X) ending there, into the block's checkpoint. Rows of this chunk come from bcx (B * X), rows
+// before it from the slot's state (still the state at first_pos: short_conv has not run yet; zeros at 0).
+void lfm2_model::write_checkpoints(const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv, int32_t cache_index,
+                                   const float* bcx) {
+  const int64_t d = w_.l_cache - 1, bs = kv.block_size_;
+  ckpt_bx_src_.clear();
+  ckpt_bx_dst_.clear();
+  ckpt_st_src_.clear();
+  ckpt_st_dst_.clear();
+  int64_t at = 0;  // first bcx row of the sequence
+  for (const batch_sequence& b : batch) {
+    const int64_t f = b.first_pos, end = f + b.n_tokens;
+    for (int64_t q = (f / bs + 1) * bs; q <= end; q += bs) {  // block boundaries after positions f .. end - 1
+      const int64_t block = b.block_table[q / bs - 1];
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t r = q - d + j;  // position of checkpoint row j
+        if (r >= f) {
+          ckpt_bx_src_.push_back(at + r - f);
+          ckpt_bx_dst_.push_back(block * d + j);
+        } else {
+          ckpt_st_src_.push_back((int64_t)b.state_slot * d + (r - f + d));
+          ckpt_st_dst_.push_back(block * d + j);
+        }
+      }
+    }
+    at += b.n_tokens;
+  }
+  backend& be = *be_;
+  float* ckpt = kv.ckpt[cache_index].data();  // [n_blocks * d, n_embd]
+  be.gather_bx_rows(bcx, ckpt_bx_src_.data(), (int64_t)ckpt_bx_src_.size(), hp_.n_embd, ckpt, ckpt_bx_dst_.data());
+  be.copy_rows(ckpt, ckpt_st_dst_.data(), kv.state[cache_index].data(), ckpt_st_src_.data(),
+               (int64_t)ckpt_st_src_.size(), hp_.n_embd);
 }
 
 void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv,

@@ -54,6 +54,30 @@ uint64_t lfm2_model::state_bytes_per_slot() const {
   return (uint64_t)w_.n_conv * (uint64_t)(w_.l_cache - 1) * (uint64_t)hp_.n_embd * sizeof(float);
 }
 
+uint64_t lfm2_model::checkpoint_bytes_per_block(int32_t) const { return state_bytes_per_slot(); }
+
+void lfm2_model::enable_block_checkpoints(kv_cache& kv_base) const {
+  auto* kv = dynamic_cast<lfm2_kv_cache*>(&kv_base);
+  if (!kv || kv->owner_ != this) throw error("enable_block_checkpoints: kv_cache was not made by this model");
+  if (kv->checkpoints() || w_.n_conv == 0) return;
+  const uint64_t n = checked_mul((uint64_t)kv->n_blocks_, (uint64_t)kv->layer_state_floats_, "checkpoint store");
+  for (int32_t i = 0; i < w_.n_conv; ++i) kv->ckpt.emplace_back(*be_, (int64_t)n);  // [n_blocks, d, n_embd]
+}
+
+void lfm2_model::restore_from_block(kv_cache& kv_base, int32_t slot, int32_t block_id, int32_t pos) const {
+  auto* kv = dynamic_cast<lfm2_kv_cache*>(&kv_base);
+  if (!kv || kv->owner_ != this || !kv->checkpoints()) throw error("restore_from_block: no block checkpoints here");
+  if (slot < 0 || slot >= kv->n_slots_ || block_id < 0 || block_id >= kv->n_blocks_ || pos <= 0) {
+    throw error("restore_from_block: slot " + std::to_string(slot) + ", block " + std::to_string(block_id) +
+                " or position " + std::to_string(pos) + " out of range");
+  }
+  const int64_t lsf = kv->layer_state_floats_;
+  for (size_t i = 0; i < kv->state.size(); ++i) {
+    be_->copy(kv->state[i].data() + slot * lsf, kv->ckpt[i].data() + block_id * lsf, lsf);
+  }
+  kv->slot_pos[slot] = pos;
+}
+
 std::unique_ptr<sequence_state> lfm2_model::new_sequence(int64_t max_tokens) const {
   if (max_tokens <= 0 || max_tokens > INT32_MAX) {
     throw error("new_sequence: max_tokens must be in [1, 2^31 - 1], got " + std::to_string(max_tokens));

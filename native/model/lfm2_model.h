@@ -41,11 +41,12 @@ struct lfm2_weights {
   std::vector<lfm2_layer> layers;  // d.moe.present(): the layer's FFN is the MoE block
 };
 
-// The sequence memory of an lfm2 model: paged K/V of the attention layers plus the conv state slots.
-// Prefix caching (later) checkpoints a sequence's recurrent state with save_state() at a block boundary p
-// (stored beside the cached block that ends at p) and resumes a new sequence sharing that prefix with
-// restore_state(slot, checkpoint, p): the slot then holds exactly the state the sequence would have after
-// computing positions [0, p), and forward_batch accepts a chunk starting at first_pos == p.
+// The sequence memory of an lfm2 model: paged K/V of the attention layers plus the conv state slots, and, with
+// prefix caching (model::enable_block_checkpoints), per block the conv state after its last position: the
+// d = l_cache - 1 rows of B * X ending there, per conv layer (ckpt). A new sequence sharing a cached prefix
+// that ends at block boundary p gets that block's checkpoint in its slot (restore_from_block) and continues at
+// first_pos == p with exactly the state recomputation would give (the checkpoint is the same rows).
+// save_state / restore_state move a slot's state through host memory (tests).
 class lfm2_kv_cache final : public kv_cache {
  public:
   int32_t n_blocks() const override { return n_blocks_; }
@@ -70,6 +71,8 @@ class lfm2_kv_cache final : public kv_cache {
   std::vector<backend_buffer> k, v;   // [n_attention] each [n_blocks * block_size, n_head_kv * head_dim]
   std::vector<backend_buffer> state;  // [n_conv] each [n_slots, l_cache - 1, n_embd]
   std::vector<int32_t> slot_pos;      // host [n_slots]; -1: no usable state
+  std::vector<backend_buffer> ckpt;   // [n_conv] each [n_blocks, l_cache - 1, n_embd] when checkpoints are on
+  bool checkpoints() const { return !ckpt.empty(); }
 };
 
 class lfm2_model final : public model {
@@ -94,6 +97,9 @@ class lfm2_model final : public model {
   std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const override;
   std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size, int32_t n_state_slots) const override;
   uint64_t state_bytes_per_slot() const override;
+  uint64_t checkpoint_bytes_per_block(int32_t block_size) const override;
+  void enable_block_checkpoints(kv_cache& kv) const override;
+  void restore_from_block(kv_cache& kv, int32_t slot, int32_t block_id, int32_t pos) const override;
   void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override;
 
  private:
@@ -115,6 +121,9 @@ class lfm2_model final : public model {
   backend_buffer zero_state_;        // [(l_cache - 1) * n_embd] zeros: the state of a sequence at position 0
   std::vector<int64_t> conv_tokens_;  // per sequence of the batch: tokens, conv state (run_conv's host arrays)
   std::vector<float*> conv_states_;
+  std::vector<int64_t> ckpt_bx_src_, ckpt_bx_dst_, ckpt_st_src_, ckpt_st_dst_;  // checkpoint rows (run_conv)
+  void write_checkpoints(const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv, int32_t cache_index,
+                         const float* bcx);
   moe_ffn moe_;                      // lfm2moe: the MoE block (owns its scratch)
 };
 

@@ -114,6 +114,16 @@ class model {
   virtual std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size, int32_t n_state_slots) const {
     return new_kv_cache(n_blocks, block_size);
   }
+  // Prefix caching for models with recurrent state: per-block checkpoints of the state. Bytes one block's
+  // checkpoint takes (0: no recurrent state, nothing to checkpoint); enable_block_checkpoints makes kv keep,
+  // from then on, the state each sequence has after the last position of every block it computes (stored by
+  // block id); restore_from_block puts block `block_id`'s checkpoint into state slot `slot` as the state at
+  // position pos (the position after that block), so that a sequence sharing the block's prefix continues there.
+  virtual uint64_t checkpoint_bytes_per_block(int32_t block_size) const { (void)block_size; return 0; }
+  virtual void enable_block_checkpoints(kv_cache& kv) const { (void)kv; }
+  virtual void restore_from_block(kv_cache& kv, int32_t slot, int32_t block_id, int32_t pos) const {
+    (void)kv, (void)slot, (void)block_id, (void)pos;
+  }
   // One forward pass over every token of `batch` (one matmul per weight for all rows). Writes logits
   // [sum of n_logits, n_vocab] in batch order. A token's logits are bitwise the same whatever else is in
   // the batch. Throws spindle::error (before writing anything) on an invalid batch.

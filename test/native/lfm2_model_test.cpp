@@ -174,6 +174,48 @@ TEST_CASE("lfm2: a reused slot starts afresh at position 0; checkpoints restore 
   CHECK_THROWS_WITH(kv.state_pos(2), "out of range");
 }
 
+TEST_CASE("lfm2: block checkpoints hold the state recomputation gives, bit for bit, and continue exactly") {
+  lfm2_test::spec s;
+  const model_test::built b = lfm2_test::build(s);
+  auto l = load(s, b);
+  model& m = *l->m;
+  const int64_t V = b.n_vocab;
+  const std::vector<int32_t> a = seq_tokens(15, b.n_vocab, 3);
+  auto kv_base = m.new_kv_cache(16, 4, 3);
+  auto& kv = dynamic_cast<lfm2_kv_cache&>(*kv_base);
+  CHECK(m.checkpoint_bytes_per_block(4) == m.state_bytes_per_slot());
+  m.enable_block_checkpoints(kv);
+  REQUIRE(kv.checkpoints());
+  // sequence a in slot 0, chunks [0, 7) and [7, 15): boundaries 4 (inside the first chunk), 8 (its first row
+  // from the slot's state, the second from the chunk) and 12
+  const std::vector<int32_t> ta = {9, 2, 14, 5};
+  std::vector<float> la(15 * V);
+  m.forward_batch({chunk_of(a, 0, 7, ta, 0)}, kv, la.data());
+  m.forward_batch({chunk_of(a, 7, 8, ta, 0)}, kv, la.data() + 7 * V);
+  std::vector<float> want((size_t)kv.state_floats()), got((size_t)kv.state_floats());
+  for (int p : {4, 8, 12}) {
+    // recompute a's first p tokens in slot 1 from scratch: the state there is the one the checkpoint must hold
+    const std::vector<int32_t> tr = {0, 1, 3, 4};
+    std::vector<float> lr(p * V);
+    m.forward_batch({chunk_of(a, 0, p, tr, 1)}, kv, lr.data());
+    kv.save_state(1, want.data());
+    m.restore_from_block(kv, 2, ta[(size_t)(p / 4 - 1)], p);  // the checkpoint of a's block ending at p
+    CHECK_EQ(kv.state_pos(2), p);
+    kv.save_state(2, got.data());
+    CHECK(same_bits(got.data(), want.data(), want.size()));
+    // continue from the checkpoint over a's own blocks (a prefix-cache hit): a's logits, bit for bit
+    std::vector<float> lc((15 - p) * V);
+    std::vector<int32_t> table(ta.begin(), ta.begin() + p / 4);
+    for (int k = p / 4; k < 4; ++k) table.push_back(10 + k);  // fresh blocks after the shared prefix
+    m.forward_batch({chunk_of(a, p, 15 - p, table, 2)}, kv, lc.data());
+    CHECK(same_bits(lc.data(), la.data() + (size_t)p * V, lc.size()));
+  }
+  CHECK_THROWS_WITH(m.restore_from_block(kv, 3, 0, 4), "out of range");
+  CHECK_THROWS_WITH(m.restore_from_block(kv, 0, 16, 4), "out of range");
+  auto plain = m.new_kv_cache(4, 4, 1);
+  CHECK_THROWS_WITH(m.restore_from_block(*plain, 0, 0, 4), "no block checkpoints");
+}
+
 TEST_CASE("lfm2: wrong slots or positions throw before anything changes") {
   lfm2_test::spec s;
   const model_test::built b = lfm2_test::build(s);

@@ -55,6 +55,8 @@ class cpu_backend final : public backend {
                        const float* v_store, float* out) override;  // attention_paged.cpp
   void short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
                   float* state, float* y) override;  // short_conv.cpp
+  void gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
+                      const int64_t* dst_rows) override;  // short_conv.cpp
 
   thread_pool& pool() { return pool_; }
 

@@ -185,4 +185,13 @@ void cpu_backend::short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, i
   });
 }
 
+void cpu_backend::gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
+                                 const int64_t* dst_rows) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = bcx + src_rows[i] * 3 * n_ch;
+    float* out = dst + dst_rows[i] * n_ch;
+    for (int64_t c = 0; c < n_ch; ++c) out[c] = row[c] * row[2 * n_ch + c];  // conv_input's product
+  }
+}
+
 }  // namespace spindle
