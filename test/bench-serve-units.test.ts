@@ -213,7 +213,7 @@ t.test('flags: vLLM defaults, aliases, validation messages', async (t) => {
     [['--max-concurrency', '0'], /--max-concurrency must be in \[1, /],
     [['--num-prompts', '2.5'], /--num-prompts must be an integer/],
     [['--request-rate', '0'], /--request-rate must be > 0 or inf/],
-    [['--dataset-name', 'sharegpt'], /only 'random'/],
+    [['--dataset-name', 'sharegpt'], /must be random or multi-turn, got 'sharegpt'/],
     [['--base-url', 'ftp://x'], /http:\/\/ or https:\/\//],
     [['--seed', '4294967296'], /--seed must be in/],
     [['--bogus'], /Unknown option '--bogus'/],

@@ -178,6 +178,45 @@ t.test('openai-chat: counts, TTFT skips the role delta, ITL/TPOT, concurrency ca
   t.ok(Math.max(...qt) > 0.1, 'with concurrency 2, later requests waited in the client queue');
 });
 
+t.test('multi-turn: each conversation sends its turns in order with its whole history; TTFT by turn', async (t) => {
+  const fake = await openAiFake({ ttftMs: 10, itlMs: 2, tokensPerChunk: 1 });
+  t.teardown(fake.close);
+  const { result, run, report } = await runBenchServe(config(fake, [
+    '--backend', 'openai-chat', '--dataset-name', 'multi-turn', '--multi-turn-conversations', '3', '--multi-turn-turns', '4',
+    '--multi-turn-system-len', '30', '--multi-turn-user-len', '5', '--random-output-len', '3', '--ignore-eos',
+    '--max-concurrency', '2',
+  ]), quietIo());
+  t.equal(run.outputs.length, 12);
+  t.ok(run.outputs.every((o) => o.success));
+  t.same(run.turns, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]);
+  t.ok(fake.maxInFlight <= 2, 'at most --max-concurrency in flight');
+  type Msg = { role: string; content: string };
+  const bodies = fake.requests.map((r) => r.body.messages as Msg[]);
+  t.ok(bodies.every((m) => m[0].role === 'system' && words(m[0].content) === 30), 'every request starts with the shared system prompt');
+  t.equal(new Set(bodies.map((m) => m[0].content)).size, 1);
+  t.same(bodies.map((m) => m.length).sort((a, b) => a - b), [2, 2, 2, 4, 4, 4, 6, 6, 6, 8, 8, 8]);
+  for (const m of bodies) {  // the earlier turns: user message, then that turn's answer (3 tokens), in order
+    for (let k = 0; 2 + 2 * k < m.length; k++) {
+      t.equal(m[1 + 2 * k].role, 'user');
+      t.equal(m[2 + 2 * k].role, 'assistant');
+      t.equal(m[2 + 2 * k].content, ' tok'.repeat(3));
+    }
+    t.equal(m[m.length - 1].role, 'user');
+  }
+  // a turn is sent only after the previous one's answer: requests of one conversation arrive in turn order
+  const byConversation = new Map<string, number[]>();
+  for (const r of fake.requests) {
+    const m = r.body.messages as Msg[];
+    byConversation.set(m[1].content, [...(byConversation.get(m[1].content) ?? []), m.length]);
+  }
+  t.equal(byConversation.size, 3);
+  for (const lens of byConversation.values()) t.same(lens, [2, 4, 6, 8]);
+  t.equal(result.dataset_name, 'multi-turn');
+  t.equal((result.mean_ttft_ms_by_turn as number[]).length, 4);
+  t.type(result.mean_ttft_ms_later_turns, 'number');
+  t.match(report, /Mean TTFT of turns 2\+ \(ms\):/);
+});
+
 t.test('openai completions: multi-token chunks are one ITL gap each; TPOT is per token', async (t) => {
   const fake = await openAiFake({ ttftMs: 40, itlMs: 30, tokensPerChunk: 2 });
   t.teardown(fake.close);

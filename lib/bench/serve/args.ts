@@ -22,6 +22,10 @@ export interface BenchServeConfig {
   randomOutputLen: number; // tokens
   randomRangeRatio: number; // [0, 1)
   randomPrefixLen: number; // tokens of one fixed prefix before every prompt's random part (vLLM's flag)
+  dataset: 'random' | 'multi-turn';
+  // multi-turn: conversations sharing one system prompt, each sending its turns one after another with the whole
+  // history (the chat workload prefix caching is for); answers are --random-output-len tokens
+  multiTurn: { conversations: number; turns: number; systemLen: number; userLen: number };
   warmupRequests: number;
   seed: number; // uint32
   apiKey: string | null;
@@ -49,7 +53,11 @@ taken from the server's usage fields and the report says which counts were used.
   --endpoint PATH            override the backend's endpoint path (or a full URL)
   --model NAME               default: first id of GET /v1/models (ollama: GET /api/tags)
   --api-key KEY              sends Authorization: Bearer KEY (default: $OPENAI_API_KEY)
-  --dataset-name random      the only dataset
+  --dataset-name NAME        random (default) | multi-turn: conversations that share a system prompt and
+                             send their turns one after another with the whole history (each answer is
+                             --random-output-len tokens); --num-prompts is then conversations x turns
+  --multi-turn-conversations N, --multi-turn-turns N   (default 8 and 6)
+  --multi-turn-system-len N, --multi-turn-user-len N   system prompt and user message tokens (default 1000, 64)
   --num-prompts N            requests to send (default 1000)
   --random-input-len N       prompt tokens (default 1024); alias --input-len
   --random-output-len N      max output tokens (default 128); alias --output-len
@@ -74,7 +82,9 @@ const OPTIONS = {
   'base-url': { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
   backend: { type: 'string' }, endpoint: { type: 'string' }, model: { type: 'string' },
   'api-key': { type: 'string' }, 'dataset-name': { type: 'string' },
-  'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'random-prefix-len': { type: 'string' }, 'input-len': { type: 'string' },
+  'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'random-prefix-len': { type: 'string' },
+  'multi-turn-conversations': { type: 'string' }, 'multi-turn-turns': { type: 'string' },
+  'multi-turn-system-len': { type: 'string' }, 'multi-turn-user-len': { type: 'string' }, 'input-len': { type: 'string' },
   'random-output-len': { type: 'string' }, 'output-len': { type: 'string' }, 'random-range-ratio': { type: 'string' },
   'request-rate': { type: 'string' }, 'max-concurrency': { type: 'string' }, 'warmup-requests': { type: 'string' },
   seed: { type: 'string' }, 'ignore-eos': { type: 'boolean' }, temperature: { type: 'string' },
@@ -140,7 +150,15 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
     throw new ArgsError(`--backend must be one of ${[...BACKEND_NAMES, ...Object.keys(BACKEND_ALIASES)].join(', ')}, got '${asked}'`);
   }
   const dataset = s('dataset-name') ?? 'random';
-  if (dataset !== 'random') throw new ArgsError(`--dataset-name '${dataset}' is not supported (only 'random')`);
+  if (dataset !== 'random' && dataset !== 'multi-turn') {
+    throw new ArgsError(`--dataset-name must be random or multi-turn, got '${dataset}'`);
+  }
+  const multiTurn = {
+    conversations: int('multi-turn-conversations', s('multi-turn-conversations'), 8, 1),
+    turns: int('multi-turn-turns', s('multi-turn-turns'), 6, 1),
+    systemLen: int('multi-turn-system-len', s('multi-turn-system-len'), 1000, 0),
+    userLen: int('multi-turn-user-len', s('multi-turn-user-len'), 64, 1),
+  };
   const ratio = num('random-range-ratio', s('random-range-ratio')) ?? 0;
   if (!(ratio >= 0 && ratio < 1)) throw new ArgsError(`--random-range-ratio must be in [0, 1), got ${ratio}`);
   const temperature = num('temperature', s('temperature')) ?? null;
@@ -151,7 +169,9 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
     baseUrl: baseUrl(values),
     endpoint: s('endpoint') ?? '',
     model: s('model') ?? null,
-    numPrompts: int('num-prompts', s('num-prompts'), 1000, 1),
+    numPrompts: dataset === 'multi-turn' ? multiTurn.conversations * multiTurn.turns : int('num-prompts', s('num-prompts'), 1000, 1),
+    dataset,
+    multiTurn,
     maxConcurrency: maxConc === undefined ? null : int('max-concurrency', maxConc, 0, 1),
     requestRate: requestRate(s('request-rate')),
     randomInputLen: int('random-input-len', s('random-input-len') ?? s('input-len'), 1024, 1),

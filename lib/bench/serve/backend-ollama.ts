@@ -18,7 +18,7 @@ export function ollamaBody(input: RequestInput): Record<string, unknown> {
   if (input.temperature !== null) options.temperature = input.temperature;
   if (input.ignoreEos) options.ignore_eos = true;
   const body: Record<string, unknown> = { model: input.model, stream: true, options };
-  if (isOllamaChat(input.url)) body.messages = [{ role: 'user', content: input.request.prompt }];
+  if (isOllamaChat(input.url)) body.messages = input.request.messages ?? [{ role: 'user', content: input.request.prompt }];
   else body.prompt = input.request.prompt;
   return body;
 }

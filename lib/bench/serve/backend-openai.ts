@@ -14,7 +14,7 @@ type Kind = 'chat' | 'completions';
 export function openAiBody(kind: Kind, input: RequestInput): Record<string, unknown> {
   const body: Record<string, unknown> = { model: input.model, stream: true, stream_options: { include_usage: true } };
   if (kind === 'chat') {
-    body.messages = [{ role: 'user', content: input.request.prompt }];
+    body.messages = input.request.messages ?? [{ role: 'user', content: input.request.prompt }];
     // max_completion_tokens is the current name; max_tokens for servers that only know the old one
     body.max_completion_tokens = input.request.outputLen;
   } else {

@@ -7,13 +7,13 @@ import { dirname, join } from 'node:path';
 import type { CommandIo } from '../../cli/io.js';
 import { ArgsError, endpointUrl, HELP, parseBenchServeArgs, type BenchServeConfig } from './args.js';
 import { BACKENDS, type Backend } from './backends.js';
-import { randomDataset } from './dataset.js';
+import { multiTurnDataset, randomDataset } from './dataset.js';
 import { createAgents, destroyAgents, getJson, type Agents } from './http.js';
 import { calculateMetrics, type BenchmarkMetrics } from './metrics.js';
 import { createProgress } from './progress.js';
 import { errorText } from './record.js';
 import { buildResult, formatReport, resultFileName, type RunMeta } from './report.js';
-import { runBenchmark, type RunResult } from './runner.js';
+import { runBenchmark, runMultiTurn, type RunResult } from './runner.js';
 
 export type Io = CommandIo;
 
@@ -51,22 +51,31 @@ export async function runBenchServe(cfg: BenchServeConfig, io: Io): Promise<Benc
   try {
     const model = await resolveModel(cfg, backend, agents);
     const meta: RunMeta = { model, url: endpointUrl(cfg, backend.defaultEndpoint), date: new Date() };
-    const requests = randomDataset({
-      numPrompts: cfg.numPrompts, inputLen: cfg.randomInputLen, outputLen: cfg.randomOutputLen,
-      rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen,
-    });
-    const rate = cfg.requestRate === Infinity ? 'inf' : `${cfg.requestRate} req/s (Poisson)`;
-    io.stderr.write(`bench serve: ${cfg.numPrompts} requests to ${meta.url} (model ${model}), rate ${rate}, ` +
-      `max concurrency ${cfg.maxConcurrency ?? 'unlimited'}\n`);
     const progress = createProgress(cfg.numPrompts, 'bench', io.stderr, !cfg.disableProgress);
-    const warmProgress = createProgress(cfg.warmupRequests, 'warmup', io.stderr, !cfg.disableProgress);
-    const run = await runBenchmark({
+    const common = {
       backend, agents, url: meta.url, model, headers: authHeaders(cfg), ignoreEos: cfg.ignoreEos,
-      temperature: cfg.temperature, requests, requestRate: cfg.requestRate, maxConcurrency: cfg.maxConcurrency,
-      warmupRequests: cfg.warmupRequests, seed: cfg.seed,
-      onProgress: (d, f) => progress.update(d, f),
-      onWarmupProgress: (d, f) => { warmProgress.update(d, f); if (d === cfg.warmupRequests) warmProgress.finish(); },
-    });
+      temperature: cfg.temperature, maxConcurrency: cfg.maxConcurrency, onProgress: (d: number, f: number) => progress.update(d, f),
+    };
+    let run: RunResult;
+    if (cfg.dataset === 'multi-turn') {
+      const mt = cfg.multiTurn;
+      io.stderr.write(`bench serve: ${mt.conversations} conversations x ${mt.turns} turns to ${meta.url} (model ${model}), ` +
+        `a shared ${mt.systemLen}-token system prompt, max concurrency ${cfg.maxConcurrency ?? 'unlimited'}\n`);
+      run = await runMultiTurn(common, multiTurnDataset({ ...mt, outputLen: cfg.randomOutputLen, seed: cfg.seed }));
+    } else {
+      const requests = randomDataset({
+        numPrompts: cfg.numPrompts, inputLen: cfg.randomInputLen, outputLen: cfg.randomOutputLen,
+        rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen,
+      });
+      const rate = cfg.requestRate === Infinity ? 'inf' : `${cfg.requestRate} req/s (Poisson)`;
+      io.stderr.write(`bench serve: ${cfg.numPrompts} requests to ${meta.url} (model ${model}), rate ${rate}, ` +
+        `max concurrency ${cfg.maxConcurrency ?? 'unlimited'}\n`);
+      const warmProgress = createProgress(cfg.warmupRequests, 'warmup', io.stderr, !cfg.disableProgress);
+      run = await runBenchmark({
+        ...common, requests, requestRate: cfg.requestRate, warmupRequests: cfg.warmupRequests, seed: cfg.seed,
+        onWarmupProgress: (d, f) => { warmProgress.update(d, f); if (d === cfg.warmupRequests) warmProgress.finish(); },
+      });
+    }
     progress.finish();
     const metrics = calculateMetrics(run.outputs, run.duration, cfg.metricPercentiles);
     const report = formatReport(cfg, meta, metrics, run);

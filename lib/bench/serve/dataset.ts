@@ -68,3 +68,44 @@ export function randomDataset(opts: RandomDatasetOptions): SampleRequest[] {
   }
   return out;
 }
+
+export interface MultiTurnOptions {
+  conversations: number;
+  turns: number;
+  systemLen: number; // tokens of the system prompt every conversation shares
+  userLen: number; // tokens of each user message
+  outputLen: number; // max tokens of each answer
+  seed: number;
+}
+
+/** The multi-turn workload: one shared system prompt, and per conversation one user message per turn. */
+export interface MultiTurnDataset {
+  system: string;
+  users: string[][]; // [conversation][turn]
+  opts: MultiTurnOptions;
+}
+
+export function multiTurnDataset(opts: MultiTurnOptions): MultiTurnDataset {
+  const sys = createRng(opts.seed, 'system');
+  const words = createRng(opts.seed, 'users');
+  const users = Array.from({ length: opts.conversations }, () =>
+    Array.from({ length: opts.turns }, () => randomPrompt(opts.userLen, words.next)));
+  return { system: randomPrompt(opts.systemLen, sys.next), users, opts };
+}
+
+/** Turn `turn` of a conversation, given the answers of its earlier turns: the whole history as messages. */
+export function multiTurnRequest(d: MultiTurnDataset, conversation: number, turn: number, answers: string[]): SampleRequest {
+  const messages: NonNullable<SampleRequest['messages']> = [{ role: 'system', content: d.system }];
+  for (let k = 0; k <= turn; k++) {
+    messages.push({ role: 'user', content: d.users[conversation][k] });
+    if (k < turn) messages.push({ role: 'assistant', content: answers[k] });
+  }
+  return {
+    prompt: messages.map((m) => m.content).join('\n'),
+    promptLenEstimate: d.opts.systemLen + (turn + 1) * d.opts.userLen + turn * d.opts.outputLen,
+    outputLen: d.opts.outputLen,
+    messages,
+    conversation,
+    turn,
+  };
+}

@@ -41,6 +41,27 @@ function rule(title: string, ch: string): string {
 const row = (label: string, value: string | number) => `${label.padEnd(40)} ${String(value)}`;
 const f2 = (v: number) => v.toFixed(2);
 
+/** Multi-turn runs: the mean TTFT (ms) of each turn's successful requests, turn 1 first. */
+export function turnTtfts(run: RunResult): number[] {
+  if (!run.turns) return [];
+  const sum: number[] = [];
+  const count: number[] = [];
+  run.outputs.forEach((o, i) => {
+    if (!o.success) return;
+    const t = run.turns![i];
+    sum[t] = (sum[t] ?? 0) + o.ttft * 1000;
+    count[t] = (count[t] ?? 0) + 1;
+  });
+  return sum.map((v, t) => v / count[t]);
+}
+
+/** Multi-turn runs: the mean TTFT (ms) of every request after its conversation's first turn. */
+export function laterTurnsTtft(run: RunResult): number | null {
+  if (!run.turns) return null;
+  const later = run.outputs.filter((o, i) => o.success && run.turns![i] > 0).map((o) => o.ttft * 1000);
+  return later.length > 0 ? later.reduce((a, b) => a + b, 0) / later.length : null;
+}
+
 export function formatReport(cfg: BenchServeConfig, meta: RunMeta, m: BenchmarkMetrics, run: RunResult): string {
   const lines = [rule(' Serving Benchmark Result ', '=')];
   lines.push(row('Backend:', cfg.backend), row('Model:', meta.model), row('Endpoint:', meta.url));
@@ -61,6 +82,12 @@ export function formatReport(cfg: BenchServeConfig, meta: RunMeta, m: BenchmarkM
     lines.push(row(`Mean ${name} (ms):`, f2(s.mean)), row(`Median ${name} (ms):`, f2(s.median)));
     for (const [p, v] of s.percentiles) lines.push(row(`P${percentileWord(p)} ${name} (ms):`, f2(v)));
   }
+  if (run.turns) {
+    lines.push(rule('Multi-turn', '-'));
+    turnTtfts(run).forEach((v, t) => lines.push(row(`Mean TTFT turn ${t + 1} (ms):`, f2(v))));
+    const later = laterTurnsTtft(run);
+    if (later !== null) lines.push(row('Mean TTFT of turns 2+ (ms):', f2(later)));
+  }
   lines.push('='.repeat(50));
   if (m.firstErrors.length > 0) {
     lines.push(`Failed requests (first ${m.firstErrors.length}):`);
@@ -72,7 +99,7 @@ export function formatReport(cfg: BenchServeConfig, meta: RunMeta, m: BenchmarkM
 export function buildResult(cfg: BenchServeConfig, meta: RunMeta, m: BenchmarkMetrics, run: RunResult): Record<string, unknown> {
   const r: Record<string, unknown> = {
     date: dateStamp(meta.date),
-    backend: cfg.backend, model_id: meta.model, base_url: cfg.baseUrl, endpoint: meta.url, dataset_name: 'random',
+    backend: cfg.backend, model_id: meta.model, base_url: cfg.baseUrl, endpoint: meta.url, dataset_name: cfg.dataset,
     num_prompts: cfg.numPrompts, request_rate: cfg.requestRate === Infinity ? 'inf' : cfg.requestRate, burstiness: 1.0,
     max_concurrency: cfg.maxConcurrency, random_input_len: cfg.randomInputLen, random_output_len: cfg.randomOutputLen,
     random_range_ratio: cfg.randomRangeRatio, random_prefix_len: cfg.randomPrefixLen, seed: cfg.seed, ignore_eos: cfg.ignoreEos, temperature: cfg.temperature,
@@ -97,6 +124,12 @@ export function buildResult(cfg: BenchServeConfig, meta: RunMeta, m: BenchmarkMe
     start_times: outs.map((o) => o.startTime - run.startTime), queue_times: outs.map((o) => o.queueTime),
     errors: outs.map((o) => o.error), first_errors: m.firstErrors, generated_texts: outs.map((o) => o.generatedText),
   });
+  if (run.turns) {
+    Object.assign(r, {
+      multi_turn: { ...cfg.multiTurn, output_len: cfg.randomOutputLen },
+      turns: run.turns, mean_ttft_ms_by_turn: turnTtfts(run), mean_ttft_ms_later_turns: laterTurnsTtft(run),
+    });
+  }
   return r;
 }
 

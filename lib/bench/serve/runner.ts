@@ -7,6 +7,7 @@
 import { arrivalOffsets } from './arrivals.js';
 import type { Backend } from './backends.js';
 import type { Agents } from './http.js';
+import { multiTurnRequest, type MultiTurnDataset } from './dataset.js';
 import { nowS, type RequestInput, type RequestOutput, type SampleRequest } from './types.js';
 
 export class Semaphore {
@@ -61,6 +62,8 @@ export interface RunResult {
   /** clock time of the first release, s */
   startTime: number;
   warmup: WarmupSummary | null;
+  /** multi-turn workload: the turn (0-based) of each output */
+  turns?: number[];
 }
 
 const sleep = (s: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, s * 1000)));
@@ -119,4 +122,35 @@ export async function runBenchmark(o: RunOptions): Promise<RunResult> {
   }
   const outputs = await Promise.all(tasks);
   return { outputs, duration: nowS() - startTime, startTime, warmup: warm };
+}
+
+/**
+ * The multi-turn workload: every conversation runs its turns one after another (a turn is sent when the
+ * previous answer is complete, with the whole history), conversations at once under --max-concurrency.
+ * Outputs come in (conversation, turn) order; requests[i] is what outputs[i] sent.
+ */
+export async function runMultiTurn(o: Omit<RunOptions, 'requests' | 'requestRate' | 'warmupRequests' | 'seed'>,
+  d: MultiTurnDataset): Promise<RunResult & { requests: SampleRequest[] }> {
+  const sem = new Semaphore(o.maxConcurrency ?? Infinity);
+  const { conversations, turns } = d.opts;
+  const outputs: RequestOutput[] = new Array(conversations * turns);
+  const requests: SampleRequest[] = new Array(conversations * turns);
+  let done = 0;
+  let failed = 0;
+  const startTime = nowS();
+  o.onProgress?.(0, 0);
+  await Promise.all(Array.from({ length: conversations }, async (_, c) => {
+    const answers: string[] = [];
+    for (let turn = 0; turn < turns; turn++) {
+      const request = multiTurnRequest(d, c, turn, answers);
+      const out = await limited({ ...o, requests: [], requestRate: Infinity, warmupRequests: 0, seed: 0 }, sem, request, nowS());
+      outputs[c * turns + turn] = out;
+      requests[c * turns + turn] = request;
+      done++;
+      if (!out.success) failed++;
+      o.onProgress?.(done, failed);
+      answers.push(out.success ? out.generatedText : '');
+    }
+  }));
+  return { outputs, requests, duration: nowS() - startTime, startTime, warmup: null, turns: requests.map((r) => r.turn ?? 0) };
 }
