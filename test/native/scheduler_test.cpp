@@ -374,9 +374,10 @@ TEST_CASE("scheduler: prefix caching starts a sequence after its cached blocks, 
   CHECK_EQ(s.blocks().ref_count(t3[0]), 2);
   CHECK_EQ(s.find(3)->num_cached_tokens, 12);
   s.check_invariants();
-  CHECK(s.abort(3));  // mid-step
+  CHECK(s.abort(3));  // mid-step: the step's chunks of both are skipped (their sequences are gone)
   CHECK(s.abort(2));
-  finish_step(s, out);
+  s.postprocess(out, {});
+  s.check_invariants();
   CHECK_EQ(s.blocks().num_free_blocks(), free0);
   for (int32_t b = 0; b < s.blocks().num_blocks(); ++b) CHECK_EQ(s.blocks().ref_count(b), 0);
   s.check_invariants();
