@@ -115,6 +115,7 @@ class cuda_backend final : public backend {
  private:
   // Rows [row0, row0 + n_out) of w times x: the one matmul path (matmul.cu).
   void matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows, float* y);
+  int8_t* reserve_q8(int64_t n_rows, int64_t n_in, float** scales);  // matmul.cu
   // Host arguments -> device memory through a pinned ring (asynchronous, no stream sync): the device copy stays
   // valid until the next sync() / download(), after which the ring starts over.
   const void* stage(const void* host, size_t bytes);
@@ -125,6 +126,7 @@ class cuda_backend final : public backend {
   void sig_add(const void* p, size_t n) { rec_sig_.append((const char*)p, n); }
   // Runs what the step recorded so far op by op, and the rest of the step too (step_graph.cu).
   void play_recorded_eagerly();
+  void run_recorded(step_graph& g, std::vector<std::function<void()>>& ops);
   const void* stage_recorded(const void* host, size_t bytes);  // stage() inside a recorded step
   void destroy_graph(step_graph& g);
   void leave_recording();  // before an op that needs the host: the step goes on op by op

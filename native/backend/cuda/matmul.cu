@@ -141,6 +141,14 @@ void launch_mmv_of(cuda_backend& be, ggml_type type, const mmv_shape& sh, const 
 
 }  // namespace
 
+// Room for n_rows x n_in activations quantized per 32 values: the int8 values, and in *scales the d then
+// d * sum(q) of every sub-block (2 * n_rows * n_in / 32 floats).
+int8_t* cuda_backend::reserve_q8(int64_t n_rows, int64_t n_in, float** scales) {
+  std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;  // recorded ops may still use outgrown buffers
+  *scales = qx_scale_.reserve(2 * n_rows * (n_in / 32), keep);
+  return qx_.reserve(n_rows * n_in, keep);
+}
+
 void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows,
                                float* y) {
   if (n_rows <= 0 || n_out <= 0) return;
@@ -152,9 +160,8 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
   if (quantized) {
     const int64_t n_sub = n_rows * a.nsub;
     const bool have = qx_of_ == x && qx_rows_ == n_rows && qx_n_in_ == w.n_in;  // same input as the last matmul
-    std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;
-    a.qx = qx_.reserve(n_rows * w.n_in, keep);
-    float* scales = qx_scale_.reserve(2 * n_sub, keep);
+    float* scales = nullptr;
+    a.qx = reserve_q8(n_rows, w.n_in, &scales);
     a.dx = scales;
     a.sx = scales + n_sub;
     if (!have) {
@@ -193,9 +200,8 @@ void cuda_backend::swiglu_matmul(const backend_weight& w, float* gate, const flo
   }
   // swiglu and the activation quantization in one kernel; matmul_rows then finds its input quantized
   const int64_t nsub = w.n_in / 32, n_sub = n_rows * nsub;
-  std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;
-  int8_t* qx = qx_.reserve(n_rows * w.n_in, keep);
-  float* scales = qx_scale_.reserve(2 * n_sub, keep);
+  float* scales = nullptr;
+  int8_t* qx = reserve_q8(n_rows, w.n_in, &scales);
   launch("swiglu_quantize_q8_32", swiglu_quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), gate, up, w.n_in,
          n_sub, nsub, qx, scales, scales + n_sub);
   qx_of_ = gate;

@@ -111,17 +111,22 @@ const void* cuda_backend::stage_recorded(const void* host, size_t bytes) {
   return g.stage_dev + at;
 }
 
-void cuda_backend::play_recorded_eagerly() {
-  if (!rec_) return;
-  step_graph& g = *rec_;
-  rec_ = nullptr;
+// The staged host arrays in, then the recorded ops in order (launched now, or captured during a capture).
+void cuda_backend::run_recorded(step_graph& g, std::vector<std::function<void()>>& ops) {
   if (rec_stage_used_) {
     SPINDLE_CUDA_CHECK(
         cudaMemcpyAsync(g.stage_dev, g.stage_host, rec_stage_used_, cudaMemcpyHostToDevice, stream_));
   }
+  for (auto& op : ops) op();
+}
+
+void cuda_backend::play_recorded_eagerly() {
+  if (!rec_) return;
+  step_graph& g = *rec_;
+  rec_ = nullptr;
   std::vector<std::function<void()>> ops;
   ops.swap(rec_ops_);
-  for (auto& op : ops) op();
+  run_recorded(g, ops);
   SPINDLE_CUDA_CHECK(cudaEventRecord(g.done, stream_));
   ++n_eager_steps_;
   ++g_op_by_op;
@@ -147,22 +152,14 @@ void cuda_backend::graph_end() {
   } else if (!g.exec && g.signature != rec_sig_) {
     // A shape seen for the first time (or changed before it ever repeated): run it op by op and keep its
     // signature; the graph is captured when the same step comes again, so one-off shapes never pay for one.
-    if (rec_stage_used_) {
-      SPINDLE_CUDA_CHECK(
-          cudaMemcpyAsync(g.stage_dev, g.stage_host, rec_stage_used_, cudaMemcpyHostToDevice, stream_));
-    }
-    for (auto& op : ops) op();
+    run_recorded(g, ops);
     g.signature.swap(rec_sig_);
     ++g_first_seen;
   } else {
     SPINDLE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     cudaGraph_t graph = nullptr;
     try {
-      if (rec_stage_used_) {
-        SPINDLE_CUDA_CHECK(
-            cudaMemcpyAsync(g.stage_dev, g.stage_host, rec_stage_used_, cudaMemcpyHostToDevice, stream_));
-      }
-      for (auto& op : ops) op();
+      run_recorded(g, ops);
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
