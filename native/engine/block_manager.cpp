@@ -75,6 +75,14 @@ int32_t block_manager::take_free_block() {
   return b;
 }
 
+void block_manager::take_new_blocks(table& t, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t b = take_free_block();
+    ref_counts_[size_t(b)] = 1;
+    t.blocks.push_back(b);
+  }
+}
+
 void block_manager::release_block(int32_t b) {
   if (committed_[size_t(b)]) {
     lru_push_back(b);
@@ -155,12 +163,7 @@ void block_manager::allocate_shared(uint64_t seq_id, const std::vector<int32_t>&
     t.blocks.push_back(b);
     t.hashes.push_back(hash_[size_t(b)]);
   }
-  const int32_t need = blocks_for_tokens(n_tokens) - int32_t(shared.size());
-  for (int32_t i = 0; i < need; ++i) {
-    const int32_t b = take_free_block();
-    ref_counts_[size_t(b)] = 1;
-    t.blocks.push_back(b);
-  }
+  take_new_blocks(t, blocks_for_tokens(n_tokens) - int32_t(shared.size()));
   tables_.emplace(seq_id, std::move(t));
 }
 
@@ -233,11 +236,7 @@ void block_manager::allocate(uint64_t seq_id, int32_t n_tokens) {
   table t;
   t.num_tokens = n_tokens;
   t.blocks.reserve(size_t(need));
-  for (int32_t i = 0; i < need; ++i) {
-    const int32_t b = take_free_block();
-    ref_counts_[size_t(b)] = 1;
-    t.blocks.push_back(b);
-  }
+  take_new_blocks(t, need);
   tables_.emplace(seq_id, std::move(t));
 }
 
@@ -254,11 +253,7 @@ void block_manager::append(uint64_t seq_id, int32_t n_new_tokens) {
     throw error("block_manager: out of KV blocks: " + seq_name(seq_id) + " needs " + std::to_string(need) +
                 " more, " + std::to_string(num_free_blocks()) + " free");
   }
-  for (int32_t i = 0; i < need; ++i) {
-    const int32_t b = take_free_block();
-    ref_counts_[size_t(b)] = 1;
-    t.blocks.push_back(b);
-  }
+  take_new_blocks(t, need);
   t.num_tokens += n_new_tokens;
 }
 

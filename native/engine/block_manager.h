@@ -86,6 +86,7 @@ class block_manager {
   const table& find(uint64_t seq_id, const char* what) const;
   int32_t new_blocks_needed(const table& t, int32_t n_new_tokens) const;  // throws on a shared tail
   int32_t take_free_block();        // a never-committed free block, else the least recently freed cached one
+  void take_new_blocks(table& t, int32_t n);  // n free blocks (ref_count 1) onto the end of t (callers checked room)
   void release_block(int32_t b);    // ref_count reached 0: cached (LRU tail) if committed, else free
   void lru_unlink(int32_t b);
   void lru_push_back(int32_t b);

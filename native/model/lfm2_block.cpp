@@ -32,17 +32,17 @@ void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>
     conv_tokens_.push_back(b.n_tokens);
     conv_states_.push_back(state);
   }
-  if (kv.checkpoints()) write_checkpoints(batch, kv, l.cache_index, bcx);  // before the states move on
+  if (kv.checkpoints()) write_checkpoints(kv, l.cache_index, bcx);  // before the states move on
   be.short_conv_batch(bcx, conv_tokens_.data(), conv_states_.data(), (int64_t)batch.size(), n_embd, w_.l_cache,
                       l.conv_w.data(), y);
   be.matmul(l.conv_out, y, n, scratch_.cur.data());
 }
 
-// For every block whose last position this step computes: the conv state after it, i.e. the d rows of
-// (state ++ B * X) ending there, into the block's checkpoint. Rows of this chunk come from bcx (B * X), rows
-// before it from the slot's state (still the state at first_pos: short_conv has not run yet; zeros at 0).
-void lfm2_model::write_checkpoints(const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv, int32_t cache_index,
-                                   const float* bcx) {
+// The checkpoint rows of this step, the same for every conv layer: for every block whose last position the step
+// computes, the conv state after it, i.e. the d rows of (state ++ B * X) ending there. Rows of the chunk come
+// from bcx (B * X), rows before it from the slot's state (still the state at first_pos when a conv layer
+// writes its checkpoints: short_conv has not run yet; zeros at position 0).
+void lfm2_model::plan_checkpoints(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) {
   const int64_t d = w_.l_cache - 1, bs = kv.block_size_;
   ckpt_bx_src_.clear();
   ckpt_bx_dst_.clear();
@@ -66,6 +66,10 @@ void lfm2_model::write_checkpoints(const std::vector<batch_sequence>& batch, lfm
     }
     at += b.n_tokens;
   }
+}
+
+// One conv layer's checkpoints of the rows plan_checkpoints chose, before its states move on.
+void lfm2_model::write_checkpoints(lfm2_kv_cache& kv, int32_t cache_index, const float* bcx) {
   backend& be = *be_;
   float* ckpt = kv.ckpt[cache_index].data();  // [n_blocks * d, n_embd]
   be.gather_bx_rows(bcx, ckpt_bx_src_.data(), (int64_t)ckpt_bx_src_.size(), hp_.n_embd, ckpt, ckpt_bx_dst_.data());

@@ -188,6 +188,7 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }
+  if (kv->checkpoints()) plan_checkpoints(batch, *kv);
   // MoE layers read their routing back mid-layer, so their steps run op by op.
   step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]

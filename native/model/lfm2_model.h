@@ -121,9 +121,9 @@ class lfm2_model final : public model {
   backend_buffer zero_state_;        // [(l_cache - 1) * n_embd] zeros: the state of a sequence at position 0
   std::vector<int64_t> conv_tokens_;  // per sequence of the batch: tokens, conv state (run_conv's host arrays)
   std::vector<float*> conv_states_;
-  std::vector<int64_t> ckpt_bx_src_, ckpt_bx_dst_, ckpt_st_src_, ckpt_st_dst_;  // checkpoint rows (run_conv)
-  void write_checkpoints(const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv, int32_t cache_index,
-                         const float* bcx);
+  std::vector<int64_t> ckpt_bx_src_, ckpt_bx_dst_, ckpt_st_src_, ckpt_st_dst_;  // this step's checkpoint rows
+  void plan_checkpoints(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv);  // once per step
+  void write_checkpoints(lfm2_kv_cache& kv, int32_t cache_index, const float* bcx);     // per conv layer
   moe_ffn moe_;                      // lfm2moe: the MoE block (owns its scratch)
 };
 

@@ -105,7 +105,5 @@ export function multiTurnRequest(d: MultiTurnDataset, conversation: number, turn
     promptLenEstimate: d.opts.systemLen + (turn + 1) * d.opts.userLen + turn * d.opts.outputLen,
     outputLen: d.opts.outputLen,
     messages,
-    conversation,
-    turn,
   };
 }

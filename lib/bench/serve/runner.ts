@@ -31,7 +31,8 @@ export class Semaphore {
   }
 }
 
-export interface RunOptions {
+/** What sending one request needs, and the shared concurrency cap and progress callback. */
+export interface SendOptions {
   backend: Backend;
   agents: Agents;
   url: string;
@@ -39,13 +40,16 @@ export interface RunOptions {
   headers: Record<string, string>;
   ignoreEos: boolean;
   temperature: number | null;
-  requests: SampleRequest[];
-  requestRate: number; // requests/s, Infinity = all at once
   maxConcurrency: number | null;
-  warmupRequests: number;
-  seed: number;
   /** called after each measured request with (done, failed) */
   onProgress?: (done: number, failed: number) => void;
+}
+
+export interface RunOptions extends SendOptions {
+  requests: SampleRequest[];
+  requestRate: number; // requests/s, Infinity = all at once
+  warmupRequests: number;
+  seed: number;
   onWarmupProgress?: (done: number, failed: number) => void;
 }
 
@@ -68,11 +72,11 @@ export interface RunResult {
 
 const sleep = (s: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, s * 1000)));
 
-function inputFor(o: RunOptions, request: SampleRequest): RequestInput {
+function inputFor(o: SendOptions, request: SampleRequest): RequestInput {
   return { url: o.url, model: o.model, request, headers: o.headers, ignoreEos: o.ignoreEos, temperature: o.temperature };
 }
 
-async function limited(o: RunOptions, sem: Semaphore, request: SampleRequest, arrival: number): Promise<RequestOutput> {
+async function limited(o: SendOptions, sem: Semaphore, request: SampleRequest, arrival: number): Promise<RequestOutput> {
   await sem.acquire();
   try {
     const out = await o.backend.send(inputFor(o, request), o.agents);
@@ -127,14 +131,12 @@ export async function runBenchmark(o: RunOptions): Promise<RunResult> {
 /**
  * The multi-turn workload: every conversation runs its turns one after another (a turn is sent when the
  * previous answer is complete, with the whole history), conversations at once under --max-concurrency.
- * Outputs come in (conversation, turn) order; requests[i] is what outputs[i] sent.
+ * Outputs come in (conversation, turn) order.
  */
-export async function runMultiTurn(o: Omit<RunOptions, 'requests' | 'requestRate' | 'warmupRequests' | 'seed'>,
-  d: MultiTurnDataset): Promise<RunResult & { requests: SampleRequest[] }> {
+export async function runMultiTurn(o: SendOptions, d: MultiTurnDataset): Promise<RunResult> {
   const sem = new Semaphore(o.maxConcurrency ?? Infinity);
   const { conversations, turns } = d.opts;
   const outputs: RequestOutput[] = new Array(conversations * turns);
-  const requests: SampleRequest[] = new Array(conversations * turns);
   let done = 0;
   let failed = 0;
   const startTime = nowS();
@@ -143,14 +145,14 @@ export async function runMultiTurn(o: Omit<RunOptions, 'requests' | 'requestRate
     const answers: string[] = [];
     for (let turn = 0; turn < turns; turn++) {
       const request = multiTurnRequest(d, c, turn, answers);
-      const out = await limited({ ...o, requests: [], requestRate: Infinity, warmupRequests: 0, seed: 0 }, sem, request, nowS());
+      const out = await limited(o, sem, request, nowS());
       outputs[c * turns + turn] = out;
-      requests[c * turns + turn] = request;
       done++;
       if (!out.success) failed++;
       o.onProgress?.(done, failed);
       answers.push(out.success ? out.generatedText : '');
     }
   }));
-  return { outputs, requests, duration: nowS() - startTime, startTime, warmup: null, turns: requests.map((r) => r.turn ?? 0) };
+  const turnOf = outputs.map((_, i) => i % turns);
+  return { outputs, duration: nowS() - startTime, startTime, warmup: null, turns: turnOf };
 }

@@ -15,9 +15,6 @@ export interface SampleRequest {
   /** a conversation so far (multi-turn dataset): sent as chat messages, or joined into one prompt for
    * completion endpoints; `prompt` then holds that joined text */
   messages?: { role: 'system' | 'user' | 'assistant'; content: string }[];
-  /** multi-turn dataset: which conversation and turn (0-based) this request is */
-  conversation?: number;
-  turn?: number;
 }
 
 /** Everything a backend needs to send one request. */

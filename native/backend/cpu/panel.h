@@ -66,6 +66,16 @@ void panel_round_f16(const float* x, float* out, int64_t n);
 void panel_round_bf16(const float* x, float* out, int64_t n);
 void panel_round_f16_f16c(const float* x, float* out, int64_t n);
 
+// A panel_tile_fn over a kernel template K<MT> (MT tokens per tile, unrolled): dispatches nt down to the
+// instantiation for exactly nt tokens (1 <= nt <= MT). Each ISA file instantiates it with its own kernels.
+template <template <int> class K, int MT>
+void panel_entry(int64_t n, const uint8_t* panel, const float* xt, int nt, float* y, int64_t ys, int nr) {
+  if constexpr (MT > 1) {
+    if (nt < MT) return panel_entry<K, MT - 1>(n, panel, xt, nt, y, ys, nr);
+  }
+  K<MT>::run(n, panel, xt, y, ys, nr);
+}
+
 struct panel_kernel {
   panel_tile_fn fn = nullptr;
   panel_pack_fn pack = nullptr;

@@ -109,14 +109,6 @@ struct panel_tiles256 {
   };
 };
 
-template <template <int> class K, int MT>
-void panel_entry(int64_t n, const uint8_t* panel, const float* xt, int nt, float* y, int64_t ys, int nr) {
-  if constexpr (MT > 1) {
-    if (nt < MT) return panel_entry<K, MT - 1>(n, panel, xt, nt, y, ys, nr);
-  }
-  K<MT>::run(n, panel, xt, y, ys, nr);
-}
-
 template <class E>
 panel_kernel make(panel_pack_fn pack, panel_round_fn round) {
   panel_kernel k;
