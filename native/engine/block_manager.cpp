@@ -257,6 +257,24 @@ void block_manager::append(uint64_t seq_id, int32_t n_new_tokens) {
   t.num_tokens += n_new_tokens;
 }
 
+void block_manager::truncate(uint64_t seq_id, int32_t n_tokens) {
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) throw error("block_manager: truncate: unknown " + seq_name(seq_id));
+  table& t = it->second;
+  if (n_tokens < 0 || n_tokens > t.num_tokens) {
+    throw error("block_manager: truncate: " + seq_name(seq_id) + " reserves " + std::to_string(t.num_tokens) +
+                " slots, cannot keep " + std::to_string(n_tokens));
+  }
+  const size_t keep = size_t(blocks_for_tokens(n_tokens));
+  while (t.blocks.size() > keep) {
+    const int32_t b = t.blocks.back();
+    t.blocks.pop_back();
+    if (--ref_counts_[size_t(b)] == 0) release_block(b);
+  }
+  if (t.hashes.size() > keep) t.hashes.resize(keep);
+  t.num_tokens = n_tokens;
+}
+
 void block_manager::fork(uint64_t parent_id, uint64_t child_id) {
   const table& parent = find(parent_id, "fork");
   if (has(child_id)) throw error("block_manager: fork: " + seq_name(child_id) + " already has blocks");

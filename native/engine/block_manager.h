@@ -48,6 +48,11 @@ class block_manager {
   void append(uint64_t seq_id, int32_t n_new_tokens);
   // child_id shares every block of parent_id (ref_count + 1 each) and reserves the same slots.
   void fork(uint64_t parent_id, uint64_t child_id);
+  // Gives back the slots of seq_id beyond its first n_tokens (0 <= n_tokens <= num_tokens(seq_id)): whole blocks
+  // past ceil(n_tokens / block_size) leave the table (ref_count - 1, freed at 0). Speculative decoding reserves
+  // slots for its draft tokens and returns those of rejected drafts this way. Throws for an unknown seq_id or a
+  // count out of range.
+  void truncate(uint64_t seq_id, int32_t n_tokens);
   // Drops the table of seq_id; blocks whose ref_count falls to 0 return to the free list (committed ones stay
   // cached until evicted). Unknown ids are a no-op (a waiting sequence holds no blocks).
   void deallocate(uint64_t seq_id);

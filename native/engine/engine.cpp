@@ -243,6 +243,9 @@ void engine::make_cache(const model& m, int32_t max_len) {
   sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
   kv_ = state_bytes > 0 ? m.new_kv_cache(n_blocks, o.block_size, o.max_num_seqs) : m.new_kv_cache(n_blocks, o.block_size);
   if (checkpoints) m.enable_block_checkpoints(*kv_);
+  sched_->set_drafter([this](const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft) {
+    propose_draft(s, max_draft, draft);
+  });
 }
 
 bool engine::load() {
@@ -342,7 +345,8 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
       constraint = std::make_unique<output_constraint>(
           grammar_vocab_->cache_for(r.params.grammar, r.compiled_grammar, !r.params.skip_special), r.params.grammar_triggers);
     }
-    auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_, std::move(constraint));
+    auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_, std::move(constraint),
+                                          options_.speculative);
     if (!seq->req.images.empty()) {
       seq->images = std::make_unique<request_images>(std::move(seq->req.images), seq->req.prompt, *vision_);
       seq->req.images.clear();
@@ -412,6 +416,9 @@ void engine::update_stats() {
   stats_.prefix_cache_queries = ss.prefix_cache_queries;
   stats_.prefix_cache_hits = ss.prefix_cache_hits;
   stats_.kv_blocks_cached = ss.blocks_cached;
+  stats_.spec_drafts = spec_drafts_;
+  stats_.spec_draft_tokens = spec_draft_tokens_;
+  stats_.spec_accepted_tokens = spec_accepted_tokens_;
 }
 
 void engine::emit_step(std::vector<request_output>& outs) {

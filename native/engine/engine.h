@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/grammar_vocab.h"
 #include "engine/request.h"
 
@@ -32,7 +33,10 @@ class model;
 class kv_cache;
 class scheduler;
 class vision_model;
+struct sched_sequence;
 struct schedule_output;
+struct scheduled_chunk;
+struct sampled_token;
 struct sequence;
 
 struct engine_options {
@@ -49,6 +53,8 @@ struct engine_options {
   // vLLM's gpu_memory_utilization: the fraction of the device's total memory the engine may hold, weights
   // included, so the KV cache gets fraction * total - (memory already in use) (0 = 0.9).
   double kv_cache_memory = 0;
+  // Speculative decoding (n-gram drafts for every request; a request's prediction drafts whatever this says).
+  speculative_config speculative;
   // Vision: the mmproj file of the model's vision projector ("" = text only) and its image token limits.
   std::string mmproj_path;
   int32_t image_min_tokens = 0;  // 0 = the projector's default
@@ -112,6 +118,9 @@ struct engine_stats {
   uint64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache (vLLM's metric)
   uint64_t prefix_cache_hits = 0;     // of those, tokens whose KV was found there
   int32_t kv_blocks_cached = 0;       // blocks holding cached prefixes (in use or free)
+  uint64_t spec_drafts = 0;           // decodes that verified draft tokens (vLLM's spec_decode_num_drafts)
+  uint64_t spec_draft_tokens = 0;     // draft tokens verified
+  uint64_t spec_accepted_tokens = 0;  // of those, accepted
 };
 
 class engine {
@@ -154,6 +163,10 @@ class engine {
   void abort_all(std::vector<request_output>& outs);
   void step(std::vector<request_output>& outs);  // engine_step.cpp
   void run_forward(const schedule_output& so);   // engine_step.cpp
+  // Samples the rows of one chunk (1 + its drafts) into `out`, stopping at the first rejected draft; returns the
+  // scheduler's record of it. engine_step.cpp.
+  sampled_token verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, request_output& out);
+  void propose_draft(const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft);
   void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
   // Test hook: throws from the forward pass of the step named by the environment variable
   // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction). Test builds only (CMake
@@ -190,6 +203,8 @@ class engine {
   std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;
+  uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
+  std::vector<std::vector<int32_t>> chunk_tokens_;  // per speculative chunk of the step: last token + drafts
   uint64_t images_encoded_ = 0;
   double image_encode_seconds_ = 0;
   uint64_t test_fail_forward_at_step_ = 0;  // 0 = off; see inject_test_fault()

@@ -3,6 +3,12 @@
 // Invariant: a chunk's logits row depends only on its own sequence (forward_batch is batch invariant) and
 // each request samples from its own random stream, so a request's tokens do not depend on the batch; a failed
 // forward fails exactly the requests of that step and leaves the scheduler consistent.
+// Speculative decoding: a decode chunk with drafts forwards [last token, drafts...] and gets one logits row per
+// token; verify_chunk samples them in order with the sequence's own sampler (penalties, grammar, stops and the
+// random stream advance token by token, as in plain decoding) and stops at the first token that differs from
+// its draft, so the emitted tokens are exactly those plain decoding would give. A model with recurrent state
+// then rolls its state back to the last accepted position.
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -21,16 +27,24 @@ void engine::run_forward(const schedule_output& so) {
   inject_test_fault();  // no-op unless a test set SPINDLE_TEST_FAIL_FORWARD_AT_STEP
   std::vector<batch_sequence> batch;
   batch.reserve(so.chunks.size());
+  chunk_tokens_.clear();
+  chunk_tokens_.reserve(so.chunks.size());  // no reallocation below: batch keeps pointers into it
   int64_t n_sample = 0;
   for (const scheduled_chunk& c : so.chunks) {
     const std::vector<int32_t>& table = sched_->blocks().block_table(c.seq_id);
     batch_sequence b;
     b.tokens = c.seq->token_ids.data() + c.first_pos;
+    if (!c.draft.empty()) {  // [last token, drafts...]
+      chunk_tokens_.emplace_back(c.seq->token_ids.begin() + c.first_pos, c.seq->token_ids.end());
+      chunk_tokens_.back().insert(chunk_tokens_.back().end(), c.draft.begin(), c.draft.end());
+      b.tokens = chunk_tokens_.back().data();
+      b.n_rollback = int32_t(c.draft.size());
+    }
     b.n_tokens = c.n_tokens;
     b.first_pos = c.first_pos;
     b.block_table = table.data();
     b.n_table = int32_t(table.size());
-    b.n_logits = c.sample ? 1 : 0;
+    b.n_logits = c.sample ? 1 + int32_t(c.draft.size()) : 0;
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
     if (c.restore_block >= 0) model_->restore_from_block(*kv_, b.state_slot, c.restore_block, c.first_pos);
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
@@ -64,6 +78,47 @@ void engine::fail_step(const schedule_output& so, const std::string& message, st
   sched_->postprocess(so, {});  // every sequence of the step is gone: this only closes the step
 }
 
+void engine::propose_draft(const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft) {
+  sequence& seq = *seqs_.at(s.id);
+  if (!seq.drafts.active()) return;
+  // at most one token fewer than the output may still grow by (the token after the drafts is sampled anyway)
+  max_draft = std::min(max_draft, seq.max_output - int32_t(seq.output.size()) - 1);
+  seq.drafts.propose(s.token_ids.data(), s.num_tokens(), s.num_prompt_tokens, max_draft, draft);
+  for (size_t i = 0; i < draft.size(); ++i) {  // ids only: an image placeholder (-1) ends the draft
+    if (draft[i] < 0 || draft[i] >= n_vocab_) {
+      draft.resize(i);
+      break;
+    }
+  }
+}
+
+sampled_token engine::verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, request_output& out) {
+  const int64_t n_rows = model_->hparams().n_vocab;
+  const int32_t n_draft = int32_t(c.draft.size());
+  const size_t before = out.tokens.size();
+  for (int32_t i = 0; i <= n_draft; ++i) {
+    seq.sample_and_append(rows + i * n_rows, out);
+    if (out.tokens.size() == before + size_t(i)) break;  // ended without a token (grammar complete, failure)
+    generated_tokens_++;
+    if (seq.finished() || !out.error.empty() || i == n_draft || out.tokens.back() != c.draft[size_t(i)]) break;
+  }
+  const int32_t emitted = int32_t(out.tokens.size() - before);
+  sampled_token t;
+  t.seq_id = c.seq_id;
+  t.token = emitted > 0 ? out.tokens.back() : 0;
+  t.finished = seq.finished();
+  t.n_accepted = std::max(emitted - 1, 0);
+  if (n_draft > 0) {
+    spec_drafts_++;
+    spec_draft_tokens_ += uint64_t(n_draft);
+    spec_accepted_tokens_ += uint64_t(t.n_accepted);
+    out.draft_tokens += n_draft;
+    out.accepted_draft_tokens += t.n_accepted;
+  }
+  seq.drafts.record(n_draft, t.n_accepted);
+  return t;
+}
+
 void engine::step(std::vector<request_output>& outs) {
   schedule_output so = sched_->schedule();
   if (so.empty()) return;
@@ -85,21 +140,33 @@ void engine::step(std::vector<request_output>& outs) {
     sequence& seq = *seqs_.at(c.seq_id);
     request_output& out = engine_output_for(outs, c.seq_id);
     out.cached_tokens = c.seq->num_cached_tokens;
+    float* chunk_rows = logits_.data() + row * rows;
+    row += 1 + int64_t(c.draft.size());
+    sampled_token t;
     try {
-      seq.sample_and_append(logits_.data() + row * rows, out);
-      generated_tokens_++;
+      t = verify_chunk(c, seq, chunk_rows, out);
     } catch (const std::exception& e) {  // allocation failure while sampling: fail this request only
       out.error = e.what();
       seq.finish = finish_reason::abort;
     }
-    row++;
-    if (!out.error.empty() || (seq.finished() && out.tokens.empty())) {  // failed, or ended without a token
+    if (!out.error.empty() || (seq.finished() && out.tokens.empty())) {  // failed, or no token
       out.finish = out.error.empty() ? seq.finish : finish_reason::abort;
       sched_->abort(c.seq_id);
       finished.push_back(c.seq_id);
       continue;
     }
-    sampled.push_back(sampled_token{c.seq_id, seq.output.back(), seq.finished()});
+    if (!seq.finished() && t.n_accepted < int32_t(c.draft.size())) {  // rejected drafts: back to the last accepted
+      try {
+        model_->rollback_state(*kv_, c.seq->state_slot, c.first_pos + 1 + t.n_accepted);
+      } catch (const std::exception& e) {
+        out.error = e.what();
+        out.finish = finish_reason::abort;
+        sched_->abort(c.seq_id);
+        finished.push_back(c.seq_id);
+        continue;
+      }
+    }
+    sampled.push_back(t);
     if (seq.finished()) {
       out.finish = seq.finish;
       finished.push_back(c.seq_id);

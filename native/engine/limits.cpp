@@ -41,12 +41,14 @@ const param_limit k_max_model_len     = {"maxModelLen",       2,     i32_max, fa
 const param_limit k_max_num_seqs      = {"maxNumSeqs",        1,     4096,    false, false, true,  false, 0, nullptr};
 const param_limit k_max_num_batched_tokens = {"maxNumBatchedTokens", 1, i32_max, false, false, true, false, 0, nullptr};
 const param_limit k_chunked_prefill_size = {"chunkedPrefillSize", 1, i32_max, false, false, true, true, -1, "off"};
+const param_limit k_num_speculative_tokens = {"numSpeculativeTokens", 1, 64, false, false, true, false, 0, nullptr};
+const param_limit k_prompt_lookup = {"promptLookupMin / promptLookupMax", 1, 64, false, false, true, false, 0, nullptr};
 const param_limit k_threads           = {"threads",           1,     1024,    false, false, true,  false, 0, nullptr};
 
 const param_limit* const k_all_limits[] = {
     &k_temperature, &k_top_p, &k_top_k, &k_min_p, &k_repetition_penalty, &k_repeat_last_n, &k_presence_penalty,
     &k_frequency_penalty, &k_max_tokens, &k_min_tokens, &k_logprobs, &k_seed, &k_logit_bias, &k_max_model_len, &k_max_num_seqs,
-    &k_max_num_batched_tokens, &k_chunked_prefill_size, &k_threads, nullptr};
+    &k_max_num_batched_tokens, &k_chunked_prefill_size, &k_num_speculative_tokens, &k_prompt_lookup, &k_threads, nullptr};
 
 bool in_range(const param_limit& l, double v) {
   if (std::isnan(v)) return false;

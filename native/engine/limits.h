@@ -34,7 +34,8 @@ extern const param_limit k_temperature, k_top_p, k_top_k, k_min_p, k_repetition_
     k_logit_bias;  // each value of the logit_bias map
 // Engine options (engine.h's engine_options; threads and maxModelLen of the addon's options).
 extern const param_limit k_max_model_len, k_max_num_seqs, k_max_num_batched_tokens, k_chunked_prefill_size,
-    k_threads;
+    k_threads, k_num_speculative_tokens,
+    k_prompt_lookup;  // promptLookupMin and promptLookupMax (speculative n-gram sizes)
 
 // Counts.
 constexpr int32_t max_stop_strings = 16;
@@ -44,6 +45,7 @@ constexpr int32_t max_logprobs = 20;
 constexpr int32_t max_logit_bias = 1024;       // entries of a logit_bias map
 constexpr int32_t max_grammar_triggers = 16;
 constexpr int32_t max_grammar_bytes = 1 << 22; // GBNF text
+constexpr int32_t max_prediction_tokens = 1 << 20;  // token ids of a request's prediction
 
 // Every param_limit above, for the addon's export; null-terminated.
 extern const param_limit* const k_all_limits[];

@@ -96,6 +96,16 @@ void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len) 
                   std::to_string(n_vocab) + ")");
     }
   }
+  if (r.prediction.size() > size_t(max_prediction_tokens)) {
+    throw error("prediction must hold at most " + std::to_string(max_prediction_tokens) + " tokens (got " +
+                std::to_string(r.prediction.size()) + ")");
+  }
+  for (int32_t id : r.prediction) {
+    if (id < 0 || id >= n_vocab) {
+      throw error("prediction token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                  std::to_string(n_vocab) + ")");
+    }
+  }
   for (int32_t id : r.params.stop_token_ids) {
     if (id < 0 || id >= n_vocab) {
       throw error("stopTokenIds entry " + std::to_string(id) + " is outside the vocabulary [0, " +

@@ -65,10 +65,14 @@ struct request {
   std::vector<request_image> images;  // in prompt order, not overlapping
   sampling_params params;
   std::shared_ptr<const grammar> compiled_grammar;  // params.grammar parsed (null: parse when the request starts)
+  // Speculative decoding: token ids the output is expected to repeat (OpenAI's Predicted Outputs), drafted and
+  // verified; empty: none. speculative false: no drafts of any kind (the engine's n-gram method included).
+  std::vector<int32_t> prediction;
+  bool speculative = true;
 };
 
 // Throws spindle::error when the prompt is empty, too long for max_model_len, or holds an id (prompt,
-// stop_token_ids, logit_bias) outside [0, n_vocab); also runs validate_sampling_params.
+// stop_token_ids, logit_bias, prediction) outside [0, n_vocab); also runs validate_sampling_params.
 void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len);
 
 // Logprob record of one generated token, computed from the raw model logits (before penalties / masks).
@@ -92,6 +96,8 @@ struct request_output {
   std::string error;                    // non-empty when the request failed inside the engine
   int32_t cached_tokens = 0;            // prompt tokens whose KV came from the prefix cache (OpenAI's
                                         // usage.prompt_tokens_details.cached_tokens); set with each sampled token
+  int32_t draft_tokens = 0;             // speculative draft tokens verified this step
+  int32_t accepted_draft_tokens = 0;    // of those, accepted (their tokens are among `tokens`)
 };
 
 }  // namespace spindle

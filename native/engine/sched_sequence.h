@@ -19,6 +19,7 @@ struct sched_sequence {
   int32_t num_computed_tokens = 0;  // positions [0, num_computed_tokens) have KV written
   int32_t num_preemptions = 0;      // times this sequence lost its blocks and was recomputed
   int32_t num_cached_tokens = 0;    // prompt tokens found in the prefix cache at its first admission
+  int32_t num_draft_tokens = 0;     // speculative drafts of the pending step (their slots are reserved)
   int32_t state_slot = -1;          // recurrent-state slot while running (state_slot_pool); -1 while waiting
   sched_status status = sched_status::waiting;
 

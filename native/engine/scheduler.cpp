@@ -101,10 +101,31 @@ void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool dec
     sched_sequence* s = running_[i];
     bool is_decode = s->num_uncomputed_tokens() == 1;
     if (is_decode != decodes) continue;
-    int32_t n = decodes ? 1 : prefill_chunk(*s, budget);
+    if (decodes) {
+      schedule_decode(out, budget, *s);
+      continue;
+    }
+    int32_t n = prefill_chunk(*s, budget);
     if (n == 0) continue;
     if (reserve_or_preempt(*s, n, out, budget)) push_chunk(out, budget, *s, n, is_decode);
   }
+}
+
+// A decode, with the drafter's tokens when their slots fit (drafts never preempt; without room the decode goes
+// plain and may preempt as before). Positions of the drafts stay below max_model_len.
+void scheduler::schedule_decode(schedule_output& out, int32_t& budget, sched_sequence& s) {
+  draft_.clear();
+  const int32_t room = std::min(budget - 1, config_.max_model_len - s.num_tokens());
+  if (drafter_ && room > 0) {
+    drafter_(s, room, draft_);
+    if (int32_t(draft_.size()) > room) draft_.resize(size_t(room));
+    if (!draft_.empty() && !can_reserve(s, s.num_tokens() + int32_t(draft_.size()))) draft_.clear();
+  }
+  const int32_t n = 1 + int32_t(draft_.size());
+  if (!reserve_or_preempt(s, n, out, budget)) return;
+  push_chunk(out, budget, s, n, /*is_decode=*/true);
+  out.chunks.back().draft = draft_;
+  s.num_draft_tokens = int32_t(draft_.size());
 }
 
 // Admits waiting sequences from the front while a sequence slot, budget and free blocks last.
@@ -186,6 +207,7 @@ void scheduler::preempt_newest(schedule_output& out, int32_t& budget) {
   slots_.release(v->id);
   v->state_slot = -1;
   v->num_computed_tokens = 0;
+  v->num_draft_tokens = 0;
   v->status = sched_status::waiting;
   ++v->num_preemptions;
   ++preemptions_;
@@ -209,7 +231,7 @@ void scheduler::push_chunk(schedule_output& out, int32_t& budget, sched_sequence
   c.first_pos = s.num_computed_tokens;
   c.n_tokens = n_tokens;
   c.is_decode = is_decode;
-  c.sample = c.first_pos + n_tokens == s.num_tokens();
+  c.sample = c.first_pos + n_tokens >= s.num_tokens();  // > with draft tokens
   out.chunks.push_back(c);
   budget -= n_tokens;
 }
@@ -233,8 +255,9 @@ void scheduler::validate_postprocess(const schedule_output& out, const std::vect
       continue;
     }
     const sched_sequence& s = *it->second;
-    if (s.status != sched_status::running || s.num_computed_tokens != c.first_pos ||
-        c.first_pos + c.n_tokens > s.num_tokens()) {
+    const int32_t known = c.first_pos + c.n_tokens - int32_t(c.draft.size());  // end of the token_ids it computes
+    if (s.status != sched_status::running || s.num_computed_tokens != c.first_pos || known > s.num_tokens() ||
+        (c.sample && known != s.num_tokens())) {
       throw error("scheduler: the chunk of " + seq_name(c.seq_id) + " does not match its state");
     }
     if (!c.sample) continue;
@@ -242,7 +265,11 @@ void scheduler::validate_postprocess(const schedule_output& out, const std::vect
       throw error("scheduler: postprocess() expects a sampled token for " + seq_name(c.seq_id) + " at index " +
                   std::to_string(k));
     }
-    if (!sampled[k].finished && s.num_tokens() + 1 > config_.max_model_len) {
+    if (sampled[k].n_accepted < 0 || sampled[k].n_accepted > int32_t(c.draft.size())) {
+      throw error("scheduler: " + seq_name(c.seq_id) + " accepted " + std::to_string(sampled[k].n_accepted) +
+                  " of " + std::to_string(c.draft.size()) + " draft tokens");
+    }
+    if (!sampled[k].finished && s.num_tokens() + sampled[k].n_accepted + 1 > config_.max_model_len) {
       throw error("scheduler: " + seq_name(c.seq_id) + " reached max_model_len " +
                   std::to_string(config_.max_model_len) + " without finishing");
     }
@@ -268,12 +295,23 @@ void scheduler::postprocess(const schedule_output& out, const std::vector<sample
       continue;
     }
     sched_sequence* s = it->second.get();
-    s->num_computed_tokens += c.n_tokens;
-    blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens);  // no-op without caching
-    if (!c.sample) continue;
+    if (!c.sample) {
+      s->num_computed_tokens += c.n_tokens;
+      blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens);  // no-op without caching
+      continue;
+    }
     const sampled_token& t = sampled[k++];
+    s->num_draft_tokens = 0;
+    const int32_t rejected = int32_t(c.draft.size()) - t.n_accepted;
+    s->num_computed_tokens += c.n_tokens - rejected;
+    s->token_ids.insert(s->token_ids.end(), c.draft.begin(), c.draft.begin() + t.n_accepted);
     s->token_ids.push_back(t.token);
-    if (t.finished) remove(s);
+    blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens);
+    if (t.finished) {
+      remove(s);
+      continue;
+    }
+    if (blocks_.num_tokens(s->id) > s->num_tokens()) blocks_.truncate(s->id, s->num_tokens());  // rejected drafts
   }
   step_pending_ = false;
 }
@@ -322,7 +360,7 @@ void scheduler::check_invariants() const {
     if (find(s->id) != s || s->status != sched_status::running) throw broken(seq_name(s->id) + " not running");
     if (i > 0 && running_[i - 1]->arrival >= s->arrival) throw broken("running sequences out of arrival order");
     int32_t have = blocks_.num_tokens(s->id);
-    if (!blocks_.has(s->id) || have < s->num_computed_tokens || have > s->num_tokens()) {
+    if (!blocks_.has(s->id) || have < s->num_computed_tokens || have > s->num_tokens() + s->num_draft_tokens) {
       throw broken(seq_name(s->id) + " reserves " + std::to_string(have) + " slots for " +
                    std::to_string(s->num_computed_tokens) + " computed of " + std::to_string(s->num_tokens()));
     }

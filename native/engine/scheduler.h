@@ -18,12 +18,18 @@
 // Prefix caching (config.enable_prefix_caching): on admission a sequence's computed tokens start at its cached
 // prefix (shared blocks); after each step the full blocks of every chunk are committed. Preemption and finish
 // free blocks into the cache, so a recomputed sequence finds its own blocks again while they are not evicted.
+// Speculative decoding (set_drafter): a decode chunk may carry draft tokens after the sequence's last token; the
+// chunk forwards all of them (n_tokens = 1 + drafts, slots reserved for each) and the runner verifies them in
+// order. postprocess() appends the accepted drafts and the token sampled after them, counts only their positions
+// as computed and gives back the slots of rejected drafts (block_manager::truncate), so the invariants above hold
+// between steps. A draft is dropped (plain decode) when its slots do not fit; it never preempts anyone.
 // Recurrent state: a sequence holds one of max_num_seqs state slots exactly while it is running (taken on
 // admission, given back on preemption, finish and abort), so admission never waits for a slot; a preempted
 // sequence is recomputed from position 0, where the model starts its recurrent state afresh.
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -57,6 +63,7 @@ struct scheduled_chunk {
   bool sample = false;     // first_pos + n_tokens == num_tokens: the runner returns the last token's logits
   int32_t restore_block = -1;  // admitted after a cached prefix ending with this block: models with recurrent
                                // state restore the block's checkpoint into the sequence's slot first
+  std::vector<int32_t> draft;  // decode chunks only: speculative tokens after the last one; n_tokens = 1 + size
 };
 
 struct schedule_output {
@@ -71,11 +78,17 @@ struct schedule_output {
 
 // What the engine sampled for one chunk with sample == true; finished: the sequence stops (EOS, stop, length)
 // after this token, and its blocks are freed in postprocess().
+// With draft tokens: the first n_accepted drafts of the chunk were accepted, and `token` follows them.
 struct sampled_token {
   uint64_t seq_id = 0;
   int32_t token = 0;
   bool finished = false;
+  int32_t n_accepted = 0;  // <= the chunk's draft.size()
 };
+
+// Proposes draft tokens for a sequence about to decode: fills `draft` with at most max_draft ids (left empty:
+// no speculation this step). Called by schedule() on the engine thread.
+using drafter_fn = std::function<void(const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft)>;
 
 struct scheduler_stats {
   int32_t running = 0;
@@ -104,11 +117,15 @@ class scheduler {
   // schedule() and postprocess(): the sequence's chunks are then skipped.
   bool abort(uint64_t id);
 
+  // Speculative decoding: `f` is asked for drafts of every decode it schedules (null: none).
+  void set_drafter(drafter_fn f) { drafter_ = std::move(f); }
+
   // Builds the next step and reserves its KV slots. Throws if the previous non-empty step was not
   // postprocessed. An empty step means nothing is unfinished.
   schedule_output schedule();
-  // Ends step `out`: advances num_computed_tokens by each chunk, appends the sampled token of each chunk with
-  // sample == true and frees the blocks of finished sequences. `sampled` holds one entry per sampling chunk
+  // Ends step `out`: advances num_computed_tokens by each chunk (a decode with drafts: by 1 + n_accepted),
+  // appends the accepted drafts and the sampled token of each chunk with sample == true and frees the blocks of
+  // finished sequences. `sampled` holds one entry per sampling chunk
   // of a still known sequence, in chunk order (entries for aborted sequences may be left out). Validates
   // everything first (wrong step, ids, count, an unfinished sequence growing past max_model_len) and throws
   // without changing state.
@@ -135,11 +152,14 @@ class scheduler {
   bool reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget);
   void preempt_newest(schedule_output& out, int32_t& budget);
   void push_chunk(schedule_output& out, int32_t& budget, sched_sequence& s, int32_t n_tokens, bool is_decode);
+  void schedule_decode(schedule_output& out, int32_t& budget, sched_sequence& s);  // with drafts if any fit
   void insert_running(sched_sequence* s);
   void remove(sched_sequence* s);  // from running_ / waiting_ and seqs_, freeing its blocks
   void validate_postprocess(const schedule_output& out, const std::vector<sampled_token>& sampled) const;
 
   scheduler_config config_;
+  drafter_fn drafter_;
+  std::vector<int32_t> draft_;  // scratch for drafter_
   block_manager blocks_;
   state_slot_pool slots_;  // max_num_seqs recurrent-state slots, one per running sequence
   std::map<uint64_t, std::unique_ptr<sched_sequence>> seqs_;  // every unfinished sequence, by id

@@ -13,10 +13,11 @@ static bool contains(const std::vector<int32_t>& v, int32_t x) {
 }
 
 sequence::sequence(request r, const tokenizer& t, int32_t n_vocab_, int32_t max_model_len,
-                   std::unique_ptr<output_constraint> constraint)
+                   std::unique_ptr<output_constraint> constraint, const speculative_config& spec)
     : req(std::move(r)),
       tok(t),
       n_vocab(n_vocab_),
+      drafts(spec, req.speculative && spec.ngram, req.speculative ? std::move(req.prediction) : std::vector<int32_t>{}),
       smp_(req.params, n_vocab_, req.prompt),
       decoder_(t, req.params.skip_special),
       stops_(req.params.stop),

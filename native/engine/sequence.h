@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/output_constraint.h"
 #include "engine/request_images.h"
 #include "engine/request.h"
@@ -21,9 +22,10 @@ namespace spindle {
 struct sequence {
   // n_vocab: ids that may be sampled, the first n_vocab entries of each logits row (a row may be longer when
   // the model has padding rows the tokenizer does not know); max_model_len bounds prompt + output tokens.
-  // constraint: the request's grammar state (null when unconstrained).
+  // constraint: the request's grammar state (null when unconstrained); spec: the engine's speculative decoding
+  // (drafts also come from req.prediction; none when req.speculative is false).
   sequence(request r, const tokenizer& tok, int32_t n_vocab, int32_t max_model_len,
-           std::unique_ptr<output_constraint> constraint = nullptr);
+           std::unique_ptr<output_constraint> constraint = nullptr, const speculative_config& spec = {});
 
   // Samples the next token from `logits` [n_vocab] (modified in place), appends it and records the new
   // token, text, logprobs and finish in `out`.
@@ -41,6 +43,7 @@ struct sequence {
   std::vector<int32_t> output;              // generated ids
   finish_reason finish = finish_reason::none;
   std::unique_ptr<request_images> images;   // the request's images and encoder cache (null: text only)
+  drafter drafts;                           // speculative decoding's proposals for this sequence
 
  private:
   void finish_with(finish_reason r, request_output& out);

@@ -19,6 +19,7 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
     const std::string at = "forward_batch: sequence " + std::to_string(i) + ": ";
     if (!b.tokens || b.n_tokens <= 0 || b.first_pos < 0) throw error(at + "needs tokens and first_pos >= 0");
     if (b.n_logits < 0 || b.n_logits > b.n_tokens) throw error(at + "n_logits out of [0, n_tokens]");
+    if (b.n_rollback < 0 || b.n_rollback >= b.n_tokens) throw error(at + "n_rollback out of [0, n_tokens)");
     const int64_t end = (int64_t)b.first_pos + b.n_tokens;
     if (end > INT32_MAX || !b.block_table || b.n_table < 0 || end > (int64_t)b.n_table * block_size) {
       throw error(at + "block table does not cover " + std::to_string(end) + " positions");
@@ -87,7 +88,7 @@ uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_toke
     h *= 1099511628211ull;
   };
   for (const batch_sequence& b : batch) {
-    if (b.n_tokens > 16) return 0;
+    if (b.n_tokens > 16 || b.n_rollback > 0) return 0;  // rollback rows may go through the host
     mix((uint64_t)b.n_tokens);
     mix((uint64_t)b.n_logits);
   }

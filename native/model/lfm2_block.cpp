@@ -9,6 +9,7 @@
 // sequence over that sequence's own state slot / blocks only.
 // Invariant: a sequence starting at position 0 begins from a zero conv state (a reused slot's old content is
 // never read); K and V of every new token are in their slots before any attention of the layer runs.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -32,49 +33,73 @@ void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>
     conv_tokens_.push_back(b.n_tokens);
     conv_states_.push_back(state);
   }
-  if (kv.checkpoints()) write_checkpoints(kv, l.cache_index, bcx);  // before the states move on
+  write_state_rows(kv, l.cache_index, bcx);  // checkpoints and rollback states, before the states move on
   be.short_conv_batch(bcx, conv_tokens_.data(), conv_states_.data(), (int64_t)batch.size(), n_embd, w_.l_cache,
                       l.conv_w.data(), y);
   be.matmul(l.conv_out, y, n, scratch_.cur.data());
 }
 
-// The checkpoint rows of this step, the same for every conv layer: for every block whose last position the step
-// computes, the conv state after it, i.e. the d rows of (state ++ B * X) ending there. Rows of the chunk come
-// from bcx (B * X), rows before it from the slot's state (still the state at first_pos when a conv layer
-// writes its checkpoints: short_conv has not run yet; zeros at position 0).
-void lfm2_model::plan_checkpoints(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) {
-  const int64_t d = w_.l_cache - 1, bs = kv.block_size_;
-  ckpt_bx_src_.clear();
-  ckpt_bx_dst_.clear();
-  ckpt_st_src_.clear();
-  ckpt_st_dst_.clear();
-  int64_t at = 0;  // first bcx row of the sequence
-  for (const batch_sequence& b : batch) {
-    const int64_t f = b.first_pos, end = f + b.n_tokens;
-    for (int64_t q = (f / bs + 1) * bs; q <= end; q += bs) {  // block boundaries after positions f .. end - 1
-      const int64_t block = b.block_table[q / bs - 1];
-      for (int64_t j = 0; j < d; ++j) {
-        const int64_t r = q - d + j;  // position of checkpoint row j
-        if (r >= f) {
-          ckpt_bx_src_.push_back(at + r - f);
-          ckpt_bx_dst_.push_back(block * d + j);
-        } else {
-          ckpt_st_src_.push_back((int64_t)b.state_slot * d + (r - f + d));
-          ckpt_st_dst_.push_back(block * d + j);
-        }
-      }
+// Adds to `plan` the d rows of the conv state of sequence b after position q (b.first_pos < q <= its last
+// position + 1), i.e. the d rows of (state ++ B * X) ending there, as rows dst_row .. dst_row + d - 1 of a
+// destination. Rows of the chunk come from bcx (the chunk starts at bcx row `at`), rows before it from the
+// slot's state (still the state at first_pos while a conv layer copies them out: short_conv has not run yet;
+// zeros at position 0).
+void lfm2_state_rows::add(const batch_sequence& b, int64_t at, int64_t q, int64_t d, int64_t dst_row) {
+  const int64_t f = b.first_pos;
+  for (int64_t j = 0; j < d; ++j) {
+    const int64_t r = q - d + j;  // position of row j
+    if (r >= f) {
+      bx_src.push_back(at + r - f);
+      bx_dst.push_back(dst_row + j);
+    } else {
+      st_src.push_back((int64_t)b.state_slot * d + (r - f + d));
+      st_dst.push_back(dst_row + j);
     }
-    at += b.n_tokens;
   }
 }
 
-// One conv layer's checkpoints of the rows plan_checkpoints chose, before its states move on.
-void lfm2_model::write_checkpoints(lfm2_kv_cache& kv, int32_t cache_index, const float* bcx) {
-  backend& be = *be_;
-  float* ckpt = kv.ckpt[cache_index].data();  // [n_blocks * d, n_embd]
-  be.gather_bx_rows(bcx, ckpt_bx_src_.data(), (int64_t)ckpt_bx_src_.size(), hp_.n_embd, ckpt, ckpt_bx_dst_.data());
-  be.copy_rows(ckpt, ckpt_st_dst_.data(), kv.state[cache_index].data(), ckpt_st_src_.data(),
-               (int64_t)ckpt_st_src_.size(), hp_.n_embd);
+void lfm2_state_rows::clear() {
+  bx_src.clear();
+  bx_dst.clear();
+  st_src.clear();
+  st_dst.clear();
+}
+
+// The rows of this step, the same for every conv layer: prefix caching's checkpoint of every block whose last
+// position the step computes (destination row block * d), and speculative decoding's states after each of a
+// chunk's first n_rollback tokens (destination row (slot's first kept state + i) * d).
+void lfm2_model::plan_state_rows(const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv) {
+  const int64_t d = w_.l_cache - 1, bs = kv.block_size_;
+  ckpt_rows_.clear();
+  rollback_rows_.clear();
+  std::fill(kv.rb_count.begin(), kv.rb_count.end(), 0);  // states kept by earlier passes are gone
+  int64_t at = 0, kept = 0;  // first bcx row of the sequence; states kept for rollback so far
+  for (const batch_sequence& b : batch) {
+    const int64_t f = b.first_pos, end = f + b.n_tokens;
+    if (kv.checkpoints()) {
+      for (int64_t q = (f / bs + 1) * bs; q <= end; q += bs) {  // block boundaries after positions f .. end - 1
+        ckpt_rows_.add(b, at, q, d, b.block_table[q / bs - 1] * d);
+      }
+    }
+    kv.rb_first[b.state_slot] = b.first_pos;
+    kv.rb_count[b.state_slot] = b.n_rollback;
+    kv.rb_base[b.state_slot] = kept;
+    for (int64_t i = 0; i < b.n_rollback; ++i) rollback_rows_.add(b, at, f + 1 + i, d, (kept + i) * d);
+    kept += b.n_rollback;
+    at += b.n_tokens;
+  }
+  kv.reserve_rollback(kept);
+}
+
+// One conv layer's planned rows, before its states move on.
+void lfm2_model::write_state_rows(lfm2_kv_cache& kv, int32_t cache_index, const float* bcx) {
+  const auto write = [&](const lfm2_state_rows& p, float* dst) {  // dst: [rows, n_embd]
+    be_->gather_bx_rows(bcx, p.bx_src.data(), (int64_t)p.bx_src.size(), hp_.n_embd, dst, p.bx_dst.data());
+    be_->copy_rows(dst, p.st_dst.data(), kv.state[cache_index].data(), p.st_src.data(), (int64_t)p.st_src.size(),
+                   hp_.n_embd);
+  };
+  if (!ckpt_rows_.empty()) write(ckpt_rows_, kv.ckpt[cache_index].data());
+  if (!rollback_rows_.empty()) write(rollback_rows_, kv.rollback[cache_index].data());
 }
 
 void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv,

@@ -40,6 +40,15 @@ void lfm2_kv_cache::restore_state(int32_t slot, const float* in, int32_t pos) {
   slot_pos[slot] = pos;
 }
 
+void lfm2_kv_cache::reserve_rollback(int64_t n_states) {
+  if (n_states <= rollback_capacity) return;
+  const int64_t n = (int64_t)checked_mul((uint64_t)n_states, (uint64_t)layer_state_floats_, "rollback states");
+  rollback.clear();  // free the old buffers first
+  rollback_capacity = 0;
+  for (size_t i = 0; i < state.size(); ++i) rollback.emplace_back(*be_, n);  // [n_states, d, n_embd]
+  rollback_capacity = n_states;
+}
+
 // ---- lfm2_model ----
 
 lfm2_model::lfm2_model(std::unique_ptr<gguf_file> file, std::unique_ptr<tokenizer> vocab, std::unique_ptr<backend> be,
@@ -49,6 +58,27 @@ lfm2_model::lfm2_model(std::unique_ptr<gguf_file> file, std::unique_ptr<tokenize
 }
 
 lfm2_model::~lfm2_model() = default;
+
+// The state after position pos, kept by the last forward pass for this slot (first < pos <= first + count), back
+// in the slot. Every pass forgets what the ones before it kept.
+void lfm2_model::rollback_state(kv_cache& kv_base, int32_t slot, int32_t pos) const {
+  auto* kv = dynamic_cast<lfm2_kv_cache*>(&kv_base);
+  if (!kv || kv->owner_ != this) throw error("rollback_state: kv_cache was not made by this model");
+  if (w_.n_conv == 0) return;
+  kv->state_pos(slot);  // range check
+  const int32_t first = kv->rb_first[slot], count = kv->rb_count[slot];
+  if (pos <= first || pos > first + count) {
+    throw error("rollback_state: slot " + std::to_string(slot) + " kept no state after position " + std::to_string(pos) +
+                " (its last pass kept " + std::to_string(count) + " after position " + std::to_string(first) + ")");
+  }
+  const int64_t lsf = kv->layer_state_floats_;
+  const int64_t at = kv->rb_base[slot] + (pos - first - 1);
+  kv->slot_pos[slot] = -1;
+  for (size_t i = 0; i < kv->state.size(); ++i) {
+    be_->copy(kv->state[i].data() + slot * lsf, kv->rollback[i].data() + at * lsf, lsf);
+  }
+  kv->slot_pos[slot] = pos;
+}
 
 uint64_t lfm2_model::state_bytes_per_slot() const {
   return (uint64_t)w_.n_conv * (uint64_t)(w_.l_cache - 1) * (uint64_t)hp_.n_embd * sizeof(float);
@@ -122,6 +152,9 @@ std::unique_ptr<kv_cache> lfm2_model::new_kv_cache(int32_t n_blocks, int32_t blo
   }
   for (int32_t i = 0; i < w_.n_conv; ++i) kv->state.emplace_back(*be_, (int64_t)n_state);  // [slots, d, n_embd]
   kv->slot_pos.assign((size_t)n_state_slots, -1);
+  kv->rb_first.assign((size_t)n_state_slots, 0);
+  kv->rb_count.assign((size_t)n_state_slots, 0);
+  kv->rb_base.assign((size_t)n_state_slots, 0);
   return kv;
 }
 
@@ -188,7 +221,7 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }
-  if (kv->checkpoints()) plan_checkpoints(batch, *kv);
+  if (w_.n_conv > 0) plan_state_rows(batch, *kv);
   // MoE layers read their routing back mid-layer, so their steps run op by op.
   step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]

@@ -46,6 +46,9 @@ struct lfm2_weights {
 // d = l_cache - 1 rows of B * X ending there, per conv layer (ckpt). A new sequence sharing a cached prefix
 // that ends at block boundary p gets that block's checkpoint in its slot (restore_from_block) and continues at
 // first_pos == p with exactly the state recomputation would give (the checkpoint is the same rows).
+// Speculative decoding: a chunk with n_rollback > 0 keeps the state after each of its first n_rollback tokens
+// (rollback, this step only: rb_* say where each slot's kept states are), and rollback_state puts one of them
+// back into the slot when drafts were rejected.
 // save_state / restore_state move a slot's state through host memory (tests).
 class lfm2_kv_cache final : public kv_cache {
  public:
@@ -73,6 +76,23 @@ class lfm2_kv_cache final : public kv_cache {
   std::vector<int32_t> slot_pos;      // host [n_slots]; -1: no usable state
   std::vector<backend_buffer> ckpt;   // [n_conv] each [n_blocks, l_cache - 1, n_embd] when checkpoints are on
   bool checkpoints() const { return !ckpt.empty(); }
+  // Rollback states of the last forward pass: [n_conv] each [rollback_capacity, l_cache - 1, n_embd]; per slot
+  // (host [n_slots]) the chunk's first position, how many states it kept (after positions first + 1 ..
+  // first + count) and the index of the first.
+  std::vector<backend_buffer> rollback;
+  int64_t rollback_capacity = 0;
+  std::vector<int32_t> rb_first, rb_count;
+  std::vector<int64_t> rb_base;
+  void reserve_rollback(int64_t n_states);  // grows `rollback` (contents not kept) to hold n_states
+};
+
+// Rows of conv state copied out of each conv layer before its states move on (lfm2_block.cpp): B * X rows of
+// the chunk (bcx rows -> destination rows) and rows of the slot's state (state rows -> destination rows).
+struct lfm2_state_rows {
+  std::vector<int64_t> bx_src, bx_dst, st_src, st_dst;
+  void add(const batch_sequence& b, int64_t at, int64_t q, int64_t d, int64_t dst_row);
+  void clear();
+  bool empty() const { return bx_src.empty() && st_src.empty(); }
 };
 
 class lfm2_model final : public model {
@@ -100,6 +120,7 @@ class lfm2_model final : public model {
   uint64_t checkpoint_bytes_per_block(int32_t block_size) const override;
   void enable_block_checkpoints(kv_cache& kv) const override;
   void restore_from_block(kv_cache& kv, int32_t slot, int32_t block_id, int32_t pos) const override;
+  void rollback_state(kv_cache& kv, int32_t slot, int32_t pos) const override;
   void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override;
 
  private:
@@ -121,9 +142,9 @@ class lfm2_model final : public model {
   backend_buffer zero_state_;        // [(l_cache - 1) * n_embd] zeros: the state of a sequence at position 0
   std::vector<int64_t> conv_tokens_;  // per sequence of the batch: tokens, conv state (run_conv's host arrays)
   std::vector<float*> conv_states_;
-  std::vector<int64_t> ckpt_bx_src_, ckpt_bx_dst_, ckpt_st_src_, ckpt_st_dst_;  // this step's checkpoint rows
-  void plan_checkpoints(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv);  // once per step
-  void write_checkpoints(lfm2_kv_cache& kv, int32_t cache_index, const float* bcx);     // per conv layer
+  lfm2_state_rows ckpt_rows_, rollback_rows_;  // this step's checkpoint and rollback rows
+  void plan_state_rows(const std::vector<batch_sequence>& batch, lfm2_kv_cache& kv);  // once per step
+  void write_state_rows(lfm2_kv_cache& kv, int32_t cache_index, const float* bcx);  // per conv layer
   moe_ffn moe_;                      // lfm2moe: the MoE block (owns its scratch)
 };
 

@@ -67,6 +67,9 @@ struct batch_sequence {
   // layers. first_pos == 0 starts the state afresh; first_pos > 0 continues the state the slot holds, which
   // must be at exactly first_pos (the model throws otherwise). No two sequences of a batch share a slot.
   int32_t state_slot = -1;
+  // Speculative decoding: models with recurrent state keep the state after each of the first n_rollback tokens
+  // (< n_tokens) for model::rollback_state; 0: none.
+  int32_t n_rollback = 0;
   // Input embeddings (images): host rows of n_embd floats, one per token whose id is k_embedding_token, in
   // order; that token's input is its row instead of a vocabulary embedding. Null when no token is one.
   const float* embd = nullptr;
@@ -124,6 +127,11 @@ class model {
   virtual void restore_from_block(kv_cache& kv, int32_t slot, int32_t block_id, int32_t pos) const {
     (void)kv, (void)slot, (void)block_id, (void)pos;
   }
+  // Speculative decoding: after a forward pass whose batch_sequence for `slot` had n_rollback > 0, puts the
+  // recurrent state after position pos (first_pos < pos <= first_pos + n_rollback) back into the slot, as if
+  // only the tokens before pos had been forwarded; the K/V rows beyond are simply overwritten later. Models
+  // without recurrent state have nothing to roll back.
+  virtual void rollback_state(kv_cache& kv, int32_t slot, int32_t pos) const { (void)kv, (void)slot, (void)pos; }
   // One forward pass over every token of `batch` (one matmul per weight for all rows). Writes logits
   // [sum of n_logits, n_vocab] in batch order. A token's logits are bitwise the same whatever else is in
   // the batch. Throws spindle::error (before writing anything) on an invalid batch.

@@ -216,6 +216,56 @@ TEST_CASE("lfm2: block checkpoints hold the state recomputation gives, bit for b
   CHECK_THROWS_WITH(m.restore_from_block(*plain, 0, 0, 4), "no block checkpoints");
 }
 
+TEST_CASE("lfm2: speculative rollback restores the state recomputation gives, bit for bit, with or without checkpoints") {
+  lfm2_test::spec s;
+  const model_test::built b = lfm2_test::build(s);
+  auto l = load(s, b);
+  model& m = *l->m;
+  const int64_t V = b.n_vocab;
+  const std::vector<int32_t> a = seq_tokens(14, b.n_vocab, 5);
+  for (bool checkpoints : {false, true}) {
+    auto kv_base = m.new_kv_cache(16, 4, 3);
+    auto& kv = dynamic_cast<lfm2_kv_cache&>(*kv_base);
+    if (checkpoints) m.enable_block_checkpoints(kv);
+    const std::vector<int32_t> ta = {9, 2, 14, 5}, tr = {0, 1, 3, 4}, tother = {6, 7, 8, 10};
+    std::vector<std::vector<float>> want(13);  // the state recomputation gives after a's first p tokens
+    for (int p = 8; p <= 12; ++p) {
+      std::vector<float> lr(p * V);
+      m.forward_batch({chunk_of(a, 0, p, tr, 1)}, kv, lr.data());
+      want[(size_t)p].resize((size_t)kv.state_floats());
+      kv.save_state(1, want[(size_t)p].data());
+    }
+    // a's first 7 tokens, then a "verify" chunk [7, 13) keeping the states after positions 8 .. 12 (the
+    // first one's rows partly from the slot's old state, the rest from the chunk), with another sequence in
+    // the same batch keeping its own
+    std::vector<float> la(7 * V), lv(9 * V);
+    m.forward_batch({chunk_of(a, 0, 7, ta, 0)}, kv, la.data());
+    batch_sequence verify = chunk_of(a, 7, 6, ta, 0);
+    verify.n_rollback = 5;
+    batch_sequence other = chunk_of(a, 0, 3, tother, 2);
+    other.n_rollback = 2;
+    m.forward_batch({other, verify}, kv, lv.data());
+    std::vector<float> got((size_t)kv.state_floats());
+    for (int p = 12; p >= 8; --p) {
+      m.rollback_state(kv, 0, p);
+      CHECK_EQ(kv.state_pos(0), p);
+      kv.save_state(0, got.data());
+      CHECK(same_bits(got.data(), want[(size_t)p].data(), got.size()));
+    }
+    m.rollback_state(kv, 2, 1);
+    CHECK_EQ(kv.state_pos(2), 1);
+    // continuing after the rollback to 8 gives a's own logits, bit for bit
+    std::vector<float> lc(6 * V), lw(14 * V);
+    m.forward_batch({chunk_of(a, 8, 6, ta, 0)}, kv, lc.data());
+    auto fresh = m.new_kv_cache(16, 4, 1);
+    m.forward_batch({chunk_of(a, 0, 14, ta, 0)}, *fresh, lw.data());
+    CHECK(same_bits(lc.data(), lw.data() + 8 * V, lc.size()));
+    // only what the last pass kept
+    CHECK_THROWS_WITH(m.rollback_state(kv, 0, 9), "kept no state");
+    CHECK_THROWS_WITH(m.rollback_state(kv, 2, 1), "kept no state");
+  }
+}
+
 TEST_CASE("lfm2: wrong slots or positions throw before anything changes") {
   lfm2_test::spec s;
   const model_test::built b = lfm2_test::build(s);

@@ -406,3 +406,85 @@ TEST_CASE("scheduler: a preempted sequence finds its own blocks in the prefix ca
   CHECK_EQ(s.blocks().num_free_blocks(), 9);
   s.check_invariants();
 }
+
+TEST_CASE("scheduler: a decode carries the drafter's tokens; postprocess keeps the accepted ones and gives back slots") {
+  scheduler s = make_sched(64, 4, 16, 40, 16, 4);
+  std::vector<int32_t> next_draft = {7, 8, 9, 10, 11};
+  int32_t asked_max = -1;
+  s.set_drafter([&](const sched_sequence& q, int32_t max_draft, std::vector<int32_t>& draft) {
+    CHECK_EQ(q.num_uncomputed_tokens(), 1);
+    asked_max = max_draft;
+    draft = next_draft;
+  });
+  s.add(1, tokens(6));
+  run_step(s);  // prefill: no drafts asked
+  CHECK_EQ(asked_max, -1);
+  REQUIRE(s.find(1)->num_tokens() == 7);
+  schedule_output out = s.schedule();
+  s.check_invariants();
+  REQUIRE(out.chunks.size() == 1);
+  const scheduled_chunk& c = out.chunks[0];
+  CHECK(c.is_decode);
+  CHECK(c.sample);
+  CHECK_EQ(c.first_pos, 6);
+  CHECK_EQ(c.n_tokens, 6);
+  CHECK(c.draft == next_draft);
+  CHECK_EQ(asked_max, 33);  // min(budget 64 - 1, max_model_len 40 - 7 tokens)
+  CHECK_EQ(s.blocks().num_tokens(1), 12);  // slots for positions 0 .. 11
+  // 2 of 5 accepted, then 42: the sequence gains 7 8 42, computes 6 .. 8, and keeps slots for 10 tokens
+  s.postprocess(out, {{1, 42, false, 2}});
+  s.check_invariants();
+  const sched_sequence* q = s.find(1);
+  CHECK(q->token_ids == std::vector<int32_t>({0, 1, 2, 3, 4, 5, 1006, 7, 8, 42}));
+  CHECK_EQ(q->num_computed_tokens, 9);
+  CHECK_EQ(s.blocks().num_tokens(1), 10);
+  CHECK_EQ(int32_t(s.blocks().block_table(1).size()), 3);
+  // every draft accepted: 5 + 1 tokens in one step
+  out = s.schedule();
+  s.postprocess(out, {{1, 50, false, 5}});
+  s.check_invariants();
+  CHECK_EQ(s.find(1)->num_tokens(), 16);
+  CHECK_EQ(s.find(1)->num_computed_tokens, 15);
+  // a bad acceptance count is refused without changing anything
+  out = s.schedule();
+  CHECK_THROWS_WITH(s.postprocess(out, {{1, 50, false, 6}}), "accepted 6 of 5 draft tokens");
+  s.postprocess(out, {{1, 50, true, 1}});  // finished after one accepted draft: gone, blocks freed
+  CHECK(s.find(1) == nullptr);
+  CHECK_EQ(s.blocks().num_free_blocks(), 16);
+  s.check_invariants();
+}
+
+TEST_CASE("scheduler: drafts stop below max_model_len, and are dropped when their slots do not fit") {
+  const auto fill = [](const sched_sequence&, int32_t max_draft, std::vector<int32_t>& draft) {
+    draft.assign(size_t(max_draft), 3);
+  };
+  scheduler s = make_sched(8, 4, 16, 12, 4, 4);  // 4 blocks of 4 slots
+  s.set_drafter(fill);
+  s.add(1, tokens(9));
+  run_step(s);  // 8 prompt tokens (the budget)
+  schedule_output out = s.schedule();  // the prompt's last token, with drafts for the first output tokens
+  REQUIRE(out.chunks.size() == 1);
+  CHECK_EQ(out.chunks[0].first_pos, 8);
+  CHECK_EQ(out.chunks[0].draft.size(), size_t(3));  // positions 8 .. 11 < max_model_len 12
+  s.postprocess(out, {{1, 5, false, 1}});
+  s.check_invariants();
+  CHECK_EQ(s.find(1)->num_tokens(), 11);
+  CHECK_EQ(s.blocks().num_tokens(1), 11);
+  out = s.schedule();
+  CHECK_EQ(out.chunks[0].draft.size(), size_t(1));
+  s.postprocess(out, {{1, 5, true, 0}});
+
+  scheduler t = make_sched(8, 4, 16, 16, 4, 4);
+  t.set_drafter(fill);
+  t.add(1, tokens(3));
+  t.add(2, tokens(5));
+  run_step(t);  // both prompts: 1 holds 1 block, 2 holds 2, one is free
+  out = t.schedule();
+  REQUIRE(out.chunks.size() == 2);
+  CHECK(out.chunks[0].draft.empty());               // 1 would need 2 more blocks for 7 drafts: plain decode
+  CHECK_EQ(out.chunks[1].draft.size(), size_t(6));  // 2 fits 6 (the budget's rest) in the free block
+  CHECK(out.preempted.empty());
+  t.postprocess(out, {{1, 5, false, 0}, {2, 6, false, 0}});
+  t.check_invariants();
+  CHECK_EQ(t.blocks().num_free_blocks(), 1);  // 2's rejected drafts gave their block back
+}
