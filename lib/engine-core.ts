@@ -28,11 +28,21 @@ import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multi
 /** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
 export type CorePrompt = readonly number[] | MultimodalPrompt;
 
-function specOf(prompt: CorePrompt, params: SamplingParams, j: number): NativeSubmitSpec {
-  if (!('tokenIds' in prompt)) return toNativeSpec(prompt as readonly number[], params, j);
-  const spec = toNativeSpec(prompt.tokenIds, params, j);
-  if (prompt.images.length > 0) spec.images = prompt.images;
+function specOf(prompt: CorePrompt, params: SamplingParams, j: number, prediction: Int32Array | undefined): NativeSubmitSpec {
+  const spec = toNativeSpec('tokenIds' in prompt ? prompt.tokenIds : prompt as readonly number[], params, j);
+  if ('tokenIds' in prompt && prompt.images.length > 0) spec.images = prompt.images;
+  if (prediction) spec.predictionTokenIds = prediction;
   return spec;
+}
+
+/** A request's prediction as token ids: given as ids, or its text in the model's tokens (no special tokens added). */
+function predictionIds(core: EngineCore, params: SamplingParams): Int32Array | undefined {
+  const p = params.prediction;
+  if (p === null || !params.speculative) return undefined;
+  if ('tokenIds' in p) return Int32Array.from(p.tokenIds);
+  const tokenizer = core.readyValue?.tokenizer;
+  if (!tokenizer) throw new Error('the engine is not ready (the model is still being resolved or downloaded)');
+  return Int32Array.from(tokenizer.encode(p.text, { addSpecialTokens: false, parseSpecial: false }));
 }
 
 /**
@@ -51,7 +61,7 @@ const NOT_STARTED: NativeEngineStats = {
   ready: false, closed: false, running: 0, waiting: 0, promptTokens: 0, generatedTokens: 0, requestsFinished: 0,
   steps: 0, kvBlocksTotal: 0, kvBlocksUsed: 0, kvBlocksFree: 0, kvBlockSize: 0, preemptions: 0, computedTokens: 0,
   failedSteps: 0, imagesEncoded: 0, imageEncodeSeconds: 0, prefixCaching: false, prefixCacheQueries: 0,
-  prefixCacheHits: 0, kvBlocksCached: 0,
+  prefixCacheHits: 0, kvBlocksCached: 0, specDrafts: 0, specDraftTokens: 0, specAcceptedTokens: 0,
 };
 
 export interface CoreReady {
@@ -76,6 +86,8 @@ export interface RequestResult {
   stopReason: string | number | null;
   latencySeconds: number; // submit to finish
   cachedTokens: number; // prompt tokens whose KV came from the prefix cache (vLLM's num_cached_tokens)
+  draftTokens: number; // speculative draft tokens verified for this request
+  acceptedDraftTokens: number; // of those, accepted (OpenAI's accepted_prediction_tokens)
 }
 
 export class RequestHandle {
@@ -88,6 +100,7 @@ export class RequestHandle {
   #start = performance.now();
   #acc: RequestResult = {
     tokenIds: [], text: '', logprobs: undefined, finishReason: 'abort', stopReason: null, latencySeconds: 0, cachedTokens: 0,
+    draftTokens: 0, acceptedDraftTokens: 0,
   };
   #settled = false;
 
@@ -106,6 +119,9 @@ export class RequestHandle {
   get settled(): boolean { return this.#settled; }
   /** Prompt tokens of this request found in the prefix cache (known once its first token came). */
   get cachedTokens(): number { return this.#acc.cachedTokens; }
+  /** Speculative draft tokens verified so far for this request, and how many of them were accepted. */
+  get draftTokens(): number { return this.#acc.draftTokens; }
+  get acceptedDraftTokens(): number { return this.#acc.acceptedDraftTokens; }
 
   abort(): void {
     if (!this.#settled) this.#core.abortRequest(this.id);
@@ -115,6 +131,8 @@ export class RequestHandle {
   apply(out: NativeStepOutput): void {
     const acc = this.#acc;
     acc.cachedTokens = Math.max(acc.cachedTokens, out.cachedTokens ?? 0);
+    acc.draftTokens += out.draftTokens ?? 0;
+    acc.acceptedDraftTokens += out.acceptedDraftTokens ?? 0;
     acc.tokenIds.push(...out.tokenIds);
     acc.text += out.text;
     if (out.logprobs) (acc.logprobs ??= []).push(...out.logprobs);
@@ -169,7 +187,8 @@ export class Submission {
       prompts.forEach((ids, i) => {
         const row: RequestHandle[] = [];
         this.handles.push(row);
-        for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j), stream));
+        const prediction = predictionIds(core, params[i]);
+        for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j, prediction), stream));
       });
     } catch (e) {
       this.abort();
@@ -250,6 +269,10 @@ export class EngineCore {
       device: options.device,
       mmproj: resolveMmproj(options, modelFile, mmproj),
       enablePrefixCaching: options.enablePrefixCaching,
+      speculativeMethod: options.speculativeConfig?.method ?? undefined,
+      numSpeculativeTokens: options.speculativeConfig?.numSpeculativeTokens,
+      promptLookupMin: options.speculativeConfig?.promptLookupMin,
+      promptLookupMax: options.speculativeConfig?.promptLookupMax,
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
       }, onEvent);

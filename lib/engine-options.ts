@@ -51,6 +51,32 @@ export interface EngineOptionsInput {
   enable_prefix_caching?: boolean;
   disableRadixCache?: boolean; // SGLang's spelling, inverted
   disable_radix_cache?: boolean;
+  speculativeConfig?: SpeculativeConfigInput | null; // vLLM's speculative_config
+  speculative_config?: SpeculativeConfigInput | null;
+  speculativeAlgorithm?: string; // SGLang: 'NGRAM'
+  speculative_algorithm?: string;
+  speculativeNumDraftTokens?: number; // SGLang: draft tokens per step
+  speculative_num_draft_tokens?: number;
+}
+
+/** vLLM's speculative_config (camelCase or snake_case keys). */
+export interface SpeculativeConfigInput {
+  method?: string | null; // 'ngram' (also 'NGRAM'); absent / null: drafts come only from requests' predictions
+  numSpeculativeTokens?: number;
+  num_speculative_tokens?: number;
+  promptLookupMin?: number;
+  prompt_lookup_min?: number;
+  promptLookupMax?: number;
+  prompt_lookup_max?: number;
+}
+
+/** Speculative decoding: n-gram (prompt lookup) drafts for every request, and the draft length that also bounds
+ * the drafts of a request's prediction. */
+export interface SpeculativeConfig {
+  method: 'ngram' | null;
+  numSpeculativeTokens?: number; // absent: the engine's default (8)
+  promptLookupMin?: number; // absent: 2
+  promptLookupMax?: number; // absent: 4
 }
 
 export interface EngineOptions {
@@ -76,6 +102,7 @@ export interface EngineOptions {
   // earlier prompts are reused by prompts that start with the same tokens. Models with recurrent state (LFM2)
   // keep a conv-state checkpoint per block for it (CPU; on CUDA they run without it for now).
   enablePrefixCaching: boolean;
+  speculativeConfig: SpeculativeConfig | null; // null: drafts only from requests' predictions, at most 8 per step
 }
 
 type Key = keyof EngineOptions;
@@ -98,6 +125,12 @@ const ALIASES: Record<string, Key> = {
   allowedMediaDomains: 'allowedMediaDomains', allowed_media_domains: 'allowedMediaDomains',
   enablePrefixCaching: 'enablePrefixCaching', enable_prefix_caching: 'enablePrefixCaching',
   disableRadixCache: 'enablePrefixCaching', disable_radix_cache: 'enablePrefixCaching',
+  speculativeConfig: 'speculativeConfig', speculative_config: 'speculativeConfig',
+};
+// SGLang's flat spellings, folded into speculativeConfig before the options are checked.
+const SGLANG_SPECULATIVE: Record<string, keyof SpeculativeConfigInput> = {
+  speculativeAlgorithm: 'method', speculative_algorithm: 'method',
+  speculativeNumDraftTokens: 'numSpeculativeTokens', speculative_num_draft_tokens: 'numSpeculativeTokens',
 };
 const INVERTED = new Set(['disableRadixCache', 'disable_radix_cache']); // names whose boolean means the opposite
 
@@ -146,7 +179,56 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'enablePrefixCaching':
       if (typeof v === 'boolean') return v;
       throw new TypeError(`${name} must be true or false (got ${String(v)})`);
+    case 'speculativeConfig': return speculativeConfig(name, v);
   }
+}
+
+function speculativeConfig(name: string, v: unknown): SpeculativeConfig {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    throw new TypeError(`${name} must be an object such as { method: 'ngram', numSpeculativeTokens: 4 }`);
+  }
+  const out: SpeculativeConfig = { method: null };
+  const keys: Record<string, 'method' | 'numSpeculativeTokens' | 'promptLookupMin' | 'promptLookupMax'> = {
+    method: 'method', numSpeculativeTokens: 'numSpeculativeTokens', num_speculative_tokens: 'numSpeculativeTokens',
+    promptLookupMin: 'promptLookupMin', prompt_lookup_min: 'promptLookupMin',
+    promptLookupMax: 'promptLookupMax', prompt_lookup_max: 'promptLookupMax',
+  };
+  for (const [k, value] of Object.entries(v)) {
+    const key = Object.prototype.hasOwnProperty.call(keys, k) ? keys[k] : undefined;
+    if (!key) throw new TypeError(`${name}: unknown key '${k}' (known: ${Object.keys(keys).join(', ')})`);
+    if (value === undefined || value === null) continue;
+    if (key === 'method') {
+      if (typeof value !== 'string' || !['ngram', 'none'].includes(value.toLowerCase())) {
+        throw new RangeError(`${name}.${k} must be 'ngram' (prompt lookup; SGLang's 'NGRAM') or 'none' (got ${String(value)}); ` +
+          'draft models are not supported yet');
+      }
+      out.method = value.toLowerCase() === 'ngram' ? 'ngram' : null;
+    } else {
+      out[key] = limited(`${name}.${k}`, key === 'numSpeculativeTokens' ? key : 'promptLookupMin / promptLookupMax', value);
+    }
+  }
+  if ((out.promptLookupMin ?? 2) > (out.promptLookupMax ?? 4)) {
+    throw new RangeError(`${name}: promptLookupMin (${out.promptLookupMin ?? 2}) must not exceed promptLookupMax (${out.promptLookupMax ?? 4})`);
+  }
+  return out;
+}
+
+// SGLang's --speculative-algorithm / --speculative-num-draft-tokens as one speculativeConfig entry.
+function foldSglangSpeculative(input: EngineOptionsInput, what: string): EngineOptionsInput {
+  const flat = Object.entries(input).filter(([k, v]) => Object.prototype.hasOwnProperty.call(SGLANG_SPECULATIVE, k) && v != null);
+  if (flat.length === 0) return input;
+  const rest: Record<string, unknown> = { ...input };
+  const config: Record<string, unknown> = {};
+  for (const [k, v] of flat) {
+    delete rest[k];
+    if (config[SGLANG_SPECULATIVE[k]] !== undefined) throw new TypeError(`${what}: ${k} is given twice; give only one spelling`);
+    config[SGLANG_SPECULATIVE[k]] = v;
+  }
+  if (rest.speculativeConfig != null || rest.speculative_config != null) {
+    throw new TypeError(`${what}: ${flat.map(([k]) => k).join(' / ')} and speculativeConfig are the same option; give only one`);
+  }
+  rest.speculativeConfig = config;  // checked (and named in messages) as speculativeConfig.method / .numSpeculativeTokens
+  return rest as EngineOptionsInput;
 }
 
 export function normalizeEngineOptions(input: EngineOptionsInput, what: string): EngineOptions {
@@ -170,7 +252,9 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     allowedLocalMediaPath: null,
     allowedMediaDomains: null,
     enablePrefixCaching: true,
+    speculativeConfig: null,
   };
+  input = foldSglangSpeculative(input, what);
   const seen = new Map<Key, string>();
   for (const [name, value] of Object.entries(input)) {
     const key = Object.prototype.hasOwnProperty.call(ALIASES, name) ? ALIASES[name] : undefined;

@@ -65,6 +65,8 @@ export interface NativeStepOutput {
   stopReason: string | number | null; // the stop string or stop token id that matched
   error: string | null;
   cachedTokens: number; // prompt tokens whose KV came from the prefix cache (0 until the first token)
+  draftTokens: number; // speculative draft tokens verified this step
+  acceptedDraftTokens: number; // of those, accepted (their tokens are in tokenIds)
   logprobs?: NativeLogprob[];
 }
 
@@ -97,6 +99,8 @@ export interface NativeSubmitSpec {
   grammarTriggers?: readonly { text: string; atStart?: boolean }[]; // lazy grammar: free until a trigger appears
   logitBias?: readonly (readonly [number, number])[]; // [tokenId, bias in [-100, 100]]
   images?: readonly NativeImage[]; // in prompt order; promptTokenIds holds each one's layout (imageLayout) at `position`
+  predictionTokenIds?: Int32Array | readonly number[]; // the output expected (Predicted Outputs): speculative drafts
+  speculative?: boolean; // false: no drafts of any kind for this request (default true)
 }
 
 /** A decoded image of a request: RGB bytes [height][width][3] and the prompt index where its layout starts. */
@@ -129,6 +133,9 @@ export interface NativeEngineStats {
   prefixCacheQueries: number; // prompt tokens looked up in the prefix cache
   prefixCacheHits: number; // of those, tokens found there
   kvBlocksCached: number; // KV blocks holding cached prefixes (in use or free)
+  specDrafts: number; // decodes that verified speculative draft tokens (vLLM's spec_decode_num_drafts)
+  specDraftTokens: number; // draft tokens verified
+  specAcceptedTokens: number; // of those, accepted
 }
 
 export interface NativeEngineOptions {
@@ -144,6 +151,10 @@ export interface NativeEngineOptions {
   device?: 'auto' | 'cpu' | 'cuda'; // absent: 'auto' (CUDA when usable, else the CPU)
   mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
   enablePrefixCaching?: boolean; // automatic prefix caching (default true)
+  speculativeMethod?: 'none' | 'ngram'; // drafts for every request: prompt lookup (default 'none')
+  numSpeculativeTokens?: number; // draft tokens per step at most, also for predictions (default 8)
+  promptLookupMin?: number; // n-gram sizes the lookup tries, longest first (default 2 .. 4)
+  promptLookupMax?: number;
   imageMinTokens?: number; // 0 / absent: the projector's default
   imageMaxTokens?: number;
 }
@@ -184,6 +195,7 @@ export interface NativeLimits {
   maxStopStringBytes: number;
   maxStopTokenIds: number;
   maxLogprobs: number;
+  maxPredictionTokens: number; // token ids of a request's prediction
   engineDefaults: { maxNumSeqs: number; chunkedPrefillSize: number; blockSize: number };
 }
 

@@ -37,6 +37,10 @@ export interface SamplingParamsInput {
   regex?: string | null;
   ebnf?: string | null;
   grammar?: string | null; // llama.cpp: GBNF
+  // Speculative decoding: the output expected back (OpenAI's Predicted Outputs: { type: 'content', content }, or
+  // the text itself, or { tokenIds }), verified as draft tokens; speculative: false turns drafting off.
+  prediction?: PredictionInput | null;
+  speculative?: boolean | null;
   // snake_case spellings
   top_p?: number | null;
   top_k?: number | null;
@@ -79,7 +83,17 @@ export interface SamplingParams {
   logitBias: [number, number][]; // [tokenId, bias]: added to the logit before sampling (OpenAI logit_bias)
   skipSpecialTokens: boolean; // control tokens add no text (default true)
   grammar: OutputGrammar | null; // the output constraint; null: free text
+  prediction: Prediction | null; // the output expected back (speculative drafts); null: none
+  speculative: boolean; // false: no drafts of any kind (default true)
 }
+
+/** What a request may say it expects back: OpenAI's Predicted Outputs, the text itself, or token ids. */
+export type PredictionInput =
+  | string
+  | { type: 'content'; content: string | readonly { type: 'text'; text: string }[] }
+  | { tokenIds: readonly number[] }
+  | { token_ids: readonly number[] };
+export type Prediction = { text: string } | { tokenIds: number[] };
 
 export class SamplingParamsError extends Error {
   readonly param: string;
@@ -126,6 +140,8 @@ const ALIASES: Record<string, Field> = {
   logprobs: 'logprobs',
   logitBias: 'logitBias', logit_bias: 'logitBias',
   skipSpecialTokens: 'skipSpecialTokens', skip_special_tokens: 'skipSpecialTokens',
+  prediction: 'prediction',
+  speculative: 'speculative',
 };
 
 function fail(param: string, message: string): never {
@@ -195,14 +211,46 @@ function checkField(field: Field, name: string, v: unknown): SamplingParams[Fiel
     case 'logprobs': return limited(name, field, v);
     case 'stop': return stopStrings(name, v);
     case 'stopTokenIds': return tokenIds(name, v);
+    case 'prediction': return prediction(name, v);
     case 'ignoreEos':
     case 'skipSpecialTokens':
+    case 'speculative':
       if (typeof v !== 'boolean') fail(name, `${name} must be a boolean (got ${describe(v)})`);
       return v;
     case 'n': return int(name, v, 1, MAX_N);
     case 'logitBias': return logitBias(name, v);
     case 'grammar': return fail(name, `${name} is set through a constraint field`);
   }
+}
+
+// OpenAI's { type: 'content', content: string | [{ type: 'text', text }] }, a plain string, or { tokenIds }.
+function prediction(name: string, v: unknown): Prediction {
+  if (typeof v === 'string') return { text: v };
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    fail(name, `${name} must be { type: 'content', content: string }, a string or { tokenIds: number[] } (got ${describe(v)})`);
+  }
+  const o = v as Record<string, unknown>;
+  const ids = o.tokenIds ?? o.token_ids;
+  if (ids !== undefined) {
+    const at = o.tokenIds !== undefined ? `${name}.tokenIds` : `${name}.token_ids`;
+    if (!Array.isArray(ids)) fail(at, `${at} must be an array of token ids (got ${describe(ids)})`);
+    const max = nativeLimits().maxPredictionTokens;
+    if (ids.length > max) fail(at, `${at} must hold at most ${max} ids (got ${ids.length})`);
+    return { tokenIds: ids.map((id, i) => int(`${at}[${i}]`, id, 0, 2 ** 31 - 1, 'a non-negative integer token id')) };
+  }
+  if (o.type !== 'content') fail(`${name}.type`, `${name}.type must be 'content' (got ${describe(o.type)})`);
+  const content = o.content;
+  if (typeof content === 'string') return { text: content };
+  if (!Array.isArray(content)) fail(`${name}.content`, `${name}.content must be a string or an array of text parts (got ${describe(content)})`);
+  return {
+    text: content.map((part: unknown, i: number) => {
+      const p = part as Record<string, unknown> | null;
+      if (typeof p !== 'object' || p === null || p.type !== 'text' || typeof p.text !== 'string') {
+        fail(`${name}.content[${i}]`, `${name}.content[${i}] must be { type: 'text', text: string }`);
+      }
+      return p.text as string;
+    }).join(''),
+  };
 }
 
 // OpenAI: { "tokenId": bias }; also [[tokenId, bias], ...]. Ids are checked against the vocabulary by the engine.
@@ -257,6 +305,8 @@ export function normalizeSamplingParams(
     logitBias: [],
     skipSpecialTokens: true,
     grammar: null,
+    prediction: null,
+    speculative: true,
   };
   if (input === undefined || input === null) return out;
   if (typeof input !== 'object' || Array.isArray(input)) {
@@ -313,5 +363,6 @@ export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): 
     grammar: p.grammar?.gbnf,
     grammarTriggers: p.grammar?.triggers,
     logitBias: p.logitBias.length > 0 ? p.logitBias : undefined,
+    speculative: p.speculative,
   };
 }

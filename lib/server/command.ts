@@ -55,6 +55,10 @@ Flags (vLLM spelling first, SGLang alias after):
   --enable-prefix-caching             reuse the KV of prompt prefixes seen before (default on; LFM2 models on
                                       CUDA run without it for now)
   --no-enable-prefix-caching, --disable-radix-cache   turn it off
+  --speculative-config JSON           speculative decoding for every request, vLLM's spelling:
+                                      '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'
+                                      (n-gram prompt lookup; requests' "prediction" drafts in any case)
+  --speculative-algorithm NGRAM, --speculative-num-draft-tokens N   the same, SGLang's spelling
   --device auto|cpu|cuda              where the model runs (default auto: CUDA when a usable GPU and driver
                                       are present and this build has CUDA, else the CPU)
   --gpu-memory-utilization, --mem-fraction-static F   on a GPU, the fraction of the GPU's memory Spindle may
@@ -105,6 +109,8 @@ const OPTIONS = {
   'image-max-tokens': { type: 'string' }, 'allowed-local-media-path': { type: 'string' }, 'allowed-media-domains': { type: 'string' },
   'enable-prefix-caching': { type: 'boolean' }, 'no-enable-prefix-caching': { type: 'boolean' },
   'disable-radix-cache': { type: 'boolean' },
+  'speculative-config': { type: 'string' }, 'speculative-algorithm': { type: 'string' },
+  'speculative-num-draft-tokens': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -206,6 +212,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (cacheOff && v['enable-prefix-caching'] === true) {
     throw new FlagError('--enable-prefix-caching and --no-enable-prefix-caching / --disable-radix-cache contradict each other; give one');
   }
+  const speculative = speculativeFlags(s('speculative-config'), s('speculative-algorithm'), s('speculative-num-draft-tokens'));
   const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
   const model = flagModel ?? parsed.positionals[0];
@@ -239,9 +246,35 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       allowedLocalMediaPath: s('allowed-local-media-path'),
       allowedMediaDomains: domains === undefined ? undefined : domains.split(',').map((d) => d.trim()).filter(Boolean),
       enablePrefixCaching: cacheOff ? false : undefined,
+      speculativeConfig: speculative, // checked by normalizeEngineOptions
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,
+  };
+}
+
+// vLLM's --speculative-config JSON, or SGLang's --speculative-algorithm / --speculative-num-draft-tokens.
+function speculativeFlags(json: string | undefined, algorithm: string | undefined, draftTokens: string | undefined):
+  EngineOptionsInput['speculativeConfig'] {
+  if (json !== undefined) {
+    if (algorithm !== undefined || draftTokens !== undefined) {
+      throw new FlagError('--speculative-config and --speculative-algorithm / --speculative-num-draft-tokens say the same; give one');
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(json);
+    } catch {
+      throw new FlagError(`--speculative-config must be a JSON object such as '{"method":"ngram","num_speculative_tokens":4}' (got '${json}')`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new FlagError(`--speculative-config must be a JSON object (got '${json}')`);
+    }
+    return parsed as EngineOptionsInput['speculativeConfig'];
+  }
+  if (algorithm === undefined && draftTokens === undefined) return undefined;
+  return {
+    method: algorithm ?? 'ngram',
+    numSpeculativeTokens: draftTokens === undefined ? undefined : int('speculative-num-draft-tokens', draftTokens, 1, 64),
   };
 }
 

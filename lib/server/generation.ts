@@ -17,7 +17,7 @@ import type { ServerEngine } from './plugins/engine.js';
 export const SAMPLING_KEYS = [
   'temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty', 'repeat_penalty', 'presence_penalty',
   'frequency_penalty', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'stop', 'stop_token_ids', 'ignore_eos',
-  'seed', 'n', 'logit_bias', 'skip_special_tokens',
+  'seed', 'n', 'logit_bias', 'skip_special_tokens', 'prediction', 'speculative',
   // output constraints (lib/constraints.ts): vLLM, its older guided_* names, SGLang
   'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'regex', 'ebnf', 'json_schema',
 ] as const;
@@ -188,14 +188,21 @@ export interface Usage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number }; // prompt tokens served from the prefix cache
+  // speculative draft tokens (from `prediction`, or the server's n-gram drafts) the model accepted / rejected
+  completion_tokens_details: { accepted_prediction_tokens: number; rejected_prediction_tokens: number };
 }
 
-export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0): Usage {
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0, draftTokens = 0,
+  acceptedDraftTokens = 0): Usage {
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
     total_tokens: promptTokens + completionTokens,
     prompt_tokens_details: { cached_tokens: cachedTokens },
+    completion_tokens_details: {
+      accepted_prediction_tokens: acceptedDraftTokens,
+      rejected_prediction_tokens: draftTokens - acceptedDraftTokens,
+    },
   };
 }
 
@@ -204,7 +211,9 @@ export function usageOf(promptTokens: number, completionTokens: number, cachedTo
 export function jobUsage(job: Job, completionTokens: number): Usage {
   const cached = job.promptTokens.map(() => 0);
   for (const r of job.requests) cached[r.prompt] = Math.max(cached[r.prompt], r.handle.cachedTokens);
-  return usageOf(job.promptTokens.reduce((a, b) => a + b, 0), completionTokens, cached.reduce((a, b) => a + b, 0));
+  const sum = (f: (r: JobRequest) => number): number => job.requests.reduce((a, r) => a + f(r), 0);
+  return usageOf(job.promptTokens.reduce((a, b) => a + b, 0), completionTokens, cached.reduce((a, b) => a + b, 0),
+    sum((r) => r.handle.draftTokens), sum((r) => r.handle.acceptedDraftTokens));
 }
 
 /** Random request id suffix (OpenAI ids look like `chatcmpl-<24+ chars>`). */

@@ -44,6 +44,17 @@ const samplingProperties = {
   },
   user: nullable(text(1024)),
   model: nullable(text(1024)),
+  // OpenAI's Predicted Outputs (the sampling normalizer checks the shape): { type: 'content', content }
+  prediction: {
+    anyOf: [text(), {
+      type: 'object', maxProperties: 4,
+      properties: {
+        type: text(64),
+        content: { anyOf: [text(), { type: 'array', maxItems: 4096, items: { type: 'object', maxProperties: 4, properties: { type: text(64), text: text() } } }] },
+      },
+    }, { type: 'null' }],
+  },
+  speculative: nullable({ type: 'boolean' }),
 } as const;
 
 // image_url.url: an http(s) URL or a data URL (a 20 MiB image is about 27 M characters of base64).

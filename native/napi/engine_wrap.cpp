@@ -245,6 +245,9 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("prefixCacheQueries", Napi::Number::New(env, double(s.prefix_cache_queries)));
   o.Set("prefixCacheHits", Napi::Number::New(env, double(s.prefix_cache_hits)));
   o.Set("kvBlocksCached", s.kv_blocks_cached);
+  o.Set("specDrafts", Napi::Number::New(env, double(s.spec_drafts)));
+  o.Set("specDraftTokens", Napi::Number::New(env, double(s.spec_draft_tokens)));
+  o.Set("specAcceptedTokens", Napi::Number::New(env, double(s.spec_accepted_tokens)));
   return o;
 }
 

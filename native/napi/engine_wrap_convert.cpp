@@ -225,6 +225,22 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
     }
     *field = int32_t(d);
   }
+  // Speculative decoding: speculativeMethod 'ngram' drafts for every request; numSpeculativeTokens also bounds the
+  // drafts of a request's prediction.
+  static const char* const methods[] = {"none", "ngram", nullptr};
+  speculative_config& sp = out.engine.speculative;
+  sp.ngram = choice_field(o, "speculativeMethod", "none", methods) == "ngram";
+  sp.num_speculative_tokens = int32_t(limited_field(o, k_num_speculative_tokens, sp.num_speculative_tokens));
+  for (auto [key, field] : {std::pair{"promptLookupMin", &sp.prompt_lookup_min}, std::pair{"promptLookupMax", &sp.prompt_lookup_max}}) {
+    const double d = number_field(o, key, *field);
+    const std::string refusal = limit_refusal(k_prompt_lookup, d);  // names both keys
+    if (!refusal.empty()) throw Napi::RangeError::New(v.Env(), refusal);
+    *field = int32_t(d);
+  }
+  if (sp.prompt_lookup_min > sp.prompt_lookup_max) {
+    throw Napi::RangeError::New(v.Env(), "promptLookupMin (" + std::to_string(sp.prompt_lookup_min) +
+                                             ") must not exceed promptLookupMax (" + std::to_string(sp.prompt_lookup_max) + ")");
+  }
   out.threads = int(limited_field(o, k_threads, 0));  // 0: every core
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
   out.device = choice_field(o, "device", "auto", devices);
@@ -258,6 +274,8 @@ request parse_request(const Napi::Value& spec_value) {
   p.grammar_triggers = triggers_field(s, "grammarTriggers");
   p.logit_bias = logit_bias_field(s, "logitBias");
   r.images = images_field(s, "images");
+  r.prediction = ids_field(s, "predictionTokenIds", size_t(max_prediction_tokens));
+  r.speculative = bool_field(s, "speculative", true);
   return r;
 }
 
@@ -287,6 +305,7 @@ Napi::Object limits_object(Napi::Env env) {
   o.Set("maxStopStringBytes", max_stop_string_bytes);
   o.Set("maxStopTokenIds", max_stop_token_ids);
   o.Set("maxLogprobs", max_logprobs);
+  o.Set("maxPredictionTokens", max_prediction_tokens);
   o.Set("engineDefaults", defaults);
   return o;
 }
@@ -347,6 +366,8 @@ Napi::Object output_object(Napi::Env env, const request_output& r) {
   o.Set("stopReason", stop_reason);
   o.Set("error", r.error.empty() ? env.Null() : Napi::Value(Napi::String::New(env, r.error)));
   o.Set("cachedTokens", r.cached_tokens);
+  o.Set("draftTokens", r.draft_tokens);
+  o.Set("acceptedDraftTokens", r.accepted_draft_tokens);
   if (!r.logprobs.empty()) {
     Napi::Array lps = Napi::Array::New(env, r.logprobs.size());
     for (uint32_t i = 0; i < r.logprobs.size(); ++i) {

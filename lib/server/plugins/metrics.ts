@@ -61,7 +61,7 @@ export class ServerMetrics implements GenerationObserver {
     const reg = this.registry;
     const labelNames = Object.keys(labels);
     const stat = (key: 'running' | 'waiting' | 'kvBlocksTotal' | 'kvBlocksUsed' | 'promptTokens' | 'generatedTokens' | 'preemptions'
-      | 'prefixCacheQueries' | 'prefixCacheHits', fallback: number): number => engine.statsOrNull()?.[key] ?? fallback;
+      | 'prefixCacheQueries' | 'prefixCacheHits' | 'specDrafts' | 'specDraftTokens' | 'specAcceptedTokens', fallback: number): number => engine.statsOrNull()?.[key] ?? fallback;
     const gauge = (name: string, help: string, read: () => number): void => {
       new Gauge({ name, help, labelNames, registers: [reg], collect() { this.set(labels, read()); } });
     };
@@ -78,6 +78,12 @@ export class ServerMetrics implements GenerationObserver {
       'Prefix cache queries, in terms of number of queried tokens.', labels, () => stat('prefixCacheQueries', 0));
     followingCounter(reg, 'spindle:prefix_cache_hits_total',
       'Prefix cache hits, in terms of number of cached tokens.', labels, () => stat('prefixCacheHits', 0));
+    followingCounter(reg, 'spindle:spec_decode_num_drafts_total', 'Number of spec decoding drafts.', labels,
+      () => stat('specDrafts', 0));
+    followingCounter(reg, 'spindle:spec_decode_num_draft_tokens_total', 'Number of draft tokens.', labels,
+      () => stat('specDraftTokens', 0));
+    followingCounter(reg, 'spindle:spec_decode_num_accepted_tokens_total', 'Number of accepted tokens.', labels,
+      () => stat('specAcceptedTokens', 0));
     followingCounter(reg, 'spindle:engine_failed_steps_total', 'Engine steps whose forward pass failed (their requests failed).',
       labels, () => engine.failedSteps);
     this.#ttft = new Histogram({ name: 'spindle:time_to_first_token_seconds', help: 'Histogram of time to first token in seconds.',
