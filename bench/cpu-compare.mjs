@@ -14,32 +14,14 @@
 // Usage: node bench/cpu-compare.mjs [--models llama1b-q4_k_m,llama1b-q8_0,qwen3-0.6b-q8_0] [--threads 2]
 //        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--markdown BENCHMARKS.md]
 //        [--skip-batch] [--generate-only]
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { getLlama } from 'node-llama-cpp';
 import { Engine } from '../dist/index.js';
-import { createHash } from 'node:crypto';
-import { generateModel, generatorFingerprint } from '../dist-tooling/test/tooling/fixtures/index.js';
+import { measureBandwidth, median, modelPath, promptIds, root } from './common.mjs';
 import { decodeBytesPerToken, readModelFileInfo } from '../dist/gguf/file-info.js';
-
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const llama1b = { arch: 'llama', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, tiedEmbeddings: true, seed: 11 };
-const qwen06b = { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 28, nHead: 16, nHeadKv: 8, headDim: 128, nFf: 3072, tiedEmbeddings: true, seed: 12 };
-// LFM2-1.2B shape as issue 6 gives it (vocabulary: the Llama 3 tokenizer's 128256 instead of LFM2's 65536; no
-// LFM2 tokenizer package exists here). A small Qwen3-MoE shape: 16 experts of width 768, 4 per token.
-const lfm2_12b = { arch: 'lfm2', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, attentionLayers: [2, 5, 8, 10, 12, 14], shortConvLCache: 3, ropeFreqBase: 1e6, tiedEmbeddings: true, seed: 13 };
-const qwen3moeSmall = { arch: 'qwen3moe', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 16, nHead: 16, nHeadKv: 4, headDim: 128, nFf: 3072, nExpert: 16, nExpertUsed: 4, nFfExp: 768, tiedEmbeddings: false, seed: 14 };
-export const MODELS = {
-  'lfm2-1.2b-q4_k_m': { ...lfm2_12b, weights: 'Q4_K_M' },
-  'qwen3moe-small-q4_k_m': { ...qwen3moeSmall, weights: 'Q4_K_M' },
-  'llama1b-q4_k_m': { ...llama1b, weights: 'Q4_K_M' },
-  'llama1b-q8_0': { ...llama1b, weights: 'Q8_0' },
-  'qwen3-0.6b-q8_0': { ...qwen06b, weights: 'Q8_0' },
-};
 
 const { values: args } = parseArgs({
   options: {
@@ -57,27 +39,6 @@ const { values: args } = parseArgs({
 });
 const threads = Number(args.threads), ppLen = Number(args.pp), tgLen = Number(args.tg);
 const nSeqs = Number(args.seqs), reps = Number(args.reps);
-
-async function modelPath(name) {
-  const spec = MODELS[name];
-  if (!spec) throw new Error(`unknown model ${name}; known: ${Object.keys(MODELS).join(', ')}`);
-  // The file name carries a hash of the spec and the generator's fingerprint: a changed generator never reuses a stale file.
-  const key = createHash('sha256').update(JSON.stringify(spec)).update(generatorFingerprint()).digest('hex').slice(0, 12);
-  const path = join(root, 'bench', '.models', `${name}-${key}.gguf`);
-  if (existsSync(path)) return path;
-  mkdirSync(dirname(path), { recursive: true });
-  const t0 = performance.now();
-  await generateModel({ ...spec, name }, path + '.tmp');
-  renameSync(path + '.tmp', path);
-  console.error(`generated ${path} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  return path;
-}
-
-// Deterministic prompt ids avoiding the special-token range (ids below 1000 are ordinary text tokens in
-// both the Llama 3 and Qwen vocabularies).
-const promptIds = (n, salt) => Array.from({ length: n }, (_, i) => 1000 + ((i * 7919 + salt * 104729) % 20000));
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // Batched figures from per-sequence runs { tFirst, tLast, n } started at t0 (ms): total output tokens/s including
 // the prompts' prefill, and decode tokens/s after each sequence's first token (as tg is timed).
@@ -162,17 +123,6 @@ async function llamaCppRun(path) {
   };
 }
 
-// Streaming-read bandwidth on `threads` threads (GB/s), compiled from bench/membw/membw.cpp on first use.
-function measureBandwidth() {
-  const bin = join(root, 'bench', '.build', 'membw');
-  const src = join(root, 'bench', 'membw', 'membw.cpp');
-  if (!existsSync(bin) || statSync(bin).mtimeMs < statSync(src).mtimeMs) {
-    mkdirSync(dirname(bin), { recursive: true });
-    execFileSync('g++', ['-O3', '-march=native', '-std=c++17', src, '-o', bin, '-lpthread']);
-  }
-  return JSON.parse(execFileSync(bin, [String(threads), '1024', '7'], { encoding: 'utf8' })).gbps;
-}
-
 if (args['generate-only']) {
   for (const name of args.models.split(',')) console.log(await modelPath(name));
   process.exit(0);
@@ -209,7 +159,7 @@ for (const name of args.models.split(',')) {
 }
 
 // Bandwidth measured after the runs (the model files are out of the way by then) and before the report.
-const gbps = measureBandwidth();
+const gbps = measureBandwidth(threads);
 for (const r of results) {
   r.bandwidth_gbps = gbps;
   r.floor_tg = (gbps * 1e9) / r.decode_bytes;  // tokens/s if decode read each weight it needs once at full bandwidth
