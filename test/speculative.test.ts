@@ -105,3 +105,50 @@ t.test('prediction as text and as OpenAI content parts; bad predictions are refu
   t.throws(() => new LLM({ model, speculativeConfig: { numSpeculativeTokens: 0 } }), /numSpeculativeTokens must be/);
   t.throws(() => new LLM({ model, speculativeConfig: { promptLookupMin: 5, promptLookupMax: 3 } }), /must not exceed/);
 });
+
+t.test('server: prediction over HTTP, usage.completion_tokens_details, spec decode counters in /metrics', async (t) => {
+  const { buildApp } = await import('../lib/server/app.js');
+  const { normalizeEngineOptions } = await import('../lib/engine-options.js');
+  const model = await fixtureModel(DENSE);
+  const app = await buildApp({ engine: normalizeEngineOptions({ model, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['m'] });
+  t.teardown(() => app.close());
+  const ask = async (extra: object): Promise<{ choices: { text: string }[]; usage: Record<string, any> }> => {
+    const r = await app.inject({ method: 'POST', url: '/v1/completions', payload: {
+      model: 'm', prompt: 'Once upon a time', max_tokens: 24, temperature: 0, ignore_eos: true, ...extra } });
+    t.equal(r.statusCode, 200, r.body.slice(0, 200));
+    return r.json();
+  };
+  const plain = await ask({});
+  t.same(plain.usage.completion_tokens_details, { accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
+  const predicted = await ask({ prediction: { type: 'content', content: plain.choices[0].text } });
+  t.equal(predicted.choices[0].text, plain.choices[0].text, 'same text');
+  const details = predicted.usage.completion_tokens_details;
+  t.ok(details.accepted_prediction_tokens > 0, `accepted ${details.accepted_prediction_tokens}, rejected ${details.rejected_prediction_tokens}`);
+  const off = await ask({ prediction: plain.choices[0].text, speculative: false });
+  t.same(off.usage.completion_tokens_details, { accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 }, 'speculative: false');
+  const bad = await app.inject({ method: 'POST', url: '/v1/completions', payload: { model: 'm', prompt: 'x', prediction: { type: 'image' } } });
+  t.equal(bad.statusCode, 400);
+  t.match(bad.body, /prediction.type must be 'content'/);
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  const accepted = /spindle:spec_decode_num_accepted_tokens_total\{[^}]*\} (\d+)/.exec(metrics);
+  const drafted = /spindle:spec_decode_num_draft_tokens_total\{[^}]*\} (\d+)/.exec(metrics);
+  t.ok(accepted && Number(accepted[1]) === details.accepted_prediction_tokens, 'accepted tokens counted');
+  t.ok(drafted && Number(drafted[1]) === details.accepted_prediction_tokens + details.rejected_prediction_tokens, 'draft tokens counted');
+});
+
+t.test('serve flags: --speculative-config (vLLM) and --speculative-algorithm / --speculative-num-draft-tokens (SGLang)', async (t) => {
+  const { parseServeArgs } = await import('../lib/server/command.js');
+  const { normalizeEngineOptions } = await import('../lib/engine-options.js');
+  const engineOf = (argv: string[]) => {
+    const cfg = parseServeArgs(['m.gguf', ...argv]);
+    if (cfg === 'help') throw new Error('help');
+    return normalizeEngineOptions({ ...cfg.engine, model: 'm.gguf' }, 'serve').speculativeConfig;
+  };
+  t.same(engineOf(['--speculative-config', '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":3}']),
+    { method: 'ngram', numSpeculativeTokens: 4, promptLookupMax: 3 });
+  t.same(engineOf(['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '6']), { method: 'ngram', numSpeculativeTokens: 6 });
+  t.equal(engineOf([]), null);
+  t.throws(() => engineOf(['--speculative-config', '{oops']), /must be a JSON object/);
+  t.throws(() => engineOf(['--speculative-config', '{"method":"draft_model"}']), /method must be 'ngram'/);
+  t.throws(() => engineOf(['--speculative-config', '{}', '--speculative-algorithm', 'NGRAM']), /give one/);
+});
