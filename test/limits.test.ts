@@ -8,6 +8,10 @@ import { loadNative, nativeLimits, type NativeParamLimit } from '../lib/native.j
 import { normalizeSamplingParams } from '../lib/sampling-params.js';
 
 const ENGINE_OPTIONS = new Set(['maxModelLen', 'maxNumSeqs', 'maxNumBatchedTokens', 'chunkedPrefillSize', 'threads']);
+// speculativeConfig's numbers: the limit's name -> the keys it checks (nested under speculativeConfig in TypeScript)
+const SPECULATIVE: Record<string, string[]> = {
+  numSpeculativeTokens: ['numSpeculativeTokens'], 'promptLookupMin / promptLookupMax': ['promptLookupMin', 'promptLookupMax'],
+};
 
 // A value the entry refuses, just outside its lower bound (or between integers).
 function outside(l: NativeParamLimit): number {
@@ -41,6 +45,13 @@ t.test('every limit is checked with its own range text, in TypeScript and in the
       t.match(messageOf(() => normalizeEngineOptions({ model: 'm.gguf', [name]: bad }, 'LLM')), `LLM: ${expected}`, `${name}: normalizer`);
       t.match(messageOf(() => new NativeEngine('/nonexistent.gguf', { [name]: bad }, () => {})), expected, `${name}: addon`);
       t.doesNotThrow(() => normalizeEngineOptions({ model: 'm.gguf', [name]: inside(l) }, 'LLM'), `${name}: ${inside(l)} accepted`);
+    } else if (SPECULATIVE[name]) {
+      for (const key of SPECULATIVE[name]) {
+        const config = (v: number) => ({ model: 'm.gguf', speculativeConfig: { [key]: v, ...(key === 'promptLookupMin' ? { promptLookupMax: 64 } : { promptLookupMin: 1 }) } });
+        t.match(messageOf(() => normalizeEngineOptions(config(bad), 'LLM')), `LLM: speculativeConfig.${key} must be ${l.range} (got `, `${key}: normalizer`);
+        t.match(messageOf(() => new NativeEngine('/nonexistent.gguf', { [key]: bad }, () => {})), expected, `${key}: addon`);
+        t.doesNotThrow(() => normalizeEngineOptions(config(inside(l)), 'LLM'), `${key}: ${inside(l)} accepted`);
+      }
     } else if (name === 'logitBias') {  // the range of each value of the map
       t.match(messageOf(() => normalizeSamplingParams({ logitBias: { 5: bad } })), `logitBias[5] must be ${l.range} (got `, `${name}: normalizer`);
       t.match(messageOf(() => engine.submit({ promptTokenIds: [1], logitBias: [[5, bad]] })), expected, `${name}: addon`);
