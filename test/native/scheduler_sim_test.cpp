@@ -2,7 +2,10 @@
 // steps and inside a step), tiny KV caches. A fake runner writes (sequence, position, token) into the KV slot
 // each block table names and reads back every position a chunk attends to, so a block owned by two live
 // sequences, a missing recompute or a lost generated token shows up as a wrong slot. Every step also checks
-// the budget, chunk shape and all scheduler / block manager invariants; at the end every block is free.
+// the budget, chunk shape and all scheduler / block manager invariants; at the end every block is free. With
+// speculative drafts, decodes carry random drafts (mostly the true next tokens, some wrong), the runner accepts
+// the leading correct ones, and the KV written for rejected drafts must never be read.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -29,10 +32,11 @@ struct sim_params {
   uint32_t seed;
   int32_t block_size, extra_blocks, budget, max_seqs, chunk, max_len, n_seqs;
   bool caching = false;  // prefix caching on, and prompts that share prefixes
+  bool drafts = false;   // speculative drafts on decodes
 };
 
 struct sim_totals {
-  uint64_t preemptions = 0, mid_step_aborts = 0, finished = 0, steps = 0, cache_hits = 0;
+  uint64_t preemptions = 0, mid_step_aborts = 0, finished = 0, steps = 0, cache_hits = 0, drafted = 0, accepted = 0;
 };
 
 int32_t fake_token(uint64_t id, int32_t index) { return int32_t((id * 7919 + uint64_t(index) * 31) % 50000); }
@@ -52,6 +56,12 @@ int32_t slot_of(const block_manager& bm, uint64_t id, int32_t pos) {
   return table[b] * bm.block_size() + pos % bm.block_size();
 }
 
+// Token at position p of a chunk: the sequence's own, then the chunk's drafts.
+int32_t chunk_token(const scheduled_chunk& c, int32_t p) {
+  const int32_t n = c.seq->num_tokens();
+  return p < n ? c.seq->token_ids[size_t(p)] : c.draft[size_t(p - n)];
+}
+
 // Checks the step's shape, then writes its KV and reads back every position each chunk attends to.
 void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<kv_slot>& kv) {
   const scheduler_config& cfg = s.config();
@@ -67,8 +77,11 @@ void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<
     CHECK_EQ(q.id, c.seq_id);
     CHECK_EQ(c.first_pos, q.num_computed_tokens);
     CHECK(c.n_tokens >= 1);
-    CHECK(c.first_pos + c.n_tokens <= q.num_tokens());
-    CHECK_EQ(c.sample, c.first_pos + c.n_tokens == q.num_tokens());
+    const int32_t known = c.first_pos + c.n_tokens - int32_t(c.draft.size());
+    CHECK(known <= q.num_tokens());
+    CHECK_EQ(c.sample, known == q.num_tokens());
+    CHECK(c.draft.empty() || c.is_decode);
+    CHECK(c.first_pos + c.n_tokens <= cfg.max_model_len);
     if (cfg.chunked_prefill_size > 0) CHECK(c.n_tokens <= cfg.chunked_prefill_size || c.is_decode);
     if (cfg.chunked_prefill_size < 0 && !c.is_decode) CHECK_EQ(c.first_pos + c.n_tokens, q.num_tokens());  // the rest
     if (c.is_decode) CHECK(!seen_prefill);
@@ -76,7 +89,7 @@ void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<
     CHECK(s.blocks().num_tokens(c.seq_id) >= c.first_pos + c.n_tokens);
     uint64_t h = 0;
     for (int32_t p = 0; p < c.first_pos + c.n_tokens; ++p) {
-      h = prefix_hash(h, q.token_ids[size_t(p)]);
+      h = prefix_hash(h, chunk_token(c, p));
       if (p < c.first_pos) continue;
       int32_t slot = slot_of(s.blocks(), c.seq_id, p);
       REQUIRE(slot >= 0);
@@ -87,7 +100,7 @@ void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<
   for (const scheduled_chunk& c : out.chunks) {
     uint64_t h = 0;
     for (int32_t p = 0; p < c.first_pos + c.n_tokens; ++p) {
-      h = prefix_hash(h, c.seq->token_ids[size_t(p)]);
+      h = prefix_hash(h, chunk_token(c, p));
       const kv_slot& k = kv[size_t(slot_of(s.blocks(), c.seq_id, p))];
       if (k.pos != p || k.prefix != h) {
         harness::fail(__FILE__, __LINE__, "KV slot of sequence " + std::to_string(c.seq_id) + " position " +
@@ -117,6 +130,15 @@ void simulate(const sim_params& p, sim_totals& totals) {
   int32_t n_blocks = (p.max_len + p.block_size - 1) / p.block_size + p.extra_blocks;
   scheduler s(cfg, block_manager(n_blocks, p.block_size));
   std::vector<kv_slot> kv(size_t(n_blocks) * size_t(p.block_size));
+  if (p.drafts) {  // up to 4 drafts, each the true next token with probability 3/4
+    s.set_drafter([&](const sched_sequence& q, int32_t max_draft, std::vector<int32_t>& draft) {
+      const int32_t d = std::min<int32_t>(max_draft, int32_t(rng() % 5));
+      for (int32_t i = 0; i < d; ++i) {
+        draft.push_back(rng() % 4 != 0 ? fake_token(q.id, q.num_tokens() + i) : fake_token(q.id, q.num_tokens() + i) + 1);
+      }
+      totals.drafted += uint64_t(d);
+    });
+  }
   std::map<uint64_t, int32_t> live;  // id -> num_tokens at which it finishes
   uint64_t next_id = 1;
   int32_t steps = 0;
@@ -150,10 +172,13 @@ void simulate(const sim_params& p, sim_totals& totals) {
     std::vector<sampled_token> sampled;
     for (const scheduled_chunk& c : out.chunks) {
       if (!c.sample || (c.seq_id == aborted && rng() % 2 == 0)) continue;
-      int32_t n = c.first_pos + c.n_tokens;  // == num_tokens: the new token's index
+      int32_t n = c.seq->num_tokens();  // the new token's index
+      int32_t a = 0;  // leading drafts that are the true tokens
+      while (a < int32_t(c.draft.size()) && c.draft[size_t(a)] == fake_token(c.seq_id, n + a)) ++a;
       auto target = live.find(c.seq_id);  // absent when aborted inside this step
-      bool fin = target == live.end() || n + 1 >= target->second || rng() % 50 == 0;
-      sampled.push_back({c.seq_id, fake_token(c.seq_id, n), fin});
+      bool fin = target == live.end() || n + a + 1 >= target->second || rng() % 50 == 0;
+      sampled.push_back({c.seq_id, fake_token(c.seq_id, n + a), fin, a});
+      totals.accepted += uint64_t(a);
     }
     s.postprocess(out, sampled);
     s.check_invariants();
@@ -204,14 +229,19 @@ TEST_CASE("scheduler: randomized simulation keeps every invariant") {
     simulate(p, totals);
     p.caching = true;  // the same run with prefix caching and shared prompt prefixes
     simulate(p, totals);
+    p.drafts = true;  // and with speculative drafts
+    simulate(p, totals);
   }
   CHECK(totals.cache_hits > 0);
   // The tiny caches must actually exercise preemption, finishes and aborts inside a step.
   CHECK(totals.preemptions > 0);
   CHECK(totals.mid_step_aborts > 0);
   CHECK(totals.finished > 0);
-  std::printf("  sim: %llu steps, %llu preemptions, %llu finished, %llu mid-step aborts, %llu cached tokens\n",
+  CHECK(totals.accepted > 0 && totals.accepted < totals.drafted);
+  std::printf("  sim: %llu steps, %llu preemptions, %llu finished, %llu mid-step aborts, %llu cached tokens, "
+              "%llu of %llu drafts accepted\n",
               (unsigned long long)totals.steps, (unsigned long long)totals.preemptions,
               (unsigned long long)totals.finished, (unsigned long long)totals.mid_step_aborts,
-              (unsigned long long)totals.cache_hits);
+              (unsigned long long)totals.cache_hits, (unsigned long long)totals.accepted,
+              (unsigned long long)totals.drafted);
 }
