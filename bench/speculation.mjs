@@ -5,12 +5,13 @@
 //   plain      no drafts (speculative: false);
 //   predicted  `prediction` = the request's own earlier greedy output: every draft is accepted;
 //   edited     the same with every 20th token replaced: a draft rejected now and then, as in an edit;
-//   miss       a prediction of unrelated tokens: the first draft misses and drafting stops;
+//   miss       a prediction of unrelated tokens: the output is nowhere in it, nothing is drafted;
+//   half       the output with every other token replaced: drafts are proposed and rejected (a worst case);
 //   ngram      n-gram (prompt lookup) drafts for a prompt that repeats itself while the output does not
 //              follow it: lookups find drafts that mostly miss.
 // Every run's tokens are checked against plain decoding's. Reported beside the bandwidth floor of plain decoding
 // (bandwidth / bytes a decoded token reads), which only speculation can pass.
-// Usage: node bench/speculation.mjs [--model llama1b-q4_k_m] [--threads 2] [--tokens 128] [--k 8] [--reps 3]
+// Usage: node bench/speculation.mjs [--model llama1b-q4_k_m] [--threads 2] [--tokens 128] [--k 16] [--reps 3]
 import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Engine } from '../dist/index.js';
@@ -22,7 +23,7 @@ const { values: args } = parseArgs({
     model: { type: 'string', default: 'llama1b-q4_k_m' },
     threads: { type: 'string', default: '2' },
     tokens: { type: 'string', default: '128' },
-    k: { type: 'string', default: '8' },
+    k: { type: 'string', default: '16' },
     reps: { type: 'string', default: '3' },
   },
 });
@@ -51,16 +52,18 @@ const reference = (await decode(plainEngine, prompt, { speculative: false })).id
 const referenceRepeating = (await decode(plainEngine, repeating, { speculative: false })).ids;
 const edited = reference.map((t, i) => (i % 20 === 19 ? 1000 + ((t * 31) % 20000) : t));
 const unrelated = promptIds(nTokens + 1, 99);
+const half = reference.map((t, i) => (i % 2 === 1 ? 1000 + ((t * 31) % 20000) : t));
 
 const modes = {
   plain: () => decode(plainEngine, prompt, { speculative: false }),
   predicted: () => decode(plainEngine, prompt, { prediction: { tokenIds: reference } }),
   edited: () => decode(plainEngine, prompt, { prediction: { tokenIds: edited } }),
   miss: () => decode(plainEngine, prompt, { prediction: { tokenIds: unrelated } }),
+  half: () => decode(plainEngine, prompt, { prediction: { tokenIds: half } }),
   'ngram plain': () => decode(plainEngine, repeating, { speculative: false }),
   ngram: () => decode(ngramEngine, repeating, {}),
 };
-const want = { plain: reference, predicted: reference, edited: reference, miss: reference, 'ngram plain': referenceRepeating, ngram: referenceRepeating };
+const want = { plain: reference, predicted: reference, edited: reference, miss: reference, half: reference, 'ngram plain': referenceRepeating, ngram: referenceRepeating };
 const figures = Object.fromEntries(Object.keys(modes).map((m) => [m, []]));
 const acceptance = {};
 for (let r = 0; r < reps; r++) {

@@ -32,7 +32,7 @@ int64_t ngram_find(const int32_t* tokens, int64_t n, int32_t min_n, int32_t max_
 }
 
 drafter::drafter(const speculative_config& cfg, bool ngram, std::vector<int32_t> prediction)
-    : cfg_(cfg), ngram_(ngram), prediction_(std::move(prediction)), limit_(std::max(cfg.num_speculative_tokens, 1)) {}
+    : cfg_(cfg), ngram_(ngram), prediction_(std::move(prediction)), limit_(std::clamp(cfg.num_speculative_tokens, 1, 4)) {}
 
 void drafter::propose(const int32_t* tokens, int64_t n_tokens, int64_t n_prompt, int32_t max_draft,
                       std::vector<int32_t>& out) {

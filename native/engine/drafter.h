@@ -6,7 +6,7 @@
 // Invariant: propose() returns at most max_draft ids and depends only on this sequence's own tokens and history,
 // so speculation keeps the engine batch-invariant. Drafts that keep missing cost little: after a step with no
 // draft accepted the sequence waits 1, 2, 4 .. 32 decodes before it drafts again, and each draft is at most one
-// token longer than what the last one got accepted (doubling again after a fully accepted one).
+// token longer than what the last one got accepted (doubling again after a fully accepted one, from 4 at first).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -16,7 +16,7 @@ namespace spindle {
 // Engine-wide speculative decoding (vLLM's speculative_config, SGLang's --speculative-*).
 struct speculative_config {
   bool ngram = false;                 // method "ngram": prompt lookup for every request
-  int32_t num_speculative_tokens = 8; // draft tokens per step at most (also for predictions)
+  int32_t num_speculative_tokens = 16; // draft tokens per step at most (also for predictions)
   int32_t prompt_lookup_min = 2;      // n-gram sizes tried, longest first
   int32_t prompt_lookup_max = 4;
 };

@@ -47,6 +47,20 @@ TEST_CASE("drafter: n-gram drafts continue the earlier occurrence, capped by max
   drafter off(cfg, /*ngram=*/false, {});
   CHECK(!off.active());
   CHECK(propose(off, t, 6, 8).empty());
+  // k = 16: 4 drafts at first, 8 after a fully accepted one, then 16
+  cfg.num_speculative_tokens = 16;
+  std::vector<int32_t> run;
+  for (int32_t i = 0; i < 40; ++i) run.push_back(i);
+  run.push_back(0);  // "0" again: the lookup continues with 1 2 3 ...
+  drafter ramp(cfg, /*ngram=*/true, {});
+  cfg.prompt_lookup_min = 1;
+  drafter ramp1(cfg, /*ngram=*/true, {});
+  CHECK(propose(ramp1, run, 41, 64).size() == size_t(4));
+  ramp1.record(4, 4);
+  CHECK(propose(ramp1, run, 41, 64).size() == size_t(8));
+  ramp1.record(8, 8);
+  CHECK(propose(ramp1, run, 41, 64).size() == size_t(16));
+  CHECK(propose(ramp, run, 41, 64).empty());  // n-gram sizes from 2: "39 0" is nowhere earlier
 }
 
 TEST_CASE("drafter: a prediction is followed in step, past a substitution, re-found after an insertion") {
