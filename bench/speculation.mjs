@@ -12,6 +12,7 @@
 // Every run's tokens are checked against plain decoding's. Reported beside the bandwidth floor of plain decoding
 // (bandwidth / bytes a decoded token reads), which only speculation can pass.
 // Usage: node bench/speculation.mjs [--model llama1b-q4_k_m] [--threads 2] [--tokens 128] [--k 16] [--reps 3]
+//        [--modes plain,predicted,...]
 import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Engine } from '../dist/index.js';
@@ -25,6 +26,7 @@ const { values: args } = parseArgs({
     tokens: { type: 'string', default: '128' },
     k: { type: 'string', default: '16' },
     reps: { type: 'string', default: '3' },
+    modes: { type: 'string' }, // comma-separated subset (default: all)
   },
 });
 const threads = Number(args.threads), nTokens = Number(args.tokens), k = Number(args.k), reps = Number(args.reps);
@@ -54,7 +56,7 @@ const edited = reference.map((t, i) => (i % 20 === 19 ? 1000 + ((t * 31) % 20000
 const unrelated = promptIds(nTokens + 1, 99);
 const half = reference.map((t, i) => (i % 2 === 1 ? 1000 + ((t * 31) % 20000) : t));
 
-const modes = {
+const allModes = {
   plain: () => decode(plainEngine, prompt, { speculative: false }),
   predicted: () => decode(plainEngine, prompt, { prediction: { tokenIds: reference } }),
   edited: () => decode(plainEngine, prompt, { prediction: { tokenIds: edited } }),
@@ -63,6 +65,7 @@ const modes = {
   'ngram plain': () => decode(plainEngine, repeating, { speculative: false }),
   ngram: () => decode(ngramEngine, repeating, {}),
 };
+const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => !args.modes || args.modes.split(',').includes(m)));
 const want = { plain: reference, predicted: reference, edited: reference, miss: reference, half: reference, 'ngram plain': referenceRepeating, ngram: referenceRepeating };
 const figures = Object.fromEntries(Object.keys(modes).map((m) => [m, []]));
 const acceptance = {};
@@ -81,7 +84,7 @@ await Promise.all([plainEngine.shutdown(), ngramEngine.shutdown()]);
 
 const gbps = measureBandwidth(threads);
 const floor = (gbps * 1e9) / decodeBytesPerToken(readModelFileInfo(path));
-const plain = median(figures.plain), ngramPlain = median(figures['ngram plain']);
+const plain = median(figures.plain ?? []), ngramPlain = median(figures['ngram plain'] ?? []);
 console.log(`${args.model} (${(statSync(path).size / 1e6).toFixed(0)} MB), ${threads} threads, ${nTokens} tokens, k = ${k}, ` +
   `median of ${reps}; bandwidth ${gbps.toFixed(1)} GB/s -> plain decode floor ${floor.toFixed(1)} tok/s`);
 console.log('| mode | decode tok/s | vs plain | % of the plain floor | drafts accepted (last run) | tokens |');
