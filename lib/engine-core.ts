@@ -269,10 +269,11 @@ export class EngineCore {
       device: options.device,
       mmproj: resolveMmproj(options, modelFile, mmproj),
       enablePrefixCaching: options.enablePrefixCaching,
-      speculativeMethod: options.speculativeConfig?.method ?? undefined,
+      speculativeMethod: options.speculativeConfig?.method === 'ngram' ? 'ngram' : undefined,
       numSpeculativeTokens: options.speculativeConfig?.numSpeculativeTokens,
       promptLookupMin: options.speculativeConfig?.promptLookupMin,
       promptLookupMax: options.speculativeConfig?.promptLookupMax,
+      speculativeModel: options.speculativeConfig?.model ?? undefined,
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
       }, onEvent);

@@ -57,11 +57,14 @@ export interface EngineOptionsInput {
   speculative_algorithm?: string;
   speculativeNumDraftTokens?: number; // SGLang: draft tokens per step
   speculative_num_draft_tokens?: number;
+  speculativeDraftModelPath?: string; // SGLang: the draft model (algorithm STANDALONE)
+  speculative_draft_model_path?: string;
 }
 
 /** vLLM's speculative_config (camelCase or snake_case keys). */
 export interface SpeculativeConfigInput {
-  method?: string | null; // 'ngram' (also 'NGRAM'); absent / null: drafts come only from requests' predictions
+  method?: string | null; // 'ngram' (also 'NGRAM'), 'draft_model'; absent / null: from `model` if given, else predictions only
+  model?: string | null; // a draft model's GGUF file (same tokenizer)
   numSpeculativeTokens?: number;
   num_speculative_tokens?: number;
   promptLookupMin?: number;
@@ -73,8 +76,9 @@ export interface SpeculativeConfigInput {
 /** Speculative decoding: n-gram (prompt lookup) drafts for every request, and the draft length that also bounds
  * the drafts of a request's prediction. */
 export interface SpeculativeConfig {
-  method: 'ngram' | null;
-  numSpeculativeTokens?: number; // absent: the engine's default (8)
+  method: 'ngram' | 'draft_model' | null;
+  model?: string; // the draft model's GGUF file (method 'draft_model')
+  numSpeculativeTokens?: number; // absent: the engine's default (16)
   promptLookupMin?: number; // absent: 2
   promptLookupMax?: number; // absent: 4
 }
@@ -102,7 +106,7 @@ export interface EngineOptions {
   // earlier prompts are reused by prompts that start with the same tokens. Models with recurrent state (LFM2)
   // keep a conv-state checkpoint per block for it (CPU; on CUDA they run without it for now).
   enablePrefixCaching: boolean;
-  speculativeConfig: SpeculativeConfig | null; // null: drafts only from requests' predictions, at most 8 per step
+  speculativeConfig: SpeculativeConfig | null; // null: drafts only from requests' predictions, at most 16 per step
 }
 
 type Key = keyof EngineOptions;
@@ -131,6 +135,7 @@ const ALIASES: Record<string, Key> = {
 const SGLANG_SPECULATIVE: Record<string, keyof SpeculativeConfigInput> = {
   speculativeAlgorithm: 'method', speculative_algorithm: 'method',
   speculativeNumDraftTokens: 'numSpeculativeTokens', speculative_num_draft_tokens: 'numSpeculativeTokens',
+  speculativeDraftModelPath: 'model', speculative_draft_model_path: 'model',
 };
 const INVERTED = new Set(['disableRadixCache', 'disable_radix_cache']); // names whose boolean means the opposite
 
@@ -188,8 +193,8 @@ function speculativeConfig(name: string, v: unknown): SpeculativeConfig {
     throw new TypeError(`${name} must be an object such as { method: 'ngram', numSpeculativeTokens: 4 }`);
   }
   const out: SpeculativeConfig = { method: null };
-  const keys: Record<string, 'method' | 'numSpeculativeTokens' | 'promptLookupMin' | 'promptLookupMax'> = {
-    method: 'method', numSpeculativeTokens: 'numSpeculativeTokens', num_speculative_tokens: 'numSpeculativeTokens',
+  const keys: Record<string, 'method' | 'model' | 'numSpeculativeTokens' | 'promptLookupMin' | 'promptLookupMax'> = {
+    method: 'method', model: 'model', numSpeculativeTokens: 'numSpeculativeTokens', num_speculative_tokens: 'numSpeculativeTokens',
     promptLookupMin: 'promptLookupMin', prompt_lookup_min: 'promptLookupMin',
     promptLookupMax: 'promptLookupMax', prompt_lookup_max: 'promptLookupMax',
   };
@@ -198,14 +203,25 @@ function speculativeConfig(name: string, v: unknown): SpeculativeConfig {
     if (!key) throw new TypeError(`${name}: unknown key '${k}' (known: ${Object.keys(keys).join(', ')})`);
     if (value === undefined || value === null) continue;
     if (key === 'method') {
-      if (typeof value !== 'string' || !['ngram', 'none'].includes(value.toLowerCase())) {
-        throw new RangeError(`${name}.${k} must be 'ngram' (prompt lookup; SGLang's 'NGRAM') or 'none' (got ${String(value)}); ` +
-          'draft models are not supported yet');
+      const m = typeof value === 'string' ? value.toLowerCase() : '';
+      if (!['ngram', 'draft_model', 'standalone', 'none'].includes(m)) {
+        throw new RangeError(`${name}.${k} must be 'ngram' (prompt lookup; SGLang's 'NGRAM'), 'draft_model' (SGLang's ` +
+          `'STANDALONE': a smaller model with the same tokenizer, given as model) or 'none' (got ${String(value)})`);
       }
-      out.method = value.toLowerCase() === 'ngram' ? 'ngram' : null;
+      out.method = m === 'ngram' ? 'ngram' : m === 'none' ? null : 'draft_model';
+    } else if (key === 'model') {
+      if (typeof value !== 'string' || value.length === 0) throw new TypeError(`${name}.${k} must be the path of a draft model's GGUF file`);
+      out.model = value;
     } else {
       out[key] = limited(`${name}.${k}`, key === 'numSpeculativeTokens' ? key : 'promptLookupMin / promptLookupMax', value);
     }
+  }
+  if (out.model !== undefined && out.method === null) out.method = 'draft_model';  // vLLM infers the method from model
+  if (out.method === 'draft_model' && out.model === undefined) {
+    throw new TypeError(`${name}: method 'draft_model' needs model, the draft model's GGUF file`);
+  }
+  if (out.method === 'ngram' && out.model !== undefined) {
+    throw new TypeError(`${name}: model is a draft model, for method 'draft_model'; method 'ngram' needs none`);
   }
   if ((out.promptLookupMin ?? 2) > (out.promptLookupMax ?? 4)) {
     throw new RangeError(`${name}: promptLookupMin (${out.promptLookupMin ?? 2}) must not exceed promptLookupMax (${out.promptLookupMax ?? 4})`);

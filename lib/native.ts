@@ -152,9 +152,10 @@ export interface NativeEngineOptions {
   mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
   enablePrefixCaching?: boolean; // automatic prefix caching (default true)
   speculativeMethod?: 'none' | 'ngram'; // drafts for every request: prompt lookup (default 'none')
-  numSpeculativeTokens?: number; // draft tokens per step at most, also for predictions (default 8)
+  numSpeculativeTokens?: number; // draft tokens per step at most, also for predictions (default 16)
   promptLookupMin?: number; // n-gram sizes the lookup tries, longest first (default 2 .. 4)
   promptLookupMax?: number;
+  speculativeModel?: string; // a draft model (GGUF file with the model's tokenizer) for speculative decoding
   imageMinTokens?: number; // 0 / absent: the projector's default
   imageMaxTokens?: number;
 }

@@ -136,7 +136,7 @@ t.test('server: prediction over HTTP, usage.completion_tokens_details, spec deco
   t.ok(drafted && Number(drafted[1]) === details.accepted_prediction_tokens + details.rejected_prediction_tokens, 'draft tokens counted');
 });
 
-t.test('serve flags: --speculative-config (vLLM) and --speculative-algorithm / --speculative-num-draft-tokens (SGLang)', async (t) => {
+t.test('serve flags: --speculative-config, --speculative-model (vLLM) and --speculative-algorithm / --speculative-num-draft-tokens / --speculative-draft-model-path (SGLang)', async (t) => {
   const { parseServeArgs } = await import('../lib/server/command.js');
   const { normalizeEngineOptions } = await import('../lib/engine-options.js');
   const engineOf = (argv: string[]) => {
@@ -149,6 +149,43 @@ t.test('serve flags: --speculative-config (vLLM) and --speculative-algorithm / -
   t.same(engineOf(['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '6']), { method: 'ngram', numSpeculativeTokens: 6 });
   t.equal(engineOf([]), null);
   t.throws(() => engineOf(['--speculative-config', '{oops']), /must be a JSON object/);
-  t.throws(() => engineOf(['--speculative-config', '{"method":"draft_model"}']), /method must be 'ngram'/);
+  t.throws(() => engineOf(['--speculative-config', '{"method":"eagle"}']), /method must be 'ngram'/);
+  t.throws(() => engineOf(['--speculative-config', '{"method":"draft_model"}']), /needs model/);
   t.throws(() => engineOf(['--speculative-config', '{}', '--speculative-algorithm', 'NGRAM']), /give one/);
+  t.same(engineOf(['--speculative-model', 'd.gguf', '--num-speculative-tokens', '5']), { method: 'draft_model', model: 'd.gguf', numSpeculativeTokens: 5 });
+  t.same(engineOf(['--speculative-algorithm', 'STANDALONE', '--speculative-draft-model-path', 'd.gguf']), { method: 'draft_model', model: 'd.gguf' });
+  t.same(engineOf(['--speculative-config', '{"model":"d.gguf","num_speculative_tokens":3}']), { method: 'draft_model', model: 'd.gguf', numSpeculativeTokens: 3 });
+});
+
+t.test('draft model: the same tokens as plain decoding; a copy of the model gets every draft accepted', async (t) => {
+  const target = await fixtureModel(DENSE);
+  const small = await fixtureModel({ ...DENSE, nEmbd: 32, nLayer: 1, nHead: 2, nHeadKv: 1, nFf: 64, seed: 5 });
+  const lfm2 = await fixtureModel(LFM2);
+  const base = { maxModelLen: MAX_LEN, threads: 2, maxNumSeqs: 4 };
+  const params = { temperature: 0, maxTokens: N_OUT, ignoreEos: true };
+  const seeded = { temperature: 0.9, topK: 20, seed: 5, maxTokens: N_OUT, ignoreEos: true };
+  for (const [label, model, draft] of [['llama, draft = itself', target, target], ['llama, small draft', target, small],
+    ['lfm2, small llama draft', lfm2, small]] as const) {
+    const plain = new LLM({ ...base, model });
+    const spec = new LLM({ ...base, model, speculativeConfig: { model: draft, numSpeculativeTokens: 6 } });
+    for (const p of [params, seeded]) {
+      const want = await generate(plain, p);
+      const before = spec.stats();
+      t.same(await generate(spec, p), want, `${label}, ${p.temperature ? 'seeded' : 'greedy'}: same tokens`);
+      const after = spec.stats();
+      const drafted = after.specDraftTokens - before.specDraftTokens, accepted = after.specAcceptedTokens - before.specAcceptedTokens;
+      t.ok(drafted > 0, `${label}: ${accepted} of ${drafted} drafts accepted`);
+      if (draft === model && !p.temperature) t.equal(accepted, drafted, 'a copy of the model proposes its own greedy tokens');
+    }
+    t.equal(spec.stats().kvBlocksUsed, 0, 'every block back');
+    await Promise.all([plain.close(), spec.close()]);
+  }
+  const qwen = await fixtureModel(MOE);
+  const other = new LLM({ ...base, model: target, speculativeConfig: { model: qwen } });
+  await t.rejects(other.ready(), /same tokenizer/);
+  await other.close();
+  const recurrent = new LLM({ ...base, model: target, speculativeConfig: { model: lfm2 } });
+  await t.rejects(recurrent.ready(), /keeps recurrent state/);
+  await recurrent.close();
+  t.throws(() => new LLM({ ...base, model: target, speculativeConfig: { method: 'draft_model' } }), /needs model/);
 });

@@ -59,6 +59,8 @@ Flags (vLLM spelling first, SGLang alias after):
                                       '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'
                                       (n-gram prompt lookup; requests' "prediction" drafts in any case)
   --speculative-algorithm NGRAM, --speculative-num-draft-tokens N   the same, SGLang's spelling
+  --speculative-model FILE, --speculative-draft-model-path FILE   a draft model (a smaller GGUF with the
+                                      same tokenizer) proposes the drafts; --num-speculative-tokens N
   --device auto|cpu|cuda              where the model runs (default auto: CUDA when a usable GPU and driver
                                       are present and this build has CUDA, else the CPU)
   --gpu-memory-utilization, --mem-fraction-static F   on a GPU, the fraction of the GPU's memory Spindle may
@@ -110,7 +112,8 @@ const OPTIONS = {
   'enable-prefix-caching': { type: 'boolean' }, 'no-enable-prefix-caching': { type: 'boolean' },
   'disable-radix-cache': { type: 'boolean' },
   'speculative-config': { type: 'string' }, 'speculative-algorithm': { type: 'string' },
-  'speculative-num-draft-tokens': { type: 'string' },
+  'speculative-num-draft-tokens': { type: 'string' }, 'speculative-model': { type: 'string' },
+  'speculative-draft-model-path': { type: 'string' }, 'num-speculative-tokens': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -212,7 +215,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (cacheOff && v['enable-prefix-caching'] === true) {
     throw new FlagError('--enable-prefix-caching and --no-enable-prefix-caching / --disable-radix-cache contradict each other; give one');
   }
-  const speculative = speculativeFlags(s('speculative-config'), s('speculative-algorithm'), s('speculative-num-draft-tokens'));
+  const draftModel = s('speculative-model') ?? s('speculative-draft-model-path');
+  const speculative = speculativeFlags(s('speculative-config'), s('speculative-algorithm'),
+    s('speculative-num-draft-tokens') ?? s('num-speculative-tokens'), draftModel);
   const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
   const model = flagModel ?? parsed.positionals[0];
@@ -254,11 +259,11 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
 }
 
 // vLLM's --speculative-config JSON, or SGLang's --speculative-algorithm / --speculative-num-draft-tokens.
-function speculativeFlags(json: string | undefined, algorithm: string | undefined, draftTokens: string | undefined):
-  EngineOptionsInput['speculativeConfig'] {
+function speculativeFlags(json: string | undefined, algorithm: string | undefined, draftTokens: string | undefined,
+  draftModel: string | undefined): EngineOptionsInput['speculativeConfig'] {
   if (json !== undefined) {
-    if (algorithm !== undefined || draftTokens !== undefined) {
-      throw new FlagError('--speculative-config and --speculative-algorithm / --speculative-num-draft-tokens say the same; give one');
+    if (algorithm !== undefined || draftTokens !== undefined || draftModel !== undefined) {
+      throw new FlagError('--speculative-config and --speculative-algorithm / --speculative-num-draft-tokens / --speculative-model say the same; give one');
     }
     let parsed: unknown;
     try {
@@ -271,9 +276,10 @@ function speculativeFlags(json: string | undefined, algorithm: string | undefine
     }
     return parsed as EngineOptionsInput['speculativeConfig'];
   }
-  if (algorithm === undefined && draftTokens === undefined) return undefined;
+  if (algorithm === undefined && draftTokens === undefined && draftModel === undefined) return undefined;
   return {
-    method: algorithm ?? 'ngram',
+    method: algorithm ?? (draftModel !== undefined ? 'draft_model' : 'ngram'),
+    model: draftModel,
     numSpeculativeTokens: draftTokens === undefined ? undefined : int('speculative-num-draft-tokens', draftTokens, 1, 64),
   };
 }

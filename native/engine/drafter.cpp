@@ -31,24 +31,40 @@ int64_t ngram_find(const int32_t* tokens, int64_t n, int32_t min_n, int32_t max_
   return -1;
 }
 
-drafter::drafter(const speculative_config& cfg, bool ngram, std::vector<int32_t> prediction)
-    : cfg_(cfg), ngram_(ngram), prediction_(std::move(prediction)), limit_(std::clamp(cfg.num_speculative_tokens, 1, 4)) {}
+drafter::drafter(const speculative_config& cfg, bool ngram, std::vector<int32_t> prediction, bool draft_model)
+    : cfg_(cfg),
+      ngram_(ngram),
+      model_(draft_model),
+      prediction_(std::move(prediction)),
+      limit_(std::clamp(cfg.num_speculative_tokens, 1, 4)) {}
 
 void drafter::propose(const int32_t* tokens, int64_t n_tokens, int64_t n_prompt, int32_t max_draft,
                       std::vector<int32_t>& out) {
   out.clear();
+  last_ = source::none;
   if (!active() || max_draft <= 0 || cfg_.num_speculative_tokens <= 0) return;
   if (wait_ > 0) {
     --wait_;
     return;
   }
   const int32_t k = std::min({max_draft, limit_, cfg_.num_speculative_tokens});
-  if (!prediction_.empty() && propose_prediction(tokens + n_prompt, n_tokens - n_prompt, k, out)) return;
-  if (!ngram_) return;
-  int32_t m = 0;
-  const int64_t at = ngram_find(tokens, n_tokens, cfg_.prompt_lookup_min, cfg_.prompt_lookup_max, &m);
-  if (at < 0) return;
-  out.assign(tokens + at, tokens + std::min<int64_t>(at + k, n_tokens));
+  if (!prediction_.empty() && propose_prediction(tokens + n_prompt, n_tokens - n_prompt, k, out)) {
+    last_ = source::prediction;
+    return;
+  }
+  if (ngram_) {
+    int32_t m = 0;
+    const int64_t at = ngram_find(tokens, n_tokens, cfg_.prompt_lookup_min, cfg_.prompt_lookup_max, &m);
+    if (at >= 0) {
+      out.assign(tokens + at, tokens + std::min<int64_t>(at + k, n_tokens));
+      last_ = source::ngram;
+      return;
+    }
+  }
+  if (model_) {
+    out.assign(size_t(k), 0);
+    last_ = source::model;
+  }
 }
 
 // The prediction's tokens after the output's place in it: where the last proposal left it if the output's tail

@@ -201,11 +201,16 @@ static uint64_t gpu_kv_budget(double fraction, uint64_t free_bytes, uint64_t tot
   return uint64_t(limit - used);
 }
 
-void engine::make_cache(const model& m, int32_t max_len) {
-  const model_hparams& hp = m.hparams();
+// KV bytes per token of a model's attention layers.
+static uint64_t kv_bytes_per_token(const model_hparams& hp) {
+  return block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer, hp.n_head_kv, hp.head_dim_k,
+                                       hp.head_dim_v);
+}
+
+void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
   const engine_options& o = options_;
-  const uint64_t bytes_per_token = block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer,
-                                                                 hp.n_head_kv, hp.head_dim_k, hp.head_dim_v);
+  // a draft model keeps its KV in blocks of its own, one per block of the target's (the same block tables)
+  const uint64_t bytes_per_token = kv_bytes_per_token(m.hparams()) + (draft ? kv_bytes_per_token(draft->hparams()) : 0);
   uint64_t budget = 0, dev_free = 0, dev_total = 0;
   if (o.kv_cache_memory > 1) {
     budget = uint64_t(o.kv_cache_memory);
@@ -243,6 +248,7 @@ void engine::make_cache(const model& m, int32_t max_len) {
   sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
   kv_ = state_bytes > 0 ? m.new_kv_cache(n_blocks, o.block_size, o.max_num_seqs) : m.new_kv_cache(n_blocks, o.block_size);
   if (checkpoints) m.enable_block_checkpoints(*kv_);
+  if (draft) draft_kv_ = draft->new_kv_cache(n_blocks, o.block_size);
   sched_->set_drafter([this](const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft) {
     propose_draft(s, max_draft, draft);
   });
@@ -271,11 +277,24 @@ bool engine::load() {
       vo.max_tokens = options_.image_max_tokens;
       vision = std::make_shared<vision_model>(options_.mmproj_path, *be, m->vocab(), hp.n_embd, vo);
     }
-    make_cache(*m, max_len);
+    std::shared_ptr<model> draft;
+    if (options_.draft_loader) {
+      if (vision) throw error("a speculative draft model cannot be combined with a vision projector (mmproj)");
+      draft = options_.draft_loader();
+      if (!draft) throw error("the draft model loader returned nothing");
+      check_draft_model(*m, *draft);
+      if (draft->hparams().n_ctx_train > 0 && draft->hparams().n_ctx_train < max_len) {
+        throw error("the draft model's context length " + std::to_string(draft->hparams().n_ctx_train) +
+                    " is below maxModelLen " + std::to_string(max_len));
+      }
+      options_.speculative.draft_model = true;
+    }
+    make_cache(*m, max_len, draft.get());
     ev.info = describe(*m, max_len);
     if (vision) ev.info.mmproj = vision->path();
     std::lock_guard<std::mutex> lock(mu_);
     model_ = std::move(m);
+    draft_ = std::move(draft);
     vision_ = std::move(vision);
     n_vocab_ = std::min(hp.n_vocab, model_->vocab().n_vocab());
     max_model_len_ = max_len;

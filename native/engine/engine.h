@@ -10,6 +10,13 @@
 // model forward_batch over every chunk, sample each chunk that ends its sequence's known tokens (each request
 // has its own random stream), stop checks, postprocess (blocks of finished sequences are freed in the same
 // step), one event with every output of the step. A preempted sequence is recomputed; its tokens stay exact.
+// Speculative decoding: a decode may carry draft tokens (a request's prediction, n-gram lookup, a draft model);
+// the forward pass returns logits for each, and the sequence samples row by row, exactly as plain decoding
+// would, stopping at the first sampled token that differs from its draft. Every emitted token is drawn from the
+// target model's distribution with the request's own random stream, so greedy and seeded outputs equal plain
+// decoding's. A draft model (engine_options::draft_loader) keeps KV for exactly what the target has computed
+// (every chunk of the target's forward pass also runs through it) and proposes greedily, one batched step per
+// draft token.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -55,6 +62,9 @@ struct engine_options {
   double kv_cache_memory = 0;
   // Speculative decoding (n-gram drafts for every request; a request's prediction drafts whatever this says).
   speculative_config speculative;
+  // A draft model for speculative decoding (vLLM's speculative_config.model): loaded on the engine thread after
+  // the target; it must share the target's vocabulary and keep no recurrent state. Null: none.
+  std::function<std::shared_ptr<model>()> draft_loader;
   // Vision: the mmproj file of the model's vision projector ("" = text only) and its image token limits.
   std::string mmproj_path;
   int32_t image_min_tokens = 0;  // 0 = the projector's default
@@ -156,7 +166,8 @@ class engine {
 
   void thread_main();
   bool load();
-  void make_cache(const model& m, int32_t max_len);  // scheduler + paged KV cache from options_
+  // Scheduler + paged KV cache from options_ (and the draft model's KV over the same blocks, when it has one).
+  void make_cache(const model& m, int32_t max_len, const model* draft);
   bool wait_and_drain(std::vector<request_output>& outs);
   void start_request(request r, std::vector<request_output>& outs);
   void handle_abort(uint64_t id, std::vector<request_output>& outs);
@@ -167,6 +178,9 @@ class engine {
   // scheduler's record of it. engine_step.cpp.
   sampled_token verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, request_output& out);
   void propose_draft(const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft);
+  // Fills the placeholder drafts of chunks whose sequence asked the draft model (engine_draft.cpp).
+  void run_draft_model(schedule_output& so);
+  void check_draft_model(const model& target, const model& draft) const;  // throws spindle::error
   void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
   // Test hook: throws from the forward pass of the step named by the environment variable
   // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction). Test builds only (CMake
@@ -192,6 +206,9 @@ class engine {
   int32_t max_model_len_ = 0;
   uint64_t next_id_ = 1;
   std::shared_ptr<model> model_;
+  std::shared_ptr<model> draft_;           // speculative draft model (null: none)
+  std::unique_ptr<kv_cache> draft_kv_;     // its KV: the same blocks and slots as kv_
+  std::vector<float> draft_logits_;        // [sequences drafting, draft rows]
   std::shared_ptr<vision_model> vision_;  // null: text only; plan/layout are const, encode is engine-thread only
   engine_stats stats_;
 

@@ -62,6 +62,10 @@ void engine::run_forward(const schedule_output& so) {
   const int64_t rows = model_->hparams().n_vocab;
   if (int64_t(logits_.size()) < n_sample * rows) logits_.resize(size_t(n_sample * rows));
   model_->forward_batch(batch, *kv_, logits_.data());
+  if (draft_) {  // the draft model's KV follows the target's: every chunk, no logits
+    for (batch_sequence& b : batch) b.n_logits = 0, b.n_rollback = 0;
+    draft_->forward_batch(batch, *draft_kv_, nullptr);
+  }
 }
 
 // Every request of the step fails with `message`; the scheduler drops them (their blocks are freed).
@@ -124,6 +128,7 @@ void engine::step(std::vector<request_output>& outs) {
   if (so.empty()) return;
   steps_++;
   try {
+    run_draft_model(so);  // fills draft tokens the draft model was asked for
     run_forward(so);
   } catch (const std::exception& e) {
     fail_step(so, e.what(), outs);

@@ -92,14 +92,18 @@ engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engi
   };
   const int threads = opts.threads;
   const std::string device = opts.device;
-  auto loader = [path, threads, device]() -> std::shared_ptr<model> {
-    model_options mo;
-    mo.threads = threads;
-    mo.device = device;
-    return std::shared_ptr<model>(model::load(path, mo));
+  auto loader_of = [threads, device](std::string file) {
+    return [file, threads, device]() -> std::shared_ptr<model> {
+      model_options mo;
+      mo.threads = threads;
+      mo.device = device;
+      return std::shared_ptr<model>(model::load(file, mo));
+    };
   };
+  engine_options eo = opts.engine;
+  if (!opts.draft_model.empty()) eo.draft_loader = loader_of(opts.draft_model);
   try {
-    engine_ = std::make_unique<engine>(loader, opts.engine, sink);
+    engine_ = std::make_unique<engine>(loader_of(path), eo, sink);
   } catch (const std::exception& e) {  // thread creation failed: undo the above and report
     napi_remove_env_cleanup_hook(env, &engine_wrap::env_cleanup, this);
     cleanup_hook_ = false;

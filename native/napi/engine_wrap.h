@@ -68,6 +68,7 @@ struct native_engine_options {
   engine_options engine;
   int threads = 0;              // 0 = every core
   std::string device = "auto";  // "auto", "cpu" or "cuda" (model_options::device)
+  std::string draft_model;      // speculative draft model file ("" = none), loaded like the model
 };
 native_engine_options parse_engine_options(const Napi::Value& options);
 request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field

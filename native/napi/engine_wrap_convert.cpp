@@ -241,6 +241,7 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
     throw Napi::RangeError::New(v.Env(), "promptLookupMin (" + std::to_string(sp.prompt_lookup_min) +
                                              ") must not exceed promptLookupMax (" + std::to_string(sp.prompt_lookup_max) + ")");
   }
+  out.draft_model = string_field(o, "speculativeModel");
   out.threads = int(limited_field(o, k_threads, 0));  // 0: every core
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
   out.device = choice_field(o, "device", "auto", devices);
