@@ -21,6 +21,9 @@ export const MODELS = {
   'llama1b-q4_k_m': { ...llama1b, weights: 'Q4_K_M' },
   'llama1b-q8_0': { ...llama1b, weights: 'Q8_0' },
   'qwen3-0.6b-q8_0': { ...qwen06b, weights: 'Q8_0' },
+  // a tiny draft model with the Llama 3 vocabulary (speculative decoding's draft-model path)
+  'llama-draft-tiny-q8_0': { arch: 'llama', tokenizer: 'llama3', nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 512,
+    tiedEmbeddings: true, seed: 15, weights: 'Q8_0' },
 };
 
 export async function modelPath(name) {

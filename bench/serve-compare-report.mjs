@@ -68,6 +68,21 @@ if (existsSync(join(dir, 'meta.txt'))) {
 
 const reqs = (r) => `${r.completed}/${r.completed + r.failed}`;
 
+// the machine's load while each engine ran each workload (load.txt: one line every 15 s, "== ENGINE W" markers)
+if (existsSync(join(dir, 'load.txt'))) {
+  const parts = [];
+  let key = null;
+  const loads = new Map();
+  for (const line of readFileSync(join(dir, 'load.txt'), 'utf8').split('\n')) {
+    const mark = line.match(/^== (\S+) (\S+)$/);
+    if (mark) key = mark[2] === 'starts' ? null : `${mark[2]} ${NAMES[mark[1]] ?? mark[1]}`;
+    const m = line.match(/ load ([\d.]+) /);
+    if (m && key) loads.set(key, [...(loads.get(key) ?? []), Number(m[1])]);
+  }
+  for (const [k, v] of loads) parts.push(`${k} ${(v.reduce((a, b) => a + b, 0) / v.length).toFixed(1)}`);
+  if (parts.length) console.log(`mean 1-minute load average while running (the benchmark itself keeps it near 2 on 2 cores; more is other work): ${parts.join(', ')}\n`);
+}
+
 // (a) 16 concurrent streams
 {
   const rows = [];

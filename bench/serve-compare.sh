@@ -102,6 +102,13 @@ preload="--import $here/serve-compare-no-keepalive.mjs"
 [ "${SC_KEEPALIVE:-0}" = 1 ] && preload=""
 echo "client_keepalive=$([ -n "$preload" ] && echo off || echo on)" >> "$OUT/meta.txt"
 
+# the machine's load during the run, every 15 s: load average and the three busiest processes (load.txt)
+( while true; do
+    echo "$(date +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg) | $(ps -eo pcpu,comm --sort=-pcpu --no-headers | head -3 | tr -s ' ' | tr '\n' ';')"
+    sleep 15
+  done ) >> "$OUT/load.txt" 2>&1 &
+sampler=$!
+
 pid=""
 stop() {
   [ -n "$pid" ] || return 0
@@ -111,7 +118,7 @@ stop() {
   wait "$pid" 2> /dev/null
   pid=""
 }
-trap stop EXIT
+trap 'stop; kill $sampler 2> /dev/null' EXIT
 
 wait_health() { # port
   for _ in $(seq 1 600); do
@@ -136,7 +143,7 @@ bench() { # port json-file flags...
 run_engine() { # engine port
   local engine=$1 port=$2
   echo "== $engine: load $(cut -d' ' -f1-3 /proc/loadavg) before start ($(date +%H:%M:%S))"
-  echo "$engine $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
+  echo "== $engine starts" >> "$OUT/load.txt"
   case $engine in
     spindle|spindle-nocache)
       local flag=""
@@ -159,6 +166,7 @@ run_engine() { # engine port
     has "$WORKLOADS" $w || continue
     [ "$engine" = spindle-nocache ] && [ $w != b ] && continue
     echo "  workload $w ($(date +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "== $engine $w" >> "$OUT/load.txt"
     curl -s "http://127.0.0.1:$port/metrics" > "$OUT/metrics-before-$w-$engine.txt"
     case $w in
       a) bench "$port" "$OUT/a-$engine.json" --seed 1 --num-prompts "$A_PROMPTS" --max-concurrency "$A_CONC" \

@@ -7,6 +7,8 @@
 //   edited     the same with every 20th token replaced: a draft rejected now and then, as in an edit;
 //   miss       a prediction of unrelated tokens: the output is nowhere in it, nothing is drafted;
 //   half       the output with every other token replaced: drafts are proposed and rejected (a worst case);
+//   draft      a tiny random draft model (llama-draft-tiny-q8_0, same vocabulary): its drafts miss, so this is
+//              what a draft model costs when it is no help;
 //   ngram      n-gram (prompt lookup) drafts for a prompt that repeats itself while the output does not
 //              follow it: lookups find drafts that mostly miss.
 // Every run's tokens are checked against plain decoding's. Reported beside the bandwidth floor of plain decoding
@@ -31,6 +33,7 @@ const { values: args } = parseArgs({
 });
 const threads = Number(args.threads), nTokens = Number(args.tokens), k = Number(args.k), reps = Number(args.reps);
 const path = await modelPath(args.model);
+const draftPath = await modelPath('llama-draft-tiny-q8_0');
 
 const greedy = { temperature: 0, ignoreEos: true, maxNewTokens: nTokens + 1 };
 const prompt = promptIds(32, 3);
@@ -49,7 +52,8 @@ async function decode(engine, inputIds, extra) {
 
 const plainEngine = new Engine({ modelPath: path, threads, speculativeConfig: { numSpeculativeTokens: k } });
 const ngramEngine = new Engine({ modelPath: path, threads, speculativeConfig: { method: 'ngram', numSpeculativeTokens: k } });
-await Promise.all([plainEngine.ready(), ngramEngine.ready()]);
+const draftEngine = new Engine({ modelPath: path, threads, speculativeConfig: { model: draftPath, numSpeculativeTokens: k } });
+await Promise.all([plainEngine.ready(), ngramEngine.ready(), draftEngine.ready()]);
 const reference = (await decode(plainEngine, prompt, { speculative: false })).ids;
 const referenceRepeating = (await decode(plainEngine, repeating, { speculative: false })).ids;
 const edited = reference.map((t, i) => (i % 20 === 19 ? 1000 + ((t * 31) % 20000) : t));
@@ -62,16 +66,17 @@ const allModes = {
   edited: () => decode(plainEngine, prompt, { prediction: { tokenIds: edited } }),
   miss: () => decode(plainEngine, prompt, { prediction: { tokenIds: unrelated } }),
   half: () => decode(plainEngine, prompt, { prediction: { tokenIds: half } }),
+  draft: () => decode(draftEngine, prompt, {}),
   'ngram plain': () => decode(plainEngine, repeating, { speculative: false }),
   ngram: () => decode(ngramEngine, repeating, {}),
 };
 const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => !args.modes || args.modes.split(',').includes(m)));
-const want = { plain: reference, predicted: reference, edited: reference, miss: reference, half: reference, 'ngram plain': referenceRepeating, ngram: referenceRepeating };
+const want = { plain: reference, predicted: reference, edited: reference, miss: reference, half: reference, draft: reference, 'ngram plain': referenceRepeating, ngram: referenceRepeating };
 const figures = Object.fromEntries(Object.keys(modes).map((m) => [m, []]));
 const acceptance = {};
 for (let r = 0; r < reps; r++) {
   for (const mode of r % 2 === 0 ? Object.keys(modes) : Object.keys(modes).reverse()) {
-    const engine = mode === 'ngram' ? ngramEngine : plainEngine;
+    const engine = mode === 'ngram' ? ngramEngine : mode === 'draft' ? draftEngine : plainEngine;
     const before = engine.stats();
     const { ids, tps } = await modes[mode]();
     const after = engine.stats();
@@ -80,7 +85,7 @@ for (let r = 0; r < reps; r++) {
     acceptance[mode] = `${after.specAcceptedTokens - before.specAcceptedTokens} of ${after.specDraftTokens - before.specDraftTokens}`;
   }
 }
-await Promise.all([plainEngine.shutdown(), ngramEngine.shutdown()]);
+await Promise.all([plainEngine.shutdown(), ngramEngine.shutdown(), draftEngine.shutdown()]);
 
 const gbps = measureBandwidth(threads);
 const floor = (gbps * 1e9) / decodeBytesPerToken(readModelFileInfo(path));
