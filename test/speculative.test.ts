@@ -6,13 +6,8 @@
 import t from 'tap';
 import { LLM } from '../lib/index.js';
 import { fixtureModel } from './helpers/fixtures.js';
+import { DENSE, LFM2, LFM2MOE, MOE } from './helpers/small-models.js';
 
-const DENSE = { arch: 'llama', tokenizer: 'llama2', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 21 } as const;
-const MOE = { arch: 'qwen3moe', tokenizer: 'qwen3', nLayer: 2, nHead: 4, nHeadKv: 2, nExpert: 16, nExpertUsed: 4, seed: 7,
-  weights: 'F32', nEmbd: 64, nFf: 128, nFfExp: 64 } as const;
-const LFM2 = { arch: 'lfm2', tokenizer: 'llama2', nEmbd: 64, nLayer: 6, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32',
-  tiedEmbeddings: true, seed: 21 } as const;
-const LFM2MOE = { ...LFM2, arch: 'lfm2moe', nExpert: 16, nExpertUsed: 4, nFfExp: 64, leadingDenseBlocks: 1, seed: 22 } as const;
 const MAX_LEN = 256;
 
 const ids = (n: number, seed: number): number[] => Array.from({ length: n }, (_, i) => 3 + ((i * 37 + seed * 101) % 200));
