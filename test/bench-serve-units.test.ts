@@ -213,7 +213,7 @@ t.test('flags: vLLM defaults, aliases, validation messages', async (t) => {
     [['--max-concurrency', '0'], /--max-concurrency must be in \[1, /],
     [['--num-prompts', '2.5'], /--num-prompts must be an integer/],
     [['--request-rate', '0'], /--request-rate must be > 0 or inf/],
-    [['--dataset-name', 'sharegpt'], /must be random or multi-turn, got 'sharegpt'/],
+    [['--dataset-name', 'sharegpt'], /must be random, multi-turn or edit, got 'sharegpt'/],
     [['--base-url', 'ftp://x'], /http:\/\/ or https:\/\//],
     [['--seed', '4294967296'], /--seed must be in/],
     [['--bogus'], /Unknown option '--bogus'/],
@@ -274,4 +274,22 @@ t.test('dispatcher: longest match, groups, unknown commands, --help, --version',
   const io6 = { stdout: sink(), stderr: sink() };
   t.equal(await runCli(['bench', 'serve', '--backend', 'nope'], io6), 2);
   t.match(io6.stderr.text, /--backend must be one of/);
+});
+
+t.test('edit dataset: the text to rewrite is predicted back as OpenAI Predicted Outputs', async (t) => {
+  const { editDataset } = await import('../lib/bench/serve/dataset.js');
+  const { openAiBody } = await import('../lib/bench/serve/backend-openai.js');
+  const cfg = parseBenchServeArgs(['--dataset-name', 'edit', '--edit-len', '40', '--num-prompts', '3'], {})!;
+  t.equal(cfg.dataset, 'edit');
+  t.equal(cfg.editLen, 40);
+  const reqs = editDataset({ numPrompts: cfg.numPrompts, textLen: cfg.editLen, seed: 1 });
+  t.equal(reqs.length, 3);
+  for (const r of reqs) {
+    t.equal(r.prediction!.split(' ').length, 40);
+    t.ok(r.prompt.endsWith(r.prediction!), 'the prompt carries the text');
+    t.equal(r.outputLen, 48);
+  }
+  t.same(editDataset({ numPrompts: 3, textLen: 40, seed: 1 }), reqs, 'reproducible');
+  const body = openAiBody('chat', { url: 'u', model: 'm', request: reqs[0], headers: {}, ignoreEos: false, temperature: 0 });
+  t.same(body.prediction, { type: 'content', content: reqs[0].prediction });
 });

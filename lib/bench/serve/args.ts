@@ -22,7 +22,8 @@ export interface BenchServeConfig {
   randomOutputLen: number; // tokens
   randomRangeRatio: number; // [0, 1)
   randomPrefixLen: number; // tokens of one fixed prefix before every prompt's random part (vLLM's flag)
-  dataset: 'random' | 'multi-turn';
+  dataset: 'random' | 'multi-turn' | 'edit';
+  editLen: number; // edit dataset: tokens of the text each request rewrites (and predicts back)
   // multi-turn: conversations sharing one system prompt, each sending its turns one after another with the whole
   // history (the chat workload prefix caching is for); answers are --random-output-len tokens
   multiTurn: { conversations: number; turns: number; systemLen: number; userLen: number };
@@ -58,6 +59,8 @@ taken from the server's usage fields and the report says which counts were used.
                              --random-output-len tokens); --num-prompts is then conversations x turns
   --multi-turn-conversations N, --multi-turn-turns N   (default 8 and 6)
   --multi-turn-system-len N, --multi-turn-user-len N   system prompt and user message tokens (default 1000, 64)
+                             edit: rewrite a text of --edit-len N tokens (default 300) with small changes,
+                             sending the text as OpenAI's \`prediction\` (Predicted Outputs); --num-prompts of them
   --num-prompts N            requests to send (default 1000)
   --random-input-len N       prompt tokens (default 1024); alias --input-len
   --random-output-len N      max output tokens (default 128); alias --output-len
@@ -85,6 +88,7 @@ const OPTIONS = {
   'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'random-prefix-len': { type: 'string' },
   'multi-turn-conversations': { type: 'string' }, 'multi-turn-turns': { type: 'string' },
   'multi-turn-system-len': { type: 'string' }, 'multi-turn-user-len': { type: 'string' }, 'input-len': { type: 'string' },
+  'edit-len': { type: 'string' },
   'random-output-len': { type: 'string' }, 'output-len': { type: 'string' }, 'random-range-ratio': { type: 'string' },
   'request-rate': { type: 'string' }, 'max-concurrency': { type: 'string' }, 'warmup-requests': { type: 'string' },
   seed: { type: 'string' }, 'ignore-eos': { type: 'boolean' }, temperature: { type: 'string' },
@@ -150,8 +154,8 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
     throw new ArgsError(`--backend must be one of ${[...BACKEND_NAMES, ...Object.keys(BACKEND_ALIASES)].join(', ')}, got '${asked}'`);
   }
   const dataset = s('dataset-name') ?? 'random';
-  if (dataset !== 'random' && dataset !== 'multi-turn') {
-    throw new ArgsError(`--dataset-name must be random or multi-turn, got '${dataset}'`);
+  if (dataset !== 'random' && dataset !== 'multi-turn' && dataset !== 'edit') {
+    throw new ArgsError(`--dataset-name must be random, multi-turn or edit, got '${dataset}'`);
   }
   const multiTurn = {
     conversations: int('multi-turn-conversations', s('multi-turn-conversations'), 8, 1),
@@ -172,6 +176,7 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
     numPrompts: dataset === 'multi-turn' ? multiTurn.conversations * multiTurn.turns : int('num-prompts', s('num-prompts'), 1000, 1),
     dataset,
     multiTurn,
+    editLen: int('edit-len', s('edit-len'), 300, 1),
     maxConcurrency: maxConc === undefined ? null : int('max-concurrency', maxConc, 0, 1),
     requestRate: requestRate(s('request-rate')),
     randomInputLen: int('random-input-len', s('random-input-len') ?? s('input-len'), 1024, 1),

@@ -22,6 +22,7 @@ export function openAiBody(kind: Kind, input: RequestInput): Record<string, unkn
   }
   body.max_tokens = input.request.outputLen;
   if (input.ignoreEos) body.ignore_eos = true;
+  if (input.request.prediction !== undefined) body.prediction = { type: 'content', content: input.request.prediction };
   if (input.temperature !== null) body.temperature = input.temperature;
   return body;
 }

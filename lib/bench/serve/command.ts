@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import type { CommandIo } from '../../cli/io.js';
 import { ArgsError, endpointUrl, HELP, parseBenchServeArgs, type BenchServeConfig } from './args.js';
 import { BACKENDS, type Backend } from './backends.js';
-import { multiTurnDataset, randomDataset } from './dataset.js';
+import { editDataset, multiTurnDataset, randomDataset } from './dataset.js';
 import { createAgents, destroyAgents, getJson, type Agents } from './http.js';
 import { calculateMetrics, type BenchmarkMetrics } from './metrics.js';
 import { createProgress } from './progress.js';
@@ -63,10 +63,12 @@ export async function runBenchServe(cfg: BenchServeConfig, io: Io): Promise<Benc
         `a shared ${mt.systemLen}-token system prompt, max concurrency ${cfg.maxConcurrency ?? 'unlimited'}\n`);
       run = await runMultiTurn(common, multiTurnDataset({ ...mt, outputLen: cfg.randomOutputLen, seed: cfg.seed }));
     } else {
-      const requests = randomDataset({
-        numPrompts: cfg.numPrompts, inputLen: cfg.randomInputLen, outputLen: cfg.randomOutputLen,
-        rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen,
-      });
+      const requests = cfg.dataset === 'edit'
+        ? editDataset({ numPrompts: cfg.numPrompts, textLen: cfg.editLen, seed: cfg.seed })
+        : randomDataset({
+          numPrompts: cfg.numPrompts, inputLen: cfg.randomInputLen, outputLen: cfg.randomOutputLen,
+          rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen,
+        });
       const rate = cfg.requestRate === Infinity ? 'inf' : `${cfg.requestRate} req/s (Poisson)`;
       io.stderr.write(`bench serve: ${cfg.numPrompts} requests to ${meta.url} (model ${model}), rate ${rate}, ` +
         `max concurrency ${cfg.maxConcurrency ?? 'unlimited'}\n`);

@@ -107,3 +107,27 @@ export function multiTurnRequest(d: MultiTurnDataset, conversation: number, turn
     messages,
   };
 }
+
+export interface EditDatasetOptions {
+  numPrompts: number;
+  textLen: number; // tokens of the text to rewrite
+  seed: number;
+}
+
+/**
+ * The edit workload (issue 17 (d), OpenAI's Predicted Outputs use case): rewrite a text of textLen tokens with
+ * small changes; the request predicts the text itself back, and asks for as many tokens as the text has plus a
+ * few. Servers without Predicted Outputs ignore `prediction` and decode plainly.
+ */
+export function editDataset(opts: EditDatasetOptions): SampleRequest[] {
+  const words = createRng(opts.seed, 'edit');
+  return Array.from({ length: opts.numPrompts }, () => {
+    const text = randomPrompt(opts.textLen, words.next);
+    return {
+      prompt: `Rewrite the following text, changing only a few words:\n\n${text}`,
+      promptLenEstimate: opts.textLen + 12,
+      outputLen: opts.textLen + 8,
+      prediction: text,
+    };
+  });
+}

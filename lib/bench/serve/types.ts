@@ -15,6 +15,8 @@ export interface SampleRequest {
   /** a conversation so far (multi-turn dataset): sent as chat messages, or joined into one prompt for
    * completion endpoints; `prompt` then holds that joined text */
   messages?: { role: 'system' | 'user' | 'assistant'; content: string }[];
+  /** the output expected back (edit dataset): sent as OpenAI's Predicted Outputs `prediction` */
+  prediction?: string;
 }
 
 /** Everything a backend needs to send one request. */
