@@ -97,12 +97,16 @@ schedule_output scheduler::schedule() {
 // Preemption only removes running_.back(), so indexes below i stay valid; if s itself was the newest and got
 // preempted, running_.size() == i and the loop ends.
 void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool decodes) {
+  int32_t decodes_left = 0;  // decodes not yet scheduled: drafts leave one budget token for each
+  if (decodes) {
+    for (const sched_sequence* s : running_) decodes_left += s->num_uncomputed_tokens() == 1 ? 1 : 0;
+  }
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     sched_sequence* s = running_[i];
     bool is_decode = s->num_uncomputed_tokens() == 1;
     if (is_decode != decodes) continue;
     if (decodes) {
-      schedule_decode(out, budget, *s);
+      schedule_decode(out, budget, *s, --decodes_left);
       continue;
     }
     int32_t n = prefill_chunk(*s, budget);
@@ -112,10 +116,11 @@ void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool dec
 }
 
 // A decode, with the drafter's tokens when their slots fit (drafts never preempt; without room the decode goes
-// plain and may preempt as before). Positions of the drafts stay below max_model_len.
-void scheduler::schedule_decode(schedule_output& out, int32_t& budget, sched_sequence& s) {
+// plain and may preempt as before). Positions of the drafts stay below max_model_len, and drafts leave one token
+// of the budget for each of the `later` decodes still to schedule, so drafting never crowds a decode out.
+void scheduler::schedule_decode(schedule_output& out, int32_t& budget, sched_sequence& s, int32_t later) {
   draft_.clear();
-  const int32_t room = std::min(budget - 1, config_.max_model_len - s.num_tokens());
+  const int32_t room = std::min(budget - 1 - later, config_.max_model_len - s.num_tokens());
   if (drafter_ && room > 0) {
     drafter_(s, room, draft_);
     if (int32_t(draft_.size()) > room) draft_.resize(size_t(room));

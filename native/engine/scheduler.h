@@ -152,7 +152,8 @@ class scheduler {
   bool reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget);
   void preempt_newest(schedule_output& out, int32_t& budget);
   void push_chunk(schedule_output& out, int32_t& budget, sched_sequence& s, int32_t n_tokens, bool is_decode);
-  void schedule_decode(schedule_output& out, int32_t& budget, sched_sequence& s);  // with drafts if any fit
+  // with drafts if any fit, keeping one budget token for each of the `later` decodes
+  void schedule_decode(schedule_output& out, int32_t& budget, sched_sequence& s, int32_t later);
   void insert_running(sched_sequence* s);
   void remove(sched_sequence* s);  // from running_ / waiting_ and seqs_, freeing its blocks
   void validate_postprocess(const schedule_output& out, const std::vector<sampled_token>& sampled) const;

@@ -488,3 +488,18 @@ TEST_CASE("scheduler: drafts stop below max_model_len, and are dropped when thei
   t.check_invariants();
   CHECK_EQ(t.blocks().num_free_blocks(), 1);  // 2's rejected drafts gave their block back
 }
+
+TEST_CASE("scheduler: drafts leave one budget token for every decode after them") {
+  scheduler s = make_sched(6, 4, 16, 64, 32, 4);
+  s.set_drafter([](const sched_sequence&, int32_t max_draft, std::vector<int32_t>& draft) { draft.assign(size_t(max_draft), 3); });
+  for (uint64_t id = 1; id <= 3; ++id) s.add(id, tokens(2, int32_t(id) * 10));
+  run_step(s);  // the three prompts (2 tokens each)
+  schedule_output out = s.schedule();
+  REQUIRE(out.chunks.size() == 3);  // every decode fits
+  CHECK_EQ(out.chunks[0].draft.size(), size_t(3));  // budget 6: 1 + 3 drafts, then 1 + 1 for the other two
+  CHECK(out.chunks[1].draft.empty());
+  CHECK(out.chunks[2].draft.empty());
+  CHECK_EQ(out.num_batched_tokens, 6);
+  s.postprocess(out, {{1, 5, false, 0}, {2, 5, false, 0}, {3, 5, false, 0}});
+  s.check_invariants();
+}
