@@ -29,6 +29,16 @@ function metric(text, name) {
   return sum;
 }
 
+const foreign = [];
+/** The server's own prompt-token counters must add up to the prompt tokens of the client's requests (usage);
+ * more means requests from another client reached the server during the workload (or prompts were recomputed
+ * after a preemption): the run's figures are then suspect, and the report says so. */
+function checkCounters(w, e, r, computed, reused) {
+  if (computed === null || reused === null || !r) return;
+  const server = computed + reused;
+  if (server !== r.total_input_tokens) foreign.push(`(${w}) ${NAMES[e]}: the server counted ${server} prompt tokens, the benchmark's requests had ${r.total_input_tokens}`);
+}
+
 /** [computed, reused] prompt tokens of workload w on engine e, from the /metrics snapshots. */
 function promptCounters(w, e) {
   const before = join(dir, `metrics-before-${w}-${e}.txt`);
@@ -91,6 +101,7 @@ if (existsSync(join(dir, 'load.txt'))) {
     const r = readJson(`a-${e}.json`);
     if (!r) continue;
     got[e] = r;
+    checkCounters('a', e, r, ...promptCounters('a', e));
     rows.push([NAMES[e], reqs(r), r.total_input_tokens, r.total_output_tokens, f(r.duration), f(r.output_throughput),
       f(r.median_tpot_ms), f(r.p99_tpot_ms), f(r.median_ttft_ms, 0), f(r.p99_ttft_ms, 0)]);
   }
@@ -120,6 +131,7 @@ if (existsSync(join(dir, 'load.txt'))) {
   }
   for (const [e, r] of Object.entries(got)) {
     const [computed, reused] = promptCounters('b', e);
+    checkCounters('b', e, r, computed, reused);
     const byTurn = Array.from({ length: turns }, (_, t) => f(r.mean_ttft_ms_by_turn[t], 0));
     rows.push([NAMES[e], reqs(r), ...byTurn, `**${f(r.mean_ttft_ms_later_turns, 0)}**`, f(r.duration), r.total_input_tokens,
       computed ?? '-', reused ?? '-']);
@@ -147,6 +159,7 @@ if (existsSync(join(dir, 'load.txt'))) {
     if (!r) continue;
     got[e] = r;
     const [computed, reused] = promptCounters('c', e);
+    checkCounters('c', e, r, computed, reused);
     rows.push([NAMES[e], reqs(r), r.total_input_tokens, f(r.median_ttft_ms, 0), f(r.mean_ttft_ms, 0), f(r.p90_ttft_ms, 0),
       f(r.p99_ttft_ms, 0), f(r.duration), f(r.total_input_tokens / r.duration), computed ?? '-', reused ?? '-']);
   }
@@ -159,4 +172,8 @@ if (existsSync(join(dir, 'load.txt'))) {
     table(`(c) prefill-heavy: ${r0.num_prompts} requests at concurrency ${r0.max_concurrency}, ${r0.random_input_len}-word prompts, ${r0.random_output_len} output tokens`,
       ['engine', 'ok', 'input tok', 'TTFT p50 ms', 'TTFT mean ms', 'TTFT p90 ms', 'TTFT p99 ms', 'duration s', 'input tok/s', 'prompt tok computed', 'reused'], rows);
   }
+}
+
+if (foreign.length) {
+  console.log(`WARNING: server counters do not match the benchmark's requests (another client on the port, or recomputation):\n${foreign.map((l) => `  ${l}`).join('\n')}`);
 }

@@ -102,10 +102,11 @@ preload="--import $here/serve-compare-no-keepalive.mjs"
 [ "${SC_KEEPALIVE:-0}" = 1 ] && preload=""
 echo "client_keepalive=$([ -n "$preload" ] && echo off || echo on)" >> "$OUT/meta.txt"
 
-# the machine's load during the run, every 15 s: load average and the three busiest processes (load.txt)
+# the machine's load during the run, every 15 s: load average and the processes above 5% CPU over 1 s (load.txt)
 ( while true; do
-    echo "$(date +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg) | $(ps -eo pcpu,comm --sort=-pcpu --no-headers | head -3 | tr -s ' ' | tr '\n' ';')"
-    sleep 15
+    echo "$(date +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg) | busiest over 1 s (%CPU): $(top -bn2 -d 1 -w 200 |
+      awk '/^top -/ { n++ } n == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 > 5 { printf "%s %s; ", $12, $9 }')"
+    sleep 14
   done ) >> "$OUT/load.txt" 2>&1 &
 sampler=$!
 
@@ -122,8 +123,13 @@ trap 'stop; kill $sampler 2> /dev/null' EXIT
 
 wait_health() { # port
   for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0
     kill -0 "$pid" 2> /dev/null || { echo "server exited before it was ready" >&2; return 1; }
+    if curl -sf "http://127.0.0.1:$1/health" > /dev/null; then
+      # the answer must come from the server started here, not from another one on the same port
+      sleep 1
+      kill -0 "$pid" 2> /dev/null || { echo "server exited (port $1 taken by another server?)" >&2; return 1; }
+      return 0
+    fi
     sleep 1
   done
   echo "server not healthy after 600 s" >&2
@@ -143,6 +149,10 @@ bench() { # port json-file flags...
 run_engine() { # engine port
   local engine=$1 port=$2
   echo "== $engine: load $(cut -d' ' -f1-3 /proc/loadavg) before start ($(date +%H:%M:%S))"
+  if curl -s -o /dev/null "http://127.0.0.1:$port/health"; then
+    echo "port $port already answers: another server (another benchmark run?) is there; set SC_PORT / SC_LLAMA_PORT" >&2
+    return 1
+  fi
   echo "== $engine starts" >> "$OUT/load.txt"
   case $engine in
     spindle|spindle-nocache)
@@ -182,14 +192,16 @@ run_engine() { # engine port
   stop
 }
 
+failed=0
 for engine in spindle spindle-nocache llama; do
   has "$ENGINES" $engine || continue
   [ $engine = spindle-nocache ] && ! has "$WORKLOADS" b && continue
   port=$PORT
   [ $engine = llama ] && port=$LPORT
-  run_engine $engine $port
+  run_engine $engine $port || failed=1
 done
 
 echo
 node "$here/serve-compare-report.mjs" "$OUT"
 echo "(results in $OUT)"
+exit $failed
