@@ -172,7 +172,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
     std::vector<sampled_token> sampled;
     for (const scheduled_chunk& c : out.chunks) {
       if (!c.sample || (c.seq_id == aborted && rng() % 2 == 0)) continue;
-      int32_t n = c.seq->num_tokens();  // the new token's index
+      int32_t n = c.first_pos + c.n_tokens - int32_t(c.draft.size());  // the new token's index (c.seq may be aborted)
       int32_t a = 0;  // leading drafts that are the true tokens
       while (a < int32_t(c.draft.size()) && c.draft[size_t(a)] == fake_token(c.seq_id, n + a)) ++a;
       auto target = live.find(c.seq_id);  // absent when aborted inside this step
