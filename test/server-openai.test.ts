@@ -183,3 +183,13 @@ t.test('a client that disconnects from a non-streamed request aborts it', async 
   t.equal(s.running + s.waiting, 0);
   t.ok(app.engine.stats().generatedTokens - before.generatedTokens < 450, 'stopped before max_tokens');
 });
+
+t.test('a streamed response keeps the connection unless the request says Connection: close', async (t) => {
+  for (const [connection, want] of [['close', 'close'], ['keep-alive', 'keep-alive'], [undefined, 'keep-alive']] as const) {
+    const r = await app.inject({ method: 'POST', url: '/v1/completions',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer secret-key', ...(connection ? { connection } : {}) },
+      payload: { model: MODEL, prompt: 'hi', max_tokens: 2, stream: true } });
+    t.equal(r.statusCode, 200);
+    t.equal(r.headers.connection, want, `request Connection: ${connection ?? '(none)'}`);
+  }
+});

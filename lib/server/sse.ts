@@ -22,7 +22,8 @@ export class SseStream {
       ...headers,
       'content-type': contentType,
       'cache-control': 'no-cache',
-      connection: 'keep-alive',
+      // keep the connection unless the client asked to close it (RFC 9112: then the server closes it too)
+      connection: /\bclose\b/i.test(String(reply.request.headers.connection ?? '')) ? 'close' : 'keep-alive',
       'x-accel-buffering': 'no',
     });
     this.#res.flushHeaders(); // the client knows at once that its stream started (a long prefill may follow)
