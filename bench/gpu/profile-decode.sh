@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Per-kernel GPU times of decode steps (Nsight Compute, base clocks, caches flushed per kernel: read the shares,
 # not the absolute times): spindle_decode_bench on one model, past its warm-up and prompt, two decode steps' worth
-# of kernels. Prints the kernels by total time.
-#   bash bench/gpu/profile-decode.sh BIN_DIR model.gguf OUT_DIR
+# of kernels; with `prefill`, the kernels of a 1024-token prompt instead (grids with y > 1). Prints the kernels by total
+# time.
+#   bash bench/gpu/profile-decode.sh BIN_DIR model.gguf OUT_DIR [prefill]
 set -uo pipefail
-bin="$1" model="$2" out="$3"
-timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 1400 --launch-count 560 \
-  "$bin/spindle_decode_bench" "$model" 8 64 2 0 1 cuda > "$out/ncu.log" 2>&1
-python3 - "$out/ncu.log" <<'PY'
+bin="$1" model="$2" out="$3" mode="${4:-decode}"
+if [ "$mode" = prefill ]; then
+  log="$out/ncu-prefill.log"
+  # past the warm-up (an 8-token prompt and two decode steps, ~600 kernels): the prompt, then one decode step
+  timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 600 --launch-count 400 \
+    "$bin/spindle_decode_bench" "$model" 1024 1 2 0 1 cuda > "$log" 2>&1
+else
+  log="$out/ncu.log"
+  timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 1400 --launch-count 560 \
+    "$bin/spindle_decode_bench" "$model" 8 64 2 0 1 cuda > "$log" 2>&1
+fi
+python3 - "$log" <<'PY'
 import re, sys
 txt = open(sys.argv[1]).read()
 rows = []

@@ -21,11 +21,15 @@ for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
   echo "== $shape" | tee -a "$out/bench.log"
   "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
 done
+echo "== llama1b-q4_k_m, the one-lane-per-row k-quant matvec (SPINDLE_CUDA_MMV=x32)" | tee -a "$out/bench.log"
+SPINDLE_CUDA_MMV=x32 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
 echo "== llama1b-q4_k_m, programmatic dependent launches off / step graphs off" | tee -a "$out/bench.log"
 SPINDLE_CUDA_PDL=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
 SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
 echo "== kernels of llama1b-q4_k_m decode steps (ncu)" | tee -a "$out/bench.log"
 bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" 2>&1 | tee -a "$out/bench.log"
+echo "== kernels of a llama1b-q4_k_m 1024-token prompt (ncu)" | tee -a "$out/bench.log"
+bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" prefill 2>&1 | tee -a "$out/bench.log"
 if [ -x "$bin/llama/llama-bench" ]; then
   # the CUDA library travels xz-compressed (the lent machine takes 64 MiB with the repository); cuBLAS and the
   # CUDA runtime come from the GPU machine's CUDA install (the build linked a stand-in: preload the real ones)

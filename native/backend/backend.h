@@ -186,6 +186,11 @@ class backend {
     copy_rows(k_store, rows, k_new, nullptr, n, k_dim);
     copy_rows(v_store, rows, v_new, nullptr, n, v_dim);
   }
+  // ys[i] = x . ws[i] for the n weights of one input (q / k / v, gate / up), each exactly as matmul would give it;
+  // one call, so a backend may run them as one launch.   x: [n_rows, n_in], ys[i]: [n_rows, ws[i]->n_out]
+  virtual void matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x, int64_t n_rows) {
+    for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_rows, ys[i]);
+  }
   // gate = swiglu(gate, up), then y = w . gate (matmul).   gate, up: [n_rows, w.n_in], y: [n_rows, w.n_out]
   virtual void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
     swiglu(gate, up, gate, n_rows * w.n_in);

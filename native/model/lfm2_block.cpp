@@ -111,9 +111,9 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   float* q = scratch_.q.data();
   float* k_new = scratch_.k.data();  // [n, kv_dim]
   float* v_new = scratch_.v.data();  // [n, kv_dim]
-  be.matmul(d.wq, cur, n, q);
-  be.matmul(d.wk, cur, n, k_new);
-  be.matmul(d.wv, cur, n, v_new);
+  const backend_weight* qkv[3] = {&d.wq, &d.wk, &d.wv};
+  float* const qkv_out[3] = {q, k_new, v_new};
+  be.matmul_group(qkv, qkv_out, 3, cur, n);
   if (d.bq.data()) be.add_row_vector(q, d.bq.data(), n, q_dim);
   if (d.bk.data()) be.add_row_vector(k_new, d.bk.data(), n, kv_dim);
   if (d.bv.data()) be.add_row_vector(v_new, d.bv.data(), n, kv_dim);
@@ -163,8 +163,9 @@ void lfm2_model::run_ffn(const lfm2_layer& l, int64_t n) {
     moe_.forward(be, w_.moe, l.d.moe, cur, n, hp_.n_embd, cur);  // in place: [n, n_embd]
     return;  // cur: the FFN output, added to x by the next layer's add_rms_norm (or forward_batch after the last)
   }
-  be.matmul(l.d.ffn_gate, cur, n, gate);
-  be.matmul(l.d.ffn_up, cur, n, scratch_.up.data());
+  const backend_weight* gate_up[2] = {&l.d.ffn_gate, &l.d.ffn_up};
+  float* const gate_up_out[2] = {gate, scratch_.up.data()};
+  be.matmul_group(gate_up, gate_up_out, 2, cur, n);
   be.swiglu_matmul(l.d.ffn_down, gate, scratch_.up.data(), n, cur);
 }
 

@@ -28,9 +28,9 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   // The previous layer left its FFN output in cur: x += cur and the norm in one op.
   if (il == 0) be.rms_norm(x, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
   else be.add_rms_norm(x, cur, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
-  be.matmul(l.wq, cur, n, q);
-  be.matmul(l.wk, cur, n, k_new);
-  be.matmul(l.wv, cur, n, v_new);
+  const backend_weight* qkv[3] = {&l.wq, &l.wk, &l.wv};
+  float* const qkv_out[3] = {q, k_new, v_new};
+  be.matmul_group(qkv, qkv_out, 3, cur, n);
   if (l.bq.data()) be.add_row_vector(q, l.bq.data(), n, q_dim);
   if (l.bk.data()) be.add_row_vector(k_new, l.bk.data(), n, k_dim);
   if (l.bv.data()) be.add_row_vector(v_new, l.bv.data(), n, v_dim);
@@ -81,8 +81,9 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   }
   float* gate = scratch_.gate.data();
   float* up = scratch_.up.data();
-  be.matmul(l.ffn_gate, cur, n, gate);
-  be.matmul(l.ffn_up, cur, n, up);
+  const backend_weight* gate_up[2] = {&l.ffn_gate, &l.ffn_up};
+  float* const gate_up_out[2] = {gate, up};
+  be.matmul_group(gate_up, gate_up_out, 2, cur, n);
   be.swiglu_matmul(l.ffn_down, gate, up, n, cur);
 }
 

@@ -3,6 +3,7 @@
 // computes with llama.cpp's activation formats; the GPU quantizes activations per 32 values with f32 scales),
 // get_rows must equal the CPU's dequantization bit for bit, and every output row must have the same bits
 // whether its token is alone or in a call with others (batch invariance).
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -179,4 +180,87 @@ TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the o
     CHECK(same_bits(y1.data(), yg.data() + 7 * n_out, (size_t)n_out));
     be.gpu->release_weight(gw);
   }
+}
+
+TEST_CASE("cuda matmul: the eight-lane k-quant matvec has the bits of mmv_x32") {
+  REQUIRE_GPU();
+  pair be;
+  setenv("SPINDLE_CUDA_MMV", "x32", 1);  // read when a CUDA backend starts
+  std::unique_ptr<backend> x32 = make_backend("cuda", 0);
+  unsetenv("SPINDLE_CUDA_MMV");
+  std::mt19937 rng(23);
+  for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q6_K}) {
+    // K segments 1, 2, 4, 8, 16 (rows x units), rows not a multiple of 4, a row range from row 30 (matmul_expert);
+    // all under k_mmv8_max_bytes (larger calls take mmv_x32 either way)
+    for (const shape sh : {shape{256, 90}, shape{512, 5001}, shape{1024, 3000}, shape{2048, 2051}, shape{2048, 512},
+                           shape{8192, 64}}) {
+      const std::vector<uint8_t> w = kernels_test::random_rows(type, sh.n_out, sh.n_in, rng);
+      backend_weight a = be.gpu->upload_weight(type, w.data(), sh.n_in, sh.n_out);
+      backend_weight b = x32->upload_weight(type, w.data(), sh.n_in, sh.n_out);
+      for (int64_t n_tok : {1, 2, 3, 4, 7, 15}) {
+        const std::vector<float> x = kernels_test::random_activations(n_tok, sh.n_in, rng);
+        buf ax(*be.gpu, x), ay(*be.gpu, n_tok * sh.n_out), bx(*x32, x), by(*x32, n_tok * sh.n_out);
+        be.gpu->matmul(a, ax.p(), n_tok, ay.p());
+        x32->matmul(b, bx.p(), n_tok, by.p());
+        const std::vector<float> ya = ay.get(), yb = by.get();
+        CHECK(same_bits(ya.data(), yb.data(), ya.size()));
+        if (n_tok == 3 && sh.n_out % 3 == 0) {  // three experts of n_out / 3 rows: expert 1
+          const int64_t n_out = sh.n_out / 3;
+          buf ey(*be.gpu, n_tok * n_out), fy(*x32, n_tok * n_out);
+          be.gpu->matmul_expert(a, 1, n_out, ax.p(), n_tok, ey.p());
+          x32->matmul_expert(b, 1, n_out, bx.p(), n_tok, fy.p());
+          const std::vector<float> ye = ey.get(), yf = fy.get();
+          CHECK(same_bits(ye.data(), yf.data(), ye.size()));
+        }
+      }
+      be.gpu->release_weight(a);
+      x32->release_weight(b);
+    }
+    std::printf("  mmv8 %-5s: bits of mmv_x32 at 1..15 tokens, K segments 1..16\n", type_name(type));
+  }
+}
+
+TEST_CASE("cuda matmul_group: q / k / v and gate / up in one launch have the bits of separate matmuls") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(29);
+  struct group {
+    std::vector<ggml_type> types;
+    std::vector<int64_t> n_out;
+  };
+  const int64_t n_in = 2048;
+  // a Q4_K_M layer's q / k / v (v in q6_K: one launch), gate / up (over k_mmv8_max_bytes: separate launches),
+  // four k-quant weights in one launch, and a group with a float weight (separate launches)
+  for (const group& gr : {group{{ggml_type::Q4_K, ggml_type::Q4_K, ggml_type::Q6_K}, {2048, 512, 512}},
+                          group{{ggml_type::Q4_K, ggml_type::Q4_K}, {8192, 8192}},
+                          group{{ggml_type::Q6_K, ggml_type::Q4_K, ggml_type::Q6_K, ggml_type::Q4_K}, {90, 1500, 64, 2051}},
+                          group{{ggml_type::Q4_K, ggml_type::F16}, {256, 96}}}) {
+    const int n = (int)gr.types.size();
+    std::vector<backend_weight> ws;
+    std::vector<const backend_weight*> wp;
+    for (int i = 0; i < n; ++i) {
+      const std::vector<uint8_t> w = kernels_test::random_rows(gr.types[i], gr.n_out[i], n_in, rng);
+      ws.push_back(be.gpu->upload_weight(gr.types[i], w.data(), n_in, gr.n_out[i]));
+    }
+    for (const backend_weight& w : ws) wp.push_back(&w);
+    for (int64_t n_tok : {1, 3, 8, 15, 40}) {
+      const std::vector<float> x = kernels_test::random_activations(n_tok, n_in, rng);
+      buf gx(*be.gpu, x);
+      std::vector<std::unique_ptr<buf>> grouped, alone;
+      std::vector<float*> yp;
+      for (int i = 0; i < n; ++i) {
+        grouped.push_back(std::make_unique<buf>(*be.gpu, n_tok * gr.n_out[i]));
+        alone.push_back(std::make_unique<buf>(*be.gpu, n_tok * gr.n_out[i]));
+        yp.push_back(grouped.back()->p());
+      }
+      be.gpu->matmul_group(wp.data(), yp.data(), n, gx.p(), n_tok);
+      for (int i = 0; i < n; ++i) be.gpu->matmul(ws[i], gx.p(), n_tok, alone[i]->p());
+      for (int i = 0; i < n; ++i) {
+        const std::vector<float> a = grouped[i]->get(), b = alone[i]->get();
+        CHECK(same_bits(a.data(), b.data(), a.size()));
+      }
+    }
+    for (backend_weight& w : ws) be.gpu->release_weight(w);
+  }
+  std::printf("  matmul_group: 4 groups at 1..40 tokens, bits of separate matmuls\n");
 }

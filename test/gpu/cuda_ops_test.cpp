@@ -388,6 +388,60 @@ TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split 
   }
 }
 
+TEST_CASE("cuda attention: the tiled prompt kernel has the bits of the per-row kernel, causal or not, paged") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(37);
+  struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; bool causal; };
+  // tiles of 16 rows, a partial tile, GQA groups of 4 and fewer (7 / 1, 2 / 2 heads), head dims 64 and 40, long
+  // contexts (split partials merged) and short ones (one split), past positions before the prompt
+  for (const shape s : {shape{37, 0, 32, 8, 64, true}, shape{16, 1000, 8, 2, 64, true}, shape{50, 3, 7, 1, 40, true},
+                        shape{24, 40, 2, 2, 64, false}, shape{130, 70, 12, 3, 64, true}}) {
+    attention_params p;
+    p.n_tokens = s.n_tokens;
+    p.n_past = s.n_past;
+    p.n_head = s.n_head;
+    p.n_head_kv = s.n_head_kv;
+    p.head_dim_k = p.head_dim_v = s.hd;
+    p.k_row_stride = p.v_row_stride = (int64_t)s.n_head_kv * s.hd + 8;  // rows wider than the heads
+    p.scale = 1.0f / std::sqrt((float)s.hd);
+    p.causal = s.causal;
+    const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd, bs = 16;
+    const int64_t n_table = (n_kv + bs - 1) / bs;
+    std::vector<int32_t> table((size_t)n_table);
+    for (int64_t b = 0; b < n_table; ++b) table[(size_t)b] = (int32_t)((b * 5 + 3) % n_table);  // shuffled blocks
+    const std::vector<float> q = randn(s.n_tokens * q_row, rng), k = randn(n_table * bs * p.k_row_stride, rng),
+                             v = randn(n_table * bs * p.v_row_stride, rng);
+    paged_attention_params pp;
+    pp.attn = p;
+    pp.block_table = table.data();
+    pp.n_table = n_table;
+    pp.block_size = (int32_t)bs;
+    pp.n_blocks = n_table;
+    buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, s.n_tokens * q_row);
+    be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());  // every row in one launch: the tiled kernel
+    const std::vector<float> og = go.get();
+    bool same = true;
+    for (int64_t t = 0; t < s.n_tokens; ++t) {  // each row alone: the per-row kernel
+      paged_attention_params p1 = pp;
+      p1.attn.n_tokens = 1;
+      p1.attn.n_past = s.causal ? s.n_past + t : n_kv - 1;
+      buf go1(*be.gpu, q_row);
+      be.gpu->attention_paged(p1, gq.p() + t * q_row, gk.p(), gv.p(), go1.p());
+      same = same && same_bits(go1.get().data(), og.data() + t * q_row, (size_t)q_row);
+    }
+    CHECK(same);
+    // and as the CPU computes it
+    buf ck(*be.cpu, k), cv(*be.cpu, v), cq(*be.cpu, q), co(*be.cpu, s.n_tokens * q_row);
+    be.cpu->attention_paged(pp, cq.p(), ck.p(), cv.p(), co.p());
+    const double err = max_rel(og, co.get());
+    std::printf("  tiled attention %lld rows after %lld, %d/%d heads of %d, %s: bits of the per-row kernel %s, "
+                "max rel err vs cpu %.2e\n", (long long)s.n_tokens, (long long)s.n_past, s.n_head, s.n_head_kv, s.hd,
+                s.causal ? "causal" : "non-causal", same ? "yes" : "NO", err);
+    CHECK(err <= 1e-5);
+  }
+}
+
 TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, swiglu_matmul == their op sequences, bitwise") {
   REQUIRE_GPU();
   pair be;
@@ -407,6 +461,15 @@ TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, swiglu_matmul 
     buf x3(g, x), r3(g, r);
     g.add_rms_norm(x3.p(), r3.p(), w1.p(), r3.p(), rows, n, 1e-5f);  // y = r
     CHECK(same_bits(y1.get().data(), r3.get().data(), (size_t)(rows * n)));
+    // the quantized y add_rms_norm leaves for the matmul after it: the bits of quantizing y afresh
+    const std::vector<uint8_t> wq = kernels_test::random_rows(ggml_type::Q8_0, 96, n, rng);
+    backend_weight bw = g.upload_weight(ggml_type::Q8_0, wq.data(), n, 96);
+    buf x4(g, x), r4(g, r), y4(g, rows * n), m4(g, rows * 96), m1(g, rows * 96);
+    g.add_rms_norm(x4.p(), r4.p(), w1.p(), y4.p(), rows, n, 1e-5f);
+    g.matmul(bw, y4.p(), rows, m4.p());
+    g.matmul(bw, y1.p(), rows, m1.p());  // another input: quantized by the matmul
+    CHECK(same_bits(m1.get().data(), m4.get().data(), (size_t)(rows * 96)));
+    g.release_weight(bw);
   }
   // rope_qk
   {

@@ -14,53 +14,13 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/attention_args.cuh"
+#include "backend/cuda/attention_tile.h"
 #include "backend/cuda/launch.cuh"
 
 namespace spindle {
 
 namespace {
-
-constexpr int k_attn_warps = 4;
-constexpr int k_split = 32;           // positions per split (k_split / k_attn_warps per warp)
-constexpr int k_max_head_dim = 512;   // 16 dims per lane
-constexpr int k_group = 4;            // positions a warp reads before it updates its softmax state (8 measured
-                                      // slower on an H200: 350 vs 227 us for 64 sequences x 1024 positions)
-
-// Shapes shared by every sequence of a launch, and the per-token / per-sequence tables (device memory):
-//   token i (global, query row i of q and out) belongs to sequence tok_seq[i], whose query rows start at global
-//   row first[s], whose positions before its first query are n_past[s], and whose block ids are
-//   tables[s * table_stride ..] (paged) or none (contiguous: row = position).
-struct attn_args {
-  const float* q;
-  const float* k;
-  const float* v;
-  float* out;
-  float* part;  // [n_tok, n_head, n_split_max, hd_v + 2] split partials (max, sum, weighted V), or null
-  const int32_t* tok_seq;
-  const int32_t* n_past;
-  const int32_t* first;
-  const int32_t* tables;  // nullptr: contiguous
-  int64_t k_stride, v_stride;
-  int32_t table_stride;
-  int32_t block_size;
-  int32_t n_head, n_head_kv, hd_k, hd_v;
-  float scale;
-  int32_t n_seqs, n_tok;  // sequences and query rows of the launch (a sequence's rows end where the next's start)
-  int32_t n_split_max;    // gridDim.z
-  int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
-  int32_t pad_;
-};
-static_assert(sizeof(attn_args) == 9 * sizeof(void*) + 2 * 8 + 12 * 4, "attn_args has padding");
-
-__device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_size, int64_t j) {
-  return table ? (int64_t)table[j / block_size] * block_size + j % block_size : j;
-}
-
-// Positions query row i attends to.
-__device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_t seq) {
-  const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
-  return (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
-}
 
 template <int DPL, int HG>
 __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_args a) {
@@ -133,7 +93,7 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
         s[u][h] = expf(s[u][h] - m_new);  // p: 0 past the end
         psum += s[u][h];
       }
-      l[h] = l[h] * corr + psum;
+      l[h] = __fmaf_rn(l[h], corr, psum);  // written out: attention_tile.cu repeats it bit for bit
       m[h] = m_new;
 #pragma unroll
       for (int r = 0; r < DPL; ++r) acc[h][r] *= corr;
@@ -289,8 +249,17 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   const int64_t n_split_max = next_pow2((uint32_t)((max_kv + k_split - 1) / k_split));
   if (n_split_max > 65535) throw error("cuda attention: too many positions");
   if ((n_tok + 2 * n_seqs + n_seqs * stride) > 0x7fffffff) throw error("cuda attention: block tables too large");
+  // prompts (8 query rows per sequence on average, or more): the tiled kernel, the same bits
+  const attention_params& p0 = seqs[0].attn;
+  const bool tiled = n_tok >= 8 * n_seqs && attention_tiles_take(p0.head_dim_k, p0.head_dim_v, p0.n_head, p0.n_head_kv);
+  int64_t n_tiles = 0;
+  if (tiled) {
+    for (int64_t s = 0; s < n_seqs; ++s) n_tiles += (seqs[s].attn.n_tokens + k_tile_q - 1) / k_tile_q;
+  }
+  const int64_t meta_base = n_tok + 2 * n_seqs + n_seqs * stride;
+  if (meta_base + 2 * n_tiles > 0x7fffffff) throw error("cuda attention: block tables too large");
   std::vector<int32_t>& meta = attn_meta_;
-  meta.assign((size_t)(n_tok + 2 * n_seqs + n_seqs * stride), 0);
+  meta.assign((size_t)(meta_base + 2 * n_tiles), 0);
   int32_t* tok_seq = meta.data();
   int32_t* n_past = tok_seq + n_tok;
   int32_t* first = n_past + n_seqs;
@@ -307,6 +276,13 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
     }
     at += a.n_tokens;
   }
+  int32_t* tiles = meta.data() + meta_base;  // [first row, rows] per tile
+  for (int64_t s = 0, t = 0; tiled && s < n_seqs; ++s) {
+    for (int64_t r = 0; r < seqs[s].attn.n_tokens; r += k_tile_q, ++t) {
+      tiles[2 * t] = first[s] + (int32_t)r;
+      tiles[2 * t + 1] = (int32_t)std::min<int64_t>(k_tile_q, seqs[s].attn.n_tokens - r);
+    }
+  }
   const int32_t* d = stage(meta.data(), (int64_t)meta.size());
   const attention_params& p = seqs[0].attn;
   float* part = nullptr;
@@ -318,7 +294,8 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
                  p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
                  (int32_t)n_split_max, p.causal ? 1 : 0, 0};
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
-  if (hd <= 64) launch_attention<2>(*this, args);
+  if (tiled) launch_attention_tiles(*this, args, d + meta_base, n_tiles);
+  else if (hd <= 64) launch_attention<2>(*this, args);
   else if (hd <= 128) launch_attention<4>(*this, args);
   else if (hd <= 256) launch_attention<8>(*this, args);
   else launch_attention<16>(*this, args);

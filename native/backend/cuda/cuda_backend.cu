@@ -94,6 +94,7 @@ void cuda_backend::free_f32(float* p) {
   cudaStreamSynchronize(stream_);
   queue_drained();
   cudaFree(p);
+  qx_of_ = nullptr;  // a later buffer at this address is other activations
 }
 
 void cuda_backend::upload(float* dst, const float* src, int64_t n) {

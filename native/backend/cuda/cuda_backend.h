@@ -19,6 +19,8 @@
 
 namespace spindle {
 
+struct mmv_act;  // x32_types.cuh
+
 // Grows-only device scratch of T (never shrinks; ops are serialized on one stream). A buffer outgrown while a
 // step is being recorded is kept until the backend goes (recorded ops and step graphs may still point at it).
 template <typename T>
@@ -67,6 +69,8 @@ class cuda_backend final : public backend {
 
   void get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) override;  // ops.cu
   void matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) override;        // matmul.cu
+  void matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x,
+                    int64_t n_rows) override;                                                       // matmul.cu
   void matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x, int64_t n_rows,
                      float* y) override;                                                            // matmul.cu
   void scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) override;                    // ops.cu
@@ -116,6 +120,8 @@ class cuda_backend final : public backend {
   // Rows [row0, row0 + n_out) of w times x: the one matmul path (matmul.cu).
   void matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows, float* y);
   int8_t* reserve_q8(int64_t n_rows, int64_t n_in, float** scales);  // matmul.cu
+  mmv_act quantized_act(const float* x, int64_t n_rows, int64_t n_in);  // matmul.cu
+  void keep_quantized_act(const float* x, int64_t n_rows, int64_t n_in);
   // Host arguments -> device memory through a pinned ring (asynchronous, no stream sync): the device copy stays
   // valid until the next sync() / download(), after which the ring starts over.
   const void* stage(const void* host, size_t bytes);
@@ -165,6 +171,7 @@ class cuda_backend final : public backend {
   uint64_t rec_begin_ns_ = 0;              // when the step being recorded began (host clock)
   bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
   bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
+  bool mmv8_ = true;                       // k-quant matvec with 8 lanes per row (SPINDLE_CUDA_MMV=x32: mmv_x32)
   bool graph_stats_ = false;               // SPINDLE_CUDA_GRAPH_STATS=1 prints the counts below at exit
   uint64_t n_replays_ = 0, n_captures_ = 0, n_eager_steps_ = 0;
 };

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mma.h"
+#include "backend/cuda/matmul_mmv8.h"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/pack_x32.h"
 
@@ -27,17 +28,8 @@ __global__ void quantize_q8_32(const float* x, int64_t n_in, int64_t n_sub_total
   const int64_t b = (int64_t)blockIdx.x * (blockDim.x / k_warp) + threadIdx.x / k_warp;  // sub-block
   if (b >= n_sub_total) return;
   const int lane = threadIdx.x % k_warp;
-  const int64_t row = b / nsub, s = b % nsub;
-  const float v = x[row * n_in + s * 32 + lane];
-  const float amax = warp_max(fabsf(v));
-  const float d = amax / 127.0f;
-  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
-  qx[row * n_in + s * 32 + lane] = (int8_t)q;
-  const int sum = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) {
-    dx[b] = d;
-    sx[b] = d * (float)sum;
-  }
+  const int64_t row = b / nsub, s = b % nsub, at = row * n_in + s * 32 + lane;
+  quantize32(x[at], qx + at, dx + b, sx + b);
 }
 
 
@@ -90,15 +82,7 @@ __global__ void swiglu_quantize_q8_32(float* gate, const float* up, int64_t n_in
   const float g = gate[at];
   const float v = g / (1.0f + expf(-g)) * up[at];
   gate[at] = v;
-  const float amax = warp_max(fabsf(v));
-  const float d = amax / 127.0f;
-  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
-  qx[at] = (int8_t)q;
-  const int sum = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) {
-    dx[b] = d;
-    sx[b] = d * (float)sum;
-  }
+  quantize32(v, qx + at, dx + b, sx + b);
 }
 
 // K segments for a weight of n_units units per row and n_out rows: enough warps (~2048) to fill the GPU, at
@@ -149,26 +133,45 @@ int8_t* cuda_backend::reserve_q8(int64_t n_rows, int64_t n_in, float** scales) {
   return qx_.reserve(n_rows * n_in, keep);
 }
 
+// x quantized per 32 values into the q8 scratch (skipped when the scratch still holds x: the matmul before read
+// the same input, as q / k / v and gate / up do).
+mmv_act cuda_backend::quantized_act(const float* x, int64_t n_rows, int64_t n_in) {
+  mmv_act a{nullptr, nullptr, nullptr, x, n_in, n_in / 32, (int)n_rows};
+  const int64_t n_sub = n_rows * a.nsub;
+  const bool have = qx_of_ == x && qx_rows_ == n_rows && qx_n_in_ == n_in;  // same input as the last matmul
+  float* scales = nullptr;
+  a.qx = reserve_q8(n_rows, n_in, &scales);
+  a.dx = scales;
+  a.sx = scales + n_sub;
+  if (!have) {
+    launch("quantize_q8_32", quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), x, n_in, n_sub, a.nsub,
+           (int8_t*)a.qx, scales, scales + n_sub);
+  }
+  return a;
+}
+
+// After the launches of a matmul of x (each launch forgets the quantized input): the q8 scratch holds x again.
+void cuda_backend::keep_quantized_act(const float* x, int64_t n_rows, int64_t n_in) {
+  qx_of_ = x;
+  qx_rows_ = n_rows;
+  qx_n_in_ = n_in;
+}
+
+namespace {
+bool is_float_type(ggml_type t) { return t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16; }
+// Whether the float ranges [a, a + na) and [b, b + nb) meet.
+bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) { return a < b + nb && b < a + na; }
+}  // namespace
+
 void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows,
                                float* y) {
   if (n_rows <= 0 || n_out <= 0) return;
   if (n_rows > 65535LL * 8) throw error("cuda matmul: too many rows in one call");
   const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
   mmv_shape sh{(const uint8_t*)w.data, xs.n_units, row0, n_out, y, n_out, splits_for(xs.n_units, n_out), 0};
-  mmv_act a{nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
-  const bool quantized = w.type != ggml_type::F32 && w.type != ggml_type::F16 && w.type != ggml_type::BF16;
-  if (quantized) {
-    const int64_t n_sub = n_rows * a.nsub;
-    const bool have = qx_of_ == x && qx_rows_ == n_rows && qx_n_in_ == w.n_in;  // same input as the last matmul
-    float* scales = nullptr;
-    a.qx = reserve_q8(n_rows, w.n_in, &scales);
-    a.dx = scales;
-    a.sx = scales + n_sub;
-    if (!have) {
-      launch("quantize_q8_32", quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), x, w.n_in, n_sub, a.nsub,
-             (int8_t*)a.qx, scales, scales + n_sub);
-    }
-  }
+  const bool quantized = !is_float_type(w.type);
+  const mmv_act a = quantized ? quantized_act(x, n_rows, w.n_in)
+                              : mmv_act{nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
   if (quantized && n_rows >= k_mmq_min_tokens && mmq_supports(w.type, row0)) {
     // tensor cores, the same bits (matmul_mma.cu); K segments in separate blocks when the tiles are few
     float* part = nullptr;
@@ -176,16 +179,36 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
       part = mmq_part_.reserve((int64_t)sh.splits * n_rows * n_out, recording() ? &outgrown_ : nullptr);
     }
     launch_mmq(*this, w.type, sh, a, xs.n_groups, part);
+  } else if (mmv8_ && mmv8_takes(w.type, sh)) {  // k-quants: eight lanes per row, the same bits
+    launch_mmv8(*this, &w.type, &sh, 1, a);
   } else {
     launch_mmv_of(*this, w.type, sh, a);
   }
-  // The launches above forgot the quantized input; it still holds unless y overwrote x.
-  const bool y_hits_x = y < x + n_rows * w.n_in && x < y + n_rows * n_out;
-  if (quantized && !y_hits_x) {
-    qx_of_ = x;
-    qx_rows_ = n_rows;
-    qx_n_in_ = w.n_in;
+  if (quantized && !overlaps(x, n_rows * w.n_in, y, n_rows * n_out)) keep_quantized_act(x, n_rows, w.n_in);
+}
+
+// q / k / v or gate / up at a few tokens, all k-quants: one launch (the rows' bits are those of separate calls).
+void cuda_backend::matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x,
+                                int64_t n_rows) {
+  bool one_launch = mmv8_ && n >= 2 && n <= k_mmv8_max_jobs && n_rows > 0 && n_rows < k_mmq_min_tokens;
+  ggml_type types[k_mmv8_max_jobs];
+  mmv_shape shapes[k_mmv8_max_jobs];
+  for (int i = 0; one_launch && i < n; ++i) {
+    const backend_weight& w = *ws[i];
+    const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
+    types[i] = w.type;
+    shapes[i] = mmv_shape{(const uint8_t*)w.data, xs.n_units, 0, w.n_out, ys[i], w.n_out, splits_for(xs.n_units, w.n_out), 0};
+    one_launch = w.n_in == ws[0]->n_in && mmv8_takes(w.type, shapes[i]);
   }
+  if (!one_launch) {
+    backend::matmul_group(ws, ys, n, x, n_rows);
+    return;
+  }
+  const int64_t n_in = ws[0]->n_in;
+  launch_mmv8(*this, types, shapes, n, quantized_act(x, n_rows, n_in));
+  bool x_intact = true;
+  for (int i = 0; i < n; ++i) x_intact = x_intact && !overlaps(x, n_rows * n_in, ys[i], n_rows * ws[i]->n_out);
+  if (x_intact) keep_quantized_act(x, n_rows, n_in);
 }
 
 void cuda_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {

@@ -105,6 +105,32 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
 }
 
+// add_rms_norm_kernel that also quantizes y per 32 values for the matmuls that read it next (q / k / v, gate /
+// up): quantize_q8_32's bits (quantize32). n and blockDim.x are multiples of 32, so each warp's 32 values of a
+// pass are one sub-block.   qx [n_rows, n], dx / sx [n_rows, n / 32]
+__global__ void add_rms_norm_q8_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps,
+                                       int8_t* qx, float* dx, float* sx) {
+  pdl_begin();
+  __shared__ float red[32];
+  float* xr = x + (int64_t)blockIdx.x * n;
+  const float* rr = r + (int64_t)blockIdx.x * n;
+  float* yr = y + (int64_t)blockIdx.x * n;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = rr[i] + xr[i];
+    xr[i] = v;
+    sum = __fmaf_rn(v, v, sum);
+  }
+  sum = block_sum(sum, red);
+  const float scale = 1.0f / sqrtf(sum / (float)n + eps);
+  const int64_t b0 = (int64_t)blockIdx.x * (n / 32);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = w ? xr[i] * scale * w[i] : xr[i] * scale;
+    yr[i] = v;
+    quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);
+  }
+}
+
 // copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch.
 __global__ void store_kv_kernel(float* k_store, float* v_store, const int64_t* rows, const float* k_new,
                                 const float* v_new, int64_t k_dim, int64_t v_dim) {
@@ -314,7 +340,16 @@ void cuda_backend::add_rms_norm(float* x, const float* r, const float* w, float*
                                 float eps) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("add_rms_norm: too many rows");
-  launch("add_rms_norm", add_rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, r, w, y, n, eps);
+  if (n % 32 != 0) {
+    launch("add_rms_norm", add_rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, r, w, y, n, eps);
+    return;
+  }
+  // y quantized too: the matmuls after it (matmul.cu) find their input ready
+  float* scales = nullptr;
+  int8_t* qx = reserve_q8(n_rows, n, &scales);
+  launch("add_rms_norm_q8", add_rms_norm_q8_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, r, w, y,
+         n, eps, qx, scales, scales + n_rows * (n / 32));
+  keep_quantized_act(y, n_rows, n);
 }
 
 void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,

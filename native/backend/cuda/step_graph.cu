@@ -209,6 +209,8 @@ void cuda_backend::graph_setup_from_env() {
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_);
   pdl_ = major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
+  const char* mmv = std::getenv("SPINDLE_CUDA_MMV");
+  mmv8_ = !(mmv && std::strcmp(mmv, "x32") == 0);
   const char* stats = std::getenv("SPINDLE_CUDA_GRAPH_STATS");
   graph_stats_ = stats && std::strcmp(stats, "1") == 0;
 }

@@ -44,6 +44,23 @@ __device__ __forceinline__ float ld_half(const uint8_t* p) { return __half2float
 __device__ __forceinline__ float ld_bf16(const uint8_t* p) { return __bfloat162float(*(const __nv_bfloat16*)p); }
 __device__ __forceinline__ int4 ld16(const uint8_t* p) { return *(const int4*)p; }
 
+// Quantizes value v of lane l of a warp holding 32 consecutive activations (a q8 sub-block): q = round(v / d)
+// with d = amax / 127, stored at *q_at; lane 0 stores d and d * sum(q) of the sub-block. Every kernel that feeds
+// the quantized matmuls quantizes through here (the same bits wherever it happens). Needs all 32 lanes.
+__device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, float* s_at) {
+  float amax = fabsf(v);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float d = amax / 127.0f;
+  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
+  *q_at = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (threadIdx.x % 32 == 0) {
+    *d_at = d;
+    *s_at = d * (float)sum;
+  }
+}
+
 // Dot of 8 packed int8 words with the 32 quantized activations of sub-block `sub` of token t.
 __device__ __forceinline__ int dot32(const int (&w)[8], const mmv_act& a, int t, int64_t sub) {
   const int4* xq = (const int4*)(a.qx + (int64_t)t * a.n_in + sub * 32);

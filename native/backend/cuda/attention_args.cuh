@@ -1,0 +1,51 @@
+// What the two attention kernels share (attention.cu: one block per query row; attention_tile.cu: one block
+// per tile of a sequence's query rows, the same bits): the launch arguments, the split constants, and the
+// position -> K/V row mapping.
+#pragma once
+#include <cstdint>
+
+namespace spindle {
+
+constexpr int k_attn_warps = 4;
+constexpr int k_split = 32;           // positions per split (k_split / k_attn_warps per warp)
+constexpr int k_max_head_dim = 512;   // 16 dims per lane
+constexpr int k_group = 4;            // positions a warp reads before it updates its softmax state (8 measured
+                                      // slower on an H200: 350 vs 227 us for 64 sequences x 1024 positions)
+
+// Shapes shared by every sequence of a launch, and the per-token / per-sequence tables (device memory):
+//   token i (global, query row i of q and out) belongs to sequence tok_seq[i], whose query rows start at global
+//   row first[s], whose positions before its first query are n_past[s], and whose block ids are
+//   tables[s * table_stride ..] (paged) or none (contiguous: row = position).
+struct attn_args {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;
+  float* part;  // [n_tok, n_head, n_split_max, hd_v + 2] split partials (max, sum, weighted V), or null
+  const int32_t* tok_seq;
+  const int32_t* n_past;
+  const int32_t* first;
+  const int32_t* tables;  // nullptr: contiguous
+  int64_t k_stride, v_stride;
+  int32_t table_stride;
+  int32_t block_size;
+  int32_t n_head, n_head_kv, hd_k, hd_v;
+  float scale;
+  int32_t n_seqs, n_tok;  // sequences and query rows of the launch (a sequence's rows end where the next's start)
+  int32_t n_split_max;    // gridDim.z
+  int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
+  int32_t pad_;
+};
+static_assert(sizeof(attn_args) == 9 * sizeof(void*) + 2 * 8 + 12 * 4, "attn_args has padding");
+
+__device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_size, int64_t j) {
+  return table ? (int64_t)table[j / block_size] * block_size + j % block_size : j;
+}
+
+// Positions query row i attends to.
+__device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_t seq) {
+  const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
+  return (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
+}
+
+}  // namespace spindle
