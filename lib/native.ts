@@ -142,7 +142,7 @@ export interface NativeEngineOptions {
   maxModelLen?: number; // absent: the model's trained context length
   threads?: number; // absent: every core
   maxNumSeqs?: number; // sequences holding KV at once (default 256)
-  maxNumBatchedTokens?: number; // tokens per step; absent: 2048 (or maxModelLen when prompts never split)
+  maxNumBatchedTokens?: number; // tokens per step; absent: 2048 on a GPU, 256 on the CPU (at least maxModelLen when prompts never split)
   chunkedPrefillSize?: number; // -1: never split a prompt (default 512)
   // > 1: bytes. (0, 1]: on the CPU the fraction of available memory for the KV cache (0 / absent: 25%, at most
   // 2 GiB); on a GPU vLLM's gpu_memory_utilization, the fraction of total device memory, weights included

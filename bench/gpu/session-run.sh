@@ -8,28 +8,32 @@
 #   cp /tmp/bc/spindle_{gpu_tests,cuda_membw,gen_bench_model,decode_bench,op_bench} .gpu/
 #   bash bench/gpu/build-llama-cuda.sh .gpu/llama      # optional, ~30 min: the llama.cpp comparison
 # Then with the device tool: `bash bench/gpu/session-run.sh .gpu` carrying [".gpu"] (~2 minutes plus the
-# machine's start); logs go to $OUT. Results of past sessions: bench/gpu/results/.
+# machine's start); logs go to $OUT. Results of past sessions: bench/gpu/results/. QUICK=1: the suite, the two
+# models' benchmarks and llama.cpp only (no op timings, A/B runs or profiles).
 set -uo pipefail
 bin="${1:-.gpu}"
 out="${OUT:-/tmp/spindle-gpu-out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$bin/spindle_gpu_tests" 2>&1 | tee "$out/gpu_tests.log" | grep -v "^ok \|^  matmul \|^  llama \|^  qwen\|^  lfm2  \|step graphs: 0" | tail -40
-"$bin/spindle_op_bench" cuda 200 2>&1 | tee "$out/op_bench.log" | grep -v "^  q8_0\|^  q4_0\|^  f16"
+quick="${QUICK:-0}"
+[ "$quick" = 1 ] || "$bin/spindle_op_bench" cuda 200 2>&1 | tee "$out/op_bench.log" | grep -v "^  q8_0\|^  q4_0\|^  f16"
 for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
   "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" > /dev/null
   echo "== $shape" | tee -a "$out/bench.log"
   "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
 done
-echo "== llama1b-q4_k_m, the one-lane-per-row k-quant matvec (SPINDLE_CUDA_MMV=x32)" | tee -a "$out/bench.log"
-SPINDLE_CUDA_MMV=x32 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
-echo "== llama1b-q4_k_m, programmatic dependent launches off / step graphs off" | tee -a "$out/bench.log"
-SPINDLE_CUDA_PDL=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
-SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
-echo "== kernels of llama1b-q4_k_m decode steps (ncu)" | tee -a "$out/bench.log"
-bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" 2>&1 | tee -a "$out/bench.log"
-echo "== kernels of a llama1b-q4_k_m 1024-token prompt (ncu)" | tee -a "$out/bench.log"
-bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" prefill 2>&1 | tee -a "$out/bench.log"
+if [ "$quick" != 1 ]; then
+  echo "== llama1b-q4_k_m, the one-lane-per-row k-quant matvec (SPINDLE_CUDA_MMV=x32)" | tee -a "$out/bench.log"
+  SPINDLE_CUDA_MMV=x32 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  echo "== llama1b-q4_k_m, programmatic dependent launches off / step graphs off" | tee -a "$out/bench.log"
+  SPINDLE_CUDA_PDL=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  echo "== kernels of llama1b-q4_k_m decode steps (ncu)" | tee -a "$out/bench.log"
+  bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" 2>&1 | tee -a "$out/bench.log"
+  echo "== kernels of a llama1b-q4_k_m 1024-token prompt (ncu)" | tee -a "$out/bench.log"
+  bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" prefill 2>&1 | tee -a "$out/bench.log"
+fi
 if [ -x "$bin/llama/llama-bench" ]; then
   # the CUDA library travels xz-compressed (the lent machine takes 64 MiB with the repository); cuBLAS and the
   # CUDA runtime come from the GPU machine's CUDA install (the build linked a stand-in: preload the real ones)

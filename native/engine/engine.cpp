@@ -242,9 +242,13 @@ void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
   sc.max_num_seqs = o.max_num_seqs;
   sc.chunked_prefill_size = o.chunked_prefill_size;
   sc.enable_prefix_caching = o.enable_prefix_caching && (state_bytes == 0 || checkpoints);
+  // Default step budget: 2048 tokens on a GPU; 256 on the CPU, where a 2048-token prefill step takes seconds
+  // and every running decode waits for it (BENCHMARKS.md, Serving: with 256 the multi-turn workload's TTFT fell
+  // below llama-server's for about 5% of prefill throughput). Prompts that must not split: max_model_len at least.
+  const int32_t default_budget = std::string(m.device_name()) == "cpu" ? k_cpu_step_tokens : 2048;
   sc.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
-                              : o.chunked_prefill_size == -1 ? std::max(2048, max_len)
-                                                             : 2048;
+                              : o.chunked_prefill_size == -1 ? std::max(default_budget, max_len)
+                                                             : default_budget;
   sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
   kv_ = state_bytes > 0 ? m.new_kv_cache(n_blocks, o.block_size, o.max_num_seqs) : m.new_kv_cache(n_blocks, o.block_size);
   if (checkpoints) m.enable_block_checkpoints(*kv_);

@@ -46,10 +46,14 @@ struct scheduled_chunk;
 struct sampled_token;
 struct sequence;
 
+// The default tokens per step on the CPU (engine_options::max_num_batched_tokens = 0).
+constexpr int32_t k_cpu_step_tokens = 256;
+
 struct engine_options {
   int32_t max_model_len = 0;  // tokens (prompt + output); 0 = the model's trained context length
   int32_t max_num_seqs = 256;           // sequences holding KV at once
-  int32_t max_num_batched_tokens = 0;   // tokens per step; 0 = max(2048, max_model_len when never splitting)
+  int32_t max_num_batched_tokens = 0;   // tokens per step; 0: 2048 (GPU) or k_cpu_step_tokens (CPU), at least
+                                        // max_model_len when prompts never split
   int32_t chunked_prefill_size = 512;   // prompt tokens per sequence per step; -1 = never split a prompt
   int32_t block_size = 16;              // tokens per KV block
   // Automatic prefix caching (vLLM's --enable-prefix-caching, on by default; SGLang's radix cache): KV blocks of
