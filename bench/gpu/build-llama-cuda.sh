@@ -26,7 +26,12 @@ cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML
   -DCUDA_cublas_LIBRARY="$work/stub/libcublas.so" -DCMAKE_CUDA_FLAGS="-I$cublas_include" \
   -DCMAKE_CXX_FLAGS="-I$cublas_include" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined
 cmake --build "$work/build" --target llama-bench llama-batched-bench
-cp "$work/build/bin/llama-bench" "$work/build/bin/llama-batched-bench" "$work"/build/bin/*.so* "$out/"
+cp "$work/build/bin/llama-bench" "$work/build/bin/llama-batched-bench" "$out/"
+# each library once, as a plain file under its soname (the device tool does not carry symbolic links)
+for lib in "$work"/build/bin/lib*.so; do
+  soname="$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"
+  cp -L "$lib" "$out/${soname:-$(basename "$lib")}"
+done
 strip --strip-unneeded "$out"/*.so* 2>/dev/null || true
-xz -T0 -f "$out"/libggml-cuda.so.*.*  # about 19 MB: session-run.sh unpacks it on the GPU machine
+xz -T0 -f "$out"/libggml-cuda.so.0  # about 19 MB: session-run.sh unpacks it on the GPU machine
 du -sh "$out"
