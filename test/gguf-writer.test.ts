@@ -263,6 +263,22 @@ t.test('half and bfloat16 conversions round to nearest even', async (t) => {
   t.equal(bf16BitsToFp32(0x4049), 3.140625);
 });
 
+// Round trip y of x: the worst block's max |y - x| / max |x| (per 256 values) and the relative RMSE.
+function roundTripError(x: Float32Array, y: Float32Array): { worst: number; rmse: number } {
+  let se = 0, sx = 0, worst = 0;
+  for (let b = 0; b < x.length; b += 256) {
+    let amax = 0, emax = 0;
+    for (let i = b; i < b + 256; i++) {
+      amax = Math.max(amax, Math.abs(x[i]));
+      emax = Math.max(emax, Math.abs(y[i] - x[i]));
+      se += (y[i] - x[i]) ** 2;
+      sx += x[i] ** 2;
+    }
+    worst = Math.max(worst, amax > 0 ? emax / amax : emax);
+  }
+  return { worst, rmse: Math.sqrt(se / sx) };
+}
+
 t.test('quantize/dequantize round trips stay within bounds', async (t) => {
   const x = goldenInput(256 * 64);
   // max |error| / max |x| over each block, and overall relative RMSE
@@ -274,19 +290,7 @@ t.test('quantize/dequantize round trips stay within bounds', async (t) => {
   ];
   for (const [type, blockBound, rmseBound] of bounds) {
     const name = GGML_TYPE_TRAITS[type].name;
-    const y = dequantize(type, quantize(type, x), x.length);
-    let se = 0, sx = 0, worst = 0;
-    for (let b = 0; b < x.length; b += 256) {
-      let amax = 0, emax = 0;
-      for (let i = b; i < b + 256; i++) {
-        amax = Math.max(amax, Math.abs(x[i]));
-        emax = Math.max(emax, Math.abs(y[i] - x[i]));
-        se += (y[i] - x[i]) ** 2;
-        sx += x[i] ** 2;
-      }
-      worst = Math.max(worst, amax > 0 ? emax / amax : emax);
-    }
-    const rmse = Math.sqrt(se / sx);
+    const { worst, rmse } = roundTripError(x, dequantize(type, quantize(type, x), x.length));
     t.ok(worst <= blockBound, `${name}: worst block error ${worst.toExponential(2)} <= ${blockBound}`);
     t.ok(rmse <= rmseBound, `${name}: relative RMSE ${rmse.toExponential(2)} <= ${rmseBound}`);
   }
@@ -295,5 +299,29 @@ t.test('quantize/dequantize round trips stay within bounds', async (t) => {
     t.same([...dequantize(type, quantize(type, zeros), 512)].filter((v) => v !== 0), [], `${GGML_TYPE_TRAITS[type].name} keeps zeros`);
   }
   t.throws(() => quantize(GgmlType.Q8_0, new Float32Array(33)), /not a multiple of the Q8_0 block size 32/);
+  t.throws(() => quantize(GgmlType.Q5_K, new Float32Array(32)), /not a multiple of the Q5_K block size 256/);
   t.throws(() => dequantize(GgmlType.Q6_K, new Uint8Array(10), 256), /need 210/);
+});
+
+t.test('the further fixture encodings round-trip within bounds and keep zeros', async (t) => {
+  const x = goldenInput(256 * 64);
+  // max |error| / max |x| per 256 values, and relative RMSE. Q4_1 / Q5_1: half a step of range / 15 (31), range
+  // <= 2 amax, plus the f16 rounding of d and m; Q5_0: the side opposite the max reaches 15d = 15/16 amax, so up
+  // to amax/16 (as Q4_0's 1/8); every RMSE, and the block errors of the others (plain scales, nearest level):
+  // measured on this input, plus margin
+  const bounds: Array<[GgmlType, number, number]> = [
+    [GgmlType.Q4_1, 1 / 15 + 2 ** -7, 0.1], [GgmlType.Q5_0, 1 / 16 + 2 ** -8, 0.06], [GgmlType.Q5_1, 1 / 31 + 2 ** -8, 0.05],
+    [GgmlType.IQ4_NL, 0.2, 0.1], [GgmlType.Q2_K, 0.5, 0.4], [GgmlType.Q3_K, 0.3, 0.2], [GgmlType.Q5_K, 0.05, 0.05],
+    [GgmlType.IQ4_XS, 0.2, 0.1],
+  ];
+  for (const [type, blockBound, rmseBound] of bounds) {
+    const name = GGML_TYPE_TRAITS[type].name;
+    const q = quantize(type, x);
+    t.equal(q.length, (x.length / GGML_TYPE_TRAITS[type].blockSize) * GGML_TYPE_TRAITS[type].typeSize, `${name} size`);
+    const { worst, rmse } = roundTripError(x, dequantize(type, q, x.length));
+    t.ok(worst <= blockBound, `${name}: worst block error ${worst.toExponential(2)} <= ${blockBound}`);
+    t.ok(rmse <= rmseBound, `${name}: relative RMSE ${rmse.toExponential(2)} <= ${rmseBound}`);
+    const zeros = new Float32Array(512);
+    t.same([...dequantize(type, quantize(type, zeros), 512)].filter((v) => v !== 0), [], `${name} keeps zeros`);
+  }
 });

@@ -80,9 +80,9 @@ t.test('each bad file rejects ready() with a message naming the problem', async 
   t.equal(arch.toString('latin1', archAt, archAt + 5), 'llama');
   arch.write('mamba', archAt, 'latin1');
   t.match(await loadError(write('arch.gguf', arch)), /arch\.gguf: unsupported architecture 'mamba' \(supported: llama, qwen2, qwen3, qwen3moe, lfm2, lfm2moe\)/);
-  const Q4_1 = 3; // a ggml type the GGUF reader knows and no Spindle backend runs
-  t.match(await loadError(write('q4_1.gguf', patchTensor(bytes, 'blk.0.ffn_up.weight', { type: Q4_1 }))),
-    /q4_1\.gguf: tensor 'blk\.0\.ffn_up\.weight' has type q4_1, which the cpu backend does not support \(supported: .*q4_K, q6_K\)/);
+  const MXFP4 = 39; // a ggml type the GGUF reader knows and no Spindle backend runs
+  t.match(await loadError(write('mxfp4.gguf', patchTensor(bytes, 'blk.0.ffn_up.weight', { type: MXFP4 }))),
+    /mxfp4\.gguf: tensor 'blk\.0\.ffn_up\.weight' has type mxfp4, which the cpu backend does not support \(supported: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, bf16\)/);
   t.match(await loadError(write('type99.gguf', patchTensor(bytes, 'blk.0.ffn_up.weight', { type: 99 }))),
     /type99\.gguf: tensor 'blk\.0\.ffn_up\.weight': unknown ggml type id 99/);
   t.match(await loadError(write('shape.gguf', patchTensor(bytes, 'blk.0.attn_q.weight', { ne: [64, 32] }))),

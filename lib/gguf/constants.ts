@@ -29,9 +29,17 @@ export enum GgmlType {
   F32 = 0,
   F16 = 1,
   Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
+  Q5_K = 13,
   Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
 }
 
@@ -48,8 +56,16 @@ export const GGML_TYPE_TRAITS: Record<GgmlType, GgmlTypeTraits> = {
   [GgmlType.BF16]: { name: 'BF16', blockSize: 1, typeSize: 2 },
   [GgmlType.Q8_0]: { name: 'Q8_0', blockSize: 32, typeSize: 2 + 32 }, // d: f16, qs: i8[32]
   [GgmlType.Q4_0]: { name: 'Q4_0', blockSize: 32, typeSize: 2 + 16 }, // d: f16, qs: u8[16]
+  [GgmlType.Q4_1]: { name: 'Q4_1', blockSize: 32, typeSize: 2 + 2 + 16 }, // d, m: f16, qs: u8[16]
+  [GgmlType.Q5_0]: { name: 'Q5_0', blockSize: 32, typeSize: 2 + 4 + 16 }, // d: f16, qh: u8[4], qs: u8[16]
+  [GgmlType.Q5_1]: { name: 'Q5_1', blockSize: 32, typeSize: 2 + 2 + 4 + 16 }, // d, m: f16, qh: u8[4], qs: u8[16]
+  [GgmlType.Q2_K]: { name: 'Q2_K', blockSize: 256, typeSize: 16 + 64 + 2 + 2 }, // scales[16], qs[64], d, dmin
+  [GgmlType.Q3_K]: { name: 'Q3_K', blockSize: 256, typeSize: 32 + 64 + 12 + 2 }, // hmask[32], qs[64], scales[12], d
   [GgmlType.Q4_K]: { name: 'Q4_K', blockSize: 256, typeSize: 2 + 2 + 12 + 128 }, // d, dmin, scales[12], qs[128]
+  [GgmlType.Q5_K]: { name: 'Q5_K', blockSize: 256, typeSize: 2 + 2 + 12 + 32 + 128 }, // d, dmin, scales[12], qh[32], qs[128]
   [GgmlType.Q6_K]: { name: 'Q6_K', blockSize: 256, typeSize: 128 + 64 + 16 + 2 }, // ql[128], qh[64], scales[16], d
+  [GgmlType.IQ4_NL]: { name: 'IQ4_NL', blockSize: 32, typeSize: 2 + 16 }, // d: f16, qs: u8[16]
+  [GgmlType.IQ4_XS]: { name: 'IQ4_XS', blockSize: 256, typeSize: 2 + 2 + 4 + 128 }, // d, scales_h, scales_l[4], qs[128]
 };
 
 export function ggmlTypeName(type: GgmlType): string {
@@ -86,9 +102,17 @@ export enum LlamaFileType {
   ALL_F32 = 0,
   MOSTLY_F16 = 1,
   MOSTLY_Q4_0 = 2,
+  MOSTLY_Q4_1 = 3,
   MOSTLY_Q8_0 = 7,
+  MOSTLY_Q5_0 = 8,
+  MOSTLY_Q5_1 = 9,
+  MOSTLY_Q2_K = 10,
+  MOSTLY_Q3_K_S = 11,
   MOSTLY_Q4_K_M = 15,
+  MOSTLY_Q5_K_S = 16,
   MOSTLY_Q6_K = 18,
+  MOSTLY_IQ4_NL = 25,
+  MOSTLY_IQ4_XS = 30,
   MOSTLY_BF16 = 32,
 }
 

@@ -28,6 +28,16 @@ const char* type_name(ggml_type t) {
 
 }  // namespace
 
+std::string supported_type_names(const backend& be) {
+  std::string names;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const ggml_type_traits* info = ggml_type_info(id);
+    if (!info || !be.supports_type((ggml_type)id)) continue;
+    names += (names.empty() ? "" : ", ") + std::string(info->name);
+  }
+  return names;
+}
+
 std::string tensor_table::blk(int il, const char* name) { return "blk." + std::to_string(il) + "." + name; }
 
 bool tensor_table::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
@@ -61,8 +71,8 @@ backend_weight tensor_table::matrix(const std::string& name, int64_t n_in, int64
   if (!t) return backend_weight{};
   if (!be_.supports_type(t->type)) {
     throw error(file_.path() + ": tensor '" + name + "' has type " + type_name(t->type) +
-                ", which the " + be_.name() + " backend does not support (supported: f32, f16, bf16, q8_0, q4_0, "
-                "q4_K, q6_K)");
+                ", which the " + be_.name() + " backend does not support (supported: " + supported_type_names(be_) +
+                ")");
   }
   return be_.upload_weight(t->type, t->data, n_in, n_out);
 }

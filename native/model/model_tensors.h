@@ -40,4 +40,7 @@ class tensor_table {
   std::string arch_;
 };
 
+// "f32, f16, q4_0, ...": the weight types `be` computes with, in GGUF id order (for load errors).
+std::string supported_type_names(const backend& be);
+
 }  // namespace spindle

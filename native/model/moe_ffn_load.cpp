@@ -63,7 +63,7 @@ backend_weight stacked(tensor_table& t, const std::string& name, int64_t n_in, i
   if (!be.supports_type(g->type)) {
     const ggml_type_traits* info = ggml_type_info((uint32_t)g->type);
     fail(f, "tensor '" + name + "' has type " + (info ? info->name : "unknown") + ", which the " + be.name() +
-                " backend does not support");
+                " backend does not support (supported: " + supported_type_names(be) + ")");
   }
   const uint64_t rows = checked_mul((uint64_t)n_out, (uint64_t)n_expert, "expert rows");
   return be.upload_weight(g->type, g->data, n_in, (int64_t)rows);

@@ -17,7 +17,7 @@ static std::string label(cpu_level l, ggml_type t) {
 static std::vector<double> activation_error_bound(ggml_type t, const float* x, int64_t n) {
   const ggml_type act = cpu_activation_type(t);
   std::vector<double> e(n, 0.0);
-  const int64_t bs = act == ggml_type::Q8_0 ? 32 : act == ggml_type::Q8_K ? 256 : 1;
+  const int64_t bs = act == ggml_type::Q8_0 || act == ggml_type::Q8_1 ? 32 : act == ggml_type::Q8_K ? 256 : 1;
   for (int64_t b0 = 0; b0 < n; b0 += bs) {
     double amax = 0;
     for (int64_t i = b0; i < b0 + bs; ++i) amax = std::max(amax, (double)std::fabs(x[i]));
@@ -25,6 +25,9 @@ static std::vector<double> activation_error_bound(ggml_type t, const float* x, i
       const double ax = std::fabs(x[i]);
       switch (act) {
         case ggml_type::Q8_0: e[i] = amax * (1.0 / 254 + 1.0 / 2048); break;  // rounding + fp16 scale
+        // as q8_0, plus the fp16 rounding of s = d * sum(q) that the weight offset m multiplies (|s| <= 32 amax:
+        // at most 32 amax / 2048 per block, spread over its 32 elements; assumes |w_i| >= |m| / 2 on average)
+        case ggml_type::Q8_1: e[i] = amax * (1.0 / 254 + 1.0 / 2048 + 1.0 / 1024); break;
         case ggml_type::Q8_K: e[i] = amax * (1.0 / 254 + 1e-6); break;
         case ggml_type::F16: e[i] = ax / 2048 + 3e-8; break;
         case ggml_type::BF16: e[i] = ax / 256; break;
@@ -117,7 +120,7 @@ TEST_CASE("kernels: cpu_matmul rejects bad arguments and handles empty shapes") 
   thread_pool pool(2);
   std::vector<uint8_t> w(4096);
   std::vector<float> x(1024, 1.0f), y(64, -1.0f);
-  CHECK_THROWS_WITH(cpu_matmul(pool, ggml_type::Q5_K, w.data(), 2, 256, x.data(), 1, y.data()), "unsupported");
+  CHECK_THROWS_WITH(cpu_matmul(pool, ggml_type::IQ2_XXS, w.data(), 2, 256, x.data(), 1, y.data()), "unsupported");
   CHECK_THROWS_WITH(cpu_matmul(pool, ggml_type::Q4_K, w.data(), 2, 100, x.data(), 1, y.data()), "multiple");
   CHECK_THROWS_WITH(cpu_matmul(pool, ggml_type::F32, w.data(), -1, 4, x.data(), 1, y.data()), "negative");
   CHECK_THROWS_WITH(cpu_matmul(pool, ggml_type::F32, nullptr, 2, 4, x.data(), 1, y.data()), "null");

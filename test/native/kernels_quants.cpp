@@ -242,11 +242,12 @@ TEST_CASE("kernels: row sizes, supported types and their errors") {
   CHECK_THROWS_WITH(cpu_row_bytes(ggml_type::Q4_K, 100), "not a multiple of the block size");
   CHECK_THROWS_WITH(cpu_row_bytes(ggml_type::F32, INT64_MAX), "overflow");
   for (ggml_type t : weight_types()) CHECK(cpu_supports_type(t));
-  CHECK(!cpu_supports_type(ggml_type::Q5_K));
+  CHECK(!cpu_supports_type(ggml_type::IQ2_XXS));
+  CHECK(!cpu_supports_type(ggml_type::Q8_1));
   CHECK(!cpu_supports_type(ggml_type::Q8_K));
   float y[32];
   block_q4_0 b{};
-  CHECK_THROWS_WITH(cpu_dequantize_row(ggml_type::Q5_K, &b, y, 256), "unsupported");
+  CHECK_THROWS_WITH(cpu_dequantize_row(ggml_type::IQ2_XXS, &b, y, 256), "unsupported");
   CHECK_THROWS_WITH(cpu_dequantize_row(ggml_type::Q4_0, &b, y, 31), "not a multiple");
   CHECK(cpu_level_supported(cpu_active_level()));
 }

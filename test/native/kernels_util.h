@@ -10,15 +10,29 @@
 #include "backend/cpu/fp16.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/quants.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/vec_dot.h"
 
 namespace kernels_test {
 
 using namespace spindle;
 
+// The types with reference kernels only (every level computes them through vec_dot_*_ref).
+inline const std::vector<ggml_type>& reference_only_types() {
+  static const std::vector<ggml_type> types = {ggml_type::Q4_1, ggml_type::Q5_0, ggml_type::Q5_1,
+                                               ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q5_K,
+                                               ggml_type::IQ4_NL, ggml_type::IQ4_XS};
+  return types;
+}
+
+// Every weight type the CPU backend computes with: the SIMD-kernel types, then the reference-only ones.
 inline const std::vector<ggml_type>& weight_types() {
-  static const std::vector<ggml_type> types = {ggml_type::F32,  ggml_type::F16,  ggml_type::BF16, ggml_type::Q8_0,
-                                               ggml_type::Q4_0, ggml_type::Q4_K, ggml_type::Q6_K};
+  static const std::vector<ggml_type> types = [] {
+    std::vector<ggml_type> v = {ggml_type::F32,  ggml_type::F16,  ggml_type::BF16, ggml_type::Q8_0,
+                                ggml_type::Q4_0, ggml_type::Q4_K, ggml_type::Q6_K};
+    v.insert(v.end(), reference_only_types().begin(), reference_only_types().end());
+    return v;
+  }();
   return types;
 }
 
@@ -54,6 +68,26 @@ inline std::vector<uint8_t> random_rows(ggml_type type, int64_t n_rows, int64_t 
         ((block_q4_K*)p)[i].dmin = random_scale(rng, 0.001f, 0.01f);
         break;
       case ggml_type::Q6_K: ((block_q6_K*)p)[i].d = random_scale(rng, 0.0001f, 0.001f); break;
+      case ggml_type::Q4_1:
+        ((block_q4_1*)p)[i].d = random_scale(rng, 0.01f, 0.2f);
+        ((block_q4_1*)p)[i].m = random_scale(rng, -1.5f, 0.0f);
+        break;
+      case ggml_type::Q5_0: ((block_q5_0*)p)[i].d = random_scale(rng, 0.005f, 0.1f); break;
+      case ggml_type::Q5_1:
+        ((block_q5_1*)p)[i].d = random_scale(rng, 0.005f, 0.1f);
+        ((block_q5_1*)p)[i].m = random_scale(rng, -1.5f, 0.0f);
+        break;
+      case ggml_type::Q2_K:
+        ((block_q2_K*)p)[i].d = random_scale(rng, 0.005f, 0.05f);
+        ((block_q2_K*)p)[i].dmin = random_scale(rng, 0.005f, 0.05f);
+        break;
+      case ggml_type::Q3_K: ((block_q3_K*)p)[i].d = random_scale(rng, 0.0005f, 0.005f); break;
+      case ggml_type::Q5_K:
+        ((block_q5_K*)p)[i].d = random_scale(rng, 0.0005f, 0.005f);
+        ((block_q5_K*)p)[i].dmin = random_scale(rng, 0.001f, 0.01f);
+        break;
+      case ggml_type::IQ4_NL: ((block_iq4_nl*)p)[i].d = random_scale(rng, 0.0005f, 0.01f); break;
+      case ggml_type::IQ4_XS: ((block_iq4_xs*)p)[i].d = random_scale(rng, 0.00005f, 0.0005f); break;
       default: break;
     }
   }
@@ -76,6 +110,12 @@ inline std::vector<float> activation_values(ggml_type act, const uint8_t* row, i
     case ggml_type::F16: dequantize_row_f16((const uint16_t*)row, out.data(), n); break;
     case ggml_type::BF16: dequantize_row_bf16((const uint16_t*)row, out.data(), n); break;
     case ggml_type::Q8_0: dequantize_row_q8_0((const block_q8_0*)row, out.data(), n); break;
+    case ggml_type::Q8_1:
+      for (int64_t i = 0; i < n; ++i) {
+        const block_q8_1& b = ((const block_q8_1*)row)[i / QK8_1];
+        out[i] = fp16_to_f32(b.d) * b.qs[i % QK8_1];
+      }
+      break;
     case ggml_type::Q8_K:
       for (int64_t i = 0; i < n; ++i) {
         const block_q8_K& b = ((const block_q8_K*)row)[i / QK_K];
@@ -107,6 +147,24 @@ inline double abs_dot(const std::vector<float>& w, const std::vector<float>& x) 
 inline double exact_dot(const std::vector<float>& w, const std::vector<float>& x) {
   double s = 0;
   for (size_t i = 0; i < w.size(); ++i) s += (double)w[i] * x[i];
+  return s;
+}
+
+// The dot product the kernels stand for, in double: exact_dot, except that for the q8_1 activations of Q4_1 / Q5_1
+// each weight block's offset m multiplies the activation block's stored s = fp16(d * sum q) (llama.cpp's
+// arithmetic) instead of the exact sum of its values.  wv / xv: the rows' values (cpu_dequantize_row,
+// activation_values); w / x: the same rows in their block formats.
+inline double reference_dot(ggml_type t, const uint8_t* w, const uint8_t* x, const std::vector<float>& wv,
+                            const std::vector<float>& xv) {
+  if (cpu_activation_type(t) != ggml_type::Q8_1) return exact_dot(wv, xv);
+  const size_t wb = cpu_row_bytes(t, QK8_1);
+  double s = 0;
+  for (size_t i = 0; i < wv.size(); ++i) {
+    const uint8_t* block = w + (i / QK8_1) * wb;
+    const double m = fp16_to_f32((uint16_t)(block[2] | (block[3] << 8)));  // m follows d in q4_1 and q5_1
+    s += ((double)wv[i] - m) * xv[i];
+    if (i % QK8_1 == 0) s += m * fp16_to_f32(((const block_q8_1*)x)[i / QK8_1].s);
+  }
   return s;
 }
 

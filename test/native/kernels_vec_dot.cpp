@@ -47,7 +47,8 @@ TEST_CASE("kernels: every level's dot matches the reference within 1e-5 of sum|w
             const float ref = vec_dot_ref_for(t)(n, w.data() + r * ws, x.data() + tok * xs);
             const float fast = tile_1x1(k, n, w.data() + r * ws, x.data() + tok * xs);
             if (std::fabs((double)fast - ref) > 1e-5 * scale) ++bad;
-            if (std::fabs(ref - exact_dot(wv, xv)) > 1e-5 * scale) ++bad;
+            const double want = reference_dot(t, w.data() + r * ws, x.data() + tok * xs, wv, xv);
+            if (std::fabs(ref - want) > 1e-5 * scale) ++bad;
           }
         }
         if (bad) harness::fail(__FILE__, __LINE__, "mismatch for " + label(level, t, n));
@@ -86,6 +87,26 @@ static void make_exact(ggml_type t, int64_t n, std::vector<uint8_t>& w, std::vec
         ((block_q6_K*)w.data())[i].d = f32_to_fp16(0.25f);
         for (int g = 0; g < 16; ++g) ((block_q6_K*)w.data())[i].scales[g] = (int8_t)(2 * small());
         break;
+      case ggml_type::Q4_1:
+        ((block_q4_1*)w.data())[i].d = f32_to_fp16(1.0f);
+        ((block_q4_1*)w.data())[i].m = f32_to_fp16(-0.5f);
+        break;
+      case ggml_type::Q5_0: ((block_q5_0*)w.data())[i].d = f32_to_fp16(0.5f); break;
+      case ggml_type::Q5_1:
+        ((block_q5_1*)w.data())[i].d = f32_to_fp16(0.5f);
+        ((block_q5_1*)w.data())[i].m = f32_to_fp16(-2.0f);
+        break;
+      case ggml_type::Q2_K:
+        ((block_q2_K*)w.data())[i].d = f32_to_fp16(1.0f);
+        ((block_q2_K*)w.data())[i].dmin = f32_to_fp16(0.5f);
+        break;
+      case ggml_type::Q3_K: ((block_q3_K*)w.data())[i].d = f32_to_fp16(0.25f); break;
+      case ggml_type::Q5_K:
+        ((block_q5_K*)w.data())[i].d = f32_to_fp16(1.0f);
+        ((block_q5_K*)w.data())[i].dmin = f32_to_fp16(0.5f);
+        break;
+      case ggml_type::IQ4_NL: ((block_iq4_nl*)w.data())[i].d = f32_to_fp16(0.5f); break;
+      case ggml_type::IQ4_XS: ((block_iq4_xs*)w.data())[i].d = f32_to_fp16(0.125f); break;
       default: break;
     }
   }
@@ -94,6 +115,14 @@ static void make_exact(ggml_type t, int64_t n, std::vector<uint8_t>& w, std::vec
       block_q8_0& b = ((block_q8_0*)x.data())[i];
       b.d = f32_to_fp16(0.25f);
       for (int j = 0; j < QK8_0; ++j) b.qs[j] = (int8_t)small();
+    }
+  } else if (act == ggml_type::Q8_1) {
+    for (int64_t i = 0; i < n / QK8_1; ++i) {
+      block_q8_1& b = ((block_q8_1*)x.data())[i];
+      int sum = 0;
+      for (int j = 0; j < QK8_1; ++j) sum += (b.qs[j] = (int8_t)small());
+      b.d = f32_to_fp16(0.25f);
+      b.s = f32_to_fp16(0.25f * (float)sum);  // |sum| <= 256: exact in fp16
     }
   } else if (act == ggml_type::Q8_K) {
     for (int64_t i = 0; i < n / QK_K; ++i) {

@@ -88,8 +88,11 @@ TEST_CASE("model load: wrong shape gives actual and expected shape") {
 
 TEST_CASE("model load: unsupported weight types are named") {
   model_test::spec s;
-  retype(s, "blk.0.attn_q.weight", ggml_type::Q5_0);
-  CHECK_THROWS_WITH(load_built(s), "tensor 'blk.0.attn_q.weight' has type q5_0");
+  retype(s, "blk.0.attn_q.weight", ggml_type::MXFP4);  // a type the reader knows and the CPU backend cannot compute
+  CHECK_THROWS_WITH(load_built(s), "tensor 'blk.0.attn_q.weight' has type mxfp4, which the cpu backend does not support");
+  model_test::spec q;
+  retype(q, "blk.1.ffn_up.weight", ggml_type::Q8_1);  // an activation format, never a weight type
+  CHECK_THROWS_WITH(load_built(q), "tensor 'blk.1.ffn_up.weight' has type q8_1, which the cpu backend does not support");
   model_test::spec n;
   retype(n, "blk.0.attn_norm.weight", ggml_type::Q8_0);
   CHECK_THROWS_WITH(load_built(n), "'blk.0.attn_norm.weight' has type q8_0, expected f32, f16 or bf16");

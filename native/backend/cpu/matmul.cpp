@@ -16,6 +16,7 @@
 
 #include "backend/cpu/panel.h"
 #include "backend/cpu/quants.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot.h"
 #include "common/checked_math.h"
@@ -29,7 +30,7 @@ bool cpu_supports_type(ggml_type type) {
     case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_K: case ggml_type::Q6_K:
       return true;
     default:
-      return false;
+      return cpu_reference_only_type(type);
   }
 }
 
@@ -47,6 +48,14 @@ void cpu_dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) 
     case ggml_type::Q4_0: dequantize_row_q4_0((const block_q4_0*)src, dst, n); return;
     case ggml_type::Q4_K: dequantize_row_q4_K((const block_q4_K*)src, dst, n); return;
     case ggml_type::Q6_K: dequantize_row_q6_K((const block_q6_K*)src, dst, n); return;
+    case ggml_type::Q4_1: dequantize_row_q4_1((const block_q4_1*)src, dst, n); return;
+    case ggml_type::Q5_0: dequantize_row_q5_0((const block_q5_0*)src, dst, n); return;
+    case ggml_type::Q5_1: dequantize_row_q5_1((const block_q5_1*)src, dst, n); return;
+    case ggml_type::Q2_K: dequantize_row_q2_K((const block_q2_K*)src, dst, n); return;
+    case ggml_type::Q3_K: dequantize_row_q3_K((const block_q3_K*)src, dst, n); return;
+    case ggml_type::Q5_K: dequantize_row_q5_K((const block_q5_K*)src, dst, n); return;
+    case ggml_type::IQ4_NL: dequantize_row_iq4_nl((const block_iq4_nl*)src, dst, n); return;
+    case ggml_type::IQ4_XS: dequantize_row_iq4_xs((const block_iq4_xs*)src, dst, n); return;
     default: return;
   }
 }

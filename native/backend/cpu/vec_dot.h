@@ -19,16 +19,17 @@ namespace spindle {
 class packed_weight;  // repack.h
 
 // Activation row format a weight type is multiplied with (as llama.cpp's vec_dot_type):
-// F32 -> F32, F16 -> F16, BF16 -> BF16, Q8_0 / Q4_0 -> Q8_0, Q4_K / Q6_K -> Q8_K.
+// F32 -> F32, F16 -> F16, BF16 -> BF16, Q8_0 / Q4_0 / Q5_0 / IQ4_NL -> Q8_0, Q4_1 / Q5_1 -> Q8_1,
+// Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS -> Q8_K.
 // Throws spindle::error for a type the CPU kernels do not handle.
 ggml_type cpu_activation_type(ggml_type wtype);
 
-// Elements per block and bytes of a row of n elements, for the types of this backend (incl. Q8_K);
+// Elements per block and bytes of a row of n elements, for the types of this backend (incl. Q8_K, Q8_1);
 // throws if n is not a multiple of the block size or the size overflows.
 int64_t cpu_block_size(ggml_type type);
 size_t cpu_row_bytes(ggml_type type, int64_t n);
 
-// Converts one f32 row into `act_type` (quantize_row_q8_0 / _q8_K, convert_row_f16 / _bf16, or a copy).
+// Converts one f32 row into `act_type` (quantize_row_q8_0 / _q8_1 / _q8_K, convert_row_f16 / _bf16, or a copy).
 void cpu_convert_activation(ggml_type act_type, const float* x, void* dst, int64_t n);
 
 // Reference dot products (plain C++): weight row w (n elements) . activation row x (n elements).
@@ -39,9 +40,21 @@ float vec_dot_q8_0_ref(int64_t n, const void* w, const void* x);  // w q8_0, x q
 float vec_dot_q4_0_ref(int64_t n, const void* w, const void* x);  // w q4_0, x q8_0
 float vec_dot_q4_K_ref(int64_t n, const void* w, const void* x);  // w q4_K, x q8_K
 float vec_dot_q6_K_ref(int64_t n, const void* w, const void* x);  // w q6_K, x q8_K
+// The types with reference kernels only (vec_dot_ref_more.cpp; every level runs these, see cpu_tile_kernel):
+float vec_dot_q4_1_ref(int64_t n, const void* w, const void* x);    // w q4_1, x q8_1
+float vec_dot_q5_0_ref(int64_t n, const void* w, const void* x);    // w q5_0, x q8_0
+float vec_dot_q5_1_ref(int64_t n, const void* w, const void* x);    // w q5_1, x q8_1
+float vec_dot_q2_K_ref(int64_t n, const void* w, const void* x);    // w q2_K, x q8_K
+float vec_dot_q3_K_ref(int64_t n, const void* w, const void* x);    // w q3_K, x q8_K
+float vec_dot_q5_K_ref(int64_t n, const void* w, const void* x);    // w q5_K, x q8_K
+float vec_dot_iq4_nl_ref(int64_t n, const void* w, const void* x);  // w iq4_nl, x q8_0
+float vec_dot_iq4_xs_ref(int64_t n, const void* w, const void* x);  // w iq4_xs, x q8_K
 
 using vec_dot_fn = float (*)(int64_t n, const void* w, const void* x);
 vec_dot_fn vec_dot_ref_for(ggml_type wtype);
+
+// True for the weight types computed through their reference dot product at every level (listed above).
+bool cpu_reference_only_type(ggml_type wtype);
 
 // One tile of outputs: y[t * y_stride + r] = dot(w row r, x row t) for r < nr, t < nt.
 // Weight rows are w_stride bytes apart, activation rows x_stride bytes apart; 1 <= nr, nt <= tile limits.
@@ -54,8 +67,10 @@ struct tile_kernel {
   int max_tokens = 1;  // nt limit
 };
 
-// The tile kernel of `level` for weight type `wtype` (null fn if that level lacks one or the CPU cannot
-// run it; the scalar level always has one for every supported type).
+// The tile kernel of `level` for weight type `wtype` (null fn if the CPU cannot run that level, or that level
+// lacks one for a type it has kernels for; the scalar level always has one for every supported type, and every
+// level runs the scalar kernel of the types with reference kernels only: Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K,
+// IQ4_NL, IQ4_XS).
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype);
 
 // One packed tile (repack.h): the 8 rows of a packed group x nt tokens, 1 <= nt <= max_tokens:

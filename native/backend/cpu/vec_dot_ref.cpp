@@ -7,6 +7,7 @@
 #include "backend/cpu/fp16.h"
 #include "backend/cpu/quants.h"
 #include "backend/cpu/quants_avx2.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/vec_dot.h"
 #include "common/checked_math.h"
 #include "common/error.h"
@@ -21,9 +22,17 @@ ggml_type cpu_activation_type(ggml_type wtype) {
     case ggml_type::F16: return ggml_type::F16;
     case ggml_type::BF16: return ggml_type::BF16;
     case ggml_type::Q8_0:
-    case ggml_type::Q4_0: return ggml_type::Q8_0;
+    case ggml_type::Q4_0:
+    case ggml_type::Q5_0:
+    case ggml_type::IQ4_NL: return ggml_type::Q8_0;
+    case ggml_type::Q4_1:
+    case ggml_type::Q5_1: return ggml_type::Q8_1;
+    case ggml_type::Q2_K:
+    case ggml_type::Q3_K:
     case ggml_type::Q4_K:
-    case ggml_type::Q6_K: return ggml_type::Q8_K;
+    case ggml_type::Q5_K:
+    case ggml_type::Q6_K:
+    case ggml_type::IQ4_XS: return ggml_type::Q8_K;
     default: throw error("cpu backend: no matmul kernel for " + type_label(wtype));
   }
 }
@@ -31,8 +40,10 @@ ggml_type cpu_activation_type(ggml_type wtype) {
 int64_t cpu_block_size(ggml_type type) {
   switch (type) {
     case ggml_type::F32: case ggml_type::F16: case ggml_type::BF16: return 1;
-    case ggml_type::Q8_0: case ggml_type::Q4_0: return 32;
-    case ggml_type::Q4_K: case ggml_type::Q6_K: case ggml_type::Q8_K: return QK_K;
+    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q8_1: case ggml_type::Q4_1:
+    case ggml_type::Q5_0: case ggml_type::Q5_1: case ggml_type::IQ4_NL: return 32;
+    case ggml_type::Q4_K: case ggml_type::Q6_K: case ggml_type::Q8_K: case ggml_type::Q2_K:
+    case ggml_type::Q3_K: case ggml_type::Q5_K: case ggml_type::IQ4_XS: return QK_K;
     default: throw error("cpu backend: unsupported " + type_label(type));
   }
 }
@@ -46,6 +57,15 @@ static size_t block_bytes(ggml_type type) {
     case ggml_type::Q4_K: return sizeof(block_q4_K);
     case ggml_type::Q6_K: return sizeof(block_q6_K);
     case ggml_type::Q8_K: return sizeof(block_q8_K);
+    case ggml_type::Q8_1: return sizeof(block_q8_1);
+    case ggml_type::Q4_1: return sizeof(block_q4_1);
+    case ggml_type::Q5_0: return sizeof(block_q5_0);
+    case ggml_type::Q5_1: return sizeof(block_q5_1);
+    case ggml_type::Q2_K: return sizeof(block_q2_K);
+    case ggml_type::Q3_K: return sizeof(block_q3_K);
+    case ggml_type::Q5_K: return sizeof(block_q5_K);
+    case ggml_type::IQ4_NL: return sizeof(block_iq4_nl);
+    case ggml_type::IQ4_XS: return sizeof(block_iq4_xs);
     default: throw error("cpu backend: unsupported " + type_label(type));
   }
 }
@@ -77,6 +97,7 @@ void cpu_convert_activation(ggml_type act_type, const float* x, void* dst, int64
       if (avx2_quantizers()) quantize_row_q8_K_avx2(x, (block_q8_K*)dst, n);
       else quantize_row_q8_K(x, (block_q8_K*)dst, n);
       return;
+    case ggml_type::Q8_1: quantize_row_q8_1(x, (block_q8_1*)dst, n); return;
     default: throw error("cpu backend: no activation format " + type_label(act_type));
   }
 }
@@ -179,7 +200,25 @@ vec_dot_fn vec_dot_ref_for(ggml_type wtype) {
     case ggml_type::Q4_0: return vec_dot_q4_0_ref;
     case ggml_type::Q4_K: return vec_dot_q4_K_ref;
     case ggml_type::Q6_K: return vec_dot_q6_K_ref;
+    case ggml_type::Q4_1: return vec_dot_q4_1_ref;
+    case ggml_type::Q5_0: return vec_dot_q5_0_ref;
+    case ggml_type::Q5_1: return vec_dot_q5_1_ref;
+    case ggml_type::Q2_K: return vec_dot_q2_K_ref;
+    case ggml_type::Q3_K: return vec_dot_q3_K_ref;
+    case ggml_type::Q5_K: return vec_dot_q5_K_ref;
+    case ggml_type::IQ4_NL: return vec_dot_iq4_nl_ref;
+    case ggml_type::IQ4_XS: return vec_dot_iq4_xs_ref;
     default: throw error("cpu backend: no matmul kernel for " + type_label(wtype));
+  }
+}
+
+bool cpu_reference_only_type(ggml_type wtype) {
+  switch (wtype) {
+    case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1: case ggml_type::Q2_K:
+    case ggml_type::Q3_K: case ggml_type::Q5_K: case ggml_type::IQ4_NL: case ggml_type::IQ4_XS:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -199,12 +238,21 @@ tile_kernel tile_kernel_scalar(ggml_type wtype) {
     case ggml_type::Q4_0: return {scalar_tile<vec_dot_q4_0_ref>, 1, 1};
     case ggml_type::Q4_K: return {scalar_tile<vec_dot_q4_K_ref>, 1, 1};
     case ggml_type::Q6_K: return {scalar_tile<vec_dot_q6_K_ref>, 1, 1};
+    case ggml_type::Q4_1: return {scalar_tile<vec_dot_q4_1_ref>, 1, 1};
+    case ggml_type::Q5_0: return {scalar_tile<vec_dot_q5_0_ref>, 1, 1};
+    case ggml_type::Q5_1: return {scalar_tile<vec_dot_q5_1_ref>, 1, 1};
+    case ggml_type::Q2_K: return {scalar_tile<vec_dot_q2_K_ref>, 1, 1};
+    case ggml_type::Q3_K: return {scalar_tile<vec_dot_q3_K_ref>, 1, 1};
+    case ggml_type::Q5_K: return {scalar_tile<vec_dot_q5_K_ref>, 1, 1};
+    case ggml_type::IQ4_NL: return {scalar_tile<vec_dot_iq4_nl_ref>, 1, 1};
+    case ggml_type::IQ4_XS: return {scalar_tile<vec_dot_iq4_xs_ref>, 1, 1};
     default: return {};
   }
 }
 
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype) {
   if (!cpu_level_supported(level)) return {};
+  if (cpu_reference_only_type(wtype)) return tile_kernel_scalar(wtype);  // no SIMD kernels yet
   switch (level) {
     case cpu_level::scalar: return tile_kernel_scalar(wtype);
     case cpu_level::avx2: return tile_kernel_avx2(wtype);
