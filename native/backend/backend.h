@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/argmax.h"
 #include "gguf/ggml_type.h"
 
 namespace spindle {
@@ -78,6 +79,15 @@ class backend {
   virtual void free_f32(float* p) = 0;
   virtual void upload(float* dst, const float* src, int64_t n) = 0;    // host -> backend, n floats
   virtual void download(float* dst, const float* src, int64_t n) = 0;  // backend -> host, n floats
+  // out[r] = argmax_first(x + r * stride, n) (common/argmax.h) for n_rows rows: the greedy token of a logits
+  // row (its first n entries) without bringing the row to the host.   x: backend memory, out: host [n_rows]
+  virtual void argmax_rows(const float* x, int64_t n_rows, int64_t stride, int64_t n, int32_t* out) {
+    std::vector<float> row((size_t)n);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      download(row.data(), x + r * stride, n);
+      out[r] = argmax_first(row.data(), n);
+    }
+  }
   virtual void copy(float* dst, const float* src, int64_t n) = 0;      // backend -> backend, n floats
   // dst[dst_rows[i], :] = src[src_rows[i], :] for i < n, rows of `width` floats; a null index array means row i.
   // dst_rows / src_rows: host [n]. The destination rows must be distinct and must not overlap the source rows.

@@ -179,8 +179,10 @@ class engine {
   void step(std::vector<request_output>& outs);  // engine_step.cpp
   void run_forward(const schedule_output& so);   // engine_step.cpp
   // Samples the rows of one chunk (1 + its drafts) into `out`, stopping at the first rejected draft; returns the
-  // scheduler's record of it. engine_step.cpp.
-  sampled_token verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, request_output& out);
+  // scheduler's record of it. chosen: the model's greedy tokens of the rows (greedy_only sequences), or null:
+  // sample `rows`. engine_step.cpp.
+  sampled_token verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, const int32_t* chosen,
+                             request_output& out);
   void propose_draft(const sched_sequence& s, int32_t max_draft, std::vector<int32_t>& draft);
   // Fills the placeholder drafts of chunks whose sequence asked the draft model (engine_draft.cpp).
   void run_draft_model(schedule_output& so);
@@ -222,6 +224,10 @@ class engine {
   std::map<uint64_t, std::unique_ptr<sequence>> seqs_;  // every unfinished request, by id
   std::unique_ptr<grammar_vocab> grammar_vocab_;         // built by the first request with a grammar
   std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
+  // The model's greedy choices [sampling rows] for chunks whose sequence is greedy_only (their logits rows stay
+  // unwritten: a GPU copies one id per row instead of the vocabulary), and which chunks of the step those are.
+  std::vector<int32_t> greedy_ids_;
+  std::vector<uint8_t> chunk_greedy_;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;
   uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;

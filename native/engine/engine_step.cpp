@@ -29,6 +29,10 @@ void engine::run_forward(const schedule_output& so) {
   batch.reserve(so.chunks.size());
   chunk_tokens_.clear();
   chunk_tokens_.reserve(so.chunks.size());  // no reallocation below: batch keeps pointers into it
+  int64_t n_rows = 0;
+  for (const scheduled_chunk& c : so.chunks) n_rows += c.sample ? 1 + int64_t(c.draft.size()) : 0;
+  if (int64_t(greedy_ids_.size()) < n_rows) greedy_ids_.resize(size_t(n_rows));  // before pointers into it
+  chunk_greedy_.assign(so.chunks.size(), 0);
   int64_t n_sample = 0;
   for (const scheduled_chunk& c : so.chunks) {
     const std::vector<int32_t>& table = sched_->blocks().block_table(c.seq_id);
@@ -55,6 +59,11 @@ void engine::run_forward(const schedule_output& so) {
         images_encoded_ += uint64_t(seq.images->encoded_images() - before);
         image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
+    }
+    if (b.n_logits > 0 && seqs_.at(c.seq_id)->greedy_only()) {  // the model picks the token
+      b.argmax = greedy_ids_.data() + n_sample;
+      b.argmax_n = n_vocab_;
+      chunk_greedy_[batch.size()] = 1;
     }
     n_sample += b.n_logits;
     batch.push_back(b);
@@ -96,12 +105,14 @@ void engine::propose_draft(const sched_sequence& s, int32_t max_draft, std::vect
   }
 }
 
-sampled_token engine::verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, request_output& out) {
+sampled_token engine::verify_chunk(const scheduled_chunk& c, sequence& seq, float* rows, const int32_t* chosen,
+                                   request_output& out) {
   const int64_t n_rows = model_->hparams().n_vocab;
   const int32_t n_draft = int32_t(c.draft.size());
   const size_t before = out.tokens.size();
   for (int32_t i = 0; i <= n_draft; ++i) {
-    seq.sample_and_append(rows + i * n_rows, out);
+    if (chosen) seq.append(chosen[i], out);  // greedy_only: the argmax sample_and_append would take
+    else seq.sample_and_append(rows + i * n_rows, out);
     if (out.tokens.size() == before + size_t(i)) break;  // ended without a token (grammar complete, failure)
     generated_tokens_++;
     if (seq.finished() || !out.error.empty() || i == n_draft || out.tokens.back() != c.draft[size_t(i)]) break;
@@ -138,7 +149,9 @@ void engine::step(std::vector<request_output>& outs) {
   std::vector<uint64_t> finished;
   const int64_t rows = model_->hparams().n_vocab;
   int64_t row = 0;
+  size_t chunk = 0;
   for (const scheduled_chunk& c : so.chunks) {
+    const bool greedy = chunk_greedy_[chunk++] != 0;
     computed_tokens_ += uint64_t(c.n_tokens);
     if (!c.is_decode) prompt_tokens_ += uint64_t(c.n_tokens);
     if (!c.sample) continue;
@@ -146,10 +159,11 @@ void engine::step(std::vector<request_output>& outs) {
     request_output& out = engine_output_for(outs, c.seq_id);
     out.cached_tokens = c.seq->num_cached_tokens;
     float* chunk_rows = logits_.data() + row * rows;
+    const int32_t* chosen = greedy ? greedy_ids_.data() + row : nullptr;
     row += 1 + int64_t(c.draft.size());
     sampled_token t;
     try {
-      t = verify_chunk(c, seq, chunk_rows, out);
+      t = verify_chunk(c, seq, chunk_rows, chosen, out);
     } catch (const std::exception& e) {  // allocation failure while sampling: fail this request only
       out.error = e.what();
       seq.finish = finish_reason::abort;

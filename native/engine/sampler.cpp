@@ -3,10 +3,14 @@
 // request's own generator, so a seeded request is reproducible on its own.
 #include "engine/sampler.h"
 
+#include "common/argmax.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+
+#include "common/argmax.h"
 
 namespace spindle {
 
@@ -57,13 +61,7 @@ void apply_presence_frequency_penalty(float* logits, const std::unordered_map<in
   }
 }
 
-int32_t argmax(const float* logits, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  return best;
-}
+int32_t argmax(const float* logits, int32_t n) { return argmax_first(logits, n); }
 
 static bool by_logit_desc(const token_candidate& a, const token_candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

@@ -66,6 +66,13 @@ void sequence::sample_and_append(float* logits, request_output& out) {
   append(token, out);
 }
 
+bool sequence::greedy_only() const {
+  const sampling_params& p = req.params;
+  const bool masked = int32_t(output.size()) < p.min_tokens && !min_tokens_mask_.empty();
+  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logit_bias.empty() && p.logprobs < 0 && !constraint_ && !masked;
+}
+
 void sequence::append(int32_t token, request_output& out) {
   const bool may_stop = int32_t(output.size()) >= req.params.min_tokens;
   output.push_back(token);

@@ -30,8 +30,11 @@ struct sequence {
   // Samples the next token from `logits` [n_vocab] (modified in place), appends it and records the new
   // token, text, logprobs and finish in `out`.
   void sample_and_append(float* logits, request_output& out);
-  // Appends an already chosen token (tests, and the sampling path above).
+  // Appends an already chosen token (tests, the sampling path above, and greedy tokens the model chose).
   void append(int32_t token, request_output& out);
+  // Whether sample_and_append would take the plain argmax of the logits (temperature 0, no penalty, bias, mask,
+  // grammar or logprobs) for the next token: the model may then choose it (batch_sequence::argmax).
+  bool greedy_only() const;
   // Positions the KV cache must hold: prompt + output - 1 (the last sampled token is never forwarded).
   int64_t kv_capacity() const { return int64_t(req.prompt.size()) + max_output - 1; }
   bool finished() const { return finish != finish_reason::none; }

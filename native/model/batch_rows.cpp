@@ -45,7 +45,7 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
 
 void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits) {
   for (const batch_sequence& b : batch)
-    if (b.n_logits > 0 && logits == nullptr) throw error("forward_batch: null logits buffer");
+    if (b.n_logits > 0 && b.argmax == nullptr && logits == nullptr) throw error("forward_batch: null logits buffer");
 }
 
 void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_size, dense_scratch& s) {
@@ -118,7 +118,21 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
   be.matmul(output, cur, n_out, s.logits.data());  // [n_out, n_vocab]
   if (bias != nullptr && bias->data() != nullptr) be.add_row_vector(s.logits.data(), bias->data(), n_out, hp.n_vocab);
   graph.end();
-  be.download(logits, s.logits.data(), n_logits);
+  // rows whose sequence wants only the greedy token: ids; every other row: the logits (runs of rows at a time)
+  bool any_argmax = false;
+  for (const batch_sequence& b : batch) any_argmax = any_argmax || (b.n_logits > 0 && b.argmax != nullptr);
+  if (!any_argmax) {
+    be.download(logits, s.logits.data(), n_logits);
+    return;
+  }
+  int64_t row = 0;
+  for (const batch_sequence& b : batch) {
+    if (b.n_logits == 0) continue;
+    const float* rows = s.logits.data() + row * hp.n_vocab;
+    if (b.argmax) be.argmax_rows(rows, b.n_logits, hp.n_vocab, std::min<int64_t>(b.argmax_n, hp.n_vocab), b.argmax);
+    else be.download(logits + row * hp.n_vocab, rows, (int64_t)b.n_logits * hp.n_vocab);
+    row += b.n_logits;
+  }
 }
 
 }  // namespace spindle

@@ -17,7 +17,7 @@ namespace spindle {
 int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t n_blocks, int32_t block_size,
                               int32_t n_vocab);
 
-// Throws when some sequence wants logits and the buffer is null.
+// Throws when some sequence wants logits rows (not only their argmax) and the buffer is null.
 void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits);
 
 // s.tokens / s.pos / s.kv_rows [n] for the batch: row = block_table[pos / block_size] * block_size + pos % block_size.

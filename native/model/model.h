@@ -73,6 +73,11 @@ struct batch_sequence {
   // Input embeddings (images): host rows of n_embd floats, one per token whose id is k_embedding_token, in
   // order; that token's input is its row instead of a vocabulary embedding. Null when no token is one.
   const float* embd = nullptr;
+  // Greedy choice only: host [n_logits]; forward_batch writes argmax_first (common/argmax.h) of the first
+  // argmax_n entries of each of this sequence's logits rows here and may leave the rows themselves unwritten (a
+  // GPU then copies ids, not rows). argmax_n: the ids that may be chosen (a row may be longer: padding rows).
+  int32_t* argmax = nullptr;
+  int32_t argmax_n = 0;
 };
 
 // The id that marks a position whose input embedding comes from batch_sequence::embd (an image placeholder).
@@ -133,8 +138,9 @@ class model {
   // without recurrent state have nothing to roll back.
   virtual void rollback_state(kv_cache& kv, int32_t slot, int32_t pos) const { (void)kv, (void)slot, (void)pos; }
   // One forward pass over every token of `batch` (one matmul per weight for all rows). Writes logits
-  // [sum of n_logits, n_vocab] in batch order. A token's logits are bitwise the same whatever else is in
-  // the batch. Throws spindle::error (before writing anything) on an invalid batch.
+  // [sum of n_logits, n_vocab] in batch order (rows of sequences with an argmax buffer: their ids instead;
+  // logits may be null when every sequence wanting rows has one). A token's logits are bitwise the same
+  // whatever else is in the batch. Throws spindle::error (before writing anything) on an invalid batch.
   virtual void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) = 0;
 };
 

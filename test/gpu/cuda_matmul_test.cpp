@@ -53,6 +53,7 @@ TEST_CASE("cuda matmul: every weight type vs CPU and reference, batch-invariant"
   pair be;
   std::mt19937 rng(7);
   for (ggml_type type : kernels_test::weight_types()) {
+    if (!be.gpu->supports_type(type)) continue;  // the CPU-only types (reference kernels): see the last case
     for (const shape& sh : shapes_for(type)) {
       const int64_t n_tok = 13;
       const std::vector<uint8_t> w = kernels_test::random_rows(type, sh.n_out, sh.n_in, rng);
@@ -85,6 +86,7 @@ TEST_CASE("cuda matmul_expert: expert slices vs reference, batch-invariant") {
   pair be;
   std::mt19937 rng(11);
   for (ggml_type type : kernels_test::weight_types()) {
+    if (!be.gpu->supports_type(type)) continue;  // the CPU-only types (reference kernels): see the last case
     const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
     const int64_t n_in = k_quant ? 256 : 64, n_expert = 5;
     for (int64_t n_out : {48, 64}) {  // 48: experts straddle the 32-row groups
@@ -116,6 +118,7 @@ TEST_CASE("cuda get_rows: the CPU's dequantized rows, bit for bit") {
   pair be;
   std::mt19937 rng(3);
   for (ggml_type type : kernels_test::weight_types()) {
+    if (!be.gpu->supports_type(type)) continue;  // the CPU-only types (reference kernels): see the last case
     const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
     const int64_t n_in = k_quant ? 512 : 96, n_rows = 70;
     const std::vector<uint8_t> w = kernels_test::random_rows(type, n_rows, n_in, rng);
@@ -263,4 +266,16 @@ TEST_CASE("cuda matmul_group: q / k / v and gate / up in one launch have the bit
     for (backend_weight& w : ws) be.gpu->release_weight(w);
   }
   std::printf("  matmul_group: 4 groups at 1..40 tokens, bits of separate matmuls\n");
+}
+
+TEST_CASE("cuda: a weight type it has no kernels for is reported, not computed") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(31);
+  for (ggml_type type : kernels_test::weight_types()) {
+    if (be.gpu->supports_type(type)) continue;
+    CHECK(be.cpu->supports_type(type));
+    const std::vector<uint8_t> w = kernels_test::random_rows(type, 32, 256, rng);
+    CHECK_THROWS_WITH(be.gpu->upload_weight(type, w.data(), 256, 32), type_name(type));
+  }
 }

@@ -442,6 +442,32 @@ TEST_CASE("cuda attention: the tiled prompt kernel has the bits of the per-row k
   }
 }
 
+TEST_CASE("cuda argmax_rows: argmax_first of each row (ties, NaN, -inf, a row prefix), ids only to the host") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(43);
+  for (const int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(128256)}) {
+    const int64_t stride = n + 5, rows = 8;
+    std::vector<float> x = randn(rows * stride, rng);
+    float* r = x.data();
+    if (n > 3) {
+      r[0 * stride + n / 2] = 50.0f, r[0 * stride + n - 1] = 50.0f;  // a tie: the smaller index
+      r[1 * stride + 0] = NAN;                                        // NaN first: index 0
+      r[2 * stride + 1] = NAN, r[2 * stride + 2] = 60.0f;             // NaN later: never chosen
+      for (int64_t i = 0; i < n; ++i) r[3 * stride + i] = -INFINITY;  // all -inf: index 0
+      r[4 * stride + n] = 1e9f;                                       // past the prefix: not seen
+      for (int64_t i = 0; i < n; ++i) r[5 * stride + i] = NAN;        // all NaN: index 0
+    }
+    buf gx(*be.gpu, x);
+    std::vector<int32_t> ids((size_t)rows, -1);
+    be.gpu->argmax_rows(gx.p(), rows, stride, n, ids.data());
+    bool same = true;
+    for (int64_t i = 0; i < rows; ++i) same = same && ids[(size_t)i] == argmax_first(x.data() + i * stride, n);
+    CHECK(same);
+    if (n > 3) CHECK(ids[0] == n / 2);
+  }
+}
+
 TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, swiglu_matmul == their op sequences, bitwise") {
   REQUIRE_GPU();
   pair be;

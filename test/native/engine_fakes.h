@@ -3,6 +3,7 @@
 // engine, sequence and sampler code under test is the production code.
 // Invariant: fake_model::forward enforces the same contract as the real one (capacity, id range).
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/argmax.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "gguf_test_writer.h"
@@ -145,6 +147,7 @@ class fake_model : public model {
       for (int32_t r = b.n_tokens - b.n_logits; r < b.n_tokens; ++r) {
         for (int32_t i = 0; i < hp_.n_vocab; ++i) logits[i] = 0.0f;
         logits[next_(b.first_pos + r + 1, b.tokens[r])] = 20.0f;
+        if (b.argmax) b.argmax[r - (b.n_tokens - b.n_logits)] = argmax_first(logits, std::min(b.argmax_n, hp_.n_vocab));
         logits += hp_.n_vocab;
       }
     }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/argmax.h"
 #include "harness.h"
 #include "model/model.h"
 #include "model_test_gguf.h"
@@ -132,6 +133,37 @@ TEST_CASE("model forward_batch: last-token logits only, and decode steps after a
   m.forward_batch({b2, a2}, *kv, lg2.data());
   CHECK(std::memcmp(lg2.data(), w1.data() + 5 * V, V * sizeof(float)) == 0);
   CHECK(std::memcmp(lg2.data() + V, w0.data() + 9 * V, V * sizeof(float)) == 0);
+}
+
+TEST_CASE("model forward_batch: greedy rows give the argmax ids of the logits they would have written") {
+  for (const char* arch : {"llama", "qwen3"}) {  // lfm2 writes its rows through the same batch_output_logits
+    auto l = load_arch(arch, ggml_type::F16);
+    model& m = *l->m;
+    const int V = m.hparams().n_vocab;
+    const auto t0 = seq_tokens(9, V, 11), t1 = seq_tokens(5, V, 12), t2 = seq_tokens(7, V, 13);
+    const std::vector<int32_t> tab0 = {0, 1, 2}, tab1 = {3, 4}, tab2 = {5, 6};
+    auto logits_of = [&](bool greedy, std::vector<int32_t>& ids) {  // t0: all 9 rows, t1: none, t2: the last
+      auto kv = m.new_kv_cache(8, 4, 3);
+      batch_sequence a{t0.data(), 9, 0, tab0.data(), 3, 9, 0}, b{t1.data(), 5, 0, tab1.data(), 2, 0, 1},
+          c{t2.data(), 7, 0, tab2.data(), 2, 1, 2};
+      ids.assign(10, -1);
+      if (greedy) {  // rows of a and c: ids (the last 3 of them only for a: argmax_n < n_vocab)
+        a.argmax = ids.data();
+        a.argmax_n = V;
+        c.argmax = ids.data() + 9;
+        c.argmax_n = V - 3;
+      }
+      std::vector<float> lg(10 * (size_t)V, 0.0f);
+      m.forward_batch({a, b, c}, *kv, lg.data());
+      return lg;
+    };
+    std::vector<int32_t> none, ids;
+    const std::vector<float> full = logits_of(false, none);
+    logits_of(true, ids);
+    bool same = true;
+    for (int r = 0; r < 10; ++r) same = same && ids[r] == argmax_first(full.data() + (size_t)r * V, r < 9 ? V : V - 3);
+    CHECK(same);
+  }
 }
 
 TEST_CASE("model forward_batch: invalid batches throw") {

@@ -28,6 +28,9 @@ class cpu_backend final : public backend {
   void free_f32(float* p) override;
   void upload(float* dst, const float* src, int64_t n) override;
   void download(float* dst, const float* src, int64_t n) override;
+  void argmax_rows(const float* x, int64_t n_rows, int64_t stride, int64_t n, int32_t* out) override {
+    for (int64_t r = 0; r < n_rows; ++r) out[r] = argmax_first(x + r * stride, n);  // x is host memory
+  }
   void copy(float* dst, const float* src, int64_t n) override;
   backend_weight upload_weight(ggml_type type, const void* host_data, int64_t n_in, int64_t n_out) override;
   void release_weight(backend_weight& w) override;

@@ -60,6 +60,7 @@ class cuda_backend final : public backend {
   void free_f32(float* p) override;
   void upload(float* dst, const float* src, int64_t n) override;
   void download(float* dst, const float* src, int64_t n) override;
+  void argmax_rows(const float* x, int64_t n_rows, int64_t stride, int64_t n, int32_t* out) override;  // ops.cu
   void copy(float* dst, const float* src, int64_t n) override;
   void copy_rows(float* dst, const int64_t* dst_rows, const float* src, const int64_t* src_rows, int64_t n,
                  int64_t width) override;                                                           // ops.cu
@@ -156,6 +157,7 @@ class cuda_backend final : public backend {
   std::unordered_set<void*> weights_;  // uploaded weights not yet released (freed with the backend)
   device_scratch<float> attn_part_;    // split attention partials (attention.cu)
   device_scratch<float> mmq_part_;     // K-segment sums of the tensor-core matmul (matmul.cu)
+  device_scratch<int32_t> argmax_ids_; // argmax_rows results before they are copied to the host (ops.cu)
   std::vector<int32_t> attn_meta_;     // host metadata of the last attention launch (attention.cu)
   std::vector<void*> outgrown_;        // scratch buffers outgrown while recording (freed with the backend)
   std::vector<void*> freed_while_recording_;  // free_f32 calls of a recorded step (freed when the stream drains)

@@ -131,6 +131,46 @@ __global__ void add_rms_norm_q8_kernel(float* x, const float* r, const float* w,
   }
 }
 
+// (value, index) candidates of argmax_first (common/argmax.h): NaNs never take part (a scan never moves to
+// one), so the largest value wins and ties go to the smaller index; a NaN at index 0 is argmax_rows_kernel's
+// special case (the scan starts on it and nothing is `>` it).
+__device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int32_t bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+// One block per row: out[r] = argmax_first(x + r * stride, n).
+__global__ void argmax_rows_kernel(const float* x, int64_t stride, int64_t n, int32_t* out) {
+  pdl_begin();
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  const float* row = x + (int64_t)blockIdx.x * stride;
+  float bv = -INFINITY;
+  int32_t bi = INT32_MAX;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = row[i];
+    if (!isnan(v) && argmax_better(v, (int32_t)i, bv, bi)) bv = v, bi = (int32_t)i;
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, m);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, m);
+    if (argmax_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  if (lane == 0) sv[warp] = bv, si[warp] = bi;
+  __syncthreads();
+  if (warp != 0) return;
+  bv = lane < (int)(blockDim.x / 32) ? sv[lane] : -INFINITY;
+  bi = lane < (int)(blockDim.x / 32) ? si[lane] : INT32_MAX;
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, m);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, m);
+    if (argmax_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  if (lane == 0) out[blockIdx.x] = isnan(row[0]) || bi == INT32_MAX ? 0 : bi;  // all NaN: index 0 as well
+}
+
 // copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch.
 __global__ void store_kv_kernel(float* k_store, float* v_store, const int64_t* rows, const float* k_new,
                                 const float* v_new, int64_t k_dim, int64_t v_dim) {
@@ -361,6 +401,17 @@ void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows,
     launch("store_kv", store_kv_kernel, dim3(grid_for(std::max(k_dim, v_dim), k_threads), (unsigned)m, 2),
            dim3(k_threads), k_store, v_store, d_rows + i0, k_new + i0 * k_dim, v_new + i0 * v_dim, k_dim, v_dim);
   }
+}
+
+void cuda_backend::argmax_rows(const float* x, int64_t n_rows, int64_t stride, int64_t n, int32_t* out) {
+  if (n_rows <= 0) return;
+  if (n <= 0 || n > 0x7fffffff || n_rows > 0x7fffffff) throw error("argmax_rows: rows of 1 to 2^31 - 1 values");
+  int32_t* ids = argmax_ids_.reserve(n_rows, recording() ? &outgrown_ : nullptr);
+  launch("argmax_rows", argmax_rows_kernel, dim3((unsigned)n_rows), dim3(1024), x, stride, n, ids);
+  leave_recording();  // the ids go to the host now
+  SPINDLE_CUDA_CHECK(cudaMemcpyAsync(out, ids, (size_t)n_rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  SPINDLE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  queue_drained();
 }
 
 }  // namespace spindle
