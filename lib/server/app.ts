@@ -1,5 +1,5 @@
 // buildApp(options): the whole HTTP server as a Fastify instance composed of plugins (errors, engine, metrics,
-// cors, auth) and routes (v1, api, health, metrics, tokenize). It does not listen; serve.ts does (tests call inject() or listen).
+// cors, auth) and routes (v1, api, health, metrics, tokenize, and the web UI at / unless options.ui is false). It does not listen; serve.ts does (tests call inject() or listen).
 // Two modes: one model (options.engine, served under servedModelNames), or runner mode (options.runner: requests
 // name models of the store, loaded on demand by a ModelRunner; the Ollama management routes work).
 // Invariants: request bodies are JSON objects up to 2 MiB validated with coercion off (a string is never
@@ -25,6 +25,7 @@ import completionsRoute from './routes/v1/completions.js';
 import modelsRoute from './routes/v1/models.js';
 import healthRoute from './routes/health.js';
 import tokenizeRoute from './routes/tokenize.js';
+import uiRoute from './routes/ui.js';
 
 export const BODY_LIMIT = 40 * 1024 * 1024; // bytes: room for a data-URL image at the 20 MiB image limit
 export const REQUEST_TIMEOUT_MS = 120_000; // receiving one request
@@ -36,6 +37,8 @@ export interface AppOptions extends ServerEngineOptions {
   corsOrigins?: string[];
   logger?: FastifyServerOptions['logger'];
   bodyLimit?: number; // bytes
+  /** The web UI at `/` (default true; `spindle serve --no-ui`: false). */
+  ui?: boolean;
   /**
    * Runner mode (`spindle serve --ollama`): requests name models of the store, loaded on first use; `engine` then
    * carries the flags' engine options (its model is ignored) and servedModelNames is ignored.
@@ -89,5 +92,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(ollamaModelsRoute);
   await app.register(ollamaPsRoute);
   await app.register(ollamaManageRoute);
+  if (options.ui !== false) await app.register(uiRoute);
   return app;
 }

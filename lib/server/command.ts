@@ -73,6 +73,7 @@ Flags (vLLM spelling first, SGLang alias after):
   --threads N                         engine threads (default ${availableParallelism()})
   --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
   --cors-origins LIST                 comma-separated origins allowed by CORS (default: CORS off)
+  --no-ui                             no web UI at / (by default the chat app and server panel are served there)
   --drain-timeout SECONDS             on SIGTERM, time in-flight requests get to finish (default 30)
   --tool-call-parser NAME             how the model writes tool calls: hermes (qwen25, qwen), lfm2, pythonic,
                                       llama3_json (llama3, llama4_json); default: detected from the chat template
@@ -114,6 +115,7 @@ const OPTIONS = {
   'speculative-config': { type: 'string' }, 'speculative-algorithm': { type: 'string' },
   'speculative-num-draft-tokens': { type: 'string' }, 'speculative-model': { type: 'string' },
   'speculative-draft-model-path': { type: 'string' }, 'num-speculative-tokens': { type: 'string' },
+  'no-ui': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -235,6 +237,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
       strictModelName: v['strict-model-name'] === true,
       toolCallParser: toolParser,
+      ui: v['no-ui'] !== true,
     },
     engine: {
       maxModelLen: engineInt('max-model-len', 'maxModelLen', s('max-model-len') ?? s('context-length')),
@@ -300,7 +303,8 @@ async function serveRunner(cfg: ServeConfig, runner: NonNullable<ServeConfig['ru
     const server = await startServer({ ...cfg.serve, engine, servedModelNames: [], runner: { store, ...runner } });
     log(`runner mode: ${store.list().length} model(s) in the store ${store.home}; each loads on first use, ` +
       `at most ${runner.maxLoaded} at once, unloaded ${seconds(runner.keepAliveMs)} after its last request`);
-    io.stdout.write(`spindle serve: listening on ${server.url} (Ollama API: ${server.url}/api; OpenAI-compatible API: ${server.url}/v1)\n`);
+    const ui = cfg.serve.ui === false ? '' : `; web UI: ${server.url}/`;
+    io.stdout.write(`spindle serve: listening on ${server.url} (Ollama API: ${server.url}/api; OpenAI-compatible API: ${server.url}/v1${ui})\n`);
     return await shutdownOnSignals(server, log);
   } catch (e) {
     log(`could not start: ${(e as Error).message}`);
@@ -351,7 +355,8 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     if (engine.dtype === 'float16' || engine.dtype === 'bfloat16') {
       log(`--dtype ${engine.dtype}: activations and the KV cache are float32 on ${device} in this build (weights keep their GGUF types)`);
     }
-    io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI-compatible API: ${server.url}/v1)\n`);
+    const ui = cfg.serve.ui === false ? '' : `; web UI: ${server.url}/`;
+    io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI-compatible API: ${server.url}/v1${ui})\n`);
     return await shutdownOnSignals(server, log);
   } catch (e) {
     log(`could not start: ${(e as Error).message}`);

@@ -1,5 +1,6 @@
 // API-key auth (--api-key, repeatable): `/v1/*`, `/api/*`, `/metrics`, `/tokenize` and `/detokenize` need
-// `Authorization: Bearer <key>` or `Authorization: Key <key>`; `/health` stays open.
+// `Authorization: Bearer <key>` or `Authorization: Key <key>`; `/health` and the web UI's static files (`/`,
+// `/ui/*`: they hold no data, and the app asks the user for the key) stay open.
 // Invariant: keys are compared in constant time (SHA-256 digests of equal length through timingSafeEqual,
 // every configured key checked, no early exit); a missing header, a wrong scheme or a wrong key => 401.
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -8,6 +9,7 @@ import { ApiError } from '../api-error.js';
 import { sharedPlugin } from '../plugin.js';
 
 const OPEN_PATHS = new Set(['/health']);
+const isUiFile = (method: string, path: string): boolean => (method === 'GET' || method === 'HEAD') && (path === '/' || path.startsWith('/ui/'));
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
@@ -36,7 +38,7 @@ export const authPlugin = sharedPlugin<{ apiKeys: string[] }>(async (app: Fastif
   const keys = opts.apiKeys.map(digest);
   app.addHook('onRequest', async (request) => {
     const path = request.url.split('?')[0];
-    if (OPEN_PATHS.has(path) || request.method === 'OPTIONS') return;
+    if (OPEN_PATHS.has(path) || request.method === 'OPTIONS' || isUiFile(request.method, path)) return;
     if (!keyMatches(presentedKey(request), keys)) throw new ApiError(401, 'invalid API key', { code: 'invalid_api_key' });
   });
 }, 'spindle-auth');

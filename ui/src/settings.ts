@@ -1,0 +1,40 @@
+// The sampling settings of the settings panel, kept in localStorage, and how they become request fields.
+// An empty value (top-k 0, seed empty) is left out so the server's default applies.
+
+export interface Settings {
+  temperature: number;
+  maxTokens: number;
+  topP: number;
+  topK: number; // 0: off
+  minP: number;
+  repetitionPenalty: number;
+  seed: string; // '' = random
+}
+
+export const DEFAULT_SETTINGS: Settings = {
+  temperature: 0.7, maxTokens: 1024, topP: 1, topK: 0, minP: 0, repetitionPenalty: 1, seed: '',
+};
+
+const KEY = 'spindle.settings';
+
+export function loadSettings(): Settings {
+  try {
+    return { ...DEFAULT_SETTINGS, ...(JSON.parse(localStorage.getItem(KEY) ?? '{}') as Partial<Settings>) };
+  } catch {
+    return { ...DEFAULT_SETTINGS };
+  }
+}
+
+export function saveSettings(s: Settings): void {
+  localStorage.setItem(KEY, JSON.stringify(s));
+}
+
+/** The OpenAI request fields (plus the server's top_k, min_p, repetition_penalty extras). */
+export function requestFields(s: Settings): Record<string, number> {
+  const fields: Record<string, number> = { temperature: s.temperature, max_tokens: s.maxTokens, top_p: s.topP };
+  if (s.topK > 0) fields.top_k = s.topK;
+  if (s.minP > 0) fields.min_p = s.minP;
+  if (s.repetitionPenalty !== 1) fields.repetition_penalty = s.repetitionPenalty;
+  if (s.seed.trim() !== '') fields.seed = Number(s.seed);
+  return fields;
+}
