@@ -42,6 +42,6 @@ t.test('MoE spec validation', async (t) => {
   t.throws(() => resolveSpec({ ...BASE, nExpert: undefined }), /nExpert must be an integer in \[2, 1024\]/);
   t.throws(() => resolveSpec({ ...BASE, nExpertUsed: 17 }), /nExpertUsed must be an integer in \[1, 16\]/);
   t.throws(() => resolveSpec({ ...BASE, arch: 'qwen3' }), /only for MoE architectures/);
-  t.throws(() => resolveSpec({ ...BASE, weights: 'Q4_K_M', nEmbd: 256, nFf: 512, nFfExp: 128 }), /nFfExp = 128 must be a multiple of 256/);
-  t.throws(() => resolveSpec({ ...BASE, weights: 'Q4_K_M', nEmbd: 256, nFf: 512, nFfExp: 256, nExpert: 8 }), /Q5_K attn_output/);
+  t.throws(() => resolveSpec({ ...BASE, weights: 'Q4_K_M', nEmbd: 256, nFf: 512, nFfExp: 48 }), /nFfExp = 48 must be a multiple of 32/);
+  t.throws(() => resolveSpec({ ...BASE, weights: 'Q4_K_M', nEmbd: 256, nFf: 512, nFfExp: 256, nExpert: 8 }), /8-expert rules/);
 });

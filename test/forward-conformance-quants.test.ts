@@ -16,7 +16,7 @@ import { getLlama } from 'node-llama-cpp';
 import { compareLogits, llamaCppReference, type Comparison } from './helpers/conformance.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
-import { REFERENCE_ONLY_WEIGHTS, type ReferenceOnlyWeights } from './tooling/fixtures/spec.js';
+import { REFERENCE_ONLY_WEIGHTS, type FixtureWeights, type ReferenceOnlyWeights } from './tooling/fixtures/spec.js';
 
 const MODELS = [
   { label: 'llama (llama2 tok)', arch: 'llama', tokenizer: 'llama2', tiedEmbeddings: false, nLayer: 2 },
@@ -33,7 +33,15 @@ const TOLERANCE = {
   why: 'other f32 summation orders; a 1-ulp input difference can flip a q8 activation rounding before each matmul',
 };
 
-type Row = Comparison & { model: string; weights: ReferenceOnlyWeights };
+type Row = Comparison & { model: string; weights: string };
+
+// llama-quantize's mixes (Q5_K_M, Q3_K_M, Q2_K: their attn_v / attn_output / ffn_down / output types differ from
+// the base type, arch.ts) and the width fallbacks (rows of 160 and 288 values: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
+// Q8_0), on the llama and lfm2 shapes.
+const MIXES: ReadonlyArray<{ weights: FixtureWeights; narrow: boolean }> = [
+  { weights: 'Q5_K_M', narrow: false }, { weights: 'Q3_K_M', narrow: false }, { weights: 'Q2_K', narrow: false },
+  { weights: 'Q4_K_M', narrow: true }, { weights: 'Q5_K_M', narrow: true },
+];
 
 function table(rows: Row[]): string {
   const head = '| model | weights | argmax agree (non-tie) | argmax agree (all) | llama.cpp greedy tokens reproduced | ' +
@@ -49,20 +57,30 @@ t.test('forward conformance with llama.cpp for the reference-kernel weight types
   t.comment(`Spindle kernel level ${addon.debugCpuLevel()} (these types use the reference kernels at every level)`);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
   const rows: Row[] = [];
-  for (const m of MODELS) {
-    for (const weights of REFERENCE_ONLY_WEIGHTS) {
+  const cases = MODELS.flatMap((m) => [
+    // every 2-D tensor in the type (pure), so each type's kernels and embedding lookup run
+    ...REFERENCE_ONLY_WEIGHTS.map((weights) => {
       const wide = SUPER_BLOCK.includes(weights);
-      const name = `${m.label} ${weights}`;
+      return { m, weights: weights as FixtureWeights, label: weights, pure: true, nEmbd: wide ? 256 : 64, nFf: wide ? 512 : 128 };
+    }),
+    ...(m.arch === 'qwen3' ? [] : MIXES.map(({ weights, narrow }) => ({
+      m, weights, label: `${weights} mix${narrow ? ', 160/288-wide rows' : ''}`, pure: false,
+      nEmbd: narrow ? 160 : 256, nFf: narrow ? 288 : 512,
+    }))),
+  ]);
+  for (const { m, weights, label, pure, nEmbd, nFf } of cases) {
+    {
+      const name = `${m.label} ${label}`;
       const path = await fixtureModel({
-        arch: m.arch, tokenizer: m.tokenizer, weights, nEmbd: wide ? 256 : 64, nLayer: m.nLayer, nHead: 4, nHeadKv: 2,
-        nFf: wide ? 512 : 128, tiedEmbeddings: m.tiedEmbeddings, seed: 7,
+        arch: m.arch, tokenizer: m.tokenizer, weights, nEmbd, nLayer: m.nLayer, nHead: 4, nHeadKv: 2,
+        nFf, tiedEmbeddings: m.tiedEmbeddings, seed: 7, pure,
       });
       const ref = await llamaCppReference(llama, path, PROMPT, N_GENERATE);
       try {
         const ours = addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 });
         const nVocab = ours.length / ref.tokens.length;
         t.ok(Number.isInteger(nVocab) && ours.every(Number.isFinite), `${name}: finite logits`);
-        const r: Row = { model: m.label, weights, ...compareLogits(ref.tokens, ref.nPrompt, ours, nVocab, await ref.teacher(ours, nVocab)) };
+        const r: Row = { model: m.label, weights: label, ...compareLogits(ref.tokens, ref.nPrompt, ours, nVocab, await ref.teacher(ours, nVocab)) };
         rows.push(r);
         t.ok(new Set(ref.tokens.slice(ref.nPrompt)).size > 1, `${name}: llama.cpp's continuation is not one repeated token`);
         t.ok(r.compared >= ref.tokens.length / 2, `${name}: most positions are not near-ties`);
