@@ -20,6 +20,10 @@ export const MODELS = {
   'qwen3moe-small-q4_k_m': { ...qwen3moeSmall, weights: 'Q4_K_M' },
   'llama1b-q4_k_m': { ...llama1b, weights: 'Q4_K_M' },
   'llama1b-q8_0': { ...llama1b, weights: 'Q8_0' },
+  // issue 18's comparison set: llama-quantize's Q5_K_M, Q6_K and Q3_K_M of the same shape
+  'llama1b-q5_k_m': { ...llama1b, weights: 'Q5_K_M' },
+  'llama1b-q6_k': { ...llama1b, weights: 'Q6_K' },
+  'llama1b-q3_k_m': { ...llama1b, weights: 'Q3_K_M' },
   'qwen3-0.6b-q8_0': { ...qwen06b, weights: 'Q8_0' },
   // a tiny draft model with the Llama 3 vocabulary (speculative decoding's draft-model path)
   'llama-draft-tiny-q8_0': { arch: 'llama', tokenizer: 'llama3', nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 512,
