@@ -2,9 +2,11 @@
 // cors, auth) and routes (v1, api, health, metrics, tokenize, and the web UI at / unless options.ui is false). It does not listen; serve.ts does (tests call inject() or listen).
 // Two modes: one model (options.engine, served under servedModelNames), or runner mode (options.runner: requests
 // name models of the store, loaded on demand by a ModelRunner; the Ollama management routes work).
+// With a root path (--root-path, root-path.ts) every route also answers under that prefix; every request gets an id
+// (request-id.ts), sent back in `x-request-id` and logged as `reqId` when a logger is given (--log-format json).
 // Invariants: request bodies are JSON objects up to 2 MiB validated with coercion off (a string is never
 // taken for a number); the app owns its engines and closes them in onClose.
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ApiError } from './api-error.js';
 import { authPlugin } from './plugins/auth.js';
 import { corsPlugin } from './plugins/cors.js';
@@ -13,6 +15,8 @@ import { errorsPlugin } from './plugins/errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { ollamaBodyPlugin } from './plugins/ollama-body.js';
 import { ModelStore } from '../models/store.js';
+import { requestId } from './request-id.js';
+import { stripRootPath } from './root-path.js';
 import { ModelRunner } from './runner.js';
 import ollamaManageRoute from './routes/ollama/manage.js';
 import ollamaPsRoute from './routes/ollama/ps.js';
@@ -36,6 +40,10 @@ export interface AppOptions extends ServerEngineOptions {
   /** --cors-origins; empty: CORS off. */
   corsOrigins?: string[];
   logger?: FastifyServerOptions['logger'];
+  /** A pino logger for the request lines (`--log-format json`); give this or `logger`, not both. */
+  loggerInstance?: FastifyBaseLogger;
+  /** --root-path, normalized by parseRootPath ('' or absent: none): every route also answers under it. */
+  rootPath?: string;
   bodyLimit?: number; // bytes
   /** The web UI at `/` (default true; `spindle serve --no-ui`: false). */
   ui?: boolean;
@@ -55,8 +63,11 @@ export interface RunnerModeOptions {
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const rootPath = options.rootPath ?? '';
   const app = Fastify({
-    logger: options.logger ?? false,
+    ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: options.logger ?? false }),
+    genReqId: requestId,
+    rewriteUrl: rootPath === '' ? undefined : (req) => stripRootPath(req.url ?? '/', rootPath),
     bodyLimit: options.bodyLimit ?? BODY_LIMIT,
     requestTimeout: REQUEST_TIMEOUT_MS,
     return503OnClosing: true,
@@ -70,6 +81,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const engine = runner ? null : new ServerEngine(options);
   const store = options.runner ? options.runner.store ?? new ModelStore() : null;
   const host = (runner ?? engine)!;
+  app.addHook('onRequest', async (request, reply) => { reply.header('x-request-id', request.id); });
   await app.register(errorsPlugin);
   await app.register(ollamaBodyPlugin);
   await app.register(enginePlugin, { engine, runner, store, hubEnv: options.runner?.env ?? process.env });
@@ -92,6 +104,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(ollamaModelsRoute);
   await app.register(ollamaPsRoute);
   await app.register(ollamaManageRoute);
-  if (options.ui !== false) await app.register(uiRoute);
+  if (options.ui !== false) await app.register(uiRoute, { rootPath });
   return app;
 }

@@ -2,6 +2,8 @@
 // Flags as in docs/api.md (vLLM spelling, SGLang alias); without a model, the built-in demo model (random weights),
 // or with --ollama or SPINDLE_HOST set, runner mode: the store's models, loaded on demand (lib/server/runner.ts),
 // on 127.0.0.1:11434 (SPINDLE_HOST's address; --host / --port win).
+// Environment variables fill in flags that are not given (serve-env.ts: a flag wins, then the variable, then the
+// default). Logs are text on stderr, or JSON lines on stdout with --log-format json (log-format.ts).
 // Invariant: main() returns an exit code and never throws: 0 after a graceful shutdown, 1 when the server
 // could not start (bad model, port in use), 2 for bad flags.
 import { availableParallelism } from 'node:os';
@@ -19,6 +21,9 @@ import { progressPrinter } from '../cli/models/progress.js';
 import { ModelStore } from '../models/store.js';
 import { OLLAMA_PORT, parseHostEnv } from './host-env.js';
 import { DEFAULT_KEEP_ALIVE_MS, parseKeepAliveFlag } from './keep-alive.js';
+import { serveLog, type LogFormat, type ServeLog } from './log-format.js';
+import { listening, readyLine } from './serve-lines.js';
+import { apiKeysFrom, logFormatFrom, modelFrom, rootPathFrom } from './serve-env.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
        spindle serve --ollama [flags]
@@ -43,7 +48,15 @@ Flags (vLLM spelling first, SGLang alias after):
                                       name, or a hub reference hf.co/<org>/<repo>[:<quant>] (pulled first)
   --host HOST                         bind address (default 127.0.0.1)
   --port N                            port (default 8000)
-  --api-key KEY                       require \`Authorization: Bearer KEY\` (repeatable); /health stays open
+  --api-key KEY                       require \`Authorization: Bearer KEY\` or \`Key KEY\` (repeatable); /health
+                                      stays open
+  --root-path PATH                    every route also answers under PATH, such as /org_id/app_id (for platforms
+                                      that forward {base}/org_id/app_id/v1/... unstripped); the root keeps answering
+  --log-format text|json              text lines on stderr (default), or JSON lines on stdout with a request id
+                                      (reqId, from X-Request-Id when sent) per request line
+  --skip-server-warmup                no warm-up generation at start (by default one short generation runs after
+                                      the load and before /health turns 200, so the first request pays no
+                                      one-time cost)
   --served-model-name NAME            model name(s) clients use (repeatable; default: the file name)
   --strict-model-name                 answer 404 to a request whose \`model\` is not a served name (as vLLM);
                                       by default any name is accepted (LM Studio clients send 'local-model')
@@ -87,6 +100,13 @@ Flags (vLLM spelling first, SGLang alias after):
                                       link-local and cloud-metadata addresses are always refused)
   --enable-torch-compile              accepted for SGLang compatibility; no effect here
   -h, --help                          this text
+
+Environment (a flag on the command line wins over its variable; a variable wins over the default):
+  SPINDLE_MODEL                       the model when none is given (not with --ollama)
+  SPINDLE_API_KEY                     --api-key (one key)
+  SPINDLE_ROOT_PATH                   --root-path
+  SPINDLE_LOG_FORMAT                  --log-format
+  SPINDLE_HOST                        [scheme://]host[:port] to listen on (and runner mode when no model is given)
 `;
 
 class FlagError extends Error {}
@@ -115,7 +135,8 @@ const OPTIONS = {
   'speculative-config': { type: 'string' }, 'speculative-algorithm': { type: 'string' },
   'speculative-num-draft-tokens': { type: 'string' }, 'speculative-model': { type: 'string' },
   'speculative-draft-model-path': { type: 'string' }, 'num-speculative-tokens': { type: 'string' },
-  'no-ui': { type: 'boolean' },
+  'no-ui': { type: 'boolean' }, 'root-path': { type: 'string' }, 'log-format': { type: 'string' },
+  'skip-server-warmup': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -144,6 +165,7 @@ export interface ServeConfig {
   engine: EngineOptionsInput;
   servedModelNames: string[] | null;
   notes: string[]; // accepted flags without effect
+  logFormat: LogFormat;
 }
 
 /** Runner mode's settings, or null (single-model mode); refuses the flags that belong to the other mode. */
@@ -222,7 +244,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     s('speculative-num-draft-tokens') ?? s('num-speculative-tokens'), draftModel);
   const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
-  const model = flagModel ?? parsed.positionals[0];
+  const model = modelFrom(flagModel ?? parsed.positionals[0], v.ollama === true, env);
   const runner = runnerConfig(v, model, env);
   const listen = address(s('host'), int('port', s('port'), 0, 65535), runner !== null, env);
   return {
@@ -231,7 +253,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     serve: {
       host: listen.host,
       port: listen.port,
-      apiKeys: (v['api-key'] as string[] | undefined) ?? [],
+      apiKeys: apiKeysFrom(v['api-key'] as string[] | undefined, env),
+      rootPath: rootPathFrom(s('root-path'), env),
+      warmup: v['skip-server-warmup'] !== true,
       maxQueuedRequests: int('max-queued-requests', s('max-queued-requests'), 0, 1 << 20) ?? 256,
       corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
@@ -258,6 +282,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,
+    logFormat: logFormatFrom(s('log-format'), env),
   };
 }
 
@@ -297,23 +322,23 @@ function seconds(ms: number): string {
 
 /** Runner mode: the store's models, loaded on first use. */
 async function serveRunner(cfg: ServeConfig, runner: NonNullable<ServeConfig['runner']>, engine: EngineOptions, io: CommandIo,
-  log: (line: string) => void): Promise<number> {
+  slog: ServeLog): Promise<number> {
   try {
     const store = new ModelStore();
-    const server = await startServer({ ...cfg.serve, engine, servedModelNames: [], runner: { store, ...runner } });
-    log(`runner mode: ${store.list().length} model(s) in the store ${store.home}; each loads on first use, ` +
+    const server = await startServer({ ...cfg.serve, engine, servedModelNames: [], runner: { store, ...runner }, loggerInstance: slog.requestLogger ?? undefined });
+    slog.info(`runner mode: ${store.list().length} model(s) in the store ${store.home}; each loads on first use, ` +
       `at most ${runner.maxLoaded} at once, unloaded ${seconds(runner.keepAliveMs)} after its last request`);
-    const ui = cfg.serve.ui === false ? '' : `; web UI: ${server.url}/`;
-    io.stdout.write(`spindle serve: listening on ${server.url} (Ollama API: ${server.url}/api; OpenAI-compatible API: ${server.url}/v1${ui})\n`);
-    return await shutdownOnSignals(server, log);
+    const base = `${server.url}${cfg.serve.rootPath ?? ''}`;
+    const ui = cfg.serve.ui === false ? '' : `; web UI: ${base}/`;
+    listening(slog, io, cfg.logFormat, server.url, `Ollama API: ${base}/api; OpenAI-compatible API: ${base}/v1${ui}`);
+    return await shutdownOnSignals(server, slog.info);
   } catch (e) {
-    log(`could not start: ${(e as Error).message}`);
+    slog.error(`could not start: ${(e as Error).message}`);
     return 1;
   }
 }
 
 export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
-  const log = (line: string): void => { io.stderr.write(`spindle serve: ${line}\n`); };
   let cfg: ServeConfig | 'help';
   let engine;
   try {
@@ -324,11 +349,13 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     }
     engine = normalizeEngineOptions({ ...cfg.engine, model: cfg.model ?? 'demo' }, 'spindle serve');
   } catch (e) {
-    log(`${(e as Error).message}\n\n${HELP}`);
+    io.stderr.write(`spindle serve: ${(e as Error).message}\n\n${HELP}\n`);
     return 2;
   }
-  cfg.notes.forEach(log);
-  if (cfg.runner) return serveRunner(cfg, cfg.runner, engine, io, log);
+  const slog = serveLog(cfg.logFormat, io.stdout, io.stderr);
+  const log = slog.info;
+  for (const note of cfg.notes) log(note);
+  if (cfg.runner) return serveRunner(cfg, cfg.runner, engine, io, slog);
   const demo = cfg.model === null;
   try {
     let ref = engine.model;
@@ -341,9 +368,11 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
       ref = r.name;
     }
     const names = cfg.servedModelNames ?? [demo ? DEMO_MODEL_NAME : parseModelRef(ref).kind === 'path' ? defaultName(engine.model) : ref];
-    const server = await startServer({ ...cfg.serve, engine, servedModelNames: names, randomWeights: demo });
-    await server.app.engine.core.ready().catch((e: Error) => { log(`the model failed to load: ${e.message}`); });
+    const server = await startServer({ ...cfg.serve, engine, servedModelNames: names, randomWeights: demo,
+      loggerInstance: slog.requestLogger ?? undefined });
+    await server.app.engine.settled();
     if (server.app.engine.state === 'failed') {
+      slog.error(`the model failed to load: ${server.app.engine.loadError?.message ?? 'unknown error'}`);
       await server.shutdown();
       return 1;
     }
@@ -355,11 +384,13 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     if (engine.dtype === 'float16' || engine.dtype === 'bfloat16') {
       log(`--dtype ${engine.dtype}: activations and the KV cache are float32 on ${device} in this build (weights keep their GGUF types)`);
     }
-    const ui = cfg.serve.ui === false ? '' : `; web UI: ${server.url}/`;
-    io.stdout.write(`spindle serve: listening on ${server.url} (OpenAI-compatible API: ${server.url}/v1${ui})\n`);
+    readyLine(slog, server.app.engine.readyTimings);
+    const base = `${server.url}${cfg.serve.rootPath ?? ''}`;
+    const ui = cfg.serve.ui === false ? '' : `; web UI: ${base}/`;
+    listening(slog, io, cfg.logFormat, server.url, `OpenAI-compatible API: ${base}/v1${ui}`);
     return await shutdownOnSignals(server, log);
   } catch (e) {
-    log(`could not start: ${(e as Error).message}`);
+    slog.error(`could not start: ${(e as Error).message}`);
     return 1;
   }
 }

@@ -1,10 +1,13 @@
 // Runs the app on a socket and shuts it down gracefully: startServer() listens; shutdown() stops taking
 // requests (503), lets in-flight ones finish for up to the drain timeout, aborts the rest (their responses end
 // with finish_reason 'abort'), then closes the app and joins the engine thread.
+// With options.warmup (single-model mode), once listening it sends the warm-up request to its own socket
+// (warmup.ts); the engine reports ready (/health 200) only after it.
 // Invariant: shutdown() is idempotent and resolves (never rejects) once everything is closed.
 import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { buildApp, type AppOptions } from './app.js';
+import { warmUp, warmupContent } from './warmup.js';
 
 export const DRAIN_TIMEOUT_MS = 30_000;
 const ABORT_FLUSH_MS = 5_000; // after aborting: time for the aborted responses to be written
@@ -33,6 +36,14 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   }
   const address = app.server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  if (!app.runner && options.warmup) {
+    const engine = app.engine;
+    engine.startWarmup(async () => {
+      const ready = await engine.core.ready();
+      return warmUp(url, { model: engine.modelName, apiKey: options.apiKeys?.[0], content: warmupContent(ready, options.engine),
+        chat: ready.tokenizer.chatTemplate !== null });
+    });
+  }
   let stopping: Promise<{ drained: boolean }> | undefined;
   const shutdown = (): Promise<{ drained: boolean }> => {
     stopping ??= (async () => {

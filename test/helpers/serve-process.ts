@@ -1,5 +1,6 @@
 // `spindle serve` as a child process of a test (the built CLI, dist/cli/main.js): startServe(args) resolves with
-// its URL once it prints `listening on`; stop() sends SIGTERM and waits for the exit. Needs `npm run build:ts`.
+// its URL once it prints `listening on` (text or --log-format json); stop() sends SIGTERM and waits for the exit.
+// Needs `npm run build:ts`.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
@@ -13,12 +14,13 @@ export interface ServeProcess {
   url: string;
   child: ChildProcess;
   stderr(): string;
+  stdout(): string;
   stop(): Promise<void>;
 }
 
-export async function startServe(args: string[]): Promise<ServeProcess> {
+export async function startServe(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ServeProcess> {
   if (!existsSync(cli)) throw new Error(`${cli} is missing: run npm run build:ts first`);
-  const child = spawn(process.execPath, [cli, 'serve', ...args, '--port', '0'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cli, 'serve', ...args, '--port', '0'], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (b: Buffer) => { stderr += b.toString(); });
   let stdout = '';
@@ -38,5 +40,5 @@ export async function startServe(args: string[]): Promise<ServeProcess> {
     await exited;
     clearTimeout(timer);
   };
-  return { url, child, stderr: () => stderr, stop };
+  return { url, child, stderr: () => stderr, stdout: () => stdout, stop };
 }

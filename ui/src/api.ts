@@ -27,10 +27,20 @@ export async function errorMessage(response: Response): Promise<string> {
   return `the server answered ${response.status} ${response.statusText}${text ? `: ${text.slice(0, 200)}` : ''}`;
 }
 
+/** The server's --root-path when the page was served under it ('' at the root): API paths go under it too. */
+export function rootPath(): string {
+  return document.querySelector('meta[name="spindle-root-path"]')?.getAttribute('content') ?? '';
+}
+
+/** This server's base URL as clients should use it: the origin, plus the root path when the page came under it. */
+export function serverUrl(): string {
+  return location.origin + rootPath();
+}
+
 export async function apiFetch(path: string, init: RequestInit = {}): Promise<Response> {
   let response: Response;
   try {
-    response = await fetch(path, { ...init, headers: { ...authHeaders(), ...(init.headers as Record<string, string> | undefined) } });
+    response = await fetch(rootPath() + path, { ...init, headers: { ...authHeaders(), ...(init.headers as Record<string, string> | undefined) } });
   } catch (e) {
     if ((e as Error).name === 'AbortError') throw e;
     throw new ApiRequestError(`could not reach the server (${(e as Error).message})`, 0);

@@ -1,6 +1,9 @@
 // The engine plugin: starts one EngineCore for the app, decorates `fastify.engine` with it, and closes it
 // when the app closes (runner mode: decorates `fastify.runner` and `fastify.store` instead, and closes the runner's
 // engines). Also the server's request accounting per engine (in-flight requests, sequences for admission).
+// With `warmup`, the state stays 'loading' after the load until the warm-up its owner hands to startWarmup
+// (startServer: one request to its own socket, warmup.ts) has finished, so /health answers 503 until then; a failed warm-up is a
+// failed load.
 // Invariants: state goes loading -> ready -> closing (or loading -> failed); ready() throws a 503 ApiError
 // unless the model is loaded and the server takes requests; every begin() is paired with exactly one end.
 import { getToolCallParser } from '../../tools/index.js';
@@ -27,6 +30,18 @@ export interface ServerEngineOptions {
   maxQueuedRequests?: number;
   /** --tool-call-parser (a vLLM / SGLang name); absent: detected from the chat template. */
   toolCallParser?: string;
+  /**
+   * Wait after the load for the warm-up given to startWarmup() before the state turns ready (default false;
+   * `spindle serve`: true unless --skip-server-warmup). The owner must then call startWarmup() once; startServer
+   * does, once it listens (buildApp alone does not).
+   */
+  warmup?: boolean;
+}
+
+/** How long the model took to become ready (ms): the load, and the warm-up generation (0 when skipped). */
+export interface ReadyTimings {
+  loadMs: number;
+  warmupMs: number;
 }
 
 export class ServerEngine {
@@ -44,6 +59,9 @@ export class ServerEngine {
   #sequences = 0; // engine sequences submitted by those requests and not yet finished
   #idleWaiters: Array<() => void> = [];
   #failedSteps = 0; // the largest failedSteps seen (the native count)
+  #settled: Promise<void>; // resolves once the state has left 'loading'
+  #timings: ReadyTimings | undefined;
+  #giveWarmup!: (run: (() => Promise<number>) | null) => void;
 
   constructor(options: ServerEngineOptions) {
     this.servedModelNames = options.servedModelNames;
@@ -52,12 +70,36 @@ export class ServerEngine {
     this.maxNumSeqs = options.engine.maxNumSeqs;
     this.maxQueuedRequests = options.maxQueuedRequests ?? 256;
     this.toolCallParser = options.toolCallParser === undefined ? null : getToolCallParser(options.toolCallParser).name;
+    const start = performance.now();
+    const warmup = new Promise<(() => Promise<number>) | null>((resolve) => { this.#giveWarmup = resolve; });
+    if (!options.warmup) this.#giveWarmup(null);
     this.core = new EngineCore(options.engine);
-    this.core.ready().then(
-      () => { if (this.#state === 'loading') this.#state = 'ready'; },
-      (e: Error) => { this.#loadError = e; if (this.#state === 'loading') this.#state = 'failed'; },
-    );
+    this.#settled = this.core.ready().then(async () => {
+      const loadMs = performance.now() - start;
+      let warmupMs = 0;
+      const run = await warmup;
+      if (run) {
+        try {
+          warmupMs = await run();
+        } catch (e) {
+          this.#loadError = new Error(`the warm-up generation failed: ${(e as Error).message}`);
+          if (this.#state === 'loading') this.#state = 'failed';
+          return;
+        }
+      }
+      this.#timings = { loadMs, warmupMs };
+      if (this.#state === 'loading') this.#state = 'ready';
+    }, (e: Error) => { this.#loadError = e; if (this.#state === 'loading') this.#state = 'failed'; });
   }
+
+  /** The warm-up to run once the model is loaded (with the `warmup` option); resolves ms, rejects on failure. */
+  startWarmup(run: () => Promise<number>): void { this.#giveWarmup(run); }
+
+  /** Resolves once the model is loaded and warmed up (state ready) or failed; never rejects. */
+  settled(): Promise<void> { return this.#settled; }
+
+  /** Load and warm-up times, once ready. */
+  get readyTimings(): ReadyTimings | undefined { return this.#timings; }
 
   get state(): EngineState { return this.#state; }
   get loadError(): Error | undefined { return this.#loadError; }

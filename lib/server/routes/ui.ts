@@ -4,13 +4,16 @@
 // routes out.
 // Invariants: only files that the build wrote under dist/ui are served (the list is read once, at startup; no
 // request path reaches the file system); hashed assets are cached for good, index.html never; a client that
-// takes gzip gets the gzipped bytes (compressed once per file, on first request).
+// takes gzip gets the gzipped bytes (compressed once per file, on first request). Under a root path
+// (--root-path /org/app) the page is a copy whose `/ui/` asset URLs start with the root path, so the browser loads
+// them through the same prefix.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../api-error.js';
+import { isUnderRootPath } from '../root-path.js';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
@@ -57,11 +60,22 @@ function send(request: FastifyRequest, reply: FastifyReply, file: UiFile, cache:
   return reply.send(file.body);
 }
 
-export default async function uiRoute(app: FastifyInstance, opts: { dir?: string | null }): Promise<void> {
+/** index.html with its `/ui/` URLs (src="/ui/...", href="/ui/...") under `rootPath`, and the root path in a
+ *  `<meta name="spindle-root-path">` the app puts before its API calls (ui/src/api.ts). */
+function indexUnderRootPath(index: UiFile, rootPath: string): UiFile {
+  const html = index.body.toString('utf8').replace(/(\s(?:src|href)=")\/ui\//g, `$1${rootPath}/ui/`)
+    .replace('<head>', `<head>\n    <meta name="spindle-root-path" content="${rootPath}">`);
+  return { body: Buffer.from(html, 'utf8'), type: index.type };
+}
+
+export default async function uiRoute(app: FastifyInstance, opts: { dir?: string | null; rootPath?: string }): Promise<void> {
   const dir = opts.dir === undefined ? uiDir() : opts.dir;
   const files = dir ? readTree(dir) : new Map<string, UiFile>();
+  const rootPath = opts.rootPath ?? '';
+  const rootIndex = files.get('index.html');
+  const prefixedIndex = rootIndex && rootPath !== '' ? indexUnderRootPath(rootIndex, rootPath) : undefined;
   app.get('/', async (request, reply) => {
-    const index = files.get('index.html');
+    const index = prefixedIndex && isUnderRootPath(request.originalUrl, rootPath) ? prefixedIndex : rootIndex;
     if (!index) {
       throw new ApiError(404, 'the web UI is not built: run `npm run build:ui` (the API is under /v1 and /api)', { code: 'ui_not_built' });
     }

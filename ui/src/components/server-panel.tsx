@@ -2,7 +2,7 @@
 // server's URL with ready-to-copy client snippets, the engine's live status from /metrics (polled each second
 // while the panel is open), and, when the server runs the model store (runner mode), pull / delete / use.
 import { useEffect, useState } from 'preact/hooks';
-import { apiFetch, apiJson } from '../api';
+import { apiFetch, apiJson, serverUrl } from '../api';
 import { copyText } from '../clipboard';
 import { sampleOf, tokensPerSecond, type MetricsSample } from '../metrics';
 import { snippets } from '../snippets';
@@ -45,7 +45,7 @@ function ModelFacts({ card, runnerMode }: { card: ModelCard; runnerMode: boolean
 }
 
 function Snippets({ model, apiKey }: { model: string; apiKey: boolean }) {
-  const list = snippets({ baseUrl: location.origin, model, apiKey });
+  const list = snippets({ baseUrl: serverUrl(), model, apiKey });
   const [tab, setTab] = useState(0);
   const [copied, setCopied] = useState(false);
   const current = list[Math.min(tab, list.length - 1)];
@@ -144,7 +144,7 @@ export function ServerPanel({ models, model, runnerMode, needsKey, onUse, onMode
   return (
     <section class="server" aria-label="Server">
       <h2>Server</h2>
-      <p>Listening on <code data-testid="server-url">{location.origin}</code> · OpenAI API at <code>{location.origin}/v1</code> · Ollama API at <code>{location.origin}/api</code></p>
+      <p>Listening on <code data-testid="server-url">{serverUrl()}</code> · OpenAI API at <code>{serverUrl()}/v1</code> · Ollama API at <code>{serverUrl()}/api</code></p>
       <h3>Engine</h3>
       <EngineStatus />
       <h3>Models</h3>
