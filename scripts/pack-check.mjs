@@ -68,7 +68,13 @@ try {
     packArgs = [...packArgs, '--ignore-scripts'];
   }
   const packStart = Date.now();
-  const [info] = JSON.parse(run('npm', packArgs, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] }));
+  // `npm pack --json` prints its JSON last; what the lifecycle scripts print before it (the native build's own
+  // lines) is not part of it
+  const packOut = run('npm', packArgs, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = packOut.split('\n');
+  const jsonStart = lines.lastIndexOf('[');  // the JSON array's opening line (a build line may start with '[' too)
+  if (jsonStart < 0) throw new Error(`npm pack --json printed no JSON: ${packOut.slice(-500)}`);
+  const [info] = JSON.parse(lines.slice(jsonStart).join('\n'));
   const tarball = join(work, info.filename);
   const addon = info.files.filter((f) => /^prebuilds\/.*\.node$/.test(f.path));
   if (addon.length === 0) throw new Error('the tarball holds no prebuilt addon under prebuilds/');

@@ -11,7 +11,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const buildDir = join(root, 'build-prebuild');
 
 function run(cmd, args) {
-  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
+  // the build's output on stderr: stdout stays for what runs us (`npm pack --json` prints JSON there)
+  const r = spawnSync(cmd, args, { cwd: root, stdio: ['inherit', 2, 2] });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed with status ${r.status}`);
 }
 
