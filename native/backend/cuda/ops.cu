@@ -88,28 +88,11 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 
 // add then rms_norm in one pass per row, with rms_norm_kernel's arithmetic: x = r + x, then y = x * scale [* w].
 // y may alias r (every r element is read, by the thread that owns it, before any y is written).
-__global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps) {
-  pdl_begin();
-  __shared__ float red[32];
-  float* xr = x + (int64_t)blockIdx.x * n;
-  const float* rr = r + (int64_t)blockIdx.x * n;
-  float* yr = y + (int64_t)blockIdx.x * n;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = rr[i] + xr[i];
-    xr[i] = v;
-    sum = __fmaf_rn(v, v, sum);
-  }
-  sum = block_sum(sum, red);
-  const float scale = 1.0f / sqrtf(sum / (float)n + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
-}
-
-// add_rms_norm_kernel that also quantizes y per 32 values for the matmuls that read it next (q / k / v, gate /
-// up): quantize_q8_32's bits (quantize32). n and blockDim.x are multiples of 32, so each warp's 32 values of a
+// qx non-null: y is also quantized per 32 values for the matmuls that read it next (q / k / v, gate / up), with
+// quantize_q8_32's bits (quantize32); n and blockDim.x are then multiples of 32, so each warp's 32 values of a
 // pass are one sub-block.   qx [n_rows, n], dx / sx [n_rows, n / 32]
-__global__ void add_rms_norm_q8_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps,
-                                       int8_t* qx, float* dx, float* sx) {
+__global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps,
+                                    int8_t* qx, float* dx, float* sx) {
   pdl_begin();
   __shared__ float red[32];
   float* xr = x + (int64_t)blockIdx.x * n;
@@ -127,7 +110,7 @@ __global__ void add_rms_norm_q8_kernel(float* x, const float* r, const float* w,
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = w ? xr[i] * scale * w[i] : xr[i] * scale;
     yr[i] = v;
-    quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);
+    if (qx) quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);  // uniform
   }
 }
 
@@ -380,15 +363,15 @@ void cuda_backend::add_rms_norm(float* x, const float* r, const float* w, float*
                                 float eps) {
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("add_rms_norm: too many rows");
+  const dim3 grid((unsigned)n_rows), block(n >= 1024 ? 1024 : 128);
   if (n % 32 != 0) {
-    launch("add_rms_norm", add_rms_norm_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, r, w, y, n, eps);
+    launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, nullptr, nullptr, nullptr);
     return;
   }
   // y quantized too: the matmuls after it (matmul.cu) find their input ready
   float* scales = nullptr;
   int8_t* qx = reserve_q8(n_rows, n, &scales);
-  launch("add_rms_norm_q8", add_rms_norm_q8_kernel, dim3((unsigned)n_rows), dim3(n >= 1024 ? 1024 : 128), x, r, w, y,
-         n, eps, qx, scales, scales + n_rows * (n / 32));
+  launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, qx, scales, scales + n_rows * (n / 32));
   keep_quantized_act(y, n_rows, n);
 }
 
