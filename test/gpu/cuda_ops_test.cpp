@@ -20,6 +20,22 @@ std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
   return v;
 }
 
+// n_tokens query rows after n_past positions, n_head / n_head_kv heads of hd dims, K and V rows of the heads plus
+// k_pad / v_pad floats, scale 1 / sqrt(hd), causal.
+attention_params attention_shape(int64_t n_tokens, int64_t n_past, int32_t n_head, int32_t n_head_kv, int32_t hd,
+                                 int64_t k_pad, int64_t v_pad) {
+  attention_params p;
+  p.n_tokens = n_tokens;
+  p.n_past = n_past;
+  p.n_head = n_head;
+  p.n_head_kv = n_head_kv;
+  p.head_dim_k = p.head_dim_v = hd;
+  p.k_row_stride = (int64_t)n_head_kv * hd + k_pad;
+  p.v_row_stride = (int64_t)n_head_kv * hd + v_pad;
+  p.scale = 1.0f / std::sqrt((float)hd);
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("cuda elementwise ops: add, add_row_vector, scale_rows, swiglu") {
@@ -291,15 +307,7 @@ TEST_CASE("cuda non-causal attention: ViT shapes, contiguous and paged, batch-in
   struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; };
   for (const shape s : {shape{1, 0, 4, 4, 64}, shape{7, 0, 4, 4, 72}, shape{256, 0, 16, 16, 72},
                         shape{1024, 0, 16, 16, 72}, shape{40, 9, 8, 2, 64}}) {
-    attention_params p;
-    p.n_tokens = s.n_tokens;
-    p.n_past = s.n_past;
-    p.n_head = s.n_head;
-    p.n_head_kv = s.n_head_kv;
-    p.head_dim_k = p.head_dim_v = s.hd;
-    p.k_row_stride = (int64_t)s.n_head_kv * s.hd + 8;  // padded rows
-    p.v_row_stride = (int64_t)s.n_head_kv * s.hd;
-    p.scale = 1.0f / std::sqrt((float)s.hd);
+    attention_params p = attention_shape(s.n_tokens, s.n_past, s.n_head, s.n_head_kv, s.hd, 8, 0);  // padded K rows
     p.causal = false;
     const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd;
     const std::vector<float> q = randn(s.n_tokens * q_row, rng), k = randn(n_kv * p.k_row_stride, rng),
@@ -358,14 +366,7 @@ TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split 
   struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; };
   for (const shape s : {shape{3, 0, 4, 4, 32}, shape{2, 140, 14, 2, 64}, shape{4, 129, 16, 1, 128},
                         shape{1, 600, 8, 8, 128}, shape{2, 257, 6, 2, 256}, shape{1, 1000, 32, 8, 64}}) {
-    attention_params p;
-    p.n_tokens = s.n_tokens;
-    p.n_past = s.n_past;
-    p.n_head = s.n_head;
-    p.n_head_kv = s.n_head_kv;
-    p.head_dim_k = p.head_dim_v = s.hd;
-    p.k_row_stride = p.v_row_stride = (int64_t)s.n_head_kv * s.hd;
-    p.scale = 1.0f / std::sqrt((float)s.hd);
+    const attention_params p = attention_shape(s.n_tokens, s.n_past, s.n_head, s.n_head_kv, s.hd, 0, 0);
     const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd;
     const std::vector<float> q = randn(s.n_tokens * q_row, rng), k = randn(n_kv * p.k_row_stride, rng),
                              v = randn(n_kv * p.v_row_stride, rng);
@@ -397,14 +398,7 @@ TEST_CASE("cuda attention: the tiled prompt kernel has the bits of the per-row k
   // contexts (split partials merged) and short ones (one split), past positions before the prompt
   for (const shape s : {shape{37, 0, 32, 8, 64, true}, shape{16, 1000, 8, 2, 64, true}, shape{50, 3, 7, 1, 40, true},
                         shape{24, 40, 2, 2, 64, false}, shape{130, 70, 12, 3, 64, true}}) {
-    attention_params p;
-    p.n_tokens = s.n_tokens;
-    p.n_past = s.n_past;
-    p.n_head = s.n_head;
-    p.n_head_kv = s.n_head_kv;
-    p.head_dim_k = p.head_dim_v = s.hd;
-    p.k_row_stride = p.v_row_stride = (int64_t)s.n_head_kv * s.hd + 8;  // rows wider than the heads
-    p.scale = 1.0f / std::sqrt((float)s.hd);
+    attention_params p = attention_shape(s.n_tokens, s.n_past, s.n_head, s.n_head_kv, s.hd, 8, 8);  // wide rows
     p.causal = s.causal;
     const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd, bs = 16;
     const int64_t n_table = (n_kv + bs - 1) / bs;
