@@ -34,6 +34,7 @@ export interface NativeModelInfo {
   nCtxTrain: number;
   nEmbd: number; // {arch}.embedding_length (0 when the file does not say)
   maxModelLen: number;
+  maxNumBatchedTokens: number; // tokens per engine step (the default resolved by the engine); 0 from inspect()
   bosId: number;
   eosId: number;
   addBos: boolean;

@@ -40,7 +40,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     const engine = app.engine;
     engine.startWarmup(async () => {
       const ready = await engine.core.ready();
-      return warmUp(url, { model: engine.modelName, apiKey: options.apiKeys?.[0], content: warmupContent(ready, options.engine),
+      return warmUp(url, { model: engine.modelName, apiKey: options.apiKeys?.[0], content: warmupContent(ready),
         chat: ready.tokenizer.chatTemplate !== null });
     });
   }

@@ -11,7 +11,6 @@
 // one request in the counters and the log (`x-request-id: spindle-warmup`); it resolves with its duration or
 // rejects naming the status and the error it got.
 import type { CoreReady } from '../engine-core.js';
-import type { EngineOptions } from '../engine-options.js';
 
 export const WARMUP_MAX_TOKENS = 4; // a prefill and a few decode steps
 export const WARMUP_REQUEST_ID = 'spindle-warmup';
@@ -25,14 +24,10 @@ export interface WarmupRequest {
   apiKey?: string; // one of --api-key, when auth is on
 }
 
-/** Tokens one engine step takes: --max-num-batched-tokens, else the engine's default (2048 on a GPU, 256 on the CPU). */
-function stepTokens(ready: CoreReady, engine: EngineOptions): number {
-  return engine.maxNumBatchedTokens ?? (ready.info.device === 'cuda' ? 2048 : 256);
-}
-
-/** The warm-up's user message: PHRASE repeated to about one step's tokens, within the context. */
-export function warmupContent(ready: CoreReady, engine: EngineOptions): string {
-  const target = Math.min(stepTokens(ready, engine), ready.info.maxModelLen - TEMPLATE_ROOM - WARMUP_MAX_TOKENS);
+/** The warm-up's user message: PHRASE repeated to about one engine step's tokens (as the engine resolved
+ *  --max-num-batched-tokens or its default), within the context. */
+export function warmupContent(ready: CoreReady): string {
+  const target = Math.min(ready.info.maxNumBatchedTokens, ready.info.maxModelLen - TEMPLATE_ROOM - WARMUP_MAX_TOKENS);
   const perPhrase = Math.max(1, ready.tokenizer.encode(PHRASE, { addSpecialTokens: false }).length);
   return PHRASE.repeat(Math.max(1, Math.floor(target / perPhrase))).trim();
 }

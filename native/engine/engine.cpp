@@ -295,6 +295,7 @@ bool engine::load() {
     }
     make_cache(*m, max_len, draft.get());
     ev.info = describe(*m, max_len);
+    ev.info.max_num_batched_tokens = sched_->config().max_num_batched_tokens;
     if (vision) ev.info.mmproj = vision->path();
     std::lock_guard<std::mutex> lock(mu_);
     model_ = std::move(m);

@@ -83,6 +83,7 @@ struct model_info {
   int32_t n_ctx_train = 0;
   int32_t n_embd = 0;  // {arch}.embedding_length (0 when the file does not say)
   int32_t max_model_len = 0;
+  int32_t max_num_batched_tokens = 0;  // tokens per engine step, the default resolved (0 before loading)
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   bool add_bos = false;

@@ -339,6 +339,7 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   o.Set("nCtxTrain", m.n_ctx_train);
   o.Set("nEmbd", m.n_embd);
   o.Set("maxModelLen", m.max_model_len);
+  o.Set("maxNumBatchedTokens", m.max_num_batched_tokens);
   o.Set("bosId", m.bos_id);
   o.Set("eosId", m.eos_id);
   o.Set("addBos", m.add_bos);
