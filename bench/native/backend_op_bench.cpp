@@ -4,7 +4,9 @@
 // Each figure is the mean of `reps` back-to-back calls with one sync at the end, after a warm-up call; weights
 // hold a fixed byte pattern (timing only, values are meaningless).
 //   spindle_op_bench [device=cuda] [reps=200] [n_embd=2048] [n_ff=8192] [n_vocab=128256]
+// (SPINDLE_OP_BENCH_ATTENTION=1: the attention timings only)
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -78,49 +80,52 @@ int main(int argc, char** argv) {
   std::vector<float> ones((size_t)(max_tok * width), 0.01f);
   be->upload(x, ones.data(), max_tok * width);
 
-  // Small ops: what one step pays per op regardless of size.
-  std::printf("small ops (one decode row of %lld): us per call launched / in a step graph\n", (long long)n_embd);
-  const auto both = [&](const char* name, auto&& f) {
-    const double a = per_call_us(*be, reps, f), g = per_call_graph_us(*be, reps, f);
-    std::printf("  %-22s %8.2f / %6.2f us\n", name, a, g);
-  };
-  both("add", [&] { be->add(x, z, z, n_embd); });
-  both("rms_norm", [&] { be->rms_norm(x, nullptr, z, 1, n_embd, 1e-5f); });
-  both("swiglu (n_ff)", [&] { be->swiglu(x, x, z, n_ff); });
-  const int32_t pos[1] = {7};
-  rope_params rp;
-  rp.n_rot = 64;
-  both("rope (32 heads x 64)", [&] { be->rope(z, 1, 32, 64, pos, rp); });
-  const int64_t dst_rows[1] = {3};
-  both("copy_rows (1 x 512)", [&] { be->copy_rows(z, dst_rows, x, nullptr, 1, 512); });
+  // SPINDLE_OP_BENCH_ATTENTION set: the attention timings only
+  if (std::getenv("SPINDLE_OP_BENCH_ATTENTION") == nullptr) {
+    // Small ops: what one step pays per op regardless of size.
+    std::printf("small ops (one decode row of %lld): us per call launched / in a step graph\n", (long long)n_embd);
+    const auto both = [&](const char* name, auto&& f) {
+      const double a = per_call_us(*be, reps, f), g = per_call_graph_us(*be, reps, f);
+      std::printf("  %-22s %8.2f / %6.2f us\n", name, a, g);
+    };
+    both("add", [&] { be->add(x, z, z, n_embd); });
+    both("rms_norm", [&] { be->rms_norm(x, nullptr, z, 1, n_embd, 1e-5f); });
+    both("swiglu (n_ff)", [&] { be->swiglu(x, x, z, n_ff); });
+    const int32_t pos[1] = {7};
+    rope_params rp;
+    rp.n_rot = 64;
+    both("rope (32 heads x 64)", [&] { be->rope(z, 1, 32, 64, pos, rp); });
+    const int64_t dst_rows[1] = {3};
+    both("copy_rows (1 x 512)", [&] { be->copy_rows(z, dst_rows, x, nullptr, 1, 512); });
 
-  // Matmuls of the model's shapes.
-  const type_info types[] = {{ggml_type::Q4_K, "q4_K", 256, 144}, {ggml_type::Q6_K, "q6_K", 256, 210},
-                             {ggml_type::Q8_0, "q8_0", 32, 34},   {ggml_type::Q4_0, "q4_0", 32, 18},
-                             {ggml_type::F16, "f16", 1, 2}};
-  struct shape {
-    const char* name;
-    int64_t n_out, n_in;
-  } shapes[] = {{"attn_q/o", n_embd, n_embd}, {"attn_kv", n_embd / 4, n_embd}, {"ffn_up", n_ff, n_embd},
-                {"ffn_down", n_embd, n_ff}, {"output", n_vocab, n_embd}};
-  const int toks[] = {1, 2, 8, 64, 512};
-  std::printf("matmul: us per call (weight GB/s) by tokens; g1: one token in a step graph\n");
-  for (const type_info& ti : types) {
-    for (const shape& s : shapes) {
-      const int64_t bytes = s.n_out * s.n_in / ti.block_values * ti.block_bytes;
-      std::vector<uint8_t> host((size_t)bytes, 0x11);
-      backend_weight w = be->upload_weight(ti.type, host.data(), s.n_in, s.n_out);
-      std::printf("  %-5s %-9s %6lldx%-6lld", ti.name, s.name, (long long)s.n_out, (long long)s.n_in);
-      for (int t : toks) {
-        const int r = t >= 64 ? std::max(4, reps / 20) : reps;
-        const double us = per_call_us(*be, r, [&] { be->matmul(w, x, t, y); });
-        std::printf("  t%-3d %8.1f (%6.0f)", t, us, (double)bytes / (us * 1e-6) / 1e9);
+    // Matmuls of the model's shapes.
+    const type_info types[] = {{ggml_type::Q4_K, "q4_K", 256, 144}, {ggml_type::Q6_K, "q6_K", 256, 210},
+                               {ggml_type::Q8_0, "q8_0", 32, 34},   {ggml_type::Q4_0, "q4_0", 32, 18},
+                               {ggml_type::F16, "f16", 1, 2}};
+    struct shape {
+      const char* name;
+      int64_t n_out, n_in;
+    } shapes[] = {{"attn_q/o", n_embd, n_embd}, {"attn_kv", n_embd / 4, n_embd}, {"ffn_up", n_ff, n_embd},
+                  {"ffn_down", n_embd, n_ff}, {"output", n_vocab, n_embd}};
+    const int toks[] = {1, 2, 8, 64, 512};
+    std::printf("matmul: us per call (weight GB/s) by tokens; g1: one token in a step graph\n");
+    for (const type_info& ti : types) {
+      for (const shape& s : shapes) {
+        const int64_t bytes = s.n_out * s.n_in / ti.block_values * ti.block_bytes;
+        std::vector<uint8_t> host((size_t)bytes, 0x11);
+        backend_weight w = be->upload_weight(ti.type, host.data(), s.n_in, s.n_out);
+        std::printf("  %-5s %-9s %6lldx%-6lld", ti.name, s.name, (long long)s.n_out, (long long)s.n_in);
+        for (int t : toks) {
+          const int r = t >= 64 ? std::max(4, reps / 20) : reps;
+          const double us = per_call_us(*be, r, [&] { be->matmul(w, x, t, y); });
+          std::printf("  t%-3d %8.1f (%6.0f)", t, us, (double)bytes / (us * 1e-6) / 1e9);
+        }
+        int flip = 0;  // alternate inputs, so each call quantizes its own (no reuse of the last quantization)
+        const double g1 = per_call_graph_us(*be, reps, [&] { be->matmul(w, (flip++ & 1) ? z : x, 1, y); });
+        std::printf("  g1 %6.1f (%6.0f)", g1, (double)bytes / (g1 * 1e-6) / 1e9);
+        std::printf("\n");
+        be->release_weight(w);
       }
-      int flip = 0;  // alternate inputs, so each call quantizes its own (no reuse of the last quantization)
-      const double g1 = per_call_graph_us(*be, reps, [&] { be->matmul(w, (flip++ & 1) ? z : x, 1, y); });
-      std::printf("  g1 %6.1f (%6.0f)", g1, (double)bytes / (g1 * 1e-6) / 1e9);
-      std::printf("\n");
-      be->release_weight(w);
     }
   }
 
@@ -158,6 +163,40 @@ int main(int argc, char** argv) {
       const double kv_bytes = 2.0 * n_seqs * n_ctx * row * sizeof(float);
       std::printf("  seqs %-3d ctx %-5d %9.1f us (%6.0f GB/s of K/V), in a step graph %9.1f us\n", n_seqs, n_ctx, us,
                   kv_bytes / (us * 1e-6) / 1e9, gus);
+      be->free_f32(k);
+      be->free_f32(v);
+      be->free_f32(q);
+      be->free_f32(o);
+    }
+  }
+  // Prompt attention: one causal sequence of n_tok query rows from position 0 (llama-1B and qwen3-0.6B heads).
+  std::printf("attention_paged, one prompt (causal, block 16):\n");
+  struct heads { int32_t n_head, n_head_kv, hd; };
+  for (const heads h : {heads{32, 8, 64}, heads{16, 8, 128}}) {
+    for (int n_tok : {512, 1024, 4096}) {
+      const int32_t block = 16, n_blocks = (n_tok + block - 1) / block;
+      const int64_t kv_row = (int64_t)h.n_head_kv * h.hd, q_row = (int64_t)h.n_head * h.hd;
+      float* k = be->alloc_f32((int64_t)n_blocks * block * kv_row);
+      float* v = be->alloc_f32((int64_t)n_blocks * block * kv_row);
+      float* q = be->alloc_f32(n_tok * q_row);
+      float* o = be->alloc_f32(n_tok * q_row);
+      std::vector<int32_t> table((size_t)n_blocks);
+      for (int32_t i = 0; i < n_blocks; ++i) table[(size_t)i] = i;
+      paged_attention_params p;
+      p.attn.n_tokens = n_tok;
+      p.attn.n_head = h.n_head;
+      p.attn.n_head_kv = h.n_head_kv;
+      p.attn.head_dim_k = p.attn.head_dim_v = h.hd;
+      p.attn.k_row_stride = p.attn.v_row_stride = kv_row;
+      p.attn.scale = 1.0f / std::sqrt((float)h.hd);
+      p.block_table = table.data();
+      p.n_table = n_blocks;
+      p.block_size = block;
+      p.n_blocks = n_blocks;
+      const double us = per_call_us(*be, std::max(4, reps / 10), [&] { be->attention_paged(p, q, k, v, o); });
+      const double flops = 4.0 * h.n_head * h.hd * ((double)n_tok * (n_tok + 1) / 2);  // q.k and p.v, causal
+      std::printf("  heads %d/%d dim %-3d rows %-5d %9.1f us (%6.1f TFLOP/s)\n", h.n_head, h.n_head_kv, h.hd, n_tok,
+                  us, flops / (us * 1e-6) / 1e12);
       be->free_f32(k);
       be->free_f32(v);
       be->free_f32(q);

@@ -389,15 +389,18 @@ TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split 
   }
 }
 
-TEST_CASE("cuda attention: the tiled prompt kernel has the bits of the per-row kernel, causal or not, paged") {
+TEST_CASE("cuda attention: a prompt in one launch has the bits of each row alone (tensor-core row and split shapes)") {
   REQUIRE_GPU();
   pair be;
   std::mt19937 rng(37);
   struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; bool causal; };
-  // tiles of 16 rows, a partial tile, GQA groups of 4 and fewer (7 / 1, 2 / 2 heads), head dims 64 and 40, long
-  // contexts (split partials merged) and short ones (one split), past positions before the prompt
+  // whole and partial tiles; query-head groups of 4, 7 (14 of a tile's 16 rows), 1 (16 query rows per tile), 2,
+  // 16 and 32 (two tiles side by side); head dims 64, 40 (padded), 128 and 96; one chunk of positions and several
+  // (chunk partials merged: past 256 and 512 positions), past positions before the prompt, causal and not
   for (const shape s : {shape{37, 0, 32, 8, 64, true}, shape{16, 1000, 8, 2, 64, true}, shape{50, 3, 7, 1, 40, true},
-                        shape{24, 40, 2, 2, 64, false}, shape{130, 70, 12, 3, 64, true}}) {
+                        shape{24, 40, 2, 2, 64, false}, shape{130, 70, 12, 3, 64, true}, shape{70, 200, 16, 8, 128, true},
+                        shape{40, 0, 4, 4, 96, true}, shape{20, 300, 16, 1, 64, true}, shape{9, 20, 32, 1, 128, false},
+                        shape{300, 260, 8, 8, 64, true}}) {
     attention_params p = attention_shape(s.n_tokens, s.n_past, s.n_head, s.n_head_kv, s.hd, 8, 8);  // wide rows
     p.causal = s.causal;
     const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd, bs = 16;
@@ -413,10 +416,10 @@ TEST_CASE("cuda attention: the tiled prompt kernel has the bits of the per-row k
     pp.block_size = (int32_t)bs;
     pp.n_blocks = n_table;
     buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, s.n_tokens * q_row);
-    be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());  // every row in one launch: the tiled kernel
+    be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());  // every row in one launch: the row shape
     const std::vector<float> og = go.get();
     bool same = true;
-    for (int64_t t = 0; t < s.n_tokens; ++t) {  // each row alone: the per-row kernel
+    for (int64_t t = 0; t < s.n_tokens; ++t) {  // each row alone: the split shape
       paged_attention_params p1 = pp;
       p1.attn.n_tokens = 1;
       p1.attn.n_past = s.causal ? s.n_past + t : n_kv - 1;
@@ -425,13 +428,27 @@ TEST_CASE("cuda attention: the tiled prompt kernel has the bits of the per-row k
       same = same && same_bits(go1.get().data(), og.data() + t * q_row, (size_t)q_row);
     }
     CHECK(same);
+    // causal: the rows in uneven pieces (3 rows, then 5, ...) as a chunked prompt sends them: other tiles and shapes
+    if (s.causal) {
+      std::vector<float> pieces((size_t)(s.n_tokens * q_row));
+      for (int64_t t = 0, len = 3; t < s.n_tokens; t += len, len = len == 3 ? 5 : 3) {
+        paged_attention_params pc = pp;
+        pc.attn.n_tokens = std::min<int64_t>(len, s.n_tokens - t);
+        pc.attn.n_past = s.n_past + t;
+        buf goc(*be.gpu, pc.attn.n_tokens * q_row);
+        be.gpu->attention_paged(pc, gq.p() + t * q_row, gk.p(), gv.p(), goc.p());
+        const std::vector<float> oc = goc.get();
+        std::copy(oc.begin(), oc.end(), pieces.begin() + t * q_row);
+      }
+      CHECK(same_bits(pieces.data(), og.data(), og.size()));
+    }
     // and as the CPU computes it
     buf ck(*be.cpu, k), cv(*be.cpu, v), cq(*be.cpu, q), co(*be.cpu, s.n_tokens * q_row);
     be.cpu->attention_paged(pp, cq.p(), ck.p(), cv.p(), co.p());
     const double err = max_rel(og, co.get());
-    std::printf("  tiled attention %lld rows after %lld, %d/%d heads of %d, %s: bits of the per-row kernel %s, "
-                "max rel err vs cpu %.2e\n", (long long)s.n_tokens, (long long)s.n_past, s.n_head, s.n_head_kv, s.hd,
-                s.causal ? "causal" : "non-causal", same ? "yes" : "NO", err);
+    std::printf("  attention %lld rows after %lld, %d/%d heads of %d, %s: rows alone %s, max rel err vs cpu %.2e\n",
+                (long long)s.n_tokens, (long long)s.n_past, s.n_head, s.n_head_kv, s.hd,
+                s.causal ? "causal" : "non-causal", same ? "same bits" : "DIFFER", err);
     CHECK(err <= 1e-5);
   }
 }

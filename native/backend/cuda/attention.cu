@@ -1,6 +1,8 @@
 // Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
-// bidirectional attention: every query of a sequence attends to all of its positions).
-// Work split: one block per (query row, KV head, head group of up to HG query heads sharing that KV head, split
+// bidirectional attention: every query of a sequence attends to all of its positions). Head dims up to 128 go to
+// the tensor-core kernels (attention_mma.cu); this file holds the launch, the merge of partials, and the per-row
+// kernel for wider heads.
+// Per-row kernel's work split: one block per (query row, KV head, head group of up to HG query heads sharing that KV head, split
 // of k_split = 32 positions: short splits keep the chain of dependent loads per block short for decode). Each of the block's 4 warps takes k_split / 4 consecutive positions; for a position, the
 // 32 lanes hold strided dims of q and of the K / V row (one coalesced read of each row serves every query head of
 // the group), the q . k partial sums meet in a fixed butterfly, and an online softmax (running max and sum) keeps
@@ -15,7 +17,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/attention_args.cuh"
-#include "backend/cuda/attention_tile.h"
+#include "backend/cuda/attention_mma.h"
 #include "backend/cuda/launch.cuh"
 
 namespace spindle {
@@ -93,7 +95,7 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
         s[u][h] = expf(s[u][h] - m_new);  // p: 0 past the end
         psum += s[u][h];
       }
-      l[h] = __fmaf_rn(l[h], corr, psum);  // written out: attention_tile.cu repeats it bit for bit
+      l[h] = __fmaf_rn(l[h], corr, psum);
       m[h] = m_new;
 #pragma unroll
       for (int r = 0; r < DPL; ++r) acc[h][r] *= corr;
@@ -150,13 +152,13 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
   }
 }
 
-// Merges the splits of every (query row, head) that has more than one, in split order.
+// Merges the partials (of a.part_span positions each) of every (query row, head) that has more than one, in order.
 __global__ void attention_merge_kernel(attn_args a) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t n_kv = n_kv_of(a, i, a.tok_seq[i]);
-  const int64_t n_split = (n_kv + k_split - 1) / k_split;
+  const int64_t n_split = (n_kv + a.part_span - 1) / a.part_span;
   if (n_split <= 1) return;
   const int64_t oh = i * a.n_head + h;
   const float* pr = a.part + oh * a.n_split_max * (a.hd_v + 2);
@@ -170,7 +172,7 @@ __global__ void attention_merge_kernel(attn_args a) {
       sum = __fmaf_rn(p[1], f, sum);
       val = __fmaf_rn(p[2 + d], f, val);
     }
-    a.out[oh * a.hd_v + d] = val / sum;
+    a.out[oh * a.hd_v + d] = __fdiv_rn(val, sum);
   }
 }
 
@@ -246,18 +248,23 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   if (n_tok == 0) return;
   if (n_tok > 0x7fffffff || n_seqs > 0x7fffffff) throw error("cuda attention: too many tokens");
   const int64_t stride = paged ? next_pow2((uint32_t)max_blocks) : 0;
-  const int64_t n_split_max = next_pow2((uint32_t)((max_kv + k_split - 1) / k_split));
+  const attention_params& p = seqs[0].attn;
+  // head dims up to 128: the tensor-core kernels (prompts: warps own row tiles; decode: warps own splits; the same
+  // bits either way); wider heads: the per-row kernel
+  const bool mma = attention_mma_takes(p.head_dim_k, p.head_dim_v);
+  const int64_t span = mma ? k_mma_chunk : k_split;
+  const int64_t n_split_max = next_pow2((uint32_t)((max_kv + span - 1) / span));
   if (n_split_max > 65535) throw error("cuda attention: too many positions");
   if ((n_tok + 2 * n_seqs + n_seqs * stride) > 0x7fffffff) throw error("cuda attention: block tables too large");
-  // prompts (8 query rows per sequence on average, or more): the tiled kernel, the same bits
-  const attention_params& p0 = seqs[0].attn;
-  const bool tiled = n_tok >= 8 * n_seqs && attention_tiles_take(p0.head_dim_k, p0.head_dim_v, p0.n_head, p0.n_head_kv);
+  const mma_layout lay = attention_mma_layout(p.n_head, p.n_head_kv);
+  const bool rows_shape = n_tok >= 2 * lay.rq * n_seqs;
+  const int64_t tile_rows = rows_shape ? 4 * lay.rq : lay.rq;
   int64_t n_tiles = 0;
-  if (tiled) {
-    for (int64_t s = 0; s < n_seqs; ++s) n_tiles += (seqs[s].attn.n_tokens + k_tile_q - 1) / k_tile_q;
+  if (mma) {
+    for (int64_t s = 0; s < n_seqs; ++s) n_tiles += (seqs[s].attn.n_tokens + tile_rows - 1) / tile_rows;
   }
   const int64_t meta_base = n_tok + 2 * n_seqs + n_seqs * stride;
-  if (meta_base + 2 * n_tiles > 0x7fffffff) throw error("cuda attention: block tables too large");
+  if (meta_base + 2 * n_tiles > 0x7fffffff || n_tiles > 0x7fffffff) throw error("cuda attention: block tables too large");
   std::vector<int32_t>& meta = attn_meta_;
   meta.assign((size_t)(meta_base + 2 * n_tiles), 0);
   int32_t* tok_seq = meta.data();
@@ -277,14 +284,13 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
     at += a.n_tokens;
   }
   int32_t* tiles = meta.data() + meta_base;  // [first row, rows] per tile
-  for (int64_t s = 0, t = 0; tiled && s < n_seqs; ++s) {
-    for (int64_t r = 0; r < seqs[s].attn.n_tokens; r += k_tile_q, ++t) {
+  for (int64_t s = 0, t = 0; mma && s < n_seqs; ++s) {
+    for (int64_t r = 0; r < seqs[s].attn.n_tokens; r += tile_rows, ++t) {
       tiles[2 * t] = first[s] + (int32_t)r;
-      tiles[2 * t + 1] = (int32_t)std::min<int64_t>(k_tile_q, seqs[s].attn.n_tokens - r);
+      tiles[2 * t + 1] = (int32_t)std::min<int64_t>(tile_rows, seqs[s].attn.n_tokens - r);
     }
   }
   const int32_t* d = stage(meta.data(), (int64_t)meta.size());
-  const attention_params& p = seqs[0].attn;
   float* part = nullptr;
   if (n_split_max > 1) {
     part = attn_part_.reserve(n_tok * p.n_head * n_split_max * (p.head_dim_v + 2), recording() ? &outgrown_ : nullptr);
@@ -292,11 +298,9 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   attn_args args{q, k, v, out, part, d, d + n_tok, d + n_tok + n_seqs, paged ? d + n_tok + 2 * n_seqs : nullptr,
                  p.k_row_stride, p.v_row_stride, (int32_t)stride, paged ? seqs[0].block_size : 1, p.n_head,
                  p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
-                 (int32_t)n_split_max, p.causal ? 1 : 0, 0};
+                 (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span};
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
-  if (tiled) launch_attention_tiles(*this, args, d + meta_base, n_tiles);
-  else if (hd <= 64) launch_attention<2>(*this, args);
-  else if (hd <= 128) launch_attention<4>(*this, args);
+  if (mma) launch_attention_mma(*this, args, d + meta_base, n_tiles, rows_shape, lay);
   else if (hd <= 256) launch_attention<8>(*this, args);
   else launch_attention<16>(*this, args);
   if (n_split_max > 1) {

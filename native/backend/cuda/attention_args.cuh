@@ -1,6 +1,6 @@
-// What the two attention kernels share (attention.cu: one block per query row; attention_tile.cu: one block
-// per tile of a sequence's query rows, the same bits): the launch arguments, the split constants, and the
-// position -> K/V row mapping.
+// What the attention kernels share (attention.cu: one block per query row, any head dim; attention_mma.cu:
+// tensor cores, head dims up to 128): the launch arguments, the per-row split constants, and the position -> K/V
+// row mapping.
 #pragma once
 #include <cstdint>
 
@@ -21,7 +21,7 @@ struct attn_args {
   const float* k;
   const float* v;
   float* out;
-  float* part;  // [n_tok, n_head, n_split_max, hd_v + 2] split partials (max, sum, weighted V), or null
+  float* part;  // [n_tok, n_head, n_split_max, hd_v + 2] partials of part_span positions (max, sum, weighted V)
   const int32_t* tok_seq;
   const int32_t* n_past;
   const int32_t* first;
@@ -32,14 +32,19 @@ struct attn_args {
   int32_t n_head, n_head_kv, hd_k, hd_v;
   float scale;
   int32_t n_seqs, n_tok;  // sequences and query rows of the launch (a sequence's rows end where the next's start)
-  int32_t n_split_max;    // gridDim.z
+  int32_t n_split_max;    // gridDim.z: partials per (query row, head) at most
   int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
-  int32_t pad_;
+  int32_t part_span;      // positions per partial (k_split for attention_kernel, k_mma_chunk for the mma kernels)
 };
 static_assert(sizeof(attn_args) == 9 * sizeof(void*) + 2 * 8 + 12 * 4, "attn_args has padding");
 
+// Row of position j in the K / V store: table[j / block_size] * block_size + j % block_size, in 32-bit
+// arithmetic (positions stay below 2^31: attention_launch checks) with a shift for power-of-two block sizes.
 __device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_size, int64_t j) {
-  return table ? (int64_t)table[j / block_size] * block_size + j % block_size : j;
+  if (!table) return j;
+  const uint32_t p = (uint32_t)j, bs = (uint32_t)block_size;
+  const uint32_t b = (bs & (bs - 1)) == 0 ? p >> (__ffs((int)bs) - 1) : p / bs;
+  return (int64_t)table[b] * block_size + (int64_t)(p - b * bs);
 }
 
 // Positions query row i attends to.

@@ -1,0 +1,513 @@
+// Tensor-core attention for head dims up to 128, prompt and decode rows alike (mma.sync m16n8k8 with tf32
+// inputs, each multiply done as three, a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi with a = a_hi + a_lo in tf32
+// parts, so scores and weighted sums keep about f32 precision). One arithmetic for every (query row, head):
+//   - positions are cut into splits of k_mma_split = 32 aligned at position 0; split_partial() gives a split's
+//     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile;
+//   - a chunk's splits (k_mma_chunk = 256 positions) are folded in split order by fold() (online softmax);
+//   - a row with one chunk writes o / l; the chunks of a longer row go to attention_merge_kernel (attention.cu).
+// Two launch shapes run those steps: `rows` (prompts: each warp owns a tile of 16 (query row, head) rows and
+// walks the chunk's splits) and `splits` (decode: a block owns one tile, its four warps take different splits,
+// folded in order through shared memory).
+// Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
+// positions, never on the launch shape or on the other rows of the launch (batch invariance).
+// Fragment layouts (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+// B b0 (k t, n g), b1 (k t + 4, n g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
+#include <algorithm>
+
+#include "backend/cuda/attention_args.cuh"
+#include "backend/cuda/attention_mma.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace spindle {
+
+namespace {
+
+constexpr int k_mma_warps = 4;
+constexpr int k_splits_per_chunk = k_mma_chunk / k_mma_split;  // 8
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x = hi + lo (+ a remainder below 2^-22 |x|): x - hi is exact in f32
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = to_tf32(x);
+  lo = to_tf32(__fsub_rn(x, __uint_as_float(hi)));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d += a * b in three tf32 products, the small terms first.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                           float b0, float b1) {
+  uint32_t bh[2], bl[2];
+  split_tf32(b0, bh[0], bl[0]);
+  split_tf32(b1, bh[1], bl[1]);
+  mma_tf32(d, al, bh);
+  mma_tf32(d, ah, bl);
+  mma_tf32(d, ah, bh);
+}
+
+__device__ __forceinline__ void split_a(const float (&a)[4], uint32_t (&ah)[4], uint32_t (&al)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) split_tf32(a[e], ah[e], al[e]);
+}
+
+// Four floats p[d .. d + 4) of a row of n (zeros past n); vec: p 16-byte aligned and n a multiple of 4.
+__device__ __forceinline__ float4 load4(const float* p, int d, int n, bool vec) {
+  if (vec && d + 4 <= n) return *reinterpret_cast<const float4*>(p + d);
+  return make_float4(d < n ? p[d] : 0.0f, d + 1 < n ? p[d + 1] : 0.0f, d + 2 < n ? p[d + 2] : 0.0f,
+                     d + 3 < n ? p[d + 3] : 0.0f);
+}
+
+// The 16 rows of a warp tile: row r is query row i0 + r / gh, head h0 + r % gh (rows past nq query rows or nh
+// heads are padding: q zero, never written).
+struct warp_tile {
+  int64_t i0;
+  int nq, h0, nh, gh, kvh;
+  const int32_t* table;  // the sequence's block table, or null (contiguous)
+  int64_t n_kv_max;      // positions of the tile's last query row (the most)
+};
+
+struct row_info {
+  bool ok;
+  int64_t oh;    // (query row, head) index: output row
+  int64_t n_kv;  // positions the row attends to
+};
+
+__device__ __forceinline__ row_info tile_row(const attn_args& a, const warp_tile& w, int r, int32_t seq) {
+  row_info ri{false, 0, 0};
+  const int qi = r / w.gh, h = r % w.gh;
+  if (qi < w.nq && h < w.nh) {
+    ri.ok = true;
+    ri.oh = (w.i0 + qi) * a.n_head + w.h0 + h;
+    ri.n_kv = n_kv_of(a, w.i0 + qi, seq);
+  }
+  return ri;
+}
+
+// The 16 q rows of a warp tile into shared memory qs[16][HD + 16] (zeros for padding rows and dims past hd_k; the
+// +16 keeps a quarter warp's 16-byte reads of rows g and g + 1 on different banks), by threads x of n (the caller
+// synchronizes them).
+template <int HD>
+__device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, int32_t seq, int x, int n, bool vec,
+                                       float* qs) {
+  for (int e = x; e < 16 * HD / 4; e += n) {
+    const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
+    const row_info ri = tile_row(a, w, r, seq);
+    const float4 v = ri.ok ? load4(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
+    *reinterpret_cast<float4*>(qs + r * (HD + 16) + d) = v;
+  }
+}
+
+// K / V rows of one split as split_partial reads them, four floats from dim d of key u (0..31 within the split),
+// zeros past the head dims and past the tile's positions: kv_global reads the store (the split shape: a warp per
+// split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The values
+// are the same either way, so the bits are.
+struct kv_global {
+  const float* kb;
+  const float* vb;
+  int64_t ks, vs;
+  int hd_k, hd_v;
+  bool vec;
+  int32_t krow[4];  // this lane's K rows (keys 8j + g), -1 past the positions
+  int32_t vrow[8];  // this lane's V rows (keys 8j + 2t + e at 2j + e)
+  __device__ __forceinline__ kv_global(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
+      : kb(a.k + (int64_t)w.kvh * a.hd_k), vb(a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride), vs(a.v_stride),
+        hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t pk = j0 + 8 * j + g;
+      krow[j] = pk < w.n_kv_max ? (int32_t)kv_row(w.table, a.block_size, pk) : -1;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t pv = j0 + 8 * j + 2 * t + e;
+        vrow[2 * j + e] = pv < w.n_kv_max ? (int32_t)kv_row(w.table, a.block_size, pv) : -1;
+      }
+    }
+  }
+  __device__ __forceinline__ float4 k(int j, int d) const {
+    return krow[j] >= 0 ? load4(kb + krow[j] * ks, d, hd_k, vec) : make_float4(0, 0, 0, 0);
+  }
+  __device__ __forceinline__ float4 v(int j, int e, int d) const {
+    const int32_t r = vrow[2 * j + e];
+    return r >= 0 ? load4(vb + r * vs, d, hd_v, vec) : make_float4(0, 0, 0, 0);
+  }
+};
+
+template <int HD>
+struct kv_shared {
+  static constexpr int k_stride = HD + 16;  // a quarter warp's 16-byte K reads (rows g, g + 1) on distinct banks
+  static constexpr int v_stride = HD + 4;
+  const float* ks;  // [32][k_stride]
+  const float* vs;  // [32][v_stride]
+  int g, t;
+  __device__ __forceinline__ float4 k(int j, int d) const {
+    return *reinterpret_cast<const float4*>(ks + (8 * j + g) * k_stride + d);
+  }
+  __device__ __forceinline__ float4 v(int j, int e, int d) const {
+    return *reinterpret_cast<const float4*>(vs + (8 * j + 2 * t + e) * v_stride + d);
+  }
+};
+
+// One split (positions j0 .. j0 + 32) of a warp tile: m[r], l[r] of rows g (r = 0) and g + 8 (r = 1), o[nd][e] the
+// weighted V sums (not divided by l) of row g (e 0, 1) / g + 8 (e 2, 3) at dims (HD / 8) (2t + e % 2) + nd.
+// Positions >= n_kv of a row are masked.
+// q: the tile's rows in shared memory (load_q). A fragments: k-step 2i takes dims 16i + 4t (slot t) and 16i + 4t + 1
+// (slot t + 4), k-step 2i + 1 the next two, so a lane reads 4 contiguous dims of q and of a K row per two k-steps.
+template <int HD, typename KV>
+__device__ __forceinline__ void split_partial(const attn_args& a, const KV& kv, const float* qs,
+                                              const int64_t (&n_kv)[2], int64_t j0, int g, int t, float (&m)[2],
+                                              float (&l)[2], float (&o)[HD / 8][4]) {
+  constexpr int ND = HD / 8;  // V n-tiles; column g of n-tile nd is dim ND g + nd (a lane reads ND contiguous dims)
+  // scores: s[j][e], key 8j + 2t + e % 2 of row g / g + 8
+  float s[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 2
+  for (int i = 0; i < HD / 16; ++i) {
+    const float4 q0 = *reinterpret_cast<const float4*>(qs + g * (HD + 16) + 16 * i + 4 * t);
+    const float4 q1 = *reinterpret_cast<const float4*>(qs + (g + 8) * (HD + 16) + 16 * i + 4 * t);
+    uint32_t ah0[4], al0[4], ah1[4], al1[4];
+    split_a({q0.x, q1.x, q0.y, q1.y}, ah0, al0);  // k-step 2i
+    split_a({q0.z, q1.z, q0.w, q1.w}, ah1, al1);  // k-step 2i + 1
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 kx = kv.k(j, 16 * i + 4 * t);
+      mma_3xtf32(s[j], ah0, al0, kx.x, kx.y);
+      mma_3xtf32(s[j], ah1, al1, kx.z, kx.w);
+    }
+  }
+  // softmax of the split: max and sum over a row's 32 keys (8 per lane, then the lane quad in a fixed order)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t pos = j0 + 8 * j + 2 * t + e;
+        float& v = s[j][2 * r + e];
+        v = pos < n_kv[r] ? __fmul_rn(v, a.scale) : -INFINITY;
+        mx = fmaxf(mx, v);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mu = mx == -INFINITY ? 0.0f : mx;  // a row with no position here: every p is 0
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& v = s[j][2 * r + e];
+        v = expf(__fsub_rn(v, mu));
+        sum = __fadd_rn(sum, v);
+      }
+    }
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
+    m[r] = mx;
+    l[r] = sum;
+  }
+  // weighted V: k-step j takes keys 8j + 2t (slot t) and 8j + 2t + 1 (slot t + 4): the score registers as they are
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t ah[4], al[4];
+    split_a({s[j][0], s[j][2], s[j][1], s[j][3]}, ah, al);
+    float v0[ND], v1[ND];
+#pragma unroll
+    for (int c = 0; c < ND / 4; ++c) {
+      const float4 x0 = kv.v(j, 0, ND * g + 4 * c), x1 = kv.v(j, 1, ND * g + 4 * c);
+      v0[4 * c] = x0.x, v0[4 * c + 1] = x0.y, v0[4 * c + 2] = x0.z, v0[4 * c + 3] = x0.w;
+      v1[4 * c] = x1.x, v1[4 * c + 1] = x1.y, v1[4 * c + 2] = x1.z, v1[4 * c + 3] = x1.w;
+    }
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) mma_3xtf32(o[nd], ah, al, v0[nd], v1[nd]);
+  }
+}
+
+// Folds a split's (m, l, o) into a row's running (M, L, O), the same expression wherever it runs (registers of
+// the rows shape, shared memory of the splits shape): the weights of both sides from the new maximum.
+struct fold_weights {
+  float mx, a, b;
+};
+__device__ __forceinline__ fold_weights fold(float M, float m) {
+  const float mx = fmaxf(M, m);
+  return {mx, expf(__fsub_rn(M, mx)), expf(__fsub_rn(m, mx))};
+}
+__device__ __forceinline__ float fold_value(float acc, float x, const fold_weights& f) {
+  return __fmaf_rn(acc, f.a, __fmul_rn(x, f.b));
+}
+
+// Splits of a chunk a row reaches.
+__device__ __forceinline__ int splits_reached(int64_t n_kv, int64_t chunk_start) {
+  const int64_t n = (n_kv - chunk_start + k_mma_split - 1) / k_mma_split;
+  return n <= 0 ? 0 : n >= k_splits_per_chunk ? k_splits_per_chunk : (int)n;
+}
+
+// Writes a row's chunk result: o / l when the row has one chunk, else (max, sum, o) for attention_merge_kernel.
+__device__ __forceinline__ void write_result(const attn_args& a, int64_t oh, int64_t n_kv, int64_t chunk, int d,
+                                             float M, float L, float O) {
+  if (d >= a.hd_v) return;
+  if (n_kv <= k_mma_chunk) {
+    a.out[oh * a.hd_v + d] = __fdiv_rn(O, L);
+  } else {
+    float* pr = a.part + (oh * a.n_split_max + chunk) * (a.hd_v + 2);
+    if (d == 0) {
+      pr[0] = M;
+      pr[1] = L;
+    }
+    pr[2 + d] = O;
+  }
+}
+
+// The launch's tile of this block and warp: tiles[2 blockIdx.x ..] = (first query row, query rows); the warp takes
+// query rows [first_q, first_q + rq) of it. blockIdx.y = KV head x head group.
+__device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* tiles, int rq, int gh, int first_q,
+                                           warp_tile& w, int32_t& seq) {
+  const int64_t i0 = tiles[2 * blockIdx.x];
+  const int n = tiles[2 * blockIdx.x + 1];
+  if (first_q >= n) return false;
+  const int group_heads = a.n_head / a.n_head_kv;
+  const int hgroups = (group_heads + gh - 1) / gh;
+  w.kvh = blockIdx.y / hgroups;
+  w.h0 = w.kvh * group_heads + (blockIdx.y % hgroups) * gh;
+  w.nh = min(gh, w.kvh * group_heads + group_heads - w.h0);
+  w.gh = gh;
+  w.i0 = i0 + first_q;
+  w.nq = min(rq, n - first_q);
+  seq = a.tok_seq[w.i0];
+  w.table = a.tables ? a.tables + (int64_t)seq * a.table_stride : nullptr;
+  w.n_kv_max = n_kv_of(a, w.i0 + w.nq - 1, seq);
+  return true;
+}
+
+// One split's K and V rows (32 positions from j0, zeros past n_kv_max and past the head dims) for the rows shape's
+// shared copy: thread x of 128 holds float4 x + 128 i (i < HD / 8): K rows first, then V rows, HD / 4 per row.
+template <int HD>
+struct kv_stage {
+  static constexpr int n = HD / 8;
+  float4 r[n];
+  __device__ __forceinline__ void load(const attn_args& a, const warp_tile& bt, int64_t j0, bool vec) {
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+      const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
+      const int d = 4 * (e % (HD / 4));
+      const int64_t pos = j0 + u;
+      r[i] = make_float4(0, 0, 0, 0);
+      if (pos < bt.n_kv_max) {
+        const int64_t row = kv_row(bt.table, a.block_size, pos);
+        r[i] = is_v ? load4(a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                    : load4(a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(float* ks, float* vs) const {
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+      const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
+      const int d = 4 * (e % (HD / 4));
+      float* dst = is_v ? vs + u * kv_shared<HD>::v_stride + d : ks + u * kv_shared<HD>::k_stride + d;
+      *reinterpret_cast<float4*>(dst) = r[i];
+    }
+  }
+};
+
+// Prompts: warp w owns query rows [w rq, (w + 1) rq) of the block's tile (16 (row, head) rows), walks the chunk's
+// splits in order and folds them in registers. Head dims up to 64: the block copies each split's K / V rows into
+// shared memory once for its four warps (the next split's rows load into registers while the warps compute);
+// wider heads (shared memory too small for both copies): each warp reads the store.
+template <int HD>
+__global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attention_mma_rows(attn_args a,
+                                                                                             const int32_t* tiles,
+                                                                                             int rq, int gh, int vec) {
+  pdl_begin();
+  constexpr bool staged = HD <= 64;
+  constexpr int ND = HD / 8;
+  const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, t = lane % 4;
+  warp_tile bt, w;  // the block's whole tile, this warp's rows
+  int32_t seq;
+  setup_tile(a, tiles, 0x7fffffff, gh, 0, bt, seq);
+  const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
+  if (chunk_start >= bt.n_kv_max) return;  // uniform over the block
+  const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w, seq) && chunk_start < w.n_kv_max;
+  __shared__ __align__(16) float sm_q[k_mma_warps][16 * (HD + 16)];
+  __shared__ __align__(16) float sm_k[staged ? 32 * kv_shared<HD>::k_stride : 1];
+  __shared__ __align__(16) float sm_v[staged ? 32 * kv_shared<HD>::v_stride : 1];
+  if (active) load_q<HD>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
+  __syncwarp();
+  row_info ri[2] = {};
+  int64_t n_kv[2] = {0, 0};
+  if (active) {
+    ri[0] = tile_row(a, w, g, seq);
+    ri[1] = tile_row(a, w, g + 8, seq);
+    n_kv[0] = ri[0].ok ? ri[0].n_kv : 0;
+    n_kv[1] = ri[1].ok ? ri[1].n_kv : 0;
+  }
+  float M[2], L[2], O[ND][4];
+  const int n_splits = splits_reached(bt.n_kv_max, chunk_start);
+  const int warp_splits = active ? splits_reached(w.n_kv_max, chunk_start) : 0;
+  kv_stage<staged ? HD : 8> next;
+  if constexpr (staged) next.load(a, bt, chunk_start, vec);
+  for (int s = 0; s < n_splits; ++s) {
+    const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
+    if constexpr (staged) {
+      __syncthreads();  // every warp is done with the previous split's copy
+      next.store(sm_k, sm_v);
+      __syncthreads();
+      if (s + 1 < n_splits) next.load(a, bt, j0 + k_mma_split, vec);
+    }
+    if (s >= warp_splits) continue;
+    float m[2], l[2], o[ND][4];
+    if constexpr (staged) {
+      split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], n_kv, j0, g, t, m, l, o);
+    } else {
+      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q[warp], n_kv, j0, g, t, m, l, o);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (s == 0) {
+        M[r] = m[r];
+        L[r] = l[r];
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) O[nd][2 * r] = o[nd][2 * r], O[nd][2 * r + 1] = o[nd][2 * r + 1];
+      } else if (j0 < n_kv[r]) {
+        const fold_weights f = fold(M[r], m[r]);
+        L[r] = fold_value(L[r], l[r], f);
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          O[nd][2 * r] = fold_value(O[nd][2 * r], o[nd][2 * r], f);
+          O[nd][2 * r + 1] = fold_value(O[nd][2 * r + 1], o[nd][2 * r + 1], f);
+        }
+        M[r] = f.mx;
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (!ri[r].ok || n_kv[r] <= chunk_start) continue;
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) write_result(a, ri[r].oh, n_kv[r], chunk, ND * (2 * t + e) + nd, M[r], L[r], O[nd][2 * r + e]);
+    }
+  }
+}
+
+// Decode: the block owns one tile of rq query rows; its W warps take splits w, w + W, .. of the chunk, and the
+// block folds each group of W in split order through shared memory (thread: row tid / TPR, dims tid % TPR + TPR k).
+template <int HD>
+__host__ __device__ constexpr int splits_warps() { return HD <= 64 ? 8 : 4; }  // a chunk's 8 splits at once where shared memory allows
+
+template <int HD>
+__global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1) attention_mma_splits(attn_args a, const int32_t* tiles,
+                                                                                    int rq, int gh, int vec) {
+  pdl_begin();
+  constexpr int ND = HD / 8, W = splits_warps<HD>(), TPR = W * k_warp / 16, NF = HD / TPR;  // TPR, NF: folding
+  __shared__ float sm_o[W][16][HD + 1];
+  __shared__ float sm_m[W][16], sm_l[W][16];
+  const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, t = lane % 4;
+  warp_tile w;
+  int32_t seq;
+  if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
+  const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
+  if (chunk_start >= w.n_kv_max) return;
+  __shared__ __align__(16) float sm_q[16 * (HD + 16)];
+  load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
+  __syncthreads();
+  const row_info ri[2] = {tile_row(a, w, g, seq), tile_row(a, w, g + 8, seq)};
+  const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
+  // the folding thread's row
+  const int fr = threadIdx.x / TPR, fc = threadIdx.x % TPR;
+  const row_info fri = tile_row(a, w, fr, seq);
+  const int64_t f_n_kv = fri.ok ? fri.n_kv : 0;
+  float M = 0.0f, L = 0.0f, O[NF];
+  const int n_splits = splits_reached(w.n_kv_max, chunk_start);
+  for (int base = 0; base < n_splits; base += W) {
+    const int s = base + warp;
+    if (s < n_splits) {
+      float m[2], l[2], o[ND][4];
+      const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
+      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (t == 0) {
+          sm_m[warp][g + 8 * r] = m[r];
+          sm_l[warp][g + 8 * r] = l[r];
+        }
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          sm_o[warp][g + 8 * r][ND * (2 * t) + nd] = o[nd][2 * r];
+          sm_o[warp][g + 8 * r][ND * (2 * t + 1) + nd] = o[nd][2 * r + 1];
+        }
+      }
+    }
+    __syncthreads();
+    for (int u = 0; u < W && base + u < n_splits; ++u) {
+      const int64_t j0 = chunk_start + (int64_t)(base + u) * k_mma_split;
+      const float m = sm_m[u][fr], l = sm_l[u][fr];
+      if (base + u == 0) {
+        M = m;
+        L = l;
+#pragma unroll
+        for (int k = 0; k < NF; ++k) O[k] = sm_o[u][fr][fc + TPR * k];
+      } else if (j0 < f_n_kv) {
+        const fold_weights f = fold(M, m);
+        L = fold_value(L, l, f);
+#pragma unroll
+        for (int k = 0; k < NF; ++k) O[k] = fold_value(O[k], sm_o[u][fr][fc + TPR * k], f);
+        M = f.mx;
+      }
+    }
+    __syncthreads();
+  }
+  if (!fri.ok || f_n_kv <= chunk_start) return;
+#pragma unroll
+  for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
+}
+
+}  // namespace
+
+mma_layout attention_mma_layout(int32_t n_head, int32_t n_head_kv) {
+  mma_layout lay;
+  const int group_heads = n_head / n_head_kv;
+  lay.gh = std::min(group_heads, 16);
+  lay.rq = 16 / lay.gh;
+  lay.hgroups = (group_heads + lay.gh - 1) / lay.gh;
+  return lay;
+}
+
+bool attention_mma_takes(int32_t hd_k, int32_t hd_v) { return std::max(hd_k, hd_v) <= 128; }
+
+void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
+                          bool rows_shape, const mma_layout& lay) {
+  const bool vec = args.hd_k % 4 == 0 && args.hd_v % 4 == 0 && args.k_stride % 4 == 0 && args.v_stride % 4 == 0 &&
+                   (uintptr_t)args.q % 16 == 0 && (uintptr_t)args.k % 16 == 0 && (uintptr_t)args.v % 16 == 0;
+  const dim3 grid((unsigned)n_tiles, (unsigned)(args.n_head_kv * lay.hgroups), (unsigned)args.n_split_max);
+  const dim3 rows_block(k_mma_warps * k_warp);
+  const bool wide = std::max(args.hd_k, args.hd_v) > 64;
+  if (rows_shape) {
+    if (wide) be.launch("attention_mma_rows", attention_mma_rows<128>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
+    else be.launch("attention_mma_rows", attention_mma_rows<64>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
+  } else if (wide) {
+    be.launch("attention_mma_splits", attention_mma_splits<128>, grid, dim3(splits_warps<128>() * k_warp), args, d_tiles,
+              lay.rq, lay.gh, (int)vec);
+  } else {
+    be.launch("attention_mma_splits", attention_mma_splits<64>, grid, dim3(splits_warps<64>() * k_warp), args, d_tiles,
+              lay.rq, lay.gh, (int)vec);
+  }
+}
+
+}  // namespace spindle

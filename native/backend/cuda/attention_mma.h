@@ -1,0 +1,30 @@
+// The tensor-core attention kernels (attention_mma.cu): every query row of heads up to 128 dims, one arithmetic
+// whatever the launch shape.
+#pragma once
+#include <cstdint>
+
+namespace spindle {
+
+class cuda_backend;
+struct attn_args;
+
+constexpr int k_mma_split = 32;   // positions per split (one softmax block of a warp tile)
+constexpr int k_mma_chunk = 256;  // positions per chunk (splits folded in one block; chunks merged after)
+
+// How a KV head's query heads fill a warp tile's 16 rows: gh heads per query row (group heads, at most 16), rq
+// query rows per tile, hgroups tiles side by side when a KV head has more than 16 query heads.
+struct mma_layout {
+  int gh = 1, rq = 16, hgroups = 1;
+};
+mma_layout attention_mma_layout(int32_t n_head, int32_t n_head_kv);
+
+// Whether the tensor-core kernels take these head dims (up to 128).
+bool attention_mma_takes(int32_t hd_k, int32_t hd_v);
+
+// Launches over n_tiles tiles, d_tiles (device) = [first query row, rows] per tile: with rows_shape, tiles of up
+// to 4 rq query rows (prompts), else of up to rq (decode). args.n_split_max = chunks (grid z), args.part as
+// attention_merge_kernel reads it (args.part_span = k_mma_chunk).
+void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
+                          bool rows_shape, const mma_layout& lay);
+
+}  // namespace spindle
