@@ -1,14 +1,15 @@
 // Forward-pass conformance against llama.cpp (node-llama-cpp, CPU, no flash attention, F32 KV cache) for the
-// weight types Spindle computes with its reference kernels only: Q4_1, Q5_0, Q5_1, IQ4_NL (32-value blocks) and
-// Q2_K, Q3_K, Q5_K, IQ4_XS (256-value super-blocks). Each fixture is written pure (every 2-D tensor in the type,
+// weight types added after the first five: Q4_1, Q5_0, Q5_1, IQ4_NL (32-value blocks) and Q2_K, Q3_K, Q5_K, IQ4_XS
+// (256-value super-blocks); Q3_K and Q5_K run AVX2 kernels with llama.cpp's vec_dot arithmetic, the others their
+// reference kernels. Each fixture is written pure (every 2-D tensor in the type,
 // token embeddings and output included, so the embedding lookup of the type is exercised too), for a llama
 // shape (SentencePiece tokenizer, untied output), a qwen3 shape (q/k norms, tied embeddings) and an lfm2 shape
 // (short-convolution layers beside attention ones, tied embeddings). Method as
 // test/forward-conformance.test.ts: llama.cpp's greedy continuation of a prompt is teacher-forced through both
 // engines and the raw logits are compared at every position (llama.cpp's top-K and ours; the whole vocabulary at
 // the last position).
-// Tolerance (one tier): Spindle's reference kernels sum in another order than llama.cpp's SIMD vec_dot / repacked
-// gemm (same integer block sums, same activation formats), so logits differ by f32 rounding that a flipped q8
+// Tolerance (one tier): the reference kernels sum in another order than llama.cpp's SIMD vec_dot / repacked gemm
+// (same integer block sums, same activation formats), so logits differ by f32 rounding that a flipped q8
 // activation rounding (amax/127 of a block) in a later layer can amplify, as for the approximate tier of the
 // other quantized types.
 import t from 'tap';

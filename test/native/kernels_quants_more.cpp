@@ -139,7 +139,7 @@ std::string name_of(ggml_type t) { return ggml_type_info((uint32_t)t)->name; }
 
 TEST_CASE("quants more: every dequantizer matches the double decoder on random blocks") {
   std::mt19937 rng(101);
-  for (ggml_type t : reference_only_types()) {
+  for (ggml_type t : quants_more_types()) {
     const int64_t bs = cpu_block_size(t), n = 8 * 256;
     const size_t bb = cpu_row_bytes(t, bs);
     const std::vector<uint8_t> w = random_rows(t, 3, n, rng);
@@ -162,7 +162,7 @@ TEST_CASE("quants more: every dequantizer matches the double decoder on random b
 // block's scale product and its running f32 sum (at most 16 blocks here).
 TEST_CASE("quants more: every reference dot matches the double decoder on random blocks") {
   std::mt19937 rng(102);
-  for (ggml_type t : reference_only_types()) {
+  for (ggml_type t : quants_more_types()) {
     const ggml_type act = cpu_activation_type(t);
     double worst = 0;
     for (int64_t n : {256, 512, 2048}) {
@@ -249,7 +249,7 @@ TEST_CASE("quants more: every level runs the scalar reference kernel of these ty
 TEST_CASE("quants more: the CPU backend's embedding lookup returns the dequantized rows") {
   auto be = make_cpu_backend(2);
   std::mt19937 rng(104);
-  for (ggml_type t : reference_only_types()) {
+  for (ggml_type t : quants_more_types()) {
     const int64_t n_in = 512, n_rows = 9;
     const std::vector<uint8_t> table = random_rows(t, n_rows, n_in, rng);
     const backend_weight bw = be->upload_weight(t, table.data(), n_in, n_rows);

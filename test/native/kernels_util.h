@@ -19,9 +19,19 @@ using namespace spindle;
 
 // The types with reference kernels only (every level computes them through vec_dot_*_ref).
 inline const std::vector<ggml_type>& reference_only_types() {
-  static const std::vector<ggml_type> types = {ggml_type::Q4_1, ggml_type::Q5_0, ggml_type::Q5_1,
-                                               ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q5_K,
-                                               ggml_type::IQ4_NL, ggml_type::IQ4_XS};
+  static const std::vector<ggml_type> types = {ggml_type::Q4_1, ggml_type::Q5_0,   ggml_type::Q5_1,
+                                               ggml_type::Q2_K, ggml_type::IQ4_NL, ggml_type::IQ4_XS};
+  return types;
+}
+
+// The types of quants_more.h (their dequantizers and reference dots): the reference-only ones, Q3_K and Q5_K.
+inline const std::vector<ggml_type>& quants_more_types() {
+  static const std::vector<ggml_type> types = [] {
+    std::vector<ggml_type> v = reference_only_types();
+    v.push_back(ggml_type::Q3_K);
+    v.push_back(ggml_type::Q5_K);
+    return v;
+  }();
   return types;
 }
 
@@ -29,7 +39,7 @@ inline const std::vector<ggml_type>& reference_only_types() {
 inline const std::vector<ggml_type>& weight_types() {
   static const std::vector<ggml_type> types = [] {
     std::vector<ggml_type> v = {ggml_type::F32,  ggml_type::F16,  ggml_type::BF16, ggml_type::Q8_0,
-                                ggml_type::Q4_0, ggml_type::Q4_K, ggml_type::Q6_K};
+                                ggml_type::Q4_0, ggml_type::Q3_K, ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K};
     v.insert(v.end(), reference_only_types().begin(), reference_only_types().end());
     return v;
   }();

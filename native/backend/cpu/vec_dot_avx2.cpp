@@ -2,14 +2,16 @@
 // __attribute__((target)) so the binary still runs on CPUs without AVX2 (they never call these).
 // Invariant: every output (r, t) owns its accumulator and sees the same instruction sequence in every tile
 // shape; integer block sums are exact (maddubs pairs stay below 2^15, sums in int32). The float arithmetic
-// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q6_K as its vec_dot / tinyBLAS (8 lanes, then the
-// lane sum), Q4_0 / Q4_K as its repacked (CPU_REPACK) gemm/gemv (one f32 fma chain over the blocks).
+// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q3_K / Q5_K / Q6_K as its vec_dot / tinyBLAS (8 lanes,
+// then the lane sum), Q4_0 / Q4_K as its repacked (CPU_REPACK) gemm/gemv (one f32 fma chain over the blocks).
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_X86_KERNELS
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/quants.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/vec_dot_tile.h"
 
 namespace spindle {
@@ -299,6 +301,119 @@ struct q6_K_kernel {
   }
 };
 
+// W (q3_K) . x (q8_K), as llama.cpp's AVX2 ggml_vec_dot_q3_K_q8_K: per chunk j of 32 elements (half H = j / 4,
+// c = j % 4), q2 = bits 2c..2c+1 of qs[32H + l] and h4 = 4 where bit 4H + c of hmask[l] is clear, so q = q2 - h4;
+// isum += madd(maddubs(q2, x) - maddubs(h4, x), [sc[2j] - 32 x 8 | sc[2j + 1] - 32 x 8]) in 8 int32 lanes,
+// per super-block acc = fma(d * dx, isum, acc) in 8 f32 lanes, then the lane sum.
+template <int NR, int NT>
+struct q3_K_kernel {
+  SPINDLE_AVX2 static void run(const tile_args& a) {
+    __m256 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    for (int64_t b = 0; b < a.n / QK_K; ++b) {
+      const block_q8_K* xb[NT];
+      for (int t = 0; t < NT; ++t) xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
+      for (int r = 0; r < NR; ++r) {
+        const block_q3_K* wb = (const block_q3_K*)(a.w + r * a.ws) + b;
+        prefetch_stream(wb, sizeof(block_q3_K));
+        alignas(16) int8_t sc[16];
+        for (int g = 0; g < 16; ++g) sc[g] = (int8_t)(q3_K_scale(g, wb->scales) - 32);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i*)sc));
+        const __m256i hm = _mm256_loadu_si256((const __m256i*)wb->hmask);
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+        for (int H = 0; H < 2; ++H) {
+          const __m256i sc_half = H == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                         : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+          const __m256i q2s = _mm256_loadu_si256((const __m256i*)(wb->qs + 32 * H));
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) {
+            const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q2s, 2 * c), three);
+            const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * H + c)));
+            const __m256i h4 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256()), four);
+            const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
+            const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
+                                                  b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
+            const __m256i scale = _mm256_shuffle_epi8(sc_half, pick);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+              const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 128 * H + 32 * c));
+              const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q2, xq), _mm256_maddubs_epi16(h4, xq));
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, scale));
+            }
+          }
+        }
+        const float d = _cvtsh_ss(wb->d);
+        for (int t = 0; t < NT; ++t)
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+  }
+};
+
+// W (q5_K) . x (q8_K), as llama.cpp's AVX2 ggml_vec_dot_q5_K_q8_K: sub-block j's quants (nibble | bit j of qh[l]
+// << 4) give isum += madd(maddubs(q_j, x_j), sc_j) in 8 int32 lanes, per super-block acc = fma(d * dx, isum, acc)
+// in 8 f32 lanes and summs = fma(-dx * dmin, sum_j m_j xsum_j, summs) (one f32 per output); output: the lane sum
+// of acc plus summs.
+template <int NR, int NT>
+struct q5_K_kernel {
+  SPINDLE_AVX2 static void run(const tile_args& a) {
+    __m256 acc[NR][NT];
+    float summs[NR][NT];
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), summs[r][t] = 0.0f;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+    for (int64_t b = 0; b < a.n / QK_K; ++b) {
+      const block_q8_K* xb[NT];
+      __m128i xsum[NT];  // per token: the 8 sub-block sums of x as int16 (|sum| <= 32 * 128)
+      for (int t = 0; t < NT; ++t) {
+        xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
+        const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
+        xsum[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      }
+      for (int r = 0; r < NR; ++r) {
+        const block_q5_K* wb = (const block_q5_K*)(a.w + r * a.ws) + b;
+        prefetch_stream(wb, sizeof(block_q5_K));
+        uint8_t sc[8], m[8];
+        q4_K_unpack_scales(wb->scales, sc, m);
+        const __m128i sc8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)sc));
+        const __m256i sc_all = _mm256_set_m128i(sc8, sc8);
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)m));
+        const __m256i hb = _mm256_loadu_si256((const __m256i*)wb->qh);
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m256i v = _mm256_loadu_si256((const __m256i*)(wb->qs + 32 * (j / 2)));
+          const __m256i lo = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, low4);
+          // bit j of each qh byte to bit 4 (masked after the shift, so no bit crosses a byte)
+          const __m256i hi = _mm256_and_si256(j <= 4 ? _mm256_slli_epi16(hb, 4 - j) : _mm256_srli_epi16(hb, j - 4), bit4);
+          const __m256i q = _mm256_or_si256(lo, hi);
+          const __m256i scale = _mm256_shuffle_epi8(sc_all, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 32 * j));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
+          }
+        }
+        const float dw = _cvtsh_ss(wb->d), dminw = _cvtsh_ss(wb->dmin);
+        for (int t = 0; t < NT; ++t) {
+          const __m128i prod = _mm_madd_epi16(m16, xsum[t]);
+          const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
+          summs[r][t] = std::fma(-xb[t]->d * dminw, (float)_mm_cvtsi128_si32(h), summs[r][t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t]->d * dw), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]) + summs[r][t];
+  }
+};
+
 }  // namespace
 
 tile_kernel tile_kernel_avx2(ggml_type wtype) {
@@ -307,6 +422,8 @@ tile_kernel tile_kernel_avx2(ggml_type wtype) {
     case ggml_type::Q4_0: return make_tile_kernel<q4_0_kernel, 4, 4>();
     case ggml_type::Q4_K: return make_tile_kernel<q4_K_kernel, 4, 4>();
     case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 1, 4>();
+    case ggml_type::Q3_K: return make_tile_kernel<q3_K_kernel, 1, 4>();
+    case ggml_type::Q5_K: return make_tile_kernel<q5_K_kernel, 1, 4>();
     default: return tile_kernel_avx2_float(wtype);
   }
 }

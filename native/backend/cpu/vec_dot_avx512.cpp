@@ -11,7 +11,7 @@ namespace spindle {
 
 tile_kernel tile_kernel_avx512(ggml_type wtype, bool has_bf16) {
   switch (wtype) {
-    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_K: case ggml_type::Q6_K:
+    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q3_K: case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K:
       return tile_kernel_avx2(wtype);
     default: return tile_kernel_avx512_float(wtype, has_bf16);
   }

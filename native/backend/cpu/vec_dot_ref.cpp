@@ -215,7 +215,7 @@ vec_dot_fn vec_dot_ref_for(ggml_type wtype) {
 bool cpu_reference_only_type(ggml_type wtype) {
   switch (wtype) {
     case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1: case ggml_type::Q2_K:
-    case ggml_type::Q3_K: case ggml_type::Q5_K: case ggml_type::IQ4_NL: case ggml_type::IQ4_XS:
+    case ggml_type::IQ4_NL: case ggml_type::IQ4_XS:
       return true;
     default:
       return false;
@@ -252,7 +252,7 @@ tile_kernel tile_kernel_scalar(ggml_type wtype) {
 
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype) {
   if (!cpu_level_supported(level)) return {};
-  if (cpu_reference_only_type(wtype)) return tile_kernel_scalar(wtype);  // no SIMD kernels yet
+  if (cpu_reference_only_type(wtype)) return tile_kernel_scalar(wtype);  // no SIMD kernels for these yet
   switch (level) {
     case cpu_level::scalar: return tile_kernel_scalar(wtype);
     case cpu_level::avx2: return tile_kernel_avx2(wtype);
