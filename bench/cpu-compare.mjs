@@ -51,8 +51,10 @@ function batchFigures(runs, t0) {
 // ---- Spindle ----
 // Through the SGLang-style Engine, streaming, so that decode is timed from each sequence's first token to its
 // last inside one run, exactly as the llama.cpp side below is.
+// Prefix caching off: every repetition's prompt is the same, and a cached prompt would time a cache hit, not
+// prefill (llama.cpp's side starts each repetition with an empty context too).
 async function spindleRun(path) {
-  const engine = new Engine({ modelPath: path, threads });
+  const engine = new Engine({ modelPath: path, threads, enablePrefixCaching: false });
   await engine.ready();
   const greedy = { temperature: 0, ignoreEos: true };
   // Streams one request; resolves to { tFirst, tLast, n }: times of its first and last token, tokens received.

@@ -311,28 +311,40 @@ struct q3_K_kernel {
     __m256 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
-    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    const __m256i three = _mm256_set1_epi8(3);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
       const block_q8_K* xb[NT];
       for (int t = 0; t < NT; ++t) xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
       for (int r = 0; r < NR; ++r) {
         const block_q3_K* wb = (const block_q3_K*)(a.w + r * a.ws) + b;
         prefetch_stream(wb, sizeof(block_q3_K));
-        alignas(16) int8_t sc[16];
-        for (int g = 0; g < 16; ++g) sc[g] = (int8_t)(q3_K_scale(g, wb->scales) - 32);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i*)sc));
+        // the 16 six-bit scales (q3_K_scale's packing: low nibbles of bytes 0..7, high nibbles, then two bits
+        // each from bytes 8..11), minus 32, four at a time in 32-bit words as llama.cpp unpacks them
+        uint32_t aux[3];
+        std::memcpy(aux, wb->scales, 12);
+        const uint32_t k2 = 0x0f0f0f0f, k1 = 0x03030303;
+        const __m128i sc8 = _mm_sub_epi8(
+            _mm_set_epi32((int)(((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4)),
+                          (int)(((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4)),
+                          (int)((aux[1] & k2) | (((aux[2] >> 2) & k1) << 4)), (int)((aux[0] & k2) | ((aux[2] & k1) << 4))),
+            _mm_set1_epi8(32));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const __m256i hm = _mm256_loadu_si256((const __m256i*)wb->hmask);
         __m256i isum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int H = 0; H < 2; ++H) {
           const __m256i sc_half = H == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
                                          : _mm256_permute2x128_si256(sc16, sc16, 0x11);
           const __m256i q2s = _mm256_loadu_si256((const __m256i*)(wb->qs + 32 * H));
 #pragma GCC unroll 4
           for (int c = 0; c < 4; ++c) {
-            const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q2s, 2 * c), three);
-            const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * H + c)));
-            const __m256i h4 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), _mm256_setzero_si256()), four);
+            const __m256i q2 = _mm256_and_si256(c == 0 ? q2s : _mm256_srli_epi16(q2s, 2 * c), three);
+            // 4 where the high bit (bit 4H + c of hmask[l]) is clear: the clear bit moved to bit 2 (masked first,
+            // so the 16-bit shift moves no bit across a byte)
+            const int b = 4 * H + c;
+            const __m256i clear = _mm256_andnot_si256(hm, _mm256_set1_epi8((char)(1 << b)));
+            const __m256i h4 = b == 2 ? clear : b > 2 ? _mm256_srli_epi16(clear, b - 2) : _mm256_slli_epi16(clear, 2 - b);
             const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
             const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
                                                   b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
