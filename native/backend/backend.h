@@ -245,6 +245,11 @@ std::unique_ptr<backend> make_cpu_backend(int n_threads);
 // this build has no CUDA backend or no usable GPU and driver is present); "auto": CUDA when usable, else CPU.
 // n_threads: CPU threads (<= 0: every core).
 std::unique_ptr<backend> make_backend(const std::string& device, int n_threads);
+// make_backend for a model whose tensors have these types: "auto" takes CUDA only where its backend computes
+// every one of them (a file in a type without GPU kernels runs on the CPU instead of failing to load); "cpu"
+// and "cuda" as make_backend ("cuda" then fails at load, naming the tensor and its type).
+std::unique_ptr<backend> make_backend_for_types(const std::string& device, int n_threads,
+                                                const std::vector<ggml_type>& types);
 // Whether make_backend("cuda", ...) can succeed; otherwise *why (if given) says what is missing.
 bool cuda_usable(std::string* why);
 

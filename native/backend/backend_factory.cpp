@@ -2,6 +2,7 @@
 // with SPINDLE_CUDA; such a build still runs where no driver or GPU is present (the CUDA runtime is linked
 // statically and finds the driver at run time), where "auto" then means the CPU.
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "common/error.h"
@@ -33,6 +34,16 @@ std::unique_ptr<backend> make_backend(const std::string& device, int n_threads) 
     throw error("device 'cuda' is not available: " + why);
   }
   throw error("unknown device '" + device + "' (allowed: auto, cpu, cuda)");
+}
+
+std::unique_ptr<backend> make_backend_for_types(const std::string& device, int n_threads,
+                                                const std::vector<ggml_type>& types) {
+  std::unique_ptr<backend> be = make_backend(device, n_threads);
+  if (device != "auto" || std::string(be->name()) == "cpu") return be;
+  for (ggml_type t : types) {
+    if (!be->supports_type(t)) return make_cpu_backend(n_threads);
+  }
+  return be;
 }
 
 }  // namespace spindle

@@ -226,7 +226,7 @@ std::unique_ptr<model> load_lfm2_model(std::unique_ptr<gguf_file> file, const mo
   std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
   lfm2_params p;
   model_hparams hp = read_hparams(*file, arch, vocab->n_vocab(), p);
-  std::unique_ptr<backend> be = make_backend(options.device, options.threads);
+  std::unique_ptr<backend> be = make_backend_for_file(*file, options.device, options.threads);
   tensor_table table(*file, *be, hp.arch);
   lfm2_weights w = load_weights(table, *be, hp, p);
   return std::make_unique<lfm2_model>(std::move(file), std::move(vocab), std::move(be), std::move(hp), std::move(w));

@@ -46,7 +46,7 @@ std::unique_ptr<model> model::load(const std::string& path, const model_options&
   const arch_entry& entry = find_arch(*file, arch);
   std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
   model_hparams hp = load_hparams(*file, arch, vocab->n_vocab(), entry.rope_neox);
-  std::unique_ptr<backend> be = make_backend(options.device, options.threads);
+  std::unique_ptr<backend> be = make_backend_for_file(*file, options.device, options.threads);
   tensor_table table(*file, *be, arch);
   dense_weights w = entry.load(table, hp);
   return std::make_unique<dense_model>(std::move(file), std::move(vocab), std::move(be), std::move(hp),

@@ -3,6 +3,7 @@
 // expected ones, so the byte size the reader validated covers every row the model touches.
 #include "model/model_tensors.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "backend/cpu/matmul.h"
@@ -27,6 +28,14 @@ const char* type_name(ggml_type t) {
 }
 
 }  // namespace
+
+std::unique_ptr<backend> make_backend_for_file(const gguf_file& file, const std::string& device, int n_threads) {
+  std::vector<ggml_type> types;
+  for (const gguf_tensor& t : file.tensors()) {
+    if (std::find(types.begin(), types.end(), t.type) == types.end()) types.push_back(t.type);
+  }
+  return make_backend_for_types(device, n_threads, types);
+}
 
 std::string supported_type_names(const backend& be) {
   std::string names;

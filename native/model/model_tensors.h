@@ -5,6 +5,7 @@
 // expected and actual shape or type.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,8 @@ class tensor_table {
 
 // "f32, f16, q4_0, ...": the weight types `be` computes with, in GGUF id order (for load errors).
 std::string supported_type_names(const backend& be);
+
+// The backend a model file loads on (make_backend_for_types with the types of the file's tensors).
+std::unique_ptr<backend> make_backend_for_file(const gguf_file& file, const std::string& device, int n_threads);
 
 }  // namespace spindle

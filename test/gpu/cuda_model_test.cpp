@@ -264,6 +264,15 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
   }
 }
 
+TEST_CASE("cuda models: device 'auto' runs a file in a type without GPU kernels on the CPU; 'cuda' names the type") {
+  REQUIRE_GPU();
+  file q5(model_test::build(dense_spec("qwen3", ggml_type::Q5_K)), "qwen3");  // bytes retyped: loading is the point
+  CHECK(std::string(load_on(q5.path, "auto")->device_name()) == "cpu");
+  CHECK_THROWS_WITH(load_on(q5.path, "cuda"), "q5_K");
+  file q4(model_test::build(dense_spec("qwen3", ggml_type::Q4_K)), "qwen3");
+  CHECK(std::string(load_on(q4.path, "auto")->device_name()) == "cuda");
+}
+
 TEST_CASE("cuda models: device 'cuda' without a usable GPU is a clear error") {
   std::string why;
   if (cuda_usable(&why)) SKIP("a GPU is present");
