@@ -129,7 +129,8 @@ t.test('tags, show, version', async (t) => {
   t.match(m.details, { format: 'gguf', family: 'qwen3', families: ['qwen3'], quantization_level: String, parameter_size: String });
   const show = await ollama.show({ model: `${MODEL}:latest` });
   t.match(show.details, { format: 'gguf', family: 'qwen3' });
-  t.same(show.capabilities, ['completion']);
+  // a text model: no 'vision'; 'tools' exactly when its chat template takes a tool list
+  t.same(show.capabilities, ['completion', ...(/\btools\b/.test(show.template) ? ['tools'] : [])]);
   const info = show.model_info as unknown as Record<string, unknown>;
   t.equal(info['general.architecture'], 'qwen3');
   t.ok((info['general.parameter_count'] as number) > 0);

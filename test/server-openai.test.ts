@@ -28,6 +28,7 @@ t.test('models list', async (t) => {
   const list = await client.models.list();
   t.equal(list.data.length, 1);
   t.match(list.data[0], { id: MODEL, object: 'model', owned_by: 'spindle', max_model_len: 512 });
+  t.notOk((list.data[0] as unknown as { capabilities: string[] }).capabilities.includes('vision'), 'a text model takes no images');
   t.ok(['cpu', 'cuda'].includes((list.data[0] as unknown as { device: string }).device), 'the device it runs on');
   t.type(list.data[0].created, 'number');
 });

@@ -52,6 +52,14 @@ const ask = (url: string) => openai.chat.completions.create({
   messages: [{ role: 'user', content: [{ type: 'text', text: 'Before the image.' }, { type: 'image_url', image_url: { url } }, { type: 'text', text: 'After it: what is shown?' }] }],
 });
 
+t.test("the model's capabilities say 'vision' (/v1/models cards, Ollama's /api/show)", async (t) => {
+  const list = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ capabilities: string[] }> };
+  t.ok(list.data[0].capabilities.includes('vision'), `capabilities: ${list.data[0].capabilities}`);
+  const show = await ollama.show({ model: 'tiny-vl' });
+  t.ok(show.capabilities.includes('vision'));
+  t.equal(show.capabilities[0], 'completion');
+});
+
 t.test('openai client: a data URL and an http URL give the same answer; usage counts the image positions', async (t) => {
   const a = await ask(dataUrl);
   const b = await ask(`${imageHost}/a.png`);

@@ -1,6 +1,7 @@
 // The web UI end to end: a real `spindle serve` (the built CLI) on a tiny fixture model, driven in headless
 // Chromium (Debian's `chromium`, through playwright-core). Streams a reply, stops one mid-answer (Esc), puts the
-// settings into the request, finds a conversation after a reload, shows a server error as a readable message,
+// settings into the request, finds a conversation after a reload, refuses images for a text model as they are
+// attached (file picker, drop, paste) and sends them for a vision one, shows a server error as a readable message,
 // renders a hostile Markdown reply inert, shows the server panel, asks for the API key of a --api-key server,
 // loads in under a second, and ships under 500 kB gzipped. Needs `npm run build:ts` and `npm run build:ui`.
 // Screenshots go to $SPINDLE_UI_SCREENSHOTS when set (docs/images to refresh the README's), else a temp folder.
@@ -9,8 +10,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type Page, type Request } from 'playwright-core';
+import { normalizeEngineOptions } from '../lib/engine-options.js';
+import { localKey, ModelStore } from '../lib/models/store.js';
+import { buildApp } from '../lib/server/app.js';
 import { fixtureModel } from './helpers/fixtures.js';
+import { startHubServer } from './helpers/hub-server.js';
 import { repoRoot, startServe, type ServeProcess } from './helpers/serve-process.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find(existsSync);
@@ -211,25 +217,70 @@ t.test('edit and resend replaces the turn; regenerate asks again with the same m
   await page.context().close();
 });
 
-t.test('an image for a model without a vision projector is refused with a readable message', async (t) => {
+// a 1x1 PNG
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
+
+/** Drops (on the message box's form) or pastes (into the text box) the PNG as a file, as a browser delivers it. */
+async function dropOrPaste(page: Page, how: 'drop' | 'paste', name: string): Promise<void> {
+  await page.evaluate(({ b64, how, name }) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const dt = new DataTransfer();
+    dt.items.add(new File([bytes], name, { type: 'image/png' }));
+    if (how === 'drop') {
+      document.querySelector('form.composer')!.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    } else {
+      document.querySelector('textarea[aria-label="Message"]')!.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+    }
+  }, { b64: PNG.toString('base64'), how, name });
+}
+
+t.test('images for a model without a vision projector are refused at once (picker, drop, paste), nothing sent', async (t) => {
   const page = await newPage();
   const bodies = chatRequests(page);
-  // a 1x1 PNG
-  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
-  await page.locator('input[type="file"]').setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: png });
+  const notice = page.getByRole('status');
+  await page.locator('input[type="file"]').setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: PNG });
+  await notice.filter({ hasText: 'dot.png' }).waitFor();
+  t.match((await notice.textContent()) ?? '', /dot\.png not attached: tiny-qwen3 takes no images.*vision projector/, 'file picker: the reason is shown');
+  for (const how of ['drop', 'paste'] as const) {
+    await dropOrPaste(page, how, `${how}.png`);
+    await notice.filter({ hasText: `${how}.png` }).waitFor();
+    t.match((await notice.textContent()) ?? '', /takes no images/, `${how}: the reason is shown`);
+  }
+  t.equal(await page.getByRole('img', { name: /to send/ }).count(), 0, 'no image is attached');
+  t.equal(bodies.length, 0, 'nothing went to the server');
+  await page.context().close();
+});
+
+t.test('with a vision model, images come by picker, drop and paste and go as image_url parts', async (t) => {
+  // the served fixture is a text model; its card is made to say 'vision' so the app sends images, and the
+  // server's refusal (no projector loaded) shows as the reply's error
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  await page.route('**/v1/models', async (route) => {
+    const response = await route.fetch();
+    const list = (await response.json()) as { data: Array<{ capabilities: string[] }> };
+    for (const card of list.data) card.capabilities = ['completion', 'vision'];
+    await route.fulfill({ response, json: list });
+  });
+  await page.goto(server.url + '/');
+  const bodies = chatRequests(page);
+  await page.locator('input[type="file"]').setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: PNG });
   await page.getByRole('img', { name: 'image 1 to send' }).waitFor();
+  await dropOrPaste(page, 'drop', 'drop.png');
+  await page.getByRole('img', { name: 'image 2 to send' }).waitFor();
+  await dropOrPaste(page, 'paste', 'paste.png');
+  await page.getByRole('img', { name: 'image 3 to send' }).waitFor();
   const box = page.getByRole('textbox', { name: 'Message' });
-  await box.fill('What is in this picture?');
+  await box.fill('What is in these pictures?');
   await box.press('Enter');
   const error = lastReply(page).getByRole('alert');
   await error.waitFor();
-  const text = (await error.textContent()) ?? '';
-  t.match(text, /image/i, `message: ${text}`);
+  t.match((await error.textContent()) ?? '', /image/i, 'the server refused the images readably');
   const content = (bodies[0].messages as Array<{ content: unknown }>)[0].content as Array<{ type: string; image_url?: { url: string } }>;
-  t.equal(content[0].type, 'image_url', 'the image went as an image_url part');
-  t.match(content[0].image_url?.url, /^data:image\/png;base64,/);
-  t.ok(await page.getByRole('img', { name: 'attached image 1' }).isVisible(), 'the image shows in the conversation');
-  await page.context().close();
+  t.same(content.map((p) => p.type), ['image_url', 'image_url', 'image_url', 'text'], 'three image_url parts, then the text');
+  t.ok(content.slice(0, 3).every((p) => /^data:image\/png;base64,/.test(p.image_url?.url ?? '')));
+  t.ok(await page.getByRole('img', { name: 'attached image 3' }).isVisible(), 'the images show in the conversation');
+  await context.close();
 });
 
 t.test('a server error is shown as a readable message', async (t) => {
@@ -316,6 +367,58 @@ t.test('the theme toggle switches and is remembered; the phone layout folds the 
   await page.getByRole('button', { name: 'New chat' }).click();
   t.ok(await page.getByRole('textbox', { name: 'Message' }).isVisible());
   await page.screenshot({ path: join(SHOTS, 'ui-phone-dark.png') });
+  await page.context().close();
+});
+
+t.test('runner mode: pull a model from the hub, use it in the chat, delete the other one', async (t) => {
+  const small = { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true } as const;
+  const alphaPath = await fixtureModel({ ...small, seed: 31 });
+  const betaPath = await fixtureModel({ ...small, seed: 32 });
+  const hub = await startHubServer(new Map([['org/Beta-GGUF', { files: [{ path: 'Beta-Q4_K_M.gguf', bytes: readFileSync(betaPath) }] }]]));
+  t.teardown(() => hub.close());
+  const home = mkdtempSync(join(tmpdir(), 'spindle-ui-runner-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const store = new ModelStore(home);
+  store.write(localKey(null, 'alpha', 'latest'), {
+    schemaVersion: 1, name: 'alpha:latest', createdAt: new Date().toISOString(), source: alphaPath,
+    model: await store.importFile(alphaPath, 'alpha.gguf'), mmproj: null, template: null, system: null, parameters: {},
+    messages: [], license: [],
+  });
+  const app = await buildApp({
+    engine: normalizeEngineOptions({ model: 'runner', maxModelLen: CONTEXT, threads: 1 }, 'serve'), // room for the app's default max tokens
+    servedModelNames: [],
+    runner: { store, env: { HF_ENDPOINT: hub.url, HF_TOKEN: '', HF_HUB_CACHE: join(home, 'hf') } },
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const page = await newPage(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`);
+  page.on('dialog', (d) => void d.accept()); // the delete confirmation
+  await page.getByRole('tab', { name: 'Server' }).click();
+  const cards = page.locator('.models .model');
+  await cards.first().waitFor();
+  t.equal(await cards.count(), 1, 'the store holds alpha');
+  await page.getByRole('textbox', { name: 'Model to pull' }).fill('hf.co/org/Beta-GGUF');
+  await page.getByRole('button', { name: 'Pull' }).click();
+  await page.getByRole('status').filter({ hasText: 'pulled hf.co/org/Beta-GGUF' }).waitFor({ timeout: 20_000 });
+  await cards.nth(1).waitFor();
+  // a pull by repository lists the file's quantization tag and :latest (as Ollama does)
+  const tags = (await cards.allTextContents()).map((x) => /alpha:latest|Beta-GGUF:Q4_K_M|Beta-GGUF:latest/.exec(x)?.[0]).sort();
+  t.same(tags, ['Beta-GGUF:Q4_K_M', 'Beta-GGUF:latest', 'alpha:latest'], 'the pulled model is listed under its tags');
+  await cards.filter({ hasText: 'Beta-GGUF:latest' }).getByRole('button', { name: 'Use' }).click();
+  t.match(await page.getByRole('combobox', { name: 'Model' }).inputValue(), /Beta/, 'the chat now uses the pulled model');
+  const bodies = chatRequests(page);
+  const box = page.getByRole('textbox', { name: 'Message' });
+  await box.fill('Hello');
+  await box.press('Enter');
+  await page.locator('.stats, article.message.assistant [role="alert"]').last().waitFor({ timeout: 30_000 });
+  t.equal(await lastReply(page).getByRole('alert').count(), 0, `no error: ${await lastReply(page).textContent()}`);
+  t.match(String(bodies[0].model), /Beta/, 'the request names the pulled model');
+  t.ok(((await lastReply(page).textContent()) ?? '').length > 0, 'it answered (loaded on demand)');
+  await page.getByRole('tab', { name: 'Server' }).click();
+  await cards.filter({ hasText: 'alpha' }).getByRole('button', { name: 'Delete' }).click();
+  await page.waitForFunction(() => document.querySelectorAll('.models .model').length === 2);
+  t.equal(await cards.filter({ hasText: 'alpha' }).count(), 0, 'alpha is gone from the list');
+  t.equal(store.list().some((m) => m.manifest.name.startsWith('alpha')), false, 'and from the store');
   await page.context().close();
 });
 

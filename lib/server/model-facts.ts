@@ -13,6 +13,15 @@ const QUANT_LEVELS: Record<number, string> = {
   13: 'Q3_K_L', 14: 'Q4_K_S', 15: 'Q4_K_M', 16: 'Q5_K_S', 17: 'Q5_K_M', 18: 'Q6_K', 32: 'BF16',
 };
 
+/**
+ * What a loaded model can do, in Ollama's capability names (/api/show; the /v1/models cards carry them too, for
+ * the web UI): 'completion' always, 'vision' with a vision projector loaded, 'tools' when the chat template takes
+ * a tool list (Ollama's test: the template uses its tools).
+ */
+export function modelCapabilities(info: Pick<NativeModelInfo, 'mmproj' | 'chatTemplate'>): string[] {
+  return ['completion', ...(info.mmproj ? ['vision'] : []), ...(info.chatTemplate && /\btools\b/.test(info.chatTemplate) ? ['tools'] : [])];
+}
+
 /** Ollama's format.HumanNumber: 8030261248 -> '8.0B', 494032768 -> '494.03M'. */
 export function humanNumber(n: number): string {
   const scaled = (unit: number, suffix: string, decimals: number): string => {

@@ -17,6 +17,7 @@ export interface ModelCard {
   max_model_len?: number;
   device?: string;
   random_weights?: boolean;
+  capabilities?: string[]; // a loaded model's ('completion', 'vision', 'tools'); absent for a runner's store models
 }
 
 type Load = { state: 'loading' } | { state: 'key'; error: string } | { state: 'ready' } | { state: 'error'; error: string };
@@ -67,6 +68,9 @@ export function App() {
     return <KeyPrompt error={load.error} onSubmit={(key) => { saveApiKey(key); setLoad({ state: 'loading' }); void loadModels(); }} />;
   }
   const runnerMode = models.length > 0 && models.every((m) => m.max_model_len === undefined);
+  // whether the model takes images: known for a loaded model, unknown (left to the server) for a store model
+  const capabilities = models.find((m) => m.id === model)?.capabilities;
+  const takesImages = capabilities ? capabilities.includes('vision') : undefined;
   return (
     <div class={`app${sidebarOpen ? ' sidebar-open' : ''}`}>
       <header class="topbar">
@@ -92,7 +96,7 @@ export function App() {
           onNew={() => { chat.startNew(); setView('chat'); setSidebarOpen(false); }} onDelete={(id) => void chat.remove(id)} />
         <main>
           {view === 'chat'
-            ? <ChatView chat={chat} model={model} />
+            ? <ChatView chat={chat} model={model} takesImages={takesImages} />
             : <ServerPanel models={models} model={model} runnerMode={runnerMode} needsKey={loadApiKey() !== ''}
               onUse={(id) => { setModel(id); setView('chat'); }} onModelsChanged={() => void loadModels()} />}
         </main>

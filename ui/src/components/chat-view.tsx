@@ -4,7 +4,7 @@ import type { Chat } from '../use-chat';
 import { Composer } from './composer';
 import { MessageView } from './message-view';
 
-export function ChatView({ chat, model }: { chat: Chat; model: string }) {
+export function ChatView({ chat, model, takesImages }: { chat: Chat; model: string; takesImages?: boolean }) {
   const end = useRef<HTMLDivElement>(null);
   const messages = chat.current.messages;
   const last = messages.at(-1);
@@ -24,7 +24,7 @@ export function ChatView({ chat, model }: { chat: Chat; model: string }) {
         ))}
         <div ref={end} />
       </div>
-      <Composer streaming={chat.streaming} onSend={chat.send} onStop={chat.stop} />
+      <Composer streaming={chat.streaming} onSend={chat.send} onStop={chat.stop} model={model} takesImages={takesImages} />
     </section>
   );
 }

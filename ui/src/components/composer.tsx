@@ -1,12 +1,15 @@
 // The message box: Enter sends, Shift+Enter is a newline; images come by drag-and-drop, paste or the file
-// picker (image files up to 20 MiB, sent as data URLs; a model without a vision projector refuses them and the
-// server's message is shown).
+// picker (image files up to 20 MiB, sent as data URLs). A model whose card says it takes no images (no 'vision'
+// capability) refuses them here with a message saying why; where that is unknown (a runner's store model, loaded
+// on demand) they go to the server, whose refusal is shown.
 import { useRef, useState } from 'preact/hooks';
 
 const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
 
 interface Props {
   streaming: boolean;
+  model: string;
+  takesImages?: boolean; // false: refuse images; undefined: unknown, send them
   onSend(text: string, images: string[]): void;
   onStop(): void;
 }
@@ -20,14 +23,20 @@ function readDataUrl(file: File): Promise<string> {
   });
 }
 
-export function Composer({ streaming, onSend, onStop }: Props) {
+export function Composer({ streaming, onSend, onStop, model, takesImages }: Props) {
   const [text, setText] = useState('');
   const [images, setImages] = useState<string[]>([]);
   const [notice, setNotice] = useState('');
   const [dragging, setDragging] = useState(false);
   const picker = useRef<HTMLInputElement>(null);
 
-  const addFiles = async (files: Iterable<File>): Promise<void> => {
+  const addFiles = async (files: File[]): Promise<void> => {
+    if (files.length && takesImages === false) {
+      const names = files.map((f) => f.name || 'the image').join(', ');
+      setNotice(`${names} not attached: ${model || 'this model'} takes no images (the server runs it without a vision ` +
+        'projector, an mmproj file); serve a vision model to send pictures');
+      return;
+    }
     const added: string[] = [];
     for (const f of files) {
       if (!f.type.startsWith('image/')) { setNotice(`${f.name || 'that file'} is not an image; only images can be attached`); continue; }

@@ -133,10 +133,14 @@ interface Props {
 }
 
 export function ServerPanel({ models, model, runnerMode, needsKey, onUse, onModelsChanged }: Props) {
+  const [storeError, setStoreError] = useState('');
   const remove = async (id: string): Promise<void> => {
     if (!confirm(`Delete ${id} from the model store?`)) return;
+    setStoreError('');
     try {
       await apiJson('/api/delete', { model: id }, 'DELETE');
+    } catch (e) {
+      setStoreError(`could not delete ${id}: ${(e as Error).message}`);
     } finally {
       onModelsChanged();
     }
@@ -149,6 +153,7 @@ export function ServerPanel({ models, model, runnerMode, needsKey, onUse, onMode
       <EngineStatus />
       <h3>Models</h3>
       {runnerMode ? <ModelStore onChanged={onModelsChanged} /> : null}
+      {storeError ? <div class="banner error" role="alert">{storeError}</div> : null}
       <div class="models">
         {models.map((m) => (
           <div key={m.id} class={`model${m.id === model ? ' current' : ''}`}>
