@@ -3,7 +3,8 @@
 // HEALTHCHECK on /health, the entrypoint, no secret in ENV); docker/entrypoint.sh passes shellcheck and runs outside
 // Docker (MODEL_NAME, PORT, a flag first means serve, exec so SIGTERM reaches spindle); the Helm chart's templates,
 // rendered by a small renderer that knows exactly the constructs they use (anything else fails the test), give
-// Kubernetes objects that validate against the Kubernetes JSON schemas (kubernetes-models, ajv).
+// Kubernetes objects that validate against the Kubernetes JSON schemas (kubernetes-models, ajv), the Gateway API
+// HTTPRoute against the Gateway API's (@kubernetes-models/gateway-api).
 import t from 'tap';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -16,6 +17,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PersistentVolumeClaim, Service } from 'kubernetes-models/v1';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
+import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
 import { fixtureModel } from './helpers/fixtures.js';
 import { repoRoot } from './helpers/serve-process.js';
 
@@ -182,6 +184,7 @@ const VALIDATORS: Record<string, (o: any) => void> = {
   PersistentVolumeClaim: (o) => new PersistentVolumeClaim(o).validate(),
   HorizontalPodAutoscaler: (o) => new HorizontalPodAutoscaler(o).validate(),
   Ingress: (o) => new Ingress(o).validate(),
+  HTTPRoute: (o) => new HTTPRoute(o).validate(),
 };
 
 t.test('the Helm chart renders to valid Kubernetes objects (defaults)', async (t) => {
@@ -203,6 +206,28 @@ t.test('the Helm chart renders to valid Kubernetes objects (defaults)', async (t
   const ing = objects.find((o) => o.kind === 'Ingress')!;
   t.equal(ing.metadata.annotations['nginx.ingress.kubernetes.io/upstream-hash-by'], '$http_x_session_id', 'session affinity on X-Session-Id');
   t.equal(objects.find((o) => o.kind === 'Service')!.spec.selector['app.kubernetes.io/instance'], 'llm');
+});
+
+t.test('the Helm chart: a Gateway API HTTPRoute with session persistence instead of the ingress', async (t) => {
+  const objects = renderChart((v) => {
+    v.ingress.enabled = false;
+    v.gateway.enabled = true;
+    v.gateway.name = 'edge';
+    v.gateway.namespace = 'infra';
+  });
+  t.same(objects.map((o) => o.kind).sort(), ['Deployment', 'HTTPRoute', 'HorizontalPodAutoscaler', 'PersistentVolumeClaim', 'Service']);
+  for (const o of objects) t.doesNotThrow(() => VALIDATORS[o.kind](o), `${o.kind} validates (HTTPRoute: Gateway API's schema)`);
+  const route = objects.find((o) => o.kind === 'HTTPRoute')!;
+  t.same(route.spec.parentRefs, [{ name: 'edge', namespace: 'infra' }], 'attached to the named Gateway');
+  t.same(route.spec.hostnames, ['spindle.example.com']);
+  const rule = route.spec.rules[0];
+  t.same(rule.backendRefs, [{ name: 'llm', port: 8000 }], 'to the Service');
+  t.same(rule.sessionPersistence, { sessionName: 'X-Session-Id', type: 'Header' }, 'a conversation stays on one replica');
+  t.equal(rule.timeouts.request, '600s', 'long generations are not cut');
+  const sameNamespace = renderChart((v) => { v.gateway.enabled = true; }).find((o) => o.kind === 'HTTPRoute')!;
+  t.same(sameNamespace.spec.parentRefs, [{ name: 'spindle-gateway' }], "no namespace: the release's");
+  t.throws(() => new HTTPRoute({ ...route, spec: { ...route.spec, rules: [{ ...rule, sessionPersistence: { type: 'Sticky' } }] } }).validate(),
+    'the schema check is real: an unknown persistence type fails');
 });
 
 t.test('the Helm chart: GPU, secrets by reference, autoscaling and ingress off', async (t) => {
