@@ -1,7 +1,10 @@
 // Loads the native addon and mirrors its interface by hand (native/napi/*.cpp).
 // Lookup: SPINDLE_NATIVE_PATH (a .node file, or a package-like directory holding build/Release or prebuilds)
-// when set; else a prebuilt binary from prebuilds/<platform>-<arch>/ when one matches; else the local build
-// (build/Release) made by cmake-js or node-gyp.
+// when set; else the CUDA prebuild (prebuilds/<platform>-<arch>-cuda/, scripts/prebuild.mjs) on a machine with an
+// NVIDIA driver; else a prebuilt binary from prebuilds/<platform>-<arch>/ (the CPU one) when one matches; else the
+// local build (build/Release) made by cmake-js or node-gyp. SPINDLE_NATIVE_VARIANT=cpu | cuda forces the choice
+// between the two prebuilds.
+import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -262,10 +265,35 @@ export function limitRefusal(limit: string, v: unknown): string | null {
   return nativeLimits().params[limit].range;
 }
 
+/** Whether this machine has the NVIDIA kernel driver (what the CUDA backend needs at run time). */
+function nvidiaDriverPresent(): boolean {
+  return ['/proc/driver/nvidia/version', '/dev/nvidiactl'].some((p) => existsSync(p));
+}
+
+/**
+ * The CUDA prebuild to load, or null: the package's prebuilds/<platform>-<arch>-cuda/ addon (for this libc) when
+ * the machine has an NVIDIA driver or SPINDLE_NATIVE_VARIANT is 'cuda'; never with SPINDLE_NATIVE_VARIANT 'cpu'.
+ */
+export function cudaPrebuild(root = packageRoot, env: NodeJS.ProcessEnv = process.env, driver = nvidiaDriverPresent): string | null {
+  const variant = env.SPINDLE_NATIVE_VARIANT;
+  if (variant !== undefined && variant !== '' && variant !== 'cpu' && variant !== 'cuda') {
+    throw new Error(`SPINDLE_NATIVE_VARIANT must be 'cpu' or 'cuda' (got '${variant}')`);
+  }
+  if (variant === 'cpu') return null;
+  const dir = join(root, 'prebuilds', `${process.platform}-${process.arch}-cuda`);
+  if (!existsSync(dir) || (variant !== 'cuda' && !driver())) return null;
+  const libc = process.platform !== 'linux' ? '' : (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ? 'glibc' : 'musl';
+  const file = readdirSync(dir).find((f) => f.endsWith('.node') && (libc === '' || f.split('.').includes(libc)));
+  return file ? join(dir, file) : null;
+}
+
 export function loadNative(): NativeAddon {
   if (!cached) {
     const override = process.env.SPINDLE_NATIVE_PATH;
-    if (override) {
+    const cuda = override ? null : cudaPrebuild();
+    if (cuda) {
+      cached = require(cuda) as NativeAddon;
+    } else if (override) {
       const path = resolve(override);
       if (path.endsWith('.node')) {
         cached = require(path) as NativeAddon;

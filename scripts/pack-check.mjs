@@ -3,12 +3,15 @@
 // the web UI and the release addon into prebuilds/<platform>-<arch>), installs it into an empty project with install
 // scripts disabled (as npm 11 does for dependencies), then from that project runs `npx spindle serve` on the built-in
 // demo model (waits for /health 200, sends a chat completion, stops it with SIGTERM) and an `LLM.chat` through
-// `import { LLM } from 'spindle'`. Prints the tarball's size, its file count and the install time.
-// --reuse-build: pack without prepack, taking dist/ as built and build/Release/spindle.node as the prebuild (a
-// developer's quick run; CI runs the real `npm pack`).
+// `import { LLM } from 'spindle'`, once per prebuilt variant: the CPU addon (what a machine without an NVIDIA driver
+// loads; it must link no CUDA library) and, when the pack built one (nvcc present), the CUDA addon beside it
+// (SPINDLE_NATIVE_VARIANT=cuda: it loads without a driver, says no usable GPU for device 'cuda', and runs 'auto'
+// on the CPU). Prints the tarball's size, its file count, each addon's size and the install time.
+// --reuse-build: pack without prepack, taking dist/ as built and build/Release/spindle.node as the (only) prebuild
+// (a developer's quick run; CI runs the real `npm pack`).
 // Exit code 0 when every step passed; any failure names the step.
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,6 +68,7 @@ try {
     const dir = join(root, 'prebuilds', `${process.platform}-${process.arch}`);
     mkdirSync(dir, { recursive: true });
     copyFileSync(join(root, 'build', 'Release', 'spindle.node'), join(dir, `spindle.${libc}.node`));
+    rmSync(`${dir}-cuda`, { recursive: true, force: true });  // a real pack's CUDA addon would be stale here
     packArgs = [...packArgs, '--ignore-scripts'];
   }
   const packStart = Date.now();
@@ -91,15 +95,37 @@ try {
   const served = await serveFromProject(project);
   say(`npx spindle serve: /health 200, a chat completion ('${served.completion.slice(0, 40)}...'), SIGTERM: drained and stopped`);
 
+  // a chat on device 'auto', then what device 'cuda' says (which tells the two addons apart)
   const script = "import { LLM } from 'spindle';\n" +
-    `const llm = new LLM({ model: ${JSON.stringify(served.model)}, maxModelLen: 512 });\n` +
+    `const model = ${JSON.stringify(served.model)};\n` +
+    "const llm = new LLM({ model, maxModelLen: 512 });\n" +
     "const [out] = await llm.chat([{ role: 'user', content: 'Hello!' }], { maxTokens: 8, temperature: 0 });\n" +
     "if (out.outputs[0].tokenIds.length === 0) throw new Error('no tokens');\n" +
-    "console.log(JSON.stringify({ tokens: out.outputs[0].tokenIds.length, finish: out.outputs[0].finishReason }));\n" +
-    'await llm.close();\n';
+    'await llm.close();\n' +
+    "const cuda = await new LLM({ model, maxModelLen: 512, device: 'cuda' }).chat([{ role: 'user', content: 'Hi' }], { maxTokens: 1 })\n" +
+    "  .then(() => 'ran', (e) => e.message);\n" +
+    "console.log(JSON.stringify({ tokens: out.outputs[0].tokenIds.length, finish: out.outputs[0].finishReason, cuda }));\n";
   writeFileSync(join(project, 'chat.mjs'), script);
-  const chat = run(process.execPath, ['chat.mjs'], { cwd: project }).trim();
-  say(`LLM.chat from the installed package: ${chat}`);
+  const installed = join(project, 'node_modules', 'spindle', 'prebuilds');
+  const cpuAddon = join(installed, `${process.platform}-${process.arch}`);
+  const cudaAddon = join(installed, `${process.platform}-${process.arch}-cuda`);
+  if (process.platform === 'linux') {
+    for (const f of readdirSync(cpuAddon)) {
+      const libs = run('ldd', [join(cpuAddon, f)]);
+      if (/cuda/i.test(libs)) throw new Error(`the CPU addon ${f} links a CUDA library: ${libs}`);
+    }
+  }
+  const chat = run(process.execPath, ['chat.mjs'], { cwd: project, env: { ...process.env, SPINDLE_NATIVE_VARIANT: 'cpu' } }).trim();
+  // (--reuse-build packs the developer's build, which has the CUDA backend wherever nvcc was found)
+  if (!reuse && !/without nvcc/.test(chat)) throw new Error(`the CPU addon should have no CUDA backend: ${chat}`);
+  say(`LLM.chat from the installed package, CPU addon (links no CUDA library): ${chat}`);
+  if (existsSync(cudaAddon)) {
+    const chatCuda = run(process.execPath, ['chat.mjs'], { cwd: project, env: { ...process.env, SPINDLE_NATIVE_VARIANT: 'cuda' } }).trim();
+    if (!/no usable CUDA GPU|"cuda":"ran"/.test(chatCuda)) throw new Error(`the CUDA addon should have the CUDA backend: ${chatCuda}`);
+    say(`LLM.chat, CUDA addon beside it (auto runs on the CPU where no GPU is usable): ${chatCuda}`);
+  } else {
+    say('no CUDA addon in this package (packed where nvcc was absent, or SPINDLE_PREBUILD_CUDA=0)');
+  }
   say('ok');
 } catch (e) {
   console.error(`pack-check: FAILED: ${e.message}`);
