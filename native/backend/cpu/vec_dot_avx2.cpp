@@ -2,8 +2,9 @@
 // __attribute__((target)) so the binary still runs on CPUs without AVX2 (they never call these).
 // Invariant: every output (r, t) owns its accumulator and sees the same instruction sequence in every tile
 // shape; integer block sums are exact (maddubs pairs stay below 2^15, sums in int32). The float arithmetic
-// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q3_K / Q5_K / Q6_K as its vec_dot / tinyBLAS (8 lanes,
-// then the lane sum), Q4_0 / Q4_K as its repacked (CPU_REPACK) gemm/gemv (one f32 fma chain over the blocks).
+// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q2_K / Q3_K / Q5_K / Q6_K / IQ4_XS as its vec_dot /
+// tinyBLAS (8 lanes, then the lane sum), Q4_0 / Q4_K as its repacked (CPU_REPACK) gemm/gemv (one f32 fma chain
+// over the blocks).
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_X86_KERNELS
@@ -426,7 +427,128 @@ struct q5_K_kernel {
   }
 };
 
+// The exact sum of 8 int32 lanes.
+SPINDLE_AVX2 static inline int32_t hsum_epi32_avx2(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// W (q2_K) . x (q8_K) with llama.cpp's arithmetic, which depends on the CPU: without AVX-512 its AVX2
+// ggml_vec_dot_q2_K_q8_K (Repacked false): per super-block first the mins, acc = fma(-dx * dmin, madd(m16, bsums),
+// acc) (lane k: groups 2k and 2k + 1), then the quants as q3_K's without the high bit, acc = fma(d * dx, isum, acc),
+// the lane sum at the end; with AVX-512 its repacked q2_K_8x8 gemv / gemm (Repacked true): per super-block the exact
+// totals, acc = fma(isum, d * dx, acc) and accm = fma(msum, dmin * dx, accm) in one f32 each, output acc - accm.
+template <bool Repacked>
+struct q2_K_tiles {
+template <int NR, int NT>
+struct kernel {
+  SPINDLE_AVX2 static void run(const tile_args& a) {
+    __m256 acc[NR][NT];
+    float sacc[NR][NT], saccm[NR][NT];
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), sacc[r][t] = 0.0f, saccm[r][t] = 0.0f;
+    const __m256i three = _mm256_set1_epi8(3);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    for (int64_t b = 0; b < a.n / QK_K; ++b) {
+      const block_q8_K* xb[NT];
+      for (int t = 0; t < NT; ++t) xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
+      for (int r = 0; r < NR; ++r) {
+        const block_q2_K* wb = (const block_q2_K*)(a.w + r * a.ws) + b;
+        prefetch_stream(wb, sizeof(block_q2_K));
+        const __m128i packed = _mm_loadu_si128((const __m128i*)wb->scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_and_si128(packed, low4));
+        const __m256i m16 = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+        const float dw = _cvtsh_ss(wb->d), dminw = _cvtsh_ss(wb->dmin);
+        __m256i isum[NT], msum[NT];
+        for (int t = 0; t < NT; ++t) {
+          msum[t] = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i*)xb[t]->bsums));
+          if constexpr (!Repacked)
+            acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(-xb[t]->d * dminw), _mm256_cvtepi32_ps(msum[t]), acc[r][t]);
+          isum[t] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 2
+        for (int H = 0; H < 2; ++H) {
+          const __m256i sc_half = H == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                         : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+          const __m256i q2s = _mm256_loadu_si256((const __m256i*)(wb->qs + 32 * H));
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) {
+            const __m256i q2 = _mm256_and_si256(c == 0 ? q2s : _mm256_srli_epi16(q2s, 2 * c), three);
+            const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
+            const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
+                                                  b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
+            const __m256i scale = _mm256_shuffle_epi8(sc_half, pick);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+              const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 128 * H + 32 * c));
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q2, xq), scale));
+            }
+          }
+        }
+        for (int t = 0; t < NT; ++t) {
+          if constexpr (Repacked) {
+            sacc[r][t] = std::fma((float)hsum_epi32_avx2(isum[t]), dw * xb[t]->d, sacc[r][t]);
+            saccm[r][t] = std::fma((float)hsum_epi32_avx2(msum[t]), dminw * xb[t]->d, saccm[r][t]);
+          } else {
+            acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t]->d * dw), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = Repacked ? sacc[r][t] - saccm[r][t] : hsum_avx2(acc[r][t]);
+  }
+};
+};
+
+// W (iq4_xs) . x (q8_K), as llama.cpp's AVX2 ggml_vec_dot_iq4_xs_q8_K: sub-block j's nibbles through the
+// iq4_nl table (pshufb; low nibbles are elements 0..15, high 16..31), |w| . sign(x, w) pairs (maddubs), times
+// (ls_j - 32) in 8 int32 lanes; per super-block acc = fma(d * dx, isum, acc); the lane sum at the end.
+template <int NR, int NT>
+struct iq4_xs_kernel {
+  SPINDLE_AVX2 static void run(const tile_args& a) {
+    __m256 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    const __m128i values = _mm_loadu_si128((const __m128i*)k_iq4nl_values);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    for (int64_t b = 0; b < a.n / QK_K; ++b) {
+      const block_q8_K* xb[NT];
+      for (int t = 0; t < NT; ++t) xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
+      for (int r = 0; r < NR; ++r) {
+        const block_iq4_xs* wb = (const block_iq4_xs*)(a.w + r * a.ws) + b;
+        prefetch_stream(wb, sizeof(block_iq4_xs));
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m128i bits = _mm_loadu_si128((const __m128i*)(wb->qs + 16 * j));
+          const __m256i w = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits, 4), low4)),
+                                             _mm_shuffle_epi8(values, _mm_and_si128(bits, low4)));
+          const __m256i aw = _mm256_sign_epi8(w, w);
+          const __m256i ls = _mm256_set1_epi16((short)(iq4_xs_scale(j, *wb) - 32));
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 32 * j));
+            const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, w));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p16, ls));
+          }
+        }
+        const float dw = _cvtsh_ss(wb->d);
+        for (int t = 0; t < NT; ++t)
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+  }
+};
+
 }  // namespace
+
+tile_kernel tile_kernel_q2_K_repacked() { return make_tile_kernel<q2_K_tiles<true>::kernel, 1, 4>(); }
 
 tile_kernel tile_kernel_avx2(ggml_type wtype) {
   switch (wtype) {
@@ -436,6 +558,8 @@ tile_kernel tile_kernel_avx2(ggml_type wtype) {
     case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 1, 4>();
     case ggml_type::Q3_K: return make_tile_kernel<q3_K_kernel, 1, 4>();
     case ggml_type::Q5_K: return make_tile_kernel<q5_K_kernel, 1, 4>();
+    case ggml_type::Q2_K: return make_tile_kernel<q2_K_tiles<false>::kernel, 1, 4>();
+    case ggml_type::IQ4_XS: return make_tile_kernel<iq4_xs_kernel, 1, 4>();
     default: return tile_kernel_avx2_float(wtype);
   }
 }
@@ -446,6 +570,7 @@ tile_kernel tile_kernel_avx2(ggml_type wtype) {
 
 namespace spindle {
 tile_kernel tile_kernel_avx2(ggml_type) { return {}; }
+tile_kernel tile_kernel_q2_K_repacked() { return {}; }
 }  // namespace spindle
 
 #endif

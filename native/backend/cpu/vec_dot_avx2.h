@@ -19,6 +19,10 @@ namespace spindle {
 // The AVX2 kernels for F32 / F16 / BF16 weights (vec_dot_avx2_float.cpp).
 tile_kernel tile_kernel_avx2_float(ggml_type wtype);
 
+// Q2_K with the arithmetic of llama.cpp's repacked q2_K gemv / gemm, which llama.cpp runs on AVX-512 CPUs
+// (vec_dot_avx2.cpp; the AVX-512 level takes it; null fn off x86).
+tile_kernel tile_kernel_q2_K_repacked();
+
 // The packed q6_K x8 kernel (vec_dot_avx2_packed_q6.cpp; null fn off x86).
 packed_kernel packed_kernel_q6_K_avx2();
 
