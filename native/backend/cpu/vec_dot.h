@@ -40,8 +40,8 @@ float vec_dot_q8_0_ref(int64_t n, const void* w, const void* x);  // w q8_0, x q
 float vec_dot_q4_0_ref(int64_t n, const void* w, const void* x);  // w q4_0, x q8_0
 float vec_dot_q4_K_ref(int64_t n, const void* w, const void* x);  // w q4_K, x q8_K
 float vec_dot_q6_K_ref(int64_t n, const void* w, const void* x);  // w q6_K, x q8_K
-// The reference dots of quants_more.h's types (vec_dot_ref_more.cpp; every level runs these but Q2_K's, Q3_K's, Q5_K's
-// and IQ4_XS's, which have AVX2 kernels, see cpu_tile_kernel):
+// The reference dots of quants_more.h's types (vec_dot_ref_more.cpp; every level runs those of Q4_1 and Q5_1; the
+// others have AVX2 kernels, see cpu_tile_kernel):
 float vec_dot_q4_1_ref(int64_t n, const void* w, const void* x);    // w q4_1, x q8_1
 float vec_dot_q5_0_ref(int64_t n, const void* w, const void* x);    // w q5_0, x q8_0
 float vec_dot_q5_1_ref(int64_t n, const void* w, const void* x);    // w q5_1, x q8_1
@@ -70,7 +70,7 @@ struct tile_kernel {
 
 // The tile kernel of `level` for weight type `wtype` (null fn if the CPU cannot run that level, or that level
 // lacks one for a type it has kernels for; the scalar level always has one for every supported type, and every
-// level runs the scalar kernel of the types with reference kernels only: Q4_1, Q5_0, Q5_1, IQ4_NL).
+// level runs the scalar kernel of the types with reference kernels only: Q4_1, Q5_1).
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype);
 
 // One packed tile (repack.h): the 8 rows of a packed group x nt tokens, 1 <= nt <= max_tokens:

@@ -2,9 +2,9 @@
 // __attribute__((target)) so the binary still runs on CPUs without AVX2 (they never call these).
 // Invariant: every output (r, t) owns its accumulator and sees the same instruction sequence in every tile
 // shape; integer block sums are exact (maddubs pairs stay below 2^15, sums in int32). The float arithmetic
-// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q2_K / Q3_K / Q5_K / Q6_K / IQ4_XS as its vec_dot /
-// tinyBLAS (8 lanes, then the lane sum), Q4_0 / Q4_K as its repacked (CPU_REPACK) gemm/gemv (one f32 fma chain
-// over the blocks).
+// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q5_0 / Q2_K / Q3_K / Q5_K / Q6_K / IQ4_XS as its
+// vec_dot / tinyBLAS (8 lanes, then the lane sum), Q4_0 / IQ4_NL / Q4_K as its repacked (CPU_REPACK) gemm/gemv
+// (one f32 fma chain over the blocks).
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_X86_KERNELS
@@ -38,7 +38,38 @@ struct q4_0_weights {
   }
 };
 
-// W (q8_0) . x (q8_0): per 32-block, (dw * dx) * sum(w * x), accumulated in 8 f32 lanes (as tinyBLAS_Q0_AVX).
+// iq4_nl: the nibbles (laid out as q4_0's) through the non-linear table.
+struct iq4_nl_weights {
+  SPINDLE_AVX2 static inline __m256i load(const uint8_t* row, int64_t b, float* d) {
+    const block_iq4_nl* blk = (const block_iq4_nl*)row + b;
+    *d = _cvtsh_ss(blk->d);
+    const __m128i values = _mm_loadu_si128((const __m128i*)k_iq4nl_values), low4 = _mm_set1_epi8(0x0f);
+    const __m128i packed = _mm_loadu_si128((const __m128i*)blk->qs);
+    return _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(packed, 4), low4)),
+                            _mm_shuffle_epi8(values, _mm_and_si128(packed, low4)));
+  }
+};
+
+// q5_0: nibble | bit j of qh << 4, minus 16: elements whose high bit is clear get 0xf0 ORed in (nibble - 16).
+struct q5_0_weights {
+  SPINDLE_AVX2 static inline __m256i load(const uint8_t* row, int64_t b, float* d) {
+    const block_q5_0* blk = (const block_q5_0*)row + b;
+    *d = _cvtsh_ss(blk->d);
+    const __m128i packed = _mm_loadu_si128((const __m128i*)blk->qs);
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0f));
+    uint32_t qh;
+    std::memcpy(&qh, blk->qh, 4);
+    // byte j: 0xff where bit j of qh is set (byte j / 8 of qh broadcast to its 8 lanes, one bit tested per lane)
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(nib, _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xf0)));
+  }
+};
+
+// W (q8_0 / q5_0) . x (q8_0): per 32-block, (dw * dx) * sum(w * x), accumulated in 8 f32 lanes (as
+// tinyBLAS_Q0_AVX).
 template <class L>
 struct q8_0_tiles {
   template <int NR, int NT>
@@ -113,10 +144,13 @@ struct pair_lanes {
   }
 };
 
-// W (q4_0) . x (q8_0) with the arithmetic of llama.cpp's repacked x86 kernels (CPU_REPACK q4_0_8x8 gemm and
-// gemv alike): exact int32 dot per 32-block, then acc = fma((float)isum_b, dw_b * dx_b, acc) in block order.
+// W (q4_0 / iq4_nl) . x (q8_0) with the arithmetic of llama.cpp's repacked x86 kernels (CPU_REPACK q4_0_8x8 and
+// iq4_nl_8x8, one gemm / gemv template for both): exact int32 dot per 32-block, then
+// acc = fma((float)isum_b, dw_b * dx_b, acc) in block order.
+template <class W>
+struct q4_0_tiles {
 template <int NR, int NT>
-struct q4_0_kernel {
+struct kernel {
   using L = pair_lanes<NR, NT>;
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[L::NG];
@@ -128,7 +162,7 @@ struct q4_0_kernel {
       __m256i sw[NR], aw[NR];
       float dw[NR];
       for (int r = 0; r < NR; ++r) {
-        sw[r] = q4_0_weights::load(a.w + r * a.ws, b, &dw[r]);
+        sw[r] = W::load(a.w + r * a.ws, b, &dw[r]);
         aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
       }
       for (int t = 0; t < NT; ++t) {
@@ -144,6 +178,7 @@ struct q4_0_kernel {
     }
     L::store(acc, a);
   }
+};
 };
 
 // [sum(v[0]), sum(v[1]), sum(v[2]), sum(v[3])] of four 8-lane int32 vectors (exact).
@@ -553,7 +588,9 @@ tile_kernel tile_kernel_q2_K_repacked() { return make_tile_kernel<q2_K_tiles<tru
 tile_kernel tile_kernel_avx2(ggml_type wtype) {
   switch (wtype) {
     case ggml_type::Q8_0: return make_tile_kernel<q8_0_tiles<q8_0_weights>::kernel, 4, 4>();
-    case ggml_type::Q4_0: return make_tile_kernel<q4_0_kernel, 4, 4>();
+    case ggml_type::Q4_0: return make_tile_kernel<q4_0_tiles<q4_0_weights>::kernel, 4, 4>();
+    case ggml_type::IQ4_NL: return make_tile_kernel<q4_0_tiles<iq4_nl_weights>::kernel, 4, 4>();
+    case ggml_type::Q5_0: return make_tile_kernel<q8_0_tiles<q5_0_weights>::kernel, 4, 4>();
     case ggml_type::Q4_K: return make_tile_kernel<q4_K_kernel, 4, 4>();
     case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 1, 4>();
     case ggml_type::Q3_K: return make_tile_kernel<q3_K_kernel, 1, 4>();

@@ -214,7 +214,7 @@ vec_dot_fn vec_dot_ref_for(ggml_type wtype) {
 
 bool cpu_reference_only_type(ggml_type wtype) {
   switch (wtype) {
-    case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1: case ggml_type::IQ4_NL:
+    case ggml_type::Q4_1: case ggml_type::Q5_1:
       return true;
     default:
       return false;
