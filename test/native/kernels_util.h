@@ -17,34 +17,21 @@ namespace kernels_test {
 
 using namespace spindle;
 
-// The types with reference kernels only (every level computes them through vec_dot_*_ref).
-inline const std::vector<ggml_type>& reference_only_types() {
-  static const std::vector<ggml_type> types = {ggml_type::Q4_1, ggml_type::Q5_1};
-  return types;
-}
-
-// The types of quants_more.h (their dequantizers and reference dots): the reference-only ones and those with AVX2
-// kernels since (Q5_0, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS).
+// The types of quants_more.h (the ones added after the first five quantized types: their dequantizers and
+// reference dots are checked against an independent decoder).
 inline const std::vector<ggml_type>& quants_more_types() {
-  static const std::vector<ggml_type> types = [] {
-    std::vector<ggml_type> v = reference_only_types();
-    for (ggml_type t : {ggml_type::Q5_0, ggml_type::IQ4_NL, ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q5_K,
-                        ggml_type::IQ4_XS})
-      v.push_back(t);
-    return v;
-  }();
+  static const std::vector<ggml_type> types = {ggml_type::Q4_1, ggml_type::Q5_0, ggml_type::Q5_1,
+                                               ggml_type::IQ4_NL, ggml_type::Q2_K, ggml_type::Q3_K,
+                                               ggml_type::Q5_K, ggml_type::IQ4_XS};
   return types;
 }
 
-// Every weight type the CPU backend computes with: the SIMD-kernel types, then the reference-only ones.
+// Every weight type the CPU backend computes with.
 inline const std::vector<ggml_type>& weight_types() {
-  static const std::vector<ggml_type> types = [] {
-    std::vector<ggml_type> v = {ggml_type::F32,  ggml_type::F16,  ggml_type::BF16, ggml_type::Q8_0,
-                                ggml_type::Q4_0, ggml_type::Q5_0, ggml_type::IQ4_NL, ggml_type::Q2_K, ggml_type::Q3_K,
-                                ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K, ggml_type::IQ4_XS};
-    v.insert(v.end(), reference_only_types().begin(), reference_only_types().end());
-    return v;
-  }();
+  static const std::vector<ggml_type> types = {
+      ggml_type::F32,  ggml_type::F16,  ggml_type::BF16,   ggml_type::Q8_0, ggml_type::Q4_0, ggml_type::Q4_1,
+      ggml_type::Q5_0, ggml_type::Q5_1, ggml_type::IQ4_NL, ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q4_K,
+      ggml_type::Q5_K, ggml_type::Q6_K, ggml_type::IQ4_XS};
   return types;
 }
 

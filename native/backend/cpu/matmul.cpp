@@ -27,12 +27,12 @@ namespace spindle {
 bool cpu_supports_type(ggml_type type) {
   switch (type) {
     case ggml_type::F32: case ggml_type::F16: case ggml_type::BF16:
-    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q5_0: case ggml_type::IQ4_NL:
-    case ggml_type::Q2_K: case ggml_type::Q3_K: case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K:
-    case ggml_type::IQ4_XS:
+    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1:
+    case ggml_type::IQ4_NL: case ggml_type::Q2_K: case ggml_type::Q3_K: case ggml_type::Q4_K: case ggml_type::Q5_K:
+    case ggml_type::Q6_K: case ggml_type::IQ4_XS:
       return true;
     default:
-      return cpu_reference_only_type(type);
+      return false;
   }
 }
 

@@ -6,7 +6,6 @@
 //   F32 weights: f32 dot;  F16: x rounded to f16;  BF16: x rounded to bf16;
 //   Q8_0 / Q4_0 / Q5_0 / IQ4_NL: x quantized to q8_0 (32-element blocks);  Q4_1 / Q5_1: to q8_1 (q8_0 plus the
 //   block's scaled sum);  Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS: to q8_K (256-element blocks).
-// Q4_1 and Q5_1 have plain reference kernels only (every level).
 #pragma once
 #include <cstdint>
 
@@ -17,8 +16,8 @@ namespace spindle {
 
 class packed_weight;  // repack.h
 
-// True for the weight types the CPU backend computes with: F32, F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, and (reference
-// kernels only) Q4_1, Q5_1.
+// True for the weight types the CPU backend computes with: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS.
 bool cpu_supports_type(ggml_type type);
 
 // W: n_out rows of n_in elements, each row ggml_row_size(wtype, n_in) bytes, rows contiguous.

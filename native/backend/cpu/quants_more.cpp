@@ -1,4 +1,4 @@
-// Scalar reference conversions of the reference-only weight types (quants_more.h) and the q8_1 activation format.
+// Scalar reference conversions of quants_more.h's weight types and the q8_1 activation format.
 // Invariant: each dequantizer computes every weight as ggml's dequantize_row_* does (the same f32 products, so
 // the same bits); quantize_row_q8_1 gives the bytes of llama.cpp's x86 (AVX2) quantize_row_q8_1.
 #include "backend/cpu/quants_more.h"

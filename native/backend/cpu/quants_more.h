@@ -1,4 +1,4 @@
-// ggml block layouts of the weight types the CPU backend computes through its reference kernels only
+// ggml block layouts of the weight types added after the first five quantized ones
 // (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS), the q8_1 activation format, and their scalar
 // conversions. Invariant: each struct is byte-identical to ggml's (ggml-common.h), so GGUF tensor data is read
 // in place; element i of a row always means the i-th weight of the row as ggml's dequantize_row_* writes it.

@@ -40,8 +40,7 @@ float vec_dot_q8_0_ref(int64_t n, const void* w, const void* x);  // w q8_0, x q
 float vec_dot_q4_0_ref(int64_t n, const void* w, const void* x);  // w q4_0, x q8_0
 float vec_dot_q4_K_ref(int64_t n, const void* w, const void* x);  // w q4_K, x q8_K
 float vec_dot_q6_K_ref(int64_t n, const void* w, const void* x);  // w q6_K, x q8_K
-// The reference dots of quants_more.h's types (vec_dot_ref_more.cpp; every level runs those of Q4_1 and Q5_1; the
-// others have AVX2 kernels, see cpu_tile_kernel):
+// The reference dots of quants_more.h's types (vec_dot_ref_more.cpp; the scalar level's kernels):
 float vec_dot_q4_1_ref(int64_t n, const void* w, const void* x);    // w q4_1, x q8_1
 float vec_dot_q5_0_ref(int64_t n, const void* w, const void* x);    // w q5_0, x q8_0
 float vec_dot_q5_1_ref(int64_t n, const void* w, const void* x);    // w q5_1, x q8_1
@@ -53,9 +52,6 @@ float vec_dot_iq4_xs_ref(int64_t n, const void* w, const void* x);  // w iq4_xs,
 
 using vec_dot_fn = float (*)(int64_t n, const void* w, const void* x);
 vec_dot_fn vec_dot_ref_for(ggml_type wtype);
-
-// True for the weight types computed through their reference dot product at every level (listed above).
-bool cpu_reference_only_type(ggml_type wtype);
 
 // One tile of outputs: y[t * y_stride + r] = dot(w row r, x row t) for r < nr, t < nt.
 // Weight rows are w_stride bytes apart, activation rows x_stride bytes apart; 1 <= nr, nt <= tile limits.
@@ -69,8 +65,7 @@ struct tile_kernel {
 };
 
 // The tile kernel of `level` for weight type `wtype` (null fn if the CPU cannot run that level, or that level
-// lacks one for a type it has kernels for; the scalar level always has one for every supported type, and every
-// level runs the scalar kernel of the types with reference kernels only: Q4_1, Q5_1).
+// lacks one for a type it has kernels for; the scalar level always has one for every supported type).
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype);
 
 // One packed tile (repack.h): the 8 rows of a packed group x nt tokens, 1 <= nt <= max_tokens:

@@ -2,8 +2,8 @@
 // __attribute__((target)) so the binary still runs on CPUs without AVX2 (they never call these).
 // Invariant: every output (r, t) owns its accumulator and sees the same instruction sequence in every tile
 // shape; integer block sums are exact (maddubs pairs stay below 2^15, sums in int32). The float arithmetic
-// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q5_0 / Q2_K / Q3_K / Q5_K / Q6_K / IQ4_XS as its
-// vec_dot / tinyBLAS (8 lanes, then the lane sum), Q4_0 / IQ4_NL / Q4_K as its repacked (CPU_REPACK) gemm/gemv
+// per output is that of llama.cpp's x86 AVX2 build: Q8_0 / Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K / Q5_K / Q6_K / IQ4_XS
+// as its vec_dot / tinyBLAS (8 lanes, then the lane sum), Q4_0 / IQ4_NL / Q4_K as its repacked (CPU_REPACK) gemm/gemv
 // (one f32 fma chain over the blocks).
 #include "backend/cpu/vec_dot_avx2.h"
 
@@ -50,22 +50,81 @@ struct iq4_nl_weights {
   }
 };
 
+// The 32 nibbles of a q4_0-layout block as bytes: elements 0..15 the low nibbles of qs, 16..31 the high ones.
+SPINDLE_AVX2 static inline __m256i block_nibbles(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128((const __m128i*)qs);
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0f));
+}
+
+// Byte j: 0xff where bit j of the 32-bit qh is set (byte j / 8 of qh broadcast to its 8 lanes, one bit each).
+SPINDLE_AVX2 static inline __m256i block_high_bits(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
 // q5_0: nibble | bit j of qh << 4, minus 16: elements whose high bit is clear get 0xf0 ORed in (nibble - 16).
 struct q5_0_weights {
   SPINDLE_AVX2 static inline __m256i load(const uint8_t* row, int64_t b, float* d) {
     const block_q5_0* blk = (const block_q5_0*)row + b;
     *d = _cvtsh_ss(blk->d);
-    const __m128i packed = _mm_loadu_si128((const __m128i*)blk->qs);
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0f));
-    uint32_t qh;
-    std::memcpy(&qh, blk->qh, 4);
-    // byte j: 0xff where bit j of qh is set (byte j / 8 of qh broadcast to its 8 lanes, one bit tested per lane)
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
-    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    return _mm256_or_si256(nib, _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xf0)));
+    return _mm256_or_si256(block_nibbles(blk->qs), _mm256_andnot_si256(block_high_bits(blk->qh), _mm256_set1_epi8((char)0xf0)));
   }
+};
+
+// q4_1 / q5_1: the unsigned quants (0..15 / 0..31), their scale and offset.
+struct q4_1_weights {
+  using block = block_q4_1;
+  SPINDLE_AVX2 static inline __m256i load(const block_q4_1* blk) { return block_nibbles(blk->qs); }
+};
+struct q5_1_weights {
+  using block = block_q5_1;
+  SPINDLE_AVX2 static inline __m256i load(const block_q5_1* blk) {
+    return _mm256_or_si256(block_nibbles(blk->qs), _mm256_and_si256(block_high_bits(blk->qh), _mm256_set1_epi8(0x10)));
+  }
+};
+
+// W (q4_1 / q5_1) . x (q8_1), as llama.cpp's AVX2 ggml_vec_dot_q4_1_q8_1 / q5_1_q8_1: per 32-block,
+// acc = fma(q . x in 8 int32 lanes, dw * dx, acc) and summs = fma(mw, sx, summs) (one f32 per output; x's s is
+// dx times the sum of its quants); output: the lane sum of acc plus summs.
+template <class W>
+struct q4_1_tiles {
+template <int NR, int NT>
+struct kernel {
+  SPINDLE_AVX2 static void run(const tile_args& a) {
+    __m256 acc[NR][NT];
+    float summs[NR][NT];
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), summs[r][t] = 0.0f;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < a.n / QK8_1; ++b) {
+      __m256i xq[NT];
+      float dx[NT], sx[NT];
+      for (int t = 0; t < NT; ++t) {
+        const block_q8_1* xb = (const block_q8_1*)(a.x + t * a.xs) + b;
+        xq[t] = _mm256_loadu_si256((const __m256i*)xb->qs);
+        dx[t] = _cvtsh_ss(xb->d);
+        sx[t] = _cvtsh_ss(xb->s);
+      }
+      for (int r = 0; r < NR; ++r) {
+        const typename W::block* blk = (const typename W::block*)(a.w + r * a.ws) + b;
+        if (b % 2 == 0) prefetch_stream(blk, 1);
+        const __m256i q = W::load(blk);
+        const float dw = _cvtsh_ss(blk->d), mw = _cvtsh_ss(blk->m);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq[t]), ones);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dx[t]), acc[r][t]);
+          summs[r][t] = std::fma(mw, sx[t], summs[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]) + summs[r][t];
+  }
+};
 };
 
 // W (q8_0 / q5_0) . x (q8_0): per 32-block, (dw * dx) * sum(w * x), accumulated in 8 f32 lanes (as
@@ -591,6 +650,8 @@ tile_kernel tile_kernel_avx2(ggml_type wtype) {
     case ggml_type::Q4_0: return make_tile_kernel<q4_0_tiles<q4_0_weights>::kernel, 4, 4>();
     case ggml_type::IQ4_NL: return make_tile_kernel<q4_0_tiles<iq4_nl_weights>::kernel, 4, 4>();
     case ggml_type::Q5_0: return make_tile_kernel<q8_0_tiles<q5_0_weights>::kernel, 4, 4>();
+    case ggml_type::Q4_1: return make_tile_kernel<q4_1_tiles<q4_1_weights>::kernel, 2, 4>();
+    case ggml_type::Q5_1: return make_tile_kernel<q4_1_tiles<q5_1_weights>::kernel, 2, 4>();
     case ggml_type::Q4_K: return make_tile_kernel<q4_K_kernel, 4, 4>();
     case ggml_type::Q6_K: return make_tile_kernel<q6_K_kernel, 1, 4>();
     case ggml_type::Q3_K: return make_tile_kernel<q3_K_kernel, 1, 4>();

@@ -14,8 +14,9 @@ namespace spindle {
 
 tile_kernel tile_kernel_avx512(ggml_type wtype, bool has_bf16) {
   switch (wtype) {
-    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q5_0: case ggml_type::Q3_K: case ggml_type::Q4_K:
-    case ggml_type::Q5_K: case ggml_type::Q6_K: case ggml_type::IQ4_NL: case ggml_type::IQ4_XS:
+    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1:
+    case ggml_type::Q3_K: case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K: case ggml_type::IQ4_NL:
+    case ggml_type::IQ4_XS:
       return tile_kernel_avx2(wtype);
     case ggml_type::Q2_K: return tile_kernel_q2_K_repacked();  // llama.cpp repacks Q2_K on AVX-512 CPUs only
     default: return tile_kernel_avx512_float(wtype, has_bf16);

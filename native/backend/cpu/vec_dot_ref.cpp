@@ -212,15 +212,6 @@ vec_dot_fn vec_dot_ref_for(ggml_type wtype) {
   }
 }
 
-bool cpu_reference_only_type(ggml_type wtype) {
-  switch (wtype) {
-    case ggml_type::Q4_1: case ggml_type::Q5_1:
-      return true;
-    default:
-      return false;
-  }
-}
-
 template <vec_dot_fn F>
 static void scalar_tile(int64_t n, const uint8_t* w, size_t ws, int nr, const uint8_t* x, size_t xs, int nt,
                         float* y, int64_t ys) {
@@ -251,7 +242,6 @@ tile_kernel tile_kernel_scalar(ggml_type wtype) {
 
 tile_kernel cpu_tile_kernel(cpu_level level, ggml_type wtype) {
   if (!cpu_level_supported(level)) return {};
-  if (cpu_reference_only_type(wtype)) return tile_kernel_scalar(wtype);  // no SIMD kernels for these yet
   switch (level) {
     case cpu_level::scalar: return tile_kernel_scalar(wtype);
     case cpu_level::avx2: return tile_kernel_avx2(wtype);

@@ -1,4 +1,4 @@
-// Reference dot products of the reference-only weight types (quants_more.h) against their activation formats,
+// Reference dot products of quants_more.h's weight types against their activation formats (the scalar level),
 // in the per-block arithmetic of ggml's CPU vec_dot_*_q8_* functions.
 // Invariant: every integer product is summed exactly in int32 (per block or super-block; the largest sums stay
 // below 2^27); floats enter only as (weight scale * activation scale) * integer sum (plus, for q4_1 / q5_1,
