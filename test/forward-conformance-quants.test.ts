@@ -10,8 +10,8 @@
 // engines and the raw logits are compared at every position (llama.cpp's top-K and ours; the whole vocabulary at
 // the last position).
 // Tolerance (one tier): where an output's float order is not llama.cpp's (kernels of other shapes, f32 rounding
-// elsewhere in the layer; same integer block sums, same activation formats), so logits differ by f32 rounding that a flipped q8
-// activation rounding (amax/127 of a block) in a later layer can amplify, as for the approximate tier of the
+// elsewhere in the layer; same integer block sums, same activation formats), logits differ by f32 rounding that a
+// flipped q8 activation rounding (amax/127 of a block) in a later layer can amplify, as for the approximate tier of the
 // other quantized types.
 import t from 'tap';
 import { getLlama } from 'node-llama-cpp';
