@@ -18,7 +18,7 @@ import { getLlama } from 'node-llama-cpp';
 import { compareLogits, llamaCppReference, type Comparison } from './helpers/conformance.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
-import { REFERENCE_ONLY_WEIGHTS, type FixtureWeights, type ReferenceOnlyWeights } from './tooling/fixtures/spec.js';
+import { LATER_QUANT_WEIGHTS, type FixtureWeights, type LaterQuantWeights } from './tooling/fixtures/spec.js';
 
 const MODELS = [
   { label: 'llama (llama2 tok)', arch: 'llama', tokenizer: 'llama2', tiedEmbeddings: false, nLayer: 2 },
@@ -26,7 +26,7 @@ const MODELS = [
   // short-conv layers 0, 1, 3, 4 and attention layers 2, 5
   { label: 'lfm2 (llama3 tok)', arch: 'lfm2', tokenizer: 'llama3', tiedEmbeddings: true, nLayer: 6 },
 ] as const;
-const SUPER_BLOCK: readonly ReferenceOnlyWeights[] = ['Q2_K', 'Q3_K', 'Q5_K', 'IQ4_XS'];
+const SUPER_BLOCK: readonly LaterQuantWeights[] = ['Q2_K', 'Q3_K', 'Q5_K', 'IQ4_XS'];
 
 const PROMPT = 'The quick brown fox jumps over the lazy dog. Once upon a time';
 const N_GENERATE = 24;
@@ -61,7 +61,7 @@ t.test('forward conformance with llama.cpp for the reference-kernel weight types
   const rows: Row[] = [];
   const cases = MODELS.flatMap((m) => [
     // every 2-D tensor in the type (pure), so each type's kernels and embedding lookup run
-    ...REFERENCE_ONLY_WEIGHTS.map((weights) => {
+    ...LATER_QUANT_WEIGHTS.map((weights) => {
       const wide = SUPER_BLOCK.includes(weights);
       return { m, weights: weights as FixtureWeights, label: weights, pure: true, nEmbd: wide ? 256 : 64, nFf: wide ? 512 : 128 };
     }),
