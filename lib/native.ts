@@ -265,6 +265,12 @@ export function limitRefusal(limit: string, v: unknown): string | null {
   return nativeLimits().params[limit].range;
 }
 
+/** The libc tag of this machine's prebuilds ('glibc' / 'musl' on Linux, '' elsewhere), as scripts/prebuild.mjs names them. */
+export function prebuildLibc(): string {
+  if (process.platform !== 'linux') return '';
+  return (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ? 'glibc' : 'musl';
+}
+
 /** Whether this machine has the NVIDIA kernel driver (what the CUDA backend needs at run time). */
 function nvidiaDriverPresent(): boolean {
   return ['/proc/driver/nvidia/version', '/dev/nvidiactl'].some((p) => existsSync(p));
@@ -282,7 +288,7 @@ export function cudaPrebuild(root = packageRoot, env: NodeJS.ProcessEnv = proces
   if (variant === 'cpu') return null;
   const dir = join(root, 'prebuilds', `${process.platform}-${process.arch}-cuda`);
   if (!existsSync(dir) || (variant !== 'cuda' && !driver())) return null;
-  const libc = process.platform !== 'linux' ? '' : (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ? 'glibc' : 'musl';
+  const libc = prebuildLibc();
   const file = readdirSync(dir).find((f) => f.endsWith('.node') && (libc === '' || f.split('.').includes(libc)));
   return file ? join(dir, file) : null;
 }

@@ -5,11 +5,11 @@ import t from 'tap';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cudaPrebuild } from '../lib/native.js';
+import { cudaPrebuild, prebuildLibc } from '../lib/native.js';
 
 const pkg = mkdtempSync(join(tmpdir(), 'spindle-variant-'));
 t.teardown(() => rmSync(pkg, { recursive: true, force: true }));
-const libc = process.platform !== 'linux' ? '' : (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ? 'glibc' : 'musl';
+const libc = prebuildLibc();
 const name = ['spindle', libc, 'node'].filter(Boolean).join('.');
 const cudaDir = join(pkg, 'prebuilds', `${process.platform}-${process.arch}-cuda`);
 const yes = () => true;

@@ -162,6 +162,26 @@ struct q8_0_tiles {
   };
 };
 
+// The int16 scales of chunk c of a half (32 elements = groups 2c and 2c + 1 of 16): group 2c's in every int16 of
+// the low 128 bits, 2c + 1's in the high, for madd with maddubs pair sums. sc_half: the half's 8 int16 scales in
+// both 128-bit lanes (q3_K, q6_K: 16-element groups).
+SPINDLE_AVX2 static inline __m256i chunk_group_scales(__m256i sc_half, int c) {
+  const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
+  return _mm256_shuffle_epi8(sc_half, _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
+                                                       b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1));
+}
+
+// Int16 lane j of sc_all (the same 8 int16 in both 128-bit lanes) in every int16 lane (q4_K / q5_K sub-block scales).
+SPINDLE_AVX2 static inline __m256i broadcast_i16(__m256i sc_all, int j) {
+  return _mm256_shuffle_epi8(sc_all, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+}
+
+// The 8 sums of 32 quants of a q8_K block as int16 (|sum| <= 32 * 128), from its 16 sums of 16.
+SPINDLE_AVX2 static inline __m128i q8_K_sums32(const block_q8_K* xb) {
+  const __m256i bs = _mm256_loadu_si256((const __m256i*)xb->bsums);
+  return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
 // The 8 six-bit scales and mins of a q4_K block (ggml's packing, unpacked 4 at a time).
 SPINDLE_AVX2 static inline void q4_K_unpack_scales(const uint8_t* packed, uint8_t sc[8], uint8_t m[8]) {
   uint32_t u[3], s[2], mm[2];
@@ -278,8 +298,7 @@ struct q4_K_kernel {
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
       __m128i xsum[NT];  // per token: the 8 sub-block sums of x as int16 (|sum| <= 32 * 128)
       for (int t = 0; t < NT; ++t) {
-        const __m256i bs = _mm256_loadu_si256((const __m256i*)((const block_q8_K*)(a.x + t * a.xs) + b)->bsums);
-        xsum[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        xsum[t] = q8_K_sums32((const block_q8_K*)(a.x + t * a.xs) + b);
       }
       for (int r = 0; r < NR; ++r) {
         const block_q4_K* wb = (const block_q4_K*)(a.w + r * a.ws) + b;
@@ -295,7 +314,7 @@ struct q4_K_kernel {
         const __m128i sc8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)sc));
         const __m256i sc_all = _mm256_set_m128i(sc8, sc8);
         for (int j = 0; j < 8; ++j)  // int16 lane j of sc8 into every lane
-          scale[j] = _mm256_shuffle_epi8(sc_all, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+          scale[j] = broadcast_i16(sc_all, j);
         const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)m));
         const float d = _cvtsh_ss(wb->d), dmin = _cvtsh_ss(wb->dmin);
         for (int t = 0; t < NT; ++t) {
@@ -350,10 +369,7 @@ SPINDLE_AVX2 static inline void q6_K_half(const block_q6_K* wb, __m256i sc_half,
       default: q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                    _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xc0)), 2)); break;
     }
-    const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
-    const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
-                                          b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
-    const __m256i scale = _mm256_shuffle_epi8(sc_half, pick);
+    const __m256i scale = chunk_group_scales(sc_half, c);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 32 * (4 * H + c)));
@@ -440,10 +456,7 @@ struct q3_K_kernel {
             const int b = 4 * H + c;
             const __m256i clear = _mm256_andnot_si256(hm, _mm256_set1_epi8((char)(1 << b)));
             const __m256i h4 = b == 2 ? clear : b > 2 ? _mm256_srli_epi16(clear, b - 2) : _mm256_slli_epi16(clear, 2 - b);
-            const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
-            const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
-                                                  b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
-            const __m256i scale = _mm256_shuffle_epi8(sc_half, pick);
+            const __m256i scale = chunk_group_scales(sc_half, c);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
               const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 128 * H + 32 * c));
@@ -479,8 +492,7 @@ struct q5_K_kernel {
       __m128i xsum[NT];  // per token: the 8 sub-block sums of x as int16 (|sum| <= 32 * 128)
       for (int t = 0; t < NT; ++t) {
         xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
-        const __m256i bs = _mm256_loadu_si256((const __m256i*)xb[t]->bsums);
-        xsum[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        xsum[t] = q8_K_sums32(xb[t]);
       }
       for (int r = 0; r < NR; ++r) {
         const block_q5_K* wb = (const block_q5_K*)(a.w + r * a.ws) + b;
@@ -500,7 +512,7 @@ struct q5_K_kernel {
           // bit j of each qh byte to bit 4 (masked after the shift, so no bit crosses a byte)
           const __m256i hi = _mm256_and_si256(j <= 4 ? _mm256_slli_epi16(hb, 4 - j) : _mm256_srli_epi16(hb, j - 4), bit4);
           const __m256i q = _mm256_or_si256(lo, hi);
-          const __m256i scale = _mm256_shuffle_epi8(sc_all, _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j)));
+          const __m256i scale = broadcast_i16(sc_all, j);
 #pragma GCC unroll 8
           for (int t = 0; t < NT; ++t) {
             const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 32 * j));
@@ -570,10 +582,7 @@ struct kernel {
 #pragma GCC unroll 4
           for (int c = 0; c < 4; ++c) {
             const __m256i q2 = _mm256_and_si256(c == 0 ? q2s : _mm256_srli_epi16(q2s, 2 * c), three);
-            const char a0 = (char)(4 * c), a1 = (char)(4 * c + 1), b0 = (char)(4 * c + 2), b1 = (char)(4 * c + 3);
-            const __m256i pick = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,
-                                                  b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
-            const __m256i scale = _mm256_shuffle_epi8(sc_half, pick);
+            const __m256i scale = chunk_group_scales(sc_half, c);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
               const __m256i xq = _mm256_loadu_si256((const __m256i*)(xb[t]->qs + 128 * H + 32 * c));

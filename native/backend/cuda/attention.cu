@@ -61,8 +61,6 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
   for (int64_t jb = j0; jb < j1; jb += k_group) {
     float s[k_group][HG];
     int64_t rows[k_group];
-    constexpr bool prefetch_v = DPL <= 4;  // V rows read with the K rows (registers allowing)
-    float vr[k_group][prefetch_v ? DPL : 1];
 #pragma unroll
     for (int u = 0; u < k_group; ++u) {
       const bool ok = jb + u < j1;
@@ -72,7 +70,6 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
       for (int r = 0; r < DPL; ++r) {
         const int d = lane + r * k_warp;
         kr[r] = ok && d < a.hd_k ? kbase[rows[u] * a.k_stride + d] : 0.0f;
-        if constexpr (prefetch_v) vr[u][r] = ok && d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
       }
 #pragma unroll
       for (int h = 0; h < HG; ++h) {
@@ -106,9 +103,7 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
 #pragma unroll
       for (int r = 0; r < DPL; ++r) {
         const int d = lane + r * k_warp;
-        float vv;
-        if constexpr (prefetch_v) vv = vr[u][r];
-        else vv = d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
+        const float vv = d < a.hd_v ? vbase[rows[u] * a.v_stride + d] : 0.0f;
 #pragma unroll
         for (int h = 0; h < HG; ++h) acc[h][r] = __fmaf_rn(s[u][h], vv, acc[h][r]);
       }
@@ -208,9 +203,10 @@ bool same_shape(const attention_params& a, const attention_params& b) {
          a.scale == b.scale && a.causal == b.causal;
 }
 
-// Query heads per block for a head dim (the accumulators of HG heads x DPL dims per lane stay in registers).
+// Query heads per block for a head dim (the accumulators of HG heads x DPL dims per lane stay in registers; head
+// dims up to 128 go to the tensor-core kernels, so DPL is 8 or 16 here).
 template <int DPL>
-constexpr int heads_per_block() { return DPL <= 4 ? 4 : DPL == 8 ? 2 : 1; }
+constexpr int heads_per_block() { return DPL == 8 ? 2 : 1; }
 
 template <int DPL>
 void launch_attention(cuda_backend& be, const attn_args& args) {
