@@ -18,6 +18,24 @@
 namespace spindle {
 namespace {
 
+// The 8-lane accumulators of the vec_dot-style kernels: one __m256 per output (r, t), zeroed, summed across its
+// lanes (hsum_avx2) at the end, plus an optional f32 per output (the kernels that keep an offset term apart).
+template <int NR, int NT>
+struct f32_lanes {
+  SPINDLE_AVX2 static void zero(__m256 acc[NR][NT]) {
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  SPINDLE_AVX2 static void store(const __m256 acc[NR][NT], const tile_args& a) {
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+  }
+  SPINDLE_AVX2 static void store(const __m256 acc[NR][NT], const float plus[NR][NT], const tile_args& a) {
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]) + plus[r][t];
+  }
+};
+
 // q8_0 / q4_0 weight block b of a row, as 32 signed bytes, and its scale.
 struct q8_0_weights {
   SPINDLE_AVX2 static inline __m256i load(const uint8_t* row, int64_t b, float* d) {
@@ -96,9 +114,8 @@ template <int NR, int NT>
 struct kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[NR][NT];
-    float summs[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), summs[r][t] = 0.0f;
+    float summs[NR][NT] = {};
+    f32_lanes<NR, NT>::zero(acc);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < a.n / QK8_1; ++b) {
       __m256i xq[NT];
@@ -121,8 +138,7 @@ struct kernel {
         }
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]) + summs[r][t];
+    f32_lanes<NR, NT>::store(acc, summs, a);
   }
 };
 };
@@ -135,8 +151,7 @@ struct q8_0_tiles {
   struct kernel {
     SPINDLE_AVX2 static void run(const tile_args& a) {
       __m256 acc[NR][NT];
-      for (int r = 0; r < NR; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+      f32_lanes<NR, NT>::zero(acc);
       for (int64_t b = 0; b < a.n / QK8_0; ++b) {
         __m256i xq[NT];
         float dx[NT];
@@ -156,8 +171,7 @@ struct q8_0_tiles {
           }
         }
       }
-      for (int r = 0; r < NR; ++r)
-        for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+      f32_lanes<NR, NT>::store(acc, a);
     }
   };
 };
@@ -385,8 +399,7 @@ template <int NR, int NT>
 struct q6_K_kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    f32_lanes<NR, NT>::zero(acc);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
       const block_q8_K* xb[NT];
       for (int t = 0; t < NT; ++t) xb[t] = (const block_q8_K*)(a.x + t * a.xs) + b;
@@ -407,8 +420,7 @@ struct q6_K_kernel {
         }
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+    f32_lanes<NR, NT>::store(acc, a);
   }
 };
 
@@ -420,8 +432,7 @@ template <int NR, int NT>
 struct q3_K_kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    f32_lanes<NR, NT>::zero(acc);
     const __m256i three = _mm256_set1_epi8(3);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
       const block_q8_K* xb[NT];
@@ -470,8 +481,7 @@ struct q3_K_kernel {
           acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+    f32_lanes<NR, NT>::store(acc, a);
   }
 };
 
@@ -483,9 +493,8 @@ template <int NR, int NT>
 struct q5_K_kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[NR][NT];
-    float summs[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), summs[r][t] = 0.0f;
+    float summs[NR][NT] = {};
+    f32_lanes<NR, NT>::zero(acc);
     const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
       const block_q8_K* xb[NT];
@@ -528,8 +537,7 @@ struct q5_K_kernel {
         }
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]) + summs[r][t];
+    f32_lanes<NR, NT>::store(acc, summs, a);
   }
 };
 
@@ -552,9 +560,8 @@ template <int NR, int NT>
 struct kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[NR][NT];
-    float sacc[NR][NT], saccm[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), sacc[r][t] = 0.0f, saccm[r][t] = 0.0f;
+    float sacc[NR][NT] = {}, saccm[NR][NT] = {};
+    f32_lanes<NR, NT>::zero(acc);
     const __m256i three = _mm256_set1_epi8(3);
     const __m128i low4 = _mm_set1_epi8(0x0f);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
@@ -613,8 +620,7 @@ template <int NR, int NT>
 struct iq4_xs_kernel {
   SPINDLE_AVX2 static void run(const tile_args& a) {
     __m256 acc[NR][NT];
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    f32_lanes<NR, NT>::zero(acc);
     const __m128i values = _mm_loadu_si128((const __m128i*)k_iq4nl_values);
     const __m128i low4 = _mm_set1_epi8(0x0f);
     for (int64_t b = 0; b < a.n / QK_K; ++b) {
@@ -644,8 +650,7 @@ struct iq4_xs_kernel {
           acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
       }
     }
-    for (int r = 0; r < NR; ++r)
-      for (int t = 0; t < NT; ++t) a.y[t * a.ys + r] = hsum_avx2(acc[r][t]);
+    f32_lanes<NR, NT>::store(acc, a);
   }
 };
 
