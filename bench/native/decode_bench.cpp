@@ -2,7 +2,9 @@
 //   pp  = one prompt of n_prompt tokens in one forward call (tokens/s),
 //   tg  = n_gen single-token forward calls of one sequence (tokens/s),
 //   bN  = n_gen forward_batch steps of n_seqs sequences, one token each (total tokens/s; the logits of every step
-//         are read back, the next tokens are fixed pseudo-random ids rather than a host argmax).
+//         are read back, the next tokens are fixed pseudo-random ids rather than a host argmax, as
+//         llama-batched-bench does), and the same steps with the model's argmax per sequence (as the engine runs
+//         greedy requests: on a GPU one id per sequence comes back instead of n_seqs x n_vocab logits).
 // A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
 // reps. The prompt figure is also printed as time to first token (ms) for a prompt of n_prompt tokens.
 // Built with the tests (build/spindle_decode_bench); for profiling: perf record -g build/spindle_decode_bench ...
@@ -114,6 +116,34 @@ double time_batch(model& m, int n_seqs, int n_gen) {
   return now_s() - t0;
 }
 
+// Seconds for n_gen forward_batch steps of n_seqs greedy sequences (the model picks each next token).
+double time_batch_greedy(model& m, int n_seqs, int n_gen) {
+  const int32_t n_vocab = m.hparams().n_vocab, block = 8 + n_gen + 8;
+  auto kv = m.new_kv_cache(n_seqs, block, n_seqs);
+  std::vector<std::vector<int32_t>> prompts, tables;
+  std::vector<batch_sequence> batch((size_t)n_seqs);
+  std::vector<int32_t> next((size_t)n_seqs), in((size_t)n_seqs);
+  for (int s = 0; s < n_seqs; ++s) {
+    prompts.push_back(prompt_ids(8, 10 + s, n_vocab));
+    tables.push_back({s});
+    batch[s] = batch_sequence{prompts[s].data(), 8, 0, tables[s].data(), 1, 1, s};
+    batch[s].argmax = &next[s];
+    batch[s].argmax_n = n_vocab;
+  }
+  m.forward_batch(batch, *kv, nullptr);
+  const double t0 = now_s();
+  for (int i = 0; i < n_gen; ++i) {
+    in = next;
+    for (int s = 0; s < n_seqs; ++s) {
+      batch[s].tokens = &in[s];
+      batch[s].n_tokens = 1;
+      batch[s].first_pos = 8 + i;
+    }
+    m.forward_batch(batch, *kv, nullptr);
+  }
+  return now_s() - t0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,7 +165,7 @@ int main(int argc, char** argv) {
     time_prompt(*m, 8);  // warm-up: first matmuls pack the weights (CPU), load kernels (GPU)
     time_decode(*m, 2);
     std::printf("warm-up (packs weights) %.2f s\n", now_s() - t);
-    double pp = 1e30, tg = 1e30, bt = 1e30, tg_argmax = 0, tg_greedy = 1e30;
+    double pp = 1e30, tg = 1e30, bt = 1e30, bt_greedy = 1e30, tg_argmax = 0, tg_greedy = 1e30;
     for (int r = 0; r < reps; ++r) {
       pp = std::min(pp, time_prompt(*m, n_prompt));
       tg_greedy = std::min(tg_greedy, time_decode_greedy(*m, n_gen));
@@ -145,6 +175,7 @@ int main(int argc, char** argv) {
         tg_argmax = g_argmax_s;
       }
       if (n_seqs > 0) bt = std::min(bt, time_batch(*m, n_seqs, n_gen));
+      if (n_seqs > 0) bt_greedy = std::min(bt_greedy, time_batch_greedy(*m, n_seqs, n_gen));
     }
     std::printf("device %s  pp%d: %.2f tok/s (TTFT %.2f ms)   tg%d: %.2f tok/s (%.3f ms/token)", opt.device.c_str(),
                 n_prompt, n_prompt / pp, 1e3 * pp, n_gen, n_gen / tg, 1e3 * tg / std::max(1, n_gen));
@@ -152,6 +183,10 @@ int main(int argc, char** argv) {
     std::printf("\n  tg per token: %.1f us of it the host's argmax over %d logits; with the model's argmax (as the "
                 "engine's greedy requests): %.2f tok/s (%.3f ms/token)\n", 1e6 * tg_argmax / std::max(1, n_gen),
                 m->hparams().n_vocab, n_gen / tg_greedy, 1e3 * tg_greedy / std::max(1, n_gen));
+    if (n_seqs > 0) {
+      std::printf("  b%d with the model's argmax per sequence (as the engine's greedy requests): %.2f tok/s\n", n_seqs,
+                  n_seqs * n_gen / bt_greedy);
+    }
 #ifdef SPINDLE_CUDA
     if (opt.device != "cpu") {
       const cuda_graph_counts c = cuda_step_graph_counts();

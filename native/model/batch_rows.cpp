@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "common/checked_math.h"
 #include "common/error.h"
@@ -125,13 +126,40 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
     be.download(logits, s.logits.data(), n_logits);
     return;
   }
+  // one argmax_rows / download per run of consecutive sequences that want the same (a GPU syncs once per call,
+  // not once per sequence)
+  std::vector<int32_t> ids;
   int64_t row = 0;
-  for (const batch_sequence& b : batch) {
-    if (b.n_logits == 0) continue;
+  for (size_t i = 0; i < batch.size();) {
+    if (batch[i].n_logits == 0) {
+      ++i;
+      continue;
+    }
+    const bool greedy = batch[i].argmax != nullptr;
+    const int64_t n_ids = std::min<int64_t>(batch[i].argmax_n, hp.n_vocab);
+    size_t end = i;
+    int64_t run_rows = 0;
+    for (; end < batch.size(); ++end) {
+      const batch_sequence& b = batch[end];
+      if (b.n_logits == 0) continue;
+      if ((b.argmax != nullptr) != greedy || (greedy && std::min<int64_t>(b.argmax_n, hp.n_vocab) != n_ids)) break;
+      run_rows += b.n_logits;
+    }
     const float* rows = s.logits.data() + row * hp.n_vocab;
-    if (b.argmax) be.argmax_rows(rows, b.n_logits, hp.n_vocab, std::min<int64_t>(b.argmax_n, hp.n_vocab), b.argmax);
-    else be.download(logits + row * hp.n_vocab, rows, (int64_t)b.n_logits * hp.n_vocab);
-    row += b.n_logits;
+    if (greedy) {
+      ids.resize((size_t)run_rows);
+      be.argmax_rows(rows, run_rows, hp.n_vocab, n_ids, ids.data());
+      int64_t at = 0;
+      for (size_t k = i; k < end; ++k) {
+        if (batch[k].n_logits == 0) continue;
+        std::copy(ids.begin() + at, ids.begin() + at + batch[k].n_logits, batch[k].argmax);
+        at += batch[k].n_logits;
+      }
+    } else {
+      be.download(logits + row * hp.n_vocab, rows, run_rows * hp.n_vocab);
+    }
+    row += run_rows;
+    i = end;
   }
 }
 

@@ -1,6 +1,7 @@
 // CUDA matmul / matmul_expert / get_rows against the CPU backend and a double-precision reference on the
 // dequantized weights: for every weight type the GPU's error must be no worse than twice the CPU's (the CPU
-// computes with llama.cpp's activation formats; the GPU quantizes activations per 32 values with f32 scales),
+// computes with llama.cpp's activation formats; the GPU quantizes activations per 32 values for q8_0 / q4_0 and
+// per 256 for the k-quants, as llama.cpp's q8_K, with f32 scales),
 // get_rows must equal the CPU's dequantization bit for bit, and every output row must have the same bits
 // whether its token is alone or in a call with others (batch invariance).
 #include <cstdlib>

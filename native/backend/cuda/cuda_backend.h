@@ -19,7 +19,9 @@
 
 namespace spindle {
 
-struct mmv_act;  // x32_types.cuh
+struct mmv_act;                       // x32_types.cuh
+enum class act_format : int32_t;      // x32_types.cuh
+act_format act_format_of(ggml_type type);  // matmul.cu
 
 // Grows-only device scratch of T (never shrinks; ops are serialized on one stream). A buffer outgrown while a
 // step is being recorded is kept until the backend goes (recorded ops and step graphs may still point at it).
@@ -110,19 +112,24 @@ class cuda_backend final : public backend {
 
   cudaStream_t stream() const { return stream_; }
   int sm_count() const { return sm_count_; }
+  int device() const { return device_; }
 
   // Every kernel goes through launch (launch.cuh): now, or recorded into the step being built (its function,
   // launch shape and argument bytes are the step's signature). Stream copies go through enqueue likewise.
   template <typename... KArgs, typename... Args>
   void launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, Args&&... args);
+  // The same with smem bytes of dynamic shared memory per block.
+  template <typename... KArgs, typename... Args>
+  void launch_smem(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args);
   void enqueue(const void* sig, size_t sig_bytes, std::function<void()> op);  // step_graph.cu
 
  private:
   // Rows [row0, row0 + n_out) of w times x: the one matmul path (matmul.cu).
   void matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows, float* y);
   int8_t* reserve_q8(int64_t n_rows, int64_t n_in, float** scales);  // matmul.cu
-  mmv_act quantized_act(const float* x, int64_t n_rows, int64_t n_in);  // matmul.cu
-  void keep_quantized_act(const float* x, int64_t n_rows, int64_t n_in);
+  mmv_act q8_view(int64_t n_rows, int64_t n_in, act_format fmt);
+  mmv_act quantized_act(const float* x, int64_t n_rows, int64_t n_in, act_format fmt);
+  void keep_quantized_act(const float* x, int64_t n_rows, int64_t n_in, act_format fmt);
   // Host arguments -> device memory through a pinned ring (asynchronous, no stream sync): the device copy stays
   // valid until the next sync() / download(), after which the ring starts over.
   const void* stage(const void* host, size_t bytes);
@@ -149,11 +156,13 @@ class cuda_backend final : public backend {
   char* ring_dev_ = nullptr;
   size_t ring_cap_ = 0, ring_used_ = 0;
   device_scratch<int8_t> qx_;      // quantized activations [n_rows, n_in] (matmul.cu)
-  device_scratch<float> qx_scale_; // [n_rows, n_in / 32] d, then [n_rows, n_in / 32] d * sum(q)
-  // What qx_ holds: the quantized rows of qx_of_ [qx_rows, qx_n_in], valid while only matmuls ran since (q, k, v
-  // and gate, up read one input: it is quantized once). Null when unknown.
+  device_scratch<float> qx_scale_; // their scales (reserve_q8)
+  // What qx_ holds: the quantized rows of qx_of_ [qx_rows, qx_n_in] in format qx_fmt_, valid while only matmuls
+  // ran since (q, k, v and gate, up read one input: it is quantized once). Null when unknown.
   const float* qx_of_ = nullptr;
   int64_t qx_rows_ = 0, qx_n_in_ = 0;
+  act_format qx_fmt_{};
+  act_format next_fmt_{1};  // the format add_rms_norm quantizes into: the last quantized matmul's (q8_256 first)
   std::unordered_set<void*> weights_;  // uploaded weights not yet released (freed with the backend)
   device_scratch<float> attn_part_;    // split attention partials (attention.cu)
   device_scratch<float> mmq_part_;     // K-segment sums of the tensor-core matmul (matmul.cu)

@@ -4,7 +4,8 @@
 // has too few rows to fill the GPU. S depends only on the weight's shape (n_units, n_out), never on the token
 // count, so a token's result has the same bits alone or in a batch:
 //   y[t, o] = ((seg_0 + seg_1) + seg_2) + ...,  seg_s = sequential sum of the unit terms of segment s.
-// Quantized weights use activations quantized per 32 values (quantize_q8_32); float weights the f32 ones.
+// Quantized weights use int8 activations (x32_types.cuh): q8_0 / q4_0 per 32 values (quantize_q8_32), the
+// k-quants per 256 (quantize_q8_256); float weights the f32 ones.
 // From k_mmq_min_tokens tokens on, quantized weights take the tensor-core kernel (matmul_mma.cu), whose outputs
 // have the same bits as this one's.
 #include "backend/cuda/cuda_backend.h"
@@ -32,6 +33,14 @@ __global__ void quantize_q8_32(const float* x, int64_t n_in, int64_t n_sub_total
   quantize32(x[at], qx + at, dx + b, sx + b);
 }
 
+// x [n_rows, n_in] -> qx (int8), dx = amax / 127 per 256 values, bx = sum(q) per 32; one block of 256 threads
+// per 256 values (n_in a multiple of 256: the groups are consecutive).
+__global__ void __launch_bounds__(256) quantize_q8_256(const float* x, int8_t* qx, float* dx, int32_t* bx) {
+  pdl_begin();
+  __shared__ float sh_amax[8];
+  const int64_t g = blockIdx.x;
+  quantize256_block(x[g * 256 + threadIdx.x], qx + g * 256, dx + g, bx + 8 * g, sh_amax);
+}
 
 template <class Q, int NT>
 __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mmv_act a) {
@@ -70,8 +79,11 @@ __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mm
     if (t0 + t < a.n_tok) sh.y[(int64_t)(t0 + t) * sh.ldy + rel] = acc[t];
 }
 
-// quantize_q8_32 of swiglu(gate, up), writing the swiglu values back to gate as the swiglu kernel does (the
-// same expression, so the same bits as swiglu then quantize).
+// swiglu(gate, up) quantized for the next matmul, writing the swiglu values back to gate as the swiglu kernel
+// does (the same expression, so the same bits as swiglu then quantize): per 32 values (one warp each) or per
+// 256 (one block of 256 threads each; n_in a multiple of 256).
+__device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __global__ void swiglu_quantize_q8_32(float* gate, const float* up, int64_t n_in, int64_t n_sub_total, int64_t nsub,
                                       int8_t* qx, float* dx, float* sx) {
   pdl_begin();
@@ -79,10 +91,19 @@ __global__ void swiglu_quantize_q8_32(float* gate, const float* up, int64_t n_in
   if (b >= n_sub_total) return;
   const int lane = threadIdx.x % k_warp;
   const int64_t row = b / nsub, s = b % nsub, at = row * n_in + s * 32 + lane;
-  const float g = gate[at];
-  const float v = g / (1.0f + expf(-g)) * up[at];
+  const float v = swiglu_value(gate[at], up[at]);
   gate[at] = v;
   quantize32(v, qx + at, dx + b, sx + b);
+}
+
+__global__ void __launch_bounds__(256) swiglu_quantize_q8_256(float* gate, const float* up, int8_t* qx, float* dx,
+                                                                int32_t* bx) {
+  pdl_begin();
+  __shared__ float sh_amax[8];
+  const int64_t g = blockIdx.x, at = g * 256 + threadIdx.x;
+  const float v = swiglu_value(gate[at], up[at]);
+  gate[at] = v;
+  quantize256_block(v, qx + g * 256, dx + g, bx + 8 * g, sh_amax);
 }
 
 // K segments for a weight of n_units units per row and n_out rows: enough warps (~2048) to fill the GPU, at
@@ -125,36 +146,58 @@ void launch_mmv_of(cuda_backend& be, ggml_type type, const mmv_shape& sh, const 
 
 }  // namespace
 
-// Room for n_rows x n_in activations quantized per 32 values: the int8 values, and in *scales the d then
-// d * sum(q) of every sub-block (2 * n_rows * n_in / 32 floats).
+// Room for n_rows x n_in activations quantized in either format: the int8 values, and in *scales
+// 2 * n_rows * n_in / 32 floats (q8_32: d, then d * sum(q) per 32 values; q8_256: d per 256 values, then from
+// n_rows * n_in / 32 on the int32 sums per 32 values).
 int8_t* cuda_backend::reserve_q8(int64_t n_rows, int64_t n_in, float** scales) {
   std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;  // recorded ops may still use outgrown buffers
   *scales = qx_scale_.reserve(2 * n_rows * (n_in / 32), keep);
   return qx_.reserve(n_rows * n_in, keep);
 }
 
-// x quantized per 32 values into the q8 scratch (skipped when the scratch still holds x: the matmul before read
-// the same input, as q / k / v and gate / up do).
-mmv_act cuda_backend::quantized_act(const float* x, int64_t n_rows, int64_t n_in) {
-  mmv_act a{nullptr, nullptr, nullptr, x, n_in, n_in / 32, (int)n_rows};
+// The activation format a quantized weight type dots against (x32_types.cuh).
+act_format act_format_of(ggml_type type) {
+  return type == ggml_type::Q4_K || type == ggml_type::Q6_K ? act_format::q8_256 : act_format::q8_32;
+}
+
+// The q8 scratch, reserved for n_rows x n_in activations in format fmt.
+mmv_act cuda_backend::q8_view(int64_t n_rows, int64_t n_in, act_format fmt) {
+  mmv_act a{nullptr, nullptr, nullptr, nullptr, nullptr, n_in, n_in / 32, (int)n_rows};
   const int64_t n_sub = n_rows * a.nsub;
-  const bool have = qx_of_ == x && qx_rows_ == n_rows && qx_n_in_ == n_in;  // same input as the last matmul
   float* scales = nullptr;
   a.qx = reserve_q8(n_rows, n_in, &scales);
   a.dx = scales;
-  a.sx = scales + n_sub;
+  if (fmt == act_format::q8_32) a.sx = scales + n_sub;
+  else a.bx = (const int32_t*)(scales + n_sub);
+  return a;
+}
+
+// x quantized in format fmt into the q8 scratch (skipped when the scratch still holds x in that format: the
+// matmul before read the same input, as q / k / v and gate / up do, or add_rms_norm quantized its output).
+mmv_act cuda_backend::quantized_act(const float* x, int64_t n_rows, int64_t n_in, act_format fmt) {
+  const bool have = qx_of_ == x && qx_rows_ == n_rows && qx_n_in_ == n_in && qx_fmt_ == fmt;
+  next_fmt_ = fmt;  // what add_rms_norm quantizes its output into from now on
+  mmv_act a = q8_view(n_rows, n_in, fmt);
   if (!have) {
-    launch("quantize_q8_32", quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), x, n_in, n_sub, a.nsub,
-           (int8_t*)a.qx, scales, scales + n_sub);
+    const int64_t n_sub = n_rows * a.nsub;
+    if (fmt == act_format::q8_32) {
+      launch("quantize_q8_32", quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), x, n_in, n_sub, a.nsub,
+             (int8_t*)a.qx, (float*)a.dx, (float*)a.sx);
+    } else {
+      if (n_sub / 8 > 0x7fffffff) throw error("cuda matmul: too many activations to quantize");
+      launch("quantize_q8_256", quantize_q8_256, dim3((unsigned)(n_sub / 8)), dim3(256), x, (int8_t*)a.qx, (float*)a.dx,
+             (int32_t*)a.bx);
+    }
   }
   return a;
 }
 
 // After the launches of a matmul of x (each launch forgets the quantized input): the q8 scratch holds x again.
-void cuda_backend::keep_quantized_act(const float* x, int64_t n_rows, int64_t n_in) {
+void cuda_backend::keep_quantized_act(const float* x, int64_t n_rows, int64_t n_in, act_format fmt) {
   qx_of_ = x;
   qx_rows_ = n_rows;
   qx_n_in_ = n_in;
+  qx_fmt_ = fmt;
 }
 
 namespace {
@@ -170,12 +213,13 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
   const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
   mmv_shape sh{(const uint8_t*)w.data, xs.n_units, row0, n_out, y, n_out, splits_for(xs.n_units, n_out), 0};
   const bool quantized = !is_float_type(w.type);
-  const mmv_act a = quantized ? quantized_act(x, n_rows, w.n_in)
-                              : mmv_act{nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
+  const act_format fmt = act_format_of(w.type);
+  const mmv_act a = quantized ? quantized_act(x, n_rows, w.n_in, fmt)
+                              : mmv_act{nullptr, nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
   if (quantized && n_rows >= k_mmq_min_tokens && mmq_supports(w.type, row0)) {
     // tensor cores, the same bits (matmul_mma.cu); K segments in separate blocks when the tiles are few
     float* part = nullptr;
-    if (sh.splits > 1 && mmq_tiles(sh, a) < 2 * sm_count_) {
+    if (mmq_split_k(sh, a, sm_count_)) {
       part = mmq_part_.reserve((int64_t)sh.splits * n_rows * n_out, recording() ? &outgrown_ : nullptr);
     }
     launch_mmq(*this, w.type, sh, a, xs.n_groups, part);
@@ -184,7 +228,7 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
   } else {
     launch_mmv_of(*this, w.type, sh, a);
   }
-  if (quantized && !overlaps(x, n_rows * w.n_in, y, n_rows * n_out)) keep_quantized_act(x, n_rows, w.n_in);
+  if (quantized && !overlaps(x, n_rows * w.n_in, y, n_rows * n_out)) keep_quantized_act(x, n_rows, w.n_in, fmt);
 }
 
 // q / k / v or gate / up at a few tokens, all k-quants: one launch (the rows' bits are those of separate calls).
@@ -205,10 +249,10 @@ void cuda_backend::matmul_group(const backend_weight* const* ws, float* const* y
     return;
   }
   const int64_t n_in = ws[0]->n_in;
-  launch_mmv8(*this, types, shapes, n, quantized_act(x, n_rows, n_in));
+  launch_mmv8(*this, types, shapes, n, quantized_act(x, n_rows, n_in, act_format::q8_256));  // k-quants only
   bool x_intact = true;
   for (int i = 0; i < n; ++i) x_intact = x_intact && !overlaps(x, n_rows * n_in, ys[i], n_rows * ws[i]->n_out);
-  if (x_intact) keep_quantized_act(x, n_rows, n_in);
+  if (x_intact) keep_quantized_act(x, n_rows, n_in, act_format::q8_256);
 }
 
 void cuda_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {
@@ -222,14 +266,18 @@ void cuda_backend::swiglu_matmul(const backend_weight& w, float* gate, const flo
     return;
   }
   // swiglu and the activation quantization in one kernel; matmul_rows then finds its input quantized
-  const int64_t nsub = w.n_in / 32, n_sub = n_rows * nsub;
-  float* scales = nullptr;
-  int8_t* qx = reserve_q8(n_rows, w.n_in, &scales);
-  launch("swiglu_quantize_q8_32", swiglu_quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), gate, up, w.n_in,
-         n_sub, nsub, qx, scales, scales + n_sub);
-  qx_of_ = gate;
-  qx_rows_ = n_rows;
-  qx_n_in_ = w.n_in;
+  const act_format fmt = act_format_of(w.type);
+  const int64_t n_sub = n_rows * (w.n_in / 32);
+  const mmv_act a = q8_view(n_rows, w.n_in, fmt);
+  if (fmt == act_format::q8_32) {
+    launch("swiglu_quantize_q8_32", swiglu_quantize_q8_32, dim3(grid_for(n_sub, 8)), dim3(8 * k_warp), gate, up,
+           w.n_in, n_sub, w.n_in / 32, (int8_t*)a.qx, (float*)a.dx, (float*)a.sx);
+  } else {
+    if (n_sub / 8 > 0x7fffffff) throw error("cuda matmul: too many activations to quantize");
+    launch("swiglu_quantize_q8_256", swiglu_quantize_q8_256, dim3((unsigned)(n_sub / 8)), dim3(256), gate, up,
+           (int8_t*)a.qx, (float*)a.dx, (int32_t*)a.bx);
+  }
+  keep_quantized_act(gate, n_rows, w.n_in, fmt);
   matmul_rows(w, 0, w.n_out, gate, n_rows, y);
 }
 

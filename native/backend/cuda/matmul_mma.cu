@@ -1,14 +1,14 @@
-// The tensor-core path of matmul for quantized weights (q4_K, q6_K, q8_0, q4_0) and many tokens (prefill,
-// large batches): int8 mma.sync (sm_80+) computes each 32-value sub-block's integer dot of a weight row and a
-// token's quantized activations, exactly the integer mmv_x32 gets from dp4a; the float terms then follow
-// mmv_x32's sequence operation for operation (the same _rn intrinsics, the same sub-block order, the same K
-// segments summed in the same order). So a token's output has the same bits on either path: the choice of path
-// by token count never breaks batch invariance (cuda_matmul_test checks it bitwise).
+// The tensor-core path of matmul for many tokens (prefill, large batches): k-quants (q4_K, q6_K) take the
+// pipelined kernel of matmul_mmq_k.cu; q8_0 / q4_0 this one. int8 mma.sync (sm_80+) computes each 32-value
+// sub-block's integer dot of a weight row and a token's q8_32 activations, exactly the integer mmv_x32 gets from
+// dp4a; the float terms then follow mmv_x32's sequence operation for operation (the same _rn intrinsics, the same
+// sub-block order, the same K segments summed in the same order). So a token's output has the same bits on
+// either path: the choice of path by token count never breaks batch invariance (cuda_matmul_test checks it).
 // Too few tiles to fill the GPU: the K segments run in separate blocks, each writing its segment's sum, and a
 // second kernel adds them in mmv_x32's order (the same bits again).
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps (warp w: rows 16w..16w+15, all 64
-// tokens as 8 mma tiles of 8). Per stage, 256 values of K: the weights dequantized to int8 in shared memory with
-// their per-(row, sub-block) scales, the activations likewise with their (d, d * sum) pairs.
+// tokens as 8 mma tiles of 8). Per stage, 8 units (256 values) of K: the weights dequantized to int8 in shared
+// memory with their scales, the activations likewise with theirs.
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -27,85 +27,15 @@ constexpr int k_row_bytes = k_stage + k_pad;  // shared row stride: conflict-fre
 struct alignas(16) mmq_smem {
   int8_t w[k_tile_rows][k_row_bytes];
   int8_t x[k_tile_tok][k_row_bytes];
-  float wa[k_tile_rows][8];   // q4_K: d * sc; q8_0 / q4_0 / q6_K: d
-  float wb[k_tile_rows][8];   // q4_K: dmin * m
-  int8_t wsc[k_tile_rows][16];  // q6_K: the scale of each 16-value half
-  float dx[k_tile_tok][8], sx[k_tile_tok][8];
+  float wa[k_tile_rows][8];  // d of each unit
+  float dx[k_tile_tok][8];   // d of each sub-block of the activations
 };
 
 __device__ __forceinline__ void store16(int8_t* dst, int4 v) { *(int4*)dst = v; }
 
 // Weights of one stage into shared memory. Thread tid: row (tid / 32 % 2) * 32 + tid % 32 of the tile, half
-// tid / 64 of the stage's data. gb0: group 0's unit u0; group 1's is n_units units further. n_units_here: units
-// of the stage inside the segment; rows of a missing group are zeros.
-struct stage_q4_K {
-  static constexpr int stage_units = 1, sub_per_unit = 8;
-  __device__ static void load(mmq_smem& sm, const uint8_t* gb, int row, int lane, int half, int) {
-    const uint8_t* qs = gb + 512;
-#pragma unroll
-    for (int c = 4 * half; c < 4 * half + 4; ++c) {  // qs chunk c: bytes 16c..16c+15 of the row
-      const int4 v = *(const int4*)(qs + (c * 32 + lane) * 16);
-      const int k = c / 2, j0 = 16 * (c % 2);
-      const int w[4] = {v.x, v.y, v.z, v.w};
-      int lo[4], hi[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        lo[i] = w[i] & 0x0F0F0F0F;
-        hi[i] = (w[i] >> 4) & 0x0F0F0F0F;
-      }
-      store16(&sm.w[row][64 * k + j0], make_int4(lo[0], lo[1], lo[2], lo[3]));
-      store16(&sm.w[row][64 * k + 32 + j0], make_int4(hi[0], hi[1], hi[2], hi[3]));
-    }
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const float d = __low2float(dm), dmin = __high2float(dm);
-    const uint8_t* sc8 = gb + 128 + 12 * lane;
-#pragma unroll
-    for (int j = 4 * half; j < 4 * half + 4; ++j) {
-      int sc, m;
-      q4_K_scale_min_dev(j, sc8, sc, m);
-      sm.wa[row][j] = __fmul_rn(d, (float)sc);
-      sm.wb[row][j] = __fmul_rn(dmin, (float)m);
-    }
-  }
-  // The order mmv_x32 takes the sub-blocks of a unit in.
-  __device__ static int order(int i) { return i; }
-};
-
-struct stage_q6_K {
-  static constexpr int stage_units = 1, sub_per_unit = 8;
-  __device__ static void load(mmq_smem& sm, const uint8_t* gb, int row, int lane, int half, int) {
-    const int n = half;  // 128-value half n: sub-blocks 4n..4n+3
-    const int4 h0 = *(const int4*)(gb + 4096 + ((2 * n) * 32 + lane) * 16);
-    const int4 h1 = *(const int4*)(gb + 4096 + ((2 * n + 1) * 32 + lane) * 16);
-    const int qh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};  // qh bytes 32n + l
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const int4 l0 = *(const int4*)(gb + ((4 * n + 2 * p) * 32 + lane) * 16);
-      const int4 l1 = *(const int4*)(gb + ((4 * n + 2 * p + 1) * 32 + lane) * 16);
-      const int ql[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int q = p + 2 * hi, sb = 4 * n + q;
-        int w[8];
-        q6_K_words(ql, qh, q, hi, w);
-        store16(&sm.w[row][32 * sb], make_int4(w[0], w[1], w[2], w[3]));
-        store16(&sm.w[row][32 * sb + 16], make_int4(w[4], w[5], w[6], w[7]));
-      }
-    }
-    const float d = ld_half(gb + 6656 + 2 * lane);
-    const int4 scv = *(const int4*)(gb + 6144 + lane * 16);
-    const int8_t* sc = (const int8_t*)&scv;
-#pragma unroll
-    for (int i = 8 * half; i < 8 * half + 8; ++i) sm.wsc[row][i] = sc[i];
-#pragma unroll
-    for (int j = 4 * half; j < 4 * half + 4; ++j) sm.wa[row][j] = d;
-  }
-  __device__ static int order(int i) {  // mmv_x32: per 128-value half, quarters 0, 2, 1, 3
-    const int n = i / 4, k = i % 4;
-    return 4 * n + (k == 1 ? 2 : k == 2 ? 1 : k);
-  }
-};
-
+// tid / 64 of the stage's units. gb: group 0's unit u0 (group 1's is n_units units further); n_here: units of
+// the stage inside the segment; rows of a missing group are left unwritten (their outputs are never stored).
 // q8_0 / q4_0: a unit is one 32-value sub-block; a stage holds up to 8 units.
 struct stage_q8_0 {
   static constexpr int stage_units = 8, sub_per_unit = 1, unit_group_bytes = 32 * 34;
@@ -117,7 +47,6 @@ struct stage_q8_0 {
       sm.wa[row][k] = ld_half(ub + 2 * lane);
     }
   }
-  __device__ static int order(int i) { return i; }
 };
 
 struct stage_q4_0 {
@@ -138,13 +67,10 @@ struct stage_q4_0 {
       sm.wa[row][k] = ld_half(ub + 2 * lane);
     }
   }
-  __device__ static int order(int i) { return i; }
 };
 
 template <class S>
 struct unit_bytes_of;
-template <> struct unit_bytes_of<stage_q4_K> { static constexpr int v = x32_q4_K::unit_bytes; };
-template <> struct unit_bytes_of<stage_q6_K> { static constexpr int v = x32_q6_K::unit_bytes; };
 template <> struct unit_bytes_of<stage_q8_0> { static constexpr int v = x32_q8_0::unit_bytes; };
 template <> struct unit_bytes_of<stage_q4_0> { static constexpr int v = x32_q4_0::unit_bytes; };
 
@@ -154,14 +80,6 @@ __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-#endif
-}
-
-__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
-               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-               : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
 #endif
 }
 
@@ -195,7 +113,7 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
       if (load_grp < n_groups) {
         S::load(sm, sh.w + ((uint64_t)load_grp * sh.n_units + u) * (32 * ub), load_row, lane, load_half, n_here);
       }
-      // activations: 64 tokens x 32 * n_sub values, and their per-sub-block d, d * sum
+      // activations: 64 tokens x 32 * n_sub values, and their per-sub-block d
       const int64_t v0 = u * (k_stage / S::stage_units);
       for (int ch = tid; ch < k_tile_tok * 16; ch += 128) {
         const int tok = ch / 16, c = ch % 16;
@@ -206,59 +124,25 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
       for (int e = tid; e < k_tile_tok * 8; e += 128) {
         const int tok = e / 8, j = e % 8;
         const bool ok = t0 + tok < a.n_tok && j < n_sub;
-        const int64_t at = (int64_t)(t0 + tok) * a.nsub + v0 / 32 + j;
-        sm.dx[tok][j] = ok ? a.dx[at] : 0.0f;
-        sm.sx[tok][j] = ok ? a.sx[at] : 0.0f;
+        sm.dx[tok][j] = ok ? a.dx[(int64_t)(t0 + tok) * a.nsub + v0 / 32 + j] : 0.0f;
       }
       __syncthreads();
       const int r0 = 16 * warp + g, r1 = r0 + 8;
       for (int i = 0; i < n_sub; ++i) {
-        const int j = S::order(i), k0 = 32 * j;
-        if constexpr (std::is_same<S, stage_q6_K>::value) {
-          const int a0l = *(const int*)&sm.w[r0][k0 + 4 * t4], a1l = *(const int*)&sm.w[r1][k0 + 4 * t4];
-          const int a0h = *(const int*)&sm.w[r0][k0 + 16 + 4 * t4], a1h = *(const int*)&sm.w[r1][k0 + 16 + 4 * t4];
-          const int sc0l = sm.wsc[r0][2 * j], sc0h = sm.wsc[r0][2 * j + 1];
-          const int sc1l = sm.wsc[r1][2 * j], sc1h = sm.wsc[r1][2 * j + 1];
-          const float d0 = sm.wa[r0][j], d1 = sm.wa[r1][j];
+        const int k0 = 32 * i;
+        const int a0 = *(const int*)&sm.w[r0][k0 + 4 * t4], a1 = *(const int*)&sm.w[r1][k0 + 4 * t4];
+        const int a2 = *(const int*)&sm.w[r0][k0 + 16 + 4 * t4], a3 = *(const int*)&sm.w[r1][k0 + 16 + 4 * t4];
+        const float wa0 = sm.wa[r0][i], wa1 = sm.wa[r1][i];
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            const int tok = 8 * nt + g;
-            int lo[4], hi[4];
-            mma_k16(lo, a0l, a1l, *(const int*)&sm.x[tok][k0 + 4 * t4]);
-            mma_k16(hi, a0h, a1h, *(const int*)&sm.x[tok][k0 + 16 + 4 * t4]);
+        for (int nt = 0; nt < 8; ++nt) {
+          const int tok = 8 * nt + g;
+          int c[4];
+          mma_k32(c, a0, a1, a2, a3, *(const int*)&sm.x[tok][k0 + 4 * t4], *(const int*)&sm.x[tok][k0 + 16 + 4 * t4]);
+          const int tt0 = 8 * nt + 2 * t4;  // this thread's two tokens of the tile: tt0, tt0 + 1
+          const float dxs[2] = {sm.dx[tt0][i], sm.dx[tt0 + 1][i]};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int tt = 8 * nt + 2 * t4 + (e & 1);
-              const int isum = e < 2 ? sc0l * lo[e] + sc0h * hi[e] : sc1l * lo[e] + sc1h * hi[e];
-              const float d = e < 2 ? d0 : d1;
-              acc[nt][e] = __fadd_rn(acc[nt][e], __fmul_rn(__fmul_rn(d, sm.dx[tt][j]), (float)isum));
-            }
-          }
-        } else {
-          const int a0 = *(const int*)&sm.w[r0][k0 + 4 * t4], a1 = *(const int*)&sm.w[r1][k0 + 4 * t4];
-          const int a2 = *(const int*)&sm.w[r0][k0 + 16 + 4 * t4], a3 = *(const int*)&sm.w[r1][k0 + 16 + 4 * t4];
-          const float wa0 = sm.wa[r0][j], wa1 = sm.wa[r1][j];
-          const float wb0 = sm.wb[r0][j], wb1 = sm.wb[r1][j];
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            const int tok = 8 * nt + g;
-            int c[4];
-            mma_k32(c, a0, a1, a2, a3, *(const int*)&sm.x[tok][k0 + 4 * t4], *(const int*)&sm.x[tok][k0 + 16 + 4 * t4]);
-            const int tt0 = 8 * nt + 2 * t4;  // this thread's two tokens of the tile: tt0, tt0 + 1
-            const float dxs[2] = {sm.dx[tt0][j], sm.dx[tt0 + 1][j]};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float wa = e < 2 ? wa0 : wa1;
-              if constexpr (std::is_same<S, stage_q4_K>::value) {
-                const float wb = e < 2 ? wb0 : wb1;
-                const float term = __fsub_rn(__fmul_rn(wa, __fmul_rn(dxs[e & 1], (float)c[e])),
-                                             __fmul_rn(wb, sm.sx[tt0 + (e & 1)][j]));
-                acc[nt][e] = __fadd_rn(acc[nt][e], term);
-              } else {
-                acc[nt][e] = __fadd_rn(acc[nt][e], __fmul_rn(__fmul_rn(wa, dxs[e & 1]), (float)c[e]));
-              }
-            }
-          }
+          for (int e = 0; e < 4; ++e)
+            acc[nt][e] = __fadd_rn(acc[nt][e], __fmul_rn(__fmul_rn(e < 2 ? wa0 : wa1, dxs[e & 1]), (float)c[e]));
         }
       }
       __syncthreads();
@@ -296,11 +180,6 @@ void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, in
   const dim3 grid((unsigned)((sh.n_out + k_tile_rows - 1) / k_tile_rows), (unsigned)((a.n_tok + k_tile_tok - 1) / k_tile_tok),
                   part ? (unsigned)sh.splits : 1u);
   be.launch("mmq_x32", mmq_x32<S>, grid, dim3(128), sh, a, n_groups, part);
-  if (part) {
-    const int64_t n = (int64_t)a.n_tok * sh.n_out;
-    be.launch("mmq_reduce", mmq_reduce, dim3(grid_for(n, 256)), dim3(256), (const float*)part, sh.splits, n, sh.n_out,
-              sh.y, sh.ldy);
-  }
 }
 
 }  // namespace
@@ -310,18 +189,24 @@ bool mmq_supports(ggml_type type, int64_t row0) {
   return type == ggml_type::Q4_K || type == ggml_type::Q6_K || type == ggml_type::Q8_0 || type == ggml_type::Q4_0;
 }
 
-int64_t mmq_tiles(const mmv_shape& sh, const mmv_act& a) {
-  return ((sh.n_out + k_tile_rows - 1) / k_tile_rows) * ((a.n_tok + k_tile_tok - 1) / k_tile_tok);
+bool mmq_split_k(const mmv_shape& sh, const mmv_act& a, int sm_count) {
+  const int64_t tiles = ((sh.n_out + k_tile_rows - 1) / k_tile_rows) * ((a.n_tok + k_tile_tok - 1) / k_tile_tok);
+  return sh.splits > 1 && 2 * tiles < sm_count;
 }
 
 void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
                 float* part) {
   switch (type) {
-    case ggml_type::Q4_K: launch_mmq_type<stage_q4_K>(be, sh, a, n_groups, part); break;
-    case ggml_type::Q6_K: launch_mmq_type<stage_q6_K>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q4_K:
+    case ggml_type::Q6_K: launch_mmq_k(be, type, sh, a, n_groups, part); break;
     case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, part); break;
     case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, part); break;
     default: throw error("cuda matmul: no tensor-core path for this weight type");
+  }
+  if (part) {
+    const int64_t n = (int64_t)a.n_tok * sh.n_out;
+    be.launch("mmq_reduce", mmq_reduce, dim3(grid_for(n, 256)), dim3(256), (const float*)part, sh.splits, n, sh.n_out,
+              sh.y, sh.ldy);
   }
 }
 

@@ -1,12 +1,10 @@
 // The few-token matmul for k-quant weights (q4_K, q6_K) with eight lanes per weight row: the same bits as
 // mmv_x32 (matmul.cu), with 8x the threads, so a decode step's small matrices keep the GPU's memory busy.
 // mmv_x32 gives a lane one row and walks a unit's eight 32-value sub-blocks itself; here a unit's sub-blocks are
-// spread over the row's eight lanes (each reads one 16-byte field of the x32 layout) and the sub-block terms
-// are added on every lane of the row in mmv_x32's order:
-//   1. lane i of a row computes the exact int32 dot of its 16 weights with the activations (partials of two
-//      sub-blocks), and swaps one partial with lane i ^ 1: integer sums, exact in any order;
-//   2. lane i computes the float term of the i-th sub-block of mmv_x32's order with mmv_x32's expression;
-//   3. every lane adds the eight terms to its running sum in order i = 0..7 (shuffles), unit after unit.
+// spread over the row's eight lanes (each reads one 16-byte field of the x32 layout): each lane computes the
+// exact int32 dots of its 16 weights with the q8_256 activations, times their scales, and the row's lanes add
+// these integers (exact in any order), so every lane holds the unit's S1, S2 (q4_K) or S (q6_K) of mmv_x32 and
+// adds the unit's float term (q4_K_term / q6_K_term) to its running sum, unit after unit.
 // K segments (sh.splits, from splits_for) are warps of the block, added in segment order as in mmv_x32. So a
 // token's output has the bits of mmv_x32 and of the tensor-core path (cuda_matmul_test checks it).
 // Warp w of a block: row quad w / S (four rows, lanes 8r..8r+7 for row r), K segment w % S.
@@ -40,52 +38,49 @@ __device__ __forceinline__ int dot16(int w0, int w1, int w2, int w3, int4 x) {
   return __dp4a(w3, x.w, s);
 }
 
-// acc[t] += terms of lanes base..base + 7 (sub-lane order), for every token of the call.
-template <int NT>
-__device__ __forceinline__ void add_terms(const float (&term)[NT], int base, int t0, int n_tok, float (&acc)[NT]) {
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    if (t0 + t >= n_tok) continue;  // uniform across the warp
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[t] = __fadd_rn(acc[t], __shfl_sync(k_full, term[t], base + i));
-  }
+// The sum of v over the eight lanes of a row (lanes 8r..8r+7): integers, exact in any order.
+__device__ __forceinline__ int row_sum8(int v) {
+  v += __shfl_xor_sync(k_full, v, 1);
+  v += __shfl_xor_sync(k_full, v, 2);
+  return v + __shfl_xor_sync(k_full, v, 4);
 }
 
-// q4_K: sub-lane s = 2k + c reads qs field s (values 16c..16c+15 of sub-blocks 2k, low nibbles, and 2k + 1, high)
-// and computes the term of sub-block s (mmv_x32's order is 0..7).
+// q4_K: sub-lane s = 2k + c reads qs field s (values 16c..16c+15 of sub-blocks 2k, low nibbles, and 2k + 1,
+// high) and adds the min term of sub-block s.
 struct lanes8_q4_K {
   static constexpr int unit_bytes = x32_q4_K::unit_bytes;
   template <int NT>
-  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&term)[NT]) {
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
     const int k = sl / 2, c = sl % 2;
     const int4 q = ld16(gb + 512 + (sl * 32 + li) * 16);
     const int lo[4] = {q.x & 0x0F0F0F0F, q.y & 0x0F0F0F0F, q.z & 0x0F0F0F0F, q.w & 0x0F0F0F0F};
     const int hi[4] = {(q.x >> 4) & 0x0F0F0F0F, (q.y >> 4) & 0x0F0F0F0F, (q.z >> 4) & 0x0F0F0F0F, (q.w >> 4) & 0x0F0F0F0F};
     const __half2 dm = *(const __half2*)(gb + 4 * li);
-    int sc, m;
-    q4_K_scale_min_dev(sl, gb + 128 + 12 * li, sc, m);  // byte loads at a lane-dependent index: no local array
-    const float dsc = __fmul_rn(__low2float(dm), (float)sc), dmm = __fmul_rn(__high2float(dm), (float)m);
-    const int64_t sub0 = u * 8 + 2 * k, sub = u * 8 + sl;
+    const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * li);
+    const uint32_t s0 = sp[0], s1w = sp[1], s2w = sp[2];
+    int sc_lo, sc_hi, m, unused;
+    q4_K_scale_min_words(2 * k, s0, s1w, s2w, sc_lo, unused);
+    q4_K_scale_min_words(2 * k + 1, s0, s1w, s2w, sc_hi, unused);
+    q4_K_scale_min_words(sl, s0, s1w, s2w, unused, m);
+    const int64_t sub0 = u * 8 + 2 * k;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int tt = min(t0 + t, a.n_tok - 1);  // past the call's tokens: computed, never used
       const int p_lo = dot16(lo[0], lo[1], lo[2], lo[3], x16(a, tt, sub0, c));
       const int p_hi = dot16(hi[0], hi[1], hi[2], hi[3], x16(a, tt, sub0 + 1, c));
-      // lane c = 0 keeps sub-block 2k (needs the partner's p_lo), lane c = 1 keeps 2k + 1 (the partner's p_hi)
-      const int other = __shfl_xor_sync(k_full, c == 0 ? p_hi : p_lo, 1);
-      const int isum = (c == 0 ? p_lo : p_hi) + other;
-      const int64_t at = (int64_t)tt * a.nsub + sub;
-      term[t] = __fsub_rn(__fmul_rn(dsc, __fmul_rn(a.dx[at], (float)isum)), __fmul_rn(dmm, a.sx[at]));
+      const int s1 = row_sum8(sc_lo * p_lo + sc_hi * p_hi);
+      const int s2 = row_sum8(m * a.bx[(int64_t)tt * a.nsub + u * 8 + sl]);
+      acc[t] = __fadd_rn(acc[t], q4_K_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1, s2));
     }
   }
 };
 
-// q6_K: sub-lane s = 4n + 2p + c reads ql field s and qh field 2n + c (values 16c..16c+15 of quarters p and
-// p + 2 of 128-value half n) and computes the term of quarter p + 2c: mmv_x32's order (n, p, hi) is s.
+// q6_K: sub-lane s = 4n + 2p + c reads ql field s and qh field 2n + c: values 16c..16c+15 of quarters p and
+// p + 2 of 128-value half n, each sixteen with its own scale.
 struct lanes8_q6_K {
   static constexpr int unit_bytes = x32_q6_K::unit_bytes;
   template <int NT>
-  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&term)[NT]) {
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
     const int n = sl / 4, p = (sl / 2) % 2, c = sl % 2;
     const int4 l = ld16(gb + (sl * 32 + li) * 16);
     const int4 h = ld16(gb + 4096 + ((2 * n + c) * 32 + li) * 16);
@@ -100,20 +95,16 @@ struct lanes8_q6_K {
         w[hi][i] = __vsubss4(lo4 | hi2, 0x20202020);
       }
     const float d = ld_half(gb + 6656 + 2 * li);
-    const int q = p + 2 * c;  // this lane's quarter
-    const int8_t* scp = (const int8_t*)(gb + 6144 + li * 16 + 8 * n + 2 * q);
-    const int sc_lo = scp[0], sc_hi = scp[1];
-    const int64_t sub_p = u * 8 + 4 * n + p, sub = u * 8 + 4 * n + q;
+    const int8_t* scp = (const int8_t*)(gb + 6144 + li * 16 + 8 * n + c);
+    const int sc0 = scp[2 * p], sc1 = scp[2 * (p + 2)];  // quarters p and p + 2, sixteen c
+    const int64_t sub_p = u * 8 + 4 * n + p;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int tt = min(t0 + t, a.n_tok - 1);
       const int s0 = dot16(w[0][0], w[0][1], w[0][2], w[0][3], x16(a, tt, sub_p, c));
       const int s1 = dot16(w[1][0], w[1][1], w[1][2], w[1][3], x16(a, tt, sub_p + 2, c));
-      // lane c = 0 keeps quarter p (its values 0..15; the partner has 16..31), lane c = 1 quarter p + 2
-      const int other = __shfl_xor_sync(k_full, c == 0 ? s1 : s0, 1);
-      const int s_lo = c == 0 ? s0 : other, s_hi = c == 0 ? other : s1;
-      const int64_t at = (int64_t)tt * a.nsub + sub;
-      term[t] = __fmul_rn(__fmul_rn(d, a.dx[at]), (float)(sc_lo * s_lo + sc_hi * s_hi));
+      const int s = row_sum8(sc0 * s0 + sc1 * s1);
+      acc[t] = __fadd_rn(acc[t], q6_K_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s));
     }
   }
 };
@@ -124,7 +115,7 @@ __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_
                                           float (&part)[k_max_warps][NT][4]) {
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp;
   const int seg = warp % sh.splits, quad = warp / sh.splits;
-  const int rq = lane / 8, sl = lane % 8, base = lane & ~7;
+  const int rq = lane / 8, sl = lane % 8;
   const int64_t rel = (block * quads + quad) * 4 + rq;
   const bool valid = rel < sh.n_out;
   const int64_t r = sh.row0 + (valid ? rel : sh.n_out - 1);  // a row past the call computes row n_out - 1's sums
@@ -136,11 +127,7 @@ __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   const int64_t u0 = seg * sh.n_units / sh.splits, u1 = (seg + 1) * sh.n_units / sh.splits;
   const uint8_t* gbase = sh.w + (uint64_t)g * sh.n_units * (k_warp * Q::unit_bytes);
-  for (int64_t u = u0; u < u1; ++u) {
-    float term[NT];
-    Q::template unit<NT>(gbase + (uint64_t)u * (k_warp * Q::unit_bytes), li, sl, u, a, t0, term);
-    add_terms<NT>(term, base, t0, a.n_tok, acc);
-  }
+  for (int64_t u = u0; u < u1; ++u) Q::template unit<NT>(gbase + (uint64_t)u * (k_warp * Q::unit_bytes), li, sl, u, a, t0, acc);
   if (sh.splits > 1) {
     if (sl == 0) {
 #pragma unroll

@@ -88,13 +88,17 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 
 // add then rms_norm in one pass per row, with rms_norm_kernel's arithmetic: x = r + x, then y = x * scale [* w].
 // y may alias r (every r element is read, by the thread that owns it, before any y is written).
-// qx non-null: y is also quantized per 32 values for the matmuls that read it next (q / k / v, gate / up), with
-// quantize_q8_32's bits (quantize32); n and blockDim.x are then multiples of 32, so each warp's 32 values of a
-// pass are one sub-block.   qx [n_rows, n], dx / sx [n_rows, n / 32]
+// qx non-null: y is also quantized for the matmuls that read it next (q / k / v, gate / up), with the bits of
+// their own quantization kernels; n and blockDim.x are then multiples of 32, so each warp's 32 values of a pass
+// are one sub-block. sx non-null: per 32 values (quantize32; qx [n_rows, n], dx / sx [n_rows, n / 32]). bx
+// non-null: per 256 (q8_scale / q8_value with the amax of each 32 values kept in shared memory; n a multiple of
+// 256, at most k_norm_q8_256_max; dx [n_rows, n / 256], bx [n_rows, n / 32]).
+constexpr int64_t k_norm_q8_256_max = 16384;
 __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps,
-                                    int8_t* qx, float* dx, float* sx) {
+                                    int8_t* qx, float* dx, float* sx, int32_t* bx) {
   pdl_begin();
   __shared__ float red[32];
+  __shared__ float sub_amax[k_norm_q8_256_max / 32];
   float* xr = x + (int64_t)blockIdx.x * n;
   const float* rr = r + (int64_t)blockIdx.x * n;
   float* yr = y + (int64_t)blockIdx.x * n;
@@ -107,10 +111,32 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
   sum = block_sum(sum, red);
   const float scale = 1.0f / sqrtf(sum / (float)n + eps);
   const int64_t b0 = (int64_t)blockIdx.x * (n / 32);
+  const int lane = threadIdx.x % 32;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = w ? xr[i] * scale * w[i] : xr[i] * scale;
     yr[i] = v;
-    if (qx) quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);  // uniform
+    if (sx) quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);  // uniform
+    if (bx) {
+      float a = fabsf(v);  // fmaxf as in quantize256 (the same amax, NaNs included)
+#pragma unroll
+      for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+      if (lane == 0) sub_amax[i / 32] = a;
+    }
+  }
+  if (!bx) return;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = yr[i];  // this thread's own value
+    const int64_t g = i / 256;
+    float amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sub_amax[8 * g + k]);
+    const float d = q8_scale(amax);
+    const int q = q8_value(v, amax, d);
+    qx[(int64_t)blockIdx.x * n + i] = (int8_t)q;
+    const int s = __reduce_add_sync(0xffffffffu, q);
+    if (lane == 0) bx[b0 + i / 32] = s;
+    if (i % 256 == 0) dx[(int64_t)blockIdx.x * (n / 256) + g] = d;
   }
 }
 
@@ -364,15 +390,17 @@ void cuda_backend::add_rms_norm(float* x, const float* r, const float* w, float*
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("add_rms_norm: too many rows");
   const dim3 grid((unsigned)n_rows), block(n >= 1024 ? 1024 : 128);
-  if (n % 32 != 0) {
-    launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, nullptr, nullptr, nullptr);
+  // y quantized too, in the format the last quantized matmul took: the matmuls after it (matmul.cu) find their
+  // input ready
+  const act_format fmt = next_fmt_;
+  if (n % (fmt == act_format::q8_256 ? 256 : 32) != 0 || (fmt == act_format::q8_256 && n > k_norm_q8_256_max)) {
+    launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, nullptr, nullptr, nullptr, nullptr);
     return;
   }
-  // y quantized too: the matmuls after it (matmul.cu) find their input ready
-  float* scales = nullptr;
-  int8_t* qx = reserve_q8(n_rows, n, &scales);
-  launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, qx, scales, scales + n_rows * (n / 32));
-  keep_quantized_act(y, n_rows, n);
+  const mmv_act a = q8_view(n_rows, n, fmt);
+  launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, (int8_t*)a.qx, (float*)a.dx,
+         (float*)a.sx, (int32_t*)a.bx);
+  keep_quantized_act(y, n_rows, n, fmt);
 }
 
 void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,

@@ -1,11 +1,14 @@
 // Device-side readers of the x32 weight layout (backend/pack_x32.h), one struct per weight type:
 //   dot_unit<NT>(gb, lane, u, a, t0, acc): acc[t] += this row's unit u . token t0 + t's activations, in the
-//     type's fixed order (sub-blocks ascending; one rounding sequence per sub-block, written with _rn
-//     intrinsics so no kernel can contract it differently);
+//     type's fixed order (one rounding sequence per unit or sub-block, written with _rn intrinsics so no kernel
+//     can contract it differently);
 //   value(gb, lane, j): the dequantized value j of the unit (get_rows), as the CPU's dequantizers compute it.
 // gb points at the group's unit u; lane is the row's index inside its group of 32.
-// Quantized types dot against activations quantized per 32 values (q8: x ~= d * q, with s = d * sum(q)), so
-// every sub-block dot is an exact int32; float types dot against the f32 activations with sequential fmaf.
+// Quantized types dot against int8 activations (x ~= d * q) in one of two formats (act_format): q8_0 / q4_0
+// weights against a scale per 32 values (with s = d * sum(q)), adding one float term per 32-value sub-block;
+// the k-quants (q4_K, q6_K) against a scale per 256 values (one unit) with the integer sum of each 32, so a
+// unit's sub-block dots and scales add up exactly in int32 and a unit costs one float term (q4_K_term /
+// q6_K_term), whichever kernel computes it. Float types dot against the f32 activations with sequential fmaf.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,18 +17,24 @@
 
 namespace spindle {
 
-// Activations of one matmul call.   q8: qx [n_tok, n_in], dx / sx [n_tok, n_in / 32];  float: xf [n_tok, n_in]
+// How a matmul's activations are quantized: per 32 values (q8_0 / q4_0 weights) or per 256 (k-quants).
+enum class act_format : int32_t { q8_32 = 0, q8_256 = 1 };
+
+// Activations of one matmul call.   float: xf [n_tok, n_in].   qx [n_tok, n_in] (int8) and
+//   q8_32:  dx, sx [n_tok, nsub]: d and d * sum(q) of each 32 values;
+//   q8_256: dx [n_tok, nsub / 8]: d of each 256 values; bx [n_tok, nsub]: sum(q) of each 32 values.
 struct mmv_act {
   const int8_t* qx;
   const float* dx;
   const float* sx;
+  const int32_t* bx;
   const float* xf;
   int64_t n_in;
   int64_t nsub;  // n_in / 32
   int n_tok;     // tokens in the call (t0 + t < n_tok are valid)
   int pad_ = 0;  // no padding bytes: launch signatures compare argument bytes (launch.cuh)
 };
-static_assert(sizeof(mmv_act) == 4 * sizeof(void*) + 2 * 8 + 2 * 4, "mmv_act has padding");
+static_assert(sizeof(mmv_act) == 5 * sizeof(void*) + 2 * 8 + 2 * 4, "mmv_act has padding");
 
 // One matmul call's weight side: rows [row0, row0 + n_out) of a packed weight, K in `splits` segments.
 struct mmv_shape {
@@ -44,9 +53,9 @@ __device__ __forceinline__ float ld_half(const uint8_t* p) { return __half2float
 __device__ __forceinline__ float ld_bf16(const uint8_t* p) { return __bfloat162float(*(const __nv_bfloat16*)p); }
 __device__ __forceinline__ int4 ld16(const uint8_t* p) { return *(const int4*)p; }
 
-// Quantizes value v of lane l of a warp holding 32 consecutive activations (a q8 sub-block): q = round(v / d)
+// Quantizes value v of lane l of a warp holding 32 consecutive activations (a q8_32 sub-block): q = round(v / d)
 // with d = amax / 127, stored at *q_at; lane 0 stores d and d * sum(q) of the sub-block. Every kernel that feeds
-// the quantized matmuls quantizes through here (the same bits wherever it happens). Needs all 32 lanes.
+// the q8_32 matmuls quantizes through here (the same bits wherever it happens). Needs all 32 lanes.
 __device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, float* s_at) {
   float amax = fabsf(v);
 #pragma unroll
@@ -61,6 +70,43 @@ __device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, f
   }
 }
 
+// The q8_256 quantization of a 256-value group (x32_types.cuh's top): d = amax / 127 (amax: the fmaxf of the
+// |values|, which no order changes), q = round(v / d). The kernels that feed the q8_256 matmuls all quantize
+// through these two (the same bits wherever it happens).
+__device__ __forceinline__ float q8_scale(float amax) { return amax / 127.0f; }
+__device__ __forceinline__ int q8_value(float v, float amax, float d) { return amax == 0.0f ? 0 : (int)rintf(v / d); }
+
+// One block of 256 threads quantizes a group, thread i holding value i: writes q_grp[0..256), the group's d at
+// *d_at and each 32 values' sum(q) at bs_grp[0..8). sh_amax: 8 floats of shared memory. Needs the whole block.
+__device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float* d_at, int32_t* bs_grp, float* sh_amax) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float a = fabsf(v);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+  if (lane == 0) sh_amax[warp] = a;
+  __syncthreads();
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sh_amax[k]);
+  const float d = q8_scale(amax);
+  const int q = q8_value(v, amax, d);
+  q_grp[threadIdx.x] = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (lane == 0) bs_grp[warp] = sum;
+  if (threadIdx.x == 0) *d_at = d;
+}
+
+// The float term of one q4_K unit of a row against one token's q8_256 group: d, dmin of the row's unit, dx of
+// the token's group, S1 = sum_j sc_j * isum_j and S2 = sum_j m_j * bsum_j (exact int32 over the 8 sub-blocks).
+// The one expression every kernel uses (the same bits on every path).
+__device__ __forceinline__ float q4_K_term(float d, float dmin, float dx, int s1, int s2) {
+  return __fsub_rn(__fmul_rn(__fmul_rn(d, dx), __int2float_rn(s1)), __fmul_rn(__fmul_rn(dmin, dx), __int2float_rn(s2)));
+}
+// q6_K: S = sum over the 16 sixteen-value pieces of sc * isum (exact int32).
+__device__ __forceinline__ float q6_K_term(float d, float dx, int s) {
+  return __fmul_rn(__fmul_rn(d, dx), __int2float_rn(s));
+}
+
 // Dot of 8 packed int8 words with the 32 quantized activations of sub-block `sub` of token t.
 __device__ __forceinline__ int dot32(const int (&w)[8], const mmv_act& a, int t, int64_t sub) {
   const int4* xq = (const int4*)(a.qx + (int64_t)t * a.n_in + sub * 32);
@@ -71,8 +117,7 @@ __device__ __forceinline__ int dot32(const int (&w)[8], const mmv_act& a, int t,
   return s;
 }
 
-// acc + (d * dx) * isum: the sub-block term of the symmetric types (q8_0, q4_0; q6_K with its scales folded
-// into isum).
+// acc + (d * dx) * isum: the sub-block term of the symmetric q8_32 types (q8_0, q4_0).
 __device__ __forceinline__ float add_sym(float acc, float d, float dx, int isum) {
   return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, dx), (float)isum));
 }
@@ -131,18 +176,29 @@ __device__ __forceinline__ void q4_K_scale_min_dev(int j, const uint8_t* s, int&
   }
 }
 
+// The same from the 12 scale bytes as three little-endian words, without branches (the lanes of a warp may
+// ask for different j).
+__device__ __forceinline__ void q4_K_scale_min_words(int j, uint32_t s0, uint32_t s1, uint32_t s2, int& sc, int& m) {
+  const int sh = 8 * (j & 3);
+  const int b0 = (s0 >> sh) & 0xFF, b1 = (s1 >> sh) & 0xFF, b2 = (s2 >> sh) & 0xFF;
+  sc = j < 4 ? (b0 & 63) : ((b2 & 0xF) | ((b0 >> 6) << 4));
+  m = j < 4 ? (b1 & 63) : ((b2 >> 4) | ((b1 >> 6) << 4));
+}
+
 struct x32_q4_K {
   static constexpr int unit_values = 256, unit_bytes = 144;
   // fields: d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
   template <int NT>
   __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
     const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const float d = __low2float(dm), dmin = __high2float(dm);
     const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * lane);
     uint8_t sc8[12];
     *(uint32_t*)(sc8 + 0) = sp[0];
     *(uint32_t*)(sc8 + 4) = sp[1];
     *(uint32_t*)(sc8 + 8) = sp[2];
+    int s1[NT], s2[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) s1[t] = s2[t] = 0;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {  // 64-value chunk k: sub-blocks 2k (low nibbles) and 2k + 1 (high)
       const int4 c0 = ld16(gb + 512 + ((2 * k) * 32 + lane) * 16), c1 = ld16(gb + 512 + ((2 * k + 1) * 32 + lane) * 16);
@@ -155,17 +211,19 @@ struct x32_q4_K {
         for (int i = 0; i < 8; ++i) w[i] = (qs[i] >> (4 * h)) & 0x0F0F0F0F;
         int sc, m;
         q4_K_scale_min_dev(j, sc8, sc, m);
-        const float dsc = __fmul_rn(d, (float)sc), dmm = __fmul_rn(dmin, (float)m);
         const int64_t sub = u * 8 + j;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-          if (t0 + t >= a.n_tok) continue;
-          const int64_t at = (int64_t)(t0 + t) * a.nsub + sub;
-          const int isum = dot32(w, a, t0 + t, sub);
-          const float term = __fsub_rn(__fmul_rn(dsc, __fmul_rn(a.dx[at], (float)isum)), __fmul_rn(dmm, a.sx[at]));
-          acc[t] = __fadd_rn(acc[t], term);
+          const int tt = min(t0 + t, a.n_tok - 1);  // past the call's tokens: computed, never used
+          s1[t] += sc * dot32(w, a, tt, sub);
+          s2[t] += m * a.bx[(int64_t)tt * a.nsub + sub];
         }
       }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);
+      acc[t] = __fadd_rn(acc[t], q4_K_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1[t], s2[t]));
     }
   }
   __device__ static float value(const uint8_t* gb, int lane, int j) {
@@ -196,9 +254,11 @@ struct x32_q6_K {
   // fields: ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
   template <int NT>
   __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
-    const float d = ld_half(gb + 6656 + 2 * lane);
     const int4 scv = ld16(gb + 6144 + lane * 16);
     const int8_t* sc = (const int8_t*)&scv;
+    int s[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) s[t] = 0;
 #pragma unroll
     for (int n = 0; n < 2; ++n) {  // 128-value halves
       const int4 h0 = ld16(gb + 4096 + ((2 * n) * 32 + lane) * 16), h1 = ld16(gb + 4096 + ((2 * n + 1) * 32 + lane) * 16);
@@ -216,18 +276,24 @@ struct x32_q6_K {
           const int64_t sub = u * 8 + 4 * n + q;
 #pragma unroll
           for (int t = 0; t < NT; ++t) {
-            if (t0 + t >= a.n_tok) continue;
-            const int4* xq = (const int4*)(a.qx + (int64_t)(t0 + t) * a.n_in + sub * 32);
+            const int tt = min(t0 + t, a.n_tok - 1);  // past the call's tokens: computed, never used
+            const int4* xq = (const int4*)(a.qx + (int64_t)tt * a.n_in + sub * 32);
             const int4 x0 = xq[0], x1 = xq[1];
             int s_lo = 0, s_hi = 0;
             s_lo = __dp4a(w[0], x0.x, s_lo); s_lo = __dp4a(w[1], x0.y, s_lo);
             s_lo = __dp4a(w[2], x0.z, s_lo); s_lo = __dp4a(w[3], x0.w, s_lo);
             s_hi = __dp4a(w[4], x1.x, s_hi); s_hi = __dp4a(w[5], x1.y, s_hi);
             s_hi = __dp4a(w[6], x1.z, s_hi); s_hi = __dp4a(w[7], x1.w, s_hi);
-            acc[t] = add_sym(acc[t], d, a.dx[(int64_t)(t0 + t) * a.nsub + sub], sc_lo * s_lo + sc_hi * s_hi);
+            s[t] += sc_lo * s_lo + sc_hi * s_hi;
           }
         }
       }
+    }
+    const float d = ld_half(gb + 6656 + 2 * lane);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);
+      acc[t] = __fadd_rn(acc[t], q6_K_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s[t]));
     }
   }
   __device__ static float value(const uint8_t* gb, int lane, int j) {

@@ -1,0 +1,338 @@
+// The tensor-core matmul of k-quant weights (q4_K, q6_K) at many tokens (prefill, large batches), pipelined:
+// each 256-value unit of K is a stage whose bytes (the weights' raw x32 unit bytes for 64 rows, the q8_256
+// activations of 64 tokens with their scales and sums) stream into shared memory with cp.async, k_stages deep,
+// so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight fragments are unpacked from the raw
+// bytes as they go into the mma (no int8 weight copy in shared memory).
+// Arithmetic (x32_types.cuh): int8 mma.sync gives each 32-value (q6_K: 16-value) sub-block dot exactly; times
+// the sub-block scales they add up in int32 over the unit: S1 (and for q4_K S2 = sum of mins * activation sums),
+// the same integers mmv_x32 and mmv8 get from dp4a. The unit's float term is q4_K_term / q6_K_term, added to
+// the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
+// So every output has the bits of the one-token kernels: batch invariance across the path switch.
+// Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps; warp w: rows 16w..16w+15, all 64
+// tokens as 8 mma tiles of 8 (m16n8k32 for q4_K, two m16n8k16 for q6_K's 16-value scales).
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/matmul_mma.h"
+#include "backend/cuda/x32_types.cuh"
+
+namespace spindle {
+
+namespace {
+
+constexpr int k_rows = 64, k_tok = 64, k_stages = 3, k_threads = 128;
+constexpr int k_xrow = 256 + 16;  // shared activation row stride: conflict-free fragment loads
+
+// Raw x32 bytes of one unit of one 32-row group (backend/pack_x32.h).
+struct kq_q4_K {  // d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
+  static constexpr int group_bytes = 32 * 144;
+  static constexpr bool has_min = true;
+};
+struct kq_q6_K {  // ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
+  static constexpr int group_bytes = 32 * 210;
+  static constexpr bool has_min = false;
+};
+
+// One stage (one unit of K) in shared memory.
+template <class W>
+struct alignas(16) kq_stage {
+  uint8_t w[2][W::group_bytes];  // the tile's two groups, raw
+  int8_t x[k_tok][k_xrow];       // q8_256 activations
+  float dx[k_tok];               // their group scale
+  int32_t bx[k_tok][8];          // their sub-block sums (q4_K)
+  int8_t sc[k_rows][16];         // q4_K: each row's 8 scales, then its 8 mins (unpacked once per stage)
+};
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+#endif
+}
+
+__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+               : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
+#endif
+}
+
+__device__ __forceinline__ int lds32(const void* p) { return *(const int*)p; }
+
+// Issues the copies of unit u into stage st (every thread takes its share; rows of a group past the matrix and
+// tokens past the call are zero-filled).
+template <class W>
+__device__ __forceinline__ void issue_stage(kq_stage<W>& st, const mmv_shape& sh, const mmv_act& a, int64_t grp0,
+                                            int64_t n_groups, int t0, int64_t u) {
+  constexpr int chunks = W::group_bytes / 16;
+  for (int c = threadIdx.x; c < 2 * chunks; c += k_threads) {
+    const int gi = c / chunks, off = (c % chunks) * 16;
+    const bool ok = grp0 + gi < n_groups;
+    const uint8_t* src = sh.w + ((uint64_t)(ok ? grp0 + gi : 0) * sh.n_units + u) * W::group_bytes + off;
+    cp_async16(&st.w[gi][off], src, ok);
+  }
+  for (int c = threadIdx.x; c < k_tok * 16; c += k_threads) {
+    const int tok = c / 16, part = c % 16;
+    const bool ok = t0 + tok < a.n_tok;
+    cp_async16(&st.x[tok][16 * part], a.qx + (int64_t)(ok ? t0 + tok : 0) * a.n_in + u * 256 + 16 * part, ok);
+  }
+  if (threadIdx.x < k_tok) {
+    const int tok = threadIdx.x;
+    const bool ok = t0 + tok < a.n_tok;
+    cp_async4(&st.dx[tok], a.dx + (int64_t)(ok ? t0 + tok : 0) * (a.nsub / 8) + u, ok);
+  }
+  if constexpr (W::has_min) {
+    const int tok = threadIdx.x / 2, half = threadIdx.x % 2;  // k_threads == 2 * k_tok
+    const bool ok = t0 + tok < a.n_tok;
+    cp_async16(&st.bx[tok][4 * half], a.bx + (int64_t)(ok ? t0 + tok : 0) * a.nsub + u * 8 + 4 * half, ok);
+  }
+}
+
+// q4_K: unpacks the 6-bit scales and mins of the stage's 64 rows into st.sc (two threads per row).
+__device__ __forceinline__ void unpack_scales(kq_stage<kq_q4_K>& st) {
+  const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+  const uint32_t* sp = (const uint32_t*)(st.w[row / 32] + 128 + 12 * (row % 32));
+  const uint32_t s0 = sp[0], s1 = sp[1], s2 = sp[2];
+#pragma unroll
+  for (int j = 4 * half; j < 4 * half + 4; ++j) {
+    int sc, m;
+    q4_K_scale_min_words(j, s0, s1, s2, sc, m);
+    st.sc[row][j] = (int8_t)sc;
+    st.sc[row][8 + j] = (int8_t)m;
+  }
+}
+
+// s[nt][e] += the unit's integer sums of this thread's outputs (rows r0, r1; tokens 8nt + 2t4 + {0, 1}):
+// S1 of q4_K, S of q6_K.
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_q4_K>& st, int r0, int r1, int g, int t4, int (&s)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];  // r0 and r1 are in one group
+  const int l0 = r0 % 32, l1 = r1 % 32;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // qs chunk 2k: values 0..15 of sub-blocks 2k (low nibbles), 2k + 1 (high)
+    const int q0 = lds32(w + 512 + ((2 * k) * 32 + l0) * 16 + 4 * t4);
+    const int q1 = lds32(w + 512 + ((2 * k) * 32 + l1) * 16 + 4 * t4);
+    const int q2 = lds32(w + 512 + ((2 * k + 1) * 32 + l0) * 16 + 4 * t4);
+    const int q3 = lds32(w + 512 + ((2 * k + 1) * 32 + l1) * 16 + 4 * t4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * k + h;
+      const int a0 = (q0 >> (4 * h)) & 0x0F0F0F0F, a1 = (q1 >> (4 * h)) & 0x0F0F0F0F;
+      const int a2 = (q2 >> (4 * h)) & 0x0F0F0F0F, a3 = (q3 >> (4 * h)) & 0x0F0F0F0F;
+      const int sc0 = st.sc[r0][j], sc1 = st.sc[r1][j];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int tok = 8 * nt + g;
+        int c[4];
+        mma_k32(c, a0, a1, a2, a3, lds32(&st.x[tok][32 * j + 4 * t4]), lds32(&st.x[tok][32 * j + 16 + 4 * t4]));
+        s[nt][0] += sc0 * c[0];
+        s[nt][1] += sc0 * c[1];
+        s[nt][2] += sc1 * c[2];
+        s[nt][3] += sc1 * c[3];
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, int r1, int g, int t4, int (&s)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const int l[2] = {r0 % 32, r1 % 32};
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {  // 128-value halves
+    int qh[2][2];                // [row][values 0..15 / 16..31]: qh chunks 2n, 2n + 1
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) qh[r][c] = lds32(w + 4096 + ((2 * n + c) * 32 + l[r]) * 16 + 4 * t4);
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {  // ql chunks 4n + 2p + c: quarters p (low nibbles) and p + 2 (high)
+      int ql[2][2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) ql[r][c] = lds32(w + ((4 * n + 2 * p + c) * 32 + l[r]) * 16 + 4 * t4);
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int q = p + 2 * hi, sb = 4 * n + q;
+        int a[2][2];  // [row][c]
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int lo4 = (ql[r][c] >> (4 * hi)) & 0x0F0F0F0F;
+            const int hi2 = ((qh[r][c] >> (2 * q)) & 0x03030303) << 4;
+            a[r][c] = __vsubss4(lo4 | hi2, 0x20202020);
+          }
+        const int8_t* sc0 = (const int8_t*)(w + 6144 + l[0] * 16 + 2 * sb);
+        const int8_t* sc1 = (const int8_t*)(w + 6144 + l[1] * 16 + 2 * sb);
+        const int sc0l = sc0[0], sc0h = sc0[1], sc1l = sc1[0], sc1h = sc1[1];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const int tok = 8 * nt + g;
+          int lo[4], hi16[4];
+          mma_k16(lo, a[0][0], a[1][0], lds32(&st.x[tok][32 * sb + 4 * t4]));
+          mma_k16(hi16, a[0][1], a[1][1], lds32(&st.x[tok][32 * sb + 16 + 4 * t4]));
+          s[nt][0] += sc0l * lo[0] + sc0h * hi16[0];
+          s[nt][1] += sc0l * lo[1] + sc0h * hi16[1];
+          s[nt][2] += sc1l * lo[2] + sc1h * hi16[2];
+          s[nt][3] += sc1l * lo[3] + sc1h * hi16[3];
+        }
+      }
+    }
+  }
+}
+
+// acc += the unit's float terms of this thread's outputs.
+__device__ __forceinline__ void add_terms(const kq_stage<kq_q4_K>& st, int r0, int r1, int t4, const int (&s)[8][4],
+                                          float (&acc)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const __half2 dm0 = *(const __half2*)(w + 4 * (r0 % 32)), dm1 = *(const __half2*)(w + 4 * (r1 % 32));
+  const float d[2] = {__low2float(dm0), __low2float(dm1)}, dmin[2] = {__high2float(dm0), __high2float(dm1)};
+  int m[2][8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    m[0][j] = st.sc[r0][8 + j];
+    m[1][j] = st.sc[r1][8 + j];
+  }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int tk = 0; tk < 2; ++tk) {
+      const int tt = 8 * nt + 2 * t4 + tk;
+      const int4 b0 = *(const int4*)&st.bx[tt][0], b1 = *(const int4*)&st.bx[tt][4];
+      const int bs[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+      const float dxv = st.dx[tt];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        int s2 = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s2 += m[r][j] * bs[j];
+        const int e = 2 * r + tk;
+        acc[nt][e] = __fadd_rn(acc[nt][e], q4_K_term(d[r], dmin[r], dxv, s[nt][e], s2));
+      }
+    }
+}
+
+__device__ __forceinline__ void add_terms(const kq_stage<kq_q6_K>& st, int r0, int r1, int t4, const int (&s)[8][4],
+                                          float (&acc)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const float d[2] = {ld_half(w + 6656 + 2 * (r0 % 32)), ld_half(w + 6656 + 2 * (r1 % 32))};
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int tk = 0; tk < 2; ++tk) {
+      const float dxv = st.dx[8 * nt + 2 * t4 + tk];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int e = 2 * r + tk;
+        acc[nt][e] = __fadd_rn(acc[nt][e], q6_K_term(d[r], dxv, s[nt][e]));
+      }
+    }
+}
+
+// part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.
+template <class W>
+__global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
+  extern __shared__ __align__(16) uint8_t smem[];
+  kq_stage<W>* st = (kq_stage<W>*)smem;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+  const int64_t rel0 = (int64_t)blockIdx.x * k_rows;  // first row of the tile (relative to row0)
+  const int64_t grp0 = (sh.row0 + rel0) / 32;         // row0 is a multiple of 32 on this path
+  const int t0 = blockIdx.y * k_tok;
+  const int r0 = 16 * warp + g, r1 = r0 + 8;          // this thread's rows of the tile
+
+  const int seg_first = part ? (int)blockIdx.z : 0, seg_last = part ? seg_first : sh.splits - 1;
+  const int64_t u_begin = seg_first * sh.n_units / sh.splits, u_end = (seg_last + 1) * sh.n_units / sh.splits;
+  const int64_t n_u = u_end - u_begin;
+#pragma unroll
+  for (int i = 0; i < k_stages - 1; ++i) {
+    if (i < n_u) issue_stage<W>(st[i], sh, a, grp0, n_groups, t0, u_begin + i);
+    cp_async_commit();
+  }
+  float acc[8][4], total[8][4];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = total[nt][e] = 0.0f;
+  int seg = seg_first;
+  int64_t seg_end = (seg + 1) * sh.n_units / sh.splits;
+  for (int64_t i = 0; i < n_u; ++i) {
+    kq_stage<W>& cur = st[i % k_stages];
+    cp_async_wait<k_stages - 2>();  // this thread's copies of unit i landed
+    __syncthreads();                // everyone's; and unit i - 1's stage is free again
+    const int64_t next = i + k_stages - 1;
+    if (next < n_u) issue_stage<W>(st[next % k_stages], sh, a, grp0, n_groups, t0, u_begin + next);
+    cp_async_commit();
+    if constexpr (W::has_min) {
+      unpack_scales(cur);
+      __syncthreads();
+    }
+    int s[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = 0;
+    unit_sums(cur, r0, r1, g, t4, s);
+    add_terms(cur, r0, r1, t4, s, acc);
+    if (u_begin + i + 1 == seg_end) {  // the segment's last unit: add its sum to the segments before it
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          total[nt][e] = seg == seg_first ? acc[nt][e] : __fadd_rn(total[nt][e], acc[nt][e]);
+          acc[nt][e] = 0.0f;
+        }
+      ++seg;
+      seg_end = (seg + 1) * sh.n_units / sh.splits;
+    }
+  }
+  float* out = part ? part + (int64_t)blockIdx.z * a.n_tok * sh.n_out : sh.y;
+  const int64_t ld = part ? sh.n_out : sh.ldy;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t rel = rel0 + (e < 2 ? r0 : r1);
+      const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
+      if (rel < sh.n_out && tok < a.n_tok) out[(int64_t)tok * ld + rel] = total[nt][e];
+    }
+}
+
+template <class W>
+void launch_kq(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups, float* part) {
+  const size_t smem = k_stages * sizeof(kq_stage<W>);
+  static thread_local int allowed_on = -1;  // the device whose limit for this kernel is raised (a driver call)
+  if (allowed_on != be.device()) {
+    SPINDLE_CUDA_CHECK(cudaFuncSetAttribute(mmq_kq<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    allowed_on = be.device();
+  }
+  const dim3 grid((unsigned)((sh.n_out + k_rows - 1) / k_rows), (unsigned)((a.n_tok + k_tok - 1) / k_tok),
+                  part ? (unsigned)sh.splits : 1u);
+  be.launch_smem("mmq_kq", mmq_kq<W>, grid, dim3(k_threads), smem, sh, a, n_groups, part);
+}
+
+}  // namespace
+
+void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
+                  float* part) {
+  if (type == ggml_type::Q4_K) launch_kq<kq_q4_K>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, part);
+  else throw error("cuda matmul: the pipelined tensor-core kernel takes q4_K and q6_K");
+}
+
+}  // namespace spindle
