@@ -5,7 +5,7 @@
 // bytes as they go into the mma (no int8 weight copy in shared memory).
 // Arithmetic (x32_types.cuh): int8 mma.sync gives each 32-value (q6_K: 16-value) sub-block dot exactly; times
 // the sub-block scales they add up in int32 over the unit: S1 (and for q4_K S2 = sum of mins * activation sums),
-// the same integers mmv_x32 and mmv8 get from dp4a. The unit's float term is q4_K_term / q6_K_term, added to
+// the same integers mmv_x32 and mmv8 get from dp4a (S2 from an mma of the mins against the activations). The unit's float term is q4_K_term / q6_K_term, added to
 // the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
 // So every output has the bits of the one-token kernels: batch invariance across the path switch.
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps; warp w: rows 16w..16w+15, all 64
@@ -39,7 +39,6 @@ struct alignas(16) kq_stage {
   uint8_t w[2][W::group_bytes];  // the tile's two groups, raw
   int8_t x[k_tok][k_xrow];       // q8_256 activations
   float dx[k_tok];               // their group scale
-  int32_t bx[k_tok][8];          // their sub-block sums (q4_K)
   int8_t sc[k_rows][16];         // q4_K: each row's 8 scales, then its 8 mins (unpacked once per stage)
 };
 
@@ -61,6 +60,16 @@ __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+#endif
+}
+
+// c += A . B (the accumulator chained through the tensor core).
+__device__ __forceinline__ void mma_k32_acc(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #endif
 }
 
@@ -96,11 +105,6 @@ __device__ __forceinline__ void issue_stage(kq_stage<W>& st, const mmv_shape& sh
     const bool ok = t0 + tok < a.n_tok;
     cp_async4(&st.dx[tok], a.dx + (int64_t)(ok ? t0 + tok : 0) * (a.nsub / 8) + u, ok);
   }
-  if constexpr (W::has_min) {
-    const int tok = threadIdx.x / 2, half = threadIdx.x % 2;  // k_threads == 2 * k_tok
-    const bool ok = t0 + tok < a.n_tok;
-    cp_async16(&st.bx[tok][4 * half], a.bx + (int64_t)(ok ? t0 + tok : 0) * a.nsub + u * 8 + 4 * half, ok);
-  }
 }
 
 // q4_K: unpacks the 6-bit scales and mins of the stage's 64 rows into st.sc (two threads per row).
@@ -117,9 +121,13 @@ __device__ __forceinline__ void unpack_scales(kq_stage<kq_q4_K>& st) {
   }
 }
 
-// s[nt][e] += the unit's integer sums of this thread's outputs (rows r0, r1; tokens 8nt + 2t4 + {0, 1}):
-// S1 of q4_K, S of q6_K.
-__device__ __forceinline__ void unit_sums(const kq_stage<kq_q4_K>& st, int r0, int r1, int g, int t4, int (&s)[8][4]) {
+// s[n4][e] += the unit's integer sums of this thread's outputs (rows r0, r1; tokens 8nt + 2t4 + {0, 1} of the
+// token tiles nt = 4nh + n4): S1 of
+// q4_K (and its S2 in s2: the mins replicated over their sub-blocks as an mma operand against the same
+// activations give sum_j m_j * bsum_j exactly, on the tensor cores instead of 8 integer multiply-adds per
+// output), S of q6_K.
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_q4_K>& st, int r0, int r1, int g, int t4, int nh,
+                                          int (&s)[4][4], int (&s2)[4][4]) {
   const uint8_t* w = st.w[r0 / 32];  // r0 and r1 are in one group
   const int l0 = r0 % 32, l1 = r1 % 32;
 #pragma unroll
@@ -134,21 +142,25 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q4_K>& st, int r0, i
       const int a0 = (q0 >> (4 * h)) & 0x0F0F0F0F, a1 = (q1 >> (4 * h)) & 0x0F0F0F0F;
       const int a2 = (q2 >> (4 * h)) & 0x0F0F0F0F, a3 = (q3 >> (4 * h)) & 0x0F0F0F0F;
       const int sc0 = st.sc[r0][j], sc1 = st.sc[r1][j];
+      const int m0 = st.sc[r0][8 + j] * 0x01010101, m1 = st.sc[r1][8 + j] * 0x01010101;  // 0..63 in each byte
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int tok = 8 * nt + g;
+      for (int n4 = 0; n4 < 4; ++n4) {
+        const int tok = 8 * (4 * nh + n4) + g;
+        const int b0 = lds32(&st.x[tok][32 * j + 4 * t4]), b1 = lds32(&st.x[tok][32 * j + 16 + 4 * t4]);
         int c[4];
-        mma_k32(c, a0, a1, a2, a3, lds32(&st.x[tok][32 * j + 4 * t4]), lds32(&st.x[tok][32 * j + 16 + 4 * t4]));
-        s[nt][0] += sc0 * c[0];
-        s[nt][1] += sc0 * c[1];
-        s[nt][2] += sc1 * c[2];
-        s[nt][3] += sc1 * c[3];
+        mma_k32(c, a0, a1, a2, a3, b0, b1);
+        mma_k32_acc(s2[n4], m0, m1, m0, m1, b0, b1);
+        s[n4][0] += sc0 * c[0];
+        s[n4][1] += sc0 * c[1];
+        s[n4][2] += sc1 * c[2];
+        s[n4][3] += sc1 * c[3];
       }
     }
   }
 }
 
-__device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, int r1, int g, int t4, int (&s)[8][4]) {
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, int r1, int g, int t4, int nh,
+                                          int (&s)[4][4], int (&)[4][4]) {
   const uint8_t* w = st.w[r0 / 32];
   const int l[2] = {r0 % 32, r1 % 32};
 #pragma unroll
@@ -181,15 +193,15 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, i
         const int8_t* sc1 = (const int8_t*)(w + 6144 + l[1] * 16 + 2 * sb);
         const int sc0l = sc0[0], sc0h = sc0[1], sc1l = sc1[0], sc1h = sc1[1];
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const int tok = 8 * nt + g;
+        for (int n4 = 0; n4 < 4; ++n4) {
+          const int tok = 8 * (4 * nh + n4) + g;
           int lo[4], hi16[4];
           mma_k16(lo, a[0][0], a[1][0], lds32(&st.x[tok][32 * sb + 4 * t4]));
           mma_k16(hi16, a[0][1], a[1][1], lds32(&st.x[tok][32 * sb + 16 + 4 * t4]));
-          s[nt][0] += sc0l * lo[0] + sc0h * hi16[0];
-          s[nt][1] += sc0l * lo[1] + sc0h * hi16[1];
-          s[nt][2] += sc1l * lo[2] + sc1h * hi16[2];
-          s[nt][3] += sc1l * lo[3] + sc1h * hi16[3];
+          s[n4][0] += sc0l * lo[0] + sc0h * hi16[0];
+          s[n4][1] += sc0l * lo[1] + sc0h * hi16[1];
+          s[n4][2] += sc1l * lo[2] + sc1h * hi16[2];
+          s[n4][3] += sc1l * lo[3] + sc1h * hi16[3];
         }
       }
     }
@@ -197,49 +209,39 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, i
 }
 
 // acc += the unit's float terms of this thread's outputs.
-__device__ __forceinline__ void add_terms(const kq_stage<kq_q4_K>& st, int r0, int r1, int t4, const int (&s)[8][4],
-                                          float (&acc)[8][4]) {
+__device__ __forceinline__ void add_terms(const kq_stage<kq_q4_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
+                                          const int (&s2)[4][4], float (&acc)[8][4]) {
   const uint8_t* w = st.w[r0 / 32];
   const __half2 dm0 = *(const __half2*)(w + 4 * (r0 % 32)), dm1 = *(const __half2*)(w + 4 * (r1 % 32));
   const float d[2] = {__low2float(dm0), __low2float(dm1)}, dmin[2] = {__high2float(dm0), __high2float(dm1)};
-  int m[2][8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    m[0][j] = st.sc[r0][8 + j];
-    m[1][j] = st.sc[r1][8 + j];
-  }
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
+  for (int n4 = 0; n4 < 4; ++n4)
 #pragma unroll
     for (int tk = 0; tk < 2; ++tk) {
-      const int tt = 8 * nt + 2 * t4 + tk;
-      const int4 b0 = *(const int4*)&st.bx[tt][0], b1 = *(const int4*)&st.bx[tt][4];
-      const int bs[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-      const float dxv = st.dx[tt];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        int s2 = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) s2 += m[r][j] * bs[j];
-        const int e = 2 * r + tk;
-        acc[nt][e] = __fadd_rn(acc[nt][e], q4_K_term(d[r], dmin[r], dxv, s[nt][e], s2));
-      }
-    }
-}
-
-__device__ __forceinline__ void add_terms(const kq_stage<kq_q6_K>& st, int r0, int r1, int t4, const int (&s)[8][4],
-                                          float (&acc)[8][4]) {
-  const uint8_t* w = st.w[r0 / 32];
-  const float d[2] = {ld_half(w + 6656 + 2 * (r0 % 32)), ld_half(w + 6656 + 2 * (r1 % 32))};
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int tk = 0; tk < 2; ++tk) {
+      const int nt = 4 * nh + n4;
       const float dxv = st.dx[8 * nt + 2 * t4 + tk];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int e = 2 * r + tk;
-        acc[nt][e] = __fadd_rn(acc[nt][e], q6_K_term(d[r], dxv, s[nt][e]));
+        acc[nt][e] = __fadd_rn(acc[nt][e], q4_K_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]));
+      }
+    }
+}
+
+__device__ __forceinline__ void add_terms(const kq_stage<kq_q6_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
+                                          const int (&)[4][4], float (&acc)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const float d[2] = {ld_half(w + 6656 + 2 * (r0 % 32)), ld_half(w + 6656 + 2 * (r1 % 32))};
+#pragma unroll
+  for (int n4 = 0; n4 < 4; ++n4)
+#pragma unroll
+    for (int tk = 0; tk < 2; ++tk) {
+      const int nt = 4 * nh + n4;
+      const float dxv = st.dx[8 * nt + 2 * t4 + tk];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int e = 2 * r + tk;
+        acc[nt][e] = __fadd_rn(acc[nt][e], q6_K_term(d[r], dxv, s[n4][e]));
       }
     }
 }
@@ -282,13 +284,16 @@ __global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, 
       unpack_scales(cur);
       __syncthreads();
     }
-    int s[8][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nh = 0; nh < 2; ++nh) {  // half the token tiles at a time (fewer live registers)
+      int s[4][4], s2[4][4];         // the unit's S1 (q6_K: S) and S2 (q4_K)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = 0;
-    unit_sums(cur, r0, r1, g, t4, s);
-    add_terms(cur, r0, r1, t4, s, acc);
+      for (int n4 = 0; n4 < 4; ++n4)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n4][e] = s2[n4][e] = 0;
+      unit_sums(cur, r0, r1, g, t4, nh, s, s2);
+      add_terms(cur, r0, r1, t4, nh, s, s2, acc);
+    }
     if (u_begin + i + 1 == seg_end) {  // the segment's last unit: add its sum to the segments before it
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
