@@ -3,14 +3,13 @@
 // request's own generator, so a seeded request is reproducible on its own.
 #include "engine/sampler.h"
 
-#include "common/argmax.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 
 #include "common/argmax.h"
+#include "engine/softmax_draw.h"
 
 namespace spindle {
 
@@ -204,6 +203,10 @@ int32_t sampler::sample(float* logits, const std::vector<int32_t>& masked) {
     for (int32_t id : masked) logits[id] = -std::numeric_limits<float>::infinity();
   }
   if (params_.temperature == 0.0f) return argmax(logits, n_vocab_);
+  const bool truncated = (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.top_p < 1.0f || params_.min_p > 0.0f;
+  if (!truncated) {  // the whole vocabulary (the OpenAI default): one vectorized pass, no candidate list
+    return softmax_draw(logits, n_vocab_, params_.temperature, rng_, draw_scratch_);
+  }
 
   candidates_.resize(size_t(n_vocab_));
   for (int32_t i = 0; i < n_vocab_; ++i) candidates_[size_t(i)] = {i, logits[i]};

@@ -49,6 +49,12 @@ int32_t sample_candidates(const std::vector<token_candidate>& c, float temperatu
 // Raw logprobs of `chosen`: its log-softmax, rank and the n_top most likely ids.
 token_logprob compute_logprobs(const float* logits, int32_t n_vocab, int32_t chosen, int32_t n_top);
 
+// Scratch of softmax_draw (softmax_draw.h), kept between draws (grows to the vocabulary once).
+struct softmax_draw_scratch {
+  std::vector<float> weights;      // exp((logit - max) / temperature), zero-padded to a multiple of 64
+  std::vector<double> block_sums;  // sums of 64 weights
+};
+
 class sampler {
  public:
   // `prompt` seeds the repetition-penalty context. A random seed is drawn when params.has_seed is false.
@@ -73,6 +79,7 @@ class sampler {
   std::vector<int32_t> window_ids_;                     // distinct ids of window_ (rebuilt per sample)
   std::unordered_map<int32_t, int32_t> output_counts_;  // id -> times generated
   std::vector<token_candidate> candidates_;             // scratch, [n_vocab]
+  softmax_draw_scratch draw_scratch_;                   // untruncated draws
 };
 
 }  // namespace spindle
