@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mma.h"
+#include "backend/cuda/mma_int8.cuh"
 #include "backend/cuda/x32_types.cuh"
 
 namespace spindle {
@@ -73,15 +74,6 @@ template <class S>
 struct unit_bytes_of;
 template <> struct unit_bytes_of<stage_q8_0> { static constexpr int v = x32_q8_0::unit_bytes; };
 template <> struct unit_bytes_of<stage_q4_0> { static constexpr int v = x32_q4_0::unit_bytes; };
-
-__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-#endif
-}
 
 // part: null, or [splits][n_tok][n_out] when the K segments run in separate blocks (blockIdx.z = segment):
 // each block then writes its segment's sum there and mmq_reduce adds the segments in order.

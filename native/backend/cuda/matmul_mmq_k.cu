@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mma.h"
+#include "backend/cuda/mma_int8.cuh"
 #include "backend/cuda/x32_types.cuh"
 
 namespace spindle {
@@ -53,33 +54,6 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-#endif
-}
-
-// c += A . B (the accumulator chained through the tensor core).
-__device__ __forceinline__ void mma_k32_acc(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
-               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-               : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
-#endif
-}
 
 __device__ __forceinline__ int lds32(const void* p) { return *(const int*)p; }
 
@@ -208,42 +182,39 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, i
   }
 }
 
+// acc[nt][e] += term(r, dx, e) for this thread's outputs of token tiles 4nh..4nh + 3 (row r0 or r1 by r, the
+// token's group scale dx).
+template <class Term>
+__device__ __forceinline__ void add_unit_terms(const float* dx, int t4, int nh, float (&acc)[8][4], Term term) {
+#pragma unroll
+  for (int n4 = 0; n4 < 4; ++n4)
+#pragma unroll
+    for (int tk = 0; tk < 2; ++tk) {
+      const int nt = 4 * nh + n4;
+      const float dxv = dx[8 * nt + 2 * t4 + tk];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int e = 2 * r + tk;
+        acc[nt][e] = __fadd_rn(acc[nt][e], term(r, dxv, n4, e));
+      }
+    }
+}
+
 // acc += the unit's float terms of this thread's outputs.
 __device__ __forceinline__ void add_terms(const kq_stage<kq_q4_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
                                           const int (&s2)[4][4], float (&acc)[8][4]) {
   const uint8_t* w = st.w[r0 / 32];
   const __half2 dm0 = *(const __half2*)(w + 4 * (r0 % 32)), dm1 = *(const __half2*)(w + 4 * (r1 % 32));
   const float d[2] = {__low2float(dm0), __low2float(dm1)}, dmin[2] = {__high2float(dm0), __high2float(dm1)};
-#pragma unroll
-  for (int n4 = 0; n4 < 4; ++n4)
-#pragma unroll
-    for (int tk = 0; tk < 2; ++tk) {
-      const int nt = 4 * nh + n4;
-      const float dxv = st.dx[8 * nt + 2 * t4 + tk];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int e = 2 * r + tk;
-        acc[nt][e] = __fadd_rn(acc[nt][e], q4_K_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]));
-      }
-    }
+  add_unit_terms(st.dx, t4, nh, acc,
+                 [&](int r, float dxv, int n4, int e) { return q4_K_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]); });
 }
 
 __device__ __forceinline__ void add_terms(const kq_stage<kq_q6_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
                                           const int (&)[4][4], float (&acc)[8][4]) {
   const uint8_t* w = st.w[r0 / 32];
   const float d[2] = {ld_half(w + 6656 + 2 * (r0 % 32)), ld_half(w + 6656 + 2 * (r1 % 32))};
-#pragma unroll
-  for (int n4 = 0; n4 < 4; ++n4)
-#pragma unroll
-    for (int tk = 0; tk < 2; ++tk) {
-      const int nt = 4 * nh + n4;
-      const float dxv = st.dx[8 * nt + 2 * t4 + tk];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int e = 2 * r + tk;
-        acc[nt][e] = __fadd_rn(acc[nt][e], q6_K_term(d[r], dxv, s[n4][e]));
-      }
-    }
+  add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return q6_K_term(d[r], dxv, s[n4][e]); });
 }
 
 // part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.
