@@ -299,6 +299,7 @@ t.test('a server error is shown as a readable message', async (t) => {
 
 t.test('a Markdown reply with a <script> tag or an onerror attribute renders inert', async (t) => {
   const page = await newPage();
+  const bodies = chatRequests(page);
   const markdown = '# Title\n\nHello <script>window.__pwned = 1</script> and <img src="x:" onerror="window.__pwned = 2"> ' +
     '<a href="javascript:window.__pwned=3">link</a>\n\n```python\ndef f():\n    return 1\n```\n';
   const chunks = [markdown.slice(0, 40), markdown.slice(40)].map((content) => ({ choices: [{ index: 0, delta: { content }, finish_reason: null }] }));
@@ -318,6 +319,7 @@ t.test('a Markdown reply with a <script> tag or an onerror attribute renders ine
   t.equal(await md.getByRole('button', { name: 'Copy' }).count(), 1, 'a copy button on the code block');
   await page.waitForTimeout(100);
   t.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined, 'nothing ran');
+  t.notOk('max_tokens' in (bodies[0] ?? {}), 'default settings send no max_tokens: a reply may use the rest of the context');
   await page.context().close();
 });
 

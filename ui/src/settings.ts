@@ -1,9 +1,9 @@
 // The sampling settings of the settings panel, kept in localStorage, and how they become request fields.
-// An empty value (top-k 0, seed empty) is left out so the server's default applies.
+// An empty value (max tokens 0, top-k 0, seed empty) is left out so the server's default applies.
 
 export interface Settings {
   temperature: number;
-  maxTokens: number;
+  maxTokens: number; // 0: no limit but the context
   topP: number;
   topK: number; // 0: off
   minP: number;
@@ -12,7 +12,7 @@ export interface Settings {
 }
 
 export const DEFAULT_SETTINGS: Settings = {
-  temperature: 0.7, maxTokens: 1024, topP: 1, topK: 0, minP: 0, repetitionPenalty: 1, seed: '',
+  temperature: 0.7, maxTokens: 0, topP: 1, topK: 0, minP: 0, repetitionPenalty: 1, seed: '',
 };
 
 const KEY = 'spindle.settings';
@@ -31,7 +31,8 @@ export function saveSettings(s: Settings): void {
 
 /** The OpenAI request fields (plus the server's top_k, min_p, repetition_penalty extras). */
 export function requestFields(s: Settings): Record<string, number> {
-  const fields: Record<string, number> = { temperature: s.temperature, max_tokens: s.maxTokens, top_p: s.topP };
+  const fields: Record<string, number> = { temperature: s.temperature, top_p: s.topP };
+  if (s.maxTokens > 0) fields.max_tokens = s.maxTokens; // 0: no limit but the model's context (the server's default)
   if (s.topK > 0) fields.top_k = s.topK;
   if (s.minP > 0) fields.min_p = s.minP;
   if (s.repetitionPenalty !== 1) fields.repetition_penalty = s.repetitionPenalty;

@@ -21,7 +21,7 @@ interface NumberField {
 
 const FIELDS: NumberField[] = [
   { key: 'temperature', label: 'Temperature', min: 0, max: 2, step: 0.05, hint: '0 = always the most likely token' },
-  { key: 'maxTokens', label: 'Max tokens', min: 1, max: 32768, step: 1, hint: 'length limit of a reply' },
+  { key: 'maxTokens', label: 'Max tokens', min: 0, max: 32768, step: 1, hint: 'length limit of a reply; 0 = up to the context length' },
   { key: 'topP', label: 'Top-p', min: 0.01, max: 1, step: 0.01, hint: '1 = off' },
   { key: 'topK', label: 'Top-k', min: 0, max: 200, step: 1, hint: '0 = off' },
   { key: 'minP', label: 'Min-p', min: 0, max: 1, step: 0.01, hint: '0 = off' },
