@@ -166,6 +166,44 @@ TEST_CASE("model forward_batch: greedy rows give the argmax ids of the logits th
   }
 }
 
+TEST_CASE("model forward_batch: greedy runs around a sampled sequence: every greedy row's id, the sampled row's logits in place") {
+  auto l = load_arch("llama", ggml_type::F16);
+  model& m = *l->m;
+  const int V = m.hparams().n_vocab;
+  std::vector<std::vector<int32_t>> toks, tabs;
+  for (int s = 0; s < 5; ++s) {
+    toks.push_back(seq_tokens(3 + s, V, 20 + s));
+    tabs.push_back({2 * s, 2 * s + 1});
+  }
+  const int32_t n_logits[5] = {2, 1, 1, 1, 1};  // rows 0-1, 2, 3, 4, 5
+  auto run = [&](bool greedy, std::vector<int32_t>& ids) {
+    auto kv = m.new_kv_cache(10, 4, 5);
+    std::vector<batch_sequence> batch;
+    ids.assign(6, -1);
+    int row = 0;
+    for (int s = 0; s < 5; ++s) {
+      batch_sequence b{toks[(size_t)s].data(), 3 + s, 0, tabs[(size_t)s].data(), 2, n_logits[s], s};
+      if (greedy && s != 2) {  // sequence 2 samples (its row is written), the others are greedy: runs {0, 1}, {3, 4}
+        b.argmax = ids.data() + row;
+        b.argmax_n = V;
+      }
+      row += n_logits[s];
+      batch.push_back(b);
+    }
+    std::vector<float> lg(6 * (size_t)V, 0.0f);
+    m.forward_batch(batch, *kv, lg.data());
+    return lg;
+  };
+  std::vector<int32_t> none, ids;
+  const std::vector<float> full = run(false, none), mixed = run(true, ids);
+  bool same = true;
+  for (int r = 0; r < 6; ++r)
+    if (r != 3) same = same && ids[(size_t)r] == argmax_first(full.data() + (size_t)r * V, V);
+  CHECK(same);
+  CHECK(ids[3] == -1);  // the sampled row's id slot is untouched
+  CHECK(std::memcmp(mixed.data() + 3 * (size_t)V, full.data() + 3 * (size_t)V, V * sizeof(float)) == 0);
+}
+
 TEST_CASE("model forward_batch: invalid batches throw") {
   auto l = load_arch("llama", ggml_type::F32);
   model& m = *l->m;
