@@ -24,6 +24,14 @@ export const MODELS = {
   'llama1b-q5_k_m': { ...llama1b, weights: 'Q5_K_M' },
   'llama1b-q6_k': { ...llama1b, weights: 'Q6_K' },
   'llama1b-q3_k_m': { ...llama1b, weights: 'Q3_K_M' },
+  // pure files of the other types (issue 18's kernels) against llama.cpp
+  'llama1b-q4_0': { ...llama1b, weights: 'Q4_0' },
+  'llama1b-q4_1': { ...llama1b, weights: 'Q4_1' },
+  'llama1b-q5_0': { ...llama1b, weights: 'Q5_0' },
+  'llama1b-q5_1': { ...llama1b, weights: 'Q5_1' },
+  'llama1b-iq4_nl': { ...llama1b, weights: 'IQ4_NL' },
+  'llama1b-iq4_xs': { ...llama1b, weights: 'IQ4_XS' },
+  'llama1b-q2_k': { ...llama1b, weights: 'Q2_K' },
   'qwen3-0.6b-q8_0': { ...qwen06b, weights: 'Q8_0' },
   // a tiny draft model with the Llama 3 vocabulary (speculative decoding's draft-model path)
   'llama-draft-tiny-q8_0': { arch: 'llama', tokenizer: 'llama3', nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 512,

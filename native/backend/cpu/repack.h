@@ -6,8 +6,8 @@
 //         bytes of all 8 rows (8 rows in the 8 int32 lanes). Rows past the last whole group are not copied:
 //         kernels take them from the original rows.
 //   rows: the original rows unchanged (types whose row kernel is the fastest; the copy only brings the pages).
-// Invariant: a copy holds exactly the integers and fp16 scales of its source rows, only rearranged (q4_K, q8_0:
-// a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
+// Invariant: a copy holds exactly the integers and fp16 scales of its source rows, only rearranged (q4_K, q8_0,
+// q4_0, iq4_nl: a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +39,14 @@ struct block_q8_0x8 {
   uint32_t qs[8][k_pack_rows];     // qs[l][r]: 32-bit word l of row r's qs
 };
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0), "block_q8_0x8 must be 8 q8_0 blocks");
+
+// Block b of 8 q4_0 or iq4_nl rows (144 bytes = 8 x 18; the two types share the layout): qs[w][r] = bytes
+// 4w .. 4w + 4 of row r's 16 qs bytes, i.e. elements 4w .. 4w + 4 (low nibbles) and 16 + 4w .. (high).
+struct block_q4_0x8 {
+  uint16_t d[k_pack_rows];      // fp16 block scale of row r
+  uint32_t qs[4][k_pack_rows];  // qs[w][r]: 32-bit word w of row r's qs
+};
+static_assert(sizeof(block_q4_0x8) == 8 * sizeof(block_q4_0), "block_q4_0x8 must be 8 q4_0 blocks");
 
 // Block b of 8 q6_K rows (1680 bytes = 8 x 210), its 6-bit values regrouped for multiplying two chunks' scales
 // at once. With q(e) the 6-bit value of element e (0..63) of a row's block, chunk j = elements 32j .. 32j + 32, and

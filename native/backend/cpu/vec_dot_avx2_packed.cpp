@@ -8,6 +8,7 @@
 
 #if SPINDLE_HAVE_X86_KERNELS
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot_tile.h"
 
@@ -129,12 +130,81 @@ struct q8_0x8_kernel<1> {
   }
 };
 
+// The signed weights of 32 nibble bytes: q4_0 (q - 8, |w| <= 8: 8 maddubs of one block add up in int16) and
+// iq4_nl (the non-linear table, |w| <= 127: each maddubs, up to 2 x 127 x 127, widened to int32 before adding).
+struct q4_0_values {
+  static constexpr bool int16_sums = true;
+  SPINDLE_AVX2 static inline __m256i of(__m256i nibbles) { return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8)); }
+};
+struct iq4_nl_values {
+  static constexpr bool int16_sums = false;
+  SPINDLE_AVX2 static inline __m256i of(__m256i nibbles) {
+    const __m128i t = _mm_loadu_si128((const __m128i*)k_iq4nl_values);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles);
+  }
+};
+
+// Group (q4_0 / iq4_nl x8) . NT tokens (q8_0) with q4_0_tiles' arithmetic (llama.cpp's repacked q4_0_8x8 /
+// iq4_nl_8x8): per block, the exact int32 dot of each row's 32 weights with the token's 32 activations (rows in
+// the 8 int32 lanes: no horizontal sums), then acc = fma((float)isum, dw * dx, acc) in block order.
+// Word w of the block gives elements 4w .. 4w + 4 (low nibbles) and 16 + 4w .. (high nibbles) of all 8 rows.
+template <class V>
+struct q4_0x8 {
+  template <int NT>
+  struct kernel {
+    SPINDLE_AVX2 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                 int64_t ys) {
+      const block_q4_0x8* wb = (const block_q4_0x8*)group;
+      const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+      __m256 acc[NT];
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < n / QK4_0; ++b, ++wb) {
+        prefetch_stream(wb, sizeof(block_q4_0x8));
+        __m256i sum[NT];  // int16 pair sums (q4_0) or int32 sums (iq4_nl) of each row's dot, per token
+        for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int w = 0; w < 4; ++w) {
+          const __m256i v = _mm256_loadu_si256((const __m256i*)wb->qs[w]);
+          const __m256i lo = V::of(_mm256_and_si256(v, low4));
+          const __m256i hi = V::of(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+          const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* xq = ((const block_q8_0*)(x + t * xs))[b].qs;
+            const __m256i p_lo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bcast32(xq + 4 * w), lo));
+            const __m256i p_hi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast32(xq + 16 + 4 * w), hi));
+            if constexpr (V::int16_sums) {
+              sum[t] = _mm256_add_epi16(sum[t], _mm256_add_epi16(p_lo, p_hi));
+            } else {
+              sum[t] = _mm256_add_epi32(sum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+            }
+          }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->d));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i isum = V::int16_sums ? _mm256_madd_epi16(sum[t], ones) : sum[t];
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(((const block_q8_0*)(x + t * xs))[b].d)));
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[t]);
+        }
+      }
+      for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ys, acc[t]);
+    }
+  };
+};
+
+template <int NT>
+using q4_0x8_kernel = q4_0x8<q4_0_values>::kernel<NT>;
+template <int NT>
+using iq4_nlx8_kernel = q4_0x8<iq4_nl_values>::kernel<NT>;
+
 }  // namespace
 
 packed_kernel packed_kernel_avx2(ggml_type wtype) {
   switch (wtype) {
     case ggml_type::Q4_K: return packed_kernel{&packed_entry<q4_Kx8_kernel, 8>, 8};
     case ggml_type::Q8_0: return packed_kernel{&packed_entry<q8_0x8_kernel, 8>, 8};
+    case ggml_type::Q4_0: return packed_kernel{&packed_entry<q4_0x8_kernel, 4>, 4};
+    case ggml_type::IQ4_NL: return packed_kernel{&packed_entry<iq4_nlx8_kernel, 4>, 4};
     case ggml_type::Q6_K: return packed_kernel_q6_K_avx2();
     default: return {};
   }
