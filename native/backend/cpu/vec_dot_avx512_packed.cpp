@@ -12,6 +12,7 @@
 #if SPINDLE_HAVE_AVX512_KERNELS && SPINDLE_HAVE_X86_KERNELS && !defined(SPINDLE_EMULATE_AVX512)
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
 #include "backend/cpu/packed_q6_K_avx2_inl.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot_tile.h"
 
@@ -232,6 +233,66 @@ struct q6_Kx16_vnni_kernel {
   }
 };
 
+// The signed weights of 64 nibble bytes (q4_0: q - 8; iq4_nl: the non-linear table).
+struct q4_0_values512 {
+  SPINDLE_AVX512 static inline __m512i of(__m512i nibbles) { return _mm512_sub_epi8(nibbles, _mm512_set1_epi8(8)); }
+};
+struct iq4_nl_values512 {
+  SPINDLE_AVX512 static inline __m512i of(__m512i nibbles) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)k_iq4nl_values)), nibbles);
+  }
+};
+
+// Two adjacent q4_0 / iq4_nl x8 groups (16 rows in 512-bit lanes) . NT tokens (q8_0): q4_0x8's arithmetic
+// (vec_dot_avx2_packed.cpp) lane for lane, each block's exact dot summed in int32 by vpdpbusd of |w| and x negated
+// where w < 0, then acc = fma((float)isum, dw * dx, acc) in block order.
+template <class V>
+struct q4_0x16 {
+  template <int NT>
+  struct kernel {
+    SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                   int64_t ys) {
+      const int64_t nb = n / QK4_0;
+      const block_q4_0x8* wa = (const block_q4_0x8*)group;
+      const block_q4_0x8* wc = wa + nb;  // the next group
+      const __m512i low4 = _mm512_set1_epi8(0x0f);
+      __m512 acc[NT];
+      for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b, ++wa, ++wc) {
+        prefetch_stream(wa, sizeof(block_q4_0x8));
+        prefetch_stream(wc, sizeof(block_q4_0x8));
+        __m512i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int w = 0; w < 4; ++w) {
+          const __m512i v = join(_mm256_loadu_si256((const __m256i*)wa->qs[w]), _mm256_loadu_si256((const __m256i*)wc->qs[w]));
+          const __m512i lo = V::of(_mm512_and_si512(v, low4)), hi = V::of(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+          const __m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);
+          const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);
+#pragma GCC unroll 4
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* xq = ((const block_q8_0*)(x + t * xs))[b].qs;
+            const __m512i xl = _mm512_set1_epi32(load32(xq + 4 * w)), xh = _mm512_set1_epi32(load32(xq + 16 + 4 * w));
+            isum[t] = _mm512_dpbusd_epi32(isum[t], alo, _mm512_mask_sub_epi8(xl, nlo, _mm512_setzero_si512(), xl));
+            isum[t] = _mm512_dpbusd_epi32(isum[t], ahi, _mm512_mask_sub_epi8(xh, nhi, _mm512_setzero_si512(), xh));
+          }
+        }
+        const __m512 dw = cvtph_join(wa->d, wc->d);
+        for (int t = 0; t < NT; ++t) {
+          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(((const block_q8_0*)(x + t * xs))[b].d)));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), scale, acc[t]);
+        }
+      }
+      for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
+    }
+  };
+};
+
+template <int NT>
+using q4_0x16_kernel = q4_0x16<q4_0_values512>::kernel<NT>;
+template <int NT>
+using iq4_nlx16_kernel = q4_0x16<iq4_nl_values512>::kernel<NT>;
+
 }  // namespace
 
 packed_kernel packed_kernel_avx512(ggml_type wtype) {
@@ -248,6 +309,11 @@ packed_kernel packed_kernel_avx512(ggml_type wtype) {
   if (wtype == ggml_type::Q4_K) {
     packed_kernel pk = packed_kernel_avx2(wtype);
     pk.fn16 = &packed_entry<q4_Kx16_vnni_kernel, 8>;
+    return pk;
+  }
+  if (wtype == ggml_type::Q4_0 || wtype == ggml_type::IQ4_NL) {
+    packed_kernel pk = packed_kernel_avx2(wtype);  // max_tokens 4
+    pk.fn16 = wtype == ggml_type::Q4_0 ? &packed_entry<q4_0x16_kernel, 4> : &packed_entry<iq4_nlx16_kernel, 4>;
     return pk;
   }
   return packed_kernel_avx2(wtype);
