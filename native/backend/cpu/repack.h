@@ -7,7 +7,7 @@
 //         kernels take them from the original rows.
 //   rows: the original rows unchanged (types whose row kernel is the fastest; the copy only brings the pages).
 // Invariant: a copy holds exactly the integers and fp16 scales of its source rows, only rearranged (q4_K, q8_0,
-// q4_0, iq4_nl: a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
+// q4_0, iq4_nl, q5_0: a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quants.h"
+#include "backend/cpu/quants_more.h"
 #include "backend/cpu/thread_pool.h"
 #include "gguf/ggml_type.h"
 
@@ -39,6 +40,15 @@ struct block_q8_0x8 {
   uint32_t qs[8][k_pack_rows];     // qs[l][r]: 32-bit word l of row r's qs
 };
 static_assert(sizeof(block_q8_0x8) == 8 * sizeof(block_q8_0), "block_q8_0x8 must be 8 q8_0 blocks");
+
+// Block b of 8 q5_0 rows (176 bytes = 8 x 22): qh[r] = row r's 32 high bits (bit e: element e), qs[w][r] = bytes
+// 4w .. 4w + 4 of its qs (elements 4w .. 4w + 4 in the low nibbles, 16 + 4w .. in the high).
+struct block_q5_0x8 {
+  uint16_t d[k_pack_rows];      // fp16 block scale of row r
+  uint32_t qh[k_pack_rows];     // row r's high bits
+  uint32_t qs[4][k_pack_rows];  // qs[w][r]: 32-bit word w of row r's qs
+};
+static_assert(sizeof(block_q5_0x8) == 8 * sizeof(block_q5_0), "block_q5_0x8 must be 8 q5_0 blocks");
 
 // Block b of 8 q4_0 or iq4_nl rows (144 bytes = 8 x 18; the two types share the layout): qs[w][r] = bytes
 // 4w .. 4w + 4 of row r's 16 qs bytes, i.e. elements 4w .. 4w + 4 (low nibbles) and 16 + 4w .. (high).

@@ -8,6 +8,7 @@
 
 #if SPINDLE_HAVE_X86_KERNELS
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
+#include "backend/cpu/packed_q8_0_avx2_inl.h"
 #include "backend/cpu/quants_more.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot_tile.h"
@@ -19,6 +20,8 @@ using packed_q4_K::q4_Kx8_nibbles;
 using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_sub_block;
 using packed_q4_K::q4_Kx8_token_factors;
+using packed_q8_0::q5_0x8_lanes;
+using packed_q8_0::q8_0x8_lanes;
 
 // Group (q4_K x8) . NT tokens (q8_K) with the arithmetic of q4_K_kernel: per pair of sub-blocks s, exact
 // isum = sc[2s] (q.x)_2s + sc[2s+1] (q.x)_2s+1 and msum = m[2s] xsum_2s + m[2s+1] xsum_2s+1, then
@@ -51,74 +54,77 @@ struct q4_Kx8_kernel {
   }
 };
 
-// Group (q8_0 x8) . NT tokens (q8_0) with the arithmetic of the q8_0 row kernel (llama.cpp's vec_dot / tinyBLAS):
-// output (r, t) keeps 8 f32 lanes, lane l = fma((float)(int sum of elements 4l .. 4l + 4 of block b), dw * dx,
-// lane l) over the blocks in order, then hsum_avx2's lane sum. Here the vector holding lane l of the 8 rows
+// Group (q8_0 / q5_0 x8) . NT tokens (q8_0) with the arithmetic of the q8_0 / q5_0 row kernel (llama.cpp's vec_dot /
+// tinyBLAS): output (r, t) keeps 8 f32 lanes, lane l = fma((float)(int sum of elements 4l .. 4l + 4 of block b),
+// dw * dx, lane l) over the blocks in order, then hsum_avx2's lane sum. Here the vector holding lane l of the 8 rows
 // (one row per int32 lane) is acc[l], so each 4-element integer dot feeds one lane-wise fma.
 // Blocks are walked in chunks of k_q8_chunk with l outermost: acc[l] of every token stays in registers over a
 // chunk, and each weight word and activation word is loaded once per chunk.
 constexpr int k_q8_chunk = 16;
 
-template <int NT>
-struct q8_0x8_kernel {
-  SPINDLE_AVX2 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y, int64_t ys) {
-    const block_q8_0x8* wb = (const block_q8_0x8*)group;
-    const int64_t nb = n / QK8_0;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[8][NT];
-    for (int l = 0; l < 8; ++l)
-      for (int t = 0; t < NT; ++t) acc[l][t] = _mm256_setzero_ps();
-    __m256 scale[k_q8_chunk][NT];  // dw * dx per block of the chunk and token
-    for (int64_t b0 = 0; b0 < nb; b0 += k_q8_chunk) {
-      const int kb = (int)(nb - b0 < k_q8_chunk ? nb - b0 : k_q8_chunk);
-      for (int i = 0; i < kb; ++i) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb[b0 + i].d));
-        for (int t = 0; t < NT; ++t)
-          scale[i][t] = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(((const block_q8_0*)(x + t * xs))[b0 + i].d)));
-      }
-#pragma GCC unroll 1
-      for (int l = 0; l < 8; ++l) {
-        __m256 a[NT];
-        for (int t = 0; t < NT; ++t) a[t] = acc[l][t];
+template <class W>
+struct q8_0x8 {
+  template <int NT>
+  struct kernel {
+    SPINDLE_AVX2 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y, int64_t ys) {
+      const typename W::block* wb = (const typename W::block*)group;
+      const int64_t nb = n / QK8_0;
+      const __m256i ones = _mm256_set1_epi16(1);
+      __m256 acc[8][NT];
+      for (int l = 0; l < 8; ++l)
+        for (int t = 0; t < NT; ++t) acc[l][t] = _mm256_setzero_ps();
+      __m256 scale[k_q8_chunk][NT];  // dw * dx per block of the chunk and token
+      for (int64_t b0 = 0; b0 < nb; b0 += k_q8_chunk) {
+        const int kb = (int)(nb - b0 < k_q8_chunk ? nb - b0 : k_q8_chunk);
         for (int i = 0; i < kb; ++i) {
-          prefetch_stream(wb[b0 + i].qs[l], 32);  // l sweeps the chunk 8 times: a stream per l, prefetched
-          const __m256i w = _mm256_loadu_si256((const __m256i*)wb[b0 + i].qs[l]);
-          const __m256i aw = _mm256_sign_epi8(w, w);
-#pragma GCC unroll 8
-          for (int t = 0; t < NT; ++t) {
-            const block_q8_0* xb = (const block_q8_0*)(x + t * xs) + b0 + i;
-            const __m256i sx = _mm256_sign_epi8(bcast32(xb->qs + 4 * l), w);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-            a[t] = _mm256_fmadd_ps(scale[i][t], _mm256_cvtepi32_ps(p), a[t]);
-          }
+          const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb[b0 + i].d));
+          for (int t = 0; t < NT; ++t)
+            scale[i][t] = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(((const block_q8_0*)(x + t * xs))[b0 + i].d)));
         }
-        for (int t = 0; t < NT; ++t) acc[l][t] = a[t];
+#pragma GCC unroll 1
+        for (int l = 0; l < 8; ++l) {
+          __m256 a[NT];
+          for (int t = 0; t < NT; ++t) a[t] = acc[l][t];
+          for (int i = 0; i < kb; ++i) {
+            prefetch_stream(W::line(wb[b0 + i], l), 32);  // l sweeps the chunk 8 times: a stream per l, prefetched
+            const __m256i w = W::at(wb[b0 + i], l);
+            const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+              const block_q8_0* xb = (const block_q8_0*)(x + t * xs) + b0 + i;
+              const __m256i sx = _mm256_sign_epi8(bcast32(xb->qs + 4 * l), w);
+              const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+              a[t] = _mm256_fmadd_ps(scale[i][t], _mm256_cvtepi32_ps(p), a[t]);
+            }
+          }
+          for (int t = 0; t < NT; ++t) acc[l][t] = a[t];
+        }
+      }
+      for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+        const __m256 s04 = _mm256_add_ps(acc[0][t], acc[4][t]), s15 = _mm256_add_ps(acc[1][t], acc[5][t]);
+        const __m256 s26 = _mm256_add_ps(acc[2][t], acc[6][t]), s37 = _mm256_add_ps(acc[3][t], acc[7][t]);
+        _mm256_storeu_ps(y + t * ys, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
       }
     }
-    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-      const __m256 s04 = _mm256_add_ps(acc[0][t], acc[4][t]), s15 = _mm256_add_ps(acc[1][t], acc[5][t]);
-      const __m256 s26 = _mm256_add_ps(acc[2][t], acc[6][t]), s37 = _mm256_add_ps(acc[3][t], acc[7][t]);
-      _mm256_storeu_ps(y + t * ys, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
-    }
-  }
+  };
 };
 
 // One token: blocks outermost with the 8 lane vectors in registers (the same fmas per lane, in block order).
-template <>
-struct q8_0x8_kernel<1> {
+template <class W>
+struct q8_0x8_one {
   SPINDLE_AVX2 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t, float* y, int64_t) {
-    const block_q8_0x8* wb = (const block_q8_0x8*)group;
+    const typename W::block* wb = (const typename W::block*)group;
     const block_q8_0* xb = (const block_q8_0*)x;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[8];
     for (int l = 0; l < 8; ++l) acc[l] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK8_0; ++b) {
-      prefetch_stream(wb + b, sizeof(block_q8_0x8));
+      prefetch_stream(wb + b, sizeof(typename W::block));
       const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb[b].d)),
                                          _mm256_set1_ps(_cvtsh_ss(xb[b].d)));
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
-        const __m256i w = _mm256_loadu_si256((const __m256i*)wb[b].qs[l]);
+        const __m256i w = W::at(wb[b], l);
         const __m256i sx = _mm256_sign_epi8(bcast32(xb[b].qs + 4 * l), w);
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), sx), ones);
         acc[l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[l]);
@@ -129,6 +135,19 @@ struct q8_0x8_kernel<1> {
     _mm256_storeu_ps(y, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
   }
 };
+
+// NT tokens: the chunked kernel; one token: q8_0x8_one.
+template <class W, int NT>
+struct q8_0x8_entry {
+  SPINDLE_AVX2 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y, int64_t ys) {
+    if constexpr (NT == 1) q8_0x8_one<W>::run(n, group, x, xs, y, ys);
+    else q8_0x8<W>::template kernel<NT>::run(n, group, x, xs, y, ys);
+  }
+};
+template <int NT>
+using q8_0x8_kernel = q8_0x8_entry<q8_0x8_lanes, NT>;
+template <int NT>
+using q5_0x8_kernel = q8_0x8_entry<q5_0x8_lanes, NT>;
 
 // The signed weights of 32 nibble bytes: q4_0 (q - 8, |w| <= 8: 8 maddubs of one block add up in int16) and
 // iq4_nl (the non-linear table, |w| <= 127: each maddubs, up to 2 x 127 x 127, widened to int32 before adding).
@@ -203,6 +222,7 @@ packed_kernel packed_kernel_avx2(ggml_type wtype) {
   switch (wtype) {
     case ggml_type::Q4_K: return packed_kernel{&packed_entry<q4_Kx8_kernel, 8>, 8};
     case ggml_type::Q8_0: return packed_kernel{&packed_entry<q8_0x8_kernel, 8>, 8};
+    case ggml_type::Q5_0: return packed_kernel{&packed_entry<q5_0x8_kernel, 8>, 8};
     case ggml_type::Q4_0: return packed_kernel{&packed_entry<q4_0x8_kernel, 4>, 4};
     case ggml_type::IQ4_NL: return packed_kernel{&packed_entry<iq4_nlx8_kernel, 4>, 4};
     case ggml_type::Q6_K: return packed_kernel_q6_K_avx2();

@@ -12,6 +12,7 @@
 #if SPINDLE_HAVE_AVX512_KERNELS && SPINDLE_HAVE_X86_KERNELS && !defined(SPINDLE_EMULATE_AVX512)
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
 #include "backend/cpu/packed_q6_K_avx2_inl.h"
+#include "backend/cpu/packed_q8_0_avx2_inl.h"
 #include "backend/cpu/quants_more.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/vec_dot_tile.h"
@@ -23,6 +24,8 @@ using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_token_factors;
 using packed_q6_K::q6_Kx8_scales;
 using packed_q6_K::q6_Kx8_weights;
+using packed_q8_0::q5_0x8_lanes;
+using packed_q8_0::q8_0x8_lanes;
 
 SPINDLE_AVX512 inline int32_t load32(const int8_t* p) {
   int32_t v;
@@ -121,19 +124,22 @@ struct q4_Kx16_vnni_kernel {
   }
 };
 
-// Two adjacent q8_0 x8 groups (16 rows in 512-bit lanes) . NT tokens (q8_0) with q8_0x8_kernel's arithmetic
+// Two adjacent q8_0 / q5_0 x8 groups (16 rows in 512-bit lanes; W: the AVX2 kernels' lane loader) . NT tokens
+// (q8_0) with q8_0x8_kernel's arithmetic
 // (vec_dot_avx2_packed.cpp): lane l of output (r, t) = fma((float)(int sum of elements 4l .. 4l + 4 of block b),
 // dw * dx, lane l) over the blocks in order, then hsum_avx2's lane order. The exact 4-element sums come from
 // one vpdpbusd of |w| and x negated where w < 0 (for w = -128, |w| is the byte 128 read unsigned).
 constexpr int k_q8_chunk = 16;  // blocks whose scales and accumulators stay near while l sweeps them
 
+template <class W>
+struct q8_0x16_vnni {
 template <int NT>
-struct q8_0x16_vnni_kernel {
+struct kernel {
   SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
                                  int64_t ys) {
     const int64_t nb = n / QK8_0;
-    const block_q8_0x8* wa = (const block_q8_0x8*)group;
-    const block_q8_0x8* wc = wa + nb;  // the next group
+    const typename W::block* wa = (const typename W::block*)group;
+    const typename W::block* wc = wa + nb;  // the next group
     __m512 acc[8][NT];
     for (int l = 0; l < 8; ++l)
       for (int t = 0; t < NT; ++t) acc[l][t] = _mm512_setzero_ps();
@@ -150,10 +156,9 @@ struct q8_0x16_vnni_kernel {
         __m512 a[NT];
         for (int t = 0; t < NT; ++t) a[t] = acc[l][t];
         for (int i = 0; i < kb; ++i) {
-          prefetch_stream(wa[b0 + i].qs[l], 32);  // l sweeps the chunk 8 times: a stream per l, prefetched
-          prefetch_stream(wc[b0 + i].qs[l], 32);
-          const __m512i w = join(_mm256_loadu_si256((const __m256i*)wa[b0 + i].qs[l]),
-                                 _mm256_loadu_si256((const __m256i*)wc[b0 + i].qs[l]));
+          prefetch_stream(W::line(wa[b0 + i], l), 32);  // l sweeps the chunk 8 times: a stream per l, prefetched
+          prefetch_stream(W::line(wc[b0 + i], l), 32);
+          const __m512i w = join(W::at(wa[b0 + i], l), W::at(wc[b0 + i], l));
           const __m512i aw = _mm512_abs_epi8(w);
           const __mmask64 neg = _mm512_movepi8_mask(w);
 #pragma GCC unroll 8
@@ -171,6 +176,12 @@ struct q8_0x16_vnni_kernel {
     store_lane_sums<NT>(acc, y, ys);
   }
 };
+};
+
+template <int NT>
+using q8_0x16_vnni_kernel = q8_0x16_vnni<q8_0x8_lanes>::kernel<NT>;
+template <int NT>
+using q5_0x16_vnni_kernel = q8_0x16_vnni<q5_0x8_lanes>::kernel<NT>;
 
 // Two adjacent q6_K x8 groups (16 rows in 512-bit lanes) . NT tokens (paired q8_K): q6_Kx8_kernel's operations
 // (vec_dot_avx2_packed_q6.cpp) lane for lane, with vpdpwssd for its madd-by-scales + int32 add (the same exact
@@ -301,9 +312,9 @@ packed_kernel packed_kernel_avx512(ggml_type wtype) {
     pk.fn16 = &packed_entry<q6_Kx16_vnni_kernel, 8>;
     return pk;
   }
-  if (wtype == ggml_type::Q8_0) {
+  if (wtype == ggml_type::Q8_0 || wtype == ggml_type::Q5_0) {
     packed_kernel pk = packed_kernel_avx2(wtype);
-    pk.fn16 = &packed_entry<q8_0x16_vnni_kernel, 8>;
+    pk.fn16 = wtype == ggml_type::Q8_0 ? &packed_entry<q8_0x16_vnni_kernel, 8> : &packed_entry<q5_0x16_vnni_kernel, 8>;
     return pk;
   }
   if (wtype == ggml_type::Q4_K) {
