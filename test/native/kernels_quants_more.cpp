@@ -233,7 +233,7 @@ TEST_CASE("quants more: quantize_row_q8_1 matches an independent nearbyint oracl
   CHECK_EQ(y[5].s, 0);
 }
 
-TEST_CASE("quants more: the scalar level runs the reference kernels, the SIMD levels their own (iq4_nl and q5_0 also packed)") {
+TEST_CASE("quants more: the scalar level runs the reference kernels, the SIMD levels their own (iq4_nl, q5_0, iq4_xs also packed)") {
   for (cpu_level level : supported_levels()) {
     for (ggml_type t : quants_more_types()) {
       CHECK(cpu_supports_type(t));
@@ -241,8 +241,8 @@ TEST_CASE("quants more: the scalar level runs the reference kernels, the SIMD le
       REQUIRE(k.fn != nullptr);
       if (level == cpu_level::scalar) CHECK(k.fn == tile_kernel_scalar(t).fn);
       else CHECK(k.fn != tile_kernel_scalar(t).fn);
-      // a packed (x8) layout for iq4_nl (q4_0's) and q5_0 at the SIMD levels only; none for the other types
-      const bool packs = t == ggml_type::IQ4_NL || t == ggml_type::Q5_0;
+      // a packed (x8) layout for iq4_nl (q4_0's), q5_0 and iq4_xs at the SIMD levels only; none for the others
+      const bool packs = t == ggml_type::IQ4_NL || t == ggml_type::Q5_0 || t == ggml_type::IQ4_XS;
       CHECK(cpu_packed_supported(level, t) == (level != cpu_level::scalar && packs));
     }
   }

@@ -96,7 +96,7 @@ TEST_CASE("matmul_expert packed: other packed types give the unpacked bits") {
   thread_pool two(2);
   int compared = 0;
   for (cpu_level level : supported_levels()) {
-    for (ggml_type type : {ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::Q4_0, ggml_type::IQ4_NL, ggml_type::Q5_0}) {
+    for (ggml_type type : {ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::Q4_0, ggml_type::IQ4_NL, ggml_type::Q5_0, ggml_type::IQ4_XS}) {
       const int64_t n_out = 24, n_in = 512;
       const std::vector<uint8_t> w = random_rows(type, n_out, n_in, rng);
       const std::unique_ptr<packed_weight> pw = cpu_pack_weight(level, two, type, w.data(), n_out, n_in);

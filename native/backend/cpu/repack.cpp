@@ -84,6 +84,19 @@ void pack_group_q5_0(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q5
   }
 }
 
+void pack_group_iq4_xs(const uint8_t* rows, size_t row_bytes, int64_t nb, block_iq4_xsx8* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+    block_iq4_xsx8& out = dst[b];
+    for (int r = 0; r < k_pack_rows; ++r) {
+      const block_iq4_xs& in = ((const block_iq4_xs*)(rows + (size_t)r * row_bytes))[b];
+      out.d[r] = in.d;
+      out.scales_h[r] = in.scales_h;
+      std::memcpy(&out.scales_l[r], in.scales_l, 4);
+      for (int w = 0; w < 32; ++w) std::memcpy(&out.qs[w][r], in.qs + 4 * w, 4);
+    }
+  }
+}
+
 // q4_0 and iq4_nl (the same block layout).
 void pack_group_q4_0(const uint8_t* rows, size_t row_bytes, int64_t nb, block_q4_0x8* dst) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -189,6 +202,7 @@ std::unique_ptr<packed_weight> cpu_pack_weight(cpu_level level, thread_pool& poo
         case ggml_type::Q8_0: pack_group_q8_0(rows, row_bytes, nb, (block_q8_0x8*)out); break;
         case ggml_type::Q6_K: pack_group_q6_K(rows, row_bytes, nb, (block_q6_Kx8*)out); break;
         case ggml_type::Q5_0: pack_group_q5_0(rows, row_bytes, nb, (block_q5_0x8*)out); break;
+        case ggml_type::IQ4_XS: pack_group_iq4_xs(rows, row_bytes, nb, (block_iq4_xsx8*)out); break;
         case ggml_type::Q4_0:
         case ggml_type::IQ4_NL: pack_group_q4_0(rows, row_bytes, nb, (block_q4_0x8*)out); break;
         default: break;  // unreachable: the types with x8 kernels are the ones above

@@ -7,7 +7,7 @@
 //         kernels take them from the original rows.
 //   rows: the original rows unchanged (types whose row kernel is the fastest; the copy only brings the pages).
 // Invariant: a copy holds exactly the integers and fp16 scales of its source rows, only rearranged (q4_K, q8_0,
-// q4_0, iq4_nl, q5_0: a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
+// q4_0, iq4_nl, q5_0, iq4_xs: a byte permutation; q6_K: its 6-bit values regrouped into other bytes), so nothing is rounded or dropped.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +57,17 @@ struct block_q4_0x8 {
   uint32_t qs[4][k_pack_rows];  // qs[w][r]: 32-bit word w of row r's qs
 };
 static_assert(sizeof(block_q4_0x8) == 8 * sizeof(block_q4_0), "block_q4_0x8 must be 8 q4_0 blocks");
+
+// Block b of 8 iq4_xs rows (1088 bytes = 8 x 136): the file's fields of row r side by side; qs[w][r] = bytes
+// 4w .. 4w + 4 of row r's qs (sub-block j in words 4j .. 4j + 3: elements 4k .. 4k + 4 of it in the low nibbles
+// of word 4j + k, 16 + 4k .. in the high).
+struct block_iq4_xsx8 {
+  uint16_t d[k_pack_rows];         // fp16 super-block scale of row r
+  uint16_t scales_h[k_pack_rows];  // high 2 bits of row r's 8 sub-block scales
+  uint32_t scales_l[k_pack_rows];  // low 4 bits of them, the file's 4 bytes
+  uint32_t qs[32][k_pack_rows];    // qs[w][r]: 32-bit word w of row r's qs
+};
+static_assert(sizeof(block_iq4_xsx8) == 8 * sizeof(block_iq4_xs), "block_iq4_xsx8 must be 8 iq4_xs blocks");
 
 // Block b of 8 q6_K rows (1680 bytes = 8 x 210), its 6-bit values regrouped for multiplying two chunks' scales
 // at once. With q(e) the 6-bit value of element e (0..63) of a row's block, chunk j = elements 32j .. 32j + 32, and

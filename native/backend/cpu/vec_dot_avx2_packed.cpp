@@ -7,6 +7,7 @@
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_X86_KERNELS
+#include "backend/cpu/packed_iq4_xs_avx2_inl.h"
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
 #include "backend/cpu/packed_q8_0_avx2_inl.h"
 #include "backend/cpu/quants_more.h"
@@ -16,6 +17,7 @@
 namespace spindle {
 namespace {
 
+using packed_iq4_xs::iq4_xsx8_scales;
 using packed_q4_K::q4_Kx8_nibbles;
 using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_sub_block;
@@ -216,6 +218,55 @@ using q4_0x8_kernel = q4_0x8<q4_0_values>::kernel<NT>;
 template <int NT>
 using iq4_nlx8_kernel = q4_0x8<iq4_nl_values>::kernel<NT>;
 
+// Group (iq4_xs x8) . NT tokens (q8_K) with iq4_xs_kernel's arithmetic (llama.cpp's vec_dot): output (r, t) keeps 8
+// f32 lanes, lane k = fma(d * dx, (float)(sum over sub-blocks j of (ls_j - 32) x (elements 4k .. 4k + 4 of j . x)),
+// lane k) per super-block, then hsum_avx2's lane sum. Here acc[k] holds lane k of the 8 rows (row r in lane r).
+template <int NT>
+struct iq4_xsx8_kernel {
+  SPINDLE_AVX2 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y, int64_t ys) {
+    const block_iq4_xsx8* wb = (const block_iq4_xsx8*)group;
+    const __m128i table = _mm_loadu_si128((const __m128i*)k_iq4nl_values);
+    const __m256i values = _mm256_set_m128i(table, table), low4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[8][NT];
+    for (int k = 0; k < 8; ++k)
+      for (int t = 0; t < NT; ++t) acc[k][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b, ++wb) {
+      prefetch_stream(wb, sizeof(block_iq4_xsx8));
+      __m256i ls16[8];
+      iq4_xsx8_scales(*wb, ls16);
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb->d));
+      const block_q8_K* xb[NT];
+      __m256 scale[NT];
+      for (int t = 0; t < NT; ++t) {
+        xb[t] = (const block_q8_K*)(x + t * xs) + b;
+        scale[t] = _mm256_mul_ps(dw, _mm256_set1_ps(xb[t]->d));
+      }
+#pragma GCC unroll 1
+      for (int k = 0; k < 8; ++k) {
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m256i v = _mm256_loadu_si256((const __m256i*)wb->qs[4 * j + (k & 3)]);
+          const __m256i nib = k < 4 ? _mm256_and_si256(v, low4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          const __m256i w = _mm256_shuffle_epi8(values, nib), aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+          for (int t = 0; t < NT; ++t) {
+            const __m256i sx = _mm256_sign_epi8(bcast32(xb[t]->qs + 32 * j + 4 * k), w);
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ls16[j]));
+          }
+        }
+        for (int t = 0; t < NT; ++t) acc[k][t] = _mm256_fmadd_ps(scale[t], _mm256_cvtepi32_ps(isum[t]), acc[k][t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+      const __m256 s04 = _mm256_add_ps(acc[0][t], acc[4][t]), s15 = _mm256_add_ps(acc[1][t], acc[5][t]);
+      const __m256 s26 = _mm256_add_ps(acc[2][t], acc[6][t]), s37 = _mm256_add_ps(acc[3][t], acc[7][t]);
+      _mm256_storeu_ps(y + t * ys, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
+    }
+  }
+};
+
 }  // namespace
 
 packed_kernel packed_kernel_avx2(ggml_type wtype) {
@@ -224,6 +275,7 @@ packed_kernel packed_kernel_avx2(ggml_type wtype) {
     case ggml_type::Q8_0: return packed_kernel{&packed_entry<q8_0x8_kernel, 8>, 8};
     case ggml_type::Q5_0: return packed_kernel{&packed_entry<q5_0x8_kernel, 8>, 8};
     case ggml_type::Q4_0: return packed_kernel{&packed_entry<q4_0x8_kernel, 4>, 4};
+    case ggml_type::IQ4_XS: return packed_kernel{&packed_entry<iq4_xsx8_kernel, 4>, 4};
     case ggml_type::IQ4_NL: return packed_kernel{&packed_entry<iq4_nlx8_kernel, 4>, 4};
     case ggml_type::Q6_K: return packed_kernel_q6_K_avx2();
     default: return {};

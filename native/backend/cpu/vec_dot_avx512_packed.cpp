@@ -10,6 +10,7 @@
 #include "backend/cpu/vec_dot_avx2.h"
 
 #if SPINDLE_HAVE_AVX512_KERNELS && SPINDLE_HAVE_X86_KERNELS && !defined(SPINDLE_EMULATE_AVX512)
+#include "backend/cpu/packed_iq4_xs_avx2_inl.h"
 #include "backend/cpu/packed_q4_K_avx2_inl.h"
 #include "backend/cpu/packed_q6_K_avx2_inl.h"
 #include "backend/cpu/packed_q8_0_avx2_inl.h"
@@ -20,6 +21,7 @@
 namespace spindle {
 namespace {
 
+using packed_iq4_xs::iq4_xsx8_scales;
 using packed_q4_K::q4_Kx8_scales;
 using packed_q4_K::q4_Kx8_token_factors;
 using packed_q6_K::q6_Kx8_scales;
@@ -304,6 +306,62 @@ using q4_0x16_kernel = q4_0x16<q4_0_values512>::kernel<NT>;
 template <int NT>
 using iq4_nlx16_kernel = q4_0x16<iq4_nl_values512>::kernel<NT>;
 
+// Two adjacent iq4_xs x8 groups (16 rows in 512-bit lanes) . NT tokens (q8_K): iq4_xsx8_kernel's operations lane for
+// lane, its madd-by-scales + int32 add as one vpdpwssd (the same exact integers), |w| against x negated where w < 0.
+template <int NT>
+struct iq4_xsx16_vnni_kernel {
+  SPINDLE_AVX512 static void run(int64_t n, const uint8_t* group, const uint8_t* x, size_t xs, float* y,
+                                 int64_t ys) {
+    const int64_t nb = n / QK_K;
+    const block_iq4_xsx8* wa = (const block_iq4_xsx8*)group;
+    const block_iq4_xsx8* wc = wa + nb;  // the next group
+    const __m512i values = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)k_iq4nl_values));
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[8][NT];
+    for (int k = 0; k < 8; ++k)
+      for (int t = 0; t < NT; ++t) acc[k][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, ++wa, ++wc) {
+      prefetch_stream(wa, sizeof(block_iq4_xsx8));
+      prefetch_stream(wc, sizeof(block_iq4_xsx8));
+      __m512i ls16[8];
+      {
+        __m256i la[8], lc[8];
+        iq4_xsx8_scales(*wa, la);
+        iq4_xsx8_scales(*wc, lc);
+        for (int j = 0; j < 8; ++j) ls16[j] = join(la[j], lc[j]);
+      }
+      const __m512 dw = cvtph_join(wa->d, wc->d);
+      const block_q8_K* xb[NT];
+      __m512 scale[NT];
+      for (int t = 0; t < NT; ++t) {
+        xb[t] = (const block_q8_K*)(x + t * xs) + b;
+        scale[t] = _mm512_mul_ps(dw, _mm512_set1_ps(xb[t]->d));
+      }
+#pragma GCC unroll 1
+      for (int k = 0; k < 8; ++k) {
+        __m512i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const int wd = 4 * j + (k & 3);
+          const __m512i v = join(_mm256_loadu_si256((const __m256i*)wa->qs[wd]), _mm256_loadu_si256((const __m256i*)wc->qs[wd]));
+          const __m512i nib = k < 4 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          const __m512i w = _mm512_shuffle_epi8(values, nib), aw = _mm512_abs_epi8(w);
+          const __mmask64 neg = _mm512_movepi8_mask(w);
+#pragma GCC unroll 4
+          for (int t = 0; t < NT; ++t) {
+            const __m512i xv = _mm512_set1_epi32(load32(xb[t]->qs + 32 * j + 4 * k));
+            const __m512i p16 = _mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
+            isum[t] = _mm512_dpwssd_epi32(isum[t], p16, ls16[j]);
+          }
+        }
+        for (int t = 0; t < NT; ++t) acc[k][t] = _mm512_fmadd_ps(scale[t], _mm512_cvtepi32_ps(isum[t]), acc[k][t]);
+      }
+    }
+    store_lane_sums<NT>(acc, y, ys);
+  }
+};
+
 }  // namespace
 
 packed_kernel packed_kernel_avx512(ggml_type wtype) {
@@ -320,6 +378,11 @@ packed_kernel packed_kernel_avx512(ggml_type wtype) {
   if (wtype == ggml_type::Q4_K) {
     packed_kernel pk = packed_kernel_avx2(wtype);
     pk.fn16 = &packed_entry<q4_Kx16_vnni_kernel, 8>;
+    return pk;
+  }
+  if (wtype == ggml_type::IQ4_XS) {
+    packed_kernel pk = packed_kernel_avx2(wtype);  // max_tokens 4
+    pk.fn16 = &packed_entry<iq4_xsx16_vnni_kernel, 4>;
     return pk;
   }
   if (wtype == ggml_type::Q4_0 || wtype == ggml_type::IQ4_NL) {
