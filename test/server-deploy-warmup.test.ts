@@ -134,6 +134,9 @@ t.test('the first request\'s time to first token is within 1.5x of the second\'s
   for (let i = 0; i < 3 && !tries.some((x) => x.ratio <= 1.5); i++) tries.push(await firstToSecond([]));
   const shown = tries.map((x) => `${x.first.toFixed(0)} / ${x.second.toFixed(0)} ms = ${x.ratio.toFixed(2)}`).join('; ');
   t.ok(tries.some((x) => x.ratio <= 1.5), `with the warm-up: ${shown}`);
-  const cold = await firstToSecond(['--skip-server-warmup']);
-  t.ok(cold.ratio > 1.5, `without it: ${cold.first.toFixed(0)} / ${cold.second.toFixed(0)} ms = ${cold.ratio.toFixed(2)} (the one-time cost the warm-up pays)`);
+  // up to 3 tries here too: one slow second request on a busy machine must not hide the cold start
+  const colds: Array<{ first: number; second: number; ratio: number }> = [];
+  for (let i = 0; i < 3 && !colds.some((x) => x.ratio > 1.5); i++) colds.push(await firstToSecond(['--skip-server-warmup']));
+  const coldShown = colds.map((x) => `${x.first.toFixed(0)} / ${x.second.toFixed(0)} ms = ${x.ratio.toFixed(2)}`).join('; ');
+  t.ok(colds.some((x) => x.ratio > 1.5), `without it: ${coldShown} (the one-time cost the warm-up pays)`);
 });
