@@ -1,6 +1,7 @@
 // Whole-vocabulary softmax draw (softmax_draw.h).
 #include "engine/softmax_draw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,7 +82,8 @@ int32_t softmax_draw(const float* logits, int32_t n, float temperature, sampler_
   const float max_logit = logits[best];
   if (!std::isfinite(max_logit)) return best;
   const int32_t n_blocks = (n + k_block - 1) / k_block;
-  s.weights.assign((size_t)n_blocks * k_block, 0.0f);
+  s.weights.resize((size_t)n_blocks * k_block);
+  std::fill(s.weights.begin() + n, s.weights.end(), 0.0f);  // the padding; the first n are written below
   s.block_sums.resize((size_t)n_blocks);
   softmax_weights(logits, n, max_logit, 1.0f / temperature, s.weights.data());
   // block sums: four float lanes (i % 4) per block, added ((l0 + l1) + (l2 + l3)), then the blocks in double

@@ -56,6 +56,17 @@ struct q4_Kx8_kernel {
   }
 };
 
+// y[t * ys + r] for the 8 rows r: the lane sum of acc[0..8][t] in hsum_avx2's order
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), as the row kernels finish their 8 f32 lanes.
+template <int NT>
+SPINDLE_AVX2 inline void store_lane_sums(const __m256 acc[8][NT], float* y, int64_t ys) {
+  for (int t = 0; t < NT; ++t) {
+    const __m256 s04 = _mm256_add_ps(acc[0][t], acc[4][t]), s15 = _mm256_add_ps(acc[1][t], acc[5][t]);
+    const __m256 s26 = _mm256_add_ps(acc[2][t], acc[6][t]), s37 = _mm256_add_ps(acc[3][t], acc[7][t]);
+    _mm256_storeu_ps(y + t * ys, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
+  }
+}
+
 // Group (q8_0 / q5_0 x8) . NT tokens (q8_0) with the arithmetic of the q8_0 / q5_0 row kernel (llama.cpp's vec_dot /
 // tinyBLAS): output (r, t) keeps 8 f32 lanes, lane l = fma((float)(int sum of elements 4l .. 4l + 4 of block b),
 // dw * dx, lane l) over the blocks in order, then hsum_avx2's lane sum. Here the vector holding lane l of the 8 rows
@@ -102,11 +113,7 @@ struct q8_0x8 {
           for (int t = 0; t < NT; ++t) acc[l][t] = a[t];
         }
       }
-      for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-        const __m256 s04 = _mm256_add_ps(acc[0][t], acc[4][t]), s15 = _mm256_add_ps(acc[1][t], acc[5][t]);
-        const __m256 s26 = _mm256_add_ps(acc[2][t], acc[6][t]), s37 = _mm256_add_ps(acc[3][t], acc[7][t]);
-        _mm256_storeu_ps(y + t * ys, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
-      }
+      store_lane_sums<NT>(acc, y, ys);
     }
   };
 };
@@ -118,8 +125,8 @@ struct q8_0x8_one {
     const typename W::block* wb = (const typename W::block*)group;
     const block_q8_0* xb = (const block_q8_0*)x;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[8];
-    for (int l = 0; l < 8; ++l) acc[l] = _mm256_setzero_ps();
+    __m256 acc[8][1];
+    for (int l = 0; l < 8; ++l) acc[l][0] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK8_0; ++b) {
       prefetch_stream(wb + b, sizeof(typename W::block));
       const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)wb[b].d)),
@@ -129,12 +136,10 @@ struct q8_0x8_one {
         const __m256i w = W::at(wb[b], l);
         const __m256i sx = _mm256_sign_epi8(bcast32(xb[b].qs + 4 * l), w);
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), sx), ones);
-        acc[l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[l]);
+        acc[l][0] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[l][0]);
       }
     }
-    const __m256 s04 = _mm256_add_ps(acc[0], acc[4]), s15 = _mm256_add_ps(acc[1], acc[5]);
-    const __m256 s26 = _mm256_add_ps(acc[2], acc[6]), s37 = _mm256_add_ps(acc[3], acc[7]);
-    _mm256_storeu_ps(y, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
+    store_lane_sums<1>(acc, y, 0);
   }
 };
 
@@ -259,11 +264,7 @@ struct iq4_xsx8_kernel {
         for (int t = 0; t < NT; ++t) acc[k][t] = _mm256_fmadd_ps(scale[t], _mm256_cvtepi32_ps(isum[t]), acc[k][t]);
       }
     }
-    for (int t = 0; t < NT; ++t) {  // hsum_avx2 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-      const __m256 s04 = _mm256_add_ps(acc[0][t], acc[4][t]), s15 = _mm256_add_ps(acc[1][t], acc[5][t]);
-      const __m256 s26 = _mm256_add_ps(acc[2][t], acc[6][t]), s37 = _mm256_add_ps(acc[3][t], acc[7][t]);
-      _mm256_storeu_ps(y + t * ys, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
-    }
+    store_lane_sums<NT>(acc, y, ys);
   }
 };
 
