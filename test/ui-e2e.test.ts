@@ -387,7 +387,7 @@ t.test('runner mode: pull a model from the hub, use it in the chat, delete the o
     messages: [], license: [],
   });
   const app = await buildApp({
-    engine: normalizeEngineOptions({ model: 'runner', maxModelLen: CONTEXT, threads: 1 }, 'serve'), // room for the app's default max tokens
+    engine: normalizeEngineOptions({ model: 'runner', maxModelLen: CONTEXT, threads: 1 }, 'serve'),
     servedModelNames: [],
     runner: { store, env: { HF_ENDPOINT: hub.url, HF_TOKEN: '', HF_HUB_CACHE: join(home, 'hf') } },
   });
@@ -409,12 +409,17 @@ t.test('runner mode: pull a model from the hub, use it in the chat, delete the o
   await cards.filter({ hasText: 'Beta-GGUF:latest' }).getByRole('button', { name: 'Use' }).click();
   t.match(await page.getByRole('combobox', { name: 'Model' }).inputValue(), /Beta/, 'the chat now uses the pulled model');
   const bodies = chatRequests(page);
+  // A short reply: with the app's default (no max_tokens) a random-weight model writes to the end of the context,
+  // thousands of tokens on one thread, which a loaded CI machine did not finish within the wait.
+  await setSetting(await openSettings(page), 'Max tokens', '40');
+  await page.getByRole('button', { name: 'Close settings' }).click();
   const box = page.getByRole('textbox', { name: 'Message' });
   await box.fill('Hello');
   await box.press('Enter');
   await page.locator('.stats, article.message.assistant [role="alert"]').last().waitFor({ timeout: 30_000 });
   t.equal(await lastReply(page).getByRole('alert').count(), 0, `no error: ${await lastReply(page).textContent()}`);
   t.match(String(bodies[0].model), /Beta/, 'the request names the pulled model');
+  t.equal(bodies[0].max_tokens, 40, 'with the max tokens set here');
   t.ok(((await lastReply(page).textContent()) ?? '').length > 0, 'it answered (loaded on demand)');
   await page.getByRole('tab', { name: 'Server' }).click();
   await cards.filter({ hasText: 'alpha' }).getByRole('button', { name: 'Delete' }).click();
