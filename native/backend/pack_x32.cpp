@@ -19,6 +19,14 @@ const x32_format k_formats[] = {
     {ggml_type::Q4_0, 32, 18, 2, {{0, 2}, {2, 16}}},               // d | qs
     {ggml_type::Q4_K, 256, 144, 3, {{0, 4}, {4, 12}, {16, 128}}},  // d dmin | scales | qs
     {ggml_type::Q6_K, 256, 210, 4, {{0, 128}, {128, 64}, {192, 16}, {208, 2}}},  // ql | qh | scales | d
+    {ggml_type::Q4_1, 32, 20, 2, {{0, 4}, {4, 16}}},                             // d m | qs
+    {ggml_type::Q5_0, 32, 22, 3, {{0, 2}, {2, 4}, {6, 16}}},                     // d | qh | qs
+    {ggml_type::Q5_1, 32, 24, 3, {{0, 4}, {4, 4}, {8, 16}}},                     // d m | qh | qs
+    {ggml_type::IQ4_NL, 32, 18, 2, {{0, 2}, {2, 16}}},                           // d | qs
+    {ggml_type::Q2_K, 256, 84, 3, {{0, 16}, {16, 64}, {80, 4}}},                 // scales | qs | d dmin
+    {ggml_type::Q3_K, 256, 110, 4, {{0, 32}, {32, 64}, {96, 12}, {108, 2}}},     // hmask | qs | scales | d
+    {ggml_type::Q5_K, 256, 176, 4, {{0, 4}, {4, 12}, {16, 32}, {48, 128}}},      // d dmin | scales | qh | qs
+    {ggml_type::IQ4_XS, 256, 136, 2, {{0, 8}, {8, 128}}},                        // d scales_h scales_l | qs
 };
 
 bool is_float(ggml_type t) { return t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16; }

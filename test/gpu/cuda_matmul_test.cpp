@@ -37,8 +37,11 @@ struct shape {
   int64_t n_in, n_out;
 };
 
+// 256-value super-block types (the k-quants, iq4_xs): rows of whole super-blocks.
+bool super_block(ggml_type t) { return ggml_type_info((uint32_t)t)->block_size == 256; }
+
 std::vector<shape> shapes_for(ggml_type t) {
-  const bool k_quant = t == ggml_type::Q4_K || t == ggml_type::Q6_K;
+  const bool k_quant = super_block(t);
   const bool is_float = t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16;
   std::vector<shape> s = {{k_quant ? 256 : 64, 80}, {k_quant ? 1024 : 512, 1000}, {2048, 96}};
   if (is_float) s.push_back({44, 33});  // n_in not a multiple of the 8-value unit
@@ -88,7 +91,7 @@ TEST_CASE("cuda matmul_expert: expert slices vs reference, batch-invariant") {
   std::mt19937 rng(11);
   for (ggml_type type : kernels_test::weight_types()) {
     if (!be.gpu->supports_type(type)) continue;  // the CPU-only types (reference kernels): see the last case
-    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    const bool k_quant = super_block(type);
     const int64_t n_in = k_quant ? 256 : 64, n_expert = 5;
     for (int64_t n_out : {48, 64}) {  // 48: experts straddle the 32-row groups
       const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out * n_expert, n_in, rng);
@@ -120,7 +123,7 @@ TEST_CASE("cuda get_rows: the CPU's dequantized rows, bit for bit") {
   std::mt19937 rng(3);
   for (ggml_type type : kernels_test::weight_types()) {
     if (!be.gpu->supports_type(type)) continue;  // the CPU-only types (reference kernels): see the last case
-    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    const bool k_quant = super_block(type);
     const int64_t n_in = k_quant ? 512 : 96, n_rows = 70;
     const std::vector<uint8_t> w = kernels_test::random_rows(type, n_rows, n_in, rng);
     const std::vector<int32_t> ids = {0, 69, 31, 32, 5, 5, 64};
@@ -143,7 +146,7 @@ TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the o
   pair be;
   std::mt19937 rng(17);
   for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::Q4_0}) {
-    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    const bool k_quant = super_block(type);
     // rows: one tile, a partial tile, several tiles with few rows per K segment; K: one stage, several, and
     // (q8_0 / q4_0) stages cut short by the K segments
     // (few tiles: K segments in separate blocks, then added; 8192 rows x 130 tokens: enough tiles for one block

@@ -3,9 +3,9 @@
 // every weight type, and batch invariance on the GPU (sequences prefilled in chunks and batched with others
 // == each alone, bit for bit). Tolerances, relative to the largest |logit| of the CPU run:
 //   F32 2e-5; F16 2e-3, BF16 2e-2 (the CPU rounds activations to f16 / bf16 as llama.cpp does, the GPU keeps
-//   f32: one bf16 ulp is 4e-3); Q8_0 / Q4_0 / Q4_K / Q6_K 6e-2 (the CPU quantizes activations to llama.cpp's
-//   q8_0 / q8_K, the GPU to q8 per 32 values with f32 scales; cuda_matmul_test shows the GPU's matmul error is
-//   at most the CPU's, so most of this is the CPU's own error through the layers),
+//   f32: one bf16 ulp is 4e-3); every quantized type 6e-2 (the CPU quantizes activations to llama.cpp's
+//   q8_0 / q8_1 / q8_K, the GPU to q8 per 32 or 256 values with f32 scales; cuda_matmul_test shows the GPU's
+//   matmul error is at most twice the CPU's, so most of this is the CPU's own error through the layers),
 // and the greedy token must agree wherever the CPU's top two logits are further apart than that tolerance.
 #include <algorithm>
 #include <cstdio>
@@ -89,8 +89,10 @@ void compare(const std::string& what, ggml_type type, const std::string& path) {
 }
 
 const std::vector<ggml_type>& all_types() {
-  static const std::vector<ggml_type> t = {ggml_type::F32, ggml_type::F16, ggml_type::BF16, ggml_type::Q8_0,
-                                           ggml_type::Q4_0, ggml_type::Q4_K, ggml_type::Q6_K};
+  static const std::vector<ggml_type> t = {ggml_type::F32,  ggml_type::F16,    ggml_type::BF16, ggml_type::Q8_0,
+                                           ggml_type::Q4_0, ggml_type::Q4_1,   ggml_type::Q5_0, ggml_type::Q5_1,
+                                           ggml_type::IQ4_NL, ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q4_K,
+                                           ggml_type::Q5_K, ggml_type::Q6_K,   ggml_type::IQ4_XS};
   return t;
 }
 
@@ -264,13 +266,13 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
   }
 }
 
-TEST_CASE("cuda models: device 'auto' runs a file in a type without GPU kernels on the CPU; 'cuda' names the type") {
+TEST_CASE("cuda models: device 'auto' takes the GPU for every quantization type; a type no backend has is named") {
   REQUIRE_GPU();
-  file q5(model_test::build(dense_spec("qwen3", ggml_type::Q5_K)), "qwen3");  // bytes retyped: loading is the point
-  CHECK(std::string(load_on(q5.path, "auto")->device_name()) == "cpu");
-  CHECK_THROWS_WITH(load_on(q5.path, "cuda"), "q5_K");
-  file q4(model_test::build(dense_spec("qwen3", ggml_type::Q4_K)), "qwen3");
-  CHECK(std::string(load_on(q4.path, "auto")->device_name()) == "cuda");
+  file q5(model_test::build(dense_spec("qwen3", ggml_type::Q5_K)), "qwen3");
+  CHECK(std::string(load_on(q5.path, "auto")->device_name()) == "cuda");
+  file iq2(model_test::build(dense_spec("qwen3", ggml_type::IQ2_XXS)), "qwen3");  // bytes retyped: loading is the point
+  CHECK_THROWS_WITH(load_on(iq2.path, "cuda"), "iq2_xxs");
+  CHECK_THROWS_WITH(load_on(iq2.path, "auto"), "iq2_xxs");
 }
 
 TEST_CASE("cuda models: device 'cuda' without a usable GPU is a clear error") {

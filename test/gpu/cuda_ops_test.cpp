@@ -196,7 +196,7 @@ TEST_CASE("cuda backend: memory reporting and clear errors") {
   const float ok = 1.0f;
   buf after(*be.gpu, std::vector<float>{ok});  // the backend still works after a failed allocation
   CHECK(after.get()[0] == 1.0f);
-  CHECK(!be.gpu->supports_type(ggml_type::Q5_K));
+  CHECK(!be.gpu->supports_type(ggml_type::IQ2_XXS));
 }
 
 TEST_CASE("cuda copy_rows: gather and scatter as the CPU's row copies") {

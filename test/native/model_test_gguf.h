@@ -137,7 +137,7 @@ inline std::vector<float> random_values(const gguf_test::tensor_spec& t, std::mt
   return v;
 }
 
-// F16 / BF16 round; q8_0 / q4_0 / q4_K / q6_K quantize (test_quantize.h; `host` keeps the unquantized values then);
+// F16 / BF16 round; the quantized CPU types quantize (test_quantize.h; `host` keeps the unquantized values then);
 // anything else writes the f32 bytes (padded or cut to the tensor's size: a deliberately retyped tensor).
 inline void append_data(std::vector<uint8_t>& out, const gguf_test::tensor_spec& t, const std::vector<float>& v) {
   std::vector<uint8_t> q;

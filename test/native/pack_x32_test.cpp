@@ -13,8 +13,8 @@ using namespace spindle;
 TEST_CASE("pack_x32: every row unpacks to its source bytes") {
   std::mt19937 rng(9);
   for (ggml_type type : kernels_test::weight_types()) {
-    if (x32_format_of(type) == nullptr) continue;  // no GPU layout (nor GPU kernels) for this type yet
-    const bool k_quant = type == ggml_type::Q4_K || type == ggml_type::Q6_K;
+    REQUIRE(x32_format_of(type) != nullptr);  // every CPU weight type has a GPU layout
+    const bool k_quant = ggml_type_info((uint32_t)type)->block_size == 256;
     const bool is_float = type == ggml_type::F32 || type == ggml_type::F16 || type == ggml_type::BF16;
     for (int64_t n_out : {1, 32, 45, 97}) {
       const int64_t n_in = k_quant ? 512 : is_float ? 44 : 96;
@@ -52,7 +52,7 @@ TEST_CASE("pack_x32: field offsets follow the documented interleave") {
 
 TEST_CASE("pack_x32: unsupported types and partial blocks are refused") {
   std::vector<uint8_t> out;
-  CHECK_THROWS_WITH(x32_shape_of(ggml_type::Q5_K, 256, 4), "unsupported weight type");
+  CHECK_THROWS_WITH(x32_shape_of(ggml_type::IQ2_XXS, 256, 4), "unsupported weight type");
   CHECK_THROWS_WITH(x32_shape_of(ggml_type::Q4_0, 33, 4), "not a multiple of the block size");
   CHECK_THROWS_WITH(x32_shape_of(ggml_type::F32, 0, 4), "empty matrix");
   CHECK(x32_format_of(ggml_type::Q6_K) != nullptr);

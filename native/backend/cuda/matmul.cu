@@ -4,16 +4,19 @@
 // has too few rows to fill the GPU. S depends only on the weight's shape (n_units, n_out), never on the token
 // count, so a token's result has the same bits alone or in a batch:
 //   y[t, o] = ((seg_0 + seg_1) + seg_2) + ...,  seg_s = sequential sum of the unit terms of segment s.
-// Quantized weights use int8 activations (x32_types.cuh): q8_0 / q4_0 per 32 values (quantize_q8_32), the
-// k-quants per 256 (quantize_q8_256); float weights the f32 ones.
-// From k_mmq_min_tokens tokens on, quantized weights take the tensor-core kernel (matmul_mma.cu), whose outputs
-// have the same bits as this one's.
+// Quantized weights use int8 activations (x32_types.cuh): the 32-value block types per 32 values
+// (quantize_q8_32), the super-block types per 256 (quantize_q8_256); float weights the f32 ones.
+// From k_mmq_min_tokens tokens on, q8_0 / q4_0 / q4_K / q6_K weights take the tensor-core kernels (matmul_mma.cu,
+// matmul_mmq_k.cu), whose outputs have the same bits as this one's; the other quantized types (x32_types_more.cuh)
+// run this kernel at every token count.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/matmul_mmv8.h"
+#include "backend/cuda/quantize_act.cuh"
 #include "backend/cuda/x32_types.cuh"
+#include "backend/cuda/x32_types_more.cuh"
 #include "backend/pack_x32.h"
 
 namespace spindle {
@@ -140,6 +143,14 @@ void launch_mmv_of(cuda_backend& be, ggml_type type, const mmv_shape& sh, const 
     case ggml_type::Q4_0: launch_mmv<x32_q4_0>(be, sh, a); break;
     case ggml_type::Q4_K: launch_mmv<x32_q4_K>(be, sh, a); break;
     case ggml_type::Q6_K: launch_mmv<x32_q6_K>(be, sh, a); break;
+    case ggml_type::Q4_1: launch_mmv<x32_q4_1>(be, sh, a); break;
+    case ggml_type::Q5_0: launch_mmv<x32_q5_0>(be, sh, a); break;
+    case ggml_type::Q5_1: launch_mmv<x32_q5_1>(be, sh, a); break;
+    case ggml_type::IQ4_NL: launch_mmv<x32_iq4_nl>(be, sh, a); break;
+    case ggml_type::Q2_K: launch_mmv<x32_q2_K>(be, sh, a); break;
+    case ggml_type::Q3_K: launch_mmv<x32_q3_K>(be, sh, a); break;
+    case ggml_type::Q5_K: launch_mmv<x32_q5_K>(be, sh, a); break;
+    case ggml_type::IQ4_XS: launch_mmv<x32_iq4_xs>(be, sh, a); break;
     default: throw error("cuda matmul: unsupported weight type");
   }
 }
@@ -155,9 +166,18 @@ int8_t* cuda_backend::reserve_q8(int64_t n_rows, int64_t n_in, float** scales) {
   return qx_.reserve(n_rows * n_in, keep);
 }
 
-// The activation format a quantized weight type dots against (x32_types.cuh).
+// The activation format a quantized weight type dots against (x32_types.cuh): per 256 values for the
+// super-block types, per 32 for the 32-value block types.
 act_format act_format_of(ggml_type type) {
-  return type == ggml_type::Q4_K || type == ggml_type::Q6_K ? act_format::q8_256 : act_format::q8_32;
+  switch (type) {
+    case ggml_type::Q2_K:
+    case ggml_type::Q3_K:
+    case ggml_type::Q4_K:
+    case ggml_type::Q5_K:
+    case ggml_type::Q6_K:
+    case ggml_type::IQ4_XS: return act_format::q8_256;
+    default: return act_format::q8_32;
+  }
 }
 
 // The q8 scratch, reserved for n_rows x n_in activations in format fmt.

@@ -5,7 +5,7 @@
 // bytes as they go into the mma (no int8 weight copy in shared memory).
 // Arithmetic (x32_types.cuh): int8 mma.sync gives each 32-value (q6_K: 16-value) sub-block dot exactly; times
 // the sub-block scales they add up in int32 over the unit: S1 (and for q4_K S2 = sum of mins * activation sums),
-// the same integers mmv_x32 and mmv8 get from dp4a (S2 from an mma of the mins against the activations). The unit's float term is q4_K_term / q6_K_term, added to
+// the same integers mmv_x32 and mmv8 get from dp4a (S2 from an mma of the mins against the activations). The unit's float term is affine_unit_term / scaled_unit_term, added to
 // the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
 // So every output has the bits of the one-token kernels: batch invariance across the path switch.
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps; warp w: rows 16w..16w+15, all 64
@@ -207,14 +207,14 @@ __device__ __forceinline__ void add_terms(const kq_stage<kq_q4_K>& st, int r0, i
   const __half2 dm0 = *(const __half2*)(w + 4 * (r0 % 32)), dm1 = *(const __half2*)(w + 4 * (r1 % 32));
   const float d[2] = {__low2float(dm0), __low2float(dm1)}, dmin[2] = {__high2float(dm0), __high2float(dm1)};
   add_unit_terms(st.dx, t4, nh, acc,
-                 [&](int r, float dxv, int n4, int e) { return q4_K_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]); });
+                 [&](int r, float dxv, int n4, int e) { return affine_unit_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]); });
 }
 
 __device__ __forceinline__ void add_terms(const kq_stage<kq_q6_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
                                           const int (&)[4][4], float (&acc)[8][4]) {
   const uint8_t* w = st.w[r0 / 32];
   const float d[2] = {ld_half(w + 6656 + 2 * (r0 % 32)), ld_half(w + 6656 + 2 * (r1 % 32))};
-  add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return q6_K_term(d[r], dxv, s[n4][e]); });
+  add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return scaled_unit_term(d[r], dxv, s[n4][e]); });
 }
 
 // part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.

@@ -4,7 +4,7 @@
 // spread over the row's eight lanes (each reads one 16-byte field of the x32 layout): each lane computes the
 // exact int32 dots of its 16 weights with the q8_256 activations, times their scales, and the row's lanes add
 // these integers (exact in any order), so every lane holds the unit's S1, S2 (q4_K) or S (q6_K) of mmv_x32 and
-// adds the unit's float term (q4_K_term / q6_K_term) to its running sum, unit after unit.
+// adds the unit's float term (affine_unit_term / scaled_unit_term) to its running sum, unit after unit.
 // K segments (sh.splits, from splits_for) are warps of the block, added in segment order as in mmv_x32. So a
 // token's output has the bits of mmv_x32 and of the tensor-core path (cuda_matmul_test checks it).
 // Warp w of a block: row quad w / S (four rows, lanes 8r..8r+7 for row r), K segment w % S.
@@ -70,7 +70,7 @@ struct lanes8_q4_K {
       const int p_hi = dot16(hi[0], hi[1], hi[2], hi[3], x16(a, tt, sub0 + 1, c));
       const int s1 = row_sum8(sc_lo * p_lo + sc_hi * p_hi);
       const int s2 = row_sum8(m * a.bx[(int64_t)tt * a.nsub + u * 8 + sl]);
-      acc[t] = __fadd_rn(acc[t], q4_K_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1, s2));
+      acc[t] = __fadd_rn(acc[t], affine_unit_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1, s2));
     }
   }
 };
@@ -104,7 +104,7 @@ struct lanes8_q6_K {
       const int s0 = dot16(w[0][0], w[0][1], w[0][2], w[0][3], x16(a, tt, sub_p, c));
       const int s1 = dot16(w[1][0], w[1][1], w[1][2], w[1][3], x16(a, tt, sub_p + 2, c));
       const int s = row_sum8(sc0 * s0 + sc1 * s1);
-      acc[t] = __fadd_rn(acc[t], q6_K_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s));
+      acc[t] = __fadd_rn(acc[t], scaled_unit_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s));
     }
   }
 };

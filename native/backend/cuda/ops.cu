@@ -7,7 +7,9 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/quantize_act.cuh"
 #include "backend/cuda/x32_types.cuh"
+#include "backend/cuda/x32_types_more.cuh"
 #include "backend/pack_x32.h"
 
 namespace spindle {
@@ -300,6 +302,14 @@ void cuda_backend::get_rows(const backend_weight& table, const int32_t* ids, int
     case ggml_type::Q4_0: launch_get_rows<x32_q4_0>(*this, table, n_units, d_ids, n, out); break;
     case ggml_type::Q4_K: launch_get_rows<x32_q4_K>(*this, table, n_units, d_ids, n, out); break;
     case ggml_type::Q6_K: launch_get_rows<x32_q6_K>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q4_1: launch_get_rows<x32_q4_1>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q5_0: launch_get_rows<x32_q5_0>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q5_1: launch_get_rows<x32_q5_1>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::IQ4_NL: launch_get_rows<x32_iq4_nl>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q2_K: launch_get_rows<x32_q2_K>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q3_K: launch_get_rows<x32_q3_K>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::Q5_K: launch_get_rows<x32_q5_K>(*this, table, n_units, d_ids, n, out); break;
+    case ggml_type::IQ4_XS: launch_get_rows<x32_iq4_xs>(*this, table, n_units, d_ids, n, out); break;
     default: throw error("get_rows: unsupported table type");
   }
 }

@@ -4,14 +4,20 @@
 //     can contract it differently);
 //   value(gb, lane, j): the dequantized value j of the unit (get_rows), as the CPU's dequantizers compute it.
 // gb points at the group's unit u; lane is the row's index inside its group of 32.
-// Quantized types dot against int8 activations (x ~= d * q) in one of two formats (act_format): q8_0 / q4_0
-// weights against a scale per 32 values (with s = d * sum(q)), adding one float term per 32-value sub-block;
-// the k-quants (q4_K, q6_K) against a scale per 256 values (one unit) with the integer sum of each 32, so a
-// unit's sub-block dots and scales add up exactly in int32 and a unit costs one float term (q4_K_term /
-// q6_K_term), whichever kernel computes it. Float types dot against the f32 activations with sequential fmaf.
+// Quantized types dot against int8 activations (x ~= d * q) in one of two formats (act_format): the 32-value
+// block types (q8_0, q4_0 here; q4_1, q5_0, q5_1, iq4_nl in x32_types_more.cuh) against a scale per 32 values
+// (with s = d * sum(q)), adding one float term per block; the 256-value super-block types (q4_K, q6_K here;
+// q2_K, q3_K, q5_K, iq4_xs there) against a scale per 256 values (one unit) with the integer sum of each 32, so
+// a unit's sub-block dots and scales add up exactly in int32 and a unit costs one float term (affine_unit_term /
+// scaled_unit_term), whichever kernel computes it. Float types dot against the f32 activations with sequential
+// fmaf.
+// Host compilers: the readers are plain C++ over a handful of CUDA intrinsics, so a host test
+// (test/native/x32_readers_test.cpp) runs them, one lane at a time, after defining that vocabulary itself.
 #pragma once
+#if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#endif
 
 #include <cstdint>
 
@@ -53,71 +59,43 @@ __device__ __forceinline__ float ld_half(const uint8_t* p) { return __half2float
 __device__ __forceinline__ float ld_bf16(const uint8_t* p) { return __bfloat162float(*(const __nv_bfloat16*)p); }
 __device__ __forceinline__ int4 ld16(const uint8_t* p) { return *(const int4*)p; }
 
-// Quantizes value v of lane l of a warp holding 32 consecutive activations (a q8_32 sub-block): q = round(v / d)
-// with d = amax / 127, stored at *q_at; lane 0 stores d and d * sum(q) of the sub-block. Every kernel that feeds
-// the q8_32 matmuls quantizes through here (the same bits wherever it happens). Needs all 32 lanes.
-__device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, float* s_at) {
-  float amax = fabsf(v);
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-  const float d = amax / 127.0f;
-  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
-  *q_at = (int8_t)q;
-  const int sum = __reduce_add_sync(0xffffffffu, q);
-  if (threadIdx.x % 32 == 0) {
-    *d_at = d;
-    *s_at = d * (float)sum;
-  }
-}
-
-// The q8_256 quantization of a 256-value group (x32_types.cuh's top): d = amax / 127 (amax: the fmaxf of the
-// |values|, which no order changes), q = round(v / d). The kernels that feed the q8_256 matmuls all quantize
-// through these two (the same bits wherever it happens).
-__device__ __forceinline__ float q8_scale(float amax) { return amax / 127.0f; }
-__device__ __forceinline__ int q8_value(float v, float amax, float d) { return amax == 0.0f ? 0 : (int)rintf(v / d); }
-
-// One block of 256 threads quantizes a group, thread i holding value i: writes q_grp[0..256), the group's d at
-// *d_at and each 32 values' sum(q) at bs_grp[0..8). sh_amax: 8 floats of shared memory. Needs the whole block.
-__device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float* d_at, int32_t* bs_grp, float* sh_amax) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float a = fabsf(v);
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
-  if (lane == 0) sh_amax[warp] = a;
-  __syncthreads();
-  float amax = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sh_amax[k]);
-  const float d = q8_scale(amax);
-  const int q = q8_value(v, amax, d);
-  q_grp[threadIdx.x] = (int8_t)q;
-  const int sum = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) bs_grp[warp] = sum;
-  if (threadIdx.x == 0) *d_at = d;
-}
-
-// The float term of one q4_K unit of a row against one token's q8_256 group: d, dmin of the row's unit, dx of
-// the token's group, S1 = sum_j sc_j * isum_j and S2 = sum_j m_j * bsum_j (exact int32 over the 8 sub-blocks).
-// The one expression every kernel uses (the same bits on every path).
-__device__ __forceinline__ float q4_K_term(float d, float dmin, float dx, int s1, int s2) {
+// The float term of one unit of an affine super-block type (w = d * sc * q - dmin * m: q4_K, q5_K, q2_K) against
+// one token's q8_256 group: d, dmin of the row's unit, dx of the token's group, S1 = sum_j sc_j * isum_j and
+// S2 = sum_j m_j * bsum_j (exact int32 over the sub-blocks). The one expression every kernel uses (the same bits
+// on every path).
+__device__ __forceinline__ float affine_unit_term(float d, float dmin, float dx, int s1, int s2) {
   return __fsub_rn(__fmul_rn(__fmul_rn(d, dx), __int2float_rn(s1)), __fmul_rn(__fmul_rn(dmin, dx), __int2float_rn(s2)));
 }
-// q6_K: S = sum over the 16 sixteen-value pieces of sc * isum (exact int32).
-__device__ __forceinline__ float q6_K_term(float d, float dx, int s) {
+// The same for a scaled type (w = d * sc * q: q6_K, q3_K, iq4_xs): S = sum over the sub-blocks of sc * isum.
+__device__ __forceinline__ float scaled_unit_term(float d, float dx, int s) {
   return __fmul_rn(__fmul_rn(d, dx), __int2float_rn(s));
+}
+
+// The 32 quantized activations of sub-block `sub` of token t, as two 16-byte words (values 0..15, 16..31).
+__device__ __forceinline__ void load_x32(const mmv_act& a, int t, int64_t sub, int4& x0, int4& x1) {
+  const int4* xq = (const int4*)(a.qx + (int64_t)t * a.n_in + sub * 32);
+  x0 = xq[0];
+  x1 = xq[1];
+}
+
+// Dot of 4 packed int8 words (16 values) with 16 activations.
+__device__ __forceinline__ int dot16(const int* w, int4 x) {
+  int s = 0;
+  s = __dp4a(w[0], x.x, s); s = __dp4a(w[1], x.y, s); s = __dp4a(w[2], x.z, s); s = __dp4a(w[3], x.w, s);
+  return s;
 }
 
 // Dot of 8 packed int8 words with the 32 quantized activations of sub-block `sub` of token t.
 __device__ __forceinline__ int dot32(const int (&w)[8], const mmv_act& a, int t, int64_t sub) {
-  const int4* xq = (const int4*)(a.qx + (int64_t)t * a.n_in + sub * 32);
-  const int4 x0 = xq[0], x1 = xq[1];
+  int4 x0, x1;
+  load_x32(a, t, sub, x0, x1);
   int s = 0;
   s = __dp4a(w[0], x0.x, s); s = __dp4a(w[1], x0.y, s); s = __dp4a(w[2], x0.z, s); s = __dp4a(w[3], x0.w, s);
   s = __dp4a(w[4], x1.x, s); s = __dp4a(w[5], x1.y, s); s = __dp4a(w[6], x1.z, s); s = __dp4a(w[7], x1.w, s);
   return s;
 }
 
-// acc + (d * dx) * isum: the sub-block term of the symmetric q8_32 types (q8_0, q4_0).
+// acc + (d * dx) * isum: the block term of the symmetric q8_32 types (q8_0, q4_0, q5_0, iq4_nl).
 __device__ __forceinline__ float add_sym(float acc, float d, float dx, int isum) {
   return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, dx), (float)isum));
 }
@@ -223,7 +201,7 @@ struct x32_q4_K {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int tt = min(t0 + t, a.n_tok - 1);
-      acc[t] = __fadd_rn(acc[t], q4_K_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1[t], s2[t]));
+      acc[t] = __fadd_rn(acc[t], affine_unit_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1[t], s2[t]));
     }
   }
   __device__ static float value(const uint8_t* gb, int lane, int j) {
@@ -277,14 +255,9 @@ struct x32_q6_K {
 #pragma unroll
           for (int t = 0; t < NT; ++t) {
             const int tt = min(t0 + t, a.n_tok - 1);  // past the call's tokens: computed, never used
-            const int4* xq = (const int4*)(a.qx + (int64_t)tt * a.n_in + sub * 32);
-            const int4 x0 = xq[0], x1 = xq[1];
-            int s_lo = 0, s_hi = 0;
-            s_lo = __dp4a(w[0], x0.x, s_lo); s_lo = __dp4a(w[1], x0.y, s_lo);
-            s_lo = __dp4a(w[2], x0.z, s_lo); s_lo = __dp4a(w[3], x0.w, s_lo);
-            s_hi = __dp4a(w[4], x1.x, s_hi); s_hi = __dp4a(w[5], x1.y, s_hi);
-            s_hi = __dp4a(w[6], x1.z, s_hi); s_hi = __dp4a(w[7], x1.w, s_hi);
-            s[t] += sc_lo * s_lo + sc_hi * s_hi;
+            int4 x0, x1;
+            load_x32(a, tt, sub, x0, x1);
+            s[t] += sc_lo * dot16(w, x0) + sc_hi * dot16(w + 4, x1);
           }
         }
       }
@@ -293,7 +266,7 @@ struct x32_q6_K {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int tt = min(t0 + t, a.n_tok - 1);
-      acc[t] = __fadd_rn(acc[t], q6_K_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s[t]));
+      acc[t] = __fadd_rn(acc[t], scaled_unit_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s[t]));
     }
   }
   __device__ static float value(const uint8_t* gb, int lane, int j) {

@@ -1,0 +1,52 @@
+// Activation quantization on the device, in the two formats of x32_types.cuh (act_format): every kernel that
+// feeds a quantized matmul quantizes through these, so the bits are the same wherever it happens (the matmul's
+// own quantize kernels, swiglu + quantize, add + rms_norm + quantize).
+#pragma once
+#include <cstdint>
+
+namespace spindle {
+
+// Quantizes value v of lane l of a warp holding 32 consecutive activations (a q8_32 sub-block): q = round(v / d)
+// with d = amax / 127, stored at *q_at; lane 0 stores d and d * sum(q) of the sub-block. Every kernel that feeds
+// the q8_32 matmuls quantizes through here (the same bits wherever it happens). Needs all 32 lanes.
+__device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, float* s_at) {
+  float amax = fabsf(v);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float d = amax / 127.0f;
+  const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
+  *q_at = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (threadIdx.x % 32 == 0) {
+    *d_at = d;
+    *s_at = d * (float)sum;
+  }
+}
+
+// The q8_256 quantization of a 256-value group: d = amax / 127 (amax: the fmaxf of the
+// |values|, which no order changes), q = round(v / d). The kernels that feed the q8_256 matmuls all quantize
+// through these two (the same bits wherever it happens).
+__device__ __forceinline__ float q8_scale(float amax) { return amax / 127.0f; }
+__device__ __forceinline__ int q8_value(float v, float amax, float d) { return amax == 0.0f ? 0 : (int)rintf(v / d); }
+
+// One block of 256 threads quantizes a group, thread i holding value i: writes q_grp[0..256), the group's d at
+// *d_at and each 32 values' sum(q) at bs_grp[0..8). sh_amax: 8 floats of shared memory. Needs the whole block.
+__device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float* d_at, int32_t* bs_grp, float* sh_amax) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float a = fabsf(v);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+  if (lane == 0) sh_amax[warp] = a;
+  __syncthreads();
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sh_amax[k]);
+  const float d = q8_scale(amax);
+  const int q = q8_value(v, amax, d);
+  q_grp[threadIdx.x] = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (lane == 0) bs_grp[warp] = sum;
+  if (threadIdx.x == 0) *d_at = d;
+}
+
+}  // namespace spindle
