@@ -1,4 +1,4 @@
-// The tensor-core path of matmul for many tokens (prefill, large batches): k-quants (q4_K, q6_K) take the
+// The tensor-core path of matmul for many tokens (prefill, large batches): k-quants (q4_K, q5_K, q6_K) take the
 // pipelined kernel of matmul_mmq_k.cu; q8_0 / q4_0 this one. int8 mma.sync (sm_80+) computes each 32-value
 // sub-block's integer dot of a weight row and a token's q8_32 activations, exactly the integer mmv_x32 gets from
 // dp4a; the float terms then follow mmv_x32's sequence operation for operation (the same _rn intrinsics, the same
@@ -178,7 +178,8 @@ void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, in
 
 bool mmq_supports(ggml_type type, int64_t row0) {
   if (row0 % 32 != 0) return false;
-  return type == ggml_type::Q4_K || type == ggml_type::Q6_K || type == ggml_type::Q8_0 || type == ggml_type::Q4_0;
+  return type == ggml_type::Q4_K || type == ggml_type::Q5_K || type == ggml_type::Q6_K || type == ggml_type::Q8_0 ||
+         type == ggml_type::Q4_0;
 }
 
 bool mmq_split_k(const mmv_shape& sh, const mmv_act& a, int sm_count) {
@@ -190,6 +191,7 @@ void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv
                 float* part) {
   switch (type) {
     case ggml_type::Q4_K:
+    case ggml_type::Q5_K:
     case ggml_type::Q6_K: launch_mmq_k(be, type, sh, a, n_groups, part); break;
     case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, part); break;
     case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, part); break;

@@ -19,7 +19,7 @@ bool mmq_split_k(const mmv_shape& sh, const mmv_act& a, int sm_count);
 // separate blocks and are added after (for calls with few tiles).
 void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
                 float* part);
-// The k-quant kernel (matmul_mmq_k.cu) behind launch_mmq for q4_K / q6_K (without the segment sums' kernel).
+// The k-quant kernel (matmul_mmq_k.cu) behind launch_mmq for q4_K / q5_K / q6_K (without the segment sums' kernel).
 void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
                   float* part);
 

@@ -1,15 +1,15 @@
-// The tensor-core matmul of k-quant weights (q4_K, q6_K) at many tokens (prefill, large batches), pipelined:
+// The tensor-core matmul of k-quant weights (q4_K, q5_K, q6_K) at many tokens (prefill, large batches), pipelined:
 // each 256-value unit of K is a stage whose bytes (the weights' raw x32 unit bytes for 64 rows, the q8_256
 // activations of 64 tokens with their scales and sums) stream into shared memory with cp.async, k_stages deep,
 // so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight fragments are unpacked from the raw
 // bytes as they go into the mma (no int8 weight copy in shared memory).
 // Arithmetic (x32_types.cuh): int8 mma.sync gives each 32-value (q6_K: 16-value) sub-block dot exactly; times
-// the sub-block scales they add up in int32 over the unit: S1 (and for q4_K S2 = sum of mins * activation sums),
+// the sub-block scales they add up in int32 over the unit: S1 (and for q4_K / q5_K S2 = sum of mins * activation sums),
 // the same integers mmv_x32 and mmv8 get from dp4a (S2 from an mma of the mins against the activations). The unit's float term is affine_unit_term / scaled_unit_term, added to
 // the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
 // So every output has the bits of the one-token kernels: batch invariance across the path switch.
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps; warp w: rows 16w..16w+15, all 64
-// tokens as 8 mma tiles of 8 (m16n8k32 for q4_K, two m16n8k16 for q6_K's 16-value scales).
+// tokens as 8 mma tiles of 8 (m16n8k32 for q4_K / q5_K, two m16n8k16 for q6_K's 16-value scales).
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
@@ -28,6 +28,14 @@ constexpr int k_xrow = 256 + 16;  // shared activation row stride: conflict-free
 struct kq_q4_K {  // d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
   static constexpr int group_bytes = 32 * 144;
   static constexpr bool has_min = true;
+  static constexpr int qs_at = 512, qh_at = -1;
+};
+// q5_K: q4_K's fields plus the fifth bits (bit j of qh byte l: element 32j + l), between the scales and qs:
+// d dmin at 0, scales at 128, qh [2 chunks][32][16 B] at 512, qs [8 chunks][32][16 B] at 1536.
+struct kq_q5_K {
+  static constexpr int group_bytes = 32 * 176;
+  static constexpr bool has_min = true;
+  static constexpr int qs_at = 1536, qh_at = 512;
 };
 struct kq_q6_K {  // ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
   static constexpr int group_bytes = 32 * 210;
@@ -81,8 +89,9 @@ __device__ __forceinline__ void issue_stage(kq_stage<W>& st, const mmv_shape& sh
   }
 }
 
-// q4_K: unpacks the 6-bit scales and mins of the stage's 64 rows into st.sc (two threads per row).
-__device__ __forceinline__ void unpack_scales(kq_stage<kq_q4_K>& st) {
+// q4_K, q5_K: unpacks the 6-bit scales and mins of the stage's 64 rows into st.sc (two threads per row).
+template <class W>
+__device__ __forceinline__ void unpack_scales(kq_stage<W>& st) {
   const int row = threadIdx.x / 2, half = threadIdx.x % 2;
   const uint32_t* sp = (const uint32_t*)(st.w[row / 32] + 128 + 12 * (row % 32));
   const uint32_t s0 = sp[0], s1 = sp[1], s2 = sp[2];
@@ -95,26 +104,43 @@ __device__ __forceinline__ void unpack_scales(kq_stage<kq_q4_K>& st) {
   }
 }
 
+// The fifth bits of sub-block j of 4 values (one per byte) as bit 4 of each byte, from a q5_K qh word (0 for q4_K).
+template <class W>
+__device__ __forceinline__ int fifth_bits(int qh, int j) {
+  if constexpr (W::qh_at < 0) return 0;
+  else return ((qh >> j) & 0x01010101) << 4;
+}
+
 // s[n4][e] += the unit's integer sums of this thread's outputs (rows r0, r1; tokens 8nt + 2t4 + {0, 1} of the
 // token tiles nt = 4nh + n4): S1 of
-// q4_K (and its S2 in s2: the mins replicated over their sub-blocks as an mma operand against the same
+// q4_K / q5_K (and its S2 in s2: the mins replicated over their sub-blocks as an mma operand against the same
 // activations give sum_j m_j * bsum_j exactly, on the tensor cores instead of 8 integer multiply-adds per
 // output), S of q6_K.
-__device__ __forceinline__ void unit_sums(const kq_stage<kq_q4_K>& st, int r0, int r1, int g, int t4, int nh,
+template <class W>  // kq_q4_K, kq_q5_K
+__device__ __forceinline__ void unit_sums(const kq_stage<W>& st, int r0, int r1, int g, int t4, int nh,
                                           int (&s)[4][4], int (&s2)[4][4]) {
   const uint8_t* w = st.w[r0 / 32];  // r0 and r1 are in one group
   const int l0 = r0 % 32, l1 = r1 % 32;
+  int h0 = 0, h1 = 0, h2 = 0, h3 = 0;  // q5_K: qh words of values 4t4.. (chunk 0) and 16 + 4t4.. (chunk 1), rows r0, r1
+  if constexpr (W::qh_at >= 0) {
+    h0 = lds32(w + W::qh_at + l0 * 16 + 4 * t4);
+    h1 = lds32(w + W::qh_at + l1 * 16 + 4 * t4);
+    h2 = lds32(w + W::qh_at + (32 + l0) * 16 + 4 * t4);
+    h3 = lds32(w + W::qh_at + (32 + l1) * 16 + 4 * t4);
+  }
 #pragma unroll
   for (int k = 0; k < 4; ++k) {  // qs chunk 2k: values 0..15 of sub-blocks 2k (low nibbles), 2k + 1 (high)
-    const int q0 = lds32(w + 512 + ((2 * k) * 32 + l0) * 16 + 4 * t4);
-    const int q1 = lds32(w + 512 + ((2 * k) * 32 + l1) * 16 + 4 * t4);
-    const int q2 = lds32(w + 512 + ((2 * k + 1) * 32 + l0) * 16 + 4 * t4);
-    const int q3 = lds32(w + 512 + ((2 * k + 1) * 32 + l1) * 16 + 4 * t4);
+    const int q0 = lds32(w + W::qs_at + ((2 * k) * 32 + l0) * 16 + 4 * t4);
+    const int q1 = lds32(w + W::qs_at + ((2 * k) * 32 + l1) * 16 + 4 * t4);
+    const int q2 = lds32(w + W::qs_at + ((2 * k + 1) * 32 + l0) * 16 + 4 * t4);
+    const int q3 = lds32(w + W::qs_at + ((2 * k + 1) * 32 + l1) * 16 + 4 * t4);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int j = 2 * k + h;
-      const int a0 = (q0 >> (4 * h)) & 0x0F0F0F0F, a1 = (q1 >> (4 * h)) & 0x0F0F0F0F;
-      const int a2 = (q2 >> (4 * h)) & 0x0F0F0F0F, a3 = (q3 >> (4 * h)) & 0x0F0F0F0F;
+      const int a0 = ((q0 >> (4 * h)) & 0x0F0F0F0F) | fifth_bits<W>(h0, j);
+      const int a1 = ((q1 >> (4 * h)) & 0x0F0F0F0F) | fifth_bits<W>(h1, j);
+      const int a2 = ((q2 >> (4 * h)) & 0x0F0F0F0F) | fifth_bits<W>(h2, j);
+      const int a3 = ((q3 >> (4 * h)) & 0x0F0F0F0F) | fifth_bits<W>(h3, j);
       const int sc0 = st.sc[r0][j], sc1 = st.sc[r1][j];
       const int m0 = st.sc[r0][8 + j] * 0x01010101, m1 = st.sc[r1][8 + j] * 0x01010101;  // 0..63 in each byte
 #pragma unroll
@@ -201,7 +227,8 @@ __device__ __forceinline__ void add_unit_terms(const float* dx, int t4, int nh, 
 }
 
 // acc += the unit's float terms of this thread's outputs.
-__device__ __forceinline__ void add_terms(const kq_stage<kq_q4_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
+template <class W>  // kq_q4_K, kq_q5_K: d dmin at 0
+__device__ __forceinline__ void add_terms(const kq_stage<W>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
                                           const int (&s2)[4][4], float (&acc)[8][4]) {
   const uint8_t* w = st.w[r0 / 32];
   const __half2 dm0 = *(const __half2*)(w + 4 * (r0 % 32)), dm1 = *(const __half2*)(w + 4 * (r1 % 32));
@@ -307,8 +334,9 @@ void launch_kq(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t 
 void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
                   float* part) {
   if (type == ggml_type::Q4_K) launch_kq<kq_q4_K>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::Q5_K) launch_kq<kq_q5_K>(be, sh, a, n_groups, part);
   else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, part);
-  else throw error("cuda matmul: the pipelined tensor-core kernel takes q4_K and q6_K");
+  else throw error("cuda matmul: the pipelined tensor-core kernel takes q4_K, q5_K and q6_K");
 }
 
 }  // namespace spindle
