@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 "$bin/spindle_gpu_tests" 2>&1 | tee "$out/gpu_tests.log" | grep -v "^ok \|^  matmul \|^  llama \|^  qwen\|^  lfm2  \|step graphs: 0" | tail -40
 quick="${QUICK:-0}"
 [ "$quick" = 1 ] || "$bin/spindle_op_bench" cuda 200 2>&1 | tee "$out/op_bench.log" | grep -v "^  q8_0\|^  q4_0\|^  f16"
-for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
+for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m; do
   "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" > /dev/null
   echo "== $shape" | tee -a "$out/bench.log"
   "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
@@ -44,7 +44,7 @@ if [ -x "$bin/llama/llama-bench" ]; then
   echo "cublas: $cublas $cublaslt, cudart: $cudart" | tee -a "$out/llama.log"
   export LD_LIBRARY_PATH="$(dirname "$cudart"):$(dirname "$cublas"):$bin/llama:${LD_LIBRARY_PATH:-}"
   export LD_PRELOAD="$cublaslt:$cublas"
-  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m; do
+  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m; do
     echo "== $shape" | tee -a "$out/llama.log"
     timeout 100 "$bin/llama/llama-bench" -m "/tmp/$shape.gguf" -p 1024 -n 128 -ngl 99 -fa 1 -r 3 2>&1 | grep -v "^ggml_cuda_init\|^  Device" | tee -a "$out/llama.log"
     # decode_bench's batch figure: 64 sequences of 8 prompt tokens, 128 generated each

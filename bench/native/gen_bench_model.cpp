@@ -1,8 +1,9 @@
 // Writes the benchmark shapes of bench/cpu-compare.mjs as GGUF files without Node (for the GPU machine, which
-// has no Node): random weights through the native test-model builders, with llama.cpp's Q4_K_M type mix
-// (Q6_K for the tied output / token_embd and for attn_v / ffn_down of the use_more_bits layers, Q4_K elsewhere)
-// and a 128256-token SentencePiece-style vocabulary (the shape of the Llama 3 one; token texts are synthetic).
-//   spindle_gen_bench_model <llama1b-q4_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m> out.gguf
+// has no Node): random weights through the native test-model builders, with llama.cpp's Q4_K_M / Q5_K_M type mix
+// (Q6_K for the tied output / token_embd and for attn_v / ffn_down of the use_more_bits layers, Q4_K / Q5_K
+// elsewhere) and a 128256-token SentencePiece-style vocabulary (the shape of the Llama 3 one; token texts are
+// synthetic).
+//   spindle_gen_bench_model <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m> out.gguf
 // Prints the file's tensor bytes (what one decoded token reads: the shapes are tied, every weight is used).
 #include <cstdio>
 #include <string>
@@ -17,8 +18,8 @@ using spindle::ggml_type;
 
 bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-// llama.cpp's Q4_K_M choice for the 2-D tensors of n_layer layers.
-void q4_k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer) {
+// llama.cpp's Q4_K_M (base Q4_K) or Q5_K_M (base Q5_K) choice for the 2-D tensors of n_layer layers.
+void k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer, ggml_type base) {
   for (auto& t : ts) {
     if (t.ne.size() < 2 || t.ne[0] % 256 != 0) continue;  // vectors, LFM2's conv taps: kept as written (f32)
     if (t.name == "token_embd.weight" || t.name == "output.weight") { t.type = ggml_type::Q6_K; continue; }
@@ -26,7 +27,7 @@ void q4_k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer) {
     const int layer = t.name.rfind("blk.", 0) == 0 ? std::stoi(t.name.substr(4, dot - 4)) : -1;
     const bool more = layer >= 0 && use_more_bits(layer, n_layer) &&
                       (t.name.find("attn_v.") != std::string::npos || t.name.find("ffn_down.") != std::string::npos);
-    t.type = more ? ggml_type::Q6_K : ggml_type::Q4_K;
+    t.type = more ? ggml_type::Q6_K : base;
   }
 }
 
@@ -34,13 +35,13 @@ void q4_k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s <llama1b-q4_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m> out.gguf\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m> out.gguf\n", argv[0]);
     return 2;
   }
   const std::string shape = argv[1], out = argv[2];
   const int n_vocab = 128256, n_layer = 16;
   model_test::built b;
-  if (shape == "llama1b-q4_k_m" || shape == "llama1b-q8_0") {
+  if (shape == "llama1b-q4_k_m" || shape == "llama1b-q5_k_m" || shape == "llama1b-q8_0") {
     model_test::spec s;
     s.arch = "llama";
     s.n_layer = n_layer;
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
     s.n_normal_tokens = n_vocab - 259;
     s.rope_base = 500000.0f;
     s.weight_type = shape == "llama1b-q8_0" ? ggml_type::Q8_0 : ggml_type::Q4_K;
-    if (shape == "llama1b-q4_k_m") s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { q4_k_m_mix(ts, n_layer); };
+    if (shape == "llama1b-q4_k_m") s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
+    if (shape == "llama1b-q5_k_m") s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q5_K); };
     b = model_test::build(s);
   } else if (shape == "lfm2-1.2b-q4_k_m") {
     lfm2_test::spec s;
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
     s.attention_layers = {2, 5, 8, 10, 12, 14};
     s.n_normal_tokens = n_vocab - 259;
     s.weight_type = ggml_type::Q4_K;
-    s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { q4_k_m_mix(ts, n_layer); };
+    s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
     b = lfm2_test::build(s);
   } else {
     std::fprintf(stderr, "unknown shape '%s'\n", shape.c_str());
