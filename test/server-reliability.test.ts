@@ -21,7 +21,7 @@ const gc = runInNewContext('gc') as () => void;
 
 const path = await fixtureModel({ arch: 'llama', tokenizer: 'llama2', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11 });
 
-interface Served { app: FastifyInstance; port: number; lastCloseSteps: () => number | null }
+interface Served { app: FastifyInstance; port: number; lastCloseSteps: () => number | null; lastCloseGenerated: () => number | null }
 
 /**
  * An app on a socket (one engine thread: on a small machine the engine, the server's JS thread and the
@@ -30,15 +30,23 @@ interface Served { app: FastifyInstance; port: number; lastCloseSteps: () => num
  */
 async function serve(engine: EngineOptionsInput): Promise<Served> {
   const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 512, threads: 1, ...engine }, 'serve'), servedModelNames: ['m'] });
-  let lastClose: number | null = null;
+  let lastClose: { steps: number; generated: number } | null = null;
   app.addHook('onRequest', async (_request, reply) => {
     reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) process.nextTick(() => { lastClose = app.engine.stats().steps; });
+      if (!reply.raw.writableFinished) {
+        process.nextTick(() => {
+          const s = app.engine.stats();
+          lastClose = { steps: s.steps, generated: s.generatedTokens };
+        });
+      }
     });
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   await app.engine.ready();
-  return { app, port: (app.server.address() as AddressInfo).port, lastCloseSteps: () => lastClose };
+  return {
+    app, port: (app.server.address() as AddressInfo).port,
+    lastCloseSteps: () => lastClose?.steps ?? null, lastCloseGenerated: () => lastClose?.generated ?? null,
+  };
 }
 
 const ids = (n: number, from = 300): number[] => Array.from({ length: n }, (_, i) => from + ((i * 7) % 1000));
@@ -75,7 +83,7 @@ async function untilIdle(app: FastifyInstance, ms = 5000) {
 }
 
 t.test('disconnect mid-stream: the KV blocks are free within one engine step', async (t) => {
-  const { app, port, lastCloseSteps } = await serve({});
+  const { app, port, lastCloseSteps, lastCloseGenerated } = await serve({});
   t.teardown(() => app.close());
   const before = app.engine.stats();
   let held = 0;
@@ -91,7 +99,11 @@ t.test('disconnect mid-stream: the KV blocks are free within one engine step', a
   t.equal(s.running + s.waiting, 0);
   t.ok(lastCloseSteps() !== null, 'the server saw the disconnect');
   t.ok(s.steps - lastCloseSteps()! <= 1, `freed within one step of the disconnect (${s.steps - lastCloseSteps()!} steps)`);
-  t.ok(s.generatedTokens - before.generatedTokens < 50, 'generation stopped long before max_tokens');
+  // How many tokens came before the server saw the disconnect depends on how fast the client read them (a busy
+  // CI machine once let 50 through); what the server controls is what comes after it.
+  const after = s.generatedTokens - lastCloseGenerated()!;
+  t.ok(after <= 1, `at most the one step's token after the disconnect (${after})`);
+  t.ok(s.generatedTokens - before.generatedTokens < 400, `stopped before max_tokens (${s.generatedTokens - before.generatedTokens} of 400)`);
 });
 
 t.test('disconnect mid-prefill (chunked prefill, long prompt): freed within one step, no token generated', async (t) => {

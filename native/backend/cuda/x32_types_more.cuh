@@ -202,7 +202,7 @@ struct x32_q5_K {
   __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
     const __half2 dm = *(const __half2*)(gb + 4 * lane);
     const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * lane);
-    uint8_t sc8[12];
+    alignas(4) uint8_t sc8[12];
     *(uint32_t*)(sc8 + 0) = sp[0];
     *(uint32_t*)(sc8 + 4) = sp[1];
     *(uint32_t*)(sc8 + 8) = sp[2];
@@ -268,7 +268,7 @@ struct x32_q3_K {
     const int4 m0 = ld16(gb + lane * 16), m1 = ld16(gb + (32 + lane) * 16);
     const int hm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
     const uint32_t* sp = (const uint32_t*)(gb + 3072 + 12 * lane);
-    uint8_t sc8[12];
+    alignas(4) uint8_t sc8[12];
     *(uint32_t*)(sc8 + 0) = sp[0];
     *(uint32_t*)(sc8 + 4) = sp[1];
     *(uint32_t*)(sc8 + 8) = sp[2];
