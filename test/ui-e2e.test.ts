@@ -45,6 +45,9 @@ async function newPage(url = server.url, options: { colorScheme?: 'light' | 'dar
   const page = await context.newPage();
   await page.goto(url + '/');
   await page.getByRole('textbox', { name: 'Message' }).waitFor();
+  // the served model's card is in (what the composer knows about images comes from it: a CI run attached an
+  // image before the card arrived, when whether the model takes images is still unknown)
+  if (url === server.url) await page.getByRole('combobox', { name: 'Model' }).locator('option', { hasText: MODEL }).waitFor({ state: 'attached' });
   return page;
 }
 
