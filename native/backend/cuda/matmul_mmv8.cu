@@ -1,9 +1,9 @@
-// The few-token matmul for k-quant weights (q4_K, q6_K) with eight lanes per weight row: the same bits as
+// The few-token matmul for k-quant weights (q4_K, q5_K, q6_K) with eight lanes per weight row: the same bits as
 // mmv_x32 (matmul.cu), with 8x the threads, so a decode step's small matrices keep the GPU's memory busy.
 // mmv_x32 gives a lane one row and walks a unit's eight 32-value sub-blocks itself; here a unit's sub-blocks are
 // spread over the row's eight lanes (each reads one 16-byte field of the x32 layout): each lane computes the
 // exact int32 dots of its 16 weights with the q8_256 activations, times their scales, and the row's lanes add
-// these integers (exact in any order), so every lane holds the unit's S1, S2 (q4_K) or S (q6_K) of mmv_x32 and
+// these integers (exact in any order), so every lane holds the unit's S1, S2 (q4_K, q5_K) or S (q6_K) of mmv_x32 and
 // adds the unit's float term (affine_unit_term / scaled_unit_term) to its running sum, unit after unit.
 // K segments (sh.splits, from splits_for) are warps of the block, added in segment order as in mmv_x32. So a
 // token's output has the bits of mmv_x32 and of the tensor-core path (cuda_matmul_test checks it).
@@ -17,6 +17,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mmv8.h"
 #include "backend/cuda/x32_types.cuh"
+#include "backend/cuda/x32_types_more.cuh"
 
 namespace spindle {
 
@@ -45,16 +46,27 @@ __device__ __forceinline__ int row_sum8(int v) {
   return v + __shfl_xor_sync(k_full, v, 4);
 }
 
-// q4_K: sub-lane s = 2k + c reads qs field s (values 16c..16c+15 of sub-blocks 2k, low nibbles, and 2k + 1,
-// high) and adds the min term of sub-block s.
-struct lanes8_q4_K {
-  static constexpr int unit_bytes = x32_q4_K::unit_bytes;
+// q4_K (QhAt < 0) and q5_K: sub-lane s = 2k + c reads qs field s (values 16c..16c+15 of sub-blocks 2k, low
+// nibbles, and 2k + 1, high; q5_K: their fifth bits, bits 2k and 2k + 1 of qh field c) and adds the min term of
+// sub-block s.
+template <int UnitBytes, int QsAt, int QhAt>
+struct lanes8_affine {
+  static constexpr int unit_bytes = UnitBytes;
   template <int NT>
   __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
     const int k = sl / 2, c = sl % 2;
-    const int4 q = ld16(gb + 512 + (sl * 32 + li) * 16);
-    const int lo[4] = {q.x & 0x0F0F0F0F, q.y & 0x0F0F0F0F, q.z & 0x0F0F0F0F, q.w & 0x0F0F0F0F};
-    const int hi[4] = {(q.x >> 4) & 0x0F0F0F0F, (q.y >> 4) & 0x0F0F0F0F, (q.z >> 4) & 0x0F0F0F0F, (q.w >> 4) & 0x0F0F0F0F};
+    const int4 q = ld16(gb + QsAt + (sl * 32 + li) * 16);
+    int lo[4] = {q.x & 0x0F0F0F0F, q.y & 0x0F0F0F0F, q.z & 0x0F0F0F0F, q.w & 0x0F0F0F0F};
+    int hi[4] = {(q.x >> 4) & 0x0F0F0F0F, (q.y >> 4) & 0x0F0F0F0F, (q.z >> 4) & 0x0F0F0F0F, (q.w >> 4) & 0x0F0F0F0F};
+    if constexpr (QhAt >= 0) {
+      const int4 h = ld16(gb + QhAt + (c * 32 + li) * 16);
+      const int hw[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo[i] |= ((hw[i] >> (2 * k)) & 0x01010101) << 4;
+        hi[i] |= ((hw[i] >> (2 * k + 1)) & 0x01010101) << 4;
+      }
+    }
     const __half2 dm = *(const __half2*)(gb + 4 * li);
     const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * li);
     const uint32_t s0 = sp[0], s1w = sp[1], s2w = sp[2];
@@ -74,6 +86,8 @@ struct lanes8_q4_K {
     }
   }
 };
+using lanes8_q4_K = lanes8_affine<x32_q4_K::unit_bytes, 512, -1>;   // x32_types.cuh's q4_K fields
+using lanes8_q5_K = lanes8_affine<x32_q5_K::unit_bytes, 1536, 512>;  // x32_types_more.cuh's q5_K fields
 
 // q6_K: sub-lane s = 4n + 2p + c reads ql field s and qh field 2n + c: values 16c..16c+15 of quarters p and
 // p + 2 of 128-value half n, each sixteen with its own scale.
@@ -149,8 +163,9 @@ __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_
 }
 
 // Block x of the launch belongs to the last job whose first block is <= x; the branch on the weight type is
-// uniform across the block.
-template <int NT>
+// uniform across the block. Q5: the launch has a q5_K job (a separate instance, so the q4_K / q6_K one keeps
+// its registers).
+template <int NT, bool Q5>
 __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs, mmv_act a) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float part[k_max_warps][NT][4];
@@ -159,20 +174,26 @@ __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs,
   const mmv8_job& job = jobs.job[j];
   const int64_t block = (int64_t)blockIdx.x - job.block0;
   if (job.type == (int32_t)ggml_type::Q4_K) mmv8_rows<lanes8_q4_K, NT>(job.sh, job.quads, block, a, part);
+  else if (Q5 && job.type == (int32_t)ggml_type::Q5_K) mmv8_rows<lanes8_q5_K, NT>(job.sh, job.quads, block, a, part);
   else mmv8_rows<lanes8_q6_K, NT>(job.sh, job.quads, block, a, part);
 }
 
 template <int NT>
 void launch_nt(cuda_backend& be, const mmv8_jobs& jobs, int warps, int64_t blocks, const mmv_act& a) {
   const dim3 grid((unsigned)blocks, (unsigned)((a.n_tok + NT - 1) / NT));
-  be.launch("mmv8_x32", mmv8_x32<NT>, grid, dim3(warps * k_warp), jobs, a);
+  bool q5 = false;
+  for (int i = 0; i < jobs.n; ++i) q5 = q5 || jobs.job[i].type == (int32_t)ggml_type::Q5_K;
+  if (q5) be.launch("mmv8_x32", mmv8_x32<NT, true>, grid, dim3(warps * k_warp), jobs, a);
+  else be.launch("mmv8_x32", mmv8_x32<NT, false>, grid, dim3(warps * k_warp), jobs, a);
 }
 
 }  // namespace
 
 bool mmv8_takes(ggml_type type, const mmv_shape& sh) {
-  if (type != ggml_type::Q4_K && type != ggml_type::Q6_K) return false;
-  const int64_t unit_bytes = type == ggml_type::Q4_K ? x32_q4_K::unit_bytes : x32_q6_K::unit_bytes;
+  if (type != ggml_type::Q4_K && type != ggml_type::Q5_K && type != ggml_type::Q6_K) return false;
+  const int64_t unit_bytes = type == ggml_type::Q4_K   ? x32_q4_K::unit_bytes
+                             : type == ggml_type::Q5_K ? x32_q5_K::unit_bytes
+                                                       : x32_q6_K::unit_bytes;
   return sh.splits <= k_max_warps && sh.n_out * sh.n_units * unit_bytes <= k_mmv8_max_bytes;
 }
 
