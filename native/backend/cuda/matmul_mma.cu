@@ -1,5 +1,6 @@
 // The tensor-core path of matmul for many tokens (prefill, large batches): k-quants (q4_K, q5_K, q6_K) take the
-// pipelined kernel of matmul_mmq_k.cu; q8_0 / q4_0 this one. int8 mma.sync (sm_80+) computes each 32-value
+// pipelined kernel of matmul_mmq_k.cu; the 32-value block types (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) this one.
+// int8 mma.sync (sm_80+) computes each 32-value
 // sub-block's integer dot of a weight row and a token's q8_32 activations, exactly the integer mmv_x32 gets from
 // dp4a; the float terms then follow mmv_x32's sequence operation for operation (the same _rn intrinsics, the same
 // sub-block order, the same K segments summed in the same order). So a token's output has the same bits on
@@ -17,6 +18,7 @@
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/mma_int8.cuh"
 #include "backend/cuda/x32_types.cuh"
+#include "backend/cuda/x32_types_more.cuh"
 
 namespace spindle {
 
@@ -25,12 +27,20 @@ namespace {
 constexpr int k_tile_rows = 64, k_tile_tok = 64, k_stage = 256, k_pad = 16;
 constexpr int k_row_bytes = k_stage + k_pad;  // shared row stride: conflict-free fragment loads
 
-struct alignas(16) mmq_smem {
+struct alignas(16) mmq_smem_base {
   int8_t w[k_tile_rows][k_row_bytes];
   int8_t x[k_tile_tok][k_row_bytes];
   float wa[k_tile_rows][8];  // d of each unit
   float dx[k_tile_tok][8];   // d of each sub-block of the activations
 };
+// The affine types (q4_1, q5_1: w = d * q + m) also keep each unit's m and each activation sub-block's
+// s = dx * sum(q).
+struct alignas(16) mmq_smem_affine : mmq_smem_base {
+  float wm[k_tile_rows][8];
+  float sx[k_tile_tok][8];
+};
+template <class S>
+using mmq_smem = std::conditional_t<S::affine, mmq_smem_affine, mmq_smem_base>;
 
 __device__ __forceinline__ void store16(int8_t* dst, int4 v) { *(int4*)dst = v; }
 
@@ -40,7 +50,8 @@ __device__ __forceinline__ void store16(int8_t* dst, int4 v) { *(int4*)dst = v; 
 // q8_0 / q4_0: a unit is one 32-value sub-block; a stage holds up to 8 units.
 struct stage_q8_0 {
   static constexpr int stage_units = 8, sub_per_unit = 1, unit_group_bytes = 32 * 34;
-  __device__ static void load(mmq_smem& sm, const uint8_t* gb, int row, int lane, int half, int n_here) {
+  static constexpr bool affine = false;
+  __device__ static void load(mmq_smem_base& sm, const uint8_t* gb, int row, int lane, int half, int n_here) {
     for (int k = 4 * half; k < 4 * half + 4 && k < n_here; ++k) {
       const uint8_t* ub = gb + k * unit_group_bytes;
       store16(&sm.w[row][32 * k], *(const int4*)(ub + 64 + lane * 16));
@@ -52,7 +63,8 @@ struct stage_q8_0 {
 
 struct stage_q4_0 {
   static constexpr int stage_units = 8, sub_per_unit = 1, unit_group_bytes = 32 * 18;
-  __device__ static void load(mmq_smem& sm, const uint8_t* gb, int row, int lane, int half, int n_here) {
+  static constexpr bool affine = false;
+  __device__ static void load(mmq_smem_base& sm, const uint8_t* gb, int row, int lane, int half, int n_here) {
     for (int k = 4 * half; k < 4 * half + 4 && k < n_here; ++k) {
       const uint8_t* ub = gb + k * unit_group_bytes;
       const int4 q = *(const int4*)(ub + 64 + lane * 16);
@@ -70,17 +82,72 @@ struct stage_q4_0 {
   }
 };
 
+// The other 32-value block types: their x32 readers' int8 words (x32_types_more.cuh: q5_words, iq4nl_words,
+// checked on the host by x32_readers_test) into the stage, d (and m) per unit. Field offsets as the readers'.
+template <class Words, int UnitBytes, int DAt, bool Affine>
+struct stage_words {
+  static constexpr int stage_units = 8, sub_per_unit = 1, unit_group_bytes = 32 * UnitBytes;
+  static constexpr bool affine = Affine;
+  __device__ static void load(std::conditional_t<Affine, mmq_smem_affine, mmq_smem_base>& sm, const uint8_t* gb, int row,
+                              int lane, int half, int n_here) {
+    for (int k = 4 * half; k < 4 * half + 4 && k < n_here; ++k) {
+      const uint8_t* ub = gb + k * unit_group_bytes;
+      int w[8];
+      Words::get(ub, lane, w);
+      store16(&sm.w[row][32 * k], make_int4(w[0], w[1], w[2], w[3]));
+      store16(&sm.w[row][32 * k + 16], make_int4(w[4], w[5], w[6], w[7]));
+      if constexpr (Affine) {
+        const __half2 dm = *(const __half2*)(ub + DAt + 4 * lane);
+        sm.wa[row][k] = __low2float(dm);
+        sm.wm[row][k] = __high2float(dm);
+      } else {
+        sm.wa[row][k] = ld_half(ub + DAt + 2 * lane);
+      }
+    }
+  }
+};
+struct words_q4_1 {  // qs at 128
+  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) {
+    const int4 q = ld16(ub + 128 + lane * 16);
+    const int qs[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w[i] = qs[i] & 0x0F0F0F0F;
+      w[i + 4] = (qs[i] >> 4) & 0x0F0F0F0F;
+    }
+  }
+};
+struct words_q5_0 {  // qh at 64, qs at 192; q - 16
+  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) {
+    q5_words(ld16(ub + 192 + lane * 16), *(const uint32_t*)(ub + 64 + 4 * lane), w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = __vsubss4(w[i], 0x10101010);
+  }
+};
+struct words_q5_1 {  // qh at 128, qs at 256
+  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) {
+    q5_words(ld16(ub + 256 + lane * 16), *(const uint32_t*)(ub + 128 + 4 * lane), w);
+  }
+};
+struct words_iq4_nl {  // qs at 64
+  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) { iq4nl_words(ld16(ub + 64 + lane * 16), w); }
+};
+using stage_q4_1 = stage_words<words_q4_1, x32_q4_1::unit_bytes, 0, true>;
+using stage_q5_0 = stage_words<words_q5_0, x32_q5_0::unit_bytes, 0, false>;
+using stage_q5_1 = stage_words<words_q5_1, x32_q5_1::unit_bytes, 0, true>;
+using stage_iq4_nl = stage_words<words_iq4_nl, x32_iq4_nl::unit_bytes, 0, false>;
+
 template <class S>
-struct unit_bytes_of;
-template <> struct unit_bytes_of<stage_q8_0> { static constexpr int v = x32_q8_0::unit_bytes; };
-template <> struct unit_bytes_of<stage_q4_0> { static constexpr int v = x32_q4_0::unit_bytes; };
+struct unit_bytes_of {
+  static constexpr int v = S::unit_group_bytes / 32;
+};
 
 // part: null, or [splits][n_tok][n_out] when the K segments run in separate blocks (blockIdx.z = segment):
 // each block then writes its segment's sum there and mmq_reduce adds the segments in order.
 template <class S>
 __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
-  __shared__ mmq_smem sm;
+  __shared__ mmq_smem<S> sm;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
   const int64_t rel0 = (int64_t)blockIdx.x * k_tile_rows;  // first row of the tile (relative to row0)
   const int64_t grp0 = (sh.row0 + rel0) / 32;              // row0 is a multiple of 32 on this path
@@ -117,6 +184,7 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
         const int tok = e / 8, j = e % 8;
         const bool ok = t0 + tok < a.n_tok && j < n_sub;
         sm.dx[tok][j] = ok ? a.dx[(int64_t)(t0 + tok) * a.nsub + v0 / 32 + j] : 0.0f;
+        if constexpr (S::affine) sm.sx[tok][j] = ok ? a.sx[(int64_t)(t0 + tok) * a.nsub + v0 / 32 + j] : 0.0f;
       }
       __syncthreads();
       const int r0 = 16 * warp + g, r1 = r0 + 8;
@@ -132,9 +200,15 @@ __global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t 
           mma_k32(c, a0, a1, a2, a3, *(const int*)&sm.x[tok][k0 + 4 * t4], *(const int*)&sm.x[tok][k0 + 16 + 4 * t4]);
           const int tt0 = 8 * nt + 2 * t4;  // this thread's two tokens of the tile: tt0, tt0 + 1
           const float dxs[2] = {sm.dx[tt0][i], sm.dx[tt0 + 1][i]};
+          if constexpr (S::affine) {  // add_affine's expression (x32_types_more.cuh)
+            const float wm0 = sm.wm[r0][i], wm1 = sm.wm[r1][i], sxs[2] = {sm.sx[tt0][i], sm.sx[tt0 + 1][i]};
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            acc[nt][e] = __fadd_rn(acc[nt][e], __fmul_rn(__fmul_rn(e < 2 ? wa0 : wa1, dxs[e & 1]), (float)c[e]));
+            for (int e = 0; e < 4; ++e)
+              acc[nt][e] = add_affine(acc[nt][e], e < 2 ? wa0 : wa1, e < 2 ? wm0 : wm1, dxs[e & 1], sxs[e & 1], c[e]);
+          } else {  // add_sym's (x32_types.cuh)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] = add_sym(acc[nt][e], e < 2 ? wa0 : wa1, dxs[e & 1], c[e]);
+          }
         }
       }
       __syncthreads();
@@ -178,8 +252,12 @@ void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, in
 
 bool mmq_supports(ggml_type type, int64_t row0) {
   if (row0 % 32 != 0) return false;
-  return type == ggml_type::Q4_K || type == ggml_type::Q5_K || type == ggml_type::Q6_K || type == ggml_type::Q8_0 ||
-         type == ggml_type::Q4_0;
+  switch (type) {
+    case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K:
+    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1:
+    case ggml_type::IQ4_NL: return true;
+    default: return false;  // q2_K, q3_K, iq4_xs: mmv_x32 at every token count
+  }
 }
 
 bool mmq_split_k(const mmv_shape& sh, const mmv_act& a, int sm_count) {
@@ -195,6 +273,10 @@ void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv
     case ggml_type::Q6_K: launch_mmq_k(be, type, sh, a, n_groups, part); break;
     case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, part); break;
     case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q4_1: launch_mmq_type<stage_q4_1>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q5_0: launch_mmq_type<stage_q5_0>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q5_1: launch_mmq_type<stage_q5_1>(be, sh, a, n_groups, part); break;
+    case ggml_type::IQ4_NL: launch_mmq_type<stage_iq4_nl>(be, sh, a, n_groups, part); break;
     default: throw error("cuda matmul: no tensor-core path for this weight type");
   }
   if (part) {
