@@ -82,60 +82,34 @@ struct stage_q4_0 {
   }
 };
 
-// The other 32-value block types: their x32 readers' int8 words (x32_types_more.cuh: q5_words, iq4nl_words,
-// checked on the host by x32_readers_test) into the stage, d (and m) per unit. Field offsets as the readers'.
-template <class Words, int UnitBytes, int DAt, bool Affine>
+// The other 32-value block types: their x32 readers' int8 words (x32_types_more.cuh, checked on the host by
+// x32_readers_test) into the stage, d (and m) per unit.
+template <class Reader>
 struct stage_words {
-  static constexpr int stage_units = 8, sub_per_unit = 1, unit_group_bytes = 32 * UnitBytes;
-  static constexpr bool affine = Affine;
-  __device__ static void load(std::conditional_t<Affine, mmq_smem_affine, mmq_smem_base>& sm, const uint8_t* gb, int row,
+  static constexpr int stage_units = 8, sub_per_unit = 1, unit_group_bytes = 32 * Reader::unit_bytes;
+  static constexpr bool affine = Reader::affine;
+  __device__ static void load(std::conditional_t<affine, mmq_smem_affine, mmq_smem_base>& sm, const uint8_t* gb, int row,
                               int lane, int half, int n_here) {
     for (int k = 4 * half; k < 4 * half + 4 && k < n_here; ++k) {
       const uint8_t* ub = gb + k * unit_group_bytes;
       int w[8];
-      Words::get(ub, lane, w);
+      Reader::words_of::words(ub, lane, w);
       store16(&sm.w[row][32 * k], make_int4(w[0], w[1], w[2], w[3]));
       store16(&sm.w[row][32 * k + 16], make_int4(w[4], w[5], w[6], w[7]));
-      if constexpr (Affine) {
-        const __half2 dm = *(const __half2*)(ub + DAt + 4 * lane);
+      if constexpr (affine) {
+        const __half2 dm = *(const __half2*)(ub + 4 * lane);
         sm.wa[row][k] = __low2float(dm);
         sm.wm[row][k] = __high2float(dm);
       } else {
-        sm.wa[row][k] = ld_half(ub + DAt + 2 * lane);
+        sm.wa[row][k] = ld_half(ub + 2 * lane);
       }
     }
   }
 };
-struct words_q4_1 {  // qs at 128
-  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) {
-    const int4 q = ld16(ub + 128 + lane * 16);
-    const int qs[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w[i] = qs[i] & 0x0F0F0F0F;
-      w[i + 4] = (qs[i] >> 4) & 0x0F0F0F0F;
-    }
-  }
-};
-struct words_q5_0 {  // qh at 64, qs at 192; q - 16
-  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) {
-    q5_words(ld16(ub + 192 + lane * 16), *(const uint32_t*)(ub + 64 + 4 * lane), w);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = __vsubss4(w[i], 0x10101010);
-  }
-};
-struct words_q5_1 {  // qh at 128, qs at 256
-  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) {
-    q5_words(ld16(ub + 256 + lane * 16), *(const uint32_t*)(ub + 128 + 4 * lane), w);
-  }
-};
-struct words_iq4_nl {  // qs at 64
-  __device__ static void get(const uint8_t* ub, int lane, int (&w)[8]) { iq4nl_words(ld16(ub + 64 + lane * 16), w); }
-};
-using stage_q4_1 = stage_words<words_q4_1, x32_q4_1::unit_bytes, 0, true>;
-using stage_q5_0 = stage_words<words_q5_0, x32_q5_0::unit_bytes, 0, false>;
-using stage_q5_1 = stage_words<words_q5_1, x32_q5_1::unit_bytes, 0, true>;
-using stage_iq4_nl = stage_words<words_iq4_nl, x32_iq4_nl::unit_bytes, 0, false>;
+using stage_q4_1 = stage_words<x32_q4_1>;
+using stage_q5_0 = stage_words<x32_q5_0>;
+using stage_q5_1 = stage_words<x32_q5_1>;
+using stage_iq4_nl = stage_words<x32_iq4_nl>;
 
 template <class S>
 struct unit_bytes_of {

@@ -16,6 +16,7 @@
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/mma_int8.cuh"
 #include "backend/cuda/x32_types.cuh"
+#include "backend/cuda/x32_types_more.cuh"
 
 namespace spindle {
 
@@ -28,14 +29,14 @@ constexpr int k_xrow = 256 + 16;  // shared activation row stride: conflict-free
 struct kq_q4_K {  // d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
   static constexpr int group_bytes = 32 * 144;
   static constexpr bool has_min = true;
-  static constexpr int qs_at = 512, qh_at = -1;
+  static constexpr int qs_at = x32_q4_K::qs_at, qh_at = x32_q4_K::qh_at;
 };
 // q5_K: q4_K's fields plus the fifth bits (bit j of qh byte l: element 32j + l), between the scales and qs:
 // d dmin at 0, scales at 128, qh [2 chunks][32][16 B] at 512, qs [8 chunks][32][16 B] at 1536.
 struct kq_q5_K {
   static constexpr int group_bytes = 32 * 176;
   static constexpr bool has_min = true;
-  static constexpr int qs_at = 1536, qh_at = 512;
+  static constexpr int qs_at = x32_q5_K::qs_at, qh_at = x32_q5_K::qh_at;
 };
 struct kq_q6_K {  // ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
   static constexpr int group_bytes = 32 * 210;

@@ -86,8 +86,8 @@ struct lanes8_affine {
     }
   }
 };
-using lanes8_q4_K = lanes8_affine<x32_q4_K::unit_bytes, 512, -1>;   // x32_types.cuh's q4_K fields
-using lanes8_q5_K = lanes8_affine<x32_q5_K::unit_bytes, 1536, 512>;  // x32_types_more.cuh's q5_K fields
+using lanes8_q4_K = lanes8_affine<x32_q4_K::unit_bytes, x32_q4_K::qs_at, x32_q4_K::qh_at>;
+using lanes8_q5_K = lanes8_affine<x32_q5_K::unit_bytes, x32_q5_K::qs_at, x32_q5_K::qh_at>;
 
 // q6_K: sub-lane s = 4n + 2p + c reads ql field s and qh field 2n + c: values 16c..16c+15 of quarters p and
 // p + 2 of 128-value half n, each sixteen with its own scale.

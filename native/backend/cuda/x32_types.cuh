@@ -163,9 +163,13 @@ __device__ __forceinline__ void q4_K_scale_min_words(int j, uint32_t s0, uint32_
   m = j < 4 ? (b1 & 63) : ((b2 >> 4) | ((b1 >> 6) << 4));
 }
 
-struct x32_q4_K {
-  static constexpr int unit_values = 256, unit_bytes = 144;
-  // fields: d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
+// The affine super-block types with 32-value sub-blocks: q4_K (QhAt < 0) and q5_K (x32_types_more.cuh), their
+// fields: d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128 (q4_K's 6-bit packing), q5_K: qh [2 chunks][32][16 B]
+// at QhAt (bit j of qh byte l: the fifth bit of element 32j + l), qs [8 chunks][32][16 B] at QsAt (element 32j + l:
+// nibble j % 2 of qs byte 32 * (j / 2) + l).
+template <int UnitBytes, int QsAt, int QhAt>
+struct x32_k_affine {
+  static constexpr int unit_values = 256, unit_bytes = UnitBytes, qs_at = QsAt, qh_at = QhAt;
   template <int NT>
   __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
     const __half2 dm = *(const __half2*)(gb + 4 * lane);
@@ -174,19 +178,29 @@ struct x32_q4_K {
     *(uint32_t*)(sc8 + 0) = sp[0];
     *(uint32_t*)(sc8 + 4) = sp[1];
     *(uint32_t*)(sc8 + 8) = sp[2];
+    int qh[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if constexpr (QhAt >= 0) {
+      const int4 h0 = ld16(gb + QhAt + lane * 16), h1 = ld16(gb + QhAt + (32 + lane) * 16);
+      const int hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) qh[i] = hw[i];
+    }
     int s1[NT], s2[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) s1[t] = s2[t] = 0;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {  // 64-value chunk k: sub-blocks 2k (low nibbles) and 2k + 1 (high)
-      const int4 c0 = ld16(gb + 512 + ((2 * k) * 32 + lane) * 16), c1 = ld16(gb + 512 + ((2 * k + 1) * 32 + lane) * 16);
+      const int4 c0 = ld16(gb + QsAt + ((2 * k) * 32 + lane) * 16), c1 = ld16(gb + QsAt + ((2 * k + 1) * 32 + lane) * 16);
       const int qs[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * k + h;
         int w[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) w[i] = (qs[i] >> (4 * h)) & 0x0F0F0F0F;
+        for (int i = 0; i < 8; ++i) {
+          w[i] = (qs[i] >> (4 * h)) & 0x0F0F0F0F;
+          if constexpr (QhAt >= 0) w[i] |= ((qh[i] >> j) & 0x01010101) << 4;
+        }
         int sc, m;
         q4_K_scale_min_dev(j, sc8, sc, m);
         const int64_t sub = u * 8 + j;
@@ -207,14 +221,16 @@ struct x32_q4_K {
   __device__ static float value(const uint8_t* gb, int lane, int j) {
     const __half2 dm = *(const __half2*)(gb + 4 * lane);
     const int sb = j / 32, l = j % 32, byte = 32 * (sb / 2) + l;
-    const uint8_t b = gb[512 + ((byte / 16) * 32 + lane) * 16 + byte % 16];
-    const int q = (sb & 1) ? (b >> 4) : (b & 0xF);
+    const uint8_t b = gb[QsAt + ((byte / 16) * 32 + lane) * 16 + byte % 16];
+    int q = (sb & 1) ? (b >> 4) : (b & 0xF);
+    if constexpr (QhAt >= 0) q |= ((gb[QhAt + ((l / 16) * 32 + lane) * 16 + l % 16] >> sb) & 1) << 4;
     int sc, m;
     q4_K_scale_min_dev(sb, gb + 128 + 12 * lane, sc, m);
     const float d1 = __fmul_rn(__low2float(dm), (float)sc), m1 = __fmul_rn(__high2float(dm), (float)m);
     return __fsub_rn(__fmul_rn(d1, (float)q), m1);  // never contracted: the CPU dequantizer's bits
   }
 };
+using x32_q4_K = x32_k_affine<144, 512, -1>;
 
 // The 32 signed 6-bit values (q - 32, as int8 in 8 words) of quarter q of a q6_K 128-value half: low bits from the
 // ql words' nibble `hi`, high bits from bits 2q..2q+1 of the qh words (the tensor-core loader uses it too).

@@ -63,96 +63,89 @@ __device__ __forceinline__ int sum16(int4 x) {
   return dot16(ones, x);
 }
 
-struct x32_q4_1 {
-  static constexpr int unit_values = 32, unit_bytes = 20;
-  // fields: d m [32 x 4 B] at 0, qs [32][16 B] at 128
-  template <int NT>
-  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const int4 q = ld16(gb + 128 + lane * 16);
+// The int8 weights of the 32-value block types: words(ub, lane, w) fills 8 words (elements 0..15, then 16..31) of
+// the lane's block at ub (its group's unit), element(ub, lane, j) is weight j's integer (q, q - 16 or the level);
+// d (and m) come first in the unit: [32 x 2 B], or d m [32 x 4 B] for the affine types.
+struct words_q4_1 {  // qs [32][16 B] at 128
+  __device__ static void words(const uint8_t* ub, int lane, int (&w)[8]) {
+    const int4 q = ld16(ub + 128 + lane * 16);
     const int qs[4] = {q.x, q.y, q.z, q.w};
-    int w[8];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       w[i] = qs[i] & 0x0F0F0F0F;             // elements 4i..4i+3
       w[i + 4] = (qs[i] >> 4) & 0x0F0F0F0F;  // elements 16 + 4i..
     }
+  }
+  __device__ static int element(const uint8_t* ub, int lane, int j) { return block_nibble(ub + 128 + lane * 16, j); }
+};
+struct words_q5_0 {  // qh [32 x 4 B] at 64, qs [32][16 B] at 192; q - 16
+  __device__ static void words(const uint8_t* ub, int lane, int (&w)[8]) {
+    q5_words(ld16(ub + 192 + lane * 16), *(const uint32_t*)(ub + 64 + 4 * lane), w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = __vsubss4(w[i], 0x10101010);
+  }
+  __device__ static int element(const uint8_t* ub, int lane, int j) {
+    const uint32_t qh = *(const uint32_t*)(ub + 64 + 4 * lane);
+    return (block_nibble(ub + 192 + lane * 16, j) | (int)(((qh >> j) & 1u) << 4)) - 16;
+  }
+};
+struct words_q5_1 {  // qh [32 x 4 B] at 128, qs [32][16 B] at 256
+  __device__ static void words(const uint8_t* ub, int lane, int (&w)[8]) {
+    q5_words(ld16(ub + 256 + lane * 16), *(const uint32_t*)(ub + 128 + 4 * lane), w);
+  }
+  __device__ static int element(const uint8_t* ub, int lane, int j) {
+    const uint32_t qh = *(const uint32_t*)(ub + 128 + 4 * lane);
+    return block_nibble(ub + 256 + lane * 16, j) | (int)(((qh >> j) & 1u) << 4);
+  }
+};
+struct words_iq4_nl {  // qs [32][16 B] at 64
+  __device__ static void words(const uint8_t* ub, int lane, int (&w)[8]) { iq4nl_words(ld16(ub + 64 + lane * 16), w); }
+  __device__ static int element(const uint8_t* ub, int lane, int j) {
+    return iq4nl_level(block_nibble(ub + 64 + lane * 16, j));
+  }
+};
+
+// A 32-value block type from its word builder: w = d * q (add_sym) or, Affine, d * q + m (add_affine).
+template <class Words, int UnitBytes, bool Affine>
+struct x32_block32 {
+  static constexpr int unit_values = 32, unit_bytes = UnitBytes;
+  static constexpr bool affine = Affine;
+  using words_of = Words;
+  template <int NT>
+  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    int w[8];
+    Words::words(gb, lane, w);
+    float d, m = 0.0f;
+    if constexpr (Affine) {
+      const __half2 dm = *(const __half2*)(gb + 4 * lane);
+      d = __low2float(dm);
+      m = __high2float(dm);
+    } else {
+      d = ld_half(gb + 2 * lane);
+    }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t0 + t >= a.n_tok) continue;
       const int64_t b = (int64_t)(t0 + t) * a.nsub + u;
-      acc[t] = add_affine(acc[t], __low2float(dm), __high2float(dm), a.dx[b], a.sx[b], dot32(w, a, t0 + t, u));
+      const int isum = dot32(w, a, t0 + t, u);
+      if constexpr (Affine) acc[t] = add_affine(acc[t], d, m, a.dx[b], a.sx[b], isum);
+      else acc[t] = add_sym(acc[t], d, a.dx[b], isum);
     }
   }
   __device__ static float value(const uint8_t* gb, int lane, int j) {
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const int q = block_nibble(gb + 128 + lane * 16, j);
-    return __fadd_rn(__fmul_rn((float)q, __low2float(dm)), __high2float(dm));  // q * d + m, never contracted
-  }
-};
-
-struct x32_q5_0 {
-  static constexpr int unit_values = 32, unit_bytes = 22;
-  // fields: d [32 x 2 B] at 0, qh [32 x 4 B] at 64, qs [32][16 B] at 192
-  template <int NT>
-  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
-    const float d = ld_half(gb + 2 * lane);
-    int w[8];
-    q5_words(ld16(gb + 192 + lane * 16), *(const uint32_t*)(gb + 64 + 4 * lane), w);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = __vsubss4(w[i], 0x10101010);  // q - 16
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t0 + t < a.n_tok) acc[t] = add_sym(acc[t], d, a.dx[(int64_t)(t0 + t) * a.nsub + u], dot32(w, a, t0 + t, u));
+    const float q = (float)Words::element(gb, lane, j);
+    if constexpr (Affine) {  // q * d + m, never contracted (the CPU dequantizer's bits)
+      const __half2 dm = *(const __half2*)(gb + 4 * lane);
+      return __fadd_rn(__fmul_rn(q, __low2float(dm)), __high2float(dm));
+    } else {
+      return __fmul_rn(q, ld_half(gb + 2 * lane));
     }
   }
-  __device__ static float value(const uint8_t* gb, int lane, int j) {
-    const uint32_t qh = *(const uint32_t*)(gb + 64 + 4 * lane);
-    const int q = block_nibble(gb + 192 + lane * 16, j) | (int)(((qh >> j) & 1u) << 4);
-    return __fmul_rn((float)(q - 16), ld_half(gb + 2 * lane));
-  }
 };
-
-struct x32_q5_1 {
-  static constexpr int unit_values = 32, unit_bytes = 24;
-  // fields: d m [32 x 4 B] at 0, qh [32 x 4 B] at 128, qs [32][16 B] at 256
-  template <int NT>
-  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    int w[8];
-    q5_words(ld16(gb + 256 + lane * 16), *(const uint32_t*)(gb + 128 + 4 * lane), w);
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t0 + t >= a.n_tok) continue;
-      const int64_t b = (int64_t)(t0 + t) * a.nsub + u;
-      acc[t] = add_affine(acc[t], __low2float(dm), __high2float(dm), a.dx[b], a.sx[b], dot32(w, a, t0 + t, u));
-    }
-  }
-  __device__ static float value(const uint8_t* gb, int lane, int j) {
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const uint32_t qh = *(const uint32_t*)(gb + 128 + 4 * lane);
-    const int q = block_nibble(gb + 256 + lane * 16, j) | (int)(((qh >> j) & 1u) << 4);
-    return __fadd_rn(__fmul_rn((float)q, __low2float(dm)), __high2float(dm));
-  }
-};
-
-struct x32_iq4_nl {
-  static constexpr int unit_values = 32, unit_bytes = 18;
-  // fields: d [32 x 2 B] at 0, qs [32][16 B] at 64
-  template <int NT>
-  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
-    const float d = ld_half(gb + 2 * lane);
-    int w[8];
-    iq4nl_words(ld16(gb + 64 + lane * 16), w);
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t0 + t < a.n_tok) acc[t] = add_sym(acc[t], d, a.dx[(int64_t)(t0 + t) * a.nsub + u], dot32(w, a, t0 + t, u));
-    }
-  }
-  __device__ static float value(const uint8_t* gb, int lane, int j) {
-    return __fmul_rn(ld_half(gb + 2 * lane), (float)iq4nl_level(block_nibble(gb + 64 + lane * 16, j)));
-  }
-};
+using x32_q4_1 = x32_block32<words_q4_1, 20, true>;     // d m | qs
+using x32_q5_0 = x32_block32<words_q5_0, 22, false>;    // d | qh | qs
+using x32_q5_1 = x32_block32<words_q5_1, 24, true>;     // d m | qh | qs
+using x32_iq4_nl = x32_block32<words_iq4_nl, 18, false>;  // d | qs
 
 // The 6-bit scale (0..63, before the -32) of sub-block j (0..7) of an iq4_xs unit from its scales_h / scales_l.
 __device__ __forceinline__ int iq4_xs_scale_dev(int j, uint32_t scales_h, uint32_t scales_l) {
@@ -194,62 +187,9 @@ struct x32_iq4_xs {
   }
 };
 
-struct x32_q5_K {
-  static constexpr int unit_values = 256, unit_bytes = 176;
-  // fields: d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qh [2][32][16 B] at 512, qs [8][32][16 B] at 1536
-  // (qs as in q4_K; bit 4 of element 32j + l is bit j of qh byte l)
-  template <int NT>
-  __device__ static void dot_unit(const uint8_t* gb, int lane, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * lane);
-    alignas(4) uint8_t sc8[12];
-    *(uint32_t*)(sc8 + 0) = sp[0];
-    *(uint32_t*)(sc8 + 4) = sp[1];
-    *(uint32_t*)(sc8 + 8) = sp[2];
-    const int4 h0 = ld16(gb + 512 + lane * 16), h1 = ld16(gb + 512 + (32 + lane) * 16);
-    const int qh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-    int s1[NT], s2[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) s1[t] = s2[t] = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {  // 64-value chunk k: sub-blocks 2k (low nibbles) and 2k + 1 (high)
-      const int4 c0 = ld16(gb + 1536 + ((2 * k) * 32 + lane) * 16), c1 = ld16(gb + 1536 + ((2 * k + 1) * 32 + lane) * 16);
-      const int qs[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * k + h;
-        int w[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) w[i] = ((qs[i] >> (4 * h)) & 0x0F0F0F0F) | (((qh[i] >> j) & 0x01010101) << 4);
-        int sc, m;
-        q4_K_scale_min_dev(j, sc8, sc, m);
-        const int64_t sub = u * 8 + j;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          const int tt = min(t0 + t, a.n_tok - 1);  // past the call's tokens: computed, never used
-          s1[t] += sc * dot32(w, a, tt, sub);
-          s2[t] += m * a.bx[(int64_t)tt * a.nsub + sub];
-        }
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const int tt = min(t0 + t, a.n_tok - 1);
-      acc[t] = __fadd_rn(acc[t], affine_unit_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1[t], s2[t]));
-    }
-  }
-  __device__ static float value(const uint8_t* gb, int lane, int j) {
-    const __half2 dm = *(const __half2*)(gb + 4 * lane);
-    const int sb = j / 32, l = j % 32, byte = 32 * (sb / 2) + l;
-    const uint8_t b = gb[1536 + ((byte / 16) * 32 + lane) * 16 + byte % 16];
-    const uint8_t hb = gb[512 + ((l / 16) * 32 + lane) * 16 + l % 16];
-    const int q = ((sb & 1) ? (b >> 4) : (b & 0xF)) | (((hb >> sb) & 1) << 4);
-    int sc, m;
-    q4_K_scale_min_dev(sb, gb + 128 + 12 * lane, sc, m);
-    const float d1 = __fmul_rn(__low2float(dm), (float)sc), m1 = __fmul_rn(__high2float(dm), (float)m);
-    return __fsub_rn(__fmul_rn(d1, (float)q), m1);
-  }
-};
+// q5_K: x32_types.cuh's affine super-block reader with the fifth bits: d dmin [32 x 4 B] at 0, scales [32 x 12 B] at
+// 128, qh [2][32][16 B] at 512, qs [8][32][16 B] at 1536.
+using x32_q5_K = x32_k_affine<176, 1536, 512>;
 
 // The 6-bit scale (0..63, before the -32) of 16-value group g (0..15) of a q3_K unit (the CPU's q3_K_scale).
 __device__ __forceinline__ int q3_K_scale_dev(int g, const uint8_t* s) {
