@@ -230,10 +230,10 @@ void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
                 " bytes; give the KV cache more memory or lower maxNumSeqs");
   }
   budget -= state_bytes;
-  // Prefix caching of a model with recurrent state keeps a state checkpoint per block (CPU backend for now: the
-  // GPU path of the checkpoint rows has no kernel of its own yet), which comes out of each block's share.
+  // Prefix caching of a model with recurrent state keeps a state checkpoint per block, which comes out of each
+  // block's share.
   const uint64_t ckpt_bytes = m.checkpoint_bytes_per_block(o.block_size);
-  const bool checkpoints = o.enable_prefix_caching && state_bytes > 0 && ckpt_bytes > 0 && std::string(m.device_name()) == "cpu";
+  const bool checkpoints = o.enable_prefix_caching && state_bytes > 0 && ckpt_bytes > 0;
   const uint64_t ckpt_per_token = checkpoints ? (ckpt_bytes + uint64_t(o.block_size) - 1) / uint64_t(o.block_size) : 0;
   const int32_t n_blocks =
       block_manager_num_blocks(budget, bytes_per_token + ckpt_per_token, o.block_size, max_len, o.max_num_seqs);

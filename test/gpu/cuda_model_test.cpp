@@ -266,6 +266,42 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
   }
 }
 
+TEST_CASE("cuda models: lfm2 prefix-cache checkpoints and speculative rollback continue with recomputation's logits, bitwise") {
+  REQUIRE_GPU();
+  file f(lfm2_test::build(lfm2_spec(ggml_type::Q4_K)), "lfm2");
+  auto m = load_on(f.path, "cuda");
+  const int64_t V = m->hparams().n_vocab;
+  const std::vector<int32_t> a = prompt(15, (int)V, 6);
+  REQUIRE(m->checkpoint_bytes_per_block(4) > 0);
+  auto kv = m->new_kv_cache(16, 4, 3);
+  m->enable_block_checkpoints(*kv);
+  // a in slot 0 as chunks [0, 7) and [7, 15): checkpoints at 4, 8 (its rows from the slot's state and the chunk), 12
+  const int32_t ta[4] = {9, 2, 14, 5};
+  std::vector<float> la(15 * V);
+  m->forward_batch({batch_sequence{a.data(), 7, 0, ta, 4, 7, 0}}, *kv, la.data());
+  m->forward_batch({batch_sequence{a.data() + 7, 8, 7, ta, 4, 8, 0}}, *kv, la.data() + 7 * V);
+  for (int p : {4, 8, 12}) {  // a prefix-cache hit on a's first p / 4 blocks, continued in slot 2
+    m->restore_from_block(*kv, 2, ta[p / 4 - 1], p);
+    std::vector<int32_t> table(ta, ta + p / 4);
+    for (int k = p / 4; k < 4; ++k) table.push_back(10 + k);  // fresh blocks after the shared prefix
+    std::vector<float> lc((15 - p) * V);
+    m->forward_batch({batch_sequence{a.data() + p, 15 - p, p, table.data(), 4, 15 - p, 2}}, *kv, lc.data());
+    CHECK(same_bits(lc.data(), la.data() + (size_t)p * V, lc.size()));
+  }
+  // speculative decoding: a verify chunk [7, 13) keeps the states after 8 .. 12; rolled back to 9, a continues
+  // with the logits of the run that never went past 9
+  auto kv2 = m->new_kv_cache(16, 4, 1);
+  const int32_t tb[4] = {0, 1, 2, 3};
+  std::vector<float> l7(7 * V), lv(6 * V), lc(6 * V);
+  m->forward_batch({batch_sequence{a.data(), 7, 0, tb, 4, 7, 0}}, *kv2, l7.data());
+  batch_sequence verify{a.data() + 7, 6, 7, tb, 4, 6, 0};
+  verify.n_rollback = 5;
+  m->forward_batch({verify}, *kv2, lv.data());
+  m->rollback_state(*kv2, 0, 9);
+  m->forward_batch({batch_sequence{a.data() + 9, 6, 9, tb, 4, 6, 0}}, *kv2, lc.data());
+  CHECK(same_bits(lc.data(), la.data() + 9 * V, lc.size()));
+}
+
 TEST_CASE("cuda models: device 'auto' takes the GPU for every quantization type; a type no backend has is named") {
   REQUIRE_GPU();
   file q5(model_test::build(dense_spec("qwen3", ggml_type::Q5_K)), "qwen3");

@@ -186,6 +186,28 @@ TEST_CASE("cuda short_conv: the CPU's result, and chunked calls == one call") {
   CHECK(same_bits(gs2.get().data(), sg.data(), sg.size()));
 }
 
+TEST_CASE("cuda gather_bx_rows: the B * X rows short_conv folds into its state, the CPU's bits, rows scattered") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(16);
+  const int64_t n_ch = 300, n_rows = 7, n_dst = 10;
+  const std::vector<float> bcx = randn(n_rows * 3 * n_ch, rng), dst0 = randn(n_dst * n_ch, rng);
+  const std::vector<int64_t> src = {6, 0, 3, 3}, dst = {9, 2, 0, 5};
+  buf cb(*be.cpu, bcx), cd(*be.cpu, dst0), gb(*be.gpu, bcx), gd(*be.gpu, dst0);
+  be.cpu->gather_bx_rows(cb.p(), src.data(), (int64_t)src.size(), n_ch, cd.p(), dst.data());
+  be.gpu->gather_bx_rows(gb.p(), src.data(), (int64_t)src.size(), n_ch, gd.p(), dst.data());
+  const std::vector<float> want = cd.get(), got = gd.get();
+  CHECK(same_bits(got.data(), want.data(), want.size()));
+  CHECK(same_bits(got.data() + n_ch, dst0.data() + n_ch, n_ch));  // a row no one writes keeps its values
+  // the rows equal the state a conv over those rows leaves: state row d - 1 after token t is B * X of row t
+  const int32_t l_cache = 3;
+  const std::vector<float> w = randn(l_cache * n_ch, rng);
+  buf gw(*be.gpu, w), gs(*be.gpu, (l_cache - 1) * n_ch), gy(*be.gpu, 4 * n_ch);
+  be.gpu->short_conv(gb.p(), 4, n_ch, l_cache, gw.p(), gs.p(), gy.p());  // rows 0..3: the state ends with row 3
+  const std::vector<float> st = gs.get();
+  CHECK(same_bits(st.data() + n_ch, got.data(), n_ch));  // dst row 0 was gathered from bcx row 3
+}
+
 TEST_CASE("cuda backend: memory reporting and clear errors") {
   REQUIRE_GPU();
   pair be;

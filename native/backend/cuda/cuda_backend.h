@@ -106,6 +106,8 @@ class cuda_backend final : public backend {
                   float* state, float* y) override;                                                 // short_conv.cu
   void short_conv_batch(const float* bcx, const int64_t* n_tokens, float* const* states, int64_t n_seqs, int64_t n_ch,
                         int32_t l_cache, const float* w, float* y) override;                        // short_conv.cu
+  void gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
+                      const int64_t* dst_rows) override;                                            // short_conv.cu
   void graph_begin(uint64_t key) override;                                                          // step_graph.cu
   void graph_end() override;                                                                        // step_graph.cu
   void graph_abort() override;                                                                      // step_graph.cu

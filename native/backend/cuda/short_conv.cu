@@ -1,7 +1,9 @@
 // LFM2's gated short convolution on the CUDA backend (see backend::short_conv): one thread per channel walks
 // the sequence's tokens in order; tap k of token t reads row t - d + k of (state ++ B * X), d = l_cache - 1.
 // Invariant: channels are independent; the state is rewritten only after every output was computed, rows in
-// ascending order, so each old row is read before it is overwritten (as the CPU kernel does).
+// ascending order, so each old row is read before it is overwritten (as the CPU kernel does). gather_bx_rows (the
+// B * X rows of prefix-caching checkpoints and speculative rollback states) multiplies as the conv does.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -50,7 +52,29 @@ __global__ void short_conv_batch_kernel(const float* bcx, const int64_t* meta, i
   conv_channel(bcx + m[0] * 3 * n_ch, m[1], n_ch, l_cache, w, state, y + m[0] * n_ch, c);
 }
 
+// Row i of a gather: dst row dst_rows[i] = the B * X row of bcx row src_rows[i], with conv_input's multiply (the
+// bits short_conv folds into a state: checkpoints and rollback states are those rows).
+__global__ void gather_bx_rows_kernel(const float* bcx, const int64_t* src_rows, const int64_t* dst_rows, int64_t n_ch,
+                                      float* dst) {
+  pdl_begin();
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= n_ch) return;
+  dst[dst_rows[blockIdx.y] * n_ch + c] = conv_input(bcx, nullptr, n_ch, 0, src_rows[blockIdx.y], c);
+}
+
 }  // namespace
+
+void cuda_backend::gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
+                                  const int64_t* dst_rows) {
+  if (n <= 0 || n_ch <= 0) return;
+  const int64_t* d_src = stage(src_rows, n);
+  const int64_t* d_dst = stage(dst_rows, n);
+  for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
+    const int64_t m = std::min<int64_t>(n - i0, 65535);
+    launch("gather_bx_rows", gather_bx_rows_kernel, dim3(grid_for(n_ch, 128), (unsigned)m), dim3(128), bcx, d_src + i0,
+           d_dst + i0, n_ch, dst);
+  }
+}
 
 void cuda_backend::short_conv(const float* bcx, int64_t n_tokens, int64_t n_ch, int32_t l_cache, const float* w,
                               float* state, float* y) {
