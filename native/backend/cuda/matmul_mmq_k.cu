@@ -1,4 +1,4 @@
-// The tensor-core matmul of k-quant weights (q4_K, q5_K, q6_K) at many tokens (prefill, large batches), pipelined:
+// The tensor-core matmul of 256-value super-block weights (q4_K, q5_K, q6_K, iq4_xs) at many tokens (prefill, large batches), pipelined:
 // each 256-value unit of K is a stage whose bytes (the weights' raw x32 unit bytes for 64 rows, the q8_256
 // activations of 64 tokens with their scales and sums) stream into shared memory with cp.async, k_stages deep,
 // so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight fragments are unpacked from the raw
@@ -26,21 +26,28 @@ constexpr int k_rows = 64, k_tok = 64, k_stages = 3, k_threads = 128;
 constexpr int k_xrow = 256 + 16;  // shared activation row stride: conflict-free fragment loads
 
 // Raw x32 bytes of one unit of one 32-row group (backend/pack_x32.h).
+// has_min: S2 from the mins; unpacks_scales: the stage's scales go to st.sc once per stage (unpack_scales).
 struct kq_q4_K {  // d dmin [32 x 4 B] at 0, scales [32 x 12 B] at 128, qs [8 chunks][32][16 B] at 512
   static constexpr int group_bytes = 32 * 144;
-  static constexpr bool has_min = true;
+  static constexpr bool has_min = true, unpacks_scales = true;
   static constexpr int qs_at = x32_q4_K::qs_at, qh_at = x32_q4_K::qh_at;
 };
 // q5_K: q4_K's fields plus the fifth bits (bit j of qh byte l: element 32j + l), between the scales and qs:
 // d dmin at 0, scales at 128, qh [2 chunks][32][16 B] at 512, qs [8 chunks][32][16 B] at 1536.
 struct kq_q5_K {
   static constexpr int group_bytes = 32 * 176;
-  static constexpr bool has_min = true;
+  static constexpr bool has_min = true, unpacks_scales = true;
   static constexpr int qs_at = x32_q5_K::qs_at, qh_at = x32_q5_K::qh_at;
 };
 struct kq_q6_K {  // ql [8][32][16 B] at 0, qh [4][32][16 B] at 4096, scales [32 x 16 B] at 6144, d [32 x 2 B] at 6656
   static constexpr int group_bytes = 32 * 210;
-  static constexpr bool has_min = false;
+  static constexpr bool has_min = false, unpacks_scales = false;
+};
+// iq4_xs: d | scales_h | scales_l [32 x 8 B] at 0, qs [8 sub-blocks][32][16 B] at 256 (sub-block j's 16 bytes in
+// chunk j, laid out as in q4_0); weights are the iq4_nl levels (x32_types_more.cuh's iq4nl_levels).
+struct kq_iq4_xs {
+  static constexpr int group_bytes = 32 * 136;
+  static constexpr bool has_min = false, unpacks_scales = true;
 };
 
 // One stage (one unit of K) in shared memory.
@@ -49,7 +56,7 @@ struct alignas(16) kq_stage {
   uint8_t w[2][W::group_bytes];  // the tile's two groups, raw
   int8_t x[k_tok][k_xrow];       // q8_256 activations
   float dx[k_tok];               // their group scale
-  int8_t sc[k_rows][16];         // q4_K: each row's 8 scales, then its 8 mins (unpacked once per stage)
+  int8_t sc[k_rows][16];         // q4_K / q5_K: each row's 8 scales, then its 8 mins; iq4_xs: its 8 ls - 32
 };
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
@@ -105,6 +112,15 @@ __device__ __forceinline__ void unpack_scales(kq_stage<W>& st) {
   }
 }
 
+// iq4_xs: the 8 signed sub-block scales (ls - 32) of the stage's 64 rows into st.sc (two threads per row).
+__device__ __forceinline__ void unpack_scales(kq_stage<kq_iq4_xs>& st) {
+  const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+  const uint8_t* h = st.w[row / 32] + 8 * (row % 32);
+  const uint32_t scales_h = *(const uint16_t*)(h + 2), scales_l = *(const uint32_t*)(h + 4);
+#pragma unroll
+  for (int j = 4 * half; j < 4 * half + 4; ++j) st.sc[row][j] = (int8_t)(iq4_xs_scale_dev(j, scales_h, scales_l) - 32);
+}
+
 // The fifth bits of sub-block j of 4 values (one per byte) as bit 4 of each byte, from a q5_K qh word (0 for q4_K).
 template <class W>
 __device__ __forceinline__ int fifth_bits(int qh, int j) {
@@ -156,6 +172,32 @@ __device__ __forceinline__ void unit_sums(const kq_stage<W>& st, int r0, int r1,
         s[n4][2] += sc1 * c[2];
         s[n4][3] += sc1 * c[3];
       }
+    }
+  }
+}
+
+// iq4_xs: sub-block j's 32 levels of rows r0, r1 from qs chunk j (low nibbles: values 4t4.., high: 16 + 4t4..),
+// S = sum_j (ls_j - 32) * dot_j as mmv_x32's reader.
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_iq4_xs>& st, int r0, int r1, int g, int t4, int nh,
+                                          int (&s)[4][4], int (&)[4][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const int l0 = r0 % 32, l1 = r1 % 32;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t q0 = (uint32_t)lds32(w + 256 + (j * 32 + l0) * 16 + 4 * t4);
+    const uint32_t q1 = (uint32_t)lds32(w + 256 + (j * 32 + l1) * 16 + 4 * t4);
+    const int a0 = iq4nl_levels(q0 & 0x0F0F0F0Fu), a1 = iq4nl_levels(q1 & 0x0F0F0F0Fu);
+    const int a2 = iq4nl_levels((q0 >> 4) & 0x0F0F0F0Fu), a3 = iq4nl_levels((q1 >> 4) & 0x0F0F0F0Fu);
+    const int sc0 = st.sc[r0][j], sc1 = st.sc[r1][j];
+#pragma unroll
+    for (int n4 = 0; n4 < 4; ++n4) {
+      const int tok = 8 * (4 * nh + n4) + g;
+      int c[4];
+      mma_k32(c, a0, a1, a2, a3, lds32(&st.x[tok][32 * j + 4 * t4]), lds32(&st.x[tok][32 * j + 16 + 4 * t4]));
+      s[n4][0] += sc0 * c[0];
+      s[n4][1] += sc0 * c[1];
+      s[n4][2] += sc1 * c[2];
+      s[n4][3] += sc1 * c[3];
     }
   }
 }
@@ -245,6 +287,13 @@ __device__ __forceinline__ void add_terms(const kq_stage<kq_q6_K>& st, int r0, i
   add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return scaled_unit_term(d[r], dxv, s[n4][e]); });
 }
 
+__device__ __forceinline__ void add_terms(const kq_stage<kq_iq4_xs>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
+                                          const int (&)[4][4], float (&acc)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const float d[2] = {ld_half(w + 8 * (r0 % 32)), ld_half(w + 8 * (r1 % 32))};
+  add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return scaled_unit_term(d[r], dxv, s[n4][e]); });
+}
+
 // part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.
 template <class W>
 __global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
@@ -279,7 +328,7 @@ __global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, 
     const int64_t next = i + k_stages - 1;
     if (next < n_u) issue_stage<W>(st[next % k_stages], sh, a, grp0, n_groups, t0, u_begin + next);
     cp_async_commit();
-    if constexpr (W::has_min) {
+    if constexpr (W::unpacks_scales) {
       unpack_scales(cur);
       __syncthreads();
     }
@@ -337,7 +386,8 @@ void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const m
   if (type == ggml_type::Q4_K) launch_kq<kq_q4_K>(be, sh, a, n_groups, part);
   else if (type == ggml_type::Q5_K) launch_kq<kq_q5_K>(be, sh, a, n_groups, part);
   else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, part);
-  else throw error("cuda matmul: the pipelined tensor-core kernel takes q4_K, q5_K and q6_K");
+  else if (type == ggml_type::IQ4_XS) launch_kq<kq_iq4_xs>(be, sh, a, n_groups, part);
+  else throw error("cuda matmul: the pipelined tensor-core kernel takes q4_K, q5_K, q6_K and iq4_xs");
 }
 
 }  // namespace spindle
