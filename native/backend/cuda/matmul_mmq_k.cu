@@ -1,4 +1,4 @@
-// The tensor-core matmul of 256-value super-block weights (q4_K, q5_K, q6_K, iq4_xs) at many tokens (prefill, large batches), pipelined:
+// The tensor-core matmul of 256-value super-block weights (q3_K, q4_K, q5_K, q6_K, iq4_xs) at many tokens (prefill, large batches), pipelined:
 // each 256-value unit of K is a stage whose bytes (the weights' raw x32 unit bytes for 64 rows, the q8_256
 // activations of 64 tokens with their scales and sums) stream into shared memory with cp.async, k_stages deep,
 // so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight fragments are unpacked from the raw
@@ -49,6 +49,12 @@ struct kq_iq4_xs {
   static constexpr int group_bytes = 32 * 136;
   static constexpr bool has_min = false, unpacks_scales = true;
 };
+// q3_K: hmask [2][32][16 B] at 0, qs [4][32][16 B] at 1024, scales [32 x 12 B] at 3072, d [32 x 2 B] at 3456
+// (x32_types_more.cuh: element 128h + 32c + l, 16-value group 8h + 2c + l / 16).
+struct kq_q3_K {
+  static constexpr int group_bytes = 32 * 110;
+  static constexpr bool has_min = false, unpacks_scales = true;
+};
 
 // One stage (one unit of K) in shared memory.
 template <class W>
@@ -56,7 +62,8 @@ struct alignas(16) kq_stage {
   uint8_t w[2][W::group_bytes];  // the tile's two groups, raw
   int8_t x[k_tok][k_xrow];       // q8_256 activations
   float dx[k_tok];               // their group scale
-  int8_t sc[k_rows][16];         // q4_K / q5_K: each row's 8 scales, then its 8 mins; iq4_xs: its 8 ls - 32
+  int8_t sc[k_rows][16];         // q4_K / q5_K: each row's 8 scales, then its 8 mins; iq4_xs: its 8 ls - 32;
+                                 // q3_K: its 16 group scales - 32
 };
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
@@ -119,6 +126,14 @@ __device__ __forceinline__ void unpack_scales(kq_stage<kq_iq4_xs>& st) {
   const uint32_t scales_h = *(const uint16_t*)(h + 2), scales_l = *(const uint32_t*)(h + 4);
 #pragma unroll
   for (int j = 4 * half; j < 4 * half + 4; ++j) st.sc[row][j] = (int8_t)(iq4_xs_scale_dev(j, scales_h, scales_l) - 32);
+}
+
+// q3_K: the 16 signed group scales (sc - 32) of the stage's 64 rows into st.sc (two threads per row).
+__device__ __forceinline__ void unpack_scales(kq_stage<kq_q3_K>& st) {
+  const int row = threadIdx.x / 2, half = threadIdx.x % 2;
+  const uint8_t* sc = st.w[row / 32] + 3072 + 12 * (row % 32);
+#pragma unroll
+  for (int g = 8 * half; g < 8 * half + 8; ++g) st.sc[row][g] = (int8_t)(q3_K_scale_dev(g, sc) - 32);
 }
 
 // The fifth bits of sub-block j of 4 values (one per byte) as bit 4 of each byte, from a q5_K qh word (0 for q4_K).
@@ -198,6 +213,52 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_iq4_xs>& st, int r0,
       s[n4][1] += sc0 * c[1];
       s[n4][2] += sc1 * c[2];
       s[n4][3] += sc1 * c[3];
+    }
+  }
+}
+
+// q3_K: per 128-value half h and quarter c, the 32 values of rows r0, r1 from qs chunks 2h (values 4t4..) and
+// 2h + 1 (16 + 4t4..) and hmask chunks 0 and 1, as two k16 mmas with their group scales (q6_K's shape): S as
+// mmv_x32's reader.
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_q3_K>& st, int r0, int r1, int g, int t4, int nh,
+                                          int (&s)[4][4], int (&)[4][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const int l[2] = {r0 % 32, r1 % 32};
+  int hm[2][2];  // [row][values 0..15 / 16..31]
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int p = 0; p < 2; ++p) hm[r][p] = lds32(w + (p * 32 + l[r]) * 16 + 4 * t4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int qw[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int p = 0; p < 2; ++p) qw[r][p] = lds32(w + 1024 + ((2 * h + p) * 32 + l[r]) * 16 + 4 * t4);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int sb = 4 * h + c, g0 = 8 * h + 2 * c;
+      int a[2][2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          const int low = (qw[r][p] >> (2 * c)) & 0x03030303, high = ((hm[r][p] >> (4 * h + c)) & 0x01010101) << 2;
+          a[r][p] = __vsubss4(low | high, 0x04040404);
+        }
+      const int sc0l = st.sc[r0][g0], sc0h = st.sc[r0][g0 + 1], sc1l = st.sc[r1][g0], sc1h = st.sc[r1][g0 + 1];
+#pragma unroll
+      for (int n4 = 0; n4 < 4; ++n4) {
+        const int tok = 8 * (4 * nh + n4) + g;
+        int lo[4], hi16[4];
+        mma_k16(lo, a[0][0], a[1][0], lds32(&st.x[tok][32 * sb + 4 * t4]));
+        mma_k16(hi16, a[0][1], a[1][1], lds32(&st.x[tok][32 * sb + 16 + 4 * t4]));
+        s[n4][0] += sc0l * lo[0] + sc0h * hi16[0];
+        s[n4][1] += sc0l * lo[1] + sc0h * hi16[1];
+        s[n4][2] += sc1l * lo[2] + sc1h * hi16[2];
+        s[n4][3] += sc1l * lo[3] + sc1h * hi16[3];
+      }
     }
   }
 }
@@ -294,6 +355,13 @@ __device__ __forceinline__ void add_terms(const kq_stage<kq_iq4_xs>& st, int r0,
   add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return scaled_unit_term(d[r], dxv, s[n4][e]); });
 }
 
+__device__ __forceinline__ void add_terms(const kq_stage<kq_q3_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
+                                          const int (&)[4][4], float (&acc)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const float d[2] = {ld_half(w + 3456 + 2 * (r0 % 32)), ld_half(w + 3456 + 2 * (r1 % 32))};
+  add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return scaled_unit_term(d[r], dxv, s[n4][e]); });
+}
+
 // part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.
 template <class W>
 __global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
@@ -387,7 +455,8 @@ void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const m
   else if (type == ggml_type::Q5_K) launch_kq<kq_q5_K>(be, sh, a, n_groups, part);
   else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, part);
   else if (type == ggml_type::IQ4_XS) launch_kq<kq_iq4_xs>(be, sh, a, n_groups, part);
-  else throw error("cuda matmul: the pipelined tensor-core kernel takes q4_K, q5_K, q6_K and iq4_xs");
+  else if (type == ggml_type::Q3_K) launch_kq<kq_q3_K>(be, sh, a, n_groups, part);
+  else throw error("cuda matmul: the pipelined tensor-core kernel takes q3_K, q4_K, q5_K, q6_K and iq4_xs");
 }
 
 }  // namespace spindle
