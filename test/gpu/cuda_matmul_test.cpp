@@ -147,7 +147,7 @@ TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the o
   std::mt19937 rng(17);
   for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::Q4_0,
                          ggml_type::Q4_1, ggml_type::Q5_0, ggml_type::Q5_1, ggml_type::IQ4_NL, ggml_type::IQ4_XS,
-                         ggml_type::Q3_K}) {
+                         ggml_type::Q3_K, ggml_type::Q2_K}) {
     const bool k_quant = super_block(type);
     // rows: one tile, a partial tile, several tiles with few rows per K segment; K: one stage, several, and
     // (q8_0 / q4_0) stages cut short by the K segments

@@ -6,8 +6,8 @@
 //   y[t, o] = ((seg_0 + seg_1) + seg_2) + ...,  seg_s = sequential sum of the unit terms of segment s.
 // Quantized weights use int8 activations (x32_types.cuh): the 32-value block types per 32 values
 // (quantize_q8_32), the super-block types per 256 (quantize_q8_256); float weights the f32 ones.
-// From k_mmq_min_tokens tokens on, quantized weights but q2_K take the tensor-core kernels (matmul_mma.cu,
-// matmul_mmq_k.cu), whose outputs have the same bits as this one's; q2_K runs this kernel at every token count.
+// From k_mmq_min_tokens tokens on, quantized weights take the tensor-core kernels (matmul_mma.cu, matmul_mmq_k.cu),
+// whose outputs have the same bits as this one's.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"

@@ -1,4 +1,4 @@
-// The tensor-core path of matmul for many tokens (prefill, large batches): q3_K, q4_K, q5_K, q6_K, iq4_xs take the
+// The tensor-core path of matmul for many tokens (prefill, large batches): the super-block types (q2_K .. q6_K, iq4_xs) take the
 // pipelined kernel of matmul_mmq_k.cu; the 32-value block types (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) this one.
 // int8 mma.sync (sm_80+) computes each 32-value
 // sub-block's integer dot of a weight row and a token's q8_32 activations, exactly the integer mmv_x32 gets from
@@ -226,11 +226,11 @@ void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, in
 
 bool mmq_supports(ggml_type type, int64_t row0) {
   if (row0 % 32 != 0) return false;
-  switch (type) {
-    case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K:
-    case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_1: case ggml_type::Q5_0: case ggml_type::Q5_1:
-    case ggml_type::IQ4_NL: case ggml_type::IQ4_XS: case ggml_type::Q3_K: return true;
-    default: return false;  // q2_K: mmv_x32 at every token count
+  switch (type) {  // every quantized type the CUDA backend reads
+    case ggml_type::Q2_K: case ggml_type::Q3_K: case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K:
+    case ggml_type::IQ4_XS: case ggml_type::Q8_0: case ggml_type::Q4_0: case ggml_type::Q4_1: case ggml_type::Q5_0:
+    case ggml_type::Q5_1: case ggml_type::IQ4_NL: return true;
+    default: return false;
   }
 }
 
@@ -246,6 +246,7 @@ void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv
     case ggml_type::Q5_K:
     case ggml_type::Q6_K:
     case ggml_type::Q3_K:
+    case ggml_type::Q2_K:
     case ggml_type::IQ4_XS: launch_mmq_k(be, type, sh, a, n_groups, part); break;
     case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, part); break;
     case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, part); break;

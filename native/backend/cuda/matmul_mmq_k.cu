@@ -1,4 +1,4 @@
-// The tensor-core matmul of 256-value super-block weights (q3_K, q4_K, q5_K, q6_K, iq4_xs) at many tokens (prefill, large batches), pipelined:
+// The tensor-core matmul of 256-value super-block weights (q2_K .. q6_K, iq4_xs) at many tokens (prefill, large batches), pipelined:
 // each 256-value unit of K is a stage whose bytes (the weights' raw x32 unit bytes for 64 rows, the q8_256
 // activations of 64 tokens with their scales and sums) stream into shared memory with cp.async, k_stages deep,
 // so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight fragments are unpacked from the raw
@@ -54,6 +54,12 @@ struct kq_iq4_xs {
 struct kq_q3_K {
   static constexpr int group_bytes = 32 * 110;
   static constexpr bool has_min = false, unpacks_scales = true;
+};
+// q2_K: scales [1][32][16 B] at 0 (group g: scale in the low nibble, min in the high; read raw), qs [4][32][16 B] at
+// 512 (as q3_K's), d dmin [32 x 4 B] at 2560.
+struct kq_q2_K {
+  static constexpr int group_bytes = 32 * 84;
+  static constexpr bool has_min = true, unpacks_scales = false;
 };
 
 // One stage (one unit of K) in shared memory.
@@ -263,6 +269,51 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q3_K>& st, int r0, i
   }
 }
 
+// q2_K: q3_K's shape without the hmask bit (values 0..3), the 4-bit group scales on S1 and the 4-bit mins on S2
+// (an mma of each row's two group mins, replicated over their 16 values, against the same activations: m_g times the
+// sum of the group's 16 activations, exactly), as mmv_x32's reader.
+__device__ __forceinline__ void unit_sums(const kq_stage<kq_q2_K>& st, int r0, int r1, int g, int t4, int nh,
+                                          int (&s)[4][4], int (&s2)[4][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const int l[2] = {r0 % 32, r1 % 32};
+  const uint8_t* sc0 = w + l[0] * 16;
+  const uint8_t* sc1 = w + l[1] * 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int qw[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int p = 0; p < 2; ++p) qw[r][p] = lds32(w + 512 + ((2 * h + p) * 32 + l[r]) * 16 + 4 * t4);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int sb = 4 * h + c, g0 = 8 * h + 2 * c;
+      int a[2][2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int p = 0; p < 2; ++p) a[r][p] = (qw[r][p] >> (2 * c)) & 0x03030303;
+      const int b0l = sc0[g0], b0h = sc0[g0 + 1], b1l = sc1[g0], b1h = sc1[g0 + 1];
+      const int s0l = b0l & 0xF, s0h = b0h & 0xF, s1l = b1l & 0xF, s1h = b1h & 0xF;
+      const int m0l = (b0l >> 4) * 0x01010101, m0h = (b0h >> 4) * 0x01010101;  // 0..15 in each byte
+      const int m1l = (b1l >> 4) * 0x01010101, m1h = (b1h >> 4) * 0x01010101;
+#pragma unroll
+      for (int n4 = 0; n4 < 4; ++n4) {
+        const int tok = 8 * (4 * nh + n4) + g;
+        const int x0 = lds32(&st.x[tok][32 * sb + 4 * t4]), x1 = lds32(&st.x[tok][32 * sb + 16 + 4 * t4]);
+        int lo[4], hi16[4];
+        mma_k16(lo, a[0][0], a[1][0], x0);
+        mma_k16(hi16, a[0][1], a[1][1], x1);
+        s[n4][0] += s0l * lo[0] + s0h * hi16[0];
+        s[n4][1] += s0l * lo[1] + s0h * hi16[1];
+        s[n4][2] += s1l * lo[2] + s1h * hi16[2];
+        s[n4][3] += s1l * lo[3] + s1h * hi16[3];
+        mma_k32_acc(s2[n4], m0l, m1l, m0h, m1h, x0, x1);
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, int r1, int g, int t4, int nh,
                                           int (&s)[4][4], int (&)[4][4]) {
   const uint8_t* w = st.w[r0 / 32];
@@ -362,6 +413,15 @@ __device__ __forceinline__ void add_terms(const kq_stage<kq_q3_K>& st, int r0, i
   add_unit_terms(st.dx, t4, nh, acc, [&](int r, float dxv, int n4, int e) { return scaled_unit_term(d[r], dxv, s[n4][e]); });
 }
 
+__device__ __forceinline__ void add_terms(const kq_stage<kq_q2_K>& st, int r0, int r1, int t4, int nh, const int (&s)[4][4],
+                                          const int (&s2)[4][4], float (&acc)[8][4]) {
+  const uint8_t* w = st.w[r0 / 32];
+  const __half2 dm0 = *(const __half2*)(w + 2560 + 4 * (r0 % 32)), dm1 = *(const __half2*)(w + 2560 + 4 * (r1 % 32));
+  const float d[2] = {__low2float(dm0), __low2float(dm1)}, dmin[2] = {__high2float(dm0), __high2float(dm1)};
+  add_unit_terms(st.dx, t4, nh, acc,
+                 [&](int r, float dxv, int n4, int e) { return affine_unit_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]); });
+}
+
 // part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.
 template <class W>
 __global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
@@ -456,7 +516,8 @@ void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const m
   else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, part);
   else if (type == ggml_type::IQ4_XS) launch_kq<kq_iq4_xs>(be, sh, a, n_groups, part);
   else if (type == ggml_type::Q3_K) launch_kq<kq_q3_K>(be, sh, a, n_groups, part);
-  else throw error("cuda matmul: the pipelined tensor-core kernel takes q3_K, q4_K, q5_K, q6_K and iq4_xs");
+  else if (type == ggml_type::Q2_K) launch_kq<kq_q2_K>(be, sh, a, n_groups, part);
+  else throw error("cuda matmul: the pipelined tensor-core kernel takes the 256-value super-block types");
 }
 
 }  // namespace spindle
