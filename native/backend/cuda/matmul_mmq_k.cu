@@ -1,15 +1,16 @@
-// The tensor-core matmul of 256-value super-block weights (q2_K .. q6_K, iq4_xs) at many tokens (prefill, large batches), pipelined:
-// each 256-value unit of K is a stage whose bytes (the weights' raw x32 unit bytes for 64 rows, the q8_256
-// activations of 64 tokens with their scales and sums) stream into shared memory with cp.async, k_stages deep,
-// so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight fragments are unpacked from the raw
-// bytes as they go into the mma (no int8 weight copy in shared memory).
-// Arithmetic (x32_types.cuh): int8 mma.sync gives each 32-value (q6_K: 16-value) sub-block dot exactly; times
-// the sub-block scales they add up in int32 over the unit: S1 (and for q4_K / q5_K S2 = sum of mins * activation sums),
-// the same integers mmv_x32 and mmv8 get from dp4a (S2 from an mma of the mins against the activations). The unit's float term is affine_unit_term / scaled_unit_term, added to
-// the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
+// The tensor-core matmul of the 256-value super-block weights (q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs) at many
+// tokens (prefill, large batches), pipelined: each 256-value unit of K is a stage whose bytes (the weights' raw x32
+// unit bytes for 64 rows, the q8_256 activations of 64 tokens with their scales and sums) stream into shared
+// memory with cp.async, k_stages deep, so loading stage i + 2 overlaps the tensor cores' work on stage i. Weight
+// fragments are unpacked from the raw bytes as they go into the mma (no int8 weight copy in shared memory).
+// Arithmetic (x32_types.cuh, x32_types_more.cuh): int8 mma.sync gives each 32-value (q2_K, q3_K, q6_K: 16-value)
+// sub-block dot exactly; times the sub-block scales they add up in int32 over the unit: S1 (and for the affine
+// types q2_K, q4_K, q5_K S2 = sum of mins * activation sums, from an mma of the mins against the activations), the
+// same integers mmv_x32 and mmv8 get from dp4a. The unit's float term is affine_unit_term / scaled_unit_term, added
+// to the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
 // So every output has the bits of the one-token kernels: batch invariance across the path switch.
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps; warp w: rows 16w..16w+15, all 64
-// tokens as 8 mma tiles of 8 (m16n8k32 for q4_K / q5_K, two m16n8k16 for q6_K's 16-value scales).
+// tokens as 8 mma tiles of 8 (m16n8k32 for the 32-value sub-blocks, two m16n8k16 for 16-value scales).
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
