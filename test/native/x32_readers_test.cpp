@@ -20,111 +20,15 @@
 #include "harness.h"
 #include "kernels_util.h"
 
-// ---- the device vocabulary of the readers, on the host ----
-#define __device__
-#define __forceinline__ inline
-struct int4 {
-  int x, y, z, w;
-};
-struct __half {
-  uint16_t bits;
-};
-struct __half2 {
-  __half lo, hi;
-};
-struct __nv_bfloat16 {
-  uint16_t bits;
-};
-inline float __half2float(__half h) { return spindle::fp16_to_f32(h.bits); }
-inline float __low2float(__half2 h) { return __half2float(h.lo); }
-inline float __high2float(__half2 h) { return __half2float(h.hi); }
-inline float __bfloat162float(__nv_bfloat16 b) {
-  const uint32_t u = (uint32_t)b.bits << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-// IEEE single operations, rounded to nearest (this file is compiled with -ffp-contract=off: no fused forms).
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float __int2float_rn(int v) { return (float)v; }
-inline int min(int a, int b) { return a < b ? a : b; }
-inline int8_t byte_of(uint32_t v, int k) { return (int8_t)(uint8_t)(v >> (8 * k)); }
-// c + the sum of the four signed byte products.
-inline int __dp4a(int a, int b, int c) {
-  for (int k = 0; k < 4; ++k) c += byte_of((uint32_t)a, k) * byte_of((uint32_t)b, k);
-  return c;
-}
-// Per byte: a - b, saturated to [-128, 127].
-inline int __vsubss4(int a, int b) {
-  uint32_t r = 0;
-  for (int k = 0; k < 4; ++k) {
-    int v = byte_of((uint32_t)a, k) - byte_of((uint32_t)b, k);
-    v = v < -128 ? -128 : v > 127 ? 127 : v;
-    r |= (uint32_t)(uint8_t)v << (8 * k);
-  }
-  return (int)r;
-}
-// Byte k of the result: byte (selector nibble k & 7) of y:x (the readers never set a selector's bit 3).
-inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
-  const uint64_t v = (uint64_t)x | ((uint64_t)y << 32);
-  unsigned r = 0;
-  for (int k = 0; k < 4; ++k) r |= (unsigned)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
-  return r;
-}
+#include "cuda_host_shim.h"  // the device vocabulary of the readers, on the host
 
 #include "backend/cuda/x32_types.cuh"
 #include "backend/cuda/x32_types_more.cuh"
+#include "x32_host_act.h"
 
 using namespace spindle;
 
 namespace {
-
-// Activations quantized as the device's quantize kernels do (quantize_act.cuh): d = amax / 127, q = rint(v / d);
-// per 32 values with s = d * sum(q), or per 256 with the int32 sum of each 32. deq[i] = d * q (double).
-struct host_act {
-  std::vector<int8_t> qx;
-  std::vector<float> dx, sx, xf;
-  std::vector<int32_t> bx;
-  std::vector<double> deq;
-  mmv_act view{};
-};
-
-host_act quantize_act(const std::vector<float>& x, int64_t n_tok, int64_t n_in, act_format fmt, bool quantized) {
-  host_act h;
-  h.xf = x;
-  if (!quantized) {  // float weights read xf only
-    h.view = mmv_act{nullptr, nullptr, nullptr, nullptr, h.xf.data(), n_in, n_in / 32, (int)n_tok};
-    return h;
-  }
-  h.qx.resize(x.size());
-  h.deq.resize(x.size());
-  const int64_t nsub = n_in / 32, group = fmt == act_format::q8_32 ? 32 : 256;
-  h.sx.resize(n_tok * nsub);
-  h.bx.resize(n_tok * nsub);
-  for (int64_t g0 = 0; g0 < n_tok * n_in; g0 += group) {
-    float amax = 0;
-    for (int64_t i = g0; i < g0 + group; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    for (int64_t i = g0; i < g0 + group; ++i) {
-      const int q = amax == 0.0f ? 0 : (int)std::rint(x[i] / d);
-      h.qx[i] = (int8_t)q;
-      h.deq[i] = (double)d * q;
-    }
-    h.dx.push_back(d);
-    for (int64_t s = g0 / 32; s < (g0 + group) / 32; ++s) {
-      int sum = 0;
-      for (int64_t i = 32 * s; i < 32 * s + 32; ++i) sum += h.qx[i];
-      h.bx[s] = sum;
-      h.sx[s] = d * (float)sum;
-    }
-  }
-  h.view = mmv_act{h.qx.data(), h.dx.data(), fmt == act_format::q8_32 ? h.sx.data() : nullptr,
-                   fmt == act_format::q8_256 ? h.bx.data() : nullptr, h.xf.data(), n_in, nsub, (int)n_tok};
-  return h;
-}
 
 // mmv_x32 with one K segment, one lane at a time: y [n_tok, n_out].
 template <class Q, int NT>

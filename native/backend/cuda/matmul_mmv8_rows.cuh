@@ -1,0 +1,154 @@
+// The per-row work of the eight-lane few-token matmul (matmul_mmv8.cu; its top comment has the design): the lanes
+// of one unit of a row for each weight type, and a block's share of one job (mmv8_rows). Device code over a few
+// CUDA intrinsics, so a host test (test/native/mmv8_host_test.cpp) runs it with emulated threads, shuffles and
+// barriers.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/x32_types.cuh"
+#include "backend/cuda/x32_types_more.cuh"
+
+namespace spindle {
+
+constexpr int k_max_warps = 16;  // S * quads per block
+constexpr int k_mmv8_lanes = 32;  // threads per warp
+constexpr unsigned k_full = 0xffffffffu;
+
+
+// 16 quantized activations of token t: values [16c, 16c + 16) of sub-block sub.
+__device__ __forceinline__ int4 x16(const mmv_act& a, int t, int64_t sub, int c) {
+  return *(const int4*)(a.qx + (int64_t)t * a.n_in + sub * 32 + 16 * c);
+}
+
+__device__ __forceinline__ int dot16(int w0, int w1, int w2, int w3, int4 x) {
+  int s = 0;
+  s = __dp4a(w0, x.x, s);
+  s = __dp4a(w1, x.y, s);
+  s = __dp4a(w2, x.z, s);
+  return __dp4a(w3, x.w, s);
+}
+
+// The sum of v over the eight lanes of a row (lanes 8r..8r+7): integers, exact in any order.
+__device__ __forceinline__ int row_sum8(int v) {
+  v += __shfl_xor_sync(k_full, v, 1);
+  v += __shfl_xor_sync(k_full, v, 2);
+  return v + __shfl_xor_sync(k_full, v, 4);
+}
+
+// q4_K (QhAt < 0) and q5_K: sub-lane s = 2k + c reads qs field s (values 16c..16c+15 of sub-blocks 2k, low
+// nibbles, and 2k + 1, high; q5_K: their fifth bits, bits 2k and 2k + 1 of qh field c) and adds the min term of
+// sub-block s.
+template <int UnitBytes, int QsAt, int QhAt>
+struct lanes8_affine {
+  static constexpr int unit_bytes = UnitBytes;
+  template <int NT>
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const int k = sl / 2, c = sl % 2;
+    const int4 q = ld16(gb + QsAt + (sl * 32 + li) * 16);
+    int lo[4] = {q.x & 0x0F0F0F0F, q.y & 0x0F0F0F0F, q.z & 0x0F0F0F0F, q.w & 0x0F0F0F0F};
+    int hi[4] = {(q.x >> 4) & 0x0F0F0F0F, (q.y >> 4) & 0x0F0F0F0F, (q.z >> 4) & 0x0F0F0F0F, (q.w >> 4) & 0x0F0F0F0F};
+    if constexpr (QhAt >= 0) {
+      const int4 h = ld16(gb + QhAt + (c * 32 + li) * 16);
+      const int hw[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo[i] |= ((hw[i] >> (2 * k)) & 0x01010101) << 4;
+        hi[i] |= ((hw[i] >> (2 * k + 1)) & 0x01010101) << 4;
+      }
+    }
+    const __half2 dm = *(const __half2*)(gb + 4 * li);
+    const uint32_t* sp = (const uint32_t*)(gb + 128 + 12 * li);
+    const uint32_t s0 = sp[0], s1w = sp[1], s2w = sp[2];
+    int sc_lo, sc_hi, m, unused;
+    q4_K_scale_min_words(2 * k, s0, s1w, s2w, sc_lo, unused);
+    q4_K_scale_min_words(2 * k + 1, s0, s1w, s2w, sc_hi, unused);
+    q4_K_scale_min_words(sl, s0, s1w, s2w, unused, m);
+    const int64_t sub0 = u * 8 + 2 * k;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);  // past the call's tokens: computed, never used
+      const int p_lo = dot16(lo[0], lo[1], lo[2], lo[3], x16(a, tt, sub0, c));
+      const int p_hi = dot16(hi[0], hi[1], hi[2], hi[3], x16(a, tt, sub0 + 1, c));
+      const int s1 = row_sum8(sc_lo * p_lo + sc_hi * p_hi);
+      const int s2 = row_sum8(m * a.bx[(int64_t)tt * a.nsub + u * 8 + sl]);
+      acc[t] = __fadd_rn(acc[t], affine_unit_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1, s2));
+    }
+  }
+};
+using lanes8_q4_K = lanes8_affine<x32_q4_K::unit_bytes, x32_q4_K::qs_at, x32_q4_K::qh_at>;
+using lanes8_q5_K = lanes8_affine<x32_q5_K::unit_bytes, x32_q5_K::qs_at, x32_q5_K::qh_at>;
+
+// q6_K: sub-lane s = 4n + 2p + c reads ql field s and qh field 2n + c: values 16c..16c+15 of quarters p and
+// p + 2 of 128-value half n, each sixteen with its own scale.
+struct lanes8_q6_K {
+  static constexpr int unit_bytes = x32_q6_K::unit_bytes;
+  template <int NT>
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const int n = sl / 4, p = (sl / 2) % 2, c = sl % 2;
+    const int4 l = ld16(gb + (sl * 32 + li) * 16);
+    const int4 h = ld16(gb + 4096 + ((2 * n + c) * 32 + li) * 16);
+    const int ql[4] = {l.x, l.y, l.z, l.w}, qh[4] = {h.x, h.y, h.z, h.w};
+    int w[2][4];  // [hi]: quarter p + 2 * hi
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int lo4 = (ql[i] >> (4 * hi)) & 0x0F0F0F0F;
+        const int hi2 = ((qh[i] >> (2 * (p + 2 * hi))) & 0x03030303) << 4;
+        w[hi][i] = __vsubss4(lo4 | hi2, 0x20202020);
+      }
+    const float d = ld_half(gb + 6656 + 2 * li);
+    const int8_t* scp = (const int8_t*)(gb + 6144 + li * 16 + 8 * n + c);
+    const int sc0 = scp[2 * p], sc1 = scp[2 * (p + 2)];  // quarters p and p + 2, sixteen c
+    const int64_t sub_p = u * 8 + 4 * n + p;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);
+      const int s0 = dot16(w[0][0], w[0][1], w[0][2], w[0][3], x16(a, tt, sub_p, c));
+      const int s1 = dot16(w[1][0], w[1][1], w[1][2], w[1][3], x16(a, tt, sub_p + 2, c));
+      const int s = row_sum8(sc0 * s0 + sc1 * s1);
+      acc[t] = __fadd_rn(acc[t], scaled_unit_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s));
+    }
+  }
+};
+
+// The rows of one job (a block's share of it) at NT tokens: see the top of the file.
+template <class Q, int NT>
+__device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_t block, const mmv_act& a,
+                                          float (&part)[k_max_warps][NT][4]) {
+  const int warp = threadIdx.x / k_mmv8_lanes, lane = threadIdx.x % k_mmv8_lanes;
+  const int seg = warp % sh.splits, quad = warp / sh.splits;
+  const int rq = lane / 8, sl = lane % 8;
+  const int64_t rel = (block * quads + quad) * 4 + rq;
+  const bool valid = rel < sh.n_out;
+  const int64_t r = sh.row0 + (valid ? rel : sh.n_out - 1);  // a row past the call computes row n_out - 1's sums
+  const int64_t g = r / k_mmv8_lanes;
+  const int li = (int)(r % k_mmv8_lanes);
+  const int t0 = blockIdx.y * NT;
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  const int64_t u0 = seg * sh.n_units / sh.splits, u1 = (seg + 1) * sh.n_units / sh.splits;
+  const uint8_t* gbase = sh.w + (uint64_t)g * sh.n_units * (k_mmv8_lanes * Q::unit_bytes);
+  for (int64_t u = u0; u < u1; ++u) Q::template unit<NT>(gbase + (uint64_t)u * (k_mmv8_lanes * Q::unit_bytes), li, sl, u, a, t0, acc);
+  if (sh.splits > 1) {
+    if (sl == 0) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) part[warp][t][rq] = acc[t];
+    }
+    __syncthreads();
+    if (seg != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float s = part[warp][t][rq];
+      for (int k = 1; k < sh.splits; ++k) s = __fadd_rn(s, part[warp + k][t][rq]);
+      acc[t] = s;
+    }
+  }
+  if (!valid || sl != 0) return;
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+    if (t0 + t < a.n_tok) sh.y[(int64_t)(t0 + t) * sh.ldy + rel] = acc[t];
+}
+
+}  // namespace spindle

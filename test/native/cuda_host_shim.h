@@ -1,0 +1,152 @@
+// The CUDA device vocabulary that the x32 readers and the mmv8 row code use (native/backend/cuda/*.cuh), in plain
+// C++ with the device's integer and IEEE float semantics, so host tests run that device code unchanged:
+//   - intrinsics: __dp4a, __vsubss4, __byte_perm, the _rn float operations, __half / __half2 / bf16, int4;
+//   - threads: threadIdx / blockIdx (per emulated thread), __syncthreads and __shfl_xor_sync over one block whose
+//     threads are std::threads (run_block), so warp shuffles and block barriers behave as on the device.
+// Include before the .cuh files; compile the test with -ffp-contract=off (no fused multiply-adds the device would
+// not do) and -fno-strict-aliasing (the readers load through int4 / __half pointers).
+#pragma once
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/fp16.h"
+
+#define __device__
+#define __forceinline__ inline
+struct int4 {
+  int x, y, z, w;
+};
+struct __half {
+  uint16_t bits;
+};
+struct __half2 {
+  __half lo, hi;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline float __half2float(__half h) { return spindle::fp16_to_f32(h.bits); }
+inline float __low2float(__half2 h) { return __half2float(h.lo); }
+inline float __high2float(__half2 h) { return __half2float(h.hi); }
+inline float __bfloat162float(__nv_bfloat16 b) {
+  const uint32_t u = (uint32_t)b.bits << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// IEEE single operations, rounded to nearest (this file is compiled with -ffp-contract=off: no fused forms).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __int2float_rn(int v) { return (float)v; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int8_t byte_of(uint32_t v, int k) { return (int8_t)(uint8_t)(v >> (8 * k)); }
+// c + the sum of the four signed byte products.
+inline int __dp4a(int a, int b, int c) {
+  for (int k = 0; k < 4; ++k) c += byte_of((uint32_t)a, k) * byte_of((uint32_t)b, k);
+  return c;
+}
+// Per byte: a - b, saturated to [-128, 127].
+inline int __vsubss4(int a, int b) {
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    int v = byte_of((uint32_t)a, k) - byte_of((uint32_t)b, k);
+    v = v < -128 ? -128 : v > 127 ? 127 : v;
+    r |= (uint32_t)(uint8_t)v << (8 * k);
+  }
+  return (int)r;
+}
+// Byte k of the result: byte (selector nibble k & 7) of y:x (the readers never set a selector's bit 3).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t v = (uint64_t)x | ((uint64_t)y << 32);
+  unsigned r = 0;
+  for (int k = 0; k < 4; ++k) r |= (unsigned)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+  return r;
+}
+
+// ---- threads of one block ----
+struct dim3_host {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local dim3_host threadIdx, blockIdx;
+
+namespace cuda_host {
+
+// A reusable barrier for n threads (generation counted).
+class barrier {
+ public:
+  explicit barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    const uint64_t gen = gen_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, arrived_ = 0;
+  uint64_t gen_ = 0;
+};
+
+// The running block: its barrier, and per warp two exchange buffers for shuffles (one barrier per shuffle: a
+// value written at shuffle i is read before any thread can write the same buffer at shuffle i + 2).
+struct block_state {
+  explicit block_state(int n_threads)
+      : all(n_threads), warp_barriers((size_t)(n_threads / 32)), exchange((size_t)(n_threads / 32)) {
+    for (auto& w : warp_barriers) w = std::make_unique<barrier>(32);
+  }
+  barrier all;
+  std::vector<std::unique_ptr<barrier>> warp_barriers;
+  struct slots {
+    int v[2][32] = {};
+  };
+  std::vector<slots> exchange;
+};
+inline thread_local block_state* current_block = nullptr;
+inline thread_local int shuffle_phase = 0;
+
+// Runs fn on n_threads threads (a multiple of 32) as block (bx, by): threadIdx.x 0 .. n_threads - 1.
+inline void run_block(int n_threads, unsigned bx, unsigned by, const std::function<void()>& fn) {
+  block_state st(n_threads);
+  std::vector<std::thread> threads;
+  threads.reserve((size_t)n_threads);
+  for (int t = 0; t < n_threads; ++t) {
+    threads.emplace_back([&, t] {
+      threadIdx = dim3_host{(unsigned)t, 0, 0};
+      blockIdx = dim3_host{bx, by, 0};
+      current_block = &st;
+      shuffle_phase = 0;
+      fn();
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace cuda_host
+
+inline void __syncthreads() { cuda_host::current_block->all.wait(); }
+
+// Lane lane ^ m's value (every lane of the warp calls it with the same m, as the device requires).
+inline int __shfl_xor_sync(unsigned, int v, int m) {
+  cuda_host::block_state& st = *cuda_host::current_block;
+  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = cuda_host::shuffle_phase;
+  st.exchange[(size_t)warp].v[ph][lane] = v;
+  st.warp_barriers[(size_t)warp]->wait();
+  const int got = st.exchange[(size_t)warp].v[ph][lane ^ m];
+  cuda_host::shuffle_phase = 1 - ph;
+  return got;
+}

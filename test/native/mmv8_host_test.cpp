@@ -1,0 +1,97 @@
+// The eight-lane few-token matmul's row code (native/backend/cuda/matmul_mmv8_rows.cuh) on the host: its blocks run
+// as std::threads with the device's shuffles and barriers (cuda_host_shim.h). For q4_K, q5_K and q6_K, K in 1, 2
+// and 4 segments, a row range starting mid-group (matmul_expert) whose row count is not a multiple of 4, and 1 and
+// 8 tokens per thread, every output must have the bits of mmv_x32's reader (x32_types*.cuh) replayed lane by
+// lane with the same K segments added in the same order: mmv8's contract (the GPU suite checks it on a device).
+// What this cannot check: the kernel launch around mmv8_rows (grid, job table) and device memory.
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/pack_x32.h"
+#include "harness.h"
+#include "kernels_util.h"
+
+#include "cuda_host_shim.h"
+
+#include "backend/cuda/matmul_mmv8_rows.cuh"
+#include "x32_host_act.h"
+
+using namespace spindle;
+
+namespace {
+
+// mmv_x32's arithmetic for rows row0 .. row0 + n_out: each K segment's units in order, segments added in order.
+template <class Q>
+std::vector<float> reference(const std::vector<uint8_t>& packed, const x32_shape& xs, int64_t row0, int64_t n_out,
+                             int splits, const mmv_act& a) {
+  std::vector<float> y((size_t)(a.n_tok * n_out));
+  for (int64_t rel = 0; rel < n_out; ++rel) {
+    const int64_t r = row0 + rel;
+    const uint8_t* base = packed.data() + (uint64_t)(r / 32) * xs.n_units * (32 * Q::unit_bytes);
+    for (int t = 0; t < a.n_tok; ++t) {
+      float total = 0.0f;
+      for (int seg = 0; seg < splits; ++seg) {
+        float acc[1] = {0.0f};
+        for (int64_t u = seg * xs.n_units / splits; u < (seg + 1) * xs.n_units / splits; ++u)
+          Q::template dot_unit<1>(base + (uint64_t)u * (32 * Q::unit_bytes), (int)(r % 32), u, a, t, acc);
+        total = seg == 0 ? acc[0] : __fadd_rn(total, acc[0]);
+      }
+      y[(size_t)(t * n_out + rel)] = total;
+    }
+  }
+  return y;
+}
+
+// mmv8 for one job: warps = max(4, splits) per block, quads = warps / splits row quads per block, NT tokens per
+// block row (blockIdx.y), as launch_mmv8 lays it out.
+template <class L, int NT>
+std::vector<float> run_mmv8(const mmv_shape& sh0, const mmv_act& a) {
+  std::vector<float> y((size_t)(a.n_tok * sh0.n_out));
+  mmv_shape sh = sh0;
+  sh.y = y.data();
+  sh.ldy = sh.n_out;
+  const int warps = sh.splits > 4 ? sh.splits : 4, quads = warps / sh.splits;
+  const int64_t blocks = (sh.n_out + 4 * quads - 1) / (4 * quads);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int by = 0; by * NT < a.n_tok; ++by) {
+      float part[k_max_warps][NT][4] = {};
+      cuda_host::run_block(warps * 32, (unsigned)b, (unsigned)by, [&] { mmv8_rows<L, NT>(sh, quads, b, a, part); });
+    }
+  }
+  return y;
+}
+
+template <class Q, class L>
+void check_type(ggml_type type, std::mt19937& rng) {
+  const int64_t n_units = 4, n_in = 256 * n_units, n_rows = 96, row0 = 30, n_out = 45, n_tok = 9;
+  const std::vector<uint8_t> w = kernels_test::random_rows(type, n_rows, n_in, rng);
+  std::vector<uint8_t> packed;
+  x32_pack(type, w.data(), n_in, n_rows, packed);
+  const x32_shape xs = x32_shape_of(type, n_in, n_rows);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x((size_t)(n_tok * n_in));
+  for (float& v : x) v = normal(rng);
+  const host_act act = quantize_act(x, n_tok, n_in, act_format::q8_256, true);
+  for (int splits : {1, 2, 4}) {
+    const std::vector<float> want = reference<Q>(packed, xs, row0, n_out, splits, act.view);
+    const mmv_shape sh{packed.data(), xs.n_units, row0, n_out, nullptr, n_out, splits, 0};
+    const std::vector<float> y1 = run_mmv8<L, 1>(sh, act.view);
+    const std::vector<float> y8 = run_mmv8<L, 8>(sh, act.view);  // 9 tokens: a full tile and a ragged one
+    const size_t bytes = want.size() * sizeof(float);
+    const bool same = std::memcmp(y1.data(), want.data(), bytes) == 0 && std::memcmp(y8.data(), want.data(), bytes) == 0;
+    std::printf("  mmv8 %-5s K in %d segment(s): 1 / 8 tokens per thread %s mmv_x32's bits\n",
+                ggml_type_info((uint32_t)type)->name, splits, same ? "==" : "!=");
+    CHECK(same);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mmv8 rows on the host: q4_K, q5_K, q6_K give mmv_x32's bits for every K split and token count") {
+  std::mt19937 rng(29);
+  check_type<x32_q4_K, lanes8_q4_K>(ggml_type::Q4_K, rng);
+  check_type<x32_q5_K, lanes8_q5_K>(ggml_type::Q5_K, rng);
+  check_type<x32_q6_K, lanes8_q6_K>(ggml_type::Q6_K, rng);
+}

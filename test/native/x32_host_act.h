@@ -1,0 +1,56 @@
+// Activations for the GPU readers' host tests (x32_readers_test, mmv8_host_test), quantized as the device's
+// quantize kernels do (native/backend/cuda/quantize_act.cuh). Include after cuda_host_shim.h.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/x32_types.cuh"
+
+namespace spindle {
+
+// Activations quantized as the device's quantize kernels do (quantize_act.cuh): d = amax / 127, q = rint(v / d);
+// per 32 values with s = d * sum(q), or per 256 with the int32 sum of each 32. deq[i] = d * q (double).
+struct host_act {
+  std::vector<int8_t> qx;
+  std::vector<float> dx, sx, xf;
+  std::vector<int32_t> bx;
+  std::vector<double> deq;
+  mmv_act view{};
+};
+
+inline host_act quantize_act(const std::vector<float>& x, int64_t n_tok, int64_t n_in, act_format fmt, bool quantized) {
+  host_act h;
+  h.xf = x;
+  if (!quantized) {  // float weights read xf only
+    h.view = mmv_act{nullptr, nullptr, nullptr, nullptr, h.xf.data(), n_in, n_in / 32, (int)n_tok};
+    return h;
+  }
+  h.qx.resize(x.size());
+  h.deq.resize(x.size());
+  const int64_t nsub = n_in / 32, group = fmt == act_format::q8_32 ? 32 : 256;
+  h.sx.resize(n_tok * nsub);
+  h.bx.resize(n_tok * nsub);
+  for (int64_t g0 = 0; g0 < n_tok * n_in; g0 += group) {
+    float amax = 0;
+    for (int64_t i = g0; i < g0 + group; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    for (int64_t i = g0; i < g0 + group; ++i) {
+      const int q = amax == 0.0f ? 0 : (int)std::rint(x[i] / d);
+      h.qx[i] = (int8_t)q;
+      h.deq[i] = (double)d * q;
+    }
+    h.dx.push_back(d);
+    for (int64_t s = g0 / 32; s < (g0 + group) / 32; ++s) {
+      int sum = 0;
+      for (int64_t i = 32 * s; i < 32 * s + 32; ++i) sum += h.qx[i];
+      h.bx[s] = sum;
+      h.sx[s] = d * (float)sum;
+    }
+  }
+  h.view = mmv_act{h.qx.data(), h.dx.data(), fmt == act_format::q8_32 ? h.sx.data() : nullptr,
+                   fmt == act_format::q8_256 ? h.bx.data() : nullptr, h.xf.data(), n_in, nsub, (int)n_tok};
+  return h;
+}
+
+}  // namespace spindle
