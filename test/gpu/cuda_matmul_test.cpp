@@ -191,14 +191,15 @@ TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the o
   }
 }
 
-TEST_CASE("cuda matmul: the eight-lane k-quant matvec has the bits of mmv_x32") {
+TEST_CASE("cuda matmul: the eight-lane matvec has the bits of mmv_x32, every super-block type") {
   REQUIRE_GPU();
   pair be;
   setenv("SPINDLE_CUDA_MMV", "x32", 1);  // read when a CUDA backend starts
   std::unique_ptr<backend> x32 = make_backend("cuda", 0);
   unsetenv("SPINDLE_CUDA_MMV");
   std::mt19937 rng(23);
-  for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K}) {
+  for (ggml_type type : {ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K,
+                         ggml_type::IQ4_XS}) {
     // K segments 1, 2, 4, 8, 16 (rows x units), rows not a multiple of 4, a row range from row 30 (matmul_expert);
     // all under k_mmv8_max_bytes (larger calls take mmv_x32 either way)
     for (const shape sh : {shape{256, 90}, shape{512, 5001}, shape{1024, 3000}, shape{2048, 2051}, shape{2048, 512},

@@ -1,6 +1,6 @@
 // The eight-lane few-token matmul's row code (native/backend/cuda/matmul_mmv8_rows.cuh) on the host: its blocks run
-// as std::threads with the device's shuffles and barriers (cuda_host_shim.h). For q4_K, q5_K and q6_K, K in 1, 2
-// and 4 segments, a row range starting mid-group (matmul_expert) whose row count is not a multiple of 4, and 1 and
+// as std::threads with the device's shuffles and barriers (cuda_host_shim.h). For q2_K .. q6_K and iq4_xs, K in 1 and
+// 4 segments, a row range starting mid-group (matmul_expert) whose row count is not a multiple of 4, and 1 and
 // 8 tokens per thread, every output must have the bits of mmv_x32's reader (x32_types*.cuh) replayed lane by
 // lane with the same K segments added in the same order: mmv8's contract (the GPU suite checks it on a device).
 // What this cannot check: the kernel launch around mmv8_rows (grid, job table) and device memory.
@@ -65,7 +65,7 @@ std::vector<float> run_mmv8(const mmv_shape& sh0, const mmv_act& a) {
 
 template <class Q, class L>
 void check_type(ggml_type type, std::mt19937& rng) {
-  const int64_t n_units = 4, n_in = 256 * n_units, n_rows = 96, row0 = 30, n_out = 45, n_tok = 9;
+  const int64_t n_units = 4, n_in = 256 * n_units, n_rows = 64, row0 = 30, n_out = 21, n_tok = 5;
   const std::vector<uint8_t> w = kernels_test::random_rows(type, n_rows, n_in, rng);
   std::vector<uint8_t> packed;
   x32_pack(type, w.data(), n_in, n_rows, packed);
@@ -74,11 +74,11 @@ void check_type(ggml_type type, std::mt19937& rng) {
   std::vector<float> x((size_t)(n_tok * n_in));
   for (float& v : x) v = normal(rng);
   const host_act act = quantize_act(x, n_tok, n_in, act_format::q8_256, true);
-  for (int splits : {1, 2, 4}) {
+  for (int splits : {1, 4}) {
     const std::vector<float> want = reference<Q>(packed, xs, row0, n_out, splits, act.view);
     const mmv_shape sh{packed.data(), xs.n_units, row0, n_out, nullptr, n_out, splits, 0};
     const std::vector<float> y1 = run_mmv8<L, 1>(sh, act.view);
-    const std::vector<float> y8 = run_mmv8<L, 8>(sh, act.view);  // 9 tokens: a full tile and a ragged one
+    const std::vector<float> y8 = run_mmv8<L, 8>(sh, act.view);  // 5 tokens: a ragged tile
     const size_t bytes = want.size() * sizeof(float);
     const bool same = std::memcmp(y1.data(), want.data(), bytes) == 0 && std::memcmp(y8.data(), want.data(), bytes) == 0;
     std::printf("  mmv8 %-5s K in %d segment(s): 1 / 8 tokens per thread %s mmv_x32's bits\n",
@@ -89,9 +89,12 @@ void check_type(ggml_type type, std::mt19937& rng) {
 
 }  // namespace
 
-TEST_CASE("mmv8 rows on the host: q4_K, q5_K, q6_K give mmv_x32's bits for every K split and token count") {
+TEST_CASE("mmv8 rows on the host: every super-block type gives mmv_x32's bits for every K split and token count") {
   std::mt19937 rng(29);
   check_type<x32_q4_K, lanes8_q4_K>(ggml_type::Q4_K, rng);
   check_type<x32_q5_K, lanes8_q5_K>(ggml_type::Q5_K, rng);
   check_type<x32_q6_K, lanes8_q6_K>(ggml_type::Q6_K, rng);
+  check_type<x32_q3_K, lanes8_q3_K>(ggml_type::Q3_K, rng);
+  check_type<x32_q2_K, lanes8_q2_K>(ggml_type::Q2_K, rng);
+  check_type<x32_iq4_xs, lanes8_iq4_xs>(ggml_type::IQ4_XS, rng);
 }

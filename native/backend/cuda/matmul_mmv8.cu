@@ -1,9 +1,9 @@
-// The few-token matmul for k-quant weights (q4_K, q5_K, q6_K) with eight lanes per weight row: the same bits as
+// The few-token matmul for the super-block weights (q2_K .. q6_K, iq4_xs) with eight lanes per weight row: the same bits as
 // mmv_x32 (matmul.cu), with 8x the threads, so a decode step's small matrices keep the GPU's memory busy.
 // mmv_x32 gives a lane one row and walks a unit's eight 32-value sub-blocks itself; here a unit's sub-blocks are
 // spread over the row's eight lanes (each reads one 16-byte field of the x32 layout): each lane computes the
 // exact int32 dots of its 16 weights with the q8_256 activations, times their scales, and the row's lanes add
-// these integers (exact in any order), so every lane holds the unit's S1, S2 (q4_K, q5_K) or S (q6_K) of mmv_x32 and
+// these integers (exact in any order), so every lane holds the unit's S1, S2 (q2_K, q4_K, q5_K) or S of mmv_x32 and
 // adds the unit's float term (affine_unit_term / scaled_unit_term) to its running sum, unit after unit.
 // K segments (sh.splits, from splits_for) are warps of the block, added in segment order as in mmv_x32. So a
 // token's output has the bits of mmv_x32 and of the tensor-core path (cuda_matmul_test checks it).
@@ -17,6 +17,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mmv8.h"
 #include "backend/cuda/matmul_mmv8_rows.cuh"
+#include "backend/pack_x32.h"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/cuda/x32_types_more.cuh"
 
@@ -25,9 +26,9 @@ namespace spindle {
 namespace {
 
 // Block x of the launch belongs to the last job whose first block is <= x; the branch on the weight type is
-// uniform across the block. Q5: the launch has a q5_K job (a separate instance, so the q4_K / q6_K one keeps
-// its registers).
-template <int NT, bool Q5>
+// uniform across the block. More: the launch has a job of another type than q4_K / q6_K (a separate instance, so
+// the q4_K / q6_K one keeps its registers).
+template <int NT, bool More>
 __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs, mmv_act a) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float part[k_max_warps][NT][4];
@@ -36,26 +37,31 @@ __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs,
   const mmv8_job& job = jobs.job[j];
   const int64_t block = (int64_t)blockIdx.x - job.block0;
   if (job.type == (int32_t)ggml_type::Q4_K) mmv8_rows<lanes8_q4_K, NT>(job.sh, job.quads, block, a, part);
-  else if (Q5 && job.type == (int32_t)ggml_type::Q5_K) mmv8_rows<lanes8_q5_K, NT>(job.sh, job.quads, block, a, part);
+  else if (More && job.type == (int32_t)ggml_type::Q5_K) mmv8_rows<lanes8_q5_K, NT>(job.sh, job.quads, block, a, part);
+  else if (More && job.type == (int32_t)ggml_type::Q3_K) mmv8_rows<lanes8_q3_K, NT>(job.sh, job.quads, block, a, part);
+  else if (More && job.type == (int32_t)ggml_type::Q2_K) mmv8_rows<lanes8_q2_K, NT>(job.sh, job.quads, block, a, part);
+  else if (More && job.type == (int32_t)ggml_type::IQ4_XS) mmv8_rows<lanes8_iq4_xs, NT>(job.sh, job.quads, block, a, part);
   else mmv8_rows<lanes8_q6_K, NT>(job.sh, job.quads, block, a, part);
 }
 
 template <int NT>
 void launch_nt(cuda_backend& be, const mmv8_jobs& jobs, int warps, int64_t blocks, const mmv_act& a) {
   const dim3 grid((unsigned)blocks, (unsigned)((a.n_tok + NT - 1) / NT));
-  bool q5 = false;
-  for (int i = 0; i < jobs.n; ++i) q5 = q5 || jobs.job[i].type == (int32_t)ggml_type::Q5_K;
-  if (q5) be.launch("mmv8_x32", mmv8_x32<NT, true>, grid, dim3(warps * k_warp), jobs, a);
+  bool more = false;
+  for (int i = 0; i < jobs.n; ++i)
+    more = more || (jobs.job[i].type != (int32_t)ggml_type::Q4_K && jobs.job[i].type != (int32_t)ggml_type::Q6_K);
+  if (more) be.launch("mmv8_x32", mmv8_x32<NT, true>, grid, dim3(warps * k_warp), jobs, a);
   else be.launch("mmv8_x32", mmv8_x32<NT, false>, grid, dim3(warps * k_warp), jobs, a);
 }
 
 }  // namespace
 
 bool mmv8_takes(ggml_type type, const mmv_shape& sh) {
-  if (type != ggml_type::Q4_K && type != ggml_type::Q5_K && type != ggml_type::Q6_K) return false;
-  const int64_t unit_bytes = type == ggml_type::Q4_K   ? x32_q4_K::unit_bytes
-                             : type == ggml_type::Q5_K ? x32_q5_K::unit_bytes
-                                                       : x32_q6_K::unit_bytes;
+  if (type != ggml_type::Q2_K && type != ggml_type::Q3_K && type != ggml_type::Q4_K && type != ggml_type::Q5_K &&
+      type != ggml_type::Q6_K && type != ggml_type::IQ4_XS) {
+    return false;
+  }
+  const int64_t unit_bytes = x32_format_of(type)->unit_bytes;
   return sh.splits <= k_max_warps && sh.n_out * sh.n_units * unit_bytes <= k_mmv8_max_bytes;
 }
 

@@ -12,7 +12,7 @@ constexpr int k_mmv8_max_jobs = 4;
 // One weight of a launch: its rows (sh), its type, row quads per block, its first block in the launch.
 struct mmv8_job {
   mmv_shape sh;
-  int32_t type;  // ggml_type: Q4_K, Q5_K or Q6_K
+  int32_t type;  // ggml_type: Q2_K .. Q6_K or IQ4_XS
   int32_t quads;
   int64_t block0;
 };
@@ -29,7 +29,7 @@ static_assert(sizeof(mmv8_jobs) == k_mmv8_max_jobs * sizeof(mmv8_job) + 8, "mmv8
 // 3.7 (4.0); eight tokens 5.8 (16.6) and 11.7 (17.1); but 8192 x 2048 10.1 us (4.5) and the 128256-row output
 // 78.5 (40.5): with eight lanes a row of a large matrix spends more instructions per weight byte than one lane.
 constexpr int64_t k_mmv8_max_bytes = 4 << 20;
-// Whether the eight-lane kernel takes this call: q4_K, q5_K or q6_K, at most 16 K segments, at most k_mmv8_max_bytes.
+// Whether the eight-lane kernel takes this call: a super-block type, at most 16 K segments, at most k_mmv8_max_bytes.
 bool mmv8_takes(ggml_type type, const mmv_shape& sh);
 // One launch for rows shapes[i].row0 .. + shapes[i].n_out of n weights (1..4, each taken by mmv8_takes) and
 // a.n_tok tokens of one quantized input.

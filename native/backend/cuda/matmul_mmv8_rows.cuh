@@ -112,6 +112,88 @@ struct lanes8_q6_K {
   }
 };
 
+// iq4_xs: sub-lane s reads qs field s (sub-block s: its levels 0..15 from the low nibbles, 16..31 from the high)
+// and adds (ls_s - 32) times their dot.
+struct lanes8_iq4_xs {
+  static constexpr int unit_bytes = x32_iq4_xs::unit_bytes;
+  template <int NT>
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    int w[8];
+    iq4nl_words(ld16(gb + 256 + (sl * 32 + li) * 16), w);
+    const uint8_t* h = gb + 8 * li;
+    const int ls = iq4_xs_scale_dev(sl, *(const uint16_t*)(h + 2), *(const uint32_t*)(h + 4)) - 32;
+    const float d = ld_half(h);
+    const int64_t sub = u * 8 + sl;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);
+      const int p = dot16(w[0], w[1], w[2], w[3], x16(a, tt, sub, 0)) + dot16(w[4], w[5], w[6], w[7], x16(a, tt, sub, 1));
+      const int s = row_sum8(ls * p);
+      acc[t] = __fadd_rn(acc[t], scaled_unit_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s));
+    }
+  }
+};
+
+// q3_K, q2_K: sub-lane s = 4h + c takes quarter c of 128-value half h (32 values: qs fields 2h and 2h + 1, bits
+// 2c..2c+1; q3_K also hmask fields 0 and 1, bit 4h + c), its two 16-value groups 8h + 2c and 8h + 2c + 1.
+__device__ __forceinline__ void quarter_words(const uint8_t* gb, int qs_at, int li, int h, int c, int (&w)[8]) {
+  const int4 q0 = ld16(gb + qs_at + ((2 * h) * 32 + li) * 16), q1 = ld16(gb + qs_at + ((2 * h + 1) * 32 + li) * 16);
+  const int qs[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w[i] = (qs[i] >> (2 * c)) & 0x03030303;
+}
+
+struct lanes8_q3_K {
+  static constexpr int unit_bytes = x32_q3_K::unit_bytes;
+  template <int NT>
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const int h = sl / 4, c = sl % 4;
+    int w[8];
+    quarter_words(gb, 1024, li, h, c, w);
+    const int4 m0 = ld16(gb + li * 16), m1 = ld16(gb + (32 + li) * 16);
+    const int hm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = __vsubss4(w[i] | (((hm[i] >> (4 * h + c)) & 0x01010101) << 2), 0x04040404);
+    const uint32_t* sp = (const uint32_t*)(gb + 3072 + 12 * li);
+    alignas(4) uint8_t sc8[12];
+    *(uint32_t*)(sc8 + 0) = sp[0];
+    *(uint32_t*)(sc8 + 4) = sp[1];
+    *(uint32_t*)(sc8 + 8) = sp[2];
+    const int sc_lo = q3_K_scale_dev(8 * h + 2 * c, sc8) - 32, sc_hi = q3_K_scale_dev(8 * h + 2 * c + 1, sc8) - 32;
+    const float d = ld_half(gb + 3456 + 2 * li);
+    const int64_t sub = u * 8 + sl;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);
+      const int s = row_sum8(sc_lo * dot16(w[0], w[1], w[2], w[3], x16(a, tt, sub, 0)) +
+                             sc_hi * dot16(w[4], w[5], w[6], w[7], x16(a, tt, sub, 1)));
+      acc[t] = __fadd_rn(acc[t], scaled_unit_term(d, a.dx[(int64_t)tt * (a.nsub / 8) + u], s));
+    }
+  }
+};
+
+struct lanes8_q2_K {
+  static constexpr int unit_bytes = x32_q2_K::unit_bytes;
+  template <int NT>
+  __device__ static void unit(const uint8_t* gb, int li, int sl, int64_t u, const mmv_act& a, int t0, float (&acc)[NT]) {
+    const int h = sl / 4, c = sl % 4;
+    int w[8];
+    quarter_words(gb, 512, li, h, c, w);
+    const int b_lo = gb[li * 16 + 8 * h + 2 * c], b_hi = gb[li * 16 + 8 * h + 2 * c + 1];
+    const int sc_lo = b_lo & 0xF, m_lo = b_lo >> 4, sc_hi = b_hi & 0xF, m_hi = b_hi >> 4;
+    const __half2 dm = *(const __half2*)(gb + 2560 + 4 * li);
+    const int64_t sub = u * 8 + sl;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tt = min(t0 + t, a.n_tok - 1);
+      const int4 x0 = x16(a, tt, sub, 0), x1 = x16(a, tt, sub, 1);
+      const int s1 = row_sum8(sc_lo * dot16(w[0], w[1], w[2], w[3], x0) + sc_hi * dot16(w[4], w[5], w[6], w[7], x1));
+      const int s2 = row_sum8(m_lo * sum16(x0) + m_hi * sum16(x1));
+      acc[t] = __fadd_rn(acc[t], affine_unit_term(__low2float(dm), __high2float(dm), a.dx[(int64_t)tt * (a.nsub / 8) + u], s1, s2));
+    }
+  }
+};
+
 // The rows of one job (a block's share of it) at NT tokens: see the top of the file.
 template <class Q, int NT>
 __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_t block, const mmv_act& a,
