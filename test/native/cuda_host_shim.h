@@ -6,6 +6,7 @@
 // Include before the .cuh files; compile the test with -ffp-contract=off (no fused multiply-adds the device would
 // not do) and -fno-strict-aliasing (the readers load through int4 / __half pointers).
 #pragma once
+#define SPINDLE_CUDA_HOST_EMULATION 1
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -79,6 +80,12 @@ inline thread_local dim3_host threadIdx, blockIdx;
 
 namespace cuda_host {
 
+// cp.async done at once: n bytes, or zeros when !valid.
+inline void copy_or_zero(void* dst, const void* src, size_t n, bool valid) {
+  if (valid) std::memcpy(dst, src, n);
+  else std::memset(dst, 0, n);
+}
+
 // A reusable barrier for n threads (generation counted).
 class barrier {
  public:
@@ -113,11 +120,47 @@ struct block_state {
   std::vector<std::unique_ptr<barrier>> warp_barriers;
   struct slots {
     int v[2][32] = {};
+    int mma[2][32][6] = {};  // a0 a1 a2 a3 b0 b1 of each lane
   };
   std::vector<slots> exchange;
 };
 inline thread_local block_state* current_block = nullptr;
-inline thread_local int shuffle_phase = 0;
+inline thread_local int shuffle_phase = 0;  // of every warp-wide exchange (shuffles and mma)
+
+// mma.sync m16n8k32 (k == 32) or m16n8k16 (k == 16), s8 x s8 -> s32, as every lane of the warp calls it: the lanes'
+// fragments (mma_int8.cuh's layout, lane = 4g + t4) meet in the warp's exchange, then each lane computes its c0..c3
+// = C[g][2t4], C[g][2t4 + 1], C[g + 8][2t4], C[g + 8][2t4 + 1] (plus c when acc).
+inline void mma_s8(int (&c)[4], int k, int a0, int a1, int a2, int a3, int b0, int b1, bool acc) {
+  block_state& st = *current_block;
+  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = shuffle_phase;
+  int* mine = st.exchange[(size_t)warp].mma[ph][lane];
+  mine[0] = a0, mine[1] = a1, mine[2] = a2, mine[3] = a3, mine[4] = b0, mine[5] = b1;
+  st.warp_barriers[(size_t)warp]->wait();
+  int8_t A[16][32] = {}, B[32][8] = {};
+  const auto byte = [](int v, int i) { return (int8_t)(uint8_t)((uint32_t)v >> (8 * i)); };
+  for (int l = 0; l < 32; ++l) {
+    const int* f = st.exchange[(size_t)warp].mma[ph][l];
+    const int G = l / 4, T = l % 4;
+    for (int i = 0; i < 4; ++i) {
+      A[G][4 * T + i] = byte(f[0], i);
+      A[G + 8][4 * T + i] = byte(f[1], i);
+      B[4 * T + i][G] = byte(f[4], i);
+      if (k == 32) {
+        A[G][16 + 4 * T + i] = byte(f[2], i);
+        A[G + 8][16 + 4 * T + i] = byte(f[3], i);
+        B[16 + 4 * T + i][G] = byte(f[5], i);
+      }
+    }
+  }
+  const int g = lane / 4, t = lane % 4;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+  for (int e = 0; e < 4; ++e) {
+    int sum = 0;
+    for (int kk = 0; kk < k; ++kk) sum += A[rows[e]][kk] * B[kk][cols[e]];
+    c[e] = (acc ? c[e] : 0) + sum;
+  }
+  shuffle_phase = 1 - ph;
+}
 
 // Runs fn on n_threads threads (a multiple of 32) as block (bx, by): threadIdx.x 0 .. n_threads - 1.
 inline void run_block(int n_threads, unsigned bx, unsigned by, const std::function<void()>& fn) {

@@ -22,28 +22,6 @@ using namespace spindle;
 
 namespace {
 
-// mmv_x32's arithmetic for rows row0 .. row0 + n_out: each K segment's units in order, segments added in order.
-template <class Q>
-std::vector<float> reference(const std::vector<uint8_t>& packed, const x32_shape& xs, int64_t row0, int64_t n_out,
-                             int splits, const mmv_act& a) {
-  std::vector<float> y((size_t)(a.n_tok * n_out));
-  for (int64_t rel = 0; rel < n_out; ++rel) {
-    const int64_t r = row0 + rel;
-    const uint8_t* base = packed.data() + (uint64_t)(r / 32) * xs.n_units * (32 * Q::unit_bytes);
-    for (int t = 0; t < a.n_tok; ++t) {
-      float total = 0.0f;
-      for (int seg = 0; seg < splits; ++seg) {
-        float acc[1] = {0.0f};
-        for (int64_t u = seg * xs.n_units / splits; u < (seg + 1) * xs.n_units / splits; ++u)
-          Q::template dot_unit<1>(base + (uint64_t)u * (32 * Q::unit_bytes), (int)(r % 32), u, a, t, acc);
-        total = seg == 0 ? acc[0] : __fadd_rn(total, acc[0]);
-      }
-      y[(size_t)(t * n_out + rel)] = total;
-    }
-  }
-  return y;
-}
-
 // mmv8 for one job: warps = max(4, splits) per block, quads = warps / splits row quads per block, NT tokens per
 // block row (blockIdx.y), as launch_mmv8 lays it out.
 template <class L, int NT>
@@ -75,7 +53,7 @@ void check_type(ggml_type type, std::mt19937& rng) {
   for (float& v : x) v = normal(rng);
   const host_act act = quantize_act(x, n_tok, n_in, act_format::q8_256, true);
   for (int splits : {1, 4}) {
-    const std::vector<float> want = reference<Q>(packed, xs, row0, n_out, splits, act.view);
+    const std::vector<float> want = mmv_reference<Q>(packed, xs, row0, n_out, splits, act.view);
     const mmv_shape sh{packed.data(), xs.n_units, row0, n_out, nullptr, n_out, splits, 0};
     const std::vector<float> y1 = run_mmv8<L, 1>(sh, act.view);
     const std::vector<float> y8 = run_mmv8<L, 8>(sh, act.view);  // 5 tokens: a ragged tile

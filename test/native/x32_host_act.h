@@ -1,11 +1,13 @@
-// Activations for the GPU readers' host tests (x32_readers_test, mmv8_host_test), quantized as the device's
-// quantize kernels do (native/backend/cuda/quantize_act.cuh). Include after cuda_host_shim.h.
+// Host-test helpers for the GPU's matmul code (x32_readers_test, mmv8_host_test, mmq_host_test): activations
+// quantized as the device's quantize kernels do (native/backend/cuda/quantize_act.cuh), and mmv_x32's arithmetic
+// (the reference every other path must match bit for bit). Include after cuda_host_shim.h.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "backend/cuda/x32_types.cuh"
+#include "backend/pack_x32.h"
 
 namespace spindle {
 
@@ -51,6 +53,28 @@ inline host_act quantize_act(const std::vector<float>& x, int64_t n_tok, int64_t
   h.view = mmv_act{h.qx.data(), h.dx.data(), fmt == act_format::q8_32 ? h.sx.data() : nullptr,
                    fmt == act_format::q8_256 ? h.bx.data() : nullptr, h.xf.data(), n_in, nsub, (int)n_tok};
   return h;
+}
+
+// mmv_x32's arithmetic for rows row0 .. row0 + n_out: each K segment's units in order, segments added in order.
+template <class Q>
+inline std::vector<float> mmv_reference(const std::vector<uint8_t>& packed, const x32_shape& xs, int64_t row0, int64_t n_out,
+                             int splits, const mmv_act& a) {
+  std::vector<float> y((size_t)(a.n_tok * n_out));
+  for (int64_t rel = 0; rel < n_out; ++rel) {
+    const int64_t r = row0 + rel;
+    const uint8_t* base = packed.data() + (uint64_t)(r / 32) * xs.n_units * (32 * Q::unit_bytes);
+    for (int t = 0; t < a.n_tok; ++t) {
+      float total = 0.0f;
+      for (int seg = 0; seg < splits; ++seg) {
+        float acc[1] = {0.0f};
+        for (int64_t u = seg * xs.n_units / splits; u < (seg + 1) * xs.n_units / splits; ++u)
+          Q::template dot_unit<1>(base + (uint64_t)u * (32 * Q::unit_bytes), (int)(r % 32), u, a, t, acc);
+        total = seg == 0 ? acc[0] : __fadd_rn(total, acc[0]);
+      }
+      y[(size_t)(t * n_out + rel)] = total;
+    }
+  }
+  return y;
 }
 
 }  // namespace spindle
