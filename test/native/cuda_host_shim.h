@@ -23,6 +23,7 @@
 struct int4 {
   int x, y, z, w;
 };
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 struct __half {
   uint16_t bits;
 };
