@@ -42,28 +42,6 @@ std::vector<float> run_mmq(const mmv_shape& sh0, const mmv_act& a, int64_t n_gro
   return y;
 }
 
-template <class Q, class W>
-void check_type(ggml_type type, std::mt19937& rng) {
-  const int64_t n_units = 2, n_in = 256 * n_units, n_out = 70, n_tok = 20;
-  const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out, n_in, rng);
-  std::vector<uint8_t> packed;
-  x32_pack(type, w.data(), n_in, n_out, packed);
-  const x32_shape xs = x32_shape_of(type, n_in, n_out);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x((size_t)(n_tok * n_in));
-  for (float& v : x) v = normal(rng);
-  const host_act act = quantize_act(x, n_tok, n_in, act_format::q8_256, true);
-  for (int splits : {1, 2}) {
-    const std::vector<float> want = mmv_reference<Q>(packed, xs, 0, n_out, splits, act.view);
-    const mmv_shape sh{packed.data(), xs.n_units, 0, n_out, nullptr, n_out, splits, 0};
-    const std::vector<float> got = run_mmq<W>(sh, act.view, xs.n_groups);
-    const bool same = std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0;
-    std::printf("  mmq %-6s K in %d segment(s): %s mmv_x32's bits\n", ggml_type_info((uint32_t)type)->name, splits,
-                same ? "==" : "!=");
-    CHECK(same);
-  }
-}
-
 // mmq_x32's grid (the 32-value block types): the same tiles.
 template <class S>
 std::vector<float> run_mmq32(const mmv_shape& sh0, const mmv_act& a, int64_t n_groups) {
@@ -78,26 +56,29 @@ std::vector<float> run_mmq32(const mmv_shape& sh0, const mmv_act& a, int64_t n_g
   return y;
 }
 
-template <class Q, class S>
-void check_block32(ggml_type type, std::mt19937& rng) {
-  const int64_t n_in = 32 * 11, n_out = 70, n_tok = 20;  // 11 units: a full stage of 8 and a partial one
-  const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out, n_in, rng);
-  std::vector<uint8_t> packed;
-  x32_pack(type, w.data(), n_in, n_out, packed);
-  const x32_shape xs = x32_shape_of(type, n_in, n_out);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x((size_t)(n_tok * n_in));
-  for (float& v : x) v = normal(rng);
-  const host_act act = quantize_act(x, n_tok, n_in, act_format::q8_32, true);
+// Q's rows (n_in values) through a kernel runner vs mmv_x32's reader, K in 1 and 2 segments: 70 rows (a ragged
+// second row tile, a group past the matrix), 20 tokens (a ragged token tile).
+template <class Q, class Run>
+void check(ggml_type type, int64_t n_in, act_format fmt, Run run, std::mt19937& rng) {
+  const int64_t n_out = 70, n_tok = 20;
+  const packed_case pc = make_case(type, n_out, n_in, n_tok, fmt, true, rng);
   for (int splits : {1, 2}) {
-    const std::vector<float> want = mmv_reference<Q>(packed, xs, 0, n_out, splits, act.view);
-    const mmv_shape sh{packed.data(), xs.n_units, 0, n_out, nullptr, n_out, splits, 0};
-    const std::vector<float> got = run_mmq32<S>(sh, act.view, xs.n_groups);
+    const std::vector<float> want = mmv_reference<Q>(pc.packed, pc.xs, 0, n_out, splits, pc.act.view);
+    const mmv_shape sh{pc.packed.data(), pc.xs.n_units, 0, n_out, nullptr, n_out, splits, 0};
+    const std::vector<float> got = run(sh, pc.act.view, pc.xs.n_groups);
     const bool same = std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0;
     std::printf("  mmq %-6s K in %d segment(s): %s mmv_x32's bits\n", ggml_type_info((uint32_t)type)->name, splits,
                 same ? "==" : "!=");
     CHECK(same);
   }
+}
+template <class Q, class S>
+void check_block32(ggml_type type, std::mt19937& rng) {  // 11 units: a full stage of 8 and a partial one
+  check<Q>(type, 32 * 11, act_format::q8_32, run_mmq32<S>, rng);
+}
+template <class Q, class W>
+void check_type(ggml_type type, std::mt19937& rng) {  // 2 units
+  check<Q>(type, 512, act_format::q8_256, run_mmq<W>, rng);
 }
 
 }  // namespace

@@ -44,19 +44,12 @@ std::vector<float> run_mmv8(const mmv_shape& sh0, const mmv_act& a) {
 template <class Q, class L>
 void check_type(ggml_type type, std::mt19937& rng) {
   const int64_t n_units = 4, n_in = 256 * n_units, n_rows = 64, row0 = 30, n_out = 21, n_tok = 5;
-  const std::vector<uint8_t> w = kernels_test::random_rows(type, n_rows, n_in, rng);
-  std::vector<uint8_t> packed;
-  x32_pack(type, w.data(), n_in, n_rows, packed);
-  const x32_shape xs = x32_shape_of(type, n_in, n_rows);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x((size_t)(n_tok * n_in));
-  for (float& v : x) v = normal(rng);
-  const host_act act = quantize_act(x, n_tok, n_in, act_format::q8_256, true);
+  const packed_case pc = make_case(type, n_rows, n_in, n_tok, act_format::q8_256, true, rng);
   for (int splits : {1, 4}) {
-    const std::vector<float> want = mmv_reference<Q>(packed, xs, row0, n_out, splits, act.view);
-    const mmv_shape sh{packed.data(), xs.n_units, row0, n_out, nullptr, n_out, splits, 0};
-    const std::vector<float> y1 = run_mmv8<L, 1>(sh, act.view);
-    const std::vector<float> y8 = run_mmv8<L, 8>(sh, act.view);  // 5 tokens: a ragged tile
+    const std::vector<float> want = mmv_reference<Q>(pc.packed, pc.xs, row0, n_out, splits, pc.act.view);
+    const mmv_shape sh{pc.packed.data(), pc.xs.n_units, row0, n_out, nullptr, n_out, splits, 0};
+    const std::vector<float> y1 = run_mmv8<L, 1>(sh, pc.act.view);
+    const std::vector<float> y8 = run_mmv8<L, 8>(sh, pc.act.view);  // 5 tokens: a ragged tile
     const size_t bytes = want.size() * sizeof(float);
     const bool same = std::memcmp(y1.data(), want.data(), bytes) == 0 && std::memcmp(y8.data(), want.data(), bytes) == 0;
     std::printf("  mmv8 %-5s K in %d segment(s): 1 / 8 tokens per thread %s mmv_x32's bits\n",

@@ -4,10 +4,12 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backend/cuda/x32_types.cuh"
 #include "backend/pack_x32.h"
+#include "kernels_util.h"
 
 namespace spindle {
 
@@ -75,6 +77,27 @@ inline std::vector<float> mmv_reference(const std::vector<uint8_t>& packed, cons
     }
   }
   return y;
+}
+
+// Random rows of a weight type packed in the x32 layout, and n_tok tokens of N(0, 1) activations quantized in
+// format fmt (kept as floats only when !quantized: float weights).
+struct packed_case {
+  std::vector<uint8_t> w, packed;  // GGUF rows, their x32 packing
+  x32_shape xs;
+  host_act act;
+};
+template <class Rng>
+packed_case make_case(ggml_type type, int64_t n_rows, int64_t n_in, int64_t n_tok, act_format fmt, bool quantized,
+                      Rng& rng) {
+  packed_case c;
+  c.w = kernels_test::random_rows(type, n_rows, n_in, rng);
+  x32_pack(type, c.w.data(), n_in, n_rows, c.packed);
+  c.xs = x32_shape_of(type, n_in, n_rows);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x((size_t)(n_tok * n_in));
+  for (float& v : x) v = normal(rng);
+  c.act = quantize_act(x, n_tok, n_in, fmt, quantized);
+  return c;
 }
 
 }  // namespace spindle

@@ -72,14 +72,12 @@ template <class Q>
 void check_reader(ggml_type type, std::mt19937& rng) {
   const int64_t n_out = 45, n_tok = 11;  // a ragged row group, a ragged last token tile
   for (const int64_t n_in : is_float_type(type) ? std::vector<int64_t>{44, 512} : std::vector<int64_t>{512}) {
-    const std::vector<uint8_t> w = kernels_test::random_rows(type, n_out, n_in, rng);
-    std::vector<uint8_t> packed;
-    x32_pack(type, w.data(), n_in, n_out, packed);
-    const x32_shape xs = x32_shape_of(type, n_in, n_out);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> x((size_t)(n_tok * n_in));
-    for (float& v : x) v = normal(rng);
-    const host_act act = quantize_act(x, n_tok, n_in, format_of(type), !is_float_type(type));
+    const packed_case pc = make_case(type, n_out, n_in, n_tok, format_of(type), !is_float_type(type), rng);
+    const std::vector<uint8_t>& w = pc.w;
+    const std::vector<uint8_t>& packed = pc.packed;
+    const x32_shape& xs = pc.xs;
+    const host_act& act = pc.act;
+    const std::vector<float>& x = act.xf;
 
     // value(): the CPU dequantizer's bits
     const size_t row_bytes = ggml_row_size(type, (uint64_t)n_in);

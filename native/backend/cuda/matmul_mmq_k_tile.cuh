@@ -150,6 +150,22 @@ __device__ __forceinline__ void unpack_scales(kq_stage<kq_q3_K>& st) {
   for (int g = 8 * half; g < 8 * half + 8; ++g) st.sc[row][g] = (int8_t)(q3_K_scale_dev(g, sc) - 32);
 }
 
+// s (one token tile's four outputs: rows r0, r0, r1, r1) += the row's sub-block scale times an mma's sums c.
+__device__ __forceinline__ void add_scaled(int (&s)[4], int sc0, int sc1, const int (&c)[4]) {
+  s[0] += sc0 * c[0];
+  s[1] += sc0 * c[1];
+  s[2] += sc1 * c[2];
+  s[3] += sc1 * c[3];
+}
+// The same for a 32-value piece of two 16-value groups (scales l, h per row) from two k16 mmas lo, hi.
+__device__ __forceinline__ void add_scaled16(int (&s)[4], int sc0l, int sc0h, int sc1l, int sc1h, const int (&lo)[4],
+                                             const int (&hi)[4]) {
+  s[0] += sc0l * lo[0] + sc0h * hi[0];
+  s[1] += sc0l * lo[1] + sc0h * hi[1];
+  s[2] += sc1l * lo[2] + sc1h * hi[2];
+  s[3] += sc1l * lo[3] + sc1h * hi[3];
+}
+
 // The fifth bits of sub-block j of 4 values (one per byte) as bit 4 of each byte, from a q5_K qh word (0 for q4_K).
 template <class W>
 __device__ __forceinline__ int fifth_bits(int qh, int j) {
@@ -196,10 +212,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<W>& st, int r0, int r1,
         int c[4];
         mma_k32(c, a0, a1, a2, a3, b0, b1);
         mma_k32_acc(s2[n4], m0, m1, m0, m1, b0, b1);
-        s[n4][0] += sc0 * c[0];
-        s[n4][1] += sc0 * c[1];
-        s[n4][2] += sc1 * c[2];
-        s[n4][3] += sc1 * c[3];
+        add_scaled(s[n4], sc0, sc1, c);
       }
     }
   }
@@ -223,10 +236,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_iq4_xs>& st, int r0,
       const int tok = 8 * (4 * nh + n4) + g;
       int c[4];
       mma_k32(c, a0, a1, a2, a3, lds32(&st.x[tok][32 * j + 4 * t4]), lds32(&st.x[tok][32 * j + 16 + 4 * t4]));
-      s[n4][0] += sc0 * c[0];
-      s[n4][1] += sc0 * c[1];
-      s[n4][2] += sc1 * c[2];
-      s[n4][3] += sc1 * c[3];
+      add_scaled(s[n4], sc0, sc1, c);
     }
   }
 }
@@ -268,10 +278,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q3_K>& st, int r0, i
         int lo[4], hi16[4];
         mma_k16(lo, a[0][0], a[1][0], lds32(&st.x[tok][32 * sb + 4 * t4]));
         mma_k16(hi16, a[0][1], a[1][1], lds32(&st.x[tok][32 * sb + 16 + 4 * t4]));
-        s[n4][0] += sc0l * lo[0] + sc0h * hi16[0];
-        s[n4][1] += sc0l * lo[1] + sc0h * hi16[1];
-        s[n4][2] += sc1l * lo[2] + sc1h * hi16[2];
-        s[n4][3] += sc1l * lo[3] + sc1h * hi16[3];
+        add_scaled16(s[n4], sc0l, sc0h, sc1l, sc1h, lo, hi16);
       }
     }
   }
@@ -312,10 +319,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q2_K>& st, int r0, i
         int lo[4], hi16[4];
         mma_k16(lo, a[0][0], a[1][0], x0);
         mma_k16(hi16, a[0][1], a[1][1], x1);
-        s[n4][0] += s0l * lo[0] + s0h * hi16[0];
-        s[n4][1] += s0l * lo[1] + s0h * hi16[1];
-        s[n4][2] += s1l * lo[2] + s1h * hi16[2];
-        s[n4][3] += s1l * lo[3] + s1h * hi16[3];
+        add_scaled16(s[n4], s0l, s0h, s1l, s1h, lo, hi16);
         mma_k32_acc(s2[n4], m0l, m1l, m0h, m1h, x0, x1);
       }
     }
@@ -361,10 +365,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q6_K>& st, int r0, i
           int lo[4], hi16[4];
           mma_k16(lo, a[0][0], a[1][0], lds32(&st.x[tok][32 * sb + 4 * t4]));
           mma_k16(hi16, a[0][1], a[1][1], lds32(&st.x[tok][32 * sb + 16 + 4 * t4]));
-          s[n4][0] += sc0l * lo[0] + sc0h * hi16[0];
-          s[n4][1] += sc0l * lo[1] + sc0h * hi16[1];
-          s[n4][2] += sc1l * lo[2] + sc1h * hi16[2];
-          s[n4][3] += sc1l * lo[3] + sc1h * hi16[3];
+          add_scaled16(s[n4], sc0l, sc0h, sc1l, sc1h, lo, hi16);
         }
       }
     }
