@@ -241,6 +241,15 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_iq4_xs>& st, int r0,
   }
 }
 
+// q3_K / q2_K: the qs words of 128-value half h for rows l[0], l[1] (the raw layout's qs at qs_at): [row][p], p = 0
+// values 4t4.. (qs chunk 2h), p = 1 values 16 + 4t4.. (chunk 2h + 1) of every quarter, two bits each.
+__device__ __forceinline__ void half_qs_words(const uint8_t* w, int qs_at, const int (&l)[2], int h, int t4, int (&qw)[2][2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int p = 0; p < 2; ++p) qw[r][p] = lds32(w + qs_at + ((2 * h + p) * 32 + l[r]) * 16 + 4 * t4);
+}
+
 // q3_K: per 128-value half h and quarter c, the 32 values of rows r0, r1 from qs chunks 2h (values 4t4..) and
 // 2h + 1 (16 + 4t4..) and hmask chunks 0 and 1, as two k16 mmas with their group scales (q6_K's shape): S as
 // mmv_x32's reader.
@@ -256,10 +265,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q3_K>& st, int r0, i
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int qw[2][2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int p = 0; p < 2; ++p) qw[r][p] = lds32(w + 1024 + ((2 * h + p) * 32 + l[r]) * 16 + 4 * t4);
+    half_qs_words(w, 1024, l, h, t4, qw);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int sb = 4 * h + c, g0 = 8 * h + 2 * c;
@@ -296,10 +302,7 @@ __device__ __forceinline__ void unit_sums(const kq_stage<kq_q2_K>& st, int r0, i
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int qw[2][2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int p = 0; p < 2; ++p) qw[r][p] = lds32(w + 512 + ((2 * h + p) * 32 + l[r]) * 16 + 4 * t4);
+    half_qs_words(w, 512, l, h, t4, qw);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int sb = 4 * h + c, g0 = 8 * h + 2 * c;
