@@ -55,14 +55,24 @@ inline void q4_0(const float* x, block_q4_0* y, int64_t n) {
   }
 }
 
+// A 32-value block's w = d * q + m with q in 0..levels: d = (max - min) / levels and m = min stored as fp16 (d16, m16);
+// d, m are the stored values read back and id = 1 / d (0 for a constant block).
+inline void affine_block_scale(const float* x, int n, int levels, uint16_t& d16, uint16_t& m16, float& d, float& m,
+                               float& id) {
+  float lo = x[0], hi = x[0];
+  for (int j = 1; j < n; ++j) { lo = std::min(lo, x[j]); hi = std::max(hi, x[j]); }
+  d16 = f32_to_fp16((hi - lo) / (float)levels);
+  m16 = f32_to_fp16(lo);
+  d = fp16_to_f32(d16);
+  m = fp16_to_f32(m16);
+  id = d > 0 ? 1.0f / d : 0.0f;
+}
+
 // w = d * q + m, q in 0..15: d = (max - min) / 15, m = min.
 inline void q4_1(const float* x, block_q4_1* y, int64_t n) {
   for (int64_t b = 0; b < n / QK4_1; ++b, x += QK4_1) {
-    float lo = x[0], hi = x[0];
-    for (int j = 1; j < QK4_1; ++j) { lo = std::min(lo, x[j]); hi = std::max(hi, x[j]); }
-    y[b].d = f32_to_fp16((hi - lo) / 15.0f);
-    y[b].m = f32_to_fp16(lo);
-    const float d = fp16_to_f32(y[b].d), m = fp16_to_f32(y[b].m), id = d > 0 ? 1.0f / d : 0.0f;
+    float d, m, id;
+    affine_block_scale(x, QK4_1, 15, y[b].d, y[b].m, d, m, id);
     for (int j = 0; j < QK4_1 / 2; ++j) {
       const int q0 = clampi((int)std::lround((x[j] - m) * id), 0, 15);
       const int q1 = clampi((int)std::lround((x[j + 16] - m) * id), 0, 15);
@@ -87,11 +97,8 @@ inline void q5_0(const float* x, block_q5_0* y, int64_t n) {
 // w = d * q + m, q in 0..31: d = (max - min) / 31, m = min.
 inline void q5_1(const float* x, block_q5_1* y, int64_t n) {
   for (int64_t b = 0; b < n / QK5_1; ++b, x += QK5_1) {
-    float lo = x[0], hi = x[0];
-    for (int j = 1; j < QK5_1; ++j) { lo = std::min(lo, x[j]); hi = std::max(hi, x[j]); }
-    y[b].d = f32_to_fp16((hi - lo) / 31.0f);
-    y[b].m = f32_to_fp16(lo);
-    const float d = fp16_to_f32(y[b].d), m = fp16_to_f32(y[b].m), id = d > 0 ? 1.0f / d : 0.0f;
+    float d, m, id;
+    affine_block_scale(x, QK5_1, 31, y[b].d, y[b].m, d, m, id);
     std::fill(std::begin(y[b].qs), std::end(y[b].qs), 0);
     std::fill(std::begin(y[b].qh), std::end(y[b].qh), 0);
     for (int j = 0; j < QK5_1; ++j) put_q5(y[b].qs, y[b].qh, j, clampi((int)std::lround((x[j] - m) * id), 0, 31));

@@ -60,19 +60,11 @@ std::vector<float> row_values(const std::vector<uint8_t>& packed, const x32_shap
 
 bool is_float_type(ggml_type t) { return t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16; }
 
-act_format format_of(ggml_type t) {
-  switch (t) {
-    case ggml_type::Q2_K: case ggml_type::Q3_K: case ggml_type::Q4_K: case ggml_type::Q5_K: case ggml_type::Q6_K:
-    case ggml_type::IQ4_XS: return act_format::q8_256;
-    default: return act_format::q8_32;
-  }
-}
-
 template <class Q>
 void check_reader(ggml_type type, std::mt19937& rng) {
   const int64_t n_out = 45, n_tok = 11;  // a ragged row group, a ragged last token tile
   for (const int64_t n_in : is_float_type(type) ? std::vector<int64_t>{44, 512} : std::vector<int64_t>{512}) {
-    const packed_case pc = make_case(type, n_out, n_in, n_tok, format_of(type), !is_float_type(type), rng);
+    const packed_case pc = make_case(type, n_out, n_in, n_tok, act_format_of(type), !is_float_type(type), rng);
     const std::vector<uint8_t>& w = pc.w;
     const std::vector<uint8_t>& packed = pc.packed;
     const x32_shape& xs = pc.xs;

@@ -21,7 +21,6 @@ namespace spindle {
 
 struct mmv_act;                       // x32_types.cuh
 enum class act_format : int32_t;      // x32_types.cuh
-act_format act_format_of(ggml_type type);  // matmul.cu
 
 // Grows-only device scratch of T (never shrinks; ops are serialized on one stream). A buffer outgrown while a
 // step is being recorded is kept until the backend goes (recorded ops and step graphs may still point at it).

@@ -165,20 +165,6 @@ int8_t* cuda_backend::reserve_q8(int64_t n_rows, int64_t n_in, float** scales) {
   return qx_.reserve(n_rows * n_in, keep);
 }
 
-// The activation format a quantized weight type dots against (x32_types.cuh): per 256 values for the
-// super-block types, per 32 for the 32-value block types.
-act_format act_format_of(ggml_type type) {
-  switch (type) {
-    case ggml_type::Q2_K:
-    case ggml_type::Q3_K:
-    case ggml_type::Q4_K:
-    case ggml_type::Q5_K:
-    case ggml_type::Q6_K:
-    case ggml_type::IQ4_XS: return act_format::q8_256;
-    default: return act_format::q8_32;
-  }
-}
-
 // The q8 scratch, reserved for n_rows x n_in activations in format fmt.
 mmv_act cuda_backend::q8_view(int64_t n_rows, int64_t n_in, act_format fmt) {
   mmv_act a{nullptr, nullptr, nullptr, nullptr, nullptr, n_in, n_in / 32, (int)n_rows};

@@ -21,10 +21,20 @@
 
 #include <cstdint>
 
+#include "gguf/ggml_type.h"
+
 namespace spindle {
 
-// How a matmul's activations are quantized: per 32 values (q8_0 / q4_0 weights) or per 256 (k-quants).
+// How a matmul's activations are quantized: per 32 values (the 32-value block types) or per 256 (the super-block
+// types).
 enum class act_format : int32_t { q8_32 = 0, q8_256 = 1 };
+
+// The activation format a quantized weight type dots against (host code): per 256 values for the types whose ggml
+// blocks hold 256 (the k-quants, iq4_xs), per 32 for the others.
+inline act_format act_format_of(ggml_type type) {
+  const ggml_type_traits* info = ggml_type_info((uint32_t)type);
+  return info && info->block_size == 256 ? act_format::q8_256 : act_format::q8_32;
+}
 
 // Activations of one matmul call.   float: xf [n_tok, n_in].   qx [n_tok, n_in] (int8) and
 //   q8_32:  dx, sx [n_tok, nsub]: d and d * sum(q) of each 32 values;
