@@ -196,6 +196,14 @@ class backend {
     copy_rows(k_store, rows, k_new, nullptr, n, k_dim);
     copy_rows(v_store, rows, v_new, nullptr, n, v_dim);
   }
+  // rope_qk(q, k_new) then store_kv(k_store, v_store, rows, k_new, v_new) (k_dim = n_head_k * head_dim): one call,
+  // so a backend may do both in one launch with the same bits.
+  virtual void rope_store_kv(float* q, float* k_new, const float* v_new, int64_t n_rows, int32_t n_head_q,
+                             int32_t n_head_k, int32_t head_dim, const int32_t* pos, const rope_params& p,
+                             float* k_store, float* v_store, const int64_t* rows, int64_t v_dim) {
+    rope_qk(q, k_new, n_rows, n_head_q, n_head_k, head_dim, pos, p);
+    store_kv(k_store, v_store, rows, k_new, v_new, n_rows, (int64_t)n_head_k * head_dim, v_dim);
+  }
   // ys[i] = x . ws[i] for the n weights of one input (q / k / v, gate / up), each exactly as matmul would give it;
   // one call, so a backend may run them as one launch.   x: [n_rows, n_in], ys[i]: [n_rows, ws[i]->n_out]
   virtual void matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x, int64_t n_rows) {

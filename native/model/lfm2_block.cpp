@@ -125,10 +125,11 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   rp.freq_base = hp_.rope_freq_base;
   rp.freq_scale = hp_.rope_freq_scale;
   rp.neox = hp_.rope_neox;
-  be.rope_qk(q, k_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
   float* k_store = kv.k[l.cache_index].data();  // [n_blocks * block_size, kv_dim]
   float* v_store = kv.v[l.cache_index].data();
-  be.store_kv(k_store, v_store, scratch_.kv_rows.data(), k_new, v_new, n, kv_dim, kv_dim);  // into their slots
+  // rope(q, k), then k, v into their slots
+  be.rope_store_kv(q, k_new, v_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp, k_store,
+                   v_store, scratch_.kv_rows.data(), kv_dim);
 
   paged_attention_params pp;
   pp.attn.n_head = hp_.n_head;

@@ -43,10 +43,11 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   rp.freq_scale = hp_.rope_freq_scale;
   rp.neox = hp_.rope_neox;
   rp.freq_factors = w_.rope_freqs.data();
-  be.rope_qk(q, k_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp);
   float* k_store = kv.k[il].data();  // [n_blocks * block_size, k_dim]
   float* v_store = kv.v[il].data();  // [n_blocks * block_size, v_dim]
-  be.store_kv(k_store, v_store, scratch_.kv_rows.data(), k_new, v_new, n, k_dim, v_dim);  // into their slots
+  // rope(q, k), then k, v into their slots
+  be.rope_store_kv(q, k_new, v_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp, k_store,
+                   v_store, scratch_.kv_rows.data(), v_dim);
 
   attention_params ap;
   ap.n_head = hp_.n_head;

@@ -239,10 +239,12 @@ TEST_CASE("cuda matmul_group: q / k / v and gate / up in one launch have the bit
     std::vector<int64_t> n_out;
   };
   const int64_t n_in = 2048;
-  // a Q4_K_M layer's q / k / v (v in q6_K: one launch), gate / up (over k_mmv8_max_bytes: separate launches),
-  // four k-quant weights in one launch, and a group with a float weight (separate launches)
+  // a Q4_K_M layer's q / k / v (v in q6_K: one mmv8 launch), gate / up (over k_mmv8_max_bytes: one mmv_x32
+  // launch; q8_0 and ragged row counts too), four k-quant weights in one launch, and a group with a float weight
+  // (separate launches)
   for (const group& gr : {group{{ggml_type::Q4_K, ggml_type::Q4_K, ggml_type::Q6_K}, {2048, 512, 512}},
                           group{{ggml_type::Q4_K, ggml_type::Q4_K}, {8192, 8192}},
+                          group{{ggml_type::Q8_0, ggml_type::Q8_0, ggml_type::Q8_0}, {5000, 8192, 33}},
                           group{{ggml_type::Q6_K, ggml_type::Q4_K, ggml_type::Q6_K, ggml_type::Q4_K}, {90, 1500, 64, 2051}},
                           group{{ggml_type::Q4_K, ggml_type::F16}, {256, 96}}}) {
     const int n = (int)gr.types.size();
@@ -272,7 +274,7 @@ TEST_CASE("cuda matmul_group: q / k / v and gate / up in one launch have the bit
     }
     for (backend_weight& w : ws) be.gpu->release_weight(w);
   }
-  std::printf("  matmul_group: 4 groups at 1..40 tokens, bits of separate matmuls\n");
+  std::printf("  matmul_group: 5 groups at 1..40 tokens, bits of separate matmuls\n");
 }
 
 TEST_CASE("cuda: a weight type it has no kernels for is reported, not computed") {

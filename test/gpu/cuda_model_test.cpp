@@ -202,7 +202,61 @@ std::vector<float> decode_run(const std::string& path) {
   return all;
 }
 
+// Greedy decoding after prompts longer than one 256-position attention chunk (decode attention merges chunks), two
+// sequences batched for 16 steps: every step's logits. Blocks of 8 positions.
+std::vector<float> long_decode_run(const std::string& path) {
+  auto m = load_on(path, "cuda");
+  const int64_t V = m->hparams().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {prompt(300, (int)V, 8), prompt(257, (int)V, 9)};
+  auto kv = m->new_kv_cache(2 * 40, 8, 2);
+  std::vector<std::vector<int32_t>> tables(2);
+  for (int s = 0; s < 2; ++s)
+    for (int b = 0; b < 40; ++b) tables[s].push_back(2 * b + (s + b) % 2);
+  std::vector<int32_t> pos(2), next(2);
+  std::vector<float> all, logits(2 * V);
+  for (int s = 0; s < 2; ++s) {
+    batch_sequence b{prompts[s].data(), (int32_t)prompts[s].size(), 0, tables[s].data(), 40, 1, s};
+    m->forward_batch({b}, *kv, logits.data());
+    next[s] = (int32_t)(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
+    pos[s] = (int32_t)prompts[s].size();
+  }
+  for (int step = 0; step < 16; ++step) {
+    std::vector<batch_sequence> batch;
+    for (int s = 0; s < 2; ++s) batch.push_back({&next[s], 1, pos[s], tables[s].data(), 40, 1, s});
+    m->forward_batch(batch, *kv, logits.data());
+    all.insert(all.end(), logits.begin(), logits.end());
+    for (int s = 0; s < 2; ++s) {
+      const float* row = logits.data() + s * V;
+      next[s] = (int32_t)(std::max_element(row, row + V) - row);
+      ++pos[s];
+    }
+  }
+  return all;
+}
+
 }  // namespace
+
+TEST_CASE("cuda models: fused launches (SPINDLE_CUDA_FUSE) give the bits of the separate ones") {
+  REQUIRE_GPU();
+  // 8 query heads of 64 dims per 2 KV heads: each attention tile's output is one q8_256 group (quantized in the
+  // attention kernel); gate / up over mmv8's bytes (one mmv_x32 launch); rope with the K/V store; short and long
+  // contexts (chunks merged in the decode kernel)
+  model_test::spec sp = dense_spec("llama", ggml_type::Q4_K);
+  sp.n_embd = 512;
+  sp.n_head = 8;
+  sp.n_head_kv = 2;
+  sp.n_ff = 16384;  // gate / up of 4.7 MB each: past k_mmv8_max_bytes
+  file d(model_test::build(sp), "llama-fuse");
+  for (bool long_ctx : {false, true}) {
+    setenv("SPINDLE_CUDA_FUSE", "0", 1);
+    const std::vector<float> separate = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
+    unsetenv("SPINDLE_CUDA_FUSE");
+    const std::vector<float> fused = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
+    REQUIRE(separate.size() == fused.size());
+    CHECK(same_bits(separate.data(), fused.data(), fused.size()));
+  }
+  std::printf("  fused launches: the bits of separate ones, short and long contexts\n");
+}
 
 TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-op steps") {
   REQUIRE_GPU();

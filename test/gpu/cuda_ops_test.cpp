@@ -501,7 +501,7 @@ TEST_CASE("cuda argmax_rows: argmax_first of each row (ties, NaN, -inf, a row pr
   }
 }
 
-TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, swiglu_matmul == their op sequences, bitwise") {
+TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, rope_store_kv, swiglu_matmul == their op sequences, bitwise") {
   REQUIRE_GPU();
   pair be;
   backend& g = *be.gpu;
@@ -560,6 +560,29 @@ TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, swiglu_matmul 
     g.store_kv(ks2.p(), vs2.p(), rows.data(), kn1.p(), vn1.p(), n, k_dim, v_dim);
     CHECK(same_bits(ks1.get().data(), ks2.get().data(), (size_t)(slots * k_dim)));
     CHECK(same_bits(vs1.get().data(), vs2.get().data(), (size_t)(slots * v_dim)));
+  }
+  // rope_store_kv: rope_qk then store_kv (both rope styles, a partial rotation, v wider than k)
+  for (const bool neox : {true, false}) {
+    const int64_t n = 5, slots = 16;
+    const int32_t hq = 6, hk = 2, hd = 64, n_rot = neox ? 64 : 32;
+    const int64_t k_dim = hk * hd, v_dim = 3 * 40;
+    const std::vector<int64_t> rows = {7, 0, 15, 3, 9};
+    std::vector<int32_t> pos = {0, 5, 6, 130, 4000};
+    rope_params p;
+    p.n_rot = n_rot;
+    p.freq_base = neox ? 1000000.0f : 10000.0f;
+    p.neox = neox;
+    const std::vector<float> q = randn(n * hq * hd, rng), k = randn(n * k_dim, rng), v = randn(n * v_dim, rng);
+    const std::vector<float> ks0 = randn(slots * k_dim, rng), vs0 = randn(slots * v_dim, rng);
+    buf q1(g, q), k1(g, k), v1(g, v), ks1(g, ks0), vs1(g, vs0);
+    g.rope_qk(q1.p(), k1.p(), n, hq, hk, hd, pos.data(), p);
+    g.store_kv(ks1.p(), vs1.p(), rows.data(), k1.p(), v1.p(), n, k_dim, v_dim);
+    buf q2(g, q), k2(g, k), v2(g, v), ks2(g, ks0), vs2(g, vs0);
+    g.rope_store_kv(q2.p(), k2.p(), v2.p(), n, hq, hk, hd, pos.data(), p, ks2.p(), vs2.p(), rows.data(), v_dim);
+    CHECK(same_bits(q1.get().data(), q2.get().data(), q.size()));
+    CHECK(same_bits(k1.get().data(), k2.get().data(), k.size()));
+    CHECK(same_bits(ks1.get().data(), ks2.get().data(), ks0.size()));
+    CHECK(same_bits(vs1.get().data(), vs2.get().data(), vs0.size()));
   }
   // swiglu_matmul: quantized (one-token and tensor-core paths) and float weights
   for (ggml_type type : {ggml_type::Q4_K, ggml_type::Q6_K, ggml_type::Q8_0, ggml_type::F16}) {

@@ -19,6 +19,7 @@
 #include "backend/cuda/attention_args.cuh"
 #include "backend/cuda/attention_mma.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/x32_types.cuh"
 
 namespace spindle {
 
@@ -157,18 +158,8 @@ __global__ void attention_merge_kernel(attn_args a) {
   if (n_split <= 1) return;
   const int64_t oh = i * a.n_head + h;
   const float* pr = a.part + oh * a.n_split_max * (a.hd_v + 2);
-  float mx = -INFINITY;
-  for (int64_t s = 0; s < n_split; ++s) mx = fmaxf(mx, pr[s * (a.hd_v + 2)]);
-  for (int d = threadIdx.x; d < a.hd_v; d += blockDim.x) {
-    float sum = 0.0f, val = 0.0f;
-    for (int64_t s = 0; s < n_split; ++s) {
-      const float* p = pr + s * (a.hd_v + 2);
-      const float f = expf(p[0] - mx);
-      sum = __fmaf_rn(p[1], f, sum);
-      val = __fmaf_rn(p[2 + d], f, val);
-    }
-    a.out[oh * a.hd_v + d] = __fdiv_rn(val, sum);
-  }
+  const float mx = merge_max(a, pr, n_split);
+  for (int d = threadIdx.x; d < a.hd_v; d += blockDim.x) a.out[oh * a.hd_v + d] = merge_dim(a, pr, n_split, mx, d);
 }
 
 void check_attention(const attention_params& p) {
@@ -291,7 +282,18 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   if (n_split_max > 1) {
     part = attn_part_.reserve(n_tok * p.n_head * n_split_max * (p.head_dim_v + 2), recording() ? &outgrown_ : nullptr);
   }
+  // decode on tensor cores: the kernel's last block of a tile merges its chunks (no merge launch), and where each
+  // tile's outputs are whole q8_256 groups of 256 threads' blocks (head dims up to 64) and the o projection reads
+  // that format (as the last quantized matmul did), quantizes them for it (no quantize launch)
+  const bool merge_in_kernel = fused_ && mma && !rows_shape && n_split_max > 1 &&
+                               n_tiles * p.n_head_kv * lay.hgroups <= k_attn_done_max;
+  const int64_t out_width = (int64_t)p.n_head * p.head_dim_v;
+  const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
+                            std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
+                            (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;
+  const mmv_act qa = quantize_out ? q8_view(n_tok, out_width, act_format::q8_256) : mmv_act{};
   attn_args args{q, k, v, out, part, d, d + n_tok, d + n_tok + n_seqs, paged ? d + n_tok + 2 * n_seqs : nullptr,
+                 merge_in_kernel ? attn_done() : nullptr, (int8_t*)qa.qx, (float*)qa.dx, (int32_t*)qa.bx,
                  p.k_row_stride, p.v_row_stride, (int32_t)stride, paged ? seqs[0].block_size : 1, p.n_head,
                  p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
                  (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span};
@@ -299,9 +301,10 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   if (mma) launch_attention_mma(*this, args, d + meta_base, n_tiles, rows_shape, lay);
   else if (hd <= 256) launch_attention<8>(*this, args);
   else launch_attention<16>(*this, args);
-  if (n_split_max > 1) {
+  if (n_split_max > 1 && !merge_in_kernel) {
     launch("attention_merge", attention_merge_kernel, dim3((unsigned)n_tok, (unsigned)p.n_head), dim3(128), args);
   }
+  if (quantize_out) keep_quantized_act(out, n_tok, out_width, act_format::q8_256);
 }
 
 void cuda_backend::attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,

@@ -26,6 +26,11 @@ struct attn_args {
   const int32_t* n_past;
   const int32_t* first;
   const int32_t* tables;  // nullptr: contiguous
+  int32_t* done;  // decode tensor-core kernel: chunks finished per (tile, blockIdx.y), all 0 between launches; or null
+  // decode tensor-core kernel: out quantized in the q8_256 format too (act_format, for the o projection), or null
+  int8_t* out_q;
+  float* out_d;
+  int32_t* out_bsum;
   int64_t k_stride, v_stride;
   int32_t table_stride;
   int32_t block_size;
@@ -36,7 +41,7 @@ struct attn_args {
   int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
   int32_t part_span;      // positions per partial (k_split for attention_kernel, k_mma_chunk for the mma kernels)
 };
-static_assert(sizeof(attn_args) == 9 * sizeof(void*) + 2 * 8 + 12 * 4, "attn_args has padding");
+static_assert(sizeof(attn_args) == 13 * sizeof(void*) + 2 * 8 + 12 * 4, "attn_args has padding");
 
 // Row of position j in the K / V store: table[j / block_size] * block_size + j % block_size, in 32-bit
 // arithmetic (positions stay below 2^31: attention_launch checks) with a shift for power-of-two block sizes.
@@ -51,6 +56,28 @@ __device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_si
 __device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_t seq) {
   const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
   return (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
+}
+
+// Merge of the n_split > 1 partials pr (a.part of one (query row, head)) in split order: the largest max, then
+// per output dim the weighted sums. attention_merge_kernel and the decode kernel's last block use these, so a
+// row's output has the same bits whichever merged it. Loads bypass L1 (__ldcg): the partials may come from other
+// blocks of the same launch.
+__device__ __forceinline__ float merge_max(const attn_args& a, const float* pr, int64_t n_split) {
+  float mx = -INFINITY;
+#pragma unroll 4
+  for (int64_t s = 0; s < n_split; ++s) mx = fmaxf(mx, __ldcg(pr + s * (a.hd_v + 2)));
+  return mx;
+}
+__device__ __forceinline__ float merge_dim(const attn_args& a, const float* pr, int64_t n_split, float mx, int d) {
+  float sum = 0.0f, val = 0.0f;
+#pragma unroll 4
+  for (int64_t s = 0; s < n_split; ++s) {
+    const float* p = pr + s * (a.hd_v + 2);
+    const float f = expf(__ldcg(p) - mx);
+    sum = __fmaf_rn(__ldcg(p + 1), f, sum);
+    val = __fmaf_rn(__ldcg(p + 2 + d), f, val);
+  }
+  return __fdiv_rn(val, sum);
 }
 
 }  // namespace spindle

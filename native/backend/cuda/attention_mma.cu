@@ -7,7 +7,8 @@
 //   - a row with one chunk writes o / l; the chunks of a longer row go to attention_merge_kernel (attention.cu).
 // Two launch shapes run those steps: `rows` (prompts: each warp owns a tile of 16 (query row, head) rows and
 // walks the chunk's splits) and `splits` (decode: a block owns one tile, its four warps take different splits,
-// folded in order through shared memory).
+// folded in order through shared memory; with args.done, the last block of a tile merges its chunks, so decode
+// needs no attention_merge_kernel launch).
 // Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
 // positions, never on the launch shape or on the other rows of the launch (batch invariance).
 // Fragment layouts (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
@@ -19,6 +20,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/quantize_act.cuh"
 
 namespace spindle {
 
@@ -59,6 +61,12 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const uint32_t (&ah)[4
 __device__ __forceinline__ void split_a(const float (&a)[4], uint32_t (&ah)[4], uint32_t (&al)[4]) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) split_tf32(a[e], ah[e], al[e]);
+}
+
+// Asks L2 for the 128-byte lines of p[0 .. n) (no registers wait for it).
+__device__ __forceinline__ void prefetch_l2(const float* p, int n) {
+  const uintptr_t first = (uintptr_t)p & ~uintptr_t(127), end = (uintptr_t)(p + n);
+  for (uintptr_t at = first; at < end; at += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
 }
 
 // Four floats p[d .. d + 4) of a row of n (zeros past n); vec: p 16-byte aligned and n a multiple of 4.
@@ -411,6 +419,56 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
 template <int HD>
 __host__ __device__ constexpr int splits_warps() { return HD <= 64 ? 8 : 4; }  // a chunk's 8 splits at once where shared memory allows
 
+// The tile's outputs (whole q8_256 groups: attention_launch checks) are final: quantize them for the o
+// projection, a group of 256 values at a time by the block's 256 threads (quantize256_block: the bits of
+// quantize_q8_256).
+__device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp_tile& w) {
+  __shared__ float sh_amax[8];
+  __threadfence();
+  __syncthreads();
+  const int groups = w.nh * a.hd_v / 256;
+  for (int r = 0; r < w.nq; ++r) {
+    const int64_t first = ((w.i0 + r) * a.n_head + w.h0) * a.hd_v;  // a multiple of 256
+    for (int gi = 0; gi < groups; ++gi) {
+      const int64_t at = first + 256 * gi;
+      quantize256_block(__ldcg(a.out + at + threadIdx.x), a.out_q + at, a.out_d + at / 256, a.out_bsum + at / 32,
+                        sh_amax);
+      __syncthreads();
+    }
+  }
+}
+
+// Decode with several chunks: each block counts itself done; the last of the tile's chunks to finish merges its
+// rows' partials (attention_merge_kernel's arithmetic) and returns true, the others false. The counter goes back
+// to 0 for the next launch.
+template <int HD>
+__device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& w, int32_t seq) {
+  constexpr int W = splits_warps<HD>();
+  if (!a.done) return false;  // attention_merge_kernel merges
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int chunks = (int)((w.n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
+    int32_t* done = a.done + (int64_t)blockIdx.x * gridDim.y + blockIdx.y;
+    last = atomicAdd(done, 1) == chunks - 1;
+    if (last) *done = 0;
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  // thread x takes (row, dim) pairs x, x + blockDim.x, ..: the valid rows come first (decode: one query row's
+  // heads, a pair per thread)
+  for (int e = threadIdx.x; e < 16 * a.hd_v; e += W * k_warp) {
+    const row_info ri = tile_row(a, w, e / a.hd_v, seq);
+    if (!ri.ok || ri.n_kv <= k_mma_chunk) continue;
+    const int64_t n_split = (ri.n_kv + k_mma_chunk - 1) / k_mma_chunk;
+    const float* pr = a.part + ri.oh * a.n_split_max * (a.hd_v + 2);
+    a.out[ri.oh * a.hd_v + e % a.hd_v] = merge_dim(a, pr, n_split, merge_max(a, pr, n_split), e % a.hd_v);
+  }
+  return true;
+}
+
 template <int HD>
 __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1) attention_mma_splits(attn_args a, const int32_t* tiles,
                                                                                     int rq, int gh, int vec) {
@@ -424,6 +482,17 @@ __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1)
   if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
+  // lane u of warp w asks L2 for the K and V rows of position u of split w now, so the dependent loads of
+  // split_partial wait for L2 rather than for memory
+#pragma unroll
+  for (int i = 0; i < k_mma_chunk / (W * k_warp); ++i) {
+    const int64_t pos = chunk_start + threadIdx.x + i * W * k_warp;
+    if (pos < w.n_kv_max) {
+      const int64_t row = kv_row(w.table, a.block_size, pos);
+      prefetch_l2(a.k + row * a.k_stride + (int64_t)w.kvh * a.hd_k, a.hd_k);
+      prefetch_l2(a.v + row * a.v_stride + (int64_t)w.kvh * a.hd_v, a.hd_v);
+    }
+  }
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
   load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();
@@ -473,9 +542,14 @@ __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1)
     }
     __syncthreads();
   }
-  if (!fri.ok || f_n_kv <= chunk_start) return;
+  if (fri.ok && f_n_kv > chunk_start) {
 #pragma unroll
-  for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
+    for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
+  }
+  if (w.n_kv_max > k_mma_chunk && !merge_last<HD>(a, w, seq)) return;  // uniform over the block
+  if constexpr (W * k_warp == 256) {
+    if (a.out_q) quantize_tile_out(a, w);
+  }
 }
 
 }  // namespace

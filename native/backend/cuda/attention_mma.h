@@ -23,7 +23,8 @@ bool attention_mma_takes(int32_t hd_k, int32_t hd_v);
 
 // Launches over n_tiles tiles, d_tiles (device) = [first query row, rows] per tile: with rows_shape, tiles of up
 // to 4 rq query rows (prompts), else of up to rq (decode). args.n_split_max = chunks (grid z), args.part as
-// attention_merge_kernel reads it (args.part_span = k_mma_chunk).
+// attention_merge_kernel reads it (args.part_span = k_mma_chunk). Without rows_shape and with args.done, the
+// kernel merges the chunks itself (the caller launches no attention_merge_kernel).
 void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
                           bool rows_shape, const mma_layout& lay);
 

@@ -19,6 +19,11 @@
 
 namespace spindle {
 
+// Counters of blocks done (cuda_backend::done_counters_): the decode attention kernel's in-kernel chunk merge, one
+// per (tile, KV head x head group); argmax_slices_kernel's, one per row.
+constexpr int64_t k_attn_done_max = 1 << 16;
+constexpr int64_t k_argmax_done_max = 4096;
+
 struct mmv_act;                       // x32_types.cuh
 enum class act_format : int32_t;      // x32_types.cuh
 
@@ -89,7 +94,10 @@ class cuda_backend final : public backend {
   void rope_qk(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
                const int32_t* pos, const rope_params& p) override;                                  // ops.cu
   void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new, int64_t n,
-                int64_t k_dim, int64_t v_dim) override;                                             // ops.cu
+                int64_t k_dim, int64_t v_dim) override;
+  void rope_store_kv(float* q, float* k_new, const float* v_new, int64_t n_rows, int32_t n_head_q, int32_t n_head_k,
+                     int32_t head_dim, const int32_t* pos, const rope_params& p, float* k_store, float* v_store,
+                     const int64_t* rows, int64_t v_dim) override;                                             // ops.cu
   void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) override;
                                                                                                     // matmul.cu
   void gelu(const float* x, float* y, int64_t n) override;                                          // ops.cu
@@ -147,6 +155,8 @@ class cuda_backend final : public backend {
   void leave_recording();  // before an op that needs the host: the step goes on op by op
   void graph_setup_from_env();
   void graph_teardown();
+  int32_t* attn_done() const { return done_counters_; }
+  int32_t* argmax_done() const { return done_counters_ + k_attn_done_max; }
   void attention_launch(const paged_attention_params* seqs, int64_t n_seqs, bool paged, const float* q,
                         const float* k, const float* v, float* out);  // attention.cu
 
@@ -166,6 +176,10 @@ class cuda_backend final : public backend {
   act_format next_fmt_{1};  // the format add_rms_norm quantizes into: the last quantized matmul's (q8_256 first)
   std::unordered_set<void*> weights_;  // uploaded weights not yet released (freed with the backend)
   device_scratch<float> attn_part_;    // split attention partials (attention.cu)
+  // [k_attn_done_max + k_argmax_done_max] counters of blocks done, zero between launches: decode attention's
+  // (attention_mma.cu), then argmax_slices_kernel's (ops.cu)
+  int32_t* done_counters_ = nullptr;
+  device_scratch<float> argmax_part_;  // argmax_slices_kernel's per-block best pairs (ops.cu)
   device_scratch<float> mmq_part_;     // K-segment sums of the tensor-core matmul (matmul.cu)
   device_scratch<int32_t> argmax_ids_; // argmax_rows results before they are copied to the host (ops.cu)
   std::vector<int32_t> attn_meta_;     // host metadata of the last attention launch (attention.cu)
@@ -184,6 +198,8 @@ class cuda_backend final : public backend {
   bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
   bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
   bool mmv8_ = true;                       // k-quant matvec with 8 lanes per row (SPINDLE_CUDA_MMV=x32: mmv_x32)
+  bool fused_ = true;  // fewer launches (SPINDLE_CUDA_FUSE=0: off, the same bits): rope + K/V store, gate / up
+                       // one-lane matvecs, decode attention's chunk merge and output quantization
   bool graph_stats_ = false;               // SPINDLE_CUDA_GRAPH_STATS=1 prints the counts below at exit
   uint64_t n_replays_ = 0, n_captures_ = 0, n_eager_steps_ = 0;
 };

@@ -23,6 +23,7 @@ namespace spindle {
 namespace {
 
 constexpr int k_mmv_warps = 16;  // warps per block (at most 16 K segments)
+constexpr int k_mmv_max_jobs = 4;
 
 // x [n_rows, n_in] -> qx (int8), dx = amax / 127, sx = dx * sum(q), per 32 values; one warp per 32 values.
 __global__ void quantize_q8_32(const float* x, int64_t n_in, int64_t n_sub_total, int64_t nsub, int8_t* qx, float* dx,
@@ -44,13 +45,27 @@ __global__ void __launch_bounds__(256) quantize_q8_256(const float* x, int8_t* q
   quantize256_block(x[g * 256 + threadIdx.x], qx + g * 256, dx + g, bx + 8 * g, sh_amax);
 }
 
+// Weights of one launch (1..k_mmv_max_jobs of one type reading the same input: gate / up): block x belongs to the
+// last job whose first block is <= x, so each weight's rows are computed as in a launch of their own.
+struct mmv_jobs {
+  mmv_shape sh[k_mmv_max_jobs];
+  int64_t block0[k_mmv_max_jobs];
+  int32_t n;
+  int32_t pad_;  // no padding bytes (launch.cuh)
+};
+static_assert(sizeof(mmv_jobs) == k_mmv_max_jobs * (sizeof(mmv_shape) + 8) + 8, "mmv_jobs has padding");
+
 template <class Q, int NT>
-__global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_shape sh, mmv_act a) {
+__global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_jobs jobs, mmv_act a) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float part[k_mmv_warps][NT][k_warp];
+  int j = 0;
+  while (j + 1 < jobs.n && jobs.block0[j + 1] <= (int64_t)blockIdx.x) ++j;
+  const mmv_shape sh = jobs.sh[j];
+  const int64_t block = (int64_t)blockIdx.x - jobs.block0[j];
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp;
   const int seg = warp % sh.splits, local_group = warp / sh.splits, groups_per_block = k_mmv_warps / sh.splits;
-  const int64_t rel = ((int64_t)blockIdx.x * groups_per_block + local_group) * k_warp + lane;
+  const int64_t rel = (block * groups_per_block + local_group) * k_warp + lane;
   const int t0 = blockIdx.y * NT;
   const bool valid = rel < sh.n_out;
   float acc[NT];
@@ -118,38 +133,49 @@ int splits_for(int64_t n_units, int64_t n_out) {
 }
 
 template <class Q, int NT>
-void launch_nt(cuda_backend& be, const mmv_shape& sh, const mmv_act& a) {
-  const int64_t groups = (sh.n_out + k_warp - 1) / k_warp;
-  const int64_t per_block = k_mmv_warps / sh.splits;
-  const dim3 grid((unsigned)((groups + per_block - 1) / per_block), (unsigned)((a.n_tok + NT - 1) / NT));
-  be.launch("mmv_x32", mmv_x32<Q, NT>, grid, dim3(k_mmv_warps * k_warp), sh, a);
+void launch_nt(cuda_backend& be, const mmv_shape* shapes, int n, const mmv_act& a) {
+  mmv_jobs jobs{};
+  int64_t blocks = 0;
+  for (int i = 0; i < n; ++i) {
+    const mmv_shape& sh = shapes[i];
+    const int64_t groups = (sh.n_out + k_warp - 1) / k_warp;
+    const int64_t per_block = k_mmv_warps / sh.splits;
+    jobs.sh[i] = sh;
+    jobs.block0[i] = blocks;
+    blocks += (groups + per_block - 1) / per_block;
+  }
+  jobs.n = n;
+  const dim3 grid((unsigned)blocks, (unsigned)((a.n_tok + NT - 1) / NT));
+  be.launch("mmv_x32", mmv_x32<Q, NT>, grid, dim3(k_mmv_warps * k_warp), jobs, a);
 }
 
 template <class Q>
-void launch_mmv(cuda_backend& be, const mmv_shape& sh, const mmv_act& a) {
-  if (a.n_tok <= 1) launch_nt<Q, 1>(be, sh, a);
-  else if (a.n_tok <= 2) launch_nt<Q, 2>(be, sh, a);
-  else if (a.n_tok <= 4) launch_nt<Q, 4>(be, sh, a);
-  else launch_nt<Q, 8>(be, sh, a);
+void launch_mmv(cuda_backend& be, const mmv_shape* shapes, int n, const mmv_act& a) {
+  if (a.n_tok <= 1) launch_nt<Q, 1>(be, shapes, n, a);
+  else if (a.n_tok <= 2) launch_nt<Q, 2>(be, shapes, n, a);
+  else if (a.n_tok <= 4) launch_nt<Q, 4>(be, shapes, n, a);
+  else launch_nt<Q, 8>(be, shapes, n, a);
 }
 
-void launch_mmv_of(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a) {
+// One launch of mmv_x32 for n (1..k_mmv_max_jobs) weights of one type reading the same input.
+void launch_mmv_of(cuda_backend& be, ggml_type type, const mmv_shape* sh, int n, const mmv_act& a) {
+  if (n < 1 || n > k_mmv_max_jobs) throw error("cuda matmul: 1 to 4 weights in one grouped launch");
   switch (type) {
-    case ggml_type::F32: launch_mmv<x32_f32>(be, sh, a); break;
-    case ggml_type::F16: launch_mmv<x32_f16>(be, sh, a); break;
-    case ggml_type::BF16: launch_mmv<x32_bf16>(be, sh, a); break;
-    case ggml_type::Q8_0: launch_mmv<x32_q8_0>(be, sh, a); break;
-    case ggml_type::Q4_0: launch_mmv<x32_q4_0>(be, sh, a); break;
-    case ggml_type::Q4_K: launch_mmv<x32_q4_K>(be, sh, a); break;
-    case ggml_type::Q6_K: launch_mmv<x32_q6_K>(be, sh, a); break;
-    case ggml_type::Q4_1: launch_mmv<x32_q4_1>(be, sh, a); break;
-    case ggml_type::Q5_0: launch_mmv<x32_q5_0>(be, sh, a); break;
-    case ggml_type::Q5_1: launch_mmv<x32_q5_1>(be, sh, a); break;
-    case ggml_type::IQ4_NL: launch_mmv<x32_iq4_nl>(be, sh, a); break;
-    case ggml_type::Q2_K: launch_mmv<x32_q2_K>(be, sh, a); break;
-    case ggml_type::Q3_K: launch_mmv<x32_q3_K>(be, sh, a); break;
-    case ggml_type::Q5_K: launch_mmv<x32_q5_K>(be, sh, a); break;
-    case ggml_type::IQ4_XS: launch_mmv<x32_iq4_xs>(be, sh, a); break;
+    case ggml_type::F32: launch_mmv<x32_f32>(be, sh, n, a); break;
+    case ggml_type::F16: launch_mmv<x32_f16>(be, sh, n, a); break;
+    case ggml_type::BF16: launch_mmv<x32_bf16>(be, sh, n, a); break;
+    case ggml_type::Q8_0: launch_mmv<x32_q8_0>(be, sh, n, a); break;
+    case ggml_type::Q4_0: launch_mmv<x32_q4_0>(be, sh, n, a); break;
+    case ggml_type::Q4_K: launch_mmv<x32_q4_K>(be, sh, n, a); break;
+    case ggml_type::Q6_K: launch_mmv<x32_q6_K>(be, sh, n, a); break;
+    case ggml_type::Q4_1: launch_mmv<x32_q4_1>(be, sh, n, a); break;
+    case ggml_type::Q5_0: launch_mmv<x32_q5_0>(be, sh, n, a); break;
+    case ggml_type::Q5_1: launch_mmv<x32_q5_1>(be, sh, n, a); break;
+    case ggml_type::IQ4_NL: launch_mmv<x32_iq4_nl>(be, sh, n, a); break;
+    case ggml_type::Q2_K: launch_mmv<x32_q2_K>(be, sh, n, a); break;
+    case ggml_type::Q3_K: launch_mmv<x32_q3_K>(be, sh, n, a); break;
+    case ggml_type::Q5_K: launch_mmv<x32_q5_K>(be, sh, n, a); break;
+    case ggml_type::IQ4_XS: launch_mmv<x32_iq4_xs>(be, sh, n, a); break;
     default: throw error("cuda matmul: unsupported weight type");
   }
 }
@@ -231,12 +257,13 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
   } else if (mmv8_ && mmv8_takes(w.type, sh)) {  // k-quants: eight lanes per row, the same bits
     launch_mmv8(*this, &w.type, &sh, 1, a);
   } else {
-    launch_mmv_of(*this, w.type, sh, a);
+    launch_mmv_of(*this, w.type, &sh, 1, a);
   }
   if (quantized && !overlaps(x, n_rows * w.n_in, y, n_rows * n_out)) keep_quantized_act(x, n_rows, w.n_in, fmt);
 }
 
-// q / k / v or gate / up at a few tokens, all k-quants: one launch (the rows' bits are those of separate calls).
+// q / k / v or gate / up at a few tokens: one launch where the weights are k-quants mmv8 takes, or all of one
+// quantized type (mmv_x32); the rows' bits are those of separate calls either way.
 void cuda_backend::matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x,
                                 int64_t n_rows) {
   bool one_launch = mmv8_ && n >= 2 && n <= k_mmv8_max_jobs && n_rows > 0 && n_rows < k_mmq_min_tokens;
@@ -249,15 +276,30 @@ void cuda_backend::matmul_group(const backend_weight* const* ws, float* const* y
     shapes[i] = mmv_shape{(const uint8_t*)w.data, xs.n_units, 0, w.n_out, ys[i], w.n_out, splits_for(xs.n_units, w.n_out), 0};
     one_launch = w.n_in == ws[0]->n_in && mmv8_takes(w.type, shapes[i]);
   }
-  if (!one_launch) {
+  const int64_t n_in = ws[0]->n_in;
+  bool x_intact = true;
+  for (int i = 0; i < n; ++i) x_intact = x_intact && !overlaps(x, n_rows * n_in, ys[i], n_rows * ws[i]->n_out);
+  if (one_launch) {
+    launch_mmv8(*this, types, shapes, n, quantized_act(x, n_rows, n_in, act_format::q8_256));  // k-quants only
+    if (x_intact) keep_quantized_act(x, n_rows, n_in, act_format::q8_256);
+    return;
+  }
+  // weights of one quantized type too large for mmv8 (gate / up): one launch of the one-lane kernel
+  const ggml_type type = ws[0]->type;
+  bool same_type = fused_ && n >= 2 && n <= k_mmv_max_jobs && n_rows > 0 && n_rows < k_mmq_min_tokens && !is_float_type(type);
+  for (int i = 0; same_type && i < n; ++i) {
+    const backend_weight& w = *ws[i];
+    const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
+    shapes[i] = mmv_shape{(const uint8_t*)w.data, xs.n_units, 0, w.n_out, ys[i], w.n_out, splits_for(xs.n_units, w.n_out), 0};
+    same_type = w.type == type && w.n_in == n_in && w.n_out > 0;
+  }
+  if (!same_type) {
     backend::matmul_group(ws, ys, n, x, n_rows);
     return;
   }
-  const int64_t n_in = ws[0]->n_in;
-  launch_mmv8(*this, types, shapes, n, quantized_act(x, n_rows, n_in, act_format::q8_256));  // k-quants only
-  bool x_intact = true;
-  for (int i = 0; i < n; ++i) x_intact = x_intact && !overlaps(x, n_rows * n_in, ys[i], n_rows * ws[i]->n_out);
-  if (x_intact) keep_quantized_act(x, n_rows, n_in, act_format::q8_256);
+  const act_format fmt = act_format_of(type);
+  launch_mmv_of(*this, type, shapes, n, quantized_act(x, n_rows, n_in, fmt));
+  if (x_intact) keep_quantized_act(x, n_rows, n_in, fmt);
 }
 
 void cuda_backend::matmul(const backend_weight& w, const float* x, int64_t n_rows, float* y) {

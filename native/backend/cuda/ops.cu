@@ -149,18 +149,9 @@ __device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int3
   return v > bv || (v == bv && i < bi);
 }
 
-// One block per row: out[r] = argmax_first(x + r * stride, n).
-__global__ void argmax_rows_kernel(const float* x, int64_t stride, int64_t n, int32_t* out) {
-  pdl_begin();
-  __shared__ float sv[32];
-  __shared__ int32_t si[32];
-  const float* row = x + (int64_t)blockIdx.x * stride;
-  float bv = -INFINITY;
-  int32_t bi = INT32_MAX;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = row[i];
-    if (!isnan(v) && argmax_better(v, (int32_t)i, bv, bi)) bv = v, bi = (int32_t)i;
-  }
+// The block's best (value, index) by argmax_better (exact: any order of comparisons gives the same pair), in
+// thread 0. sv, si: 32 entries of shared memory each.
+__device__ __forceinline__ void block_argmax(float& bv, int32_t& bi, float* sv, int32_t* si) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) {
@@ -168,6 +159,7 @@ __global__ void argmax_rows_kernel(const float* x, int64_t stride, int64_t n, in
     const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, m);
     if (argmax_better(ov, oi, bv, bi)) bv = ov, bi = oi;
   }
+  __syncthreads();  // sv / si may still be read by a previous call
   if (lane == 0) sv[warp] = bv, si[warp] = bi;
   __syncthreads();
   if (warp != 0) return;
@@ -179,7 +171,74 @@ __global__ void argmax_rows_kernel(const float* x, int64_t stride, int64_t n, in
     const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, m);
     if (argmax_better(ov, oi, bv, bi)) bv = ov, bi = oi;
   }
-  if (lane == 0) out[blockIdx.x] = isnan(row[0]) || bi == INT32_MAX ? 0 : bi;  // all NaN: index 0 as well
+}
+
+// This thread's best of row[i0 .. i1) (NaNs never chosen; INT32_MAX: none).
+__device__ __forceinline__ void thread_argmax(const float* row, int64_t i0, int64_t i1, float& bv, int32_t& bi) {
+  bv = -INFINITY;
+  bi = INT32_MAX;
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+    const float v = row[i];
+    if (!isnan(v) && argmax_better(v, (int32_t)i, bv, bi)) bv = v, bi = (int32_t)i;
+  }
+}
+
+// argmax_first's answer from the row's best non-NaN pair: index 0 when row[0] is NaN or every value is.
+__device__ __forceinline__ int32_t argmax_answer(const float* row, int32_t bi) {
+  return isnan(row[0]) || bi == INT32_MAX ? 0 : bi;
+}
+
+// One block per row: out[r] = argmax_first(x + r * stride, n).
+__global__ void argmax_rows_kernel(const float* x, int64_t stride, int64_t n, int32_t* out) {
+  pdl_begin();
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  const float* row = x + (int64_t)blockIdx.x * stride;
+  float bv;
+  int32_t bi;
+  thread_argmax(row, 0, n, bv, bi);
+  block_argmax(bv, bi, sv, si);
+  if (threadIdx.x == 0) out[blockIdx.x] = argmax_answer(row, bi);
+}
+
+// Long rows: row blockIdx.y in gridDim.x slices of `slice` values, one block each. Each block leaves its best
+// pair in part; the last block of a row to finish (done[row] counts them, and goes back to 0) takes the best
+// of the row's pairs. part: [rows, slices] values, then as many indices.
+__global__ void argmax_slices_kernel(const float* x, int64_t stride, int64_t n, int64_t slice, float* part,
+                                     int32_t* done, int32_t* out) {
+  pdl_begin();
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  __shared__ int last;
+  const int64_t r = blockIdx.y, slices = gridDim.x, at = r * slices + blockIdx.x;
+  const int64_t n_part = (int64_t)gridDim.y * slices;
+  int32_t* part_i = (int32_t*)(part + n_part);
+  const float* row = x + r * stride;
+  float bv;
+  int32_t bi;
+  thread_argmax(row, blockIdx.x * slice, min(n, (int64_t)(blockIdx.x + 1) * slice), bv, bi);
+  block_argmax(bv, bi, sv, si);
+  if (threadIdx.x == 0) {
+    part[at] = bv;
+    part_i[at] = bi;
+    __threadfence();
+    last = atomicAdd(done + r, 1) == slices - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  bv = -INFINITY;
+  bi = INT32_MAX;
+  for (int64_t k = threadIdx.x; k < slices; k += blockDim.x) {
+    const float v = __ldcg(part + r * slices + k);
+    const int32_t i = __ldcg(part_i + r * slices + k);
+    if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  block_argmax(bv, bi, sv, si);
+  if (threadIdx.x == 0) {
+    done[r] = 0;
+    out[r] = argmax_answer(row, bi);
+  }
 }
 
 // copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch.
@@ -254,8 +313,27 @@ __global__ void softmax_kernel(float* x, int64_t n, float scale) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] *= inv;
 }
 
-// One thread per (row, head, rotated pair j) of q, then of k (n_head_k 0: q only). The angle follows
-// ops_rope_cache: theta_j = pos * ts^j built by repeated f32 multiplication, angle = freq_scale * (theta_j / ff_j).
+// Rotates pair j of one head h (head_dim floats) in place, returning where the two values went (offsets in the
+// head). The angle follows ops_rope_cache: theta_j = pos * ts^j built by repeated f32 multiplication,
+// angle = freq_scale * (theta_j / ff_j).
+struct rope_pair_at {
+  int32_t a, b;
+};
+__device__ __forceinline__ rope_pair_at rope_pair(float* h, int32_t j, int32_t pos, int32_t n_rot, float theta_scale,
+                                                  float freq_scale, bool neox, const float* ff) {
+  const int32_t half = n_rot / 2;
+  float theta = (float)pos;
+  for (int32_t kk = 0; kk < j; ++kk) theta *= theta_scale;
+  const float angle = freq_scale * (theta / (ff ? ff[j] : 1.0f));
+  const float c = cosf(angle), s = sinf(angle);
+  const rope_pair_at at = neox ? rope_pair_at{j, j + half} : rope_pair_at{2 * j, 2 * j + 1};
+  const float x0 = h[at.a], x1 = h[at.b];
+  h[at.a] = x0 * c - x1 * s;
+  h[at.b] = x0 * s + x1 * c;
+  return at;
+}
+
+// One thread per (row, head, rotated pair j) of q, then of k (n_head_k 0: q only).
 __global__ void rope_kernel(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
                             const int32_t* pos, int32_t n_rot, float theta_scale, float freq_scale, bool neox,
                             const float* ff) {
@@ -273,16 +351,44 @@ __global__ void rope_kernel(float* q, float* k, int64_t n_rows, int32_t n_head_q
   }
   const int32_t j = (int32_t)(i % half);
   const int64_t rh = i / half, row = rh / n_head;
-  float theta = (float)pos[row];
-  for (int32_t kk = 0; kk < j; ++kk) theta *= theta_scale;
-  const float angle = freq_scale * (theta / (ff ? ff[j] : 1.0f));
-  const float c = cosf(angle), s = sinf(angle);
-  float* h = x + rh * head_dim;
-  float* a = neox ? h + j : h + 2 * j;
-  float* b = neox ? h + j + half : h + 2 * j + 1;
-  const float x0 = *a, x1 = *b;
-  *a = x0 * c - x1 * s;
-  *b = x0 * s + x1 * c;
+  rope_pair(x + rh * head_dim, j, pos[row], n_rot, theta_scale, freq_scale, neox, ff);
+}
+
+// rope_kernel and store_kv_kernel in one launch: block row y = token i; thread e of the row takes q pair e, then
+// k pair e - n_q (rotated in k_new and written to k's slot), then a k dim past n_rot (copied), then a v dim.
+__global__ void rope_store_kv_kernel(float* q, float* k_new, const float* v_new, int32_t n_head_q, int32_t n_head_k,
+                                     int32_t head_dim, const int32_t* pos, int32_t n_rot, float theta_scale,
+                                     float freq_scale, bool neox, const float* ff, float* k_store, float* v_store,
+                                     const int64_t* rows, int64_t v_dim) {
+  pdl_begin();
+  const int64_t i = blockIdx.y;
+  int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int32_t half = n_rot / 2, pass = head_dim - n_rot;
+  const int64_t k_dim = (int64_t)n_head_k * head_dim, n_q = (int64_t)n_head_q * half, n_k = (int64_t)n_head_k * half;
+  if (e < n_q) {
+    rope_pair(q + (i * n_head_q + e / half) * head_dim, (int32_t)(e % half), pos[i], n_rot, theta_scale, freq_scale,
+              neox, ff);
+    return;
+  }
+  e -= n_q;
+  float* ks = k_store + rows[i] * k_dim;
+  const float* kn = k_new + i * k_dim;
+  if (e < n_k) {
+    const int64_t h = e / half;
+    const rope_pair_at at = rope_pair(k_new + i * k_dim + h * head_dim, (int32_t)(e % half), pos[i], n_rot,
+                                      theta_scale, freq_scale, neox, ff);
+    ks[h * head_dim + at.a] = kn[h * head_dim + at.a];
+    ks[h * head_dim + at.b] = kn[h * head_dim + at.b];
+    return;
+  }
+  e -= n_k;
+  if (e < (int64_t)n_head_k * pass) {
+    const int64_t d = (e / pass) * head_dim + n_rot + e % pass;
+    ks[d] = kn[d];
+    return;
+  }
+  e -= (int64_t)n_head_k * pass;
+  if (e < v_dim) v_store[rows[i] * v_dim + e] = v_new[i * v_dim + e];
 }
 
 }  // namespace
@@ -424,11 +530,45 @@ void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows,
   }
 }
 
+void cuda_backend::rope_store_kv(float* q, float* k_new, const float* v_new, int64_t n_rows, int32_t n_head_q,
+                                 int32_t n_head_k, int32_t head_dim, const int32_t* pos, const rope_params& p,
+                                 float* k_store, float* v_store, const int64_t* rows, int64_t v_dim) {
+  if (!fused_) {
+    backend::rope_store_kv(q, k_new, v_new, n_rows, n_head_q, n_head_k, head_dim, pos, p, k_store, v_store, rows, v_dim);
+    return;
+  }
+  if (n_rows <= 0) return;
+  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
+    throw error("rope: n_rot must be even and in [2, head_dim], got " + std::to_string(p.n_rot));
+  }
+  const int32_t* d_pos = stage(pos, n_rows);
+  const int64_t* d_rows = stage(rows, n_rows);
+  const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
+  // per token: q pairs, k pairs, k dims past n_rot, v dims
+  const int64_t per_row = (int64_t)(n_head_q + n_head_k) * (p.n_rot / 2) + (int64_t)n_head_k * (head_dim - p.n_rot) + v_dim;
+  const int64_t k_dim = (int64_t)n_head_k * head_dim;
+  for (int64_t i0 = 0; i0 < n_rows; i0 += 65535) {  // grid.y limit
+    const int64_t m = std::min<int64_t>(n_rows - i0, 65535);
+    launch("rope_store_kv", rope_store_kv_kernel, dim3(grid_for(per_row, k_threads), (unsigned)m), dim3(k_threads),
+           q + i0 * n_head_q * head_dim, k_new + i0 * k_dim, v_new + i0 * v_dim, n_head_q, n_head_k, head_dim,
+           d_pos + i0, p.n_rot, theta_scale, p.freq_scale, p.neox, p.freq_factors, k_store, v_store, d_rows + i0,
+           v_dim);
+  }
+}
+
 void cuda_backend::argmax_rows(const float* x, int64_t n_rows, int64_t stride, int64_t n, int32_t* out) {
   if (n_rows <= 0) return;
   if (n <= 0 || n > 0x7fffffff || n_rows > 0x7fffffff) throw error("argmax_rows: rows of 1 to 2^31 - 1 values");
   int32_t* ids = argmax_ids_.reserve(n_rows, recording() ? &outgrown_ : nullptr);
-  launch("argmax_rows", argmax_rows_kernel, dim3((unsigned)n_rows), dim3(1024), x, stride, n, ids);
+  constexpr int64_t slice = 2048;  // values per block of a long row (8 per thread)
+  const int64_t slices = (n + slice - 1) / slice;
+  if (fused_ && slices >= 4 && slices <= 65535 && n_rows <= k_argmax_done_max) {  // many blocks per row
+    float* part = argmax_part_.reserve(2 * n_rows * slices, recording() ? &outgrown_ : nullptr);
+    launch("argmax_slices", argmax_slices_kernel, dim3((unsigned)slices, (unsigned)n_rows), dim3(256), x, stride, n,
+           slice, part, argmax_done(), ids);
+  } else {
+    launch("argmax_rows", argmax_rows_kernel, dim3((unsigned)n_rows), dim3(1024), x, stride, n, ids);
+  }
   leave_recording();  // the ids go to the host now
   SPINDLE_CUDA_CHECK(cudaMemcpyAsync(out, ids, (size_t)n_rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   SPINDLE_CUDA_CHECK(cudaStreamSynchronize(stream_));
