@@ -472,19 +472,18 @@ __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& 
 template <int HD>
 __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1) attention_mma_splits(attn_args a, const int32_t* tiles,
                                                                                     int rq, int gh, int vec) {
+  pdl_begin();
   constexpr int ND = HD / 8, W = splits_warps<HD>(), TPR = W * k_warp / 16, NF = HD / TPR;  // TPR, NF: folding
   __shared__ float sm_o[W][16][HD + 1];
   __shared__ float sm_m[W][16], sm_l[W][16];
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, t = lane % 4;
-  // Before pdl_begin() this block reads only what no kernel writes (the tile and sequence tables, staged from the
-  // host before the step's kernels) and prefetches: lane u of warp w asks L2 for the K and V rows of position u
-  // of split w, so the loads of split_partial wait for L2 rather than for memory. (A prefetch is only a hint, and
-  // L2 is where every write lands: the row the kernel before is writing is read after pdl_begin all the same.)
   warp_tile w;
   int32_t seq;
   if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
+  // lane u of warp w asks L2 for the K and V rows of position u of split w now, so the dependent loads of
+  // split_partial wait for L2 rather than for memory
 #pragma unroll
   for (int i = 0; i < k_mma_chunk / (W * k_warp); ++i) {
     const int64_t pos = chunk_start + threadIdx.x + i * W * k_warp;
@@ -494,7 +493,6 @@ __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1)
       prefetch_l2(a.v + row * a.v_stride + (int64_t)w.kvh * a.hd_v, a.hd_v);
     }
   }
-  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
   load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();

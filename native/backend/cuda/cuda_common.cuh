@@ -65,24 +65,6 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
-// Weight bytes of one launch up to which its blocks ask L2 for their weight rows before pdl_begin() (the launch's
-// whole weights fit in L2 beside the rest of the step; the output matrix does not).
-constexpr int64_t k_prefetch_weight_max = 32 << 20;
-
-// Asks L2 for rows [r0, r1) of an x32-packed weight (groups of 32 rows, each group's n_units units of
-// 32 * unit_bytes bytes in a row: whole groups are fetched), 128-byte lines spread over the block's threads;
-// nothing waits for it. Weights never change after upload, so a kernel may call this before pdl_begin(): the
-// fetch then overlaps the kernel before it.
-__device__ __forceinline__ void prefetch_weight_rows(const uint8_t* w, int64_t n_units, int unit_bytes, int64_t r0,
-                                                     int64_t r1) {
-  const int64_t group_bytes = n_units * 32 * unit_bytes;
-  const uintptr_t first = (uintptr_t)(w + (r0 / 32) * group_bytes) & ~uintptr_t(127);
-  const uintptr_t end = (uintptr_t)(w + ((r1 - 1) / 32 + 1) * group_bytes);
-  for (uintptr_t at = first + 128 * (uintptr_t)threadIdx.x; at < end; at += 128 * (uintptr_t)blockDim.x) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-  }
-}
-
 inline unsigned grid_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 }  // namespace spindle

@@ -57,6 +57,7 @@ static_assert(sizeof(mmv_jobs) == k_mmv_max_jobs * (sizeof(mmv_shape) + 8) + 8, 
 
 template <class Q, int NT>
 __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_jobs jobs, mmv_act a) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float part[k_mmv_warps][NT][k_warp];
   int j = 0;
   while (j + 1 < jobs.n && jobs.block0[j + 1] <= (int64_t)blockIdx.x) ++j;
@@ -64,12 +65,6 @@ __global__ void __launch_bounds__(k_mmv_warps * k_warp) mmv_x32(mmv_jobs jobs, m
   const int64_t block = (int64_t)blockIdx.x - jobs.block0[j];
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp;
   const int seg = warp % sh.splits, local_group = warp / sh.splits, groups_per_block = k_mmv_warps / sh.splits;
-  if (sh.n_out * sh.n_units * Q::unit_bytes <= k_prefetch_weight_max) {  // the block's rows, while the kernel before runs
-    const int64_t rel0 = block * groups_per_block * k_warp;
-    prefetch_weight_rows(sh.w, sh.n_units, Q::unit_bytes, sh.row0 + rel0,
-                         sh.row0 + min(sh.n_out, rel0 + groups_per_block * k_warp));
-  }
-  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t rel = (block * groups_per_block + local_group) * k_warp + lane;
   const int t0 = blockIdx.y * NT;
   const bool valid = rel < sh.n_out;

@@ -25,34 +25,17 @@ namespace spindle {
 
 namespace {
 
-// Bytes per unit of a row of a job's weight type (the lanes8 struct mmv8_x32 picks for it).
-__device__ __forceinline__ int lanes8_unit_bytes(int32_t type) {  // selects, no table in local memory
-  const ggml_type t = (ggml_type)type;
-  return t == ggml_type::Q4_K   ? lanes8_q4_K::unit_bytes
-         : t == ggml_type::Q5_K ? lanes8_q5_K::unit_bytes
-         : t == ggml_type::Q3_K ? lanes8_q3_K::unit_bytes
-         : t == ggml_type::Q2_K ? lanes8_q2_K::unit_bytes
-         : t == ggml_type::IQ4_XS ? lanes8_iq4_xs::unit_bytes
-                                  : lanes8_q6_K::unit_bytes;
-}
-
 // Block x of the launch belongs to the last job whose first block is <= x; the branch on the weight type is
 // uniform across the block. More: the launch has a job of another type than q4_K / q6_K (a separate instance, so
 // the q4_K / q6_K one keeps its registers).
 template <int NT, bool More>
 __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs, mmv_act a) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ float part[k_max_warps][NT][4];
   int j = 0;
   while (j + 1 < jobs.n && jobs.job[j + 1].block0 <= (int64_t)blockIdx.x) ++j;
   const mmv8_job& job = jobs.job[j];
   const int64_t block = (int64_t)blockIdx.x - job.block0;
-  {  // the block's rows (mmv8 takes at most k_mmv8_max_bytes per weight), while the kernel before runs
-    const int unit_bytes = lanes8_unit_bytes(job.type);
-    const int64_t rel0 = block * job.quads * 4;
-    prefetch_weight_rows(job.sh.w, job.sh.n_units, unit_bytes, job.sh.row0 + rel0,
-                         job.sh.row0 + min(job.sh.n_out, rel0 + job.quads * 4));
-  }
-  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   if (job.type == (int32_t)ggml_type::Q4_K) mmv8_rows<lanes8_q4_K, NT>(job.sh, job.quads, block, a, part);
   else if (More && job.type == (int32_t)ggml_type::Q5_K) mmv8_rows<lanes8_q5_K, NT>(job.sh, job.quads, block, a, part);
   else if (More && job.type == (int32_t)ggml_type::Q3_K) mmv8_rows<lanes8_q3_K, NT>(job.sh, job.quads, block, a, part);
