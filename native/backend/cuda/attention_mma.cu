@@ -63,12 +63,6 @@ __device__ __forceinline__ void split_a(const float (&a)[4], uint32_t (&ah)[4], 
   for (int e = 0; e < 4; ++e) split_tf32(a[e], ah[e], al[e]);
 }
 
-// Asks L2 for the 128-byte lines of p[0 .. n) (no registers wait for it).
-__device__ __forceinline__ void prefetch_l2(const float* p, int n) {
-  const uintptr_t first = (uintptr_t)p & ~uintptr_t(127), end = (uintptr_t)(p + n);
-  for (uintptr_t at = first; at < end; at += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-}
-
 // Four floats p[d .. d + 4) of a row of n (zeros past n); vec: p 16-byte aligned and n a multiple of 4.
 __device__ __forceinline__ float4 load4(const float* p, int d, int n, bool vec) {
   if (vec && d + 4 <= n) return *reinterpret_cast<const float4*>(p + d);
@@ -482,17 +476,6 @@ __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1)
   if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
-  // lane u of warp w asks L2 for the K and V rows of position u of split w now, so the dependent loads of
-  // split_partial wait for L2 rather than for memory
-#pragma unroll
-  for (int i = 0; i < k_mma_chunk / (W * k_warp); ++i) {
-    const int64_t pos = chunk_start + threadIdx.x + i * W * k_warp;
-    if (pos < w.n_kv_max) {
-      const int64_t row = kv_row(w.table, a.block_size, pos);
-      prefetch_l2(a.k + row * a.k_stride + (int64_t)w.kvh * a.hd_k, a.hd_k);
-      prefetch_l2(a.v + row * a.v_stride + (int64_t)w.kvh * a.hd_v, a.hd_v);
-    }
-  }
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
   load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();
