@@ -25,6 +25,7 @@
 # Environment: SC_OUT (output folder; default /tmp/serve-compare-DATE), SC_WORKLOADS (a,b,c), SC_ENGINES
 # (spindle,spindle-nocache,llama), SC_THREADS (2), SC_PORT / SC_LLAMA_PORT (18140 / 18141), SC_BACKEND
 # (openai-chat), SC_SLOTS (llama-server -np, 16), SC_SPINDLE_ARGS / SC_LLAMA_ARGS (extra server flags),
+# SC_BENCH_ARGS (extra `spindle bench serve` flags for every workload, e.g. --random-token-ids 32000),
 # SC_KEEPALIVE=1 (let the client reuse connections; see bench/serve-compare-no-keepalive.mjs for why it does not),
 # LLAMA_SERVER (the binary; default: bench/llama-server/build.sh, which builds it once), the SC_A_* / SC_B_* /
 # SC_C_* sizes above. Needs `npm run build:ts` (dist/).
@@ -140,7 +141,7 @@ bench() { # port json-file flags...
   local port=$1 json=$2
   shift 2
   node $preload "$cli" bench serve --port "$port" --backend "$BACKEND" --ignore-eos --temperature 0 \
-    --metric-percentiles 50,90,99 --disable-progress --output-json "$json" "$@" > "${json%.json}.txt" 2>&1
+    --metric-percentiles 50,90,99 --disable-progress --output-json "$json" "$@" ${SC_BENCH_ARGS:-} > "${json%.json}.txt" 2>&1
   local rc=$?
   grep -E "Successful|Failed req|duration|Output token throughput|Median TTFT|Median TPOT|turns 2" "${json%.json}.txt" | sed 's/^/    /'
   [ $rc = 0 ] || echo "    (bench serve exited $rc; see ${json%.json}.txt)"

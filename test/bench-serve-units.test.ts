@@ -132,6 +132,30 @@ t.test('randomDataset with --random-prefix-len: one fixed prefix, then the same 
   t.notSame(prefix, plain[0].prompt.split(' ').slice(0, 50).join(' '));
 });
 
+t.test('randomDataset with --random-token-ids: exact lengths of ids in [0, V), seeded, one shared id prefix', async (t) => {
+  const opts = { numPrompts: 20, inputLen: 40, outputLen: 10, rangeRatio: 0.5, seed: 3, tokenIds: 1000 };
+  const a = randomDataset(opts), b = randomDataset(opts), c = randomDataset({ ...opts, seed: 4 });
+  const words = randomDataset({ ...opts, tokenIds: undefined });
+  t.same(a, b, 'the same seed gives the same ids');
+  t.notSame(a.map((r) => r.promptIds), c.map((r) => r.promptIds));
+  for (let i = 0; i < a.length; i++) {
+    const ids = a[i].promptIds!;
+    t.equal(ids.length, a[i].promptLenEstimate, 'exactly the estimated number of tokens');
+    t.equal(ids.length, words[i].promptLenEstimate, 'the lengths of the word dataset of the same seed');
+    t.equal(a[i].outputLen, words[i].outputLen);
+    t.ok(ids.every((x) => Number.isInteger(x) && x >= 0 && x < 1000), 'ids in [0, 1000)');
+    t.equal(a[i].prompt, ids.join(' '), 'prompt: the ids as text');
+  }
+  t.ok(new Set(a.flatMap((r) => r.promptIds!)).size > 500, 'ids spread over the range');
+  const withPrefix = randomDataset({ ...opts, rangeRatio: 0, prefixLen: 16 });
+  const prefix = withPrefix[0].promptIds!.slice(0, 16);
+  for (const r of withPrefix) {
+    t.equal(r.promptIds!.length, 56);
+    t.same(r.promptIds!.slice(0, 16), prefix, 'one shared prefix of ids');
+  }
+  t.equal(words[0].promptIds, undefined, 'the word dataset sends text');
+});
+
 t.test('every word is one token (with its leading space) in Llama-2, Llama-3 and Qwen3; N words = N tokens', async (t) => {
   t.equal(new Set(WORDS).size, WORDS.length, 'no duplicate words');
   const toks = [['llama2', hfLlama2], ['llama3', hfLlama3], ['qwen3', hfQwen3]] as const;
@@ -218,6 +242,9 @@ t.test('flags: vLLM defaults, aliases, validation messages', async (t) => {
     [['--seed', '4294967296'], /--seed must be in/],
     [['--bogus'], /Unknown option '--bogus'/],
     [['--metric-percentiles', '100'], /\(0, 100\)/],
+    [['--random-token-ids', '1'], /--random-token-ids must be in \[2, /],
+    [['--random-token-ids', '1000', '--backend', 'openai-chat'], /needs --dataset-name random and --backend openai/],
+    [['--random-token-ids', '1000', '--dataset-name', 'edit'], /needs --dataset-name random and --backend openai/],
   ];
   for (const [argv, re] of bad) t.throws(() => parseBenchServeArgs(argv, {}), re, argv.join(' '));
   t.throws(() => parseBenchServeArgs(['--backend', 'x'], {}), ArgsError);

@@ -30,7 +30,8 @@ interface Fake {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const words = (s: string) => s.split(' ').filter(Boolean).length;
+// prompt tokens as the fake counts them: a word each, or the ids of a token-id prompt
+const words = (s: string | number[]) => (Array.isArray(s) ? s.length : s.split(' ').filter(Boolean).length);
 
 /** Starts a fake server; `stream` writes one request's answer, `routes` answers the GET lists. */
 async function startFake(opts: FakeOptions, stream: (req: Record<string, unknown>, path: string, res: http.ServerResponse, n: number) => Promise<void>,
@@ -237,6 +238,19 @@ t.test('openai completions: multi-token chunks are one ITL gap each; TPOT is per
   t.equal(fake.maxInFlight, 4, 'rate inf, no cap: all 4 in flight at once');
   const arrivals = fake.requests.map((r) => r.at);
   t.ok(Math.max(...arrivals) - Math.min(...arrivals) < 100, 'rate inf releases every request at once');
+});
+
+t.test('openai completions with --random-token-ids: prompts sent as token id arrays of the asked lengths', async (t) => {
+  const fake = await openAiFake({ ttftMs: 5, itlMs: 5, tokensPerChunk: 1 });
+  t.teardown(fake.close);
+  const { metrics: m } = await runBenchServe(config(fake, [
+    '--backend', 'openai', '--num-prompts', '3', '--random-input-len', '12', '--random-output-len', '2', '--random-token-ids', '500',
+  ]), quietIo());
+  t.equal(m.completed, 3);
+  for (const r of fake.requests.filter((q) => q.path === '/v1/completions')) {
+    const p = r.body.prompt as unknown;
+    t.ok(Array.isArray(p) && p.length === 12 && p.every((x) => Number.isInteger(x) && x >= 0 && x < 500), '12 ids in [0, 500)');
+  }
 });
 
 t.test('failures: HTTP 500 and mid-stream errors are counted with their messages', async (t) => {

@@ -22,6 +22,7 @@ export interface BenchServeConfig {
   randomOutputLen: number; // tokens
   randomRangeRatio: number; // [0, 1)
   randomPrefixLen: number; // tokens of one fixed prefix before every prompt's random part (vLLM's flag)
+  randomTokenIds: number; // > 0: random prompts as token ids in [0, randomTokenIds) (openai backend only); 0: words
   dataset: 'random' | 'multi-turn' | 'edit';
   editLen: number; // edit dataset: tokens of the text each request rewrites (and predicts back)
   // multi-turn: conversations sharing one system prompt, each sending its turns one after another with the whole
@@ -67,6 +68,9 @@ taken from the server's usage fields and the report says which counts were used.
   --random-range-ratio R     lengths uniform in [floor(len*(1-R)), ceil(len*(1+R))], R in [0,1) (default 0)
   --random-prefix-len N      one fixed prefix of N tokens before every prompt (a shared system prompt: what
                              prefix caching reuses; default 0)
+  --random-token-ids V       random prompts as token ids drawn uniformly from [0, V) instead of words: exact
+                             prompt lengths whatever the model's vocabulary (openai backend: completions take
+                             token ids); V is the number of ordinary tokens (e.g. 128000 for Llama-3)
   --request-rate R           requests/s with Poisson arrivals, or inf = all at once (default inf)
   --max-concurrency N        at most N requests in flight (default unlimited)
   --warmup-requests N        requests sent before the measured run, not counted (default 0)
@@ -85,7 +89,7 @@ const OPTIONS = {
   'base-url': { type: 'string' }, host: { type: 'string' }, port: { type: 'string' },
   backend: { type: 'string' }, endpoint: { type: 'string' }, model: { type: 'string' },
   'api-key': { type: 'string' }, 'dataset-name': { type: 'string' },
-  'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'random-prefix-len': { type: 'string' },
+  'num-prompts': { type: 'string' }, 'random-input-len': { type: 'string' }, 'random-prefix-len': { type: 'string' }, 'random-token-ids': { type: 'string' },
   'multi-turn-conversations': { type: 'string' }, 'multi-turn-turns': { type: 'string' },
   'multi-turn-system-len': { type: 'string' }, 'multi-turn-user-len': { type: 'string' }, 'input-len': { type: 'string' },
   'edit-len': { type: 'string' },
@@ -168,6 +172,10 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
   const temperature = num('temperature', s('temperature')) ?? null;
   if (temperature !== null && temperature < 0) throw new ArgsError(`--temperature must be >= 0, got ${temperature}`);
   const maxConc = s('max-concurrency');
+  const tokenIds = int('random-token-ids', s('random-token-ids'), 0, 2);
+  if (s('random-token-ids') !== undefined && (dataset !== 'random' || backend !== 'openai')) {
+    throw new ArgsError('--random-token-ids needs --dataset-name random and --backend openai (/v1/completions takes token ids)');
+  }
   return {
     backend,
     baseUrl: baseUrl(values),
@@ -183,6 +191,7 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
     randomOutputLen: int('random-output-len', s('random-output-len') ?? s('output-len'), 128, 1),
     randomRangeRatio: ratio,
     randomPrefixLen: int('random-prefix-len', s('random-prefix-len'), 0, 0),
+    randomTokenIds: tokenIds,
     warmupRequests: int('warmup-requests', s('warmup-requests'), 0, 0),
     seed: int('seed', s('seed'), 0, 0, 0xffffffff),
     apiKey: s('api-key') ?? env.OPENAI_API_KEY ?? null,

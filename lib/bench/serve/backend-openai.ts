@@ -18,7 +18,7 @@ export function openAiBody(kind: Kind, input: RequestInput): Record<string, unkn
     // max_completion_tokens is the current name; max_tokens for servers that only know the old one
     body.max_completion_tokens = input.request.outputLen;
   } else {
-    body.prompt = input.request.prompt;
+    body.prompt = input.request.promptIds ?? input.request.prompt;
   }
   body.max_tokens = input.request.outputLen;
   if (input.ignoreEos) body.ignore_eos = true;

@@ -67,7 +67,7 @@ export async function runBenchServe(cfg: BenchServeConfig, io: Io): Promise<Benc
         ? editDataset({ numPrompts: cfg.numPrompts, textLen: cfg.editLen, seed: cfg.seed })
         : randomDataset({
           numPrompts: cfg.numPrompts, inputLen: cfg.randomInputLen, outputLen: cfg.randomOutputLen,
-          rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen,
+          rangeRatio: cfg.randomRangeRatio, seed: cfg.seed, prefixLen: cfg.randomPrefixLen, tokenIds: cfg.randomTokenIds,
         });
       const rate = cfg.requestRate === Infinity ? 'inf' : `${cfg.requestRate} req/s (Poisson)`;
       io.stderr.write(`bench serve: ${cfg.numPrompts} requests to ${meta.url} (model ${model}), rate ${rate}, ` +

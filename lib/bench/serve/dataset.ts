@@ -31,6 +31,8 @@ export interface RandomDatasetOptions {
   rangeRatio: number; // [0, 1)
   seed: number; // uint32
   prefixLen?: number; // tokens of one fixed prefix before every prompt (default 0)
+  tokenIds?: number; // > 0: prompts of token ids drawn uniformly from [0, tokenIds) instead of words (exact lengths
+                     // whatever the vocabulary; vLLM's random dataset samples ids too)
 }
 
 /**
@@ -52,6 +54,13 @@ export function randomPrompt(tokens: number, next: () => number): string {
   return words.join(' ');
 }
 
+/** A prompt of `tokens` token ids drawn uniformly from [0, vocab). */
+export function randomTokenIds(tokens: number, vocab: number, next: () => number): number[] {
+  const ids: number[] = new Array(tokens);
+  for (let i = 0; i < tokens; i++) ids[i] = Math.floor(next() * vocab);
+  return ids;
+}
+
 /** numPrompts requests; the same options give the same prompts and lengths. */
 export function randomDataset(opts: RandomDatasetOptions): SampleRequest[] {
   const [inLo, inHi] = lengthInterval(opts.inputLen, opts.rangeRatio);
@@ -59,12 +68,20 @@ export function randomDataset(opts: RandomDatasetOptions): SampleRequest[] {
   const lengths = createRng(opts.seed, 'lengths');
   const words = createRng(opts.seed, 'words');
   const prefixLen = opts.prefixLen ?? 0;
-  const prefix = prefixLen > 0 ? randomPrompt(prefixLen, createRng(opts.seed, 'prefix').next) + ' ' : '';
+  const vocab = opts.tokenIds ?? 0;
+  const prefixRng = createRng(opts.seed, 'prefix');
+  const prefixIds = vocab > 0 ? randomTokenIds(prefixLen, vocab, prefixRng.next) : [];
+  const prefix = vocab === 0 && prefixLen > 0 ? randomPrompt(prefixLen, prefixRng.next) + ' ' : '';
   const out: SampleRequest[] = [];
   for (let i = 0; i < opts.numPrompts; i++) {
     const promptLen = lengths.int(inLo, inHi);
     const outputLen = lengths.int(outLo, outHi);
-    out.push({ prompt: prefix + randomPrompt(promptLen, words.next), promptLenEstimate: prefixLen + promptLen, outputLen });
+    if (vocab > 0) {
+      const promptIds = prefixIds.concat(randomTokenIds(promptLen, vocab, words.next));
+      out.push({ prompt: promptIds.join(' '), promptIds, promptLenEstimate: prefixLen + promptLen, outputLen });
+    } else {
+      out.push({ prompt: prefix + randomPrompt(promptLen, words.next), promptLenEstimate: prefixLen + promptLen, outputLen });
+    }
   }
   return out;
 }

@@ -8,6 +8,9 @@ export type BackendName = 'openai-chat' | 'openai' | 'ollama';
 /** One benchmark prompt. */
 export interface SampleRequest {
   prompt: string;
+  /** the prompt as token ids (--random-token-ids): what a completions request sends instead of `prompt`,
+   * which then holds the ids as text (for logs) */
+  promptIds?: number[];
   /** tokens the prompt was built to have (1 word of the word list = 1 token on common BPE vocabularies) */
   promptLenEstimate: number;
   /** max tokens asked of the server */
