@@ -1,6 +1,7 @@
 // Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
 // bidirectional attention: every query of a sequence attends to all of its positions). Head dims up to 128 go to
-// the tensor-core kernels (attention_mma.cu); this file holds the launch, the merge of partials, and the per-row
+// the tensor-core kernels (attention_mma.cu); this file holds the launch, the merge of partials (prompts; decode
+// merges in its last block and may quantize its output for the o projection: attention_mma.cu), and the per-row
 // kernel for wider heads.
 // Per-row kernel's work split: one block per (query row, KV head, head group of up to HG query heads sharing that KV head, split
 // of k_split = 32 positions: short splits keep the chain of dependent loads per block short for decode). Each of the block's 4 warps takes k_split / 4 consecutive positions; for a position, the

@@ -7,7 +7,8 @@
 // Quantized weights use int8 activations (x32_types.cuh): the 32-value block types per 32 values
 // (quantize_q8_32), the super-block types per 256 (quantize_q8_256); float weights the f32 ones.
 // From k_mmq_min_tokens tokens on, quantized weights take the tensor-core kernels (matmul_mma.cu, matmul_mmq_k.cu),
-// whose outputs have the same bits as this one's.
+// whose outputs have the same bits as this one's. One launch may carry up to four weights of one type reading the
+// same input (gate / up too large for mmv8: matmul_group), each weight's rows computed as in a launch of its own.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
