@@ -1,8 +1,9 @@
 // The CUDA device vocabulary that the x32 readers and the mmv8 row code use (native/backend/cuda/*.cuh), in plain
 // C++ with the device's integer and IEEE float semantics, so host tests run that device code unchanged:
 //   - intrinsics: __dp4a, __vsubss4, __byte_perm, the _rn float operations, __half / __half2 / bf16, int4;
-//   - threads: threadIdx / blockIdx (per emulated thread), __syncthreads and __shfl_xor_sync over one block whose
-//     threads are std::threads (run_block), so warp shuffles and block barriers behave as on the device.
+//   - threads: threadIdx / blockIdx / blockDim / gridDim (per emulated thread), __syncthreads and __shfl_xor_sync
+//     over one block whose threads are std::threads (run_block), so warp shuffles and block barriers behave as on
+//     the device; atomicAdd, __threadfence and __ldcg for the blocks of a grid run one after another.
 // Include before the .cuh files; compile the test with -ffp-contract=off (no fused multiply-adds the device would
 // not do) and -fno-strict-aliasing (the readers load through int4 / __half pointers).
 #pragma once
@@ -49,6 +50,8 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __int2float_rn(int v) { return (float)v; }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+using std::isnan;
 inline int8_t byte_of(uint32_t v, int k) { return (int8_t)(uint8_t)(v >> (8 * k)); }
 // c + the sum of the four signed byte products.
 inline int __dp4a(int a, int b, int c) {
@@ -77,7 +80,14 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 struct dim3_host {
   unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local dim3_host threadIdx, blockIdx;
+inline thread_local dim3_host threadIdx, blockIdx, blockDim, gridDim;
+
+// Global memory shared by blocks: an atomic add, a fence, and L2 loads (plain loads: the emulated blocks of a
+// grid run one after another).
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+template <typename T>
+inline T __ldcg(const T* p) { return *p; }
 
 namespace cuda_host {
 
@@ -163,8 +173,10 @@ inline void mma_s8(int (&c)[4], int k, int a0, int a1, int a2, int a3, int b0, i
   shuffle_phase = 1 - ph;
 }
 
-// Runs fn on n_threads threads (a multiple of 32) as block (bx, by): threadIdx.x 0 .. n_threads - 1.
-inline void run_block(int n_threads, unsigned bx, unsigned by, const std::function<void()>& fn) {
+// Runs fn on n_threads threads (a multiple of 32) as block (bx, by) of a grid of `grid` blocks: threadIdx.x
+// 0 .. n_threads - 1.
+inline void run_block(int n_threads, unsigned bx, unsigned by, const std::function<void()>& fn,
+                      dim3_host grid = dim3_host{1, 1, 1}) {
   block_state st(n_threads);
   std::vector<std::thread> threads;
   threads.reserve((size_t)n_threads);
@@ -172,6 +184,8 @@ inline void run_block(int n_threads, unsigned bx, unsigned by, const std::functi
     threads.emplace_back([&, t] {
       threadIdx = dim3_host{(unsigned)t, 0, 0};
       blockIdx = dim3_host{bx, by, 0};
+      blockDim = dim3_host{(unsigned)n_threads, 1, 1};
+      gridDim = grid;
       current_block = &st;
       shuffle_phase = 0;
       fn();
@@ -185,6 +199,14 @@ inline void run_block(int n_threads, unsigned bx, unsigned by, const std::functi
 inline void __syncthreads() { cuda_host::current_block->all.wait(); }
 
 // Lane lane ^ m's value (every lane of the warp calls it with the same m, as the device requires).
+inline int __shfl_xor_sync(unsigned, int v, int m);
+inline float __shfl_xor_sync(unsigned mask, float v, int m) {
+  int bits;
+  std::memcpy(&bits, &v, 4);
+  bits = __shfl_xor_sync(mask, bits, m);
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
 inline int __shfl_xor_sync(unsigned, int v, int m) {
   cuda_host::block_state& st = *cuda_host::current_block;
   const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = cuda_host::shuffle_phase;

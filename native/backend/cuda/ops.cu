@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/argmax_rows.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_act.cuh"
 #include "backend/cuda/x32_types.cuh"
@@ -142,103 +143,22 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
   }
 }
 
-// (value, index) candidates of argmax_first (common/argmax.h): NaNs never take part (a scan never moves to
-// one), so the largest value wins and ties go to the smaller index; a NaN at index 0 is argmax_rows_kernel's
-// special case (the scan starts on it and nothing is `>` it).
-__device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int32_t bi) {
-  return v > bv || (v == bv && i < bi);
-}
-
-// The block's best (value, index) by argmax_better (exact: any order of comparisons gives the same pair), in
-// thread 0. sv, si: 32 entries of shared memory each.
-__device__ __forceinline__ void block_argmax(float& bv, int32_t& bi, float* sv, int32_t* si) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, m);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, m);
-    if (argmax_better(ov, oi, bv, bi)) bv = ov, bi = oi;
-  }
-  __syncthreads();  // sv / si may still be read by a previous call
-  if (lane == 0) sv[warp] = bv, si[warp] = bi;
-  __syncthreads();
-  if (warp != 0) return;
-  bv = lane < (int)(blockDim.x / 32) ? sv[lane] : -INFINITY;
-  bi = lane < (int)(blockDim.x / 32) ? si[lane] : INT32_MAX;
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, m);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, m);
-    if (argmax_better(ov, oi, bv, bi)) bv = ov, bi = oi;
-  }
-}
-
-// This thread's best of row[i0 .. i1) (NaNs never chosen; INT32_MAX: none).
-__device__ __forceinline__ void thread_argmax(const float* row, int64_t i0, int64_t i1, float& bv, int32_t& bi) {
-  bv = -INFINITY;
-  bi = INT32_MAX;
-  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-    const float v = row[i];
-    if (!isnan(v) && argmax_better(v, (int32_t)i, bv, bi)) bv = v, bi = (int32_t)i;
-  }
-}
-
-// argmax_first's answer from the row's best non-NaN pair: index 0 when row[0] is NaN or every value is.
-__device__ __forceinline__ int32_t argmax_answer(const float* row, int32_t bi) {
-  return isnan(row[0]) || bi == INT32_MAX ? 0 : bi;
-}
-
-// One block per row: out[r] = argmax_first(x + r * stride, n).
+// One block per row: out[r] = argmax_first(x + r * stride, n) (argmax_rows.cuh).
 __global__ void argmax_rows_kernel(const float* x, int64_t stride, int64_t n, int32_t* out) {
   pdl_begin();
   __shared__ float sv[32];
   __shared__ int32_t si[32];
-  const float* row = x + (int64_t)blockIdx.x * stride;
-  float bv;
-  int32_t bi;
-  thread_argmax(row, 0, n, bv, bi);
-  block_argmax(bv, bi, sv, si);
-  if (threadIdx.x == 0) out[blockIdx.x] = argmax_answer(row, bi);
+  argmax_row_block(x, stride, n, out, sv, si);
 }
 
-// Long rows: row blockIdx.y in gridDim.x slices of `slice` values, one block each. Each block leaves its best
-// pair in part; the last block of a row to finish (done[row] counts them, and goes back to 0) takes the best
-// of the row's pairs. part: [rows, slices] values, then as many indices.
+// Long rows: a block per slice of `slice` values of row blockIdx.y (argmax_rows.cuh).
 __global__ void argmax_slices_kernel(const float* x, int64_t stride, int64_t n, int64_t slice, float* part,
                                      int32_t* done, int32_t* out) {
   pdl_begin();
   __shared__ float sv[32];
   __shared__ int32_t si[32];
   __shared__ int last;
-  const int64_t r = blockIdx.y, slices = gridDim.x, at = r * slices + blockIdx.x;
-  const int64_t n_part = (int64_t)gridDim.y * slices;
-  int32_t* part_i = (int32_t*)(part + n_part);
-  const float* row = x + r * stride;
-  float bv;
-  int32_t bi;
-  thread_argmax(row, blockIdx.x * slice, min(n, (int64_t)(blockIdx.x + 1) * slice), bv, bi);
-  block_argmax(bv, bi, sv, si);
-  if (threadIdx.x == 0) {
-    part[at] = bv;
-    part_i[at] = bi;
-    __threadfence();
-    last = atomicAdd(done + r, 1) == slices - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  bv = -INFINITY;
-  bi = INT32_MAX;
-  for (int64_t k = threadIdx.x; k < slices; k += blockDim.x) {
-    const float v = __ldcg(part + r * slices + k);
-    const int32_t i = __ldcg(part_i + r * slices + k);
-    if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
-  }
-  block_argmax(bv, bi, sv, si);
-  if (threadIdx.x == 0) {
-    done[r] = 0;
-    out[r] = argmax_answer(row, bi);
-  }
+  argmax_slice_block(x, stride, n, slice, part, done, out, sv, si, &last);
 }
 
 // copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch.
