@@ -31,12 +31,9 @@ else
   export SC_A_IN=1024 SC_A_OUT=128
   c1="${SR_C1_PROMPTS:-16}" c64="${SR_C64_PROMPTS:-256}"
   if [ -x .gpu/llama/llama-server ]; then
-    for f in .gpu/llama/*.xz; do [ -f "$f" ] && xz -dkf "$f"; done
-    cublas="$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)"
-    cublaslt="$(find /usr /opt -name 'libcublasLt.so.13' 2>/dev/null | head -1)"
-    cudart="$(find /usr /opt -name 'libcudart.so.13' 2>/dev/null | head -1)"
-    export LD_LIBRARY_PATH="$(dirname "$cudart"):$(dirname "$cublas"):$PWD/.gpu/llama:${LD_LIBRARY_PATH:-}"
-    export LD_PRELOAD="$cublaslt:$cublas" LLAMA_SERVER="$PWD/.gpu/llama/llama-server"
+    . "$(dirname "$0")/llama-env.sh"
+    llama_cuda_env .gpu/llama "$out/llama-env.txt"
+    export LLAMA_SERVER="$PWD/.gpu/llama/llama-server"
     engines=spindle,llama
   fi
 fi

@@ -35,15 +35,9 @@ if [ "$quick" != 1 ]; then
   bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" prefill 2>&1 | tee -a "$out/bench.log"
 fi
 if [ -x "$bin/llama/llama-bench" ]; then
-  # the CUDA library travels xz-compressed (the lent machine takes 64 MiB with the repository); cuBLAS and the
-  # CUDA runtime come from the GPU machine's CUDA install (the build linked a stand-in: preload the real ones)
-  for f in "$bin"/llama/*.xz; do [ -f "$f" ] && xz -dkf "$f"; done
-  cublas="$(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | head -1)"
-  cublaslt="$(find /usr /opt -name 'libcublasLt.so.13' 2>/dev/null | head -1)"
-  cudart="$(find /usr /opt -name 'libcudart.so.13' 2>/dev/null | head -1)"
-  echo "cublas: $cublas $cublaslt, cudart: $cudart" | tee -a "$out/llama.log"
-  export LD_LIBRARY_PATH="$(dirname "$cudart"):$(dirname "$cublas"):$bin/llama:${LD_LIBRARY_PATH:-}"
-  export LD_PRELOAD="$cublaslt:$cublas"
+  # the libraries travel xz-compressed (the lent machine takes 64 MiB with the repository)
+  . "$(dirname "$0")/llama-env.sh"
+  llama_cuda_env "$bin/llama" "$out/llama.log"
   for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m; do
     echo "== $shape" | tee -a "$out/llama.log"
     timeout 100 "$bin/llama/llama-bench" -m "/tmp/$shape.gguf" -p 1024 -n 128 -ngl 99 -fa 1 -r 3 2>&1 | grep -v "^ggml_cuda_init\|^  Device" | tee -a "$out/llama.log"

@@ -236,6 +236,10 @@ namespace {
 bool is_float_type(ggml_type t) { return t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16; }
 // Whether the float ranges [a, a + na) and [b, b + nb) meet.
 bool overlaps(const float* a, int64_t na, const float* b, int64_t nb) { return a < b + nb && b < a + na; }
+// Rows [row0, row0 + n_out) of packed weight w (x32 shape xs) into y [n_tok, n_out], K segments by splits_for.
+mmv_shape rows_shape(const backend_weight& w, const x32_shape& xs, int64_t row0, int64_t n_out, float* y) {
+  return mmv_shape{(const uint8_t*)w.data, xs.n_units, row0, n_out, y, n_out, splits_for(xs.n_units, n_out), 0};
+}
 }  // namespace
 
 void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_out, const float* x, int64_t n_rows,
@@ -243,7 +247,7 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
   if (n_rows <= 0 || n_out <= 0) return;
   if (n_rows > 65535LL * 8) throw error("cuda matmul: too many rows in one call");
   const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
-  mmv_shape sh{(const uint8_t*)w.data, xs.n_units, row0, n_out, y, n_out, splits_for(xs.n_units, n_out), 0};
+  const mmv_shape sh = rows_shape(w, xs, row0, n_out, y);
   const bool quantized = !is_float_type(w.type);
   const act_format fmt = act_format_of(w.type);
   const mmv_act a = quantized ? quantized_act(x, n_rows, w.n_in, fmt)
@@ -267,39 +271,32 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
 // quantized type (mmv_x32); the rows' bits are those of separate calls either way.
 void cuda_backend::matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x,
                                 int64_t n_rows) {
-  bool one_launch = mmv8_ && n >= 2 && n <= k_mmv8_max_jobs && n_rows > 0 && n_rows < k_mmq_min_tokens;
+  static_assert(k_mmv_max_jobs == k_mmv8_max_jobs, "one job table size for both grouped kernels");
+  const int64_t n_in = ws[0]->n_in;
+  const ggml_type type = ws[0]->type;
+  bool fits = n >= 2 && n <= k_mmv8_max_jobs && n_rows > 0 && n_rows < k_mmq_min_tokens;
+  bool all_mmv8 = mmv8_;                                // k-quants the eight-lane kernel takes
+  bool same_type = fused_ && !is_float_type(type);      // any size, one quantized type: the one-lane kernel
   ggml_type types[k_mmv8_max_jobs];
   mmv_shape shapes[k_mmv8_max_jobs];
-  for (int i = 0; one_launch && i < n; ++i) {
+  for (int i = 0; fits && i < n; ++i) {
     const backend_weight& w = *ws[i];
-    const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
     types[i] = w.type;
-    shapes[i] = mmv_shape{(const uint8_t*)w.data, xs.n_units, 0, w.n_out, ys[i], w.n_out, splits_for(xs.n_units, w.n_out), 0};
-    one_launch = w.n_in == ws[0]->n_in && mmv8_takes(w.type, shapes[i]);
+    shapes[i] = rows_shape(w, x32_shape_of(w.type, w.n_in, w.n_out), 0, w.n_out, ys[i]);
+    fits = w.n_in == n_in;
+    all_mmv8 = all_mmv8 && mmv8_takes(w.type, shapes[i]);
+    same_type = same_type && w.type == type && w.n_out > 0;
   }
-  const int64_t n_in = ws[0]->n_in;
-  bool x_intact = true;
-  for (int i = 0; i < n; ++i) x_intact = x_intact && !overlaps(x, n_rows * n_in, ys[i], n_rows * ws[i]->n_out);
-  if (one_launch) {
-    launch_mmv8(*this, types, shapes, n, quantized_act(x, n_rows, n_in, act_format::q8_256));  // k-quants only
-    if (x_intact) keep_quantized_act(x, n_rows, n_in, act_format::q8_256);
-    return;
-  }
-  // weights of one quantized type too large for mmv8 (gate / up): one launch of the one-lane kernel
-  const ggml_type type = ws[0]->type;
-  bool same_type = fused_ && n >= 2 && n <= k_mmv_max_jobs && n_rows > 0 && n_rows < k_mmq_min_tokens && !is_float_type(type);
-  for (int i = 0; same_type && i < n; ++i) {
-    const backend_weight& w = *ws[i];
-    const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
-    shapes[i] = mmv_shape{(const uint8_t*)w.data, xs.n_units, 0, w.n_out, ys[i], w.n_out, splits_for(xs.n_units, w.n_out), 0};
-    same_type = w.type == type && w.n_in == n_in && w.n_out > 0;
-  }
-  if (!same_type) {
+  if (!fits || !(all_mmv8 || same_type)) {
     backend::matmul_group(ws, ys, n, x, n_rows);
     return;
   }
-  const act_format fmt = act_format_of(type);
-  launch_mmv_of(*this, type, shapes, n, quantized_act(x, n_rows, n_in, fmt));
+  const act_format fmt = all_mmv8 ? act_format::q8_256 : act_format_of(type);  // mmv8: k-quants only
+  const mmv_act a = quantized_act(x, n_rows, n_in, fmt);
+  if (all_mmv8) launch_mmv8(*this, types, shapes, n, a);
+  else launch_mmv_of(*this, type, shapes, n, a);
+  bool x_intact = true;
+  for (int i = 0; i < n; ++i) x_intact = x_intact && !overlaps(x, n_rows * n_in, ys[i], n_rows * ws[i]->n_out);
   if (x_intact) keep_quantized_act(x, n_rows, n_in, fmt);
 }
 

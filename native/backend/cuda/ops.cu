@@ -403,6 +403,16 @@ void cuda_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
   launch("softmax", softmax_kernel, dim3((unsigned)n_rows), dim3(256), x, n, scale);
 }
 
+namespace {
+// freq_base^(-2 / n_rot), the factor between successive pairs' angles, once n_rot is checked.
+float rope_theta_scale(const rope_params& p, int32_t head_dim) {
+  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
+    throw error("rope: n_rot must be even and in [2, head_dim], got " + std::to_string(p.n_rot));
+  }
+  return std::pow(p.freq_base, -2.0f / (float)p.n_rot);
+}
+}  // namespace
+
 void cuda_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_dim, const int32_t* pos,
                         const rope_params& p) {
   rope_qk(x, nullptr, n_rows, n_head, 0, head_dim, pos, p);
@@ -411,11 +421,8 @@ void cuda_backend::rope(float* x, int64_t n_rows, int32_t n_head, int32_t head_d
 void cuda_backend::rope_qk(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
                            const int32_t* pos, const rope_params& p) {
   if (n_rows <= 0) return;
-  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
-    throw error("rope: n_rot must be even and in [2, head_dim], got " + std::to_string(p.n_rot));
-  }
+  const float theta_scale = rope_theta_scale(p, head_dim);  // checks n_rot before anything is staged
   const int32_t* d_pos = stage(pos, n_rows);
-  const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
   const int64_t n = n_rows * (n_head_q + (k ? n_head_k : 0)) * (p.n_rot / 2);
   launch("rope", rope_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), q, k, n_rows, n_head_q, k ? n_head_k : 0,
          head_dim, d_pos, p.n_rot, theta_scale, p.freq_scale, p.neox, p.freq_factors);
@@ -458,12 +465,9 @@ void cuda_backend::rope_store_kv(float* q, float* k_new, const float* v_new, int
     return;
   }
   if (n_rows <= 0) return;
-  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
-    throw error("rope: n_rot must be even and in [2, head_dim], got " + std::to_string(p.n_rot));
-  }
+  const float theta_scale = rope_theta_scale(p, head_dim);  // checks n_rot before anything is staged
   const int32_t* d_pos = stage(pos, n_rows);
   const int64_t* d_rows = stage(rows, n_rows);
-  const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
   // per token: q pairs, k pairs, k dims past n_rot, v dims
   const int64_t per_row = (int64_t)(n_head_q + n_head_k) * (p.n_rot / 2) + (int64_t)n_head_k * (head_dim - p.n_rot) + v_dim;
   const int64_t k_dim = (int64_t)n_head_k * head_dim;
