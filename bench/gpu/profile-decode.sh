@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Per-kernel GPU times of decode steps (Nsight Compute, base clocks, caches flushed per kernel: read the shares,
 # not the absolute times): spindle_decode_bench on one model, past its warm-up and prompt, two decode steps' worth
-# of kernels; with `prefill`, the kernels of a 1024-token prompt instead (grids with y > 1). Prints the kernels by total
-# time.
-#   bash bench/gpu/profile-decode.sh BIN_DIR model.gguf OUT_DIR [prefill]
+# of kernels; with `prefill`, the kernels of a 1024-token prompt instead (grids with y > 1); with `batch`, about two
+# steps of 64 sequences decoding together (SPINDLE_BENCH_ONLY=batch: past the warm-up and the 64 prompts). Prints the
+# kernels by total time.
+#   bash bench/gpu/profile-decode.sh BIN_DIR model.gguf OUT_DIR [decode|prefill|batch]
 set -uo pipefail
 bin="$1" model="$2" out="$3" mode="${4:-decode}"
 if [ "$mode" = prefill ]; then
@@ -11,6 +12,10 @@ if [ "$mode" = prefill ]; then
   # past the warm-up (an 8-token prompt and two decode steps, ~600 kernels): the prompt, then one decode step
   timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 600 --launch-count 400 \
     "$bin/spindle_decode_bench" "$model" 1024 1 2 0 1 cuda > "$log" 2>&1
+elif [ "$mode" = batch ]; then
+  log="$out/ncu-batch.log"
+  env SPINDLE_BENCH_ONLY=batch timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel \
+    --launch-skip 900 --launch-count 340 "$bin/spindle_decode_bench" "$model" 8 16 2 64 1 cuda > "$log" 2>&1
 else
   log="$out/ncu.log"
   timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip 1400 --launch-count 560 \

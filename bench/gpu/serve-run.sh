@@ -14,6 +14,8 @@ pk="${1:-.gpu/serve}"
 shape="${2:-llama1b-q4_k_m}"
 out="${OUT:-/tmp/serve-run}"
 mkdir -p "$out" /tmp/serve-node
+# the lent machine's unlimited stack limit makes node's pthread_create fail ("Invalid argument") for its workers
+[ "$(ulimit -s)" = unlimited ] && ulimit -s 8192
 xz -dc "$pk/node.xz" > /tmp/serve-node/node && chmod +x /tmp/serve-node/node
 export PATH="/tmp/serve-node:$PATH"
 xz -dc "$pk/runtime.tar.xz" | tar -xf - -C .  # dist/, node_modules/, build/Release/spindle.node

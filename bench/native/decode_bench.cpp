@@ -7,12 +7,14 @@
 //         greedy requests: on a GPU one id per sequence comes back instead of n_seqs x n_vocab logits).
 // A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
 // reps. The prompt figure is also printed as time to first token (ms) for a prompt of n_prompt tokens.
+// SPINDLE_BENCH_ONLY=batch times the bN figures only (after the warm-up: for profiling a batch step).
 // Built with the tests (build/spindle_decode_bench); for profiling: perf record -g build/spindle_decode_bench ...
 //   spindle_decode_bench model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3] [device=cpu]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -165,14 +167,18 @@ int main(int argc, char** argv) {
     time_prompt(*m, 8);  // warm-up: first matmuls pack the weights (CPU), load kernels (GPU)
     time_decode(*m, 2);
     std::printf("warm-up (packs weights) %.2f s\n", now_s() - t);
+    const char* only = std::getenv("SPINDLE_BENCH_ONLY");
+    const bool batch_only = only && std::string(only) == "batch";
     double pp = 1e30, tg = 1e30, bt = 1e30, bt_greedy = 1e30, tg_argmax = 0, tg_greedy = 1e30;
     for (int r = 0; r < reps; ++r) {
-      pp = std::min(pp, time_prompt(*m, n_prompt));
-      tg_greedy = std::min(tg_greedy, time_decode_greedy(*m, n_gen));
-      const double t = time_decode(*m, n_gen);
-      if (t < tg) {
-        tg = t;
-        tg_argmax = g_argmax_s;
+      if (!batch_only) {
+        pp = std::min(pp, time_prompt(*m, n_prompt));
+        tg_greedy = std::min(tg_greedy, time_decode_greedy(*m, n_gen));
+        const double t = time_decode(*m, n_gen);
+        if (t < tg) {
+          tg = t;
+          tg_argmax = g_argmax_s;
+        }
       }
       if (n_seqs > 0) bt = std::min(bt, time_batch(*m, n_seqs, n_gen));
       if (n_seqs > 0) bt_greedy = std::min(bt_greedy, time_batch_greedy(*m, n_seqs, n_gen));

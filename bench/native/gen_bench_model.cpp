@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     s.tied = true;
     s.n_normal_tokens = n_vocab - 259;
     s.rope_base = 500000.0f;
+    s.context_length = 131072;  // Llama 3.2 1B's (servers size their slots by it: the serving workload needs 1152)
     s.weight_type = shape == "llama1b-q8_0" ? ggml_type::Q8_0 : ggml_type::Q4_K;
     if (shape == "llama1b-q4_k_m") s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
     if (shape == "llama1b-q5_k_m") s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q5_K); };
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     s.n_ff = 8192;
     s.attention_layers = {2, 5, 8, 10, 12, 14};
     s.n_normal_tokens = n_vocab - 259;
+    s.context_length = 128000;  // LFM2-1.2B's
     s.weight_type = ggml_type::Q4_K;
     s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
     b = lfm2_test::build(s);

@@ -23,6 +23,7 @@ struct spec {
   std::vector<int> attention_layers = {1, 3};  // the others are short-conv layers
   ggml_type weight_type = ggml_type::F32;
   uint32_t seed = 3;
+  uint32_t context_length = 256;  // the trained context written to the file
   bool tied = true;
   int32_t sliding_window = 0;  // written when > 0
   bool write_l_cache = true;
@@ -68,7 +69,7 @@ inline uint64_t write_kvs(gguf_test::writer& w, const spec& s, const std::vector
   auto u32 = [&](const std::string& k, uint32_t v) { w.kv<uint32_t>("lfm2." + k, gguf_value_type::UINT32, v); ++n; };
   w.kv_str("general.architecture", "lfm2");
   ++n;
-  u32("context_length", 256);
+  u32("context_length", s.context_length);
   u32("embedding_length", s.n_embd);
   u32("block_count", s.n_layer);
   u32("feed_forward_length", s.n_ff);

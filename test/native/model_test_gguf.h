@@ -29,6 +29,7 @@ struct spec {
   bool tied = false;         // no output.weight
   bool qkv_bias = false;
   float rope_base = 10000.0f;
+  uint32_t context_length = 256;             // the trained context written to the file
   ggml_type weight_type = ggml_type::F32;  // of the 2-D matrices; 1-D tensors are always F32
   uint32_t seed = 1;
   int64_t block_count_override = -1;        // written instead of n_layer when >= 0
@@ -80,7 +81,7 @@ inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std
   const std::string a = s.arch;
   const int64_t n_layer = s.block_count_override >= 0 ? s.block_count_override : s.n_layer;
   w.kv_str("general.architecture", a);
-  w.kv<uint32_t>(a + ".context_length", gguf_value_type::UINT32, 256);
+  w.kv<uint32_t>(a + ".context_length", gguf_value_type::UINT32, s.context_length);
   w.kv<uint32_t>(a + ".embedding_length", gguf_value_type::UINT32, s.n_embd);
   w.kv<uint32_t>(a + ".block_count", gguf_value_type::UINT32, (uint32_t)n_layer);
   w.kv<uint32_t>(a + ".feed_forward_length", gguf_value_type::UINT32, s.n_ff);
