@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/block_done.cuh"
+
 namespace spindle {
 
 // (value, index) candidates of argmax_first: NaNs never take part (a scan never moves to one), so the largest
@@ -82,12 +84,8 @@ __device__ __forceinline__ void argmax_slice_block(const float* x, int64_t strid
   if (threadIdx.x == 0) {
     part[at] = bv;
     part_i[at] = bi;
-    __threadfence();
-    *last = atomicAdd(done + r, 1) == slices - 1;
   }
-  __syncthreads();
-  if (!*last) return;
-  __threadfence();
+  if (!last_block_done(done + r, (int)slices, last)) return;
   bv = -INFINITY;
   bi = INT32_MAX;
   for (int64_t k = threadIdx.x; k < slices; k += blockDim.x) {
@@ -96,10 +94,7 @@ __device__ __forceinline__ void argmax_slice_block(const float* x, int64_t strid
     if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
   }
   block_argmax(bv, bi, sv, si);
-  if (threadIdx.x == 0) {
-    done[r] = 0;
-    out[r] = argmax_answer(row, bi);
-  }
+  if (threadIdx.x == 0) out[r] = argmax_answer(row, bi);
 }
 
 }  // namespace spindle

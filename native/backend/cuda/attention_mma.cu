@@ -17,6 +17,7 @@
 
 #include "backend/cuda/attention_args.cuh"
 #include "backend/cuda/attention_mma.h"
+#include "backend/cuda/block_done.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/launch.cuh"
@@ -440,17 +441,8 @@ __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& 
   constexpr int W = splits_warps<HD>();
   if (!a.done) return false;  // attention_merge_kernel merges
   __shared__ int last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int chunks = (int)((w.n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
-    int32_t* done = a.done + (int64_t)blockIdx.x * gridDim.y + blockIdx.y;
-    last = atomicAdd(done, 1) == chunks - 1;
-    if (last) *done = 0;
-  }
-  __syncthreads();
-  if (!last) return false;
-  __threadfence();
+  const int chunks = (int)((w.n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
+  if (!last_block_done(a.done + (int64_t)blockIdx.x * gridDim.y + blockIdx.y, chunks, &last)) return false;
   // thread x takes (row, dim) pairs x, x + blockDim.x, ..: the valid rows come first (decode: one query row's
   // heads, a pair per thread)
   for (int e = threadIdx.x; e < 16 * a.hd_v; e += W * k_warp) {
