@@ -289,7 +289,9 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   const bool merge_in_kernel = fused_ && mma && !rows_shape && n_split_max > 1 &&
                                n_tiles * p.n_head_kv * lay.hgroups <= k_attn_done_max;
   const int64_t out_width = (int64_t)p.n_head * p.head_dim_v;
-  const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
+  const int hd = std::max(p.head_dim_k, p.head_dim_v);
+  const int decode_warps = mma && !rows_shape ? attention_mma_decode_warps(hd, max_kv) : 0;
+  const bool quantize_out = fused_ && mma && !rows_shape && decode_warps == 8 && (n_split_max == 1 || merge_in_kernel) &&
                             std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
                             (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;
   const mmv_act qa = quantize_out ? q8_view(n_tok, out_width, act_format::q8_256) : mmv_act{};
@@ -298,8 +300,7 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
                  p.k_row_stride, p.v_row_stride, (int32_t)stride, paged ? seqs[0].block_size : 1, p.n_head,
                  p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
                  (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span};
-  const int hd = std::max(p.head_dim_k, p.head_dim_v);
-  if (mma) launch_attention_mma(*this, args, d + meta_base, n_tiles, rows_shape, lay);
+  if (mma) launch_attention_mma(*this, args, d + meta_base, n_tiles, rows_shape, lay, decode_warps);
   else if (hd <= 256) launch_attention<8>(*this, args);
   else launch_attention<16>(*this, args);
   if (n_split_max > 1 && !merge_in_kernel) {

@@ -1,14 +1,16 @@
 // Tensor-core attention for head dims up to 128, prompt and decode rows alike (mma.sync m16n8k8 with tf32
 // inputs, each multiply done as three, a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi with a = a_hi + a_lo in tf32
-// parts, so scores and weighted sums keep about f32 precision). One arithmetic for every (query row, head):
+// parts (truncated: split_tf32), so scores and weighted sums keep about f32 precision). One arithmetic for every
+// (query row, head):
 //   - positions are cut into splits of k_mma_split = 32 aligned at position 0; split_partial() gives a split's
 //     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile;
 //   - a chunk's splits (k_mma_chunk = 256 positions) are folded in split order by fold() (online softmax);
 //   - a row with one chunk writes o / l; the chunks of a longer row go to attention_merge_kernel (attention.cu).
 // Two launch shapes run those steps: `rows` (prompts: each warp owns a tile of 16 (query row, head) rows and
-// walks the chunk's splits) and `splits` (decode: a block owns one tile, its four warps take different splits,
-// folded in order through shared memory; with args.done, the last block of a tile merges its chunks, so decode
-// needs no attention_merge_kernel launch).
+// walks the chunk's splits) and `splits` (decode: a block owns one tile, its W warps take different splits,
+// folded in order through shared memory; W = as many as a chunk has splits up to 8, so short contexts leave no
+// warp idle; with args.done, the last block of a tile merges its chunks, so decode needs no attention_merge_kernel
+// launch).
 // Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
 // positions, never on the launch shape or on the other rows of the launch (batch invariance).
 // Fragment layouts (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
@@ -30,16 +32,12 @@ namespace {
 constexpr int k_mma_warps = 4;
 constexpr int k_splits_per_chunk = k_mma_chunk / k_mma_split;  // 8
 
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// x = hi + lo (+ a remainder below 2^-22 |x|): x - hi is exact in f32
+// x = hi + lo + r: hi is x truncated to tf32 (its top 19 bits), lo the rest x - hi (exact in f32) truncated too,
+// |r| < 2^-20 |x|. Truncation is a mask (cvt.rna.tf32 compiles to four instructions and ran for a third of a
+// decode split's instructions).
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = to_tf32(x);
-  lo = to_tf32(__fsub_rn(x, __uint_as_float(hi)));
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = __float_as_uint(__fsub_rn(x, __uint_as_float(hi))) & 0xffffe000u;
 }
 
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -411,8 +409,12 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
 
 // Decode: the block owns one tile of rq query rows; its W warps take splits w, w + W, .. of the chunk, and the
 // block folds each group of W in split order through shared memory (thread: row tid / TPR, dims tid % TPR + TPR k).
+// W: a chunk's 8 splits at once where shared memory allows; fewer for launches whose rows have fewer splits (the
+// fold's registers bound W from below: 2 for 128 dims).
 template <int HD>
-__host__ __device__ constexpr int splits_warps() { return HD <= 64 ? 8 : 4; }  // a chunk's 8 splits at once where shared memory allows
+__host__ __device__ constexpr int splits_warps() { return HD <= 64 ? 8 : 4; }
+template <int HD>
+__host__ __device__ constexpr int splits_warps_min() { return HD <= 64 ? 1 : 2; }
 
 // The tile's outputs (whole q8_256 groups: attention_launch checks) are final: quantize them for the o
 // projection, a group of 256 values at a time by the block's 256 threads (quantize256_block: the bits of
@@ -436,9 +438,8 @@ __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp
 // Decode with several chunks: each block counts itself done; the last of the tile's chunks to finish merges its
 // rows' partials (attention_merge_kernel's arithmetic) and returns true, the others false. The counter goes back
 // to 0 for the next launch.
-template <int HD>
+template <int W>
 __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& w, int32_t seq) {
-  constexpr int W = splits_warps<HD>();
   if (!a.done) return false;  // attention_merge_kernel merges
   __shared__ int last;
   const int chunks = (int)((w.n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
@@ -455,11 +456,11 @@ __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& 
   return true;
 }
 
-template <int HD>
-__global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1) attention_mma_splits(attn_args a, const int32_t* tiles,
-                                                                                    int rq, int gh, int vec) {
+template <int HD, int W>
+__global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_mma_splits(attn_args a, const int32_t* tiles,
+                                                                                         int rq, int gh, int vec) {
   pdl_begin();
-  constexpr int ND = HD / 8, W = splits_warps<HD>(), TPR = W * k_warp / 16, NF = HD / TPR;  // TPR, NF: folding
+  constexpr int ND = HD / 8, TPR = W * k_warp / 16, NF = HD / TPR;  // TPR, NF: folding
   __shared__ float sm_o[W][16][HD + 1];
   __shared__ float sm_m[W][16], sm_l[W][16];
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, t = lane % 4;
@@ -521,7 +522,7 @@ __global__ void __launch_bounds__(splits_warps<HD>() * k_warp, HD <= 64 ? 2 : 1)
 #pragma unroll
     for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
   }
-  if (w.n_kv_max > k_mma_chunk && !merge_last<HD>(a, w, seq)) return;  // uniform over the block
+  if (w.n_kv_max > k_mma_chunk && !merge_last<W>(a, w, seq)) return;  // uniform over the block
   if constexpr (W * k_warp == 256) {
     if (a.out_q) quantize_tile_out(a, w);
   }
@@ -540,8 +541,26 @@ mma_layout attention_mma_layout(int32_t n_head, int32_t n_head_kv) {
 
 bool attention_mma_takes(int32_t hd_k, int32_t hd_v) { return std::max(hd_k, hd_v) <= 128; }
 
+int attention_mma_decode_warps(int32_t hd, int64_t max_kv) {
+  const int64_t splits = (std::min<int64_t>(max_kv, k_mma_chunk) + k_mma_split - 1) / k_mma_split;
+  const int lo = hd > 64 ? splits_warps_min<128>() : splits_warps_min<64>();
+  const int hi = hd > 64 ? splits_warps<128>() : splits_warps<64>();
+  int w = lo;
+  while (w < hi && w < splits) w *= 2;
+  return w;
+}
+
+namespace {
+template <int HD, int W>
+void launch_splits(cuda_backend& be, const dim3& grid, const attn_args& args, const int32_t* d_tiles,
+                   const mma_layout& lay, bool vec) {
+  be.launch("attention_mma_splits", attention_mma_splits<HD, W>, grid, dim3(W * k_warp), args, d_tiles, lay.rq, lay.gh,
+            (int)vec);
+}
+}  // namespace
+
 void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
-                          bool rows_shape, const mma_layout& lay) {
+                          bool rows_shape, const mma_layout& lay, int decode_warps) {
   const bool vec = args.hd_k % 4 == 0 && args.hd_v % 4 == 0 && args.k_stride % 4 == 0 && args.v_stride % 4 == 0 &&
                    (uintptr_t)args.q % 16 == 0 && (uintptr_t)args.k % 16 == 0 && (uintptr_t)args.v % 16 == 0;
   const dim3 grid((unsigned)n_tiles, (unsigned)(args.n_head_kv * lay.hgroups), (unsigned)args.n_split_max);
@@ -551,11 +570,13 @@ void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t
     if (wide) be.launch("attention_mma_rows", attention_mma_rows<128>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
     else be.launch("attention_mma_rows", attention_mma_rows<64>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
   } else if (wide) {
-    be.launch("attention_mma_splits", attention_mma_splits<128>, grid, dim3(splits_warps<128>() * k_warp), args, d_tiles,
-              lay.rq, lay.gh, (int)vec);
+    if (decode_warps <= 2) launch_splits<128, 2>(be, grid, args, d_tiles, lay, vec);
+    else launch_splits<128, 4>(be, grid, args, d_tiles, lay, vec);
   } else {
-    be.launch("attention_mma_splits", attention_mma_splits<64>, grid, dim3(splits_warps<64>() * k_warp), args, d_tiles,
-              lay.rq, lay.gh, (int)vec);
+    if (decode_warps <= 1) launch_splits<64, 1>(be, grid, args, d_tiles, lay, vec);
+    else if (decode_warps <= 2) launch_splits<64, 2>(be, grid, args, d_tiles, lay, vec);
+    else if (decode_warps <= 4) launch_splits<64, 4>(be, grid, args, d_tiles, lay, vec);
+    else launch_splits<64, 8>(be, grid, args, d_tiles, lay, vec);
   }
 }
 

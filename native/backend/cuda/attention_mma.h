@@ -21,11 +21,17 @@ mma_layout attention_mma_layout(int32_t n_head, int32_t n_head_kv);
 // Whether the tensor-core kernels take these head dims (up to 128).
 bool attention_mma_takes(int32_t hd_k, int32_t hd_v);
 
+// Warps per block of the decode shape for head dims hd when the launch's longest row has max_kv positions: one per
+// split of a chunk (8 at most; 4 for heads over 64 dims, and at least 2 there), a power of two. The outputs' bits
+// do not depend on it; out_q (the tile's quantization for the o projection) takes 8.
+int attention_mma_decode_warps(int32_t hd, int64_t max_kv);
+
 // Launches over n_tiles tiles, d_tiles (device) = [first query row, rows] per tile: with rows_shape, tiles of up
-// to 4 rq query rows (prompts), else of up to rq (decode). args.n_split_max = chunks (grid z), args.part as
-// attention_merge_kernel reads it (args.part_span = k_mma_chunk). Without rows_shape and with args.done, the
-// kernel merges the chunks itself (the caller launches no attention_merge_kernel).
+// to 4 rq query rows (prompts), else of up to rq (decode; decode_warps warps a block, from
+// attention_mma_decode_warps). args.n_split_max = chunks (grid z), args.part as attention_merge_kernel reads it
+// (args.part_span = k_mma_chunk). Without rows_shape and with args.done, the kernel merges the chunks itself (the
+// caller launches no attention_merge_kernel).
 void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
-                          bool rows_shape, const mma_layout& lay);
+                          bool rows_shape, const mma_layout& lay, int decode_warps);
 
 }  // namespace spindle
