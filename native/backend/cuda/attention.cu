@@ -284,14 +284,14 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
     part = attn_part_.reserve(n_tok * p.n_head * n_split_max * (p.head_dim_v + 2), recording() ? &outgrown_ : nullptr);
   }
   // decode on tensor cores: the kernel's last block of a tile merges its chunks (no merge launch), and where each
-  // tile's outputs are whole q8_256 groups of 256 threads' blocks (head dims up to 64) and the o projection reads
-  // that format (as the last quantized matmul did), quantizes them for it (no quantize launch)
+  // tile's outputs are whole q8_256 groups (head dims up to 64) and the o projection reads that format (as the last
+  // quantized matmul did), quantizes them for it (no quantize launch)
   const bool merge_in_kernel = fused_ && mma && !rows_shape && n_split_max > 1 &&
                                n_tiles * p.n_head_kv * lay.hgroups <= k_attn_done_max;
   const int64_t out_width = (int64_t)p.n_head * p.head_dim_v;
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
   const int decode_warps = mma && !rows_shape ? attention_mma_decode_warps(hd, max_kv) : 0;
-  const bool quantize_out = fused_ && mma && !rows_shape && decode_warps == 8 && (n_split_max == 1 || merge_in_kernel) &&
+  const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
                             std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
                             (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;
   const mmv_act qa = quantize_out ? q8_view(n_tok, out_width, act_format::q8_256) : mmv_act{};

@@ -417,8 +417,9 @@ template <int HD>
 __host__ __device__ constexpr int splits_warps_min() { return HD <= 64 ? 1 : 2; }
 
 // The tile's outputs (whole q8_256 groups: attention_launch checks) are final: quantize them for the o
-// projection, a group of 256 values at a time by the block's 256 threads (quantize256_block: the bits of
+// projection, a group of 256 values at a time by the block's W warps (quantize256_warps: the bits of
 // quantize_q8_256).
+template <int W>
 __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp_tile& w) {
   __shared__ float sh_amax[8];
   __threadfence();
@@ -428,8 +429,7 @@ __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp
     const int64_t first = ((w.i0 + r) * a.n_head + w.h0) * a.hd_v;  // a multiple of 256
     for (int gi = 0; gi < groups; ++gi) {
       const int64_t at = first + 256 * gi;
-      quantize256_block(__ldcg(a.out + at + threadIdx.x), a.out_q + at, a.out_d + at / 256, a.out_bsum + at / 32,
-                        sh_amax);
+      quantize256_warps<W>(a.out + at, a.out_q + at, a.out_d + at / 256, a.out_bsum + at / 32, sh_amax);
       __syncthreads();
     }
   }
@@ -523,9 +523,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
   }
   if (w.n_kv_max > k_mma_chunk && !merge_last<W>(a, w, seq)) return;  // uniform over the block
-  if constexpr (W * k_warp == 256) {
-    if (a.out_q) quantize_tile_out(a, w);
-  }
+  if (a.out_q) quantize_tile_out<W>(a, w);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ bool attention_mma_takes(int32_t hd_k, int32_t hd_v);
 
 // Warps per block of the decode shape for head dims hd when the launch's longest row has max_kv positions: one per
 // split of a chunk (8 at most; 4 for heads over 64 dims, and at least 2 there), a power of two. The outputs' bits
-// do not depend on it; out_q (the tile's quantization for the o projection) takes 8.
+// do not depend on it.
 int attention_mma_decode_warps(int32_t hd, int64_t max_kv);
 
 // Launches over n_tiles tiles, d_tiles (device) = [first query row, rows] per tile: with rows_shape, tiles of up

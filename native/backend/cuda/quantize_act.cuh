@@ -49,4 +49,31 @@ __device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float*
   if (threadIdx.x == 0) *d_at = d;
 }
 
+// The same quantization of a group grp[0..256) by a block of W warps (any W, 1..8; warp w takes the 32-value pieces
+// w, w + W, ..): the bits of quantize256_block (amax is order-free, each 32 values' sum(q) an integer). The values
+// are read with __ldcg (they may come from other blocks of the launch). Needs the whole block.
+template <int W>
+__device__ __forceinline__ void quantize256_warps(const float* grp, int8_t* q_grp, float* d_at, int32_t* bs_grp,
+                                                  float* sh_amax) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int p = warp; p < 8; p += W) {
+    float a = fabsf(__ldcg(grp + 32 * p + lane));
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+    if (lane == 0) sh_amax[p] = a;
+  }
+  __syncthreads();
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sh_amax[k]);
+  const float d = q8_scale(amax);
+  for (int p = warp; p < 8; p += W) {
+    const int q = q8_value(__ldcg(grp + 32 * p + lane), amax, d);
+    q_grp[32 * p + lane] = (int8_t)q;
+    const int sum = __reduce_add_sync(0xffffffffu, q);
+    if (lane == 0) bs_grp[p] = sum;
+  }
+  if (threadIdx.x == 0) *d_at = d;
+}
+
 }  // namespace spindle
