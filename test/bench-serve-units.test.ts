@@ -216,7 +216,9 @@ t.test('flags: vLLM defaults, aliases, validation messages', async (t) => {
     backend: 'openai', baseUrl: 'http://127.0.0.1:8000', numPrompts: 1000, randomInputLen: 1024, randomOutputLen: 128,
     randomRangeRatio: 0, randomPrefixLen: 0, requestRate: Infinity, maxConcurrency: null, warmupRequests: 0, seed: 0, apiKey: null,
     ignoreEos: false, metricPercentiles: [99], model: null,
+    temperature: 0, // greedy, as vllm bench serve sends when not told
   });
+  t.equal(parseBenchServeArgs(['--temperature', '0.7'], {})!.temperature, 0.7);
   t.equal(endpointUrl(d, '/v1/completions'), 'http://127.0.0.1:8000/v1/completions');
   const c = parseBenchServeArgs(['--base-url', 'http://h:1/', '--request-rate', '2.5', '--input-len', '7', '--output-len', '3',
     '--endpoint', 'api/chat', '--disable-tqdm', '--metric-percentiles', '50,90,99.9'], { OPENAI_API_KEY: 'envkey' })!;

@@ -32,7 +32,7 @@ export interface BenchServeConfig {
   seed: number; // uint32
   apiKey: string | null;
   ignoreEos: boolean;
-  temperature: number | null; // null = server default
+  temperature: number | null; // null = the server's default (the command line gives 0 unless told)
   metricPercentiles: number[]; // e.g. [99]
   outputJson: string | null;
   saveResult: boolean;
@@ -76,7 +76,8 @@ taken from the server's usage fields and the report says which counts were used.
   --warmup-requests N        requests sent before the measured run, not counted (default 0)
   --seed N                   seed for prompts, lengths and arrivals (default 0)
   --ignore-eos               ask the server to ignore EOS so output lengths are exact
-  --temperature T            sampling temperature (default: the server's)
+  --temperature T            sampling temperature (default 0: greedy, as vllm bench serve and SGLang's
+                             bench_serving send; the server's own default samples, which adds host work)
   --metric-percentiles LIST  comma-separated percentiles to report (default 99)
   --output-json FILE         write the result JSON to FILE
   --save-result              also write it to a vLLM-style file name (see --result-dir, --result-filename)
@@ -169,7 +170,7 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
   };
   const ratio = num('random-range-ratio', s('random-range-ratio')) ?? 0;
   if (!(ratio >= 0 && ratio < 1)) throw new ArgsError(`--random-range-ratio must be in [0, 1), got ${ratio}`);
-  const temperature = num('temperature', s('temperature')) ?? null;
+  const temperature = num('temperature', s('temperature')) ?? 0;
   if (temperature !== null && temperature < 0) throw new ArgsError(`--temperature must be >= 0, got ${temperature}`);
   const maxConc = s('max-concurrency');
   const tokenIds = int('random-token-ids', s('random-token-ids'), 0, 2);
