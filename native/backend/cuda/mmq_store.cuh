@@ -22,42 +22,36 @@ struct mmq_split {
 template <int NT>
 __device__ __forceinline__ void mmq_store_tile(const mmv_shape& sh, const mmv_act& a, int64_t rel0, int t0, int r0,
                                                int t4, const float (&total)[NT][4], mmq_split split, int* last) {
+  // f(nt, e, token, row) for this thread's outputs inside the call
+  const auto each_output = [&](auto f) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t rel = rel0 + r0 + (e < 2 ? 0 : 8);
+        const int64_t tok = t0 + 8 * nt + 2 * t4 + (e & 1);
+        if (rel < sh.n_out && tok < a.n_tok) f(nt, e, tok, rel);
+      }
+  };
   const int64_t seg_n = (int64_t)a.n_tok * sh.n_out;
-  float* out = split.part ? split.part + (int64_t)blockIdx.z * seg_n : sh.y;
-  const int64_t ld = split.part ? sh.n_out : sh.ldy;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t rel = rel0 + r0 + (e < 2 ? 0 : 8);
-      const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
-      if (rel < sh.n_out && tok < a.n_tok) out[(int64_t)tok * ld + rel] = total[nt][e];
-    }
-  if (!split.part) return;
+  if (!split.part) {
+    each_output([&](int nt, int e, int64_t tok, int64_t rel) { sh.y[tok * sh.ldy + rel] = total[nt][e]; });
+    return;
+  }
+  float* mine = split.part + (int64_t)blockIdx.z * seg_n;
+  each_output([&](int nt, int e, int64_t tok, int64_t rel) { mine[tok * sh.n_out + rel] = total[nt][e]; });
   if (!last_block_done(split.done + (int64_t)blockIdx.y * gridDim.x + blockIdx.x, sh.splits, last)) return;
   // segment by segment, this thread's outputs at once: their loads are independent (one L2 round trip a segment;
   // an output's segments one after another took a round trip each: 57 us for 8 segments of a 64-token q / o)
   float sum[NT][4];
   for (int k = 0; k < sh.splits; ++k) {
     const float* pk = split.part + k * seg_n;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t rel = rel0 + r0 + (e < 2 ? 0 : 8);
-        const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
-        const float v = rel < sh.n_out && tok < a.n_tok ? __ldcg(pk + (int64_t)tok * sh.n_out + rel) : 0.0f;
-        sum[nt][e] = k == 0 ? v : __fadd_rn(sum[nt][e], v);
-      }
+    each_output([&](int nt, int e, int64_t tok, int64_t rel) {
+      const float v = __ldcg(pk + tok * sh.n_out + rel);
+      sum[nt][e] = k == 0 ? v : __fadd_rn(sum[nt][e], v);
+    });
   }
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t rel = rel0 + r0 + (e < 2 ? 0 : 8);
-      const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
-      if (rel < sh.n_out && tok < a.n_tok) sh.y[(int64_t)tok * sh.ldy + rel] = sum[nt][e];
-    }
+  each_output([&](int nt, int e, int64_t tok, int64_t rel) { sh.y[tok * sh.ldy + rel] = sum[nt][e]; });
 }
 
 }  // namespace spindle

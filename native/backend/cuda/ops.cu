@@ -120,9 +120,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
     yr[i] = v;
     if (sx) quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);  // uniform
     if (bx) {
-      float a = fabsf(v);  // fmaxf as in quantize256 (the same amax, NaNs included)
-#pragma unroll
-      for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+      const float a = warp_amax(v);  // as quantize256_block's (the same amax)
       if (lane == 0) sub_amax[i / 32] = a;
     }
   }

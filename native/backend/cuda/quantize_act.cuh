@@ -6,13 +6,19 @@
 
 namespace spindle {
 
+// The largest |v| of a warp's 32 values (fmaxf, which no order changes), in every lane.
+__device__ __forceinline__ float warp_amax(float v) {
+  float a = fabsf(v);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+  return a;
+}
+
 // Quantizes value v of lane l of a warp holding 32 consecutive activations (a q8_32 sub-block): q = round(v / d)
 // with d = amax / 127, stored at *q_at; lane 0 stores d and d * sum(q) of the sub-block. Every kernel that feeds
 // the q8_32 matmuls quantizes through here (the same bits wherever it happens). Needs all 32 lanes.
 __device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, float* s_at) {
-  float amax = fabsf(v);
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float amax = warp_amax(v);
   const float d = amax / 127.0f;
   const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
   *q_at = (int8_t)q;
@@ -33,9 +39,7 @@ __device__ __forceinline__ int q8_value(float v, float amax, float d) { return a
 // *d_at and each 32 values' sum(q) at bs_grp[0..8). sh_amax: 8 floats of shared memory. Needs the whole block.
 __device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float* d_at, int32_t* bs_grp, float* sh_amax) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float a = fabsf(v);
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+  const float a = warp_amax(v);
   if (lane == 0) sh_amax[warp] = a;
   __syncthreads();
   float amax = 0.0f;
@@ -57,9 +61,7 @@ __device__ __forceinline__ void quantize256_warps(const float* grp, int8_t* q_gr
                                                   float* sh_amax) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int p = warp; p < 8; p += W) {
-    float a = fabsf(__ldcg(grp + 32 * p + lane));
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, m));
+    const float a = warp_amax(__ldcg(grp + 32 * p + lane));
     if (lane == 0) sh_amax[p] = a;
   }
   __syncthreads();
