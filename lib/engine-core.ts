@@ -264,7 +264,7 @@ export class EngineCore {
       threads: options.threads ?? undefined,
       maxNumSeqs: options.maxNumSeqs,
       maxNumBatchedTokens: options.maxNumBatchedTokens ?? undefined,
-      chunkedPrefillSize: options.chunkedPrefillSize,
+      chunkedPrefillSize: options.chunkedPrefillSize ?? undefined,
       kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
       mmproj: resolveMmproj(options, modelFile, mmproj),

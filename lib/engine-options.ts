@@ -8,8 +8,8 @@
 // it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
 // spells it (auto, float16 or its alias half, bfloat16, float32); this build computes activations and the KV cache
 // in float32 whatever it says (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
-// prefill on with chunks of 512 tokens as in vLLM V1 / SGLang; -1 turns it off) are the engine's own, read from
-// the addon's limits table, so every layer agrees.
+// prefill on, a prompt taking up to a step's whole budget as in vLLM V1; -1 turns it off) are the engine's own,
+// read from the addon's limits table, so every layer agrees.
 
 import { limitRefusal, nativeLimits } from './native.js';
 
@@ -88,7 +88,7 @@ export interface EngineOptions {
   maxModelLen: number | null; // null: the model's trained context length
   maxNumSeqs: number;
   maxNumBatchedTokens: number | null;
-  chunkedPrefillSize: number; // prompt tokens per sequence per step; -1: never split a prompt
+  chunkedPrefillSize: number | null; // prompt tokens per sequence per step; null: the step's budget; -1: never split
   kvCacheMemory: number | null; // bytes (> 1) or a fraction (<= 1; see the header); null: automatic
   threads: number | null; // null: every core (CPU threads)
   dtype: Dtype; // what was asked ('half' reads float16); the CPU and CUDA backends compute in float32 today
@@ -257,7 +257,7 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     maxModelLen: null,
     maxNumSeqs: defaults.maxNumSeqs,
     maxNumBatchedTokens: null,
-    chunkedPrefillSize: defaults.chunkedPrefillSize,
+    chunkedPrefillSize: null,
     kvCacheMemory: null,
     threads: null,
     dtype: 'auto',

@@ -147,7 +147,7 @@ export interface NativeEngineOptions {
   threads?: number; // absent: every core
   maxNumSeqs?: number; // sequences holding KV at once (default 256)
   maxNumBatchedTokens?: number; // tokens per step; absent: 2048 on a GPU, 256 on the CPU (at least maxModelLen when prompts never split)
-  chunkedPrefillSize?: number; // -1: never split a prompt (default 512)
+  chunkedPrefillSize?: number; // -1: never split a prompt (default: the step's budget, maxNumBatchedTokens)
   // > 1: bytes. (0, 1]: on the CPU the fraction of available memory for the KV cache (0 / absent: 25%, at most
   // 2 GiB); on a GPU vLLM's gpu_memory_utilization, the fraction of total device memory, weights included
   // (0 / absent: 0.9).
@@ -201,7 +201,7 @@ export interface NativeLimits {
   maxStopTokenIds: number;
   maxLogprobs: number;
   maxPredictionTokens: number; // token ids of a request's prediction
-  engineDefaults: { maxNumSeqs: number; chunkedPrefillSize: number; blockSize: number };
+  engineDefaults: { maxNumSeqs: number; chunkedPrefillSize: number; blockSize: number }; // chunkedPrefillSize 0: the step's budget
 }
 
 /** An mmproj's vision hyperparameters (native/vision/mmproj.h mmproj_hparams). */

@@ -77,7 +77,7 @@ t.test('engine defaults are the engine\'s own: chunked prefill on', async (t) =>
   const d = nativeLimits().engineDefaults;
   const o = normalizeEngineOptions({ model: 'm.gguf' }, 'LLM');
   t.equal(o.maxNumSeqs, d.maxNumSeqs);
-  t.equal(o.chunkedPrefillSize, d.chunkedPrefillSize);
-  t.ok(d.chunkedPrefillSize > 0, 'chunked prefill is on by default');
+  t.equal(o.chunkedPrefillSize, null, 'unset: the engine decides');
+  t.equal(d.chunkedPrefillSize, 0, "the engine's default: a prompt may take the step's whole budget (chunked prefill stays on)");
   t.equal(normalizeEngineOptions({ model: 'm.gguf', chunked_prefill_size: -1 }, 'LLM').chunkedPrefillSize, -1, '-1 turns it off');
 });

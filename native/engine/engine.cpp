@@ -240,7 +240,6 @@ void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
   scheduler_config sc;
   sc.max_model_len = max_len;
   sc.max_num_seqs = o.max_num_seqs;
-  sc.chunked_prefill_size = o.chunked_prefill_size;
   sc.enable_prefix_caching = o.enable_prefix_caching && (state_bytes == 0 || checkpoints);
   // Default step budget: 2048 tokens on a GPU; 256 on the CPU, where a 2048-token prefill step takes seconds
   // and every running decode waits for it (BENCHMARKS.md, Serving: with 256 the multi-turn workload's TTFT fell
@@ -249,6 +248,9 @@ void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
   sc.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
                               : o.chunked_prefill_size == -1 ? std::max(default_budget, max_len)
                                                              : default_budget;
+  // A prompt may take a whole step unless told otherwise (vLLM V1's default): a 1024-token prompt on a GPU is one
+  // step, not two of 512 (the serving workload's TTFT at concurrency 1 was ~10 ms over the forward pass's).
+  sc.chunked_prefill_size = o.chunked_prefill_size == 0 ? sc.max_num_batched_tokens : o.chunked_prefill_size;
   sched_ = std::make_unique<scheduler>(sc, block_manager(n_blocks, o.block_size));
   kv_ = state_bytes > 0 ? m.new_kv_cache(n_blocks, o.block_size, o.max_num_seqs) : m.new_kv_cache(n_blocks, o.block_size);
   if (checkpoints) m.enable_block_checkpoints(*kv_);

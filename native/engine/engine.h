@@ -54,7 +54,8 @@ struct engine_options {
   int32_t max_num_seqs = 256;           // sequences holding KV at once
   int32_t max_num_batched_tokens = 0;   // tokens per step; 0: 2048 (GPU) or k_cpu_step_tokens (CPU), at least
                                         // max_model_len when prompts never split
-  int32_t chunked_prefill_size = 512;   // prompt tokens per sequence per step; -1 = never split a prompt
+  int32_t chunked_prefill_size = 0;     // prompt tokens per sequence per step; 0: the step's budget
+                                        // (max_num_batched_tokens, as vLLM V1); -1 = never split a prompt
   int32_t block_size = 16;              // tokens per KV block
   // Automatic prefix caching (vLLM's --enable-prefix-caching, on by default; SGLang's radix cache): KV blocks of
   // earlier prompts are shared by later ones that start with the same tokens. Models with recurrent state

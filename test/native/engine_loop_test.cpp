@@ -268,6 +268,29 @@ TEST_CASE("engine: submit validates before queueing and refuses while loading") 
   CHECK_EQ(e.stats().waiting, 0);
 }
 
+TEST_CASE("engine: a prompt takes up to the step's whole budget unless chunkedPrefillSize says less") {
+  const auto steps_for = [](int32_t chunk, bool gpu) {
+    collector c;
+    engine_options o;
+    o.chunked_prefill_size = chunk;
+    engine e([gpu] {
+      auto m = std::make_shared<fake_model>(std::vector<std::string>{"a", "b", "c", "d", "e"},
+                                            [](int64_t, int32_t) { return 3; }, 4096);
+      if (gpu) m->fake_total = m->fake_free = uint64_t(8) << 30;
+      return m;
+    }, o, c.sink());
+    REQUIRE(c.wait_kind(engine_event::kind::ready));
+    const uint64_t id = e.submit(make_request(std::vector<int32_t>(1500, 3), 1));
+    REQUIRE(c.wait_finished(id));
+    CHECK_EQ(c.merged(id).tokens.size(), size_t(1));
+    return e.stats().steps;
+  };
+  CHECK_EQ(steps_for(0, true), uint64_t(1));     // GPU budget 2048: one step (was two of 512)
+  CHECK_EQ(steps_for(512, true), uint64_t(3));   // told 512: 512 + 512 + 476
+  CHECK_EQ(steps_for(0, false), uint64_t(6));    // CPU budget 256: five of 256 and one of 220
+  CHECK_EQ(steps_for(-1, true), uint64_t(1));    // never split
+}
+
 TEST_CASE("engine: on a GPU model, kvCacheMemory is vLLM's gpu_memory_utilization") {
   const auto gpu_model = [] {
     auto m = counting_model();
