@@ -7,15 +7,15 @@
 # chat template, and their vocabularies do not make one word one token) through bench/serve-compare.sh. Run from the
 # repository root with the packed runtime (bench/gpu/pack-serve.sh .gpu/serve) and spindle_gen_bench_model in .gpu:
 #   bash bench/gpu/serve-run.sh [.gpu/serve] [model shape, default llama1b-q4_k_m]      (logs and JSON to $OUT)
-# SR_C1_PROMPTS / SR_C64_PROMPTS: requests per run (16 / 256); SR_CPU=1: the same on the CPU with small sizes (a
-# check of the packing on a machine without a GPU).
+# SR_C1_PROMPTS / SR_C64_PROMPTS: requests per run (16 / 256); SR_CONCURRENCY: which runs ("1 64"); SR_CPU=1: the
+# same on the CPU with small sizes (a check of the packing on a machine without a GPU).
 set -uo pipefail
 pk="${1:-.gpu/serve}"
 shape="${2:-llama1b-q4_k_m}"
 out="${OUT:-/tmp/serve-run}"
 mkdir -p "$out" /tmp/serve-node
-# the lent machine's unlimited stack limit makes node's pthread_create fail ("Invalid argument") for its workers
-[ "$(ulimit -s)" = unlimited ] && ulimit -s 8192
+# node printed "pthread_create: Invalid argument" on the lent machine (its stack limit); an 8 MiB one, as usual
+ulimit -s 8192 2>/dev/null || true
 xz -dc "$pk/node.xz" > /tmp/serve-node/node && chmod +x /tmp/serve-node/node
 export PATH="/tmp/serve-node:$PATH"
 xz -dc "$pk/runtime.tar.xz" | tar -xf - -C .  # dist/, node_modules/, build/Release/spindle.node
@@ -39,7 +39,7 @@ else
     engines=spindle,llama
   fi
 fi
-for conc in 1 64; do
+for conc in ${SR_CONCURRENCY:-1 64}; do
   n=$c1; [ "$conc" = 64 ] && n=$c64
   SC_OUT="$out/c$conc" SC_WORKLOADS=a SC_ENGINES="$engines" SC_A_CONC="$conc" SC_A_PROMPTS="$n" SC_SLOTS="$conc" \
     SC_BACKEND=openai SC_BENCH_ARGS="--random-token-ids ${SR_TOKEN_IDS:-32000}" SC_SPINDLE_ARGS="--device $device" SC_LLAMA_ARGS="-ngl 99 -fa on" bash bench/serve-compare.sh "$model" 2>&1 |
