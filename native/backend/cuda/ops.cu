@@ -97,6 +97,9 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
 // non-null: per 256 (q8_scale / q8_value with the amax of each 32 values kept in shared memory; n a multiple of
 // 256, at most k_norm_q8_256_max; dx [n_rows, n / 256], bx [n_rows, n / 32]).
 constexpr int64_t k_norm_q8_256_max = 16384;
+// K > 0: n <= K * blockDim.x, and each thread keeps its K values of x and y in registers between the passes (K = 0:
+// any n, the passes read them back from memory). The same values either way, so the same bits.
+template <int K>
 __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, float* y, int64_t n, float eps,
                                     int8_t* qx, float* dx, float* sx, int32_t* bx) {
   pdl_begin();
@@ -105,19 +108,33 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
   float* xr = x + (int64_t)blockIdx.x * n;
   const float* rr = r + (int64_t)blockIdx.x * n;
   float* yr = y + (int64_t)blockIdx.x * n;
+  constexpr int KR = K > 0 ? K : 1;
+  float xs[KR], ys[KR];  // this thread's values i = threadIdx.x + k blockDim.x (K > 0)
+  // the thread's k-th value index, and whether there is one (K = 0: every i < n, k counting on)
+  const auto index = [&](int k) { return (int64_t)threadIdx.x + (int64_t)k * blockDim.x; };
+  const auto more = [&](int k) { return K > 0 ? k < K : index(k) < n; };
   float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+#pragma unroll
+  for (int k = 0; more(k); ++k) {
+    const int64_t i = index(k);
+    if (i >= n) break;
     const float v = rr[i] + xr[i];
     xr[i] = v;
     sum = __fmaf_rn(v, v, sum);
+    if constexpr (K > 0) xs[k] = v;
   }
   sum = block_sum(sum, red);
   const float scale = 1.0f / sqrtf(sum / (float)n + eps);
   const int64_t b0 = (int64_t)blockIdx.x * (n / 32);
   const int lane = threadIdx.x % 32;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = w ? xr[i] * scale * w[i] : xr[i] * scale;
+#pragma unroll
+  for (int k = 0; more(k); ++k) {
+    const int64_t i = index(k);
+    if (i >= n) break;
+    const float xv = K > 0 ? xs[k % KR] : xr[i];
+    const float v = w ? xv * scale * w[i] : xv * scale;
     yr[i] = v;
+    if constexpr (K > 0) ys[k] = v;
     if (sx) quantize32(v, qx + (int64_t)blockIdx.x * n + i, dx + b0 + i / 32, sx + b0 + i / 32);  // uniform
     if (bx) {
       const float a = warp_amax(v);  // as quantize256_block's (the same amax)
@@ -126,12 +143,15 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
   }
   if (!bx) return;
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = yr[i];  // this thread's own value
+#pragma unroll
+  for (int k = 0; more(k); ++k) {
+    const int64_t i = index(k);
+    if (i >= n) break;
+    const float v = K > 0 ? ys[k % KR] : yr[i];  // this thread's own value
     const int64_t g = i / 256;
     float amax = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sub_amax[8 * g + k]);
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, sub_amax[8 * g + j]);
     const float d = q8_scale(amax);
     const int q = q8_value(v, amax, d);
     qx[(int64_t)blockIdx.x * n + i] = (int8_t)q;
@@ -431,16 +451,21 @@ void cuda_backend::add_rms_norm(float* x, const float* r, const float* w, float*
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows > 0x7fffffff) throw error("add_rms_norm: too many rows");
   const dim3 grid((unsigned)n_rows), block(n >= 1024 ? 1024 : 128);
+  const int64_t per_thread = (n + block.x - 1) / block.x;
+  const auto kernel = per_thread <= 1   ? add_rms_norm_kernel<1>
+                      : per_thread <= 2 ? add_rms_norm_kernel<2>
+                      : per_thread <= 4 ? add_rms_norm_kernel<4>
+                                        : add_rms_norm_kernel<0>;
   // y quantized too, in the format the last quantized matmul took: the matmuls after it (matmul.cu) find their
   // input ready
   const act_format fmt = next_fmt_;
   if (n % (fmt == act_format::q8_256 ? 256 : 32) != 0 || (fmt == act_format::q8_256 && n > k_norm_q8_256_max)) {
-    launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, nullptr, nullptr, nullptr, nullptr);
+    launch("add_rms_norm", kernel, grid, block, x, r, w, y, n, eps, nullptr, nullptr, nullptr, nullptr);
     return;
   }
   const mmv_act a = q8_view(n_rows, n, fmt);
-  launch("add_rms_norm", add_rms_norm_kernel, grid, block, x, r, w, y, n, eps, (int8_t*)a.qx, (float*)a.dx,
-         (float*)a.sx, (int32_t*)a.bx);
+  launch("add_rms_norm", kernel, grid, block, x, r, w, y, n, eps, (int8_t*)a.qx, (float*)a.dx, (float*)a.sx,
+         (int32_t*)a.bx);
   keep_quantized_act(y, n_rows, n, fmt);
 }
 
