@@ -283,10 +283,11 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   if (n_split_max > 1) {
     part = attn_part_.reserve(n_tok * p.n_head * n_split_max * (p.head_dim_v + 2), recording() ? &outgrown_ : nullptr);
   }
-  // on tensor cores the kernel's last block of a tile merges its chunks (no merge launch); decode, where each
+  // decode on tensor cores: the kernel's last block of a tile merges its chunks (no merge launch), and where each
   // tile's outputs are whole q8_256 groups (head dims up to 64) and the o projection reads that format (as the last
   // quantized matmul did), quantizes them for it (no quantize launch)
-  const bool merge_in_kernel = fused_ && mma && n_split_max > 1 && n_tiles * p.n_head_kv * lay.hgroups <= k_attn_done_max;
+  const bool merge_in_kernel = fused_ && mma && !rows_shape && n_split_max > 1 &&
+                               n_tiles * p.n_head_kv * lay.hgroups <= k_attn_done_max;
   const int64_t out_width = (int64_t)p.n_head * p.head_dim_v;
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
   const int decode_warps = mma && !rows_shape ? attention_mma_decode_warps(hd, max_kv) : 0;

@@ -26,7 +26,7 @@ struct attn_args {
   const int32_t* n_past;
   const int32_t* first;
   const int32_t* tables;  // nullptr: contiguous
-  int32_t* done;  // tensor-core kernels: chunks finished per (tile, blockIdx.y), all 0 between launches; or null
+  int32_t* done;  // decode tensor-core kernel: chunks finished per (tile, blockIdx.y), all 0 between launches; or null
   // decode tensor-core kernel: out quantized in the q8_256 format too (act_format, for the o projection), or null
   int8_t* out_q;
   float* out_d;

@@ -9,8 +9,8 @@
 // Two launch shapes run those steps: `rows` (prompts: each warp owns a tile of 16 (query row, head) rows and
 // walks the chunk's splits) and `splits` (decode: a block owns one tile, its W warps take different splits,
 // folded in order through shared memory; W = as many as a chunk has splits up to 8, so short contexts leave no
-// warp idle). With args.done, the last block of a tile to finish merges its chunks (either shape), so no
-// attention_merge_kernel launch follows.
+// warp idle; with args.done, the last block of a tile merges its chunks, so decode needs no attention_merge_kernel
+// launch).
 // Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
 // positions, never on the launch shape or on the other rows of the launch (batch invariance).
 // Fragment layouts (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
@@ -325,30 +325,6 @@ struct kv_stage {
   }
 };
 
-// The chunk partials of warp tile w's rows that have more than one chunk, merged into their outputs
-// (attention_merge_kernel's arithmetic); threads x of n take (row, dim) pairs x, x + n, ..: the valid rows come
-// first (decode: one query row's heads, a pair per thread).
-__device__ __forceinline__ void merge_tile_rows(const attn_args& a, const warp_tile& w, int32_t seq, int x, int n) {
-  for (int e = x; e < 16 * a.hd_v; e += n) {
-    const row_info ri = tile_row(a, w, e / a.hd_v, seq);
-    if (!ri.ok || ri.n_kv <= k_mma_chunk) continue;
-    const int64_t n_split = (ri.n_kv + k_mma_chunk - 1) / k_mma_chunk;
-    const float* pr = a.part + ri.oh * a.n_split_max * (a.hd_v + 2);
-    a.out[ri.oh * a.hd_v + e % a.hd_v] = merge_dim(a, pr, n_split, merge_max(a, pr, n_split), e % a.hd_v);
-  }
-}
-
-// With args.done, each block of a tile with several chunks counts itself done (after writing its partials); the
-// last of the tile's chunks to finish returns true and merges, the others false. n_kv_max: the tile's most
-// positions (its chunks: the blocks that got past the chunk_start check). The counter goes back to 0 for the
-// next launch.
-__device__ __forceinline__ bool last_chunk_block(const attn_args& a, int64_t n_kv_max) {
-  if (!a.done) return false;  // attention_merge_kernel merges
-  __shared__ int last;
-  const int chunks = (int)((n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
-  return last_block_done(a.done + (int64_t)blockIdx.x * gridDim.y + blockIdx.y, chunks, &last);
-}
-
 // Prompts: warp w owns query rows [w rq, (w + 1) rq) of the block's tile (16 (row, head) rows), walks the chunk's
 // splits in order and folds them in registers. Head dims up to 64: the block copies each split's K / V rows into
 // shared memory once for its four warps (the next split's rows load into registers while the warps compute);
@@ -419,24 +395,15 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
       }
     }
   }
-  if (active) {
+  if (!active) return;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      if (!ri[r].ok || n_kv[r] <= chunk_start) continue;
+  for (int r = 0; r < 2; ++r) {
+    if (!ri[r].ok || n_kv[r] <= chunk_start) continue;
 #pragma unroll
-      for (int nd = 0; nd < ND; ++nd) {
+    for (int nd = 0; nd < ND; ++nd) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) write_result(a, ri[r].oh, n_kv[r], chunk, ND * (2 * t + e) + nd, M[r], L[r], O[nd][2 * r + e]);
-      }
+      for (int e = 0; e < 2; ++e) write_result(a, ri[r].oh, n_kv[r], chunk, ND * (2 * t + e) + nd, M[r], L[r], O[nd][2 * r + e]);
     }
-  }
-  // with args.done, the tile's last chunk to finish merges the chunks of all its warps' rows
-  if (bt.n_kv_max <= k_mma_chunk || !last_chunk_block(a, bt.n_kv_max)) return;  // uniform over the block
-  for (int wi = 0; wi < k_mma_warps; ++wi) {
-    warp_tile wt;
-    int32_t wseq;
-    if (!setup_tile(a, tiles, rq, gh, wi * rq, wt, wseq)) break;
-    merge_tile_rows(a, wt, wseq, threadIdx.x, k_mma_warps * k_warp);
   }
 }
 
@@ -466,6 +433,27 @@ __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp
       __syncthreads();
     }
   }
+}
+
+// Decode with several chunks: each block counts itself done; the last of the tile's chunks to finish merges its
+// rows' partials (attention_merge_kernel's arithmetic) and returns true, the others false. The counter goes back
+// to 0 for the next launch.
+template <int W>
+__device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& w, int32_t seq) {
+  if (!a.done) return false;  // attention_merge_kernel merges
+  __shared__ int last;
+  const int chunks = (int)((w.n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
+  if (!last_block_done(a.done + (int64_t)blockIdx.x * gridDim.y + blockIdx.y, chunks, &last)) return false;
+  // thread x takes (row, dim) pairs x, x + blockDim.x, ..: the valid rows come first (decode: one query row's
+  // heads, a pair per thread)
+  for (int e = threadIdx.x; e < 16 * a.hd_v; e += W * k_warp) {
+    const row_info ri = tile_row(a, w, e / a.hd_v, seq);
+    if (!ri.ok || ri.n_kv <= k_mma_chunk) continue;
+    const int64_t n_split = (ri.n_kv + k_mma_chunk - 1) / k_mma_chunk;
+    const float* pr = a.part + ri.oh * a.n_split_max * (a.hd_v + 2);
+    a.out[ri.oh * a.hd_v + e % a.hd_v] = merge_dim(a, pr, n_split, merge_max(a, pr, n_split), e % a.hd_v);
+  }
+  return true;
 }
 
 template <int HD, int W>
@@ -534,10 +522,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
 #pragma unroll
     for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
   }
-  if (w.n_kv_max > k_mma_chunk) {  // uniform over the block
-    if (!last_chunk_block(a, w.n_kv_max)) return;
-    merge_tile_rows(a, w, seq, threadIdx.x, W * k_warp);
-  }
+  if (w.n_kv_max > k_mma_chunk && !merge_last<W>(a, w, seq)) return;  // uniform over the block
   if (a.out_q) quantize_tile_out<W>(a, w);
 }
 

@@ -29,8 +29,8 @@ int attention_mma_decode_warps(int32_t hd, int64_t max_kv);
 // Launches over n_tiles tiles, d_tiles (device) = [first query row, rows] per tile: with rows_shape, tiles of up
 // to 4 rq query rows (prompts), else of up to rq (decode; decode_warps warps a block, from
 // attention_mma_decode_warps). args.n_split_max = chunks (grid z), args.part as attention_merge_kernel reads it
-// (args.part_span = k_mma_chunk). With args.done, the kernel merges the chunks itself (the caller launches no
-// attention_merge_kernel).
+// (args.part_span = k_mma_chunk). Without rows_shape and with args.done, the kernel merges the chunks itself (the
+// caller launches no attention_merge_kernel).
 void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
                           bool rows_shape, const mma_layout& lay, int decode_warps);
 
