@@ -176,14 +176,14 @@ inline void mma_s8(int (&c)[4], int k, int a0, int a1, int a2, int a3, int b0, i
 // Runs fn on n_threads threads (a multiple of 32) as block (bx, by) of a grid of `grid` blocks: threadIdx.x
 // 0 .. n_threads - 1.
 inline void run_block(int n_threads, unsigned bx, unsigned by, const std::function<void()>& fn,
-                      dim3_host grid = dim3_host{1, 1, 1}, unsigned bz = 0) {
+                      dim3_host grid = dim3_host{1, 1, 1}) {
   block_state st(n_threads);
   std::vector<std::thread> threads;
   threads.reserve((size_t)n_threads);
   for (int t = 0; t < n_threads; ++t) {
     threads.emplace_back([&, t] {
       threadIdx = dim3_host{(unsigned)t, 0, 0};
-      blockIdx = dim3_host{bx, by, bz};
+      blockIdx = dim3_host{bx, by, 0};
       blockDim = dim3_host{(unsigned)n_threads, 1, 1};
       gridDim = grid;
       current_block = &st;

@@ -8,9 +8,9 @@
 //   - a row with one chunk writes o / l; the chunks of a longer row go to attention_merge_kernel (attention.cu).
 // Two launch shapes run those steps: `rows` (prompts: each warp owns a tile of 16 (query row, head) rows and
 // walks the chunk's splits) and `splits` (decode: a block owns one tile, its W warps take different splits,
-// folded in order through shared memory; W = as many as a chunk has splits up to 8, so short contexts leave no
-// warp idle; with args.done, the last block of a tile merges its chunks, so decode needs no attention_merge_kernel
-// launch).
+// folded in order through shared memory; W = 8, or in launches of many blocks as many as a chunk has splits, so
+// short contexts leave no warp idle; with args.done, the last block of a tile merges its chunks, so decode needs
+// no attention_merge_kernel launch).
 // Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
 // positions, never on the launch shape or on the other rows of the launch (batch invariance).
 // Fragment layouts (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
@@ -409,8 +409,8 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
 
 // Decode: the block owns one tile of rq query rows; its W warps take splits w, w + W, .. of the chunk, and the
 // block folds each group of W in split order through shared memory (thread: row tid / TPR, dims tid % TPR + TPR k).
-// W: a chunk's 8 splits at once where shared memory allows; fewer for launches whose rows have fewer splits (the
-// fold's registers bound W from below: 2 for 128 dims).
+// W: a chunk's 8 splits at once where shared memory allows; fewer for launches of many blocks whose rows have
+// fewer splits (attention_mma_decode_warps; the fold's registers bound W from below: 2 for 128 dims).
 template <int HD>
 __host__ __device__ constexpr int splits_warps() { return HD <= 64 ? 8 : 4; }
 template <int HD>
@@ -539,10 +539,11 @@ mma_layout attention_mma_layout(int32_t n_head, int32_t n_head_kv) {
 
 bool attention_mma_takes(int32_t hd_k, int32_t hd_v) { return std::max(hd_k, hd_v) <= 128; }
 
-int attention_mma_decode_warps(int32_t hd, int64_t max_kv) {
+int attention_mma_decode_warps(int32_t hd, int64_t max_kv, int64_t blocks, int sm_count) {
   const int64_t splits = (std::min<int64_t>(max_kv, k_mma_chunk) + k_mma_split - 1) / k_mma_split;
   const int lo = hd > 64 ? splits_warps_min<128>() : splits_warps_min<64>();
   const int hi = hd > 64 ? splits_warps<128>() : splits_warps<64>();
+  if (blocks < 2 * (int64_t)sm_count) return hi;
   int w = lo;
   while (w < hi && w < splits) w *= 2;
   return w;

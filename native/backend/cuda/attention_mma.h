@@ -21,10 +21,13 @@ mma_layout attention_mma_layout(int32_t n_head, int32_t n_head_kv);
 // Whether the tensor-core kernels take these head dims (up to 128).
 bool attention_mma_takes(int32_t hd_k, int32_t hd_v);
 
-// Warps per block of the decode shape for head dims hd when the launch's longest row has max_kv positions: one per
-// split of a chunk (8 at most; 4 for heads over 64 dims, and at least 2 there), a power of two. The outputs' bits
-// do not depend on it.
-int attention_mma_decode_warps(int32_t hd, int64_t max_kv);
+// Warps per block of the decode shape for head dims hd, a launch of `blocks` blocks (tiles x KV head groups) whose
+// longest row has max_kv positions, on a GPU of sm_count SMs: with at least two blocks per SM, one warp per split of
+// a chunk (8 at most; 4 for heads over 64 dims, and at least 2 there), a power of two, so a short context leaves no
+// warp idle holding an SM (64 sequences of ~16 positions: 25 us a layer instead of 32.5 under ncu on an H100);
+// fewer blocks (one sequence): 8 (4), each block's fold and output quantization spread over all of them (with one
+// warp, single-sequence decode was ~0.1 ms a token slower). The outputs' bits do not depend on it.
+int attention_mma_decode_warps(int32_t hd, int64_t max_kv, int64_t blocks, int sm_count);
 
 // Launches over n_tiles tiles, d_tiles (device) = [first query row, rows] per tile: with rows_shape, tiles of up
 // to 4 rq query rows (prompts), else of up to rq (decode; decode_warps warps a block, from

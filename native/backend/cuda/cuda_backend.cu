@@ -43,7 +43,7 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   SPINDLE_CUDA_CHECK(cudaSetDevice(device));
   SPINDLE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   SPINDLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  const size_t counters = (size_t)(k_attn_done_max + k_argmax_done_max + k_mmq_done_max) * sizeof(int32_t);
+  const size_t counters = (size_t)(k_attn_done_max + k_argmax_done_max) * sizeof(int32_t);
   SPINDLE_CUDA_CHECK(cudaMalloc((void**)&done_counters_, counters));
   SPINDLE_CUDA_CHECK(cudaMemset(done_counters_, 0, counters));
   graph_setup_from_env();

@@ -20,11 +20,9 @@
 namespace spindle {
 
 // Counters of blocks done (cuda_backend::done_counters_): the decode attention kernel's in-kernel chunk merge, one
-// per (tile, KV head x head group); argmax_slices_kernel's, one per row; then the K-split tensor-core matmul's, one
-// per tile (k_mmq_done_max, matmul_mma.h).
+// per (tile, KV head x head group); argmax_slices_kernel's, one per row.
 constexpr int64_t k_attn_done_max = 1 << 16;
 constexpr int64_t k_argmax_done_max = 4096;
-constexpr int64_t k_mmq_done_max = 4096;
 
 struct mmv_act;                       // x32_types.cuh
 enum class act_format : int32_t;      // x32_types.cuh
@@ -159,7 +157,6 @@ class cuda_backend final : public backend {
   void graph_teardown();
   int32_t* attn_done() const { return done_counters_; }
   int32_t* argmax_done() const { return done_counters_ + k_attn_done_max; }
-  int32_t* mmq_done() const { return done_counters_ + k_attn_done_max + k_argmax_done_max; }
   void attention_launch(const paged_attention_params* seqs, int64_t n_seqs, bool paged, const float* q,
                         const float* k, const float* v, float* out);  // attention.cu
 
@@ -201,8 +198,8 @@ class cuda_backend final : public backend {
   bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
   bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
   bool mmv8_ = true;                       // k-quant matvec with 8 lanes per row (SPINDLE_CUDA_MMV=x32: mmv_x32)
-  double mmq_split_tiles_per_sm_ = 2;  // K segments in separate blocks below this many tiles per SM
-                                       // (SPINDLE_CUDA_MMQ_SPLIT; the same bits at any value)
+  double mmq_split_tiles_per_sm_ = 0.5;  // K segments in separate blocks below this many tiles per SM
+                                         // (SPINDLE_CUDA_MMQ_SPLIT; the same bits at any value)
   bool fused_ = true;  // fewer launches (SPINDLE_CUDA_FUSE=0: off, the same bits): rope + K/V store, gate / up
                        // one-lane matvecs, decode attention's chunk merge and output quantization
   bool graph_stats_ = false;               // SPINDLE_CUDA_GRAPH_STATS=1 prints the counts below at exit

@@ -254,12 +254,11 @@ void cuda_backend::matmul_rows(const backend_weight& w, int64_t row0, int64_t n_
                               : mmv_act{nullptr, nullptr, nullptr, nullptr, x, w.n_in, w.n_in / 32, (int)n_rows};
   if (quantized && n_rows >= k_mmq_min_tokens && mmq_supports(w.type, row0)) {
     // tensor cores, the same bits (matmul_mma.cu); K segments in separate blocks when the tiles are few
-    mmq_split split{nullptr, nullptr};
+    float* part = nullptr;
     if (mmq_split_k(sh, a, mmq_split_tiles_per_sm_ * sm_count_)) {
-      split.part = mmq_part_.reserve((int64_t)sh.splits * n_rows * n_out, recording() ? &outgrown_ : nullptr);
-      split.done = mmq_done();
+      part = mmq_part_.reserve((int64_t)sh.splits * n_rows * n_out, recording() ? &outgrown_ : nullptr);
     }
-    launch_mmq(*this, w.type, sh, a, xs.n_groups, split);
+    launch_mmq(*this, w.type, sh, a, xs.n_groups, part);
   } else if (mmv8_ && mmv8_takes(w.type, sh)) {  // k-quants: eight lanes per row, the same bits
     launch_mmv8(*this, &w.type, &sh, 1, a);
   } else {

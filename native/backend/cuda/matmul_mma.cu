@@ -5,8 +5,8 @@
 // dp4a; the float terms then follow mmv_x32's sequence operation for operation (the same _rn intrinsics, the same
 // sub-block order, the same K segments summed in the same order). So a token's output has the same bits on
 // either path: the choice of path by token count never breaks batch invariance (cuda_matmul_test checks it).
-// Too few tiles to fill the GPU: the K segments run in separate blocks, each writing its segment's sum, and the
-// tile's last block to finish adds them in mmv_x32's order (mmq_store.cuh: the same bits again).
+// Too few tiles to fill the GPU: the K segments run in separate blocks, each writing its segment's sum, and a
+// second kernel adds them in mmv_x32's order (the same bits again).
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps (warp w: rows 16w..16w+15, all 64
 // tokens as 8 mma tiles of 8). Per stage, 8 units (256 values) of K: the weights dequantized to int8 in shared
 // memory with their scales, the activations likewise with theirs.
@@ -27,20 +27,30 @@ namespace {
 
 using namespace mq;
 
-// split.part: null, or the K segments run in separate blocks (blockIdx.z = segment; mmq_store.cuh).
+// part: null, or [splits][n_tok][n_out] when the K segments run in separate blocks (blockIdx.z = segment):
+// each block then writes its segment's sum there and mmq_reduce adds the segments in order.
 template <class S>
-__global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t n_groups, mmq_split split) {
+__global__ void __launch_bounds__(128) mmq_x32(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   __shared__ mmq_smem<S> sm;
-  __shared__ int last;
-  mmq_x32_block<S>(sh, a, n_groups, split, sm, &last);
+  mmq_x32_block<S>(sh, a, n_groups, part, sm);
+}
+
+// y = ((part[0] + part[1]) + part[2]) + ...: mmv_x32's order of the K segments.
+__global__ void mmq_reduce(const float* part, int splits, int64_t n, int64_t n_out, float* y, int64_t ldy) {
+  pdl_begin();
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = part[i];
+  for (int k = 1; k < splits; ++k) s = __fadd_rn(s, part[(int64_t)k * n + i]);
+  y[(i / n_out) * ldy + i % n_out] = s;
 }
 
 template <class S>
-void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups, mmq_split split) {
+void launch_mmq_type(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups, float* part) {
   const dim3 grid((unsigned)((sh.n_out + k_tile_rows - 1) / k_tile_rows), (unsigned)((a.n_tok + k_tile_tok - 1) / k_tile_tok),
-                  split.part ? (unsigned)sh.splits : 1u);
-  be.launch("mmq_x32", mmq_x32<S>, grid, dim3(128), sh, a, n_groups, split);
+                  part ? (unsigned)sh.splits : 1u);
+  be.launch("mmq_x32", mmq_x32<S>, grid, dim3(128), sh, a, n_groups, part);
 }
 
 }  // namespace
@@ -57,25 +67,30 @@ bool mmq_supports(ggml_type type, int64_t row0) {
 
 bool mmq_split_k(const mmv_shape& sh, const mmv_act& a, double max_tiles) {
   const int64_t tiles = ((sh.n_out + k_tile_rows - 1) / k_tile_rows) * ((a.n_tok + k_tile_tok - 1) / k_tile_tok);
-  return sh.splits > 1 && (double)tiles < max_tiles && tiles <= k_mmq_done_max;
+  return sh.splits > 1 && (double)tiles < max_tiles;
 }
 
 void launch_mmq(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
-                mmq_split split) {
+                float* part) {
   switch (type) {
     case ggml_type::Q4_K:
     case ggml_type::Q5_K:
     case ggml_type::Q6_K:
     case ggml_type::Q3_K:
     case ggml_type::Q2_K:
-    case ggml_type::IQ4_XS: launch_mmq_k(be, type, sh, a, n_groups, split); break;
-    case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, split); break;
-    case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, split); break;
-    case ggml_type::Q4_1: launch_mmq_type<stage_q4_1>(be, sh, a, n_groups, split); break;
-    case ggml_type::Q5_0: launch_mmq_type<stage_q5_0>(be, sh, a, n_groups, split); break;
-    case ggml_type::Q5_1: launch_mmq_type<stage_q5_1>(be, sh, a, n_groups, split); break;
-    case ggml_type::IQ4_NL: launch_mmq_type<stage_iq4_nl>(be, sh, a, n_groups, split); break;
+    case ggml_type::IQ4_XS: launch_mmq_k(be, type, sh, a, n_groups, part); break;
+    case ggml_type::Q8_0: launch_mmq_type<stage_q8_0>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q4_0: launch_mmq_type<stage_q4_0>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q4_1: launch_mmq_type<stage_q4_1>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q5_0: launch_mmq_type<stage_q5_0>(be, sh, a, n_groups, part); break;
+    case ggml_type::Q5_1: launch_mmq_type<stage_q5_1>(be, sh, a, n_groups, part); break;
+    case ggml_type::IQ4_NL: launch_mmq_type<stage_iq4_nl>(be, sh, a, n_groups, part); break;
     default: throw error("cuda matmul: no tensor-core path for this weight type");
+  }
+  if (part) {
+    const int64_t n = (int64_t)a.n_tok * sh.n_out;
+    be.launch("mmq_reduce", mmq_reduce, dim3(grid_for(n, 256)), dim3(256), (const float*)part, sh.splits, n, sh.n_out,
+              sh.y, sh.ldy);
   }
 }
 

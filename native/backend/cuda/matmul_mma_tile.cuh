@@ -7,7 +7,6 @@
 #include <type_traits>
 
 #include "backend/cuda/mma_int8.cuh"
-#include "backend/cuda/mmq_store.cuh"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/cuda/x32_types_more.cuh"
 
@@ -106,12 +105,10 @@ struct unit_bytes_of {
   static constexpr int v = S::unit_group_bytes / 32;
 };
 
-// One block of the kernel (mmq_x32 in matmul_mma.cu), sm its shared memory; split as mmq_store_tile's (null part:
-// the block adds its K segments itself); *last: an int of shared memory.
+// One block of the kernel (mmq_x32 in matmul_mma.cu), sm its shared memory; part as the kernel's.
 template <class S>
-__device__ __forceinline__ void mmq_x32_block(const mmv_shape& sh, const mmv_act& a, int64_t n_groups, mmq_split split,
-                                              mmq_smem<S>& sm, int* last) {
-  float* const part = split.part;
+__device__ __forceinline__ void mmq_x32_block(const mmv_shape& sh, const mmv_act& a, int64_t n_groups, float* part,
+                                              mmq_smem<S>& sm) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
   const int64_t rel0 = (int64_t)blockIdx.x * k_tile_rows;  // first row of the tile (relative to row0)
   const int64_t grp0 = (sh.row0 + rel0) / 32;              // row0 is a multiple of 32 on this path
@@ -182,7 +179,17 @@ __device__ __forceinline__ void mmq_x32_block(const mmv_shape& sh, const mmv_act
 #pragma unroll
       for (int e = 0; e < 4; ++e) total[nt][e] = seg == seg_first ? acc[nt][e] : __fadd_rn(total[nt][e], acc[nt][e]);
   }
-  mmq_store_tile<8>(sh, a, rel0, t0, 16 * warp + g, t4, total, split, last);
+  float* out = part ? part + (int64_t)blockIdx.z * a.n_tok * sh.n_out : sh.y;
+  const int64_t ld = part ? sh.n_out : sh.ldy;
+  const int64_t r0 = rel0 + 16 * warp + g;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t rel = r0 + (e < 2 ? 0 : 8);
+      const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
+      if (rel < sh.n_out && tok < a.n_tok) out[(int64_t)tok * ld + rel] = total[nt][e];
+    }
 }
 
 }  // namespace mq

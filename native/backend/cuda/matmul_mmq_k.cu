@@ -8,8 +8,7 @@
 // types q2_K, q4_K, q5_K S2 = sum of mins * activation sums, from an mma of the mins against the activations), the
 // same integers mmv_x32 and mmv8 get from dp4a. The unit's float term is affine_unit_term / scaled_unit_term, added
 // to the K segment's running sum unit by unit; segments are added in order ((s0 + s1) + s2) ... as in mmv_x32.
-// So every output has the bits of the one-token kernels: batch invariance across the path switch. With few tiles
-// the segments run in separate blocks and the tile's last one adds them in the same order (mmq_store.cuh).
+// So every output has the bits of the one-token kernels: batch invariance across the path switch.
 // Tile: 64 weight rows (two x32 groups) x 64 tokens per block of 4 warps; warp w: rows 16w..16w+15, all 64
 // tokens as 8 mma tiles of 8 (m16n8k32 for the 32-value sub-blocks, two m16n8k16 for 16-value scales).
 #include "backend/cuda/cuda_backend.h"
@@ -28,15 +27,14 @@ namespace {
 using namespace kq;
 
 template <class W>
-__global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, int64_t n_groups, mmq_split split) {
+__global__ void __launch_bounds__(k_threads, 2) mmq_kq(mmv_shape sh, mmv_act a, int64_t n_groups, float* part) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int last;
-  mmq_kq_block<W>(sh, a, n_groups, split, smem, &last);
+  mmq_kq_block<W>(sh, a, n_groups, part, smem);
 }
 
 template <class W>
-void launch_kq(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups, mmq_split split) {
+void launch_kq(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t n_groups, float* part) {
   const size_t smem = k_stages * sizeof(kq_stage<W>);
   static thread_local int allowed_on = -1;  // the device whose limit for this kernel is raised (a driver call)
   if (allowed_on != be.device()) {
@@ -44,20 +42,20 @@ void launch_kq(cuda_backend& be, const mmv_shape& sh, const mmv_act& a, int64_t 
     allowed_on = be.device();
   }
   const dim3 grid((unsigned)((sh.n_out + k_rows - 1) / k_rows), (unsigned)((a.n_tok + k_tok - 1) / k_tok),
-                  split.part ? (unsigned)sh.splits : 1u);
-  be.launch_smem("mmq_kq", mmq_kq<W>, grid, dim3(k_threads), smem, sh, a, n_groups, split);
+                  part ? (unsigned)sh.splits : 1u);
+  be.launch_smem("mmq_kq", mmq_kq<W>, grid, dim3(k_threads), smem, sh, a, n_groups, part);
 }
 
 }  // namespace
 
 void launch_mmq_k(cuda_backend& be, ggml_type type, const mmv_shape& sh, const mmv_act& a, int64_t n_groups,
-                  mmq_split split) {
-  if (type == ggml_type::Q4_K) launch_kq<kq_q4_K>(be, sh, a, n_groups, split);
-  else if (type == ggml_type::Q5_K) launch_kq<kq_q5_K>(be, sh, a, n_groups, split);
-  else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, split);
-  else if (type == ggml_type::IQ4_XS) launch_kq<kq_iq4_xs>(be, sh, a, n_groups, split);
-  else if (type == ggml_type::Q3_K) launch_kq<kq_q3_K>(be, sh, a, n_groups, split);
-  else if (type == ggml_type::Q2_K) launch_kq<kq_q2_K>(be, sh, a, n_groups, split);
+                  float* part) {
+  if (type == ggml_type::Q4_K) launch_kq<kq_q4_K>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::Q5_K) launch_kq<kq_q5_K>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::Q6_K) launch_kq<kq_q6_K>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::IQ4_XS) launch_kq<kq_iq4_xs>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::Q3_K) launch_kq<kq_q3_K>(be, sh, a, n_groups, part);
+  else if (type == ggml_type::Q2_K) launch_kq<kq_q2_K>(be, sh, a, n_groups, part);
   else throw error("cuda matmul: the pipelined tensor-core kernel takes the 256-value super-block types");
 }
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "backend/cuda/mma_int8.cuh"
-#include "backend/cuda/mmq_store.cuh"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/cuda/x32_types_more.cuh"
 
@@ -435,13 +434,11 @@ __device__ __forceinline__ void add_terms(const kq_stage<kq_q2_K>& st, int r0, i
                  [&](int r, float dxv, int n4, int e) { return affine_unit_term(d[r], dmin[r], dxv, s[n4][e], s2[n4][e]); });
 }
 
-// split.part: null (the block adds its K segments itself), or segment blockIdx.z's sums go there and the tile's
-// last segment block adds them (mmq_store.cuh). One block of the kernel (mmq_kq in matmul_mmq_k.cu): smem holds
-// k_stages stages; *last: an int of shared memory.
+// part: null (the block adds its K segments itself), or [splits][n_tok][n_out] with blockIdx.z the segment.
+// One block of the kernel (mmq_kq in matmul_mmq_k.cu): smem holds k_stages stages.
 template <class W>
-__device__ __forceinline__ void mmq_kq_block(const mmv_shape& sh, const mmv_act& a, int64_t n_groups, mmq_split split,
-                                             uint8_t* smem, int* last) {
-  float* const part = split.part;
+__device__ __forceinline__ void mmq_kq_block(const mmv_shape& sh, const mmv_act& a, int64_t n_groups, float* part,
+                                             uint8_t* smem) {
   kq_stage<W>* st = (kq_stage<W>*)smem;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
   const int64_t rel0 = (int64_t)blockIdx.x * k_rows;  // first row of the tile (relative to row0)
@@ -497,7 +494,16 @@ __device__ __forceinline__ void mmq_kq_block(const mmv_shape& sh, const mmv_act&
       seg_end = (seg + 1) * sh.n_units / sh.splits;
     }
   }
-  mmq_store_tile<8>(sh, a, rel0, t0, 16 * warp + g, t4, total, split, last);
+  float* out = part ? part + (int64_t)blockIdx.z * a.n_tok * sh.n_out : sh.y;
+  const int64_t ld = part ? sh.n_out : sh.ldy;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t rel = rel0 + (e < 2 ? r0 : r1);
+      const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
+      if (rel < sh.n_out && tok < a.n_tok) out[(int64_t)tok * ld + rel] = total[nt][e];
+    }
 }
 
 }  // namespace kq
