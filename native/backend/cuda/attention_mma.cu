@@ -417,8 +417,8 @@ template <int HD>
 __host__ __device__ constexpr int splits_warps_min() { return HD <= 64 ? 1 : 2; }
 
 // The tile's outputs (whole q8_256 groups: attention_launch checks) are final: quantize them for the o
-// projection, a group of 256 values at a time by the block's W warps (quantize256_warps: the bits of
-// quantize_q8_256).
+// projection, a group of 256 values at a time by the block's W warps (quantize256_block with 8, quantize256_warps
+// with fewer: the bits of quantize_q8_256 either way).
 template <int W>
 __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp_tile& w) {
   __shared__ float sh_amax[8];
@@ -429,7 +429,12 @@ __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp
     const int64_t first = ((w.i0 + r) * a.n_head + w.h0) * a.hd_v;  // a multiple of 256
     for (int gi = 0; gi < groups; ++gi) {
       const int64_t at = first + 256 * gi;
-      quantize256_warps<W>(a.out + at, a.out_q + at, a.out_d + at / 256, a.out_bsum + at / 32, sh_amax);
+      if constexpr (W == 8) {  // a value per thread
+        quantize256_block(__ldcg(a.out + at + threadIdx.x), a.out_q + at, a.out_d + at / 256, a.out_bsum + at / 32,
+                          sh_amax);
+      } else {
+        quantize256_warps<W>(a.out + at, a.out_q + at, a.out_d + at / 256, a.out_bsum + at / 32, sh_amax);
+      }
       __syncthreads();
     }
   }
