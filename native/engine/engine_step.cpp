@@ -153,7 +153,8 @@ void engine::step(std::vector<request_output>& outs) {
   for (const scheduled_chunk& c : so.chunks) {
     const bool greedy = chunk_greedy_[chunk++] != 0;
     computed_tokens_ += uint64_t(c.n_tokens);
-    if (!c.is_decode) prompt_tokens_ += uint64_t(c.n_tokens);
+    // prompt positions of the chunk (a prompt's last token may come alone, scheduled as a decode)
+    prompt_tokens_ += uint64_t(std::max(0, std::min(c.first_pos + c.n_tokens, c.seq->num_prompt_tokens) - c.first_pos));
     if (!c.sample) continue;
     sequence& seq = *seqs_.at(c.seq_id);
     request_output& out = engine_output_for(outs, c.seq_id);

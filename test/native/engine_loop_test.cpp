@@ -291,6 +291,18 @@ TEST_CASE("engine: a prompt takes up to the step's whole budget unless chunkedPr
   CHECK_EQ(steps_for(-1, true), uint64_t(1));    // never split
 }
 
+TEST_CASE("engine: prompt tokens count a prompt's last token when it comes alone") {
+  collector c;
+  engine_options o;
+  o.chunked_prefill_size = 5;  // a 6-token prompt: 5, then the last one alone (scheduled as a decode)
+  engine e([] { return counting_model(); }, o, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  const uint64_t id = e.submit(make_request({3, 4, 5, 6, 7, 3}, 2));
+  REQUIRE(c.wait_finished(id));
+  CHECK_EQ(e.stats().prompt_tokens, uint64_t(6));
+  CHECK_EQ(e.stats().generated_tokens, uint64_t(2));
+}
+
 TEST_CASE("engine: on a GPU model, kvCacheMemory is vLLM's gpu_memory_utilization") {
   const auto gpu_model = [] {
     auto m = counting_model();
