@@ -5,15 +5,19 @@
 # Here (the CPU machine), from the repository root:
 #   cmake -S . -B /tmp/bc -G Ninja -DSPINDLE_BUILD_TESTS=ON -DSPINDLE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/bc
 #   mkdir -p .gpu && echo /.gpu/ >> .git/info/exclude
-#   cp /tmp/bc/spindle_{gpu_tests,cuda_membw,gen_bench_model,decode_bench,op_bench} .gpu/
+#   for b in spindle_{gpu_tests,cuda_membw,gen_bench_model,decode_bench,op_bench}; do xz -9 -c /tmp/bc/$b > .gpu/$b.xz; done
 #   bash bench/gpu/build-llama-cuda.sh .gpu/llama      # optional, ~30 min: the llama.cpp comparison
-# Then with the device tool: `bash bench/gpu/session-run.sh .gpu` carrying [".gpu"] (~2 minutes plus the
-# machine's start); logs go to $OUT. Results of past sessions: bench/gpu/results/. QUICK=1: the suite, the two
-# models' benchmarks and llama.cpp only (no op timings, A/B runs or profiles).
+# Optional: .gpu/old/spindle_decode_bench(.xz) of an earlier commit (its figures beside the new ones, same run);
+# .gpu/serve (bench/gpu/pack-serve.sh): the serving workload against llama-server (serve-run.sh).
+# Then with the device tool: `bash bench/gpu/session-run.sh .gpu` carrying [".gpu"] (2-5 minutes plus the
+# machine's start; the carry holds 64 MiB with the repository); logs go to $OUT. Results of past sessions:
+# bench/gpu/results/. QUICK=1: the suite, the two models' benchmarks, llama.cpp and the serving run only (no op
+# timings, A/B runs or profiles).
 set -uo pipefail
 bin="${1:-.gpu}"
 out="${OUT:-/tmp/spindle-gpu-out}"
 mkdir -p "$out"
+for f in "$bin"/spindle_*.xz "$bin"/old/spindle_*.xz; do [ -f "$f" ] && xz -dkf "$f" && chmod +x "${f%.xz}"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$bin/spindle_gpu_tests" 2>&1 | tee "$out/gpu_tests.log" | grep -v "^ok \|^  matmul \|^  llama \|^  qwen\|^  lfm2  \|step graphs: 0" | tail -40
 quick="${QUICK:-0}"
@@ -22,6 +26,10 @@ for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m; do
   "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" > /dev/null
   echo "== $shape" | tee -a "$out/bench.log"
   "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  if [ -x "$bin/old/spindle_decode_bench" ]; then
+    echo "== $shape, $bin/old" | tee -a "$out/bench.log"
+    "$bin/old/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  fi
 done
 if [ "$quick" != 1 ]; then
   echo "== llama1b-q4_k_m, the one-lane-per-row k-quant matvec (SPINDLE_CUDA_MMV=x32)" | tee -a "$out/bench.log"
@@ -33,6 +41,8 @@ if [ "$quick" != 1 ]; then
   bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" 2>&1 | tee -a "$out/bench.log"
   echo "== kernels of a llama1b-q4_k_m 1024-token prompt (ncu)" | tee -a "$out/bench.log"
   bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" prefill 2>&1 | tee -a "$out/bench.log"
+  echo "== kernels of llama1b-q4_k_m steps of 64 sequences (ncu)" | tee -a "$out/bench.log"
+  bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" batch 2>&1 | tee -a "$out/bench.log"
 fi
 if [ -x "$bin/llama/llama-bench" ]; then
   # the libraries travel xz-compressed (the lent machine takes 64 MiB with the repository)
@@ -45,4 +55,10 @@ if [ -x "$bin/llama/llama-bench" ]; then
     timeout 100 "$bin/llama/llama-batched-bench" -m "/tmp/$shape.gguf" -c 9000 -b 2048 -ub 512 -npp 8 -ntg 128 \
       -npl 1,64 -ngl 99 -fa on 2>&1 | grep "^|" | tee -a "$out/llama.log"
   done
+fi
+if [ -f "$bin/serve/node.xz" ]; then
+  unset LD_PRELOAD  # node does not need llama.cpp's preloaded cuBLAS (serve-run sets what llama-server needs)
+  echo "== serving workload, llama1b-q4_k_m (spindle serve vs llama-server)" | tee -a "$out/bench.log"
+  OUT="$out/serve" bash "$(dirname "$0")/serve-run.sh" "$bin/serve" llama1b-q4_k_m > "$out/serve.txt" 2>&1
+  grep -A4 "^engine" "$out/serve.txt" | tee -a "$out/bench.log"
 fi
