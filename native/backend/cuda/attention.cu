@@ -291,7 +291,8 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   const int64_t out_width = (int64_t)p.n_head * p.head_dim_v;
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
   const int decode_warps =
-      mma && !rows_shape ? attention_mma_decode_warps(hd, max_kv, n_tiles * p.n_head_kv * lay.hgroups, sm_count_) : 0;
+      !mma || rows_shape ? 0
+      : attention_mma_decode_warps(hd, max_kv, attn_fewer_warps_ ? n_tiles * p.n_head_kv * lay.hgroups : 0, sm_count_);
   const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
                             std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
                             (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;
