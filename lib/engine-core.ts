@@ -60,8 +60,8 @@ function resolveMmproj(options: EngineOptions, modelFile: string, fromRef: strin
 const NOT_STARTED: NativeEngineStats = {
   ready: false, closed: false, running: 0, waiting: 0, promptTokens: 0, generatedTokens: 0, requestsFinished: 0,
   steps: 0, kvBlocksTotal: 0, kvBlocksUsed: 0, kvBlocksFree: 0, kvBlockSize: 0, preemptions: 0, computedTokens: 0,
-  failedSteps: 0, imagesEncoded: 0, imageEncodeSeconds: 0, prefixCaching: false, prefixCacheQueries: 0,
-  prefixCacheHits: 0, kvBlocksCached: 0, specDrafts: 0, specDraftTokens: 0, specAcceptedTokens: 0,
+  failedSteps: 0, stepSeconds: 0, forwardSeconds: 0, imagesEncoded: 0, imageEncodeSeconds: 0, prefixCaching: false,
+  prefixCacheQueries: 0, prefixCacheHits: 0, kvBlocksCached: 0, specDrafts: 0, specDraftTokens: 0, specAcceptedTokens: 0,
 };
 
 export interface CoreReady {

@@ -131,6 +131,8 @@ export interface NativeEngineStats {
   preemptions: number;
   computedTokens: number; // tokens forwarded (prompt chunks, recomputes, decodes)
   failedSteps: number; // steps whose forward pass threw (their requests failed; the server reports 503 on /health)
+  stepSeconds: number; // wall time of the engine's steps (scheduling, forward pass, sampling, bookkeeping)
+  forwardSeconds: number; // of that, the forward passes (host work and device, draft model included)
   imagesEncoded: number; // images run through the vision encoder
   imageEncodeSeconds: number; // time spent encoding them, preprocessing included
   prefixCaching: boolean; // automatic prefix caching in effect (asked for, and the model keeps no recurrent state)

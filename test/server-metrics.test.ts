@@ -66,6 +66,9 @@ const NAMES: Record<string, string> = {
   'spindle:num_requests_rejected_total': 'counter',
   'spindle:request_success_total': 'counter',
   'spindle:engine_failed_steps_total': 'counter',
+  'spindle:engine_steps_total': 'counter',
+  'spindle:engine_step_seconds_total': 'counter',
+  'spindle:engine_forward_seconds_total': 'counter',
   'spindle:time_to_first_token_seconds': 'histogram',
   'spindle:inter_token_latency_seconds': 'histogram',
   'spindle:e2e_request_latency_seconds': 'histogram',
@@ -93,6 +96,9 @@ t.test('counters, gauges and histograms move with requests', async (t) => {
   t.equal(grew('spindle:generation_tokens_total'), 13, '8 + 5 generated tokens');
   t.ok(grew('spindle:prompt_tokens_total') >= r.usage!.prompt_tokens + 4, 'prompt tokens of both requests');
   t.equal(grew('spindle:time_to_first_token_seconds_count'), 2, 'one first token per request');
+  t.ok(grew('spindle:engine_steps_total') >= 8, 'a step per token of the longer request at least');
+  const forward = grew('spindle:engine_forward_seconds_total'), stepTime = grew('spindle:engine_step_seconds_total');
+  t.ok(forward > 0 && stepTime >= forward, `forward passes ${forward} s within the steps' ${stepTime} s`);
   t.equal(grew('spindle:inter_token_latency_seconds_count'), 7 + 4, 'one gap per later token');
   t.equal(grew('spindle:e2e_request_latency_seconds_count'), 2);
   t.ok(grew('spindle:e2e_request_latency_seconds_sum') > 0);

@@ -61,7 +61,7 @@ export class ModelRunner {
   readonly #entries = new Map<string, RunnerEntry>();
   #lock: Promise<void> = Promise.resolve();
   #closing = false;
-  #retired = { promptTokens: 0, generatedTokens: 0, preemptions: 0, failedSteps: 0 }; // of unloaded engines
+  #retired = { promptTokens: 0, generatedTokens: 0, preemptions: 0, failedSteps: 0, steps: 0, stepSeconds: 0, forwardSeconds: 0 }; // of unloaded engines
 
   constructor(options: RunnerOptions) {
     this.#options = options;
@@ -251,6 +251,9 @@ export class ModelRunner {
       this.#retired.promptTokens += s.promptTokens;
       this.#retired.generatedTokens += s.generatedTokens;
       this.#retired.preemptions += s.preemptions;
+      this.#retired.steps += s.steps;
+      this.#retired.stepSeconds += s.stepSeconds;
+      this.#retired.forwardSeconds += s.forwardSeconds;
     }
     this.#retired.failedSteps += engine.failedSteps;
   }
@@ -268,6 +271,9 @@ export class ModelRunner {
       sum.promptTokens += s.promptTokens;
       sum.generatedTokens += s.generatedTokens;
       sum.preemptions += s.preemptions;
+      sum.steps += s.steps;
+      sum.stepSeconds += s.stepSeconds;
+      sum.forwardSeconds += s.forwardSeconds;
     }
     return sum;
   }

@@ -437,6 +437,8 @@ void engine::update_stats() {
   stats_.image_encode_seconds = image_encode_seconds_;
   stats_.requests_finished = finished_;
   stats_.steps = steps_;
+  stats_.step_seconds = step_seconds_;
+  stats_.forward_seconds = forward_seconds_;
   stats_.failed_steps = failed_steps_;
   stats_.prefix_caching = sched_->config().enable_prefix_caching;
   stats_.prefix_cache_queries = ss.prefix_cache_queries;

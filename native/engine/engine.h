@@ -130,6 +130,8 @@ struct engine_stats {
   uint64_t images_encoded = 0;    // images run through the vision encoder
   double image_encode_seconds = 0;  // time spent encoding them (preprocessing included)
   uint64_t failed_steps = 0;      // steps whose forward pass threw (their requests failed)
+  double step_seconds = 0;        // wall time of the steps (scheduling, forward pass, sampling, bookkeeping)
+  double forward_seconds = 0;     // of that, the forward passes (draft model included; host work and device)
   bool prefix_caching = false;    // in effect (asked for, and the model has no recurrent state)
   uint64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache (vLLM's metric)
   uint64_t prefix_cache_hits = 0;     // of those, tokens whose KV was found there
@@ -232,6 +234,7 @@ class engine {
   std::vector<uint8_t> chunk_greedy_;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;
+  double step_seconds_ = 0, forward_seconds_ = 0;
   uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
   std::vector<std::vector<int32_t>> chunk_tokens_;  // per speculative chunk of the step: last token + drafts
   uint64_t images_encoded_ = 0;

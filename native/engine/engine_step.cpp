@@ -135,14 +135,20 @@ sampled_token engine::verify_chunk(const scheduled_chunk& c, sequence& seq, floa
 }
 
 void engine::step(std::vector<request_output>& outs) {
+  using clock = std::chrono::steady_clock;
+  const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  const clock::time_point t_step = clock::now();
   schedule_output so = sched_->schedule();
   if (so.empty()) return;
   steps_++;
   try {
+    const clock::time_point t_forward = clock::now();
     run_draft_model(so);  // fills draft tokens the draft model was asked for
     run_forward(so);
+    forward_seconds_ += seconds_since(t_forward);
   } catch (const std::exception& e) {
     fail_step(so, e.what(), outs);
+    step_seconds_ += seconds_since(t_step);
     return;
   }
   std::vector<sampled_token> sampled;
@@ -194,6 +200,7 @@ void engine::step(std::vector<request_output>& outs) {
   }
   sched_->postprocess(so, sampled);  // frees the blocks of finished sequences
   for (uint64_t id : finished) finish_sequence(id);
+  step_seconds_ += seconds_since(t_step);
 }
 
 }  // namespace spindle

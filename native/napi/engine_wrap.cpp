@@ -243,6 +243,8 @@ Napi::Value engine_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("preemptions", Napi::Number::New(env, double(s.preemptions)));
   o.Set("computedTokens", Napi::Number::New(env, double(s.computed_tokens)));
   o.Set("failedSteps", Napi::Number::New(env, double(s.failed_steps)));
+  o.Set("stepSeconds", Napi::Number::New(env, s.step_seconds));
+  o.Set("forwardSeconds", Napi::Number::New(env, s.forward_seconds));
   o.Set("imagesEncoded", Napi::Number::New(env, double(s.images_encoded)));
   o.Set("imageEncodeSeconds", Napi::Number::New(env, s.image_encode_seconds));
   o.Set("prefixCaching", s.prefix_caching);

@@ -299,8 +299,12 @@ TEST_CASE("engine: prompt tokens count a prompt's last token when it comes alone
   REQUIRE(c.wait_kind(engine_event::kind::ready));
   const uint64_t id = e.submit(make_request({3, 4, 5, 6, 7, 3}, 2));
   REQUIRE(c.wait_finished(id));
-  CHECK_EQ(e.stats().prompt_tokens, uint64_t(6));
-  CHECK_EQ(e.stats().generated_tokens, uint64_t(2));
+  const engine_stats st = e.stats();
+  CHECK_EQ(st.prompt_tokens, uint64_t(6));
+  CHECK_EQ(st.generated_tokens, uint64_t(2));
+  CHECK_EQ(st.steps, uint64_t(3));  // 5 prompt tokens, the last one, then the second generated token
+  CHECK(st.forward_seconds > 0);
+  CHECK(st.step_seconds >= st.forward_seconds);
 }
 
 TEST_CASE("engine: on a GPU model, kvCacheMemory is vLLM's gpu_memory_utilization") {

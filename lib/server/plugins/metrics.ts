@@ -61,7 +61,7 @@ export class ServerMetrics implements GenerationObserver {
     const reg = this.registry;
     const labelNames = Object.keys(labels);
     const stat = (key: 'running' | 'waiting' | 'kvBlocksTotal' | 'kvBlocksUsed' | 'promptTokens' | 'generatedTokens' | 'preemptions'
-      | 'prefixCacheQueries' | 'prefixCacheHits' | 'specDrafts' | 'specDraftTokens' | 'specAcceptedTokens', fallback: number): number => engine.statsOrNull()?.[key] ?? fallback;
+      | 'steps' | 'stepSeconds' | 'forwardSeconds' | 'prefixCacheQueries' | 'prefixCacheHits' | 'specDrafts' | 'specDraftTokens' | 'specAcceptedTokens', fallback: number): number => engine.statsOrNull()?.[key] ?? fallback;
     const gauge = (name: string, help: string, read: () => number): void => {
       new Gauge({ name, help, labelNames, registers: [reg], collect() { this.set(labels, read()); } });
     };
@@ -84,6 +84,12 @@ export class ServerMetrics implements GenerationObserver {
       () => stat('specDraftTokens', 0));
     followingCounter(reg, 'spindle:spec_decode_num_accepted_tokens_total', 'Number of accepted tokens.', labels,
       () => stat('specAcceptedTokens', 0));
+    followingCounter(reg, 'spindle:engine_steps_total', 'Engine steps run (each one forward pass over the batch).', labels,
+      () => stat('steps', 0));
+    followingCounter(reg, 'spindle:engine_step_seconds_total',
+      'Wall time of the engine steps: scheduling, forward pass, sampling and bookkeeping.', labels, () => stat('stepSeconds', 0));
+    followingCounter(reg, 'spindle:engine_forward_seconds_total',
+      'Of the steps\' wall time, the forward passes (host work and device).', labels, () => stat('forwardSeconds', 0));
     followingCounter(reg, 'spindle:engine_failed_steps_total', 'Engine steps whose forward pass failed (their requests failed).',
       labels, () => engine.failedSteps);
     this.#ttft = new Histogram({ name: 'spindle:time_to_first_token_seconds', help: 'Histogram of time to first token in seconds.',
