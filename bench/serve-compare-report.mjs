@@ -39,20 +39,35 @@ function checkCounters(w, e, r, computed, reused) {
   if (server !== r.total_input_tokens) foreign.push(`(${w}) ${NAMES[e]}: the server counted ${server} prompt tokens, the benchmark's requests had ${r.total_input_tokens}`);
 }
 
-/** [computed, reused] prompt tokens of workload w on engine e, from the /metrics snapshots. */
-function promptCounters(w, e) {
+/** How much each of the named counters grew during workload w on engine e (/metrics snapshots; null: unknown). */
+function counterDeltas(w, e, names) {
   const before = join(dir, `metrics-before-${w}-${e}.txt`);
   const after = join(dir, `metrics-after-${w}-${e}.txt`);
-  if (!existsSync(before) || !existsSync(after)) return [null, null];
+  if (!existsSync(before) || !existsSync(after)) return names.map(() => null);
   const [b, a] = [readFileSync(before, 'utf8'), readFileSync(after, 'utf8')];
-  const names = e === 'llama'
-    ? ['llamacpp:prompt_tokens_total', 'llamacpp:prompt_tokens_cached_total']
-    : ['spindle:prompt_tokens_total', 'spindle:prefix_cache_hits_total'];
   return names.map((n) => {
     const x = metric(a, n);
     const y = metric(b, n);
     return x === null || y === null ? null : x - y;
   });
+}
+
+/** [computed, reused] prompt tokens of workload w on engine e. */
+function promptCounters(w, e) {
+  return counterDeltas(w, e, e === 'llama'
+    ? ['llamacpp:prompt_tokens_total', 'llamacpp:prompt_tokens_cached_total']
+    : ['spindle:prompt_tokens_total', 'spindle:prefix_cache_hits_total']);
+}
+
+/** Where Spindle's engine spent workload w (its step counters): printed after the tables. */
+const engineLines = [];
+function noteEngineTime(w, e, r) {
+  if (!e.startsWith('spindle')) return;
+  const [steps, stepS, fwdS] = counterDeltas(w, e, ['spindle:engine_steps_total', 'spindle:engine_step_seconds_total',
+    'spindle:engine_forward_seconds_total']);
+  if (steps === null || stepS === null || fwdS === null || !(stepS > 0)) return;
+  engineLines.push(`(${w}) ${NAMES[e]}: ${steps} engine steps, ${stepS.toFixed(2)} s of steps in a ${r.duration.toFixed(2)} s run; ` +
+    `forward passes ${fwdS.toFixed(2)} s (${(100 * fwdS / stepS).toFixed(0)}% of the steps), ${(1e3 * stepS / steps).toFixed(2)} ms a step`);
 }
 
 const f = (v, d = 1) => (v === null || v === undefined || Number.isNaN(v) ? '-' : Number(v).toFixed(d));
@@ -102,6 +117,7 @@ if (existsSync(join(dir, 'load.txt'))) {
     if (!r) continue;
     got[e] = r;
     checkCounters('a', e, r, ...promptCounters('a', e));
+    noteEngineTime('a', e, r);
     rows.push([NAMES[e], reqs(r), r.total_input_tokens, r.total_output_tokens, f(r.duration), f(r.output_throughput),
       f(r.median_tpot_ms), f(r.p99_tpot_ms), f(r.median_ttft_ms, 0), f(r.p99_ttft_ms, 0)]);
   }
@@ -132,6 +148,7 @@ if (existsSync(join(dir, 'load.txt'))) {
   for (const [e, r] of Object.entries(got)) {
     const [computed, reused] = promptCounters('b', e);
     checkCounters('b', e, r, computed, reused);
+    noteEngineTime('b', e, r);
     const byTurn = Array.from({ length: turns }, (_, t) => f(r.mean_ttft_ms_by_turn[t], 0));
     rows.push([NAMES[e], reqs(r), ...byTurn, `**${f(r.mean_ttft_ms_later_turns, 0)}**`, f(r.duration), r.total_input_tokens,
       computed ?? '-', reused ?? '-']);
@@ -160,6 +177,7 @@ if (existsSync(join(dir, 'load.txt'))) {
     got[e] = r;
     const [computed, reused] = promptCounters('c', e);
     checkCounters('c', e, r, computed, reused);
+    noteEngineTime('c', e, r);
     rows.push([NAMES[e], reqs(r), r.total_input_tokens, f(r.median_ttft_ms, 0), f(r.mean_ttft_ms, 0), f(r.p90_ttft_ms, 0),
       f(r.p99_ttft_ms, 0), f(r.duration), f(r.total_input_tokens / r.duration), computed ?? '-', reused ?? '-']);
   }
@@ -174,6 +192,7 @@ if (existsSync(join(dir, 'load.txt'))) {
   }
 }
 
+if (engineLines.length) console.log(`${engineLines.join('\n')}\n`);
 if (foreign.length) {
   console.log(`WARNING: server counters do not match the benchmark's requests (another client on the port, or recomputation):\n${foreign.map((l) => `  ${l}`).join('\n')}`);
 }
