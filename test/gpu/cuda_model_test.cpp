@@ -254,8 +254,14 @@ TEST_CASE("cuda models: fused launches (SPINDLE_CUDA_FUSE) give the bits of the 
     const std::vector<float> fused = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
     REQUIRE(separate.size() == fused.size());
     CHECK(same_bits(separate.data(), fused.data(), fused.size()));
+    // decode attention blocks of 1-8 warps in every launch (quantizing their output with fewer than 8 too)
+    setenv("SPINDLE_CUDA_ATTN_WARPS", "context", 1);
+    const std::vector<float> fewer = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
+    unsetenv("SPINDLE_CUDA_ATTN_WARPS");
+    REQUIRE(fewer.size() == fused.size());
+    CHECK(same_bits(fewer.data(), fused.data(), fused.size()));
   }
-  std::printf("  fused launches: the bits of separate ones, short and long contexts\n");
+  std::printf("  fused launches: the bits of separate ones, short and long contexts; so do fewer-warp attention blocks\n");
 }
 
 TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-op steps") {

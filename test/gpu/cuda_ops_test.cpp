@@ -411,6 +411,37 @@ TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split 
   }
 }
 
+// Decode attention blocks take fewer than 8 warps only in launches of many blocks (large batches); with
+// SPINDLE_CUDA_ATTN_WARPS=context every launch sizes them by context, so single rows cover the 1-, 2- and 4-warp
+// kernels here: their outputs must have the 8-warp kernels' bits (the fused output quantization of fewer-warp
+// blocks: the model test of fused launches).
+TEST_CASE("cuda attention: decode blocks of 1, 2, 4 warps give the bits of 8-warp blocks") {
+  REQUIRE_GPU();
+  pair be;
+  setenv("SPINDLE_CUDA_ATTN_WARPS", "context", 1);  // read when a CUDA backend starts
+  std::unique_ptr<backend> fewer = make_backend("cuda", 0);
+  unsetenv("SPINDLE_CUDA_ATTN_WARPS");
+  std::mt19937 rng(41);
+  bool same = true;
+  // 1 to 8 splits of 32 positions (1, 2, 4, 8 warps), past one and two chunks (merged in the kernel); head dims 64
+  // (1..8 warps) and 128 (2, 4); query-head groups of 4 and 1
+  for (const int32_t hd : {64, 128})
+    for (const int32_t kvh : {8, 32})
+      for (const int64_t n_kv : {5, 32, 33, 64, 100, 200, 256, 300, 700}) {
+        const attention_params p = attention_shape(1, n_kv - 1, 32, kvh, hd, 8, 8);
+        const std::vector<float> q = randn(32 * hd, rng), k = randn(n_kv * p.k_row_stride, rng),
+                                 v = randn(n_kv * p.v_row_stride, rng);
+        buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, 32 * hd);
+        buf fq(*fewer, q), fk(*fewer, k), fv(*fewer, v), fo(*fewer, 32 * hd);
+        be.gpu->attention(p, gq.p(), gk.p(), gv.p(), go.p());
+        fewer->attention(p, fq.p(), fk.p(), fv.p(), fo.p());
+        const bool eq = same_bits(go.get().data(), fo.get().data(), (size_t)(32 * hd));
+        if (!eq) std::printf("  hd %d, %d KV heads, %lld positions: the bits differ\n", hd, kvh, (long long)n_kv);
+        same = same && eq;
+      }
+  CHECK(same);
+}
+
 TEST_CASE("cuda attention: a prompt in one launch has the bits of each row alone (tensor-core row and split shapes)") {
   REQUIRE_GPU();
   pair be;

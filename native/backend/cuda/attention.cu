@@ -292,7 +292,11 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
   const int decode_warps =
       !mma || rows_shape ? 0
-      : attention_mma_decode_warps(hd, max_kv, attn_fewer_warps_ ? n_tiles * p.n_head_kv * lay.hgroups : 0, sm_count_);
+      : attention_mma_decode_warps(hd, max_kv,
+                                   attn_fewer_warps_ == 0   ? 0
+                                   : attn_fewer_warps_ == 2 ? INT64_MAX
+                                                            : n_tiles * p.n_head_kv * lay.hgroups,
+                                   sm_count_);
   const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
                             std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
                             (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;
