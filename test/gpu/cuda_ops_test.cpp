@@ -418,9 +418,7 @@ TEST_CASE("cuda attention: head dims 32..256 and query-head groups 1..16 (split 
 TEST_CASE("cuda attention: decode blocks of 1, 2, 4 warps give the bits of 8-warp blocks") {
   REQUIRE_GPU();
   pair be;
-  setenv("SPINDLE_CUDA_ATTN_WARPS", "context", 1);  // read when a CUDA backend starts
-  std::unique_ptr<backend> fewer = make_backend("cuda", 0);
-  unsetenv("SPINDLE_CUDA_ATTN_WARPS");
+  std::unique_ptr<backend> fewer = with_env("SPINDLE_CUDA_ATTN_WARPS", "context", [] { return make_backend("cuda", 0); });
   std::mt19937 rng(41);
   bool same = true;
   // 1 to 8 splits of 32 positions (1, 2, 4, 8 warps), past one and two chunks (merged in the kernel); head dims 64

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -16,6 +17,18 @@
 namespace gpu_test {
 
 using namespace spindle;
+
+// fn()'s result with environment variable `name` set to `value`, unset again afterwards (a CUDA backend reads its
+// SPINDLE_CUDA_* switches when it starts: make one inside fn).
+template <class Fn>
+auto with_env(const char* name, const char* value, Fn fn) -> decltype(fn()) {
+  setenv(name, value, 1);
+  struct unset_on_exit {
+    const char* name;
+    ~unset_on_exit() { unsetenv(name); }
+  } guard{name};
+  return fn();
+}
 
 // Skips the current case, naming what is missing, when no CUDA GPU can be used.
 #define REQUIRE_GPU()                                      \

@@ -290,13 +290,11 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
                                n_tiles * p.n_head_kv * lay.hgroups <= k_attn_done_max;
   const int64_t out_width = (int64_t)p.n_head * p.head_dim_v;
   const int hd = std::max(p.head_dim_k, p.head_dim_v);
-  const int decode_warps =
-      !mma || rows_shape ? 0
-      : attention_mma_decode_warps(hd, max_kv,
-                                   attn_fewer_warps_ == 0   ? 0
-                                   : attn_fewer_warps_ == 2 ? INT64_MAX
-                                                            : n_tiles * p.n_head_kv * lay.hgroups,
-                                   sm_count_);
+  // the launch's blocks as the warp rule sees them (SPINDLE_CUDA_ATTN_WARPS: as if none, or as if many)
+  const int64_t rule_blocks = attn_fewer_warps_ == attn_warps::never          ? 0
+                              : attn_fewer_warps_ == attn_warps::every_launch ? INT64_MAX
+                                                                              : n_tiles * p.n_head_kv * lay.hgroups;
+  const int decode_warps = mma && !rows_shape ? attention_mma_decode_warps(hd, max_kv, rule_blocks, sm_count_) : 0;
   const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
                             std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
                             (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;

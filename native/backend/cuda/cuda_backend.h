@@ -198,9 +198,10 @@ class cuda_backend final : public backend {
   bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
   bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
   bool mmv8_ = true;                       // k-quant matvec with 8 lanes per row (SPINDLE_CUDA_MMV=x32: mmv_x32)
-  // decode attention blocks of fewer warps: 1 in large launches (default), 0 never (SPINDLE_CUDA_ATTN_WARPS=8),
-  // 2 in every launch (=context: tests); the same bits
-  int attn_fewer_warps_ = 1;
+  // where decode attention blocks take fewer warps than 8 (SPINDLE_CUDA_ATTN_WARPS=8: never, =context: in every
+  // launch, for tests; the same bits)
+  enum class attn_warps { large_launches, never, every_launch };
+  attn_warps attn_fewer_warps_ = attn_warps::large_launches;
   double mmq_split_tiles_per_sm_ = 0.5;  // K segments in separate blocks below this many tiles per SM
                                          // (SPINDLE_CUDA_MMQ_SPLIT; the same bits at any value)
   bool fused_ = true;  // fewer launches (SPINDLE_CUDA_FUSE=0: off, the same bits): rope + K/V store, gate / up

@@ -149,14 +149,8 @@ __global__ void add_rms_norm_kernel(float* x, const float* r, const float* w, fl
     if (i >= n) break;
     const float v = K > 0 ? ys[k % KR] : yr[i];  // this thread's own value
     const int64_t g = i / 256;
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, sub_amax[8 * g + j]);
-    const float d = q8_scale(amax);
-    const int q = q8_value(v, amax, d);
-    qx[(int64_t)blockIdx.x * n + i] = (int8_t)q;
-    const int s = __reduce_add_sync(0xffffffffu, q);
-    if (lane == 0) bx[b0 + i / 32] = s;
+    const float amax = group_amax(sub_amax + 8 * g), d = q8_scale(amax);
+    quantize_piece(v, amax, d, qx + (int64_t)blockIdx.x * n + i, bx + b0 + i / 32);
     if (i % 256 == 0) dx[(int64_t)blockIdx.x * (n / 256) + g] = d;
   }
 }

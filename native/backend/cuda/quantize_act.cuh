@@ -35,6 +35,23 @@ __device__ __forceinline__ void quantize32(float v, int8_t* q_at, float* d_at, f
 __device__ __forceinline__ float q8_scale(float amax) { return amax / 127.0f; }
 __device__ __forceinline__ int q8_value(float v, float amax, float d) { return amax == 0.0f ? 0 : (int)rintf(v / d); }
 
+// A group's amax from the warp_amax of its 8 pieces of 32 values.
+__device__ __forceinline__ float group_amax(const float* piece_amax) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, piece_amax[k]);
+  return amax;
+}
+
+// Lane l of a warp holding one 32-value piece of a group (value v) stores q8_value at *q_at; lane 0 stores the
+// piece's sum(q) at *bs_at. Needs all 32 lanes.
+__device__ __forceinline__ void quantize_piece(float v, float amax, float d, int8_t* q_at, int32_t* bs_at) {
+  const int q = q8_value(v, amax, d);
+  *q_at = (int8_t)q;
+  const int sum = __reduce_add_sync(0xffffffffu, q);
+  if (threadIdx.x % 32 == 0) *bs_at = sum;
+}
+
 // One block of 256 threads quantizes a group, thread i holding value i: writes q_grp[0..256), the group's d at
 // *d_at and each 32 values' sum(q) at bs_grp[0..8). sh_amax: 8 floats of shared memory. Needs the whole block.
 __device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float* d_at, int32_t* bs_grp, float* sh_amax) {
@@ -42,14 +59,8 @@ __device__ __forceinline__ void quantize256_block(float v, int8_t* q_grp, float*
   const float a = warp_amax(v);
   if (lane == 0) sh_amax[warp] = a;
   __syncthreads();
-  float amax = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sh_amax[k]);
-  const float d = q8_scale(amax);
-  const int q = q8_value(v, amax, d);
-  q_grp[threadIdx.x] = (int8_t)q;
-  const int sum = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) bs_grp[warp] = sum;
+  const float amax = group_amax(sh_amax), d = q8_scale(amax);
+  quantize_piece(v, amax, d, q_grp + threadIdx.x, bs_grp + warp);
   if (threadIdx.x == 0) *d_at = d;
 }
 
@@ -65,16 +76,8 @@ __device__ __forceinline__ void quantize256_warps(const float* grp, int8_t* q_gr
     if (lane == 0) sh_amax[p] = a;
   }
   __syncthreads();
-  float amax = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) amax = fmaxf(amax, sh_amax[k]);
-  const float d = q8_scale(amax);
-  for (int p = warp; p < 8; p += W) {
-    const int q = q8_value(__ldcg(grp + 32 * p + lane), amax, d);
-    q_grp[32 * p + lane] = (int8_t)q;
-    const int sum = __reduce_add_sync(0xffffffffu, q);
-    if (lane == 0) bs_grp[p] = sum;
-  }
+  const float amax = group_amax(sh_amax), d = q8_scale(amax);
+  for (int p = warp; p < 8; p += W) quantize_piece(__ldcg(grp + 32 * p + lane), amax, d, q_grp + 32 * p + lane, bs_grp + p);
   if (threadIdx.x == 0) *d_at = d;
 }
 

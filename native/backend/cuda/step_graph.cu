@@ -214,7 +214,10 @@ void cuda_backend::graph_setup_from_env() {
   const char* fuse = std::getenv("SPINDLE_CUDA_FUSE");
   fused_ = !(fuse && std::strcmp(fuse, "0") == 0);
   const char* warps = std::getenv("SPINDLE_CUDA_ATTN_WARPS");
-  attn_fewer_warps_ = warps && std::strcmp(warps, "8") == 0 ? 0 : warps && std::strcmp(warps, "context") == 0 ? 2 : 1;
+  attn_fewer_warps_ = !warps                              ? attn_warps::large_launches
+                      : std::strcmp(warps, "8") == 0       ? attn_warps::never
+                      : std::strcmp(warps, "context") == 0 ? attn_warps::every_launch
+                                                           : attn_warps::large_launches;
   const char* split = std::getenv("SPINDLE_CUDA_MMQ_SPLIT");
   if (split && std::atof(split) >= 0) mmq_split_tiles_per_sm_ = std::atof(split);
   const char* stats = std::getenv("SPINDLE_CUDA_GRAPH_STATS");
