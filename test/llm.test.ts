@@ -93,6 +93,25 @@ t.test('generate on a llama2-tokenizer model', async (t) => {
     t.same(o.outputs[0].tokenIds, a.outputs[0].tokenIds, `${JSON.stringify(only)} at temperature 1.5 is greedy`);
   }
 
+  // A request whose token the model samples where its logits are (the engine plans a spec: edits, truncation, one
+  // generator value; the backend's sample_rows draws) gets the tokens the host sampler draws from the downloaded
+  // row, which logprobs requests still take: the same for every chain, draw for draw.
+  const chains: Record<string, unknown>[] = [
+    { temperature: 1 },
+    { temperature: 0.7, topK: 40, topP: 0.9, minP: 0.05 },
+    { temperature: 0.9, topP: 0.8 },
+    { temperature: 1.2, minP: 0.1 },
+    { temperature: 0.8, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.4, logitBias: { 42: 2.5, 7: -3 } },
+    { temperature: 0, repetitionPenalty: 1.5 },
+    { temperature: 1, minTokens: 10, ignoreEos: false },
+  ];
+  for (const chain of chains) {
+    const opts = { ignoreEos: true, seed: 42, maxTokens: 12, ...chain };
+    const [onModel] = await llm.generate(prompt, opts);
+    const [onHost] = await llm.generate(prompt, { ...opts, logprobs: 0 });
+    t.same(onModel.outputs[0].tokenIds, onHost.outputs[0].tokenIds, `sampled by the model == by the host: ${JSON.stringify(chain)}`);
+  }
+
   // Stop string and stop token taken from the greedy continuation.
   const text = a.outputs[0].text;
   const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/sample_rows.h"
 #include "common/argmax.h"
 #include "gguf/ggml_type.h"
 
@@ -88,6 +89,13 @@ class backend {
       out[r] = argmax_first(row.data(), n);
     }
   }
+  // out[r] = sample_row_host(row r, n, specs[r]) (backend/sample_rows.h) for n_rows rows: the token a request's
+  // sampler would pick (penalties, bias and mask as edits, then the argmax or the draw) without bringing the
+  // vocabulary to the host where the backend can avoid it. The rows are scratch: the edits land in place.
+  // x: backend memory [n_rows, stride] (the first n of a row are its ids), specs: host [n_rows], out: host [n_rows].
+  // The default (sample_rows.cpp) downloads each row and samples it on the host.
+  virtual void sample_rows(float* x, int64_t n_rows, int64_t stride, int64_t n, const sample_spec* specs,
+                           int32_t* out);
   virtual void copy(float* dst, const float* src, int64_t n) = 0;      // backend -> backend, n floats
   // dst[dst_rows[i], :] = src[src_rows[i], :] for i < n, rows of `width` floats; a null index array means row i.
   // dst_rows / src_rows: host [n]. The destination rows must be distinct and must not overlap the source rows.

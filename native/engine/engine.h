@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/sample_rows.h"
 #include "engine/drafter.h"
 #include "engine/grammar_vocab.h"
 #include "engine/request.h"
@@ -228,10 +229,13 @@ class engine {
   std::map<uint64_t, std::unique_ptr<sequence>> seqs_;  // every unfinished request, by id
   std::unique_ptr<grammar_vocab> grammar_vocab_;         // built by the first request with a grammar
   std::vector<float> logits_;  // [sampling chunks, model rows]; the first n_vocab_ of a row are sampled
-  // The model's greedy choices [sampling rows] for chunks whose sequence is greedy_only (their logits rows stay
-  // unwritten: a GPU copies one id per row instead of the vocabulary), and which chunks of the step those are.
-  std::vector<int32_t> greedy_ids_;
-  std::vector<uint8_t> chunk_greedy_;
+  // The model's choices [sampling rows] for chunks whose token the model picks (greedy_only sequences: the
+  // argmax; plan_sample ones: sample_rows with their specs), whose logits rows stay unwritten (a GPU copies one id
+  // per row instead of the vocabulary), and which chunks of the step those are.
+  std::vector<int32_t> chosen_ids_;
+  std::vector<uint8_t> chunk_chosen_;
+  std::vector<sample_spec> sample_specs_;               // [sampling rows] of plan_sample chunks
+  std::vector<std::vector<logit_edit>> sample_edits_;   // [chunks of the step]: the storage of their specs' edits
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;
   uint64_t failed_steps_ = 0;
   double step_seconds_ = 0, forward_seconds_ = 0;

@@ -31,8 +31,10 @@ void engine::run_forward(const schedule_output& so) {
   chunk_tokens_.reserve(so.chunks.size());  // no reallocation below: batch keeps pointers into it
   int64_t n_rows = 0;
   for (const scheduled_chunk& c : so.chunks) n_rows += c.sample ? 1 + int64_t(c.draft.size()) : 0;
-  if (int64_t(greedy_ids_.size()) < n_rows) greedy_ids_.resize(size_t(n_rows));  // before pointers into it
-  chunk_greedy_.assign(so.chunks.size(), 0);
+  if (int64_t(chosen_ids_.size()) < n_rows) chosen_ids_.resize(size_t(n_rows));  // before pointers into them
+  if (int64_t(sample_specs_.size()) < n_rows) sample_specs_.resize(size_t(n_rows));
+  if (sample_edits_.size() < so.chunks.size()) sample_edits_.resize(so.chunks.size());
+  chunk_chosen_.assign(so.chunks.size(), 0);
   int64_t n_sample = 0;
   for (const scheduled_chunk& c : so.chunks) {
     const std::vector<int32_t>& table = sched_->blocks().block_table(c.seq_id);
@@ -60,10 +62,16 @@ void engine::run_forward(const schedule_output& so) {
         image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
-    if (b.n_logits > 0 && seqs_.at(c.seq_id)->greedy_only()) {  // the model picks the token
-      b.argmax = greedy_ids_.data() + n_sample;
-      b.argmax_n = n_vocab_;
-      chunk_greedy_[batch.size()] = 1;
+    if (b.n_logits > 0) {  // the model picks the token: the argmax, or (one row, no drafts) a sample
+      sequence& seq = *seqs_.at(c.seq_id);
+      const size_t k = batch.size();
+      const bool greedy = seq.greedy_only();
+      if (greedy || (b.n_logits == 1 && seq.plan_sample(sample_specs_[size_t(n_sample)], sample_edits_[k]))) {
+        b.argmax = chosen_ids_.data() + n_sample;
+        b.argmax_n = n_vocab_;
+        b.sample = greedy ? nullptr : &sample_specs_[size_t(n_sample)];
+        chunk_chosen_[k] = 1;
+      }
     }
     n_sample += b.n_logits;
     batch.push_back(b);
@@ -111,7 +119,7 @@ sampled_token engine::verify_chunk(const scheduled_chunk& c, sequence& seq, floa
   const int32_t n_draft = int32_t(c.draft.size());
   const size_t before = out.tokens.size();
   for (int32_t i = 0; i <= n_draft; ++i) {
-    if (chosen) seq.append(chosen[i], out);  // greedy_only: the argmax sample_and_append would take
+    if (chosen) seq.append(chosen[i], out);  // the token sample_and_append would take (argmax or planned draw)
     else seq.sample_and_append(rows + i * n_rows, out);
     if (out.tokens.size() == before + size_t(i)) break;  // ended without a token (grammar complete, failure)
     generated_tokens_++;
@@ -157,7 +165,7 @@ void engine::step(std::vector<request_output>& outs) {
   int64_t row = 0;
   size_t chunk = 0;
   for (const scheduled_chunk& c : so.chunks) {
-    const bool greedy = chunk_greedy_[chunk++] != 0;
+    const bool chosen_by_model = chunk_chosen_[chunk++] != 0;
     computed_tokens_ += uint64_t(c.n_tokens);
     // prompt positions of the chunk (a prompt's last token may come alone, scheduled as a decode)
     prompt_tokens_ += uint64_t(std::max(0, std::min(c.first_pos + c.n_tokens, c.seq->num_prompt_tokens) - c.first_pos));
@@ -166,7 +174,7 @@ void engine::step(std::vector<request_output>& outs) {
     request_output& out = engine_output_for(outs, c.seq_id);
     out.cached_tokens = c.seq->num_cached_tokens;
     float* chunk_rows = logits_.data() + row * rows;
-    const int32_t* chosen = greedy ? greedy_ids_.data() + row : nullptr;
+    const int32_t* chosen = chosen_by_model ? chosen_ids_.data() + row : nullptr;
     row += 1 + int64_t(c.draft.size());
     sampled_token t;
     try {

@@ -9,7 +9,6 @@
 #include <random>
 
 #include "common/argmax.h"
-#include "engine/softmax_draw.h"
 
 namespace spindle {
 
@@ -107,7 +106,7 @@ void keep_min_p(std::vector<token_candidate>& c, float p) {
   if (kept > 0) c.resize(kept);  // kept == 0 only when logits are NaN: leave c alone
 }
 
-int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, sampler_rng& rng) {
+int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, double u01) {
   float max_logit = -std::numeric_limits<float>::infinity();
   for (const auto& t : c) max_logit = std::max(max_logit, t.logit);
   std::vector<double> weights(c.size());
@@ -116,13 +115,17 @@ int32_t sample_candidates(const std::vector<token_candidate>& c, float temperatu
     weights[i] = std::exp(double(c[i].logit - max_logit) / double(temperature));
     sum += weights[i];
   }
-  const double u = rng.uniform() * sum;
+  const double u = u01 * sum;
   double cum = 0;
   for (size_t i = 0; i < c.size(); ++i) {
     cum += weights[i];
     if (u < cum) return c[i].id;
   }
   return c.front().id;  // only reached through rounding at the very end or non-finite logits
+}
+
+int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, sampler_rng& rng) {
+  return sample_candidates(c, temperature, rng.uniform());
 }
 
 token_logprob compute_logprobs(const float* logits, int32_t n_vocab, int32_t chosen, int32_t n_top) {
@@ -195,25 +198,35 @@ void sampler::accept(int32_t token) {
   output_counts_[token]++;
 }
 
-int32_t sampler::sample(float* logits, const std::vector<int32_t>& masked) {
-  if (params_.repetition_penalty != 1.0f) apply_repetition_penalty(logits, penalty_ids(), params_.repetition_penalty);
-  apply_presence_frequency_penalty(logits, output_counts_, params_.presence_penalty, params_.frequency_penalty);
-  for (const auto& [id, bias] : params_.logit_bias) logits[id] += bias;
+sample_spec sampler::plan(const std::vector<int32_t>& masked, std::vector<logit_edit>& edits) {
+  edits.clear();
+  if (params_.repetition_penalty != 1.0f) {
+    for (int32_t id : penalty_ids()) edits.push_back({id, logit_edit_op::repetition, params_.repetition_penalty});
+  }
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    for (const auto& [id, count] : output_counts_) {  // l -= x is l + (-x), bit for bit
+      const float x = float(count) * params_.frequency_penalty + (count > 0 ? params_.presence_penalty : 0.0f);
+      edits.push_back({id, logit_edit_op::add_penalty, -x});
+    }
+  }
+  for (const auto& [id, bias] : params_.logit_bias) edits.push_back({id, logit_edit_op::add_bias, bias});
   if (!masked.empty() && masked.size() < size_t(n_vocab_)) {
-    for (int32_t id : masked) logits[id] = -std::numeric_limits<float>::infinity();
+    for (int32_t id : masked) edits.push_back({id, logit_edit_op::mask, 0.0f});
   }
-  if (params_.temperature == 0.0f) return argmax(logits, n_vocab_);
-  const bool truncated = (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.top_p < 1.0f || params_.min_p > 0.0f;
-  if (!truncated) {  // the whole vocabulary (the OpenAI default): one vectorized pass, no candidate list
-    return softmax_draw(logits, n_vocab_, params_.temperature, rng_, draw_scratch_);
-  }
+  sample_spec s;
+  s.temperature = params_.temperature;
+  s.top_k = params_.top_k;
+  s.top_p = params_.top_p;
+  s.min_p = params_.min_p;
+  if (s.temperature != 0.0f) s.u01 = rng_.uniform();  // the one value this token's draw consumes
+  s.edits = edits.data();
+  s.n_edits = int32_t(edits.size());
+  return s;
+}
 
-  candidates_.resize(size_t(n_vocab_));
-  for (int32_t i = 0; i < n_vocab_; ++i) candidates_[size_t(i)] = {i, logits[i]};
-  keep_top_k(candidates_, params_.top_k);
-  keep_top_p(candidates_, params_.top_p);
-  keep_min_p(candidates_, params_.min_p);
-  return sample_candidates(candidates_, params_.temperature, rng_);
+int32_t sampler::sample(float* logits, const std::vector<int32_t>& masked) {
+  const sample_spec s = plan(masked, edits_);
+  return sample_row_host(logits, n_vocab_, s, scratch_);
 }
 
 }  // namespace spindle

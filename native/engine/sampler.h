@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/sample_rows.h"  // token_candidate, sample_spec, logit_edit
 #include "engine/request.h"
 
 namespace spindle {
@@ -21,11 +22,6 @@ class sampler_rng {
   double uniform();  // in [0, 1), 53 random bits
  private:
   uint64_t s_[4];
-};
-
-struct token_candidate {
-  int32_t id;
-  float logit;
 };
 
 // --- the steps, each usable on its own (tests call them directly) ---
@@ -44,16 +40,12 @@ void keep_top_k(std::vector<token_candidate>& c, int32_t k);
 void keep_top_p(std::vector<token_candidate>& c, float p);
 // Keeps tokens with probability >= p * max probability, i.e. logit >= max_logit + log(p).
 void keep_min_p(std::vector<token_candidate>& c, float p);
-// Draws from softmax(logit / temperature) over c (temperature > 0, c non-empty).
+// Draws from softmax(logit / temperature) over c (temperature > 0, c non-empty) with the uniform value u01 in
+// [0, 1): the first candidate whose cumulative weight passes u01 * the total; the rng form draws u01 first.
+int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, double u01);
 int32_t sample_candidates(const std::vector<token_candidate>& c, float temperature, sampler_rng& rng);
 // Raw logprobs of `chosen`: its log-softmax, rank and the n_top most likely ids.
 token_logprob compute_logprobs(const float* logits, int32_t n_vocab, int32_t chosen, int32_t n_top);
-
-// Scratch of softmax_draw (softmax_draw.h), kept between draws (grows to the vocabulary once).
-struct softmax_draw_scratch {
-  std::vector<float> weights;      // exp((logit - max) / temperature), zero-padded to a multiple of 64
-  std::vector<double> block_sums;  // sums of 64 weights
-};
 
 class sampler {
  public:
@@ -62,7 +54,11 @@ class sampler {
 
   // Picks the next token. `logits` [n_vocab] is modified in place (penalties, masks). `masked` ids get
   // -inf first (min_tokens: EOG and stop ids); if every token would be masked the mask is ignored.
+  // The same as sample_row_host(logits, n_vocab, plan(masked, ...)).
   int32_t sample(float* logits, const std::vector<int32_t>& masked);
+  // The next token's sample_spec (backend/sample_rows.h): its edits (written to `edits`, which the spec points
+  // into), truncation and, unless greedy, one value of the request's generator (drawn now, as sample would).
+  sample_spec plan(const std::vector<int32_t>& masked, std::vector<logit_edit>& edits);
   // Records a generated token for the penalties.
   void accept(int32_t token);
 
@@ -78,8 +74,8 @@ class sampler {
   std::unordered_map<int32_t, int32_t> window_count_;   // id -> occurrences in window_
   std::vector<int32_t> window_ids_;                     // distinct ids of window_ (rebuilt per sample)
   std::unordered_map<int32_t, int32_t> output_counts_;  // id -> times generated
-  std::vector<token_candidate> candidates_;             // scratch, [n_vocab]
-  softmax_draw_scratch draw_scratch_;                   // untruncated draws
+  std::vector<logit_edit> edits_;                       // sample's plan
+  sample_scratch scratch_;                              // sample_row_host's candidates and draw scratch
 };
 
 }  // namespace spindle

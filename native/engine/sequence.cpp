@@ -73,6 +73,14 @@ bool sequence::greedy_only() const {
          p.frequency_penalty == 0.0f && p.logit_bias.empty() && p.logprobs < 0 && !constraint_ && !masked;
 }
 
+bool sequence::plan_sample(sample_spec& spec, std::vector<logit_edit>& edits) {
+  if (req.params.logprobs >= 0 || (constraint_ && constraint_->active())) return false;
+  static const std::vector<int32_t> no_mask;
+  const bool before_min = int32_t(output.size()) < req.params.min_tokens;
+  spec = smp_.plan(before_min ? min_tokens_mask_ : no_mask, edits);
+  return true;
+}
+
 void sequence::append(int32_t token, request_output& out) {
   const bool may_stop = int32_t(output.size()) >= req.params.min_tokens;
   output.push_back(token);

@@ -35,6 +35,11 @@ struct sequence {
   // Whether sample_and_append would take the plain argmax of the logits (temperature 0, no penalty, bias, mask,
   // grammar or logprobs) for the next token: the model may then choose it (batch_sequence::argmax).
   bool greedy_only() const;
+  // The next token's sample_spec (backend/sample_rows.h), for the model to sample it where the logits are
+  // (batch_sequence::sample): false, planning nothing, when the request wants logprobs or an active grammar
+  // constrains it (sample_and_append then samples from the downloaded row). Draws the token's generator value
+  // now, as sample_and_append would; the chosen token then goes to append. edits: storage the spec points into.
+  bool plan_sample(sample_spec& spec, std::vector<logit_edit>& edits);
   // Positions the KV cache must hold: prompt + output - 1 (the last sampled token is never forwarded).
   int64_t kv_capacity() const { return int64_t(req.prompt.size()) + max_output - 1; }
   bool finished() const { return finish != finish_reason::none; }

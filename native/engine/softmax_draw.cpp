@@ -77,8 +77,11 @@ void softmax_weights(const float* logits, int32_t n, float max_logit, float inv_
 }
 
 int32_t softmax_draw(const float* logits, int32_t n, float temperature, sampler_rng& rng, softmax_draw_scratch& s) {
+  return softmax_draw(logits, n, temperature, rng.uniform(), s);  // drawn first: one value per call
+}
+
+int32_t softmax_draw(const float* logits, int32_t n, float temperature, double u01, softmax_draw_scratch& s) {
   const int32_t best = argmax_first(logits, n);
-  const double u01 = rng.uniform();  // drawn first: one value per call whatever happens below
   const float max_logit = logits[best];
   if (!std::isfinite(max_logit)) return best;
   const int32_t n_blocks = (n + k_block - 1) / k_block;

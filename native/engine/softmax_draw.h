@@ -17,6 +17,8 @@ void softmax_weights(const float* logits, int32_t n, float max_logit, float inv_
 
 // The drawn id: the first i with u < w[0] + ... + w[i] (u uniform in [0, sum of w)); the argmax of logits when
 // the weights are not a distribution (every logit -inf or NaN).
+// The uniform value u01 in [0, 1) is the request generator's; the rng form draws it first.
+int32_t softmax_draw(const float* logits, int32_t n, float temperature, double u01, softmax_draw_scratch& s);
 int32_t softmax_draw(const float* logits, int32_t n, float temperature, sampler_rng& rng, softmax_draw_scratch& s);
 
 }  // namespace spindle

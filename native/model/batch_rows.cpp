@@ -38,6 +38,18 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
                     " out of range [0, " + std::to_string(n_vocab) + ")");
       }
     }
+    if (b.sample != nullptr && b.argmax == nullptr) throw error(at + "sample specs need an argmax (ids) buffer");
+    for (int32_t r = 0; b.sample != nullptr && r < b.n_logits; ++r) {
+      const sample_spec& sp = b.sample[r];
+      const int32_t n_ids = std::min(b.argmax_n, n_vocab);
+      for (int32_t e = 0; e < sp.n_edits; ++e) {
+        const logit_edit& d = sp.edits[e];
+        if (d.id < 0 || d.id >= n_ids || (e > 0 && d.op < sp.edits[e - 1].op)) {
+          throw error(at + "sample edit " + std::to_string(e) + " (id " + std::to_string(d.id) +
+                      ") is outside [0, " + std::to_string(n_ids) + ") or out of op order");
+        }
+      }
+    }
     total = checked_add(total, (uint64_t)b.n_tokens, "forward_batch tokens");
   }
   if (total > (uint64_t)INT32_MAX) throw error("forward_batch: too many tokens in one batch");
@@ -119,44 +131,53 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
   be.matmul(output, cur, n_out, s.logits.data());  // [n_out, n_vocab]
   if (bias != nullptr && bias->data() != nullptr) be.add_row_vector(s.logits.data(), bias->data(), n_out, hp.n_vocab);
   graph.end();
-  // rows whose sequence wants only the greedy token: ids; every other row: the logits (runs of rows at a time)
-  bool any_argmax = false;
-  for (const batch_sequence& b : batch) any_argmax = any_argmax || (b.n_logits > 0 && b.argmax != nullptr);
-  if (!any_argmax) {
+  // rows whose sequence wants only its token (greedy or sampled): ids; every other row: the logits (runs of rows
+  // at a time)
+  bool any_ids = false;
+  for (const batch_sequence& b : batch) any_ids = any_ids || (b.n_logits > 0 && b.argmax != nullptr);
+  if (!any_ids) {
     be.download(logits, s.logits.data(), n_logits);
     return;
   }
-  // one argmax_rows / download per run of consecutive sequences that want the same (a GPU syncs once per call,
-  // not once per sequence)
+  // one argmax_rows / sample_rows / download per run of consecutive sequences that want the same (a GPU syncs
+  // once per call, not once per sequence)
+  enum class want { logits, argmax, sample };
+  const auto wanted = [](const batch_sequence& b) {
+    return b.argmax == nullptr ? want::logits : b.sample == nullptr ? want::argmax : want::sample;
+  };
   std::vector<int32_t> ids;
+  std::vector<sample_spec> specs;
   int64_t row = 0;
   for (size_t i = 0; i < batch.size();) {
     if (batch[i].n_logits == 0) {
       ++i;
       continue;
     }
-    const bool greedy = batch[i].argmax != nullptr;
+    const want w = wanted(batch[i]);
     const int64_t n_ids = std::min<int64_t>(batch[i].argmax_n, hp.n_vocab);
     size_t end = i;
     int64_t run_rows = 0;
+    specs.clear();
     for (; end < batch.size(); ++end) {
       const batch_sequence& b = batch[end];
       if (b.n_logits == 0) continue;
-      if ((b.argmax != nullptr) != greedy || (greedy && std::min<int64_t>(b.argmax_n, hp.n_vocab) != n_ids)) break;
+      if (wanted(b) != w || (w != want::logits && std::min<int64_t>(b.argmax_n, hp.n_vocab) != n_ids)) break;
       run_rows += b.n_logits;
+      if (w == want::sample) specs.insert(specs.end(), b.sample, b.sample + b.n_logits);
     }
-    const float* rows = s.logits.data() + row * hp.n_vocab;
-    if (greedy) {
+    float* rows = s.logits.data() + row * hp.n_vocab;
+    if (w == want::logits) {
+      be.download(logits + row * hp.n_vocab, rows, run_rows * hp.n_vocab);
+    } else {
       ids.resize((size_t)run_rows);
-      be.argmax_rows(rows, run_rows, hp.n_vocab, n_ids, ids.data());
+      if (w == want::argmax) be.argmax_rows(rows, run_rows, hp.n_vocab, n_ids, ids.data());
+      else be.sample_rows(rows, run_rows, hp.n_vocab, n_ids, specs.data(), ids.data());
       int64_t at = 0;
       for (size_t k = i; k < end; ++k) {
         if (batch[k].n_logits == 0) continue;
         std::copy(ids.begin() + at, ids.begin() + at + batch[k].n_logits, batch[k].argmax);
         at += batch[k].n_logits;
       }
-    } else {
-      be.download(logits + row * hp.n_vocab, rows, run_rows * hp.n_vocab);
     }
     row += run_rows;
     i = end;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/sample_rows.h"  // sample_spec
+
 namespace spindle {
 
 class backend;
@@ -78,6 +80,9 @@ struct batch_sequence {
   // GPU then copies ids, not rows). argmax_n: the ids that may be chosen (a row may be longer: padding rows).
   int32_t* argmax = nullptr;
   int32_t argmax_n = 0;
+  // Sampled choice (with argmax): host [n_logits] specs; forward_batch writes backend::sample_rows' token of each
+  // row (backend/sample_rows.h: the request's edits, then its argmax or draw) to argmax instead of the argmax.
+  const sample_spec* sample = nullptr;
 };
 
 // The id that marks a position whose input embedding comes from batch_sequence::embd (an image placeholder).

@@ -147,13 +147,16 @@ class fake_model : public model {
       for (int32_t r = b.n_tokens - b.n_logits; r < b.n_tokens; ++r) {
         for (int32_t i = 0; i < hp_.n_vocab; ++i) logits[i] = 0.0f;
         logits[next_(b.first_pos + r + 1, b.tokens[r])] = 20.0f;
-        if (b.argmax) b.argmax[r - (b.n_tokens - b.n_logits)] = argmax_first(logits, std::min(b.argmax_n, hp_.n_vocab));
+        const int32_t n_ids = std::min(b.argmax_n, hp_.n_vocab), at = r - (b.n_tokens - b.n_logits);
+        if (b.argmax && b.sample) b.argmax[at] = sample_row_host(logits, n_ids, b.sample[at], scratch_);
+        else if (b.argmax) b.argmax[at] = argmax_first(logits, n_ids);
         logits += hp_.n_vocab;
       }
     }
   }
   const fake_tokenizer& tok() const { return tok_; }
   std::vector<int> batch_sizes;  // sequences per forward_batch call (engine thread only)
+  sample_scratch scratch_;       // forward_batch's sampled rows
 
   std::atomic<int> forward_calls{0};
   int delay_ms = 0;

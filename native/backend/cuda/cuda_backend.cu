@@ -38,6 +38,7 @@ device_scratch<T>::~device_scratch() {
 template struct device_scratch<float>;
 template struct device_scratch<int8_t>;
 template struct device_scratch<int32_t>;
+template struct device_scratch<double>;
 
 cuda_backend::cuda_backend(int device) : device_(device) {
   SPINDLE_CUDA_CHECK(cudaSetDevice(device));

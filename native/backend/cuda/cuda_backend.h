@@ -67,6 +67,8 @@ class cuda_backend final : public backend {
   void upload(float* dst, const float* src, int64_t n) override;
   void download(float* dst, const float* src, int64_t n) override;
   void argmax_rows(const float* x, int64_t n_rows, int64_t stride, int64_t n, int32_t* out) override;  // ops.cu
+  void sample_rows(float* x, int64_t n_rows, int64_t stride, int64_t n, const sample_spec* specs,
+                   int32_t* out) override;                                                         // sample_rows.cu
   void copy(float* dst, const float* src, int64_t n) override;
   void copy_rows(float* dst, const int64_t* dst_rows, const float* src, const int64_t* src_rows, int64_t n,
                  int64_t width) override;                                                           // ops.cu
@@ -182,6 +184,12 @@ class cuda_backend final : public backend {
   device_scratch<float> argmax_part_;  // argmax_slices_kernel's per-block best pairs (ops.cu)
   device_scratch<float> mmq_part_;     // K-segment sums of the tensor-core matmul (matmul.cu)
   device_scratch<int32_t> argmax_ids_; // argmax_rows results before they are copied to the host (ops.cu)
+  device_scratch<double> sample_buf_;  // sample_rows' results and draw scratch (sample_rows.cu)
+  std::vector<double> sample_back_;    // sample_rows' results on the host
+  struct {
+    std::vector<token_candidate> shortlist;
+    sample_scratch scratch;
+  } sample_host_;                      // sample_rows' host finish
   std::vector<int32_t> attn_meta_;     // host metadata of the last attention launch (attention.cu)
   std::vector<void*> outgrown_;        // scratch buffers outgrown while recording (freed with the backend)
   std::vector<void*> freed_while_recording_;  // free_f32 calls of a recorded step (freed when the stream drains)
