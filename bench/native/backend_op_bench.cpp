@@ -1,6 +1,7 @@
 // Per-op timings of a backend (built with the tests: build/spindle_op_bench), to see where a decode step's time
 // goes before tuning: the cost of one small op (launch / dispatch overhead), each matmul shape of a model at a
-// few token counts (time per call and weight bytes per second), and decode attention at a few context lengths.
+// few token counts (time per call and weight bytes per second), decode attention at a few context lengths, and
+// choosing tokens from logits rows (argmax, sample_rows' chains, the download + host sampler they replace).
 // Each figure is the mean of `reps` back-to-back calls with one sync at the end, after a warm-up call; weights
 // hold a fixed byte pattern (timing only, values are meaningless).
 //   spindle_op_bench [device=cuda] [reps=200] [n_embd=2048] [n_ff=8192] [n_vocab=128256]
@@ -202,6 +203,49 @@ int main(int argc, char** argv) {
       be->free_f32(q);
       be->free_f32(o);
     }
+  }
+  // Choosing tokens from n_vocab logits rows (random, sd 2): the greedy argmax, sample_rows for the chains a
+  // request may ask (no edits), and what the engine did before sample_rows: every row to the host, then the
+  // host's sampler.
+  std::printf("choosing tokens from %lld logits (us per call):\n", (long long)n_vocab);
+  for (const int64_t rows : {int64_t(1), int64_t(64)}) {
+    float* l = be->alloc_f32(rows * n_vocab);
+    {
+      std::vector<float> host((size_t)(rows * n_vocab));
+      uint64_t s = 88172645463325252ull;
+      for (float& v : host) {  // xorshift, the sum of four uniforms: roughly normal
+        float a = 0;
+        for (int k = 0; k < 4; ++k) s ^= s << 13, s ^= s >> 7, s ^= s << 17, a += (float)(s >> 40) / 16777216.0f;
+        v = (a - 2.0f) * 3.5f;
+      }
+      be->upload(l, host.data(), rows * n_vocab);
+    }
+    std::vector<int32_t> ids((size_t)rows);
+    const int sreps = std::max(4, reps / 10);
+    std::printf("  rows %-3lld argmax_rows %9.1f\n", (long long)rows,
+                per_call_us(*be, sreps, [&] { be->argmax_rows(l, rows, n_vocab, n_vocab, ids.data()); }));
+    struct chain { const char* name; float temperature; int32_t top_k; float top_p, min_p; };
+    for (const chain c : {chain{"temperature 1", 1.0f, -1, 1.0f, 0.0f}, chain{"top-k 40", 0.8f, 40, 1.0f, 0.0f},
+                          chain{"top-k 40 top-p 0.9", 0.8f, 40, 0.9f, 0.0f}, chain{"top-p 0.9", 1.0f, -1, 0.9f, 0.0f},
+                          chain{"min-p 0.05", 1.0f, -1, 1.0f, 0.05f}}) {
+      std::vector<sample_spec> specs((size_t)rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        sample_spec& sp = specs[(size_t)r];
+        sp.temperature = c.temperature, sp.top_k = c.top_k, sp.top_p = c.top_p, sp.min_p = c.min_p;
+        sp.u01 = (double(r) + 0.5) / double(rows);
+      }
+      const double on = per_call_us(*be, sreps, [&] { be->sample_rows(l, rows, n_vocab, n_vocab, specs.data(), ids.data()); });
+      std::vector<float> host((size_t)(rows * n_vocab));
+      sample_scratch scratch;
+      const double off = per_call_us(*be, sreps, [&] {
+        be->download(host.data(), l, rows * n_vocab);
+        for (int64_t r = 0; r < rows; ++r)
+          ids[(size_t)r] = sample_row_host(host.data() + r * n_vocab, (int32_t)n_vocab, specs[(size_t)r], scratch);
+      });
+      std::printf("  rows %-3lld %-20s sample_rows %9.1f   download + host sampler %9.1f\n", (long long)rows, c.name,
+                  on, off);
+    }
+    be->free_f32(l);
   }
   be->free_f32(x);
   be->free_f32(y);

@@ -530,6 +530,60 @@ TEST_CASE("cuda argmax_rows: argmax_first of each row (ties, NaN, -inf, a row pr
   }
 }
 
+TEST_CASE("cuda sample_rows: the tokens sample_row_host picks, for every chain, edits of every op, 64 rows of 128256") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(47);
+  const logit_edit edits[] = {{5, logit_edit_op::repetition, 1.3f},   {6, logit_edit_op::repetition, 1.3f},
+                              {5, logit_edit_op::add_penalty, -0.75f}, {9, logit_edit_op::add_bias, 9.0f},
+                              {9, logit_edit_op::add_bias, 4.5f},      {3, logit_edit_op::mask, 0.0f}};
+  struct chain {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+  };
+  const chain chains[] = {{0.0f, -1, 1.0f, 0.0f},   {1.0f, -1, 1.0f, 0.0f},    {0.7f, -1, 1.0f, 0.0f},
+                          {0.8f, 40, 1.0f, 0.0f},   {0.9f, 50, 0.9f, 0.05f},   {1.0f, 1024, 0.95f, 0.0f},
+                          {1.0f, -1, 0.9f, 0.0f},   {1.0f, -1, 1.0f, 0.1f},    {1.0f, -1, 0.999f, 0.0f},
+                          {1.0f, 5000, 1.0f, 0.0f}};
+  const int n_chains = (int)(sizeof chains / sizeof chains[0]);
+  for (const int64_t n : {int64_t(1000), int64_t(128256)}) {
+    const int64_t stride = n + 3, rows = 64;
+    // rows of three spreads: flat (every chain's mass past any shortlist), moderate, peaked
+    std::vector<float> x((size_t)(rows * stride));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> v = randn((size_t)stride, rng, r % 3 == 0 ? 0.3f : r % 3 == 1 ? 2.0f : 6.0f);
+      std::copy(v.begin(), v.end(), x.begin() + r * stride);
+    }
+    x[(size_t)(1 * stride + 3)] = x[(size_t)(1 * stride + 30)] = 40.0f;  // a tie at the top
+    std::vector<sample_spec> specs((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const chain& c = chains[r % n_chains];
+      sample_spec& s = specs[(size_t)r];
+      s.temperature = c.temperature, s.top_k = c.top_k, s.top_p = c.top_p, s.min_p = c.min_p;
+      s.u01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+      if (r % 2 == 1) s.edits = edits, s.n_edits = (int32_t)(sizeof edits / sizeof edits[0]);
+    }
+    buf gx(*be.gpu, x);
+    std::vector<int32_t> got((size_t)rows, -1), alone((size_t)rows, -1);
+    be.gpu->sample_rows(gx.p(), rows, stride, n, specs.data(), got.data());
+    int same = 0;
+    sample_scratch scratch;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> row(x.begin() + r * stride, x.begin() + r * stride + n);
+      const int32_t want = sample_row_host(row.data(), (int32_t)n, specs[(size_t)r], scratch);
+      if (got[(size_t)r] == want) ++same;
+      else std::printf("  n %lld row %lld (chain %lld): cuda %d, host %d\n", (long long)n, (long long)r,
+                       (long long)(r % n_chains), got[(size_t)r], want);
+    }
+    CHECK_EQ(same, (int)rows);
+    // batch invariance: each row alone (a fresh copy: the call edits its rows in place)
+    buf gy(*be.gpu, x);
+    for (int64_t r = 0; r < rows; ++r) be.gpu->sample_rows(gy.p() + r * stride, 1, stride, n, &specs[(size_t)r], &alone[(size_t)r]);
+    CHECK(alone == got);
+  }
+}
+
 TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, rope_store_kv, swiglu_matmul == their op sequences, bitwise") {
   REQUIRE_GPU();
   pair be;
