@@ -71,8 +71,9 @@ double time_decode(model& m, int n_gen) {
 }
 
 // Seconds for n_gen greedy single-token steps after an 8-token prompt, as the engine runs a greedy request:
-// forward_batch with batch_sequence::argmax, so the model picks the token (on a GPU: one id to the host).
-double time_decode_greedy(model& m, int n_gen) {
+// forward_batch with batch_sequence::argmax, so the model picks the token (on a GPU: one id to the host). With a
+// spec, as the engine runs a sampled request: the model samples the token (batch_sequence::sample).
+double time_decode_greedy(model& m, int n_gen, const sample_spec* spec = nullptr) {
   const int32_t n_vocab = m.hparams().n_vocab, block = 8 + n_gen + 8;
   auto kv = m.new_kv_cache(1, block, 1);
   const std::vector<int32_t> prompt = prompt_ids(8, 2, n_vocab), table = {0};
@@ -80,6 +81,7 @@ double time_decode_greedy(model& m, int n_gen) {
   batch_sequence b{prompt.data(), 8, 0, table.data(), 1, 1, 0};
   b.argmax = &tok;
   b.argmax_n = n_vocab;
+  b.sample = spec;
   m.forward_batch({b}, *kv, nullptr);
   const double t0 = now_s();
   for (int i = 0; i < n_gen; ++i) {
@@ -118,8 +120,9 @@ double time_batch(model& m, int n_seqs, int n_gen) {
   return now_s() - t0;
 }
 
-// Seconds for n_gen forward_batch steps of n_seqs greedy sequences (the model picks each next token).
-double time_batch_greedy(model& m, int n_seqs, int n_gen) {
+// Seconds for n_gen forward_batch steps of n_seqs greedy sequences (the model picks each next token); with a
+// spec, sampled ones.
+double time_batch_greedy(model& m, int n_seqs, int n_gen, const sample_spec* spec = nullptr) {
   const int32_t n_vocab = m.hparams().n_vocab, block = 8 + n_gen + 8;
   auto kv = m.new_kv_cache(n_seqs, block, n_seqs);
   std::vector<std::vector<int32_t>> prompts, tables;
@@ -131,6 +134,7 @@ double time_batch_greedy(model& m, int n_seqs, int n_gen) {
     batch[s] = batch_sequence{prompts[s].data(), 8, 0, tables[s].data(), 1, 1, s};
     batch[s].argmax = &next[s];
     batch[s].argmax_n = n_vocab;
+    batch[s].sample = spec;
   }
   m.forward_batch(batch, *kv, nullptr);
   const double t0 = now_s();
@@ -170,6 +174,12 @@ int main(int argc, char** argv) {
     const char* only = std::getenv("SPINDLE_BENCH_ONLY");
     const bool batch_only = only && std::string(only) == "batch";
     double pp = 1e30, tg = 1e30, bt = 1e30, bt_greedy = 1e30, tg_argmax = 0, tg_greedy = 1e30;
+    // sampled requests, the model choosing their tokens: the OpenAI default (temperature 1 over the whole
+    // vocabulary) and Ollama's (temperature 0.8, top-k 40, top-p 0.9)
+    sample_spec chains[2];
+    chains[0].temperature = 1.0f, chains[0].u01 = 0.37;
+    chains[1].temperature = 0.8f, chains[1].top_k = 40, chains[1].top_p = 0.9f, chains[1].u01 = 0.37;
+    double tg_sampled[2] = {1e30, 1e30}, bt_sampled[2] = {1e30, 1e30};
     for (int r = 0; r < reps; ++r) {
       if (!batch_only) {
         pp = std::min(pp, time_prompt(*m, n_prompt));
@@ -182,6 +192,10 @@ int main(int argc, char** argv) {
       }
       if (n_seqs > 0) bt = std::min(bt, time_batch(*m, n_seqs, n_gen));
       if (n_seqs > 0) bt_greedy = std::min(bt_greedy, time_batch_greedy(*m, n_seqs, n_gen));
+      for (int c = 0; c < 2; ++c) {
+        if (!batch_only) tg_sampled[c] = std::min(tg_sampled[c], time_decode_greedy(*m, n_gen, &chains[c]));
+        if (n_seqs > 0) bt_sampled[c] = std::min(bt_sampled[c], time_batch_greedy(*m, n_seqs, n_gen, &chains[c]));
+      }
     }
     std::printf("device %s  pp%d: %.2f tok/s (TTFT %.2f ms)   tg%d: %.2f tok/s (%.3f ms/token)", opt.device.c_str(),
                 n_prompt, n_prompt / pp, 1e3 * pp, n_gen, n_gen / tg, 1e3 * tg / std::max(1, n_gen));
@@ -192,6 +206,13 @@ int main(int argc, char** argv) {
     if (n_seqs > 0) {
       std::printf("  b%d with the model's argmax per sequence (as the engine's greedy requests): %.2f tok/s\n", n_seqs,
                   n_seqs * n_gen / bt_greedy);
+    }
+    const char* chain_names[2] = {"temperature 1", "temperature 0.8 top-k 40 top-p 0.9"};
+    for (int c = 0; c < 2; ++c) {
+      std::printf("  sampled by the model, %s:", chain_names[c]);
+      if (!batch_only) std::printf(" tg %.3f ms/token", 1e3 * tg_sampled[c] / std::max(1, n_gen));
+      if (n_seqs > 0) std::printf("   b%d %.2f tok/s", n_seqs, n_seqs * n_gen / bt_sampled[c]);
+      std::printf("\n");
     }
 #ifdef SPINDLE_CUDA
     if (opt.device != "cpu") {
