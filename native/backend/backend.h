@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/moe_route.h"
 #include "backend/sample_rows.h"
 #include "common/argmax.h"
 #include "gguf/ggml_type.h"
@@ -241,6 +242,26 @@ class backend {
     sync();
     free_f32(tmp);
   }
+
+  // MoE experts without the host (model/moe_ffn.h's grouped path): entries are slot-major, entry e = j * n + t for
+  // token t < n and slot j < k. Each op gives the bits of the per-expert path (matmul_expert over an expert's
+  // gathered rows, scale_rows, copy and add); the defaults go through the host where they must.
+  // Whether these ops run on the device without the host for n_entries entries of weight w (one launch each, no
+  // sync: a decode step stays one step graph). False (the default): the MoE block keeps its per-expert path.
+  virtual bool moe_on_device(const backend_weight& w, int64_t n_entries) const { return false; }
+  // route_experts (backend/moe_route.h) of n tokens: probs [n, n_expert] (after the gating) and bias [n_expert]
+  // (or null) in backend memory; ids [k, n] (int32) and weights [k, n] written to backend memory, slot-major.
+  virtual void moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,
+                         float* weights);
+  // y[e, :] = rows [ids[e] n_out, (ids[e] + 1) n_out) of w . x[e % x_rows, :] for e < n_entries, each exactly as
+  // matmul_expert gives it.   ids: backend [n_entries] (int32, each < w.n_out / n_out), x: backend [x_rows, w.n_in],
+  // y: backend [n_entries, n_out]. Throws spindle::error on an id out of range (where it reads them).
+  virtual void matmul_experts(const backend_weight& w, int64_t n_out, const int32_t* ids, int64_t n_entries,
+                              int64_t x_rows, const float* x, float* y);
+  // out[t, :] = (y[t] w[t] + y[n + t] w[n + t]) + ... + y[(k - 1) n + t] w[(k - 1) n + t]: each product rounded, the
+  // sum in slot order.   y: backend [k n, n_embd] (scratch: may be overwritten), weights: backend [k n],
+  // out: backend [n, n_embd], not overlapping y.
+  virtual void moe_combine(float* y, const float* weights, int64_t n, int64_t k, int64_t n_embd, float* out);
 
   // Step graphs (a GPU backend's way past per-op launch costs; no-ops elsewhere). The ops issued between
   // graph_begin(key) and graph_end() form one step that the backend may record once and replay for a later step

@@ -1,6 +1,10 @@
-// The MoE FFN block (see moe_ffn.h): router matmul and gating on the backend (softmax) or host (sigmoid),
-// routing on the host, then per expert: gather its tokens' rows, gate/up matmuls, SwiGLU, down matmul, scatter
-// the rows into their top-k slot; finally every slot row times its weight and the slots added in order.
+// The MoE FFN block (see moe_ffn.h): router matmul and gating on the backend (softmax) or host (sigmoid), then
+//   - per-expert path (the CPU; large batches): routing on the host, then per expert: gather its tokens' rows,
+//     gate/up matmuls, SwiGLU, down matmul, scatter the rows into their top-k slot; finally every slot row times
+//     its weight and the slots added in order;
+//   - grouped path (a backend whose moe_on_device says so: a GPU at decode sizes): routing on the backend (softmax
+//     gating without a bias; else on the host, uploaded), every (slot, token) entry's gate / up / down in one
+//     matmul_experts call each, SwiGLU over all entries, moe_combine: no host round trip, the same bits.
 // Invariant: nothing is computed before the shapes of cfg, w and n_embd have been checked against each other;
 // x is only read before out is first written, so out may alias x.
 #include "model/moe_ffn.h"
@@ -12,12 +16,11 @@
 
 #include "common/checked_math.h"
 #include "common/error.h"
+#include "backend/moe_route.h"
 
 namespace spindle {
 
 namespace {
-
-constexpr float k_min_weight_sum = 6.103515625e-5f;  // llama.cpp clamps the weight sum to the smallest f16 normal
 
 void check_shapes(const moe_config& cfg, const moe_layer_weights& w, int64_t n_embd) {
   const int64_t ne = cfg.n_expert, ff = cfg.n_ff_exp;
@@ -32,59 +35,46 @@ void check_shapes(const moe_config& cfg, const moe_layer_weights& w, int64_t n_e
   if (!ok || !w.present()) throw error("moe_ffn: layer weights do not match the MoE config");
 }
 
-// Index of the best of the experts not yet taken: highest score, lower id on ties, NaN lowest.
-int32_t best_remaining(const float* score, const std::vector<char>& taken, int32_t n_expert) {
-  int32_t best = -1;
-  float best_score = 0.0f;
-  for (int32_t e = 0; e < n_expert; ++e) {
-    if (taken[e]) continue;
-    const float s = std::isnan(score[e]) ? -INFINITY : score[e];
-    if (best < 0 || s > best_score) {
-      best = e;
-      best_score = s;
-    }
-  }
-  return best;
-}
-
 }  // namespace
 
 void moe_sigmoid(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
 
+moe_route_params route_params(const moe_config& cfg) {
+  moe_route_params p;
+  p.n_expert = cfg.n_expert;
+  p.k = cfg.n_expert_used;
+  p.norm_weights = cfg.norm_weights;
+  p.weights_scale = cfg.weights_scale;
+  return p;
+}
+
 void moe_route(const moe_config& cfg, const float* probs, const float* bias, int64_t n, int32_t* ids,
                float* weights) {
-  const int32_t ne = cfg.n_expert, k = cfg.n_expert_used;
-  std::vector<float> score((size_t)ne);
-  std::vector<char> taken((size_t)ne);
-  for (int64_t t = 0; t < n; ++t) {
-    const float* p = probs + t * ne;
-    for (int32_t e = 0; e < ne; ++e) score[e] = bias ? p[e] + bias[e] : p[e];
-    std::fill(taken.begin(), taken.end(), 0);
-    int32_t* id = ids + t * k;
-    float* wt = weights + t * k;
-    for (int32_t j = 0; j < k; ++j) {
-      id[j] = best_remaining(score.data(), taken, ne);
-      taken[id[j]] = 1;
-      wt[j] = p[id[j]];  // the unbiased probability
-    }
-    if (cfg.norm_weights) {
-      double s = 0.0;  // ggml_sum_rows: a double sum in slot order
-      for (int32_t j = 0; j < k; ++j) s += (double)wt[j];
-      float sum = (float)s;
-      sum = sum < INFINITY ? sum : INFINITY;                   // ggml_clamp: MAX(MIN(x, max), min)
-      sum = sum > k_min_weight_sum ? sum : k_min_weight_sum;
-      for (int32_t j = 0; j < k; ++j) wt[j] = wt[j] / sum;
-    }
-    if (cfg.weights_scale != 0.0f && cfg.weights_scale != 1.0f) {
-      for (int32_t j = 0; j < k; ++j) wt[j] = wt[j] * cfg.weights_scale;
+  route_experts(route_params(cfg), probs, bias, n, ids, weights);
+}
+
+void moe_ffn::routing_to_host(int64_t n) {
+  if (!routed_on_device_) return;
+  routed_on_device_ = false;
+  const int64_t ne = cap_expert_, k = cap_used_;
+  be_->download(probs_.data(), logits_.data(), n * ne);
+  std::vector<int32_t> id((size_t)(n * k));
+  std::vector<float> wt((size_t)(n * k));
+  be_->download(reinterpret_cast<float*>(id.data()), reinterpret_cast<const float*>(ids_dev_.data()), n * k);
+  be_->download(wt.data(), weights_dev_.data(), n * k);
+  for (int64_t t = 0; t < n; ++t) {  // slot-major -> token-major
+    for (int64_t j = 0; j < k; ++j) {
+      ids_[(size_t)(t * k + j)] = id[(size_t)(j * n + t)];
+      weights_[(size_t)(t * k + j)] = wt[(size_t)(j * n + t)];
     }
   }
 }
 
 void moe_ffn::append_selection_scores(const moe_config& cfg, const moe_layer_weights& w, int64_t n,
-                                      std::vector<float>& sink) const {
+                                      std::vector<float>& sink) {
+  routing_to_host(n);
   const int64_t ne = cfg.n_expert;
   for (int64_t i = 0; i < n * ne; ++i) {
     sink.push_back(w.exp_probs_b.empty() ? probs_[i] : probs_[i] + w.exp_probs_b[i % ne]);
@@ -104,6 +94,11 @@ void moe_ffn::reserve(backend& be, const moe_config& cfg, int64_t n, int64_t n_e
   up_ = backend_buffer();
   slots_ = backend_buffer();
   cap_tokens_ = 0;
+  gate_k_ = backend_buffer();  // the grouped path's, remade on its first use
+  up_k_ = backend_buffer();
+  ids_dev_ = backend_buffer();
+  weights_dev_ = backend_buffer();
+  cap_entries_ = 0;
   logits_ = backend_buffer(be, size(n, cfg.n_expert));
   xg_ = backend_buffer(be, size(n, n_embd));
   gate_ = backend_buffer(be, size(n, cfg.n_ff_exp));
@@ -165,8 +160,17 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
   reserve(be, cfg, n, n_embd);
   const int64_t ne = cfg.n_expert, k = cfg.n_expert_used;
   float* logits = logits_.data();
+  routed_on_device_ = false;
+  last_n_ = n;
   be.matmul(w.gate_inp, x, n, logits);  // [n, n_expert]
   if (cfg.gating == moe_gating::softmax) be.softmax(logits, n, ne, 1.0f);
+  const int64_t entries = n * k;
+  const bool grouped = force_grouped_ || (be.moe_on_device(w.gate_exps, entries) &&
+                                          be.moe_on_device(w.up_exps, entries) && be.moe_on_device(w.down_exps, entries));
+  if (grouped) {
+    forward_grouped(be, cfg, w, x, n, n_embd, out);
+    return;
+  }
   be.download(probs_.data(), logits, n * ne);
   if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * ne);
   moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
@@ -181,6 +185,56 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
   be.scale_rows(slots, slot_weights_.data(), k * n, n_embd);
   be.copy(out, slots, n * n_embd);
   for (int64_t j = 1; j < k; ++j) be.add(out, slots + j * n * n_embd, out, n * n_embd);
+}
+
+void moe_ffn::forward_grouped(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x,
+                              int64_t n, int64_t n_embd, float* out) {
+  const int64_t ne = cfg.n_expert, k = cfg.n_expert_used, ff = cfg.n_ff_exp, entries = n * k;
+  reserve_grouped(be, entries, ff);
+  int32_t* ids = reinterpret_cast<int32_t*>(ids_dev_.data());  // [k, n] int32 in float-sized slots
+  if (cfg.gating == moe_gating::softmax && w.exp_probs_b.empty()) {
+    be.moe_route(logits_.data(), nullptr, n, route_params(cfg), ids, weights_dev_.data());
+    routed_on_device_ = true;
+  } else {  // sigmoid or a selection bias: llama.cpp's host arithmetic (expf), then the ids and weights uploaded
+    be.download(probs_.data(), logits_.data(), n * ne);
+    if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * ne);
+    moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
+              weights_.data());
+    std::vector<int32_t> id((size_t)entries);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        id[(size_t)(j * n + t)] = ids_[(size_t)(t * k + j)];
+        slot_weights_[(size_t)(j * n + t)] = weights_[(size_t)(t * k + j)];
+      }
+    }
+    be.upload(reinterpret_cast<float*>(ids), reinterpret_cast<const float*>(id.data()), entries);
+    be.upload(weights_dev_.data(), slot_weights_.data(), entries);
+  }
+  float* gate = gate_k_.data();  // [entries, ff]
+  float* up = up_k_.data();
+  be.matmul_experts(w.gate_exps, ff, ids, entries, n, x, gate);
+  be.matmul_experts(w.up_exps, ff, ids, entries, n, x, up);
+  if (ff % 8 == 0) {
+    be.swiglu(gate, up, gate, entries * ff);
+  } else {  // llama.cpp's vectorized groups of 8 start at every row
+    for (int64_t i = 0; i < entries; ++i) be.swiglu(gate + i * ff, up + i * ff, gate + i * ff, ff);
+  }
+  float* slots = slots_.data();  // [k, n, n_embd]
+  be.matmul_experts(w.down_exps, n_embd, ids, entries, entries, gate, slots);
+  be.moe_combine(slots, weights_dev_.data(), n, k, n_embd, out);
+}
+
+void moe_ffn::reserve_grouped(backend& be, int64_t entries, int64_t ff) {
+  if (entries <= cap_entries_) return;
+  const int64_t size = (int64_t)checked_mul((uint64_t)entries, (uint64_t)ff, "moe_ffn scratch");
+  gate_k_ = backend_buffer();
+  up_k_ = backend_buffer();
+  cap_entries_ = 0;
+  gate_k_ = backend_buffer(be, size);
+  up_k_ = backend_buffer(be, size);
+  ids_dev_ = backend_buffer(be, entries);
+  weights_dev_ = backend_buffer(be, entries);
+  cap_entries_ = entries;
 }
 
 }  // namespace spindle

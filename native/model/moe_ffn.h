@@ -59,19 +59,26 @@ class moe_ffn {
   void forward(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x, int64_t n,
                int64_t n_embd, float* out);
   // Routing of the last forward call of n tokens (tests, diagnostics): the first n * k entries of ids and
-  // weights, the first n * n_expert of probs (after gating) are valid.
-  const std::vector<int32_t>& last_ids() const { return ids_; }
-  const std::vector<float>& last_weights() const { return weights_; }
-  const std::vector<float>& last_probs() const { return probs_; }
+  // weights (token-major), the first n * n_expert of probs (after gating) are valid. Brought from the backend
+  // when the grouped path routed there.
+  const std::vector<int32_t>& last_ids() { routing_to_host(last_n_); return ids_; }
+  const std::vector<float>& last_weights() { routing_to_host(last_n_); return weights_; }
+  const std::vector<float>& last_probs() { routing_to_host(last_n_); return probs_; }
   // Appends the last call's selection scores (probs + exp_probs_b, as moe_route ranks them), [n, n_expert].
   void append_selection_scores(const moe_config& cfg, const moe_layer_weights& w, int64_t n,
-                               std::vector<float>& sink) const;
+                               std::vector<float>& sink);
+  // Tests: the grouped path on any backend (its ops' defaults on the CPU), which must give the per-expert bits.
+  void force_grouped(bool on) { force_grouped_ = on; }
 
  private:
   void reserve(backend& be, const moe_config& cfg, int64_t n, int64_t n_embd);
   void group_by_expert(const moe_config& cfg, int64_t n);
   void run_expert(backend& be, const moe_config& cfg, const moe_layer_weights& w, int32_t e, const float* x,
                   int64_t n, int64_t n_embd);
+  void forward_grouped(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x, int64_t n,
+                       int64_t n_embd, float* out);
+  void reserve_grouped(backend& be, int64_t entries, int64_t ff);
+  void routing_to_host(int64_t n);  // probs_, ids_, weights_ from the backend after a grouped call routed there
 
   backend* be_ = nullptr;     // the backend the buffers belong to
   int64_t cap_tokens_ = 0;    // tokens the buffers hold for the dims below
@@ -87,6 +94,14 @@ class moe_ffn {
   std::vector<int64_t> expert_begin_; // host [n_expert + 1] CSR offsets into expert_rows_
   std::vector<int64_t> expert_rows_;  // host [n * k] entries t * k + j, by expert, tokens ascending
   std::vector<int64_t> rows_;         // host [n * k] row indices of one expert's gather / scatter
+  // grouped path (entries = n * k, slot-major)
+  int64_t cap_entries_ = 0;
+  backend_buffer gate_k_, up_k_;      // [entries, n_ff_exp]
+  backend_buffer ids_dev_;            // [entries] int32 expert ids
+  backend_buffer weights_dev_;        // [entries] weights
+  bool routed_on_device_ = false;     // the last call routed on the backend: the host vectors are stale
+  bool force_grouped_ = false;
+  int64_t last_n_ = 0;                // tokens of the last call
 };
 
 // Reads {arch}.expert_count, expert_used_count and expert_feed_forward_length (scalar, or an array with every

@@ -212,3 +212,54 @@ TEST_CASE("moe_ffn: output may alias the input; mismatched config and weights th
   CHECK_THROWS_WITH(f.forward(*be, bad, L->w, io.data(), n, n_embd, io.data()), "do not match");
   CHECK_THROWS_WITH(f.forward(*be, L->cfg, L->w, io.data(), n, n_embd + 1, io.data()), "do not match");
 }
+
+TEST_CASE("moe_ffn: the grouped path (routing, matmul_experts, moe_combine) gives the per-expert path's bits") {
+  auto be = make_cpu_backend(2);
+  struct variant { ggml_type gu, dn; int64_t n_embd; moe_config cfg; bool bias; };
+  moe_config scaled = config(16, 4, 256);
+  scaled.norm_weights = false;
+  scaled.weights_scale = 2.5f;
+  const variant vs[] = {
+      {ggml_type::F32, ggml_type::F32, 72, config(8, 3, 44), false},   // n_ff % 8 != 0: per-row swiglu
+      {ggml_type::Q4_K, ggml_type::Q6_K, 256, config(16, 4, 256), false},
+      {ggml_type::F16, ggml_type::F16, 64, config(8, 2, 64, moe_gating::sigmoid), true},  // routed on the host
+      {ggml_type::Q4_K, ggml_type::Q4_K, 256, scaled, false},
+  };
+  uint32_t seed = 40;
+  for (const variant& v : vs) {
+    auto L = make_layer(*be, v.cfg, v.n_embd, v.gu, v.dn, v.bias, seed++);
+    for (const int64_t n : {int64_t(1), int64_t(5), int64_t(33)}) {
+      std::mt19937 rng(seed + (uint32_t)n);
+      const std::vector<float> x = kernels_test::random_activations(n, v.n_embd, rng);
+      moe_ffn per_expert, grouped;
+      grouped.force_grouped(true);
+      const std::vector<float> want = run(*be, per_expert, *L, x, v.n_embd);
+      const std::vector<float> got = run(*be, grouped, *L, x, v.n_embd);
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+      CHECK(grouped.last_ids() == per_expert.last_ids());
+      CHECK(grouped.last_weights() == per_expert.last_weights());
+    }
+  }
+}
+
+TEST_CASE("backend MoE ops: slot-major routing, a bad expert id is a clear error") {
+  auto be = make_cpu_backend(1);
+  moe_route_params p;
+  p.n_expert = 4;
+  p.k = 2;
+  const float probs[] = {0.1f, 0.6f, 0.2f, 0.1f, 0.5f, 0.1f, 0.1f, 0.3f};  // two tokens
+  backend_buffer pr(*be, 8), ids(*be, 4), w(*be, 4);
+  be->upload(pr.data(), probs, 8);
+  be->moe_route(pr.data(), nullptr, 2, p, reinterpret_cast<int32_t*>(ids.data()), w.data());
+  int32_t got[4];
+  be->download(reinterpret_cast<float*>(got), ids.data(), 4);
+  CHECK(got[0] == 1 && got[1] == 0 && got[2] == 2 && got[3] == 3);  // slot 0 of tokens 0, 1; then slot 1
+  const std::vector<float> table(4 * 8 * 8, 0.5f);
+  backend_weight wt = be->upload_weight(ggml_type::F32, table.data(), 8, 4 * 8);
+  const int32_t bad[1] = {4};
+  be->upload(ids.data(), reinterpret_cast<const float*>(bad), 1);
+  backend_buffer x(*be, 8), y(*be, 8);
+  CHECK_THROWS_WITH(be->matmul_experts(wt, 8, reinterpret_cast<const int32_t*>(ids.data()), 1, 1, x.data(), y.data()),
+                    "matmul_experts: expert id 4 outside [0, 4)");
+  be->release_weight(wt);
+}

@@ -1,0 +1,26 @@
+// MoE routing arithmetic (llama.cpp's build_moe_ffn: top-k of the selection scores, the unbiased probabilities as
+// weights, renormalized and scaled), shared by the host (model/moe_ffn.cpp) and backend::moe_route, whose GPU
+// version replays it bit for bit (native/backend/cuda/moe_ops.cuh).
+// Invariant: a token's ids and weights depend only on its own probability row and the bias.
+#pragma once
+#include <cstdint>
+
+namespace spindle {
+
+// llama.cpp clamps the weight sum to the smallest f16 normal.
+constexpr float k_moe_min_weight_sum = 6.103515625e-5f;
+
+struct moe_route_params {
+  int32_t n_expert = 0;        // experts per layer
+  int32_t k = 0;               // experts per token (1 .. n_expert)
+  bool norm_weights = true;    // divide the k weights by their sum (a double sum in slot order, clamped)
+  float weights_scale = 0.0f;  // multiply the weights by this afterwards; 0 or 1: no scaling
+};
+
+// For token t and slot j < k: ids[t * k + j] = the j-th best expert by score probs[t, e] (+ bias[e]) (highest
+// first, the lower id on ties, NaN lowest), weights[t * k + j] = probs[t, ids] (then normalized and scaled).
+// probs: host [n, n_expert] (after the gating), bias: host [n_expert] or nullptr.
+void route_experts(const moe_route_params& p, const float* probs, const float* bias, int64_t n, int32_t* ids,
+                   float* weights);
+
+}  // namespace spindle
