@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's checks in one command, for the lent GPU machine (no Node.js, no network there): the GPU
 # suite, the op timings, Spindle's forward-pass benchmark on the two benchmark shapes (and the step-graph / PDL
-# A/B), an Nsight Compute profile of decode steps, and llama.cpp CUDA on the same files in the same run.
+# A/B, the small MoE with grouped and per-expert experts), an Nsight Compute profile of decode steps, and llama.cpp CUDA on the same files in the same run.
 # Here (the CPU machine), from the repository root:
 #   cmake -S . -B /tmp/bc -G Ninja -DSPINDLE_BUILD_TESTS=ON -DSPINDLE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/bc
 #   mkdir -p .gpu && echo /.gpu/ >> .git/info/exclude
@@ -37,6 +37,12 @@ if [ "$quick" != 1 ]; then
   echo "== llama1b-q4_k_m, programmatic dependent launches off / step graphs off" | tee -a "$out/bench.log"
   SPINDLE_CUDA_PDL=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
   SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  shape=qwen3moe-small-q4_k_m  # MoE: the grouped path (routing on the GPU, grouped expert launches) and the per-expert one
+  "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" > /dev/null
+  echo "== $shape (grouped experts)" | tee -a "$out/bench.log"
+  "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  echo "== $shape (SPINDLE_CUDA_MOE=per-expert)" | tee -a "$out/bench.log"
+  SPINDLE_CUDA_MOE=per-expert "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
   echo "== kernels of llama1b-q4_k_m decode steps (ncu)" | tee -a "$out/bench.log"
   bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" 2>&1 | tee -a "$out/bench.log"
   echo "== kernels of a llama1b-q4_k_m 1024-token prompt (ncu)" | tee -a "$out/bench.log"
@@ -48,7 +54,8 @@ if [ -x "$bin/llama/llama-bench" ]; then
   # the libraries travel xz-compressed (the lent machine takes 64 MiB with the repository)
   . "$(dirname "$0")/llama-env.sh"
   llama_cuda_env "$bin/llama" "$out/llama.log"
-  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m; do
+  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m qwen3moe-small-q4_k_m; do
+    [ -f "/tmp/$shape.gguf" ] || continue
     echo "== $shape" | tee -a "$out/llama.log"
     timeout 100 "$bin/llama/llama-bench" -m "/tmp/$shape.gguf" -p 1024 -n 128 -ngl 99 -fa 1 -r 3 2>&1 | grep -v "^ggml_cuda_init\|^  Device" | tee -a "$out/llama.log"
     # decode_bench's batch figure: 64 sequences of 8 prompt tokens, 128 generated each

@@ -3,7 +3,10 @@
 // (Q6_K for the tied output / token_embd and for attn_v / ffn_down of the use_more_bits layers, Q4_K / Q5_K
 // elsewhere) and a 128256-token SentencePiece-style vocabulary (the shape of the Llama 3 one; token texts are
 // synthetic).
-//   spindle_gen_bench_model <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m> out.gguf
+//   spindle_gen_bench_model <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m|qwen3moe-small-q4_k_m>
+//                           out.gguf
+// qwen3moe-small-q4_k_m: bench/common.mjs's small Qwen3-MoE (dim 1024, 16 layers, 16 experts of 768, 4 per token,
+// 128-dim heads) in the same Q4_K_M mix, for the GPU's MoE paths.
 // Prints the file's tensor bytes (what one decoded token reads: the shapes are tied, every weight is used).
 #include <cstdio>
 #include <string>
@@ -11,6 +14,7 @@
 #include "gguf/gguf_file.h"
 #include "lfm2_test_gguf.h"
 #include "model_test_gguf.h"
+#include "moe_test_gguf.h"
 
 namespace {
 
@@ -35,7 +39,8 @@ void k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer, ggml_type bas
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m> out.gguf\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m|qwen3moe-small-q4_k_m> "
+                 "out.gguf\n", argv[0]);
     return 2;
   }
   const std::string shape = argv[1], out = argv[2];
@@ -70,6 +75,22 @@ int main(int argc, char** argv) {
     s.weight_type = ggml_type::Q4_K;
     s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
     b = lfm2_test::build(s);
+  } else if (shape == "qwen3moe-small-q4_k_m") {
+    moe_test::moe_spec m;
+    m.base.n_layer = n_layer;
+    m.base.n_embd = 1024;
+    m.base.n_head = 8;  // 128-dim heads
+    m.base.n_head_kv = 4;
+    m.base.n_ff = 3072;
+    m.base.n_normal_tokens = n_vocab - 259;
+    m.base.rope_base = 1000000.0f;
+    m.base.context_length = 40960;  // Qwen3-30B-A3B's
+    m.base.weight_type = ggml_type::Q4_K;
+    m.base.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
+    m.n_expert = 16;
+    m.n_used = 4;
+    m.n_ff_exp = 768;
+    b = moe_test::build_qwen3moe(m);
   } else {
     std::fprintf(stderr, "unknown shape '%s'\n", shape.c_str());
     return 2;
@@ -82,7 +103,7 @@ int main(int argc, char** argv) {
   std::fclose(f);
   uint64_t weight_bytes = 0;
   for (const auto& t : spindle::gguf_file::open(out)->tensors()) weight_bytes += t.n_bytes;
-  std::printf("%s: %s, file %.1f MB, tensor bytes %llu (read once per decoded token)\n", out.c_str(), shape.c_str(),
+  std::printf("%s: %s, file %.1f MB, tensor bytes %llu (read once per decoded token; MoE: the used experts only)\n", out.c_str(), shape.c_str(),
               b.bytes.size() / 1e6, (unsigned long long)weight_bytes);
   return 0;
 }

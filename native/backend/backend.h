@@ -246,9 +246,10 @@ class backend {
   // MoE experts without the host (model/moe_ffn.h's grouped path): entries are slot-major, entry e = j * n + t for
   // token t < n and slot j < k. Each op gives the bits of the per-expert path (matmul_expert over an expert's
   // gathered rows, scale_rows, copy and add); the defaults go through the host where they must.
-  // Whether these ops run on the device without the host for n_entries entries of weight w (one launch each, no
-  // sync: a decode step stays one step graph). False (the default): the MoE block keeps its per-expert path.
-  virtual bool moe_on_device(const backend_weight& w, int64_t n_entries) const { return false; }
+  // Whether these ops run on the device without the host for n_entries entries of weight w's experts of n_out rows
+  // (one launch each, no sync: a decode step stays one step graph). False (the default): the MoE block keeps its
+  // per-expert path.
+  virtual bool moe_on_device(const backend_weight& w, int64_t n_out, int64_t n_entries) const { return false; }
   // route_experts (backend/moe_route.h) of n tokens: probs [n, n_expert] (after the gating) and bias [n_expert]
   // (or null) in backend memory; ids [k, n] (int32) and weights [k, n] written to backend memory, slot-major.
   virtual void moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,

@@ -165,8 +165,9 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
   be.matmul(w.gate_inp, x, n, logits);  // [n, n_expert]
   if (cfg.gating == moe_gating::softmax) be.softmax(logits, n, ne, 1.0f);
   const int64_t entries = n * k;
-  const bool grouped = force_grouped_ || (be.moe_on_device(w.gate_exps, entries) &&
-                                          be.moe_on_device(w.up_exps, entries) && be.moe_on_device(w.down_exps, entries));
+  const bool grouped = force_grouped_ || (be.moe_on_device(w.gate_exps, cfg.n_ff_exp, entries) &&
+                                          be.moe_on_device(w.up_exps, cfg.n_ff_exp, entries) &&
+                                          be.moe_on_device(w.down_exps, n_embd, entries));
   if (grouped) {
     forward_grouped(be, cfg, w, x, n, n_embd, out);
     return;

@@ -35,7 +35,7 @@ std::vector<float> run_mmv8(const mmv_shape& sh0, const mmv_act& a) {
   for (int64_t b = 0; b < blocks; ++b) {
     for (int by = 0; by * NT < a.n_tok; ++by) {
       float part[k_max_warps][NT][4] = {};
-      cuda_host::run_block(warps * 32, (unsigned)b, (unsigned)by, [&] { mmv8_rows<L, NT>(sh, quads, b, a, part); });
+      cuda_host::run_block(warps * 32, (unsigned)b, (unsigned)by, [&] { mmv8_rows<L, NT>(sh, quads, b, a, part, by * NT); });
     }
   }
   return y;
@@ -68,4 +68,34 @@ TEST_CASE("mmv8 rows on the host: every super-block type gives mmv_x32's bits fo
   check_type<x32_q3_K, lanes8_q3_K>(ggml_type::Q3_K, rng);
   check_type<x32_q2_K, lanes8_q2_K>(ggml_type::Q2_K, rng);
   check_type<x32_iq4_xs, lanes8_iq4_xs>(ggml_type::IQ4_XS, rng);
+}
+
+TEST_CASE("mmv8 grouped experts on the host: each entry has the bits of its expert's rows alone at its input row") {
+  std::mt19937 rng(31);
+  const int64_t n_expert = 6, n_out = 20, n_in = 512, x_rows = 3;
+  const packed_case pc = make_case(ggml_type::Q4_K, n_expert * n_out, n_in, x_rows, act_format::q8_256, true, rng);
+  const std::vector<int32_t> ids = {5, 0, 3, 3, 1, 5, 2};  // entries; entry e reads input row e % x_rows
+  const int64_t n_entries = (int64_t)ids.size();
+  for (int splits : {1, 2}) {
+    const mmv_shape expert{pc.packed.data(), pc.xs.n_units, 0, n_out, nullptr, n_out, splits, 0};
+    std::vector<float> y((size_t)(n_entries * n_out), -1.0f);
+    const int warps = splits > 4 ? splits : 4, quads = warps / splits;
+    const int64_t blocks = (n_out + 4 * quads - 1) / (4 * quads);
+    for (int64_t e = n_entries - 1; e >= 0; --e) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        float part[k_max_warps][1][4] = {};
+        cuda_host::run_block(warps * 32, (unsigned)b, (unsigned)e, [&] {
+          mmv8_expert_rows<lanes8_q4_K>(expert, quads, b, pc.act.view, ids.data(), e, x_rows, y.data(), part);
+        });
+      }
+    }
+    bool same = true;
+    for (int64_t e = 0; e < n_entries; ++e) {
+      mmv_shape alone = expert;
+      alone.row0 = ids[(size_t)e] * n_out;
+      const std::vector<float> want = run_mmv8<lanes8_q4_K, 1>(alone, pc.act.view);  // every input row
+      same = same && std::memcmp(y.data() + e * n_out, want.data() + (e % x_rows) * n_out, n_out * sizeof(float)) == 0;
+    }
+    CHECK(same);
+  }
 }

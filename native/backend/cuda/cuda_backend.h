@@ -117,6 +117,13 @@ class cuda_backend final : public backend {
                         int32_t l_cache, const float* w, float* y) override;                        // short_conv.cu
   void gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
                       const int64_t* dst_rows) override;                                            // short_conv.cu
+  bool moe_on_device(const backend_weight& w, int64_t n_out, int64_t n_entries) const override;    // matmul.cu
+  void moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,
+                 float* weights) override;                                                          // moe_ops.cu
+  void matmul_experts(const backend_weight& w, int64_t n_out, const int32_t* ids, int64_t n_entries, int64_t x_rows,
+                      const float* x, float* y) override;                                           // matmul.cu
+  void moe_combine(float* y, const float* weights, int64_t n, int64_t k, int64_t n_embd, float* out) override;
+                                                                                                    // moe_ops.cu
   void graph_begin(uint64_t key) override;                                                          // step_graph.cu
   void graph_end() override;                                                                        // step_graph.cu
   void graph_abort() override;                                                                      // step_graph.cu
@@ -206,6 +213,7 @@ class cuda_backend final : public backend {
   bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
   bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
   bool mmv8_ = true;                       // k-quant matvec with 8 lanes per row (SPINDLE_CUDA_MMV=x32: mmv_x32)
+  bool moe_grouped_ = true;                // MoE experts in grouped launches (SPINDLE_CUDA_MOE=per-expert: off)
   // where decode attention blocks take fewer warps than 8 (SPINDLE_CUDA_ATTN_WARPS=8: never, =context: in every
   // launch, for tests; the same bits)
   enum class attn_warps { large_launches, never, every_launch };

@@ -326,6 +326,34 @@ void cuda_backend::swiglu_matmul(const backend_weight& w, float* gate, const flo
   matmul_rows(w, 0, w.n_out, gate, n_rows, y);
 }
 
+// The grouped decode path of MoE blocks (backend::moe_on_device): k-quant experts the eight-lane kernel takes, up
+// to k_moe_grouped_max entries (a decode step's tokens x experts per token), whose rows then have matmul_expert's
+// bits (that call takes mmv8 below k_mmq_min_tokens tokens too).
+constexpr int64_t k_moe_grouped_max = 512;
+
+bool cuda_backend::moe_on_device(const backend_weight& w, int64_t n_out, int64_t n_entries) const {
+  if (!moe_grouped_ || !mmv8_ || n_entries < 1 || n_entries > k_moe_grouped_max || n_out <= 0 ||
+      w.n_out % n_out != 0 || is_float_type(w.type)) {
+    return false;
+  }
+  const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
+  return mmv8_takes(w.type, rows_shape(w, xs, 0, n_out, nullptr));
+}
+
+void cuda_backend::matmul_experts(const backend_weight& w, int64_t n_out, const int32_t* ids, int64_t n_entries,
+                                  int64_t x_rows, const float* x, float* y) {
+  if (n_entries <= 0) return;
+  if (!moe_on_device(w, n_out, n_entries) || x_rows <= 0) {
+    backend::matmul_experts(w, n_out, ids, n_entries, x_rows, x, y);  // through the host, per expert
+    return;
+  }
+  const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
+  const act_format fmt = act_format_of(w.type);
+  const mmv_act a = quantized_act(x, x_rows, w.n_in, fmt);
+  launch_mmv8_experts(*this, w.type, rows_shape(w, xs, 0, n_out, y), a, ids, n_entries, x_rows, y);
+  if (!overlaps(x, x_rows * w.n_in, y, n_entries * n_out)) keep_quantized_act(x, x_rows, w.n_in, fmt);
+}
+
 void cuda_backend::matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x,
                                  int64_t n_rows, float* y) {
   if (n_out <= 0 || expert < 0 || w.n_out % n_out != 0 || expert >= w.n_out / n_out) {

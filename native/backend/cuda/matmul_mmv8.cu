@@ -36,12 +36,13 @@ __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs,
   while (j + 1 < jobs.n && jobs.job[j + 1].block0 <= (int64_t)blockIdx.x) ++j;
   const mmv8_job& job = jobs.job[j];
   const int64_t block = (int64_t)blockIdx.x - job.block0;
-  if (job.type == (int32_t)ggml_type::Q4_K) mmv8_rows<lanes8_q4_K, NT>(job.sh, job.quads, block, a, part);
-  else if (More && job.type == (int32_t)ggml_type::Q5_K) mmv8_rows<lanes8_q5_K, NT>(job.sh, job.quads, block, a, part);
-  else if (More && job.type == (int32_t)ggml_type::Q3_K) mmv8_rows<lanes8_q3_K, NT>(job.sh, job.quads, block, a, part);
-  else if (More && job.type == (int32_t)ggml_type::Q2_K) mmv8_rows<lanes8_q2_K, NT>(job.sh, job.quads, block, a, part);
-  else if (More && job.type == (int32_t)ggml_type::IQ4_XS) mmv8_rows<lanes8_iq4_xs, NT>(job.sh, job.quads, block, a, part);
-  else mmv8_rows<lanes8_q6_K, NT>(job.sh, job.quads, block, a, part);
+  const int t0 = blockIdx.y * NT;
+  if (job.type == (int32_t)ggml_type::Q4_K) mmv8_rows<lanes8_q4_K, NT>(job.sh, job.quads, block, a, part, t0);
+  else if (More && job.type == (int32_t)ggml_type::Q5_K) mmv8_rows<lanes8_q5_K, NT>(job.sh, job.quads, block, a, part, t0);
+  else if (More && job.type == (int32_t)ggml_type::Q3_K) mmv8_rows<lanes8_q3_K, NT>(job.sh, job.quads, block, a, part, t0);
+  else if (More && job.type == (int32_t)ggml_type::Q2_K) mmv8_rows<lanes8_q2_K, NT>(job.sh, job.quads, block, a, part, t0);
+  else if (More && job.type == (int32_t)ggml_type::IQ4_XS) mmv8_rows<lanes8_iq4_xs, NT>(job.sh, job.quads, block, a, part, t0);
+  else mmv8_rows<lanes8_q6_K, NT>(job.sh, job.quads, block, a, part, t0);
 }
 
 template <int NT>
@@ -54,7 +55,41 @@ void launch_nt(cuda_backend& be, const mmv8_jobs& jobs, int warps, int64_t block
   else be.launch("mmv8_x32", mmv8_x32<NT, false>, grid, dim3(warps * k_warp), jobs, a);
 }
 
+// Grouped experts: block (x, e) computes row block x of entry e's expert (mmv8_expert_rows).
+template <bool More>
+__global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_experts(mmv8_job job, mmv_act a, const int32_t* ids,
+                                                                     int64_t x_rows, float* y) {
+  pdl_begin();
+  __shared__ float part[k_max_warps][1][4];
+  const int64_t e = blockIdx.y, block = blockIdx.x;
+  if (job.type == (int32_t)ggml_type::Q4_K) mmv8_expert_rows<lanes8_q4_K>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
+  else if (More && job.type == (int32_t)ggml_type::Q5_K) mmv8_expert_rows<lanes8_q5_K>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
+  else if (More && job.type == (int32_t)ggml_type::Q3_K) mmv8_expert_rows<lanes8_q3_K>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
+  else if (More && job.type == (int32_t)ggml_type::Q2_K) mmv8_expert_rows<lanes8_q2_K>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
+  else if (More && job.type == (int32_t)ggml_type::IQ4_XS) mmv8_expert_rows<lanes8_iq4_xs>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
+  else mmv8_expert_rows<lanes8_q6_K>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
+}
+
 }  // namespace
+
+void launch_mmv8_experts(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
+                         const int32_t* ids, int64_t n_entries, int64_t x_rows, float* y) {
+  if (!mmv8_takes(type, expert) || n_entries < 1 || n_entries > 65535) {
+    throw error("cuda matmul_experts: the grouped kernel takes k-quant experts and 1 to 65535 entries");
+  }
+  const int warps = std::max(4, expert.splits);
+  mmv8_job job{};
+  job.sh = expert;
+  job.type = (int32_t)type;
+  job.quads = warps / expert.splits;
+  const int64_t blocks = (expert.n_out + 4 * job.quads - 1) / (4 * job.quads);
+  const dim3 grid((unsigned)blocks, (unsigned)n_entries);
+  if (type == ggml_type::Q4_K || type == ggml_type::Q6_K) {
+    be.launch("mmv8_experts", mmv8_experts<false>, grid, dim3(warps * k_warp), job, a, ids, x_rows, y);
+  } else {
+    be.launch("mmv8_experts", mmv8_experts<true>, grid, dim3(warps * k_warp), job, a, ids, x_rows, y);
+  }
+}
 
 bool mmv8_takes(ggml_type type, const mmv_shape& sh) {
   if (type != ggml_type::Q2_K && type != ggml_type::Q3_K && type != ggml_type::Q4_K && type != ggml_type::Q5_K &&

@@ -34,5 +34,9 @@ bool mmv8_takes(ggml_type type, const mmv_shape& sh);
 // One launch for rows shapes[i].row0 .. + shapes[i].n_out of n weights (1..4, each taken by mmv8_takes) and
 // a.n_tok tokens of one quantized input.
 void launch_mmv8(cuda_backend& be, const ggml_type* types, const mmv_shape* shapes, int n, const mmv_act& a);
+// Grouped experts (backend::matmul_experts): y[e] = rows of expert ids[e] (expert: one expert's shape, row0 0,
+// taken by mmv8_takes) . row e % x_rows of a (q8_256), for e < n_entries (<= 65535); ids in device memory.
+void launch_mmv8_experts(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
+                         const int32_t* ids, int64_t n_entries, int64_t x_rows, float* y);
 
 }  // namespace spindle

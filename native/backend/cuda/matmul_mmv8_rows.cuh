@@ -195,9 +195,10 @@ struct lanes8_q2_K {
 };
 
 // The rows of one job (a block's share of it) at NT tokens: see the top of the file.
+// t0: the block's first token (a launch over tokens: blockIdx.y * NT).
 template <class Q, int NT>
 __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_t block, const mmv_act& a,
-                                          float (&part)[k_max_warps][NT][4]) {
+                                          float (&part)[k_max_warps][NT][4], int t0) {
   const int warp = threadIdx.x / k_mmv8_lanes, lane = threadIdx.x % k_mmv8_lanes;
   const int seg = warp % sh.splits, quad = warp / sh.splits;
   const int rq = lane / 8, sl = lane % 8;
@@ -206,7 +207,6 @@ __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_
   const int64_t r = sh.row0 + (valid ? rel : sh.n_out - 1);  // a row past the call computes row n_out - 1's sums
   const int64_t g = r / k_mmv8_lanes;
   const int li = (int)(r % k_mmv8_lanes);
-  const int t0 = blockIdx.y * NT;
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
@@ -231,6 +231,29 @@ __device__ __forceinline__ void mmv8_rows(const mmv_shape& sh, int quads, int64_
 #pragma unroll
   for (int t = 0; t < NT; ++t)
     if (t0 + t < a.n_tok) sh.y[(int64_t)(t0 + t) * sh.ldy + rel] = acc[t];
+}
+
+// Row r of a q8_256 activation set as a one-token call.
+__device__ __forceinline__ mmv_act act_row(const mmv_act& a, int64_t r) {
+  mmv_act v = a;
+  v.qx = a.qx + r * a.n_in;
+  v.dx = a.dx + r * (a.nsub / 8);
+  v.bx = a.bx + r * a.nsub;
+  v.n_tok = 1;
+  return v;
+}
+
+// Grouped experts (backend::matmul_experts): block `block` of entry e's rows, i.e. of expert ids[e] (sh: one
+// expert's rows, row0 0) at input row e % x_rows, into row e of y [entries, sh.n_out]. The same rows, K segments and
+// arithmetic as a call of that expert alone (mmv8_rows), so the bits are matmul_expert's.
+template <class Q>
+__device__ __forceinline__ void mmv8_expert_rows(mmv_shape sh, int quads, int64_t block, const mmv_act& a,
+                                                 const int32_t* ids, int64_t e, int64_t x_rows, float* y,
+                                                 float (&part)[k_max_warps][1][4]) {
+  sh.row0 = (int64_t)ids[e] * sh.n_out;
+  sh.y = y + e * sh.n_out;
+  sh.ldy = sh.n_out;
+  mmv8_rows<Q, 1>(sh, quads, block, act_row(a, e % x_rows), part, 0);
 }
 
 }  // namespace spindle

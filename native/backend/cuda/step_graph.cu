@@ -211,6 +211,8 @@ void cuda_backend::graph_setup_from_env() {
   pdl_ = major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
   const char* mmv = std::getenv("SPINDLE_CUDA_MMV");
   mmv8_ = !(mmv && std::strcmp(mmv, "x32") == 0);
+  const char* moe = std::getenv("SPINDLE_CUDA_MOE");
+  moe_grouped_ = !(moe && std::strcmp(moe, "per-expert") == 0);
   const char* fuse = std::getenv("SPINDLE_CUDA_FUSE");
   fused_ = !(fuse && std::strcmp(fuse, "0") == 0);
   const char* warps = std::getenv("SPINDLE_CUDA_ATTN_WARPS");

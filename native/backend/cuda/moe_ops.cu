@@ -1,0 +1,60 @@
+// MoE routing and combine on the device (cuda_backend::moe_route, moe_combine; moe_ops.cuh has the block code):
+// with the grouped expert matmul (matmul.cu: matmul_experts) a decode step's MoE layers need no host round trip.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/moe_ops.cuh"
+#include "common/error.h"
+
+namespace spindle {
+
+namespace {
+
+constexpr int k_route_threads = 128;
+
+// (moe_route_params has padding bytes: its fields go one by one, launch.cuh)
+__global__ void __launch_bounds__(k_route_threads)
+    moe_route_kernel(const float* probs, const float* bias, int64_t n, int32_t n_expert, int32_t k, int32_t norm,
+                     float scale, int32_t* ids, float* weights) {
+  pdl_begin();
+  moe_route_params p;
+  p.n_expert = n_expert;
+  p.k = k;
+  p.norm_weights = norm != 0;
+  p.weights_scale = scale;
+  __shared__ char taken[k_route_max_experts];
+  __shared__ float wt[k_route_max_k];
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  route_block(probs, bias, n, p, ids, weights, taken, wt, sv, si);
+}
+
+__global__ void moe_combine_kernel(const float* y, const float* weights, int64_t n, int64_t k, int64_t n_embd,
+                                   float* out) {
+  pdl_begin();
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n * n_embd) return;
+  out[i] = combine_value(y, weights, n, k, n_embd, i / n_embd, i % n_embd);
+}
+
+}  // namespace
+
+void cuda_backend::moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p,
+                             int32_t* ids, float* weights) {
+  if (n <= 0) return;
+  if (p.n_expert < 1 || p.n_expert > k_route_max_experts || p.k < 1 || p.k > k_route_max_k || p.k > p.n_expert ||
+      n > 0x7fffffff) {
+    backend::moe_route(probs, bias, n, p, ids, weights);  // through the host
+    return;
+  }
+  launch("moe_route", moe_route_kernel, dim3((unsigned)n), dim3(k_route_threads), probs, bias, n, p.n_expert, p.k,
+         p.norm_weights ? 1 : 0, p.weights_scale, ids, weights);
+}
+
+void cuda_backend::moe_combine(float* y, const float* weights, int64_t n, int64_t k, int64_t n_embd, float* out) {
+  if (n <= 0) return;
+  launch("moe_combine", moe_combine_kernel, dim3(grid_for(n * n_embd, 256)), dim3(256), y, weights, n, k, n_embd,
+         out);
+}
+
+}  // namespace spindle
