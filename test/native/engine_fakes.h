@@ -148,7 +148,7 @@ class fake_model : public model {
         for (int32_t i = 0; i < hp_.n_vocab; ++i) logits[i] = 0.0f;
         logits[next_(b.first_pos + r + 1, b.tokens[r])] = 20.0f;
         const int32_t n_ids = std::min(b.argmax_n, hp_.n_vocab), at = r - (b.n_tokens - b.n_logits);
-        if (b.argmax && b.sample) b.argmax[at] = sample_row_host(logits, n_ids, b.sample[at], scratch_);
+        if (b.argmax && b.sample) b.argmax[at] = sample_row_host(logits, n_ids, b.sample[at], scratch_), sampled_rows++;
         else if (b.argmax) b.argmax[at] = argmax_first(logits, n_ids);
         logits += hp_.n_vocab;
       }
@@ -159,6 +159,7 @@ class fake_model : public model {
   sample_scratch scratch_;       // forward_batch's sampled rows
 
   std::atomic<int> forward_calls{0};
+  std::atomic<int> sampled_rows{0};  // rows whose token forward_batch sampled (batch_sequence::sample)
   int delay_ms = 0;
   int64_t fail_at_position = -1;
 

@@ -151,6 +151,26 @@ TEST_CASE("engine: logit rows past the tokenizer's vocabulary are never sampled"
   }
 }
 
+TEST_CASE("engine: the model samples a sampled request's tokens, unless the request wants logprobs") {
+  collector c;
+  auto m = counting_model();
+  engine e([m] { return m; }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  request r = make_request({0, 3}, 4);
+  r.params.temperature = 1.0f;
+  r.params.seed = 5, r.params.has_seed = true;
+  request with_logprobs = r;
+  with_logprobs.params.logprobs = 0;
+  const uint64_t a = e.submit(std::move(r));
+  REQUIRE(c.wait_finished(a));
+  CHECK_EQ(m->sampled_rows.load(), 4);  // every token, the first (the prompt's last row) included
+  const uint64_t b = e.submit(std::move(with_logprobs));
+  REQUIRE(c.wait_finished(b));
+  CHECK_EQ(m->sampled_rows.load(), 4);  // sampled on the host from the downloaded rows
+  CHECK(c.merged(a).tokens == c.merged(b).tokens);
+  CHECK(c.merged(a).tokens == std::vector<int32_t>({4, 5, 6, 7}));
+}
+
 TEST_CASE("engine: requests run batched; maxTokens and the context give length") {
   collector c;
   engine e([] { return counting_model(); }, {12}, c.sink());
