@@ -1,7 +1,9 @@
 // The MoE block's grouped GPU path (routing on the device, one grouped expert matmul per projection, the combine
 // kernel: backend::moe_on_device) against the per-expert path on the same GPU (SPINDLE_CUDA_MOE=per-expert):
-// the same bits and routing for k-quant experts at decode and small-prefill sizes, softmax routing on the device
-// and sigmoid + bias routing on the host; the grouped path takes those shapes (moe_on_device).
+// the same bits and routing for k-quant experts at decode and small-prefill sizes (a block row per entry below two
+// entries per expert, entries sorted by expert into tiles from there: 40 tokens take the tiles in every variant),
+// softmax routing on the device and sigmoid + bias routing on the host; the grouped path takes those shapes
+// (moe_on_device).
 #include <cstring>
 #include <random>
 

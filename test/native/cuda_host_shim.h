@@ -20,6 +20,7 @@
 #include "backend/cpu/fp16.h"
 
 #define __device__
+#define __host__
 #define __forceinline__ inline
 struct int4 {
   int x, y, z, w;
@@ -218,6 +219,16 @@ inline float __shfl_xor_sync(unsigned mask, float v, int m) {
   bits = __shfl_xor_sync(mask, bits, m);
   std::memcpy(&v, &bits, 4);
   return v;
+}
+// Lane lane - d's value (the lane's own below d), every lane of the warp calling it with the same d.
+inline int __shfl_up_sync(unsigned, int v, int d) {
+  cuda_host::block_state& st = *cuda_host::current_block;
+  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = cuda_host::shuffle_phase;
+  st.exchange[(size_t)warp].v[ph][lane] = v;
+  st.warp_barriers[(size_t)warp]->wait();
+  const int got = lane >= d ? st.exchange[(size_t)warp].v[ph][lane - d] : v;
+  cuda_host::shuffle_phase = 1 - ph;
+  return got;
 }
 inline int __shfl_xor_sync(unsigned, int v, int m) {
   cuda_host::block_state& st = *cuda_host::current_block;

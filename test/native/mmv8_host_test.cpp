@@ -4,6 +4,7 @@
 // 8 tokens per thread, every output must have the bits of mmv_x32's reader (x32_types*.cuh) replayed lane by
 // lane with the same K segments added in the same order: mmv8's contract (the GPU suite checks it on a device).
 // What this cannot check: the kernel launch around mmv8_rows (grid, job table) and device memory.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -98,4 +99,48 @@ TEST_CASE("mmv8 grouped experts on the host: each entry has the bits of its expe
     }
     CHECK(same);
   }
+}
+
+TEST_CASE("mmv8 sorted expert tiles on the host: each entry has the bits of its expert's rows alone") {
+  std::mt19937 rng(37);
+  const int64_t n_expert = 5, n_out = 20, n_in = 512, x_rows = 4;
+  const packed_case pc = make_case(ggml_type::Q6_K, n_expert * n_out, n_in, x_rows, act_format::q8_256, true, rng);
+  // 23 entries: expert 2 has 11 (two tiles of 8 and 3), expert 4 none
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 23; ++i) ids.push_back(i < 11 ? 2 : (int32_t)(i % 4 == 0 ? 0 : i % 4 == 1 ? 1 : 3));
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int64_t n_entries = (int64_t)ids.size();
+  std::vector<int32_t> order((size_t)n_entries);
+  for (int32_t i = 0; i < (int32_t)n_entries; ++i) order[(size_t)i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return ids[(size_t)a] < ids[(size_t)b]; });
+  std::vector<float> gathered;
+  for (int32_t e : order) {
+    const float* row = pc.act.xf.data() + (e % x_rows) * n_in;
+    gathered.insert(gathered.end(), row, row + n_in);
+  }
+  const host_act act = quantize_act(gathered, n_entries, n_in, act_format::q8_256, true);
+  const mmv_shape expert{pc.packed.data(), pc.xs.n_units, 0, n_out, nullptr, n_out, 1, 0};
+  std::vector<float> y_sorted((size_t)(n_entries * n_out), -1.0f);
+  int64_t first = 0;
+  while (first < n_entries) {  // tiles of up to 8 entries of one expert
+    const int32_t e = ids[(size_t)order[(size_t)first]];
+    int64_t count = 0;
+    while (first + count < n_entries && count < 8 && ids[(size_t)order[(size_t)(first + count)]] == e) ++count;
+    for (int64_t b = 0; b < (n_out + 15) / 16; ++b) {
+      float part[k_max_warps][8][4] = {};
+      cuda_host::run_block(128, (unsigned)b, 0, [&] {
+        mmv8_tile_rows<lanes8_q6_K>(expert, 4, b, act.view, e, (int32_t)first, (int32_t)count, y_sorted.data(), part);
+      });
+    }
+    first += count;
+  }
+  bool same = true;
+  for (int64_t i = 0; i < n_entries; ++i) {
+    const int32_t entry = order[(size_t)i];
+    mmv_shape alone = expert;
+    alone.row0 = ids[(size_t)entry] * n_out;
+    const std::vector<float> want = run_mmv8<lanes8_q6_K, 1>(alone, pc.act.view);
+    same = same && std::memcmp(y_sorted.data() + i * n_out, want.data() + (entry % x_rows) * n_out, n_out * sizeof(float)) == 0;
+  }
+  CHECK(same);
 }

@@ -3,6 +3,7 @@
 // bit, slot-major, for softmax rows, a bias, ties, NaN and -inf scores, renormalized or scaled weights and a clamped
 // sum; combine_value the per-expert path's products and slot-order sums.
 // What this cannot check: the launches; the GPU suite checks those (cuda_model_test's MoE cases).
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -71,6 +72,40 @@ TEST_CASE("moe combine on the host: rounded products added in slot order") {
       for (int64_t j = 1; j < k; ++j) want = want + y[(size_t)((j * n + t) * n_embd + c)] * w[(size_t)(j * n + t)];
       const float got = combine_value(y.data(), w.data(), n, k, n_embd, t, c);
       CHECK(std::memcmp(&got, &want, 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("moe sort kernel on the host: entries by expert (stable), tiles of up to 8 of one expert") {
+  std::mt19937 rng(13);
+  for (const int32_t n_expert : {int32_t(5), int32_t(64), int32_t(200)}) {
+    for (const int32_t n_entries : {int32_t(1), int32_t(30), int32_t(160)}) {
+      std::vector<int32_t> ids((size_t)n_entries);
+      std::uniform_int_distribution<int32_t> pick(0, std::min(n_expert, 9) - 1);  // few experts: long runs
+      for (int32_t& v : ids) v = pick(rng);
+      const int32_t max_tiles = moe_max_tiles(n_entries, n_expert);
+      std::vector<int32_t> order((size_t)n_entries, -1), te((size_t)max_tiles, -1), tf((size_t)max_tiles, -1),
+          tc((size_t)max_tiles, -1);
+      int32_t n_tiles = -1;
+      std::vector<int32_t> count(256), tiles(256), ids_s(256), sh(32);
+      cuda_host::run_block(256, 0, 0, [&] {
+        sort_entries_block(ids.data(), n_entries, n_expert, order.data(), te.data(), tf.data(), tc.data(), &n_tiles,
+                           count.data(), tiles.data(), ids_s.data(), sh.data());
+      });
+      std::vector<int32_t> want((size_t)n_entries);
+      for (int32_t i = 0; i < n_entries; ++i) want[(size_t)i] = i;
+      std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return ids[(size_t)a] < ids[(size_t)b]; });
+      CHECK(order == want);
+      // the tiles: experts ascending, consecutive positions, 1..8 entries of their expert, covering every entry once
+      bool ok = n_tiles >= 1 && n_tiles <= max_tiles;
+      int32_t at = 0;
+      for (int32_t t = 0; ok && t < n_tiles; ++t) {
+        ok = tf[(size_t)t] == at && tc[(size_t)t] >= 1 && tc[(size_t)t] <= 8 && (t == 0 || te[(size_t)t] >= te[(size_t)(t - 1)]);
+        for (int32_t k = 0; ok && k < tc[(size_t)t]; ++k) ok = ids[(size_t)order[(size_t)(at + k)]] == te[(size_t)t];
+        at += tc[(size_t)t];
+      }
+      CHECK(ok);
+      CHECK_EQ(at, n_entries);
     }
   }
 }

@@ -192,6 +192,8 @@ class cuda_backend final : public backend {
   device_scratch<float> mmq_part_;     // K-segment sums of the tensor-core matmul (matmul.cu)
   device_scratch<int32_t> argmax_ids_; // argmax_rows results before they are copied to the host (ops.cu)
   device_scratch<double> sample_buf_;  // sample_rows' results and draw scratch (sample_rows.cu)
+  device_scratch<int32_t> moe_idx_;    // matmul_experts' sorted entry order and tiles (matmul.cu)
+  device_scratch<float> moe_x_, moe_y_;  // its input rows gathered in that order, its output rows before the scatter
   std::vector<double> sample_back_;    // sample_rows' results on the host
   struct {
     std::vector<token_candidate> shortlist;

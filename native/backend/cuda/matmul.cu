@@ -14,6 +14,8 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/matmul_mmv8.h"
+#include "backend/cuda/moe_ops.cuh"
+#include "backend/cuda/moe_ops.h"
 #include "backend/cuda/quantize_act.cuh"
 #include "backend/cuda/x32_types.cuh"
 #include "backend/cuda/x32_types_more.cuh"
@@ -349,9 +351,31 @@ void cuda_backend::matmul_experts(const backend_weight& w, int64_t n_out, const 
   }
   const x32_shape xs = x32_shape_of(w.type, w.n_in, w.n_out);
   const act_format fmt = act_format_of(w.type);
-  const mmv_act a = quantized_act(x, x_rows, w.n_in, fmt);
-  launch_mmv8_experts(*this, w.type, rows_shape(w, xs, 0, n_out, y), a, ids, n_entries, x_rows, y);
-  if (!overlaps(x, x_rows * w.n_in, y, n_entries * n_out)) keep_quantized_act(x, x_rows, w.n_in, fmt);
+  const mmv_shape expert = rows_shape(w, xs, 0, n_out, y);
+  const int64_t n_expert = w.n_out / n_out;
+  if (n_entries < 2 * n_expert || n_expert > k_moe_sort_threads) {  // few entries per expert: one block row each
+    const mmv_act a = quantized_act(x, x_rows, w.n_in, fmt);
+    launch_mmv8_experts(*this, w.type, expert, a, ids, n_entries, x_rows, y);
+    if (!overlaps(x, x_rows * w.n_in, y, n_entries * n_out)) keep_quantized_act(x, x_rows, w.n_in, fmt);
+    return;
+  }
+  // entries sorted by expert, their input rows gathered in that order, tiles of up to 8 entries of one expert (one
+  // weight read each), the output rows scattered back to entry order
+  std::vector<void*>* keep = recording() ? &outgrown_ : nullptr;
+  const int32_t max_tiles = moe_max_tiles((int32_t)n_entries, (int32_t)n_expert);
+  int32_t* order = moe_idx_.reserve(n_entries + 3 * (int64_t)max_tiles + 1, keep);
+  int32_t* tile_expert = order + n_entries;
+  int32_t* tile_first = tile_expert + max_tiles;
+  int32_t* tile_count = tile_first + max_tiles;
+  int32_t* n_tiles = tile_count + max_tiles;
+  float* x_sorted = moe_x_.reserve(n_entries * w.n_in, keep);
+  float* y_sorted = moe_y_.reserve(n_entries * n_out, keep);
+  launch_moe_sort(*this, ids, (int32_t)n_entries, (int32_t)n_expert, order, tile_expert, tile_first, tile_count,
+                  n_tiles);
+  launch_permute_rows(*this, x, order, n_entries, x_rows, w.n_in, false, x_sorted);
+  const mmv_act a = quantized_act(x_sorted, n_entries, w.n_in, fmt);
+  launch_mmv8_tiles(*this, w.type, expert, a, tile_expert, tile_first, tile_count, n_tiles, max_tiles, y_sorted);
+  launch_permute_rows(*this, y_sorted, order, n_entries, n_entries, n_out, true, y);
 }
 
 void cuda_backend::matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x,

@@ -70,18 +70,63 @@ __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_experts(mmv8_job jo
   else mmv8_expert_rows<lanes8_q6_K>(job.sh, job.quads, block, a, ids, e, x_rows, y, part);
 }
 
+// Sorted grouped experts: block (x, t) computes row block x of tile t (mmv8_tile_rows); tiles past *n_tiles (the
+// grid holds the most a sort can make) return at once.
+template <bool More>
+__global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_tiles(mmv8_job job, mmv_act a, const int32_t* tile_expert,
+                                                                   const int32_t* tile_first, const int32_t* tile_count,
+                                                                   const int32_t* n_tiles, float* y) {
+  pdl_begin();
+  __shared__ float part[k_max_warps][8][4];
+  const int t = blockIdx.y;
+  if (t >= *n_tiles) return;
+  const int32_t e = tile_expert[t], first = tile_first[t], count = tile_count[t];
+  const int64_t block = blockIdx.x;
+  if (job.type == (int32_t)ggml_type::Q4_K) mmv8_tile_rows<lanes8_q4_K>(job.sh, job.quads, block, a, e, first, count, y, part);
+  else if (More && job.type == (int32_t)ggml_type::Q5_K) mmv8_tile_rows<lanes8_q5_K>(job.sh, job.quads, block, a, e, first, count, y, part);
+  else if (More && job.type == (int32_t)ggml_type::Q3_K) mmv8_tile_rows<lanes8_q3_K>(job.sh, job.quads, block, a, e, first, count, y, part);
+  else if (More && job.type == (int32_t)ggml_type::Q2_K) mmv8_tile_rows<lanes8_q2_K>(job.sh, job.quads, block, a, e, first, count, y, part);
+  else if (More && job.type == (int32_t)ggml_type::IQ4_XS) mmv8_tile_rows<lanes8_iq4_xs>(job.sh, job.quads, block, a, e, first, count, y, part);
+  else mmv8_tile_rows<lanes8_q6_K>(job.sh, job.quads, block, a, e, first, count, y, part);
+}
+
+mmv8_job expert_job(ggml_type type, const mmv_shape& expert, int* warps) {
+  *warps = std::max(4, expert.splits);
+  mmv8_job job{};
+  job.sh = expert;
+  job.type = (int32_t)type;
+  job.quads = *warps / expert.splits;
+  return job;
+}
+
 }  // namespace
+
+void launch_mmv8_tiles(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
+                       const int32_t* tile_expert, const int32_t* tile_first, const int32_t* tile_count,
+                       const int32_t* n_tiles, int32_t max_tiles, float* y) {
+  if (!mmv8_takes(type, expert) || max_tiles < 1 || max_tiles > 65535) {
+    throw error("cuda matmul_experts: the tiled kernel takes k-quant experts and 1 to 65535 tiles");
+  }
+  int warps = 4;
+  const mmv8_job job = expert_job(type, expert, &warps);
+  const int64_t blocks = (expert.n_out + 4 * job.quads - 1) / (4 * job.quads);
+  const dim3 grid((unsigned)blocks, (unsigned)max_tiles);
+  if (type == ggml_type::Q4_K || type == ggml_type::Q6_K) {
+    be.launch("mmv8_tiles", mmv8_tiles<false>, grid, dim3(warps * k_warp), job, a, tile_expert, tile_first, tile_count,
+              n_tiles, y);
+  } else {
+    be.launch("mmv8_tiles", mmv8_tiles<true>, grid, dim3(warps * k_warp), job, a, tile_expert, tile_first, tile_count,
+              n_tiles, y);
+  }
+}
 
 void launch_mmv8_experts(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
                          const int32_t* ids, int64_t n_entries, int64_t x_rows, float* y) {
   if (!mmv8_takes(type, expert) || n_entries < 1 || n_entries > 65535) {
     throw error("cuda matmul_experts: the grouped kernel takes k-quant experts and 1 to 65535 entries");
   }
-  const int warps = std::max(4, expert.splits);
-  mmv8_job job{};
-  job.sh = expert;
-  job.type = (int32_t)type;
-  job.quads = warps / expert.splits;
+  int warps = 4;
+  const mmv8_job job = expert_job(type, expert, &warps);
   const int64_t blocks = (expert.n_out + 4 * job.quads - 1) / (4 * job.quads);
   const dim3 grid((unsigned)blocks, (unsigned)n_entries);
   if (type == ggml_type::Q4_K || type == ggml_type::Q6_K) {

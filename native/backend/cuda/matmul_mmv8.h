@@ -38,5 +38,11 @@ void launch_mmv8(cuda_backend& be, const ggml_type* types, const mmv_shape* shap
 // taken by mmv8_takes) . row e % x_rows of a (q8_256), for e < n_entries (<= 65535); ids in device memory.
 void launch_mmv8_experts(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
                          const int32_t* ids, int64_t n_entries, int64_t x_rows, float* y);
+// Grouped experts sorted by expert (moe_ops.h's launch_moe_sort): tile t < *n_tiles computes rows [tile_first[t],
+// + tile_count[t]) of y from the same rows of a (gathered in sorted order) with expert tile_expert[t]; the grid holds
+// max_tiles tiles (<= 65535).
+void launch_mmv8_tiles(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
+                       const int32_t* tile_expert, const int32_t* tile_first, const int32_t* tile_count,
+                       const int32_t* n_tiles, int32_t max_tiles, float* y);
 
 }  // namespace spindle

@@ -256,4 +256,19 @@ __device__ __forceinline__ void mmv8_expert_rows(mmv_shape sh, int quads, int64_
   mmv8_rows<Q, 1>(sh, quads, block, act_row(a, e % x_rows), part, 0);
 }
 
+// A tile of a grouped matmul whose entries are sorted by expert (moe_ops.cuh's sort_entries_block) and whose
+// activations a are gathered in that order: row block `block` of `expert` for rows [first, first + count) of a
+// (count <= 8), into the same rows of y [entries, sh.n_out]. One read of the expert's weights for all of them; each
+// entry's rows the bits of that expert alone (mmv8_rows at any token count).
+template <class Q>
+__device__ __forceinline__ void mmv8_tile_rows(mmv_shape sh, int quads, int64_t block, mmv_act a, int32_t expert,
+                                               int32_t first, int32_t count, float* y,
+                                               float (&part)[k_max_warps][8][4]) {
+  sh.row0 = (int64_t)expert * sh.n_out;
+  sh.y = y;
+  sh.ldy = sh.n_out;
+  a.n_tok = first + count;
+  mmv8_rows<Q, 8>(sh, quads, block, a, part, first);
+}
+
 }  // namespace spindle
