@@ -35,6 +35,12 @@ struct rope_params {
   const float* freq_factors = nullptr;  // [n_rot/2] backend memory, or nullptr (all 1)
 };
 
+// Element type of a K / V store: f32, or a 16-bit type that halves the cache (a value is rounded to nearest even
+// when stored; attention reads it back exactly and computes in f32). Strides and rows count elements.
+enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2 };
+// Floats of backend memory that n elements of type t take (alloc_f32 sizes a store by this).
+inline int64_t kv_store_floats(kv_type t, int64_t n) { return t == kv_type::f32 ? n : (n + 1) / 2; }
+
 // Attention of n_tokens query rows of one sequence against its KV cache. Causal (the default): query row i sits
 // at position n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).
 // Non-causal (causal = false, a ViT encoder): every query row attends to all n_past + n_tokens cache rows.
@@ -50,6 +56,7 @@ struct attention_params {
   int64_t v_row_stride = 0;  // floats between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
   float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
   bool causal = true;        // false: bidirectional, every query attends to every cache row
+  kv_type kv = kv_type::f32; // the element type of the K / V cache (strides in its elements)
 };
 
 // Attention of n_tokens query rows of one sequence against a paged KV store: position p lives in row
@@ -72,6 +79,8 @@ class backend {
   virtual int n_threads() const = 0;
   // True for the weight types matmul and get_rows accept.
   virtual bool supports_type(ggml_type type) const = 0;
+  // True for the K / V store types store_kv, rope_store_kv and the paged attention ops take (f32 everywhere).
+  virtual bool supports_kv(kv_type t) const { return t == kv_type::f32; }
   // Free and total bytes of the device memory the backend allocates from; false when it has no such limit
   // of its own (CPU: host memory).
   virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const { return false; }
@@ -198,20 +207,19 @@ class backend {
     rope(q, n_rows, n_head_q, head_dim, pos, p);
     rope(k, n_rows, n_head_k, head_dim, pos, p);
   }
-  // The batch's new K and V rows into their cache slots: copy_rows(k_store, rows, k_new) and likewise for V.
-  // rows: host [n]; k_new: [n, k_dim], v_new: [n, v_dim]
+  // The batch's new K and V rows into their cache slots: copy_rows(k_store, rows, k_new) and likewise for V (f32
+  // stores; 16-bit ones hold each value rounded to nearest even, on backends whose supports_kv says so: the
+  // default throws for them). rows: host [n]; k_new: [n, k_dim], v_new: [n, v_dim]
   virtual void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,
-                        int64_t n, int64_t k_dim, int64_t v_dim) {
-    copy_rows(k_store, rows, k_new, nullptr, n, k_dim);
-    copy_rows(v_store, rows, v_new, nullptr, n, v_dim);
-  }
+                        int64_t n, int64_t k_dim, int64_t v_dim, kv_type kv = kv_type::f32);
   // rope_qk(q, k_new) then store_kv(k_store, v_store, rows, k_new, v_new) (k_dim = n_head_k * head_dim): one call,
   // so a backend may do both in one launch with the same bits.
   virtual void rope_store_kv(float* q, float* k_new, const float* v_new, int64_t n_rows, int32_t n_head_q,
                              int32_t n_head_k, int32_t head_dim, const int32_t* pos, const rope_params& p,
-                             float* k_store, float* v_store, const int64_t* rows, int64_t v_dim) {
+                             float* k_store, float* v_store, const int64_t* rows, int64_t v_dim,
+                             kv_type kv = kv_type::f32) {
     rope_qk(q, k_new, n_rows, n_head_q, n_head_k, head_dim, pos, p);
-    store_kv(k_store, v_store, rows, k_new, v_new, n_rows, (int64_t)n_head_k * head_dim, v_dim);
+    store_kv(k_store, v_store, rows, k_new, v_new, n_rows, (int64_t)n_head_k * head_dim, v_dim, kv);
   }
   // ys[i] = x . ws[i] for the n weights of one input (q / k / v, gate / up), each exactly as matmul would give it;
   // one call, so a backend may run them as one launch.   x: [n_rows, n_in], ys[i]: [n_rows, ws[i]->n_out]

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/cpu/fp16.h"
 #include "gpu_test_util.h"
 #include "kernels_util.h"
 
@@ -268,6 +269,72 @@ TEST_CASE("cuda attention_paged_batch: one launch for many sequences == each alo
     CHECK(same_bits(one.get().data(), all.data() + at * heads * hd, (size_t)(n_tok[s] * heads * hd)));
     at += n_tok[s];
   }
+}
+
+TEST_CASE("cuda 16-bit K / V stores: store_kv rounds to nearest even, attention has the bits of f32 stores of those values") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(14);
+  for (const kv_type kv : {kv_type::f16, kv_type::bf16}) {
+    for (const int32_t hd : {64, 128}) {
+      const int32_t bs = 16, n_blocks = 64, heads = 8, kvh = 2;
+      const int64_t width = kvh * hd, rows = (int64_t)n_blocks * bs;
+      const std::vector<float> kf = randn((size_t)(rows * width), rng), vf = randn((size_t)(rows * width), rng);
+      // the f32 store holds the values rounded as the 16-bit one keeps them
+      std::vector<float> kr(kf.size()), vr(vf.size());
+      for (size_t i = 0; i < kf.size(); ++i) {
+        kr[i] = kv == kv_type::f16 ? fp16_to_f32(f32_to_fp16(kf[i])) : bf16_to_f32(f32_to_bf16(kf[i]));
+        vr[i] = kv == kv_type::f16 ? fp16_to_f32(f32_to_fp16(vf[i])) : bf16_to_f32(f32_to_bf16(vf[i]));
+      }
+      buf k32(*be.gpu, kr), v32(*be.gpu, vr), knew(*be.gpu, kf), vnew(*be.gpu, vf);
+      buf k16(*be.gpu, kv_store_floats(kv, rows * width)), v16(*be.gpu, kv_store_floats(kv, rows * width));
+      std::vector<int64_t> slot((size_t)rows);
+      for (int64_t r = 0; r < rows; ++r) slot[(size_t)r] = r;
+      be.gpu->store_kv(k16.p(), v16.p(), slot.data(), knew.p(), vnew.p(), rows, width, width, kv);
+      // the store's bits: each value rounded to nearest even
+      const std::vector<float> raw = k16.get();
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(raw.data());
+      bool rounded = true;
+      for (size_t i = 0; i < kf.size(); ++i) {
+        rounded = rounded && h[i] == (kv == kv_type::f16 ? f32_to_fp16(kf[i]) : f32_to_bf16(kf[i]));
+      }
+      CHECK(rounded);
+      // prompts (many rows: the rows shape) and decode rows (one per sequence: the splits shape), 1 .. 700 positions
+      std::vector<std::vector<int32_t>> tables(4);
+      for (int s = 0; s < 4; ++s)
+        for (int b = 0; b < 48; ++b) tables[(size_t)s].push_back((b * 7 + s * 13) % n_blocks);
+      struct shape { int64_t n_past, n_tok; };
+      for (const std::vector<shape>& batch : {std::vector<shape>{{0, 300}, {40, 64}},
+                                              std::vector<shape>{{0, 1}, {37, 1}, {699, 1}, {256, 1}}}) {
+        std::vector<paged_attention_params> seqs(batch.size());
+        int64_t n_q = 0;
+        for (size_t s = 0; s < batch.size(); ++s) {
+          attention_params a{batch[s].n_tok, batch[s].n_past, heads, kvh, hd, hd, width, width, 1.0f / std::sqrt((float)hd)};
+          seqs[s].attn = a;
+          seqs[s].block_table = tables[s].data();
+          seqs[s].n_table = (int32_t)tables[s].size();
+          seqs[s].block_size = bs;
+          seqs[s].n_blocks = n_blocks;
+          n_q += batch[s].n_tok;
+        }
+        const std::vector<float> q = randn((size_t)(n_q * heads * hd), rng);
+        buf gq(*be.gpu, q), o32(*be.gpu, n_q * heads * hd), o16(*be.gpu, n_q * heads * hd);
+        be.gpu->attention_paged_batch(seqs.data(), (int64_t)seqs.size(), gq.p(), k32.p(), v32.p(), o32.p());
+        for (auto& sq : seqs) sq.attn.kv = kv;
+        be.gpu->attention_paged_batch(seqs.data(), (int64_t)seqs.size(), gq.p(), k16.p(), v16.p(), o16.p());
+        const std::vector<float> a32 = o32.get(), a16 = o16.get();
+        const bool same = same_bits(a32.data(), a16.data(), a32.size());
+        if (!same) std::printf("  kv %d hd %d, %zu sequences: 16-bit store != f32 store\n", (int)kv, hd, batch.size());
+        CHECK(same);
+      }
+    }
+  }
+  // the CPU keeps float32 stores and says so
+  std::vector<float> z(64, 0.0f);
+  const int64_t one[1] = {0};
+  CHECK(!be.cpu->supports_kv(kv_type::f16));
+  CHECK_THROWS_WITH(be.cpu->store_kv(z.data(), z.data(), one, z.data(), z.data(), 1, 8, 8, kv_type::f16),
+                    "the cpu backend keeps the KV cache in float32 (16-bit K / V stores need a GPU)");
 }
 
 // The ViT encoder's ops. Tolerances against the CPU (relative to the output's scale): layer_norm 1e-5 (the GPU sums

@@ -240,6 +240,7 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_tokens < 0 || p.n_past < 0) {
     throw error("attention: invalid head counts or token range");
   }
+  if (p.kv != kv_type::f32) throw error("attention: the CPU backend's K / V stores are float32");
   if (avx2_) {
     attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
     return;

@@ -240,6 +240,10 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   // head dims up to 128: the tensor-core kernels (prompts: warps own row tiles; decode: warps own splits; the same
   // bits either way); wider heads: the per-row kernel
   const bool mma = attention_mma_takes(p.head_dim_k, p.head_dim_v);
+  if (p.kv != kv_type::f32 && !mma) throw error("cuda attention: 16-bit K / V stores need head dims of at most 128");
+  for (int64_t s = 1; s < n_seqs; ++s) {
+    if (seqs[s].attn.kv != p.kv) throw error("cuda attention: the sequences of a launch share one K / V store type");
+  }
   const int64_t span = mma ? k_mma_chunk : k_split;
   const int64_t n_split_max = next_pow2((uint32_t)((max_kv + span - 1) / span));
   if (n_split_max > 65535) throw error("cuda attention: too many positions");
@@ -303,7 +307,7 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
                  merge_in_kernel ? attn_done() : nullptr, (int8_t*)qa.qx, (float*)qa.dx, (int32_t*)qa.bx,
                  p.k_row_stride, p.v_row_stride, (int32_t)stride, paged ? seqs[0].block_size : 1, p.n_head,
                  p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
-                 (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span};
+                 (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span, (int32_t)p.kv, 0};
   if (mma) launch_attention_mma(*this, args, d + meta_base, n_tiles, rows_shape, lay, decode_warps);
   else if (hd <= 256) launch_attention<8>(*this, args);
   else launch_attention<16>(*this, args);

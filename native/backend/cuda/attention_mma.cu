@@ -113,16 +113,18 @@ __device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, i
 // zeros past the head dims and past the tile's positions: kv_global reads the store (the split shape: a warp per
 // split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The values
 // are the same either way, so the bits are.
+template <typename T>  // the stores' element type
 struct kv_global {
-  const float* kb;
-  const float* vb;
+  const T* kb;
+  const T* vb;
   int64_t ks, vs;
   int hd_k, hd_v;
   bool vec;
   int32_t krow[4];  // this lane's K rows (keys 8j + g), -1 past the positions
   int32_t vrow[8];  // this lane's V rows (keys 8j + 2t + e at 2j + e)
   __device__ __forceinline__ kv_global(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
-      : kb(a.k + (int64_t)w.kvh * a.hd_k), vb(a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride), vs(a.v_stride),
+      : kb((const T*)a.k + (int64_t)w.kvh * a.hd_k), vb((const T*)a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride),
+        vs(a.v_stride),
         hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -136,11 +138,11 @@ struct kv_global {
     }
   }
   __device__ __forceinline__ float4 k(int j, int d) const {
-    return krow[j] >= 0 ? load4(kb + krow[j] * ks, d, hd_k, vec) : make_float4(0, 0, 0, 0);
+    return krow[j] >= 0 ? load4_kv(kb + krow[j] * ks, d, hd_k, vec) : make_float4(0, 0, 0, 0);
   }
   __device__ __forceinline__ float4 v(int j, int e, int d) const {
     const int32_t r = vrow[2 * j + e];
-    return r >= 0 ? load4(vb + r * vs, d, hd_v, vec) : make_float4(0, 0, 0, 0);
+    return r >= 0 ? load4_kv(vb + r * vs, d, hd_v, vec) : make_float4(0, 0, 0, 0);
   }
 };
 
@@ -296,7 +298,7 @@ __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* ti
 
 // One split's K and V rows (32 positions from j0, zeros past n_kv_max and past the head dims) for the rows shape's
 // shared copy: thread x of 128 holds float4 x + 128 i (i < HD / 8): K rows first, then V rows, HD / 4 per row.
-template <int HD>
+template <int HD, typename T>
 struct kv_stage {
   static constexpr int n = HD / 8;
   float4 r[n];
@@ -309,8 +311,8 @@ struct kv_stage {
       r[i] = make_float4(0, 0, 0, 0);
       if (pos < bt.n_kv_max) {
         const int64_t row = kv_row(bt.table, a.block_size, pos);
-        r[i] = is_v ? load4(a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
-                    : load4(a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+        r[i] = is_v ? load4_kv((const T*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                    : load4_kv((const T*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
       }
     }
   }
@@ -329,7 +331,7 @@ struct kv_stage {
 // splits in order and folds them in registers. Head dims up to 64: the block copies each split's K / V rows into
 // shared memory once for its four warps (the next split's rows load into registers while the warps compute);
 // wider heads (shared memory too small for both copies): each warp reads the store.
-template <int HD>
+template <int HD, typename T>
 __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attention_mma_rows(attn_args a,
                                                                                              const int32_t* tiles,
                                                                                              int rq, int gh, int vec) {
@@ -359,7 +361,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   float M[2], L[2], O[ND][4];
   const int n_splits = splits_reached(bt.n_kv_max, chunk_start);
   const int warp_splits = active ? splits_reached(w.n_kv_max, chunk_start) : 0;
-  kv_stage<staged ? HD : 8> next;
+  kv_stage<staged ? HD : 8, T> next;
   if constexpr (staged) next.load(a, bt, chunk_start, vec);
   for (int s = 0; s < n_splits; ++s) {
     const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
@@ -374,7 +376,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     if constexpr (staged) {
       split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], n_kv, j0, g, t, m, l, o);
     } else {
-      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q[warp], n_kv, j0, g, t, m, l, o);
+      split_partial<HD>(a, kv_global<T>(a, w, j0, g, t, vec), sm_q[warp], n_kv, j0, g, t, m, l, o);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -461,7 +463,7 @@ __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& 
   return true;
 }
 
-template <int HD, int W>
+template <int HD, int W, typename T>
 __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_mma_splits(attn_args a, const int32_t* tiles,
                                                                                          int rq, int gh, int vec) {
   pdl_begin();
@@ -490,7 +492,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     if (s < n_splits) {
       float m[2], l[2], o[ND][4];
       const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
-      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
+      split_partial<HD>(a, kv_global<T>(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         if (t == 0) {
@@ -555,33 +557,42 @@ int attention_mma_decode_warps(int32_t hd, int64_t max_kv, int64_t blocks, int s
 }
 
 namespace {
-template <int HD, int W>
+template <int HD, int W, typename T>
 void launch_splits(cuda_backend& be, const dim3& grid, const attn_args& args, const int32_t* d_tiles,
                    const mma_layout& lay, bool vec) {
-  be.launch("attention_mma_splits", attention_mma_splits<HD, W>, grid, dim3(W * k_warp), args, d_tiles, lay.rq, lay.gh,
-            (int)vec);
+  be.launch("attention_mma_splits", attention_mma_splits<HD, W, T>, grid, dim3(W * k_warp), args, d_tiles, lay.rq,
+            lay.gh, (int)vec);
+}
+
+template <typename T>
+void launch_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, const dim3& grid, bool rows_shape,
+                const mma_layout& lay, int decode_warps, bool vec) {
+  const dim3 rows_block(k_mma_warps * k_warp);
+  const bool wide = std::max(args.hd_k, args.hd_v) > 64;
+  if (rows_shape) {
+    if (wide) be.launch("attention_mma_rows", attention_mma_rows<128, T>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
+    else be.launch("attention_mma_rows", attention_mma_rows<64, T>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
+  } else if (wide) {
+    if (decode_warps <= 2) launch_splits<128, 2, T>(be, grid, args, d_tiles, lay, vec);
+    else launch_splits<128, 4, T>(be, grid, args, d_tiles, lay, vec);
+  } else {
+    if (decode_warps <= 1) launch_splits<64, 1, T>(be, grid, args, d_tiles, lay, vec);
+    else if (decode_warps <= 2) launch_splits<64, 2, T>(be, grid, args, d_tiles, lay, vec);
+    else if (decode_warps <= 4) launch_splits<64, 4, T>(be, grid, args, d_tiles, lay, vec);
+    else launch_splits<64, 8, T>(be, grid, args, d_tiles, lay, vec);
+  }
 }
 }  // namespace
 
+// K / V element type args.kv_elem: each kernel instantiated per type (the f32 code is as it was).
 void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t* d_tiles, int64_t n_tiles,
                           bool rows_shape, const mma_layout& lay, int decode_warps) {
   const bool vec = args.hd_k % 4 == 0 && args.hd_v % 4 == 0 && args.k_stride % 4 == 0 && args.v_stride % 4 == 0 &&
                    (uintptr_t)args.q % 16 == 0 && (uintptr_t)args.k % 16 == 0 && (uintptr_t)args.v % 16 == 0;
   const dim3 grid((unsigned)n_tiles, (unsigned)(args.n_head_kv * lay.hgroups), (unsigned)args.n_split_max);
-  const dim3 rows_block(k_mma_warps * k_warp);
-  const bool wide = std::max(args.hd_k, args.hd_v) > 64;
-  if (rows_shape) {
-    if (wide) be.launch("attention_mma_rows", attention_mma_rows<128>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
-    else be.launch("attention_mma_rows", attention_mma_rows<64>, grid, rows_block, args, d_tiles, lay.rq, lay.gh, (int)vec);
-  } else if (wide) {
-    if (decode_warps <= 2) launch_splits<128, 2>(be, grid, args, d_tiles, lay, vec);
-    else launch_splits<128, 4>(be, grid, args, d_tiles, lay, vec);
-  } else {
-    if (decode_warps <= 1) launch_splits<64, 1>(be, grid, args, d_tiles, lay, vec);
-    else if (decode_warps <= 2) launch_splits<64, 2>(be, grid, args, d_tiles, lay, vec);
-    else if (decode_warps <= 4) launch_splits<64, 4>(be, grid, args, d_tiles, lay, vec);
-    else launch_splits<64, 8>(be, grid, args, d_tiles, lay, vec);
-  }
+  if (args.kv_elem == (int32_t)kv_type::f16) launch_mma<__half>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
+  else if (args.kv_elem == (int32_t)kv_type::bf16) launch_mma<__nv_bfloat16>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
+  else launch_mma<float>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
 }
 
 }  // namespace spindle

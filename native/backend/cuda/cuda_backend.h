@@ -60,6 +60,7 @@ class cuda_backend final : public backend {
   const char* name() const override { return "cuda"; }
   int n_threads() const override { return 1; }
   bool supports_type(ggml_type type) const override;
+  bool supports_kv(kv_type t) const override { return true; }  // f32, f16, bf16 stores
   bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override;
 
   float* alloc_f32(int64_t n) override;
@@ -96,10 +97,10 @@ class cuda_backend final : public backend {
   void rope_qk(float* q, float* k, int64_t n_rows, int32_t n_head_q, int32_t n_head_k, int32_t head_dim,
                const int32_t* pos, const rope_params& p) override;                                  // ops.cu
   void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new, int64_t n,
-                int64_t k_dim, int64_t v_dim) override;
+                int64_t k_dim, int64_t v_dim, kv_type kv = kv_type::f32) override;
   void rope_store_kv(float* q, float* k_new, const float* v_new, int64_t n_rows, int32_t n_head_q, int32_t n_head_k,
                      int32_t head_dim, const int32_t* pos, const rope_params& p, float* k_store, float* v_store,
-                     const int64_t* rows, int64_t v_dim) override;                                             // ops.cu
+                     const int64_t* rows, int64_t v_dim, kv_type kv = kv_type::f32) override;                  // ops.cu
   void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) override;
                                                                                                     // matmul.cu
   void gelu(const float* x, float* y, int64_t n) override;                                          // ops.cu

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/argmax_rows.cuh"
@@ -173,15 +176,21 @@ __global__ void argmax_slices_kernel(const float* x, int64_t stride, int64_t n, 
   argmax_slice_block(x, stride, n, slice, part, done, out, sv, si, &last);
 }
 
-// copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch.
-__global__ void store_kv_kernel(float* k_store, float* v_store, const int64_t* rows, const float* k_new,
-                                const float* v_new, int64_t k_dim, int64_t v_dim) {
+// One K / V value as a store of element type T holds it (16-bit types: rounded to nearest even).
+__device__ __forceinline__ void put_kv(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put_kv(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void put_kv(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch, stores of element type T.
+template <typename T>
+__global__ void store_kv_kernel(T* k_store, T* v_store, const int64_t* rows, const float* k_new, const float* v_new,
+                                int64_t k_dim, int64_t v_dim) {
   pdl_begin();
   const int64_t i = blockIdx.y, e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const bool is_v = blockIdx.z == 1;
   const int64_t width = is_v ? v_dim : k_dim;
   if (e >= width) return;
-  (is_v ? v_store : k_store)[rows[i] * width + e] = (is_v ? v_new : k_new)[i * width + e];
+  put_kv((is_v ? v_store : k_store) + rows[i] * width + e, (is_v ? v_new : k_new)[i * width + e]);
 }
 
 // One block per row: mean, then the variance of (x - mean), each a block_sum; y = (x - mean) * scale [* w] [+ b].
@@ -288,9 +297,10 @@ __global__ void rope_kernel(float* q, float* k, int64_t n_rows, int32_t n_head_q
 
 // rope_kernel and store_kv_kernel in one launch: block row y = token i; thread e of the row takes q pair e, then
 // k pair e - n_q (rotated in k_new and written to k's slot), then a k dim past n_rot (copied), then a v dim.
+template <typename T>
 __global__ void rope_store_kv_kernel(float* q, float* k_new, const float* v_new, int32_t n_head_q, int32_t n_head_k,
                                      int32_t head_dim, const int32_t* pos, int32_t n_rot, float theta_scale,
-                                     float freq_scale, bool neox, const float* ff, float* k_store, float* v_store,
+                                     float freq_scale, bool neox, const float* ff, T* k_store, T* v_store,
                                      const int64_t* rows, int64_t v_dim) {
   pdl_begin();
   const int64_t i = blockIdx.y;
@@ -303,24 +313,24 @@ __global__ void rope_store_kv_kernel(float* q, float* k_new, const float* v_new,
     return;
   }
   e -= n_q;
-  float* ks = k_store + rows[i] * k_dim;
+  T* ks = k_store + rows[i] * k_dim;
   const float* kn = k_new + i * k_dim;
   if (e < n_k) {
     const int64_t h = e / half;
     const rope_pair_at at = rope_pair(k_new + i * k_dim + h * head_dim, (int32_t)(e % half), pos[i], n_rot,
                                       theta_scale, freq_scale, neox, ff);
-    ks[h * head_dim + at.a] = kn[h * head_dim + at.a];
-    ks[h * head_dim + at.b] = kn[h * head_dim + at.b];
+    put_kv(ks + h * head_dim + at.a, kn[h * head_dim + at.a]);
+    put_kv(ks + h * head_dim + at.b, kn[h * head_dim + at.b]);
     return;
   }
   e -= n_k;
   if (e < (int64_t)n_head_k * pass) {
     const int64_t d = (e / pass) * head_dim + n_rot + e % pass;
-    ks[d] = kn[d];
+    put_kv(ks + d, kn[d]);
     return;
   }
   e -= (int64_t)n_head_k * pass;
-  if (e < v_dim) v_store[rows[i] * v_dim + e] = v_new[i * v_dim + e];
+  if (e < v_dim) put_kv(v_store + rows[i] * v_dim + e, v_new[i * v_dim + e]);
 }
 
 }  // namespace
@@ -463,22 +473,44 @@ void cuda_backend::add_rms_norm(float* x, const float* r, const float* w, float*
   keep_quantized_act(y, n_rows, n, fmt);
 }
 
+namespace {
+template <typename T>
+void launch_store_kv(cuda_backend& be, float* k_store, float* v_store, const int64_t* d_rows, const float* k_new,
+                     const float* v_new, int64_t m, int64_t k_dim, int64_t v_dim) {
+  be.launch("store_kv", store_kv_kernel<T>, dim3(grid_for(std::max(k_dim, v_dim), k_threads), (unsigned)m, 2),
+            dim3(k_threads), (T*)k_store, (T*)v_store, d_rows, k_new, v_new, k_dim, v_dim);
+}
+template <typename T>
+void launch_rope_store_kv(cuda_backend& be, const dim3& grid, float* q, float* k_new, const float* v_new,
+                          int32_t n_head_q, int32_t n_head_k, int32_t head_dim, const int32_t* d_pos,
+                          const rope_params& p, float theta_scale, float* k_store, float* v_store,
+                          const int64_t* d_rows, int64_t v_dim) {
+  be.launch("rope_store_kv", rope_store_kv_kernel<T>, grid, dim3(k_threads), q, k_new, v_new, n_head_q, n_head_k,
+            head_dim, d_pos, p.n_rot, theta_scale, p.freq_scale, p.neox, p.freq_factors, (T*)k_store, (T*)v_store,
+            d_rows, v_dim);
+}
+}  // namespace
+
 void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,
-                            int64_t n, int64_t k_dim, int64_t v_dim) {
+                            int64_t n, int64_t k_dim, int64_t v_dim, kv_type kv) {
   if (n <= 0) return;
   const int64_t* d_rows = stage(rows, n);
   for (int64_t i0 = 0; i0 < n; i0 += 65535) {  // grid.y limit
     const int64_t m = std::min<int64_t>(n - i0, 65535);
-    launch("store_kv", store_kv_kernel, dim3(grid_for(std::max(k_dim, v_dim), k_threads), (unsigned)m, 2),
-           dim3(k_threads), k_store, v_store, d_rows + i0, k_new + i0 * k_dim, v_new + i0 * v_dim, k_dim, v_dim);
+    const float* kn = k_new + i0 * k_dim;
+    const float* vn = v_new + i0 * v_dim;
+    if (kv == kv_type::f16) launch_store_kv<__half>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
+    else if (kv == kv_type::bf16) launch_store_kv<__nv_bfloat16>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
+    else launch_store_kv<float>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
   }
 }
 
 void cuda_backend::rope_store_kv(float* q, float* k_new, const float* v_new, int64_t n_rows, int32_t n_head_q,
                                  int32_t n_head_k, int32_t head_dim, const int32_t* pos, const rope_params& p,
-                                 float* k_store, float* v_store, const int64_t* rows, int64_t v_dim) {
+                                 float* k_store, float* v_store, const int64_t* rows, int64_t v_dim, kv_type kv) {
   if (!fused_) {
-    backend::rope_store_kv(q, k_new, v_new, n_rows, n_head_q, n_head_k, head_dim, pos, p, k_store, v_store, rows, v_dim);
+    backend::rope_store_kv(q, k_new, v_new, n_rows, n_head_q, n_head_k, head_dim, pos, p, k_store, v_store, rows, v_dim,
+                           kv);
     return;
   }
   if (n_rows <= 0) return;
@@ -490,10 +522,20 @@ void cuda_backend::rope_store_kv(float* q, float* k_new, const float* v_new, int
   const int64_t k_dim = (int64_t)n_head_k * head_dim;
   for (int64_t i0 = 0; i0 < n_rows; i0 += 65535) {  // grid.y limit
     const int64_t m = std::min<int64_t>(n_rows - i0, 65535);
-    launch("rope_store_kv", rope_store_kv_kernel, dim3(grid_for(per_row, k_threads), (unsigned)m), dim3(k_threads),
-           q + i0 * n_head_q * head_dim, k_new + i0 * k_dim, v_new + i0 * v_dim, n_head_q, n_head_k, head_dim,
-           d_pos + i0, p.n_rot, theta_scale, p.freq_scale, p.neox, p.freq_factors, k_store, v_store, d_rows + i0,
-           v_dim);
+    const dim3 grid(grid_for(per_row, k_threads), (unsigned)m);
+    float* qi = q + i0 * n_head_q * head_dim;
+    float* ki = k_new + i0 * k_dim;
+    const float* vi = v_new + i0 * v_dim;
+    if (kv == kv_type::f16) {
+      launch_rope_store_kv<__half>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p, theta_scale,
+                                   k_store, v_store, d_rows + i0, v_dim);
+    } else if (kv == kv_type::bf16) {
+      launch_rope_store_kv<__nv_bfloat16>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p,
+                                          theta_scale, k_store, v_store, d_rows + i0, v_dim);
+    } else {
+      launch_rope_store_kv<float>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p, theta_scale,
+                                  k_store, v_store, d_rows + i0, v_dim);
+    }
   }
 }
 
