@@ -267,6 +267,7 @@ export class EngineCore {
       chunkedPrefillSize: options.chunkedPrefillSize ?? undefined,
       kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
+      dtype: options.dtype,
       mmproj: resolveMmproj(options, modelFile, mmproj),
       enablePrefixCaching: options.enablePrefixCaching,
       speculativeMethod: options.speculativeConfig?.method === 'ngram' ? 'ngram' : undefined,

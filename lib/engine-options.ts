@@ -6,8 +6,9 @@
 // them fails the load with "device 'cuda' is not available: ..."). kvCacheMemory on a GPU is vLLM's
 // gpu_memory_utilization (fraction of the device's total memory, weights included; default 0.9); on the CPU
 // it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
-// spells it (auto, float16 or its alias half, bfloat16, float32); this build computes activations and the KV cache
-// in float32 whatever it says (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
+// spells it (auto, float16 or its alias half, bfloat16, float32): float16 / bfloat16 keep the KV cache in that type on
+// a GPU (half the memory per token); activations are float32, the CPU's KV cache too, and auto means float32 for now
+// (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
 // prefill on, a prompt taking up to a step's whole budget as in vLLM V1; -1 turns it off) are the engine's own,
 // read from the addon's limits table, so every layer agrees.
 
@@ -91,7 +92,7 @@ export interface EngineOptions {
   chunkedPrefillSize: number | null; // prompt tokens per sequence per step; null: the step's budget; -1: never split
   kvCacheMemory: number | null; // bytes (> 1) or a fraction (<= 1; see the header); null: automatic
   threads: number | null; // null: every core (CPU threads)
-  dtype: Dtype; // what was asked ('half' reads float16); the CPU and CUDA backends compute in float32 today
+  dtype: Dtype; // what was asked ('half' reads float16): the KV cache's type on a GPU (the ready info's kvCacheDtype)
   device: 'auto' | 'cpu' | 'cuda';
   // Vision (models with an mmproj): the projector file; null: look for one mmproj*.gguf beside the model;
   // false: text only.

@@ -146,3 +146,18 @@ t.test('spindle bench --device: validated, passed to the engine, the backend col
   t.match(cuda.err, /the model failed to load: .*device 'cuda' is not available: \S/);
   t.equal(cuda.out, '', 'no report');
 });
+
+t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU, float32 on the CPU; modelInfo says which', async (t) => {
+  for (const dtype of [undefined, 'float32', 'float16', 'half', 'bfloat16'] as const) {
+    for (const device of ['cpu', auto] as const) {
+      const llm = new LLM({ model: path, maxModelLen: 64, threads: 2, device: device as 'cpu' | 'cuda', dtype });
+      t.teardown(() => llm.close());
+      await llm.ready();
+      const want = device === 'cuda' && dtype && dtype !== 'float32' ? (dtype === 'half' ? 'float16' : dtype) : 'float32';
+      t.equal(llm.modelInfo.kvCacheDtype, want, `dtype ${dtype ?? '(default)'} on ${device}`);
+      const [out] = await llm.generate('Hello', { temperature: 0, maxTokens: 4, ignoreEos: true });
+      t.equal(out.outputs[0].tokenIds.length, 4);
+    }
+  }
+  t.equal(loadNative().NativeEngine.inspect(path).info.kvCacheDtype, null, 'inspect() loads nothing: kvCacheDtype null');
+});

@@ -382,7 +382,8 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     const mmproj = server.app.engine.core.readyValue?.info.mmproj;
     if (mmproj) log(`vision projector ${mmproj}: the model takes images`);
     if (engine.dtype === 'float16' || engine.dtype === 'bfloat16') {
-      log(`--dtype ${engine.dtype}: activations and the KV cache are float32 on ${device} in this build (weights keep their GGUF types)`);
+      const kv = server.app.engine.core.readyValue?.info.kvCacheDtype ?? 'float32';
+      log(`--dtype ${engine.dtype}: the KV cache is ${kv} on ${device}; activations are float32 (weights keep their GGUF types)`);
     }
     readyLine(slog, server.app.engine.readyTimings);
     const base = `${server.url}${cfg.serve.rootPath ?? ''}`;

@@ -56,6 +56,7 @@ static model_info describe(const model& m, int32_t max_model_len) {
   info.n_embd = hp.n_embd;
   info.max_model_len = max_model_len;
   info.device = m.device_name();
+  info.kv_dtype = m.kv_dtype() == kv_type::f16 ? "float16" : m.kv_dtype() == kv_type::bf16 ? "bfloat16" : "float32";
   return info;
 }
 
@@ -201,16 +202,17 @@ static uint64_t gpu_kv_budget(double fraction, uint64_t free_bytes, uint64_t tot
   return uint64_t(limit - used);
 }
 
-// KV bytes per token of a model's attention layers.
-static uint64_t kv_bytes_per_token(const model_hparams& hp) {
+// KV bytes per token of a model's attention layers (its K / V element type: 4 bytes, or 2 for 16-bit stores).
+static uint64_t kv_bytes_per_token(const model& m) {
+  const model_hparams& hp = m.hparams();
   return block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer, hp.n_head_kv, hp.head_dim_k,
-                                       hp.head_dim_v);
+                                       hp.head_dim_v, m.kv_dtype() == kv_type::f32 ? 4 : 2);
 }
 
 void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
   const engine_options& o = options_;
   // a draft model keeps its KV in blocks of its own, one per block of the target's (the same block tables)
-  const uint64_t bytes_per_token = kv_bytes_per_token(m.hparams()) + (draft ? kv_bytes_per_token(draft->hparams()) : 0);
+  const uint64_t bytes_per_token = kv_bytes_per_token(m) + (draft ? kv_bytes_per_token(*draft) : 0);
   uint64_t budget = 0, dev_free = 0, dev_total = 0;
   if (o.kv_cache_memory > 1) {
     budget = uint64_t(o.kv_cache_memory);

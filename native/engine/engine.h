@@ -96,6 +96,7 @@ struct model_info {
   bool has_chat_template = false;
   std::string chat_template;  // tokenizer.chat_template
   std::string device;         // the backend the loaded model runs on ("cpu", "cuda"); "" before loading
+  std::string kv_dtype;       // its KV cache's element type ("float32", "float16", "bfloat16"); "" before loading
   std::string mmproj;         // the loaded vision projector's file ("" = the model takes no images)
 };
 

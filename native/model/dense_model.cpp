@@ -48,8 +48,9 @@ std::unique_ptr<kv_cache> dense_model::new_kv_cache(int32_t n_blocks, int32_t bl
   kv->block_size_ = block_size;
   kv->owner_ = this;
   for (int il = 0; il < hp_.n_layer; ++il) {
-    kv->k.emplace_back(*be_, (int64_t)n_k);  // [n_blocks * block_size, n_head_kv * head_dim_k]
-    kv->v.emplace_back(*be_, (int64_t)n_v);  // [n_blocks * block_size, n_head_kv * head_dim_v]
+    // [n_blocks * block_size, n_head_kv * head_dim_k] and _v elements of kv_dtype()
+    kv->k.emplace_back(*be_, kv_store_floats(kv_dtype(), (int64_t)n_k));
+    kv->v.emplace_back(*be_, kv_store_floats(kv_dtype(), (int64_t)n_v));
   }
   return kv;
 }

@@ -129,7 +129,7 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   float* v_store = kv.v[l.cache_index].data();
   // rope(q, k), then k, v into their slots
   be.rope_store_kv(q, k_new, v_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp, k_store,
-                   v_store, scratch_.kv_rows.data(), kv_dim);
+                   v_store, scratch_.kv_rows.data(), kv_dim, kv_dtype());
 
   paged_attention_params pp;
   pp.attn.n_head = hp_.n_head;
@@ -139,6 +139,7 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   pp.attn.k_row_stride = kv_dim;
   pp.attn.v_row_stride = kv_dim;
   pp.attn.scale = 1.0f / std::sqrt((float)hd);
+  pp.attn.kv = kv_dtype();
   pp.block_size = kv.block_size_;
   pp.n_blocks = kv.n_blocks_;
   std::vector<paged_attention_params>& seqs = scratch_.attn_seqs;  // attention per sequence over its own blocks

@@ -147,8 +147,9 @@ std::unique_ptr<kv_cache> lfm2_model::new_kv_cache(int32_t n_blocks, int32_t blo
   kv->owner_ = this;
   kv->be_ = be_.get();
   for (int32_t i = 0; i < w_.n_attention; ++i) {
-    kv->k.emplace_back(*be_, (int64_t)n_k);  // [n_blocks * block_size, n_head_kv * head_dim_k]
-    kv->v.emplace_back(*be_, (int64_t)n_v);  // [n_blocks * block_size, n_head_kv * head_dim_v]
+    // [n_blocks * block_size, n_head_kv * head_dim_k] and _v elements of kv_dtype()
+    kv->k.emplace_back(*be_, kv_store_floats(kv_dtype(), (int64_t)n_k));
+    kv->v.emplace_back(*be_, kv_store_floats(kv_dtype(), (int64_t)n_v));
   }
   for (int32_t i = 0; i < w_.n_conv; ++i) kv->state.emplace_back(*be_, (int64_t)n_state);  // [slots, d, n_embd]
   kv->slot_pos.assign((size_t)n_state_slots, -1);

@@ -42,15 +42,21 @@ const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
 std::unique_ptr<model> model::load(const std::string& path, const model_options& options) {
   std::unique_ptr<gguf_file> file = gguf_file::open(path);
   const std::string arch = file->get_string("general.architecture");
-  if (arch == "lfm2" || arch == "lfm2moe") return load_lfm2_model(std::move(file), options);  // hybrid: own class
+  if (arch == "lfm2" || arch == "lfm2moe") {  // hybrid: its own class
+    std::unique_ptr<model> m = load_lfm2_model(std::move(file), options);
+    m->want_kv_dtype(options.kv);
+    return m;
+  }
   const arch_entry& entry = find_arch(*file, arch);
   std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
   model_hparams hp = load_hparams(*file, arch, vocab->n_vocab(), entry.rope_neox);
   std::unique_ptr<backend> be = make_backend_for_file(*file, options.device, options.threads);
   tensor_table table(*file, *be, arch);
   dense_weights w = entry.load(table, hp);
-  return std::make_unique<dense_model>(std::move(file), std::move(vocab), std::move(be), std::move(hp),
-                                       std::move(w));
+  std::unique_ptr<model> m = std::make_unique<dense_model>(std::move(file), std::move(vocab), std::move(be),
+                                                           std::move(hp), std::move(w));
+  m->want_kv_dtype(options.kv);
+  return m;
 }
 
 }  // namespace spindle

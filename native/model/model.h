@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/sample_rows.h"  // sample_spec
+#include "backend/backend.h"  // kv_type, sample_spec
 
 namespace spindle {
 
@@ -41,6 +41,8 @@ struct model_hparams {
 struct model_options {
   int threads = 0;             // CPU threads; 0 = number of cores
   std::string device = "cpu";  // "cpu", "cuda" or "auto" (make_backend in backend/backend.h)
+  // The K / V store type wanted (--dtype float16 / bfloat16); a backend without 16-bit stores keeps f32 (kv_dtype()).
+  kv_type kv = kv_type::f32;
 };
 
 // Paged KV storage of every attention layer: per layer K [n_blocks * block_size, n_head_kv * head_dim_k] and
@@ -106,6 +108,13 @@ class model {
   // The backend the model computes on ("cpu", "cuda"), and its device memory (false: host memory, no limit of
   // its own; see backend::device_memory).
   virtual const char* device_name() const = 0;
+  // The element type of the K / V cache new_kv_cache makes: f32 unless want_kv_dtype asked for a 16-bit type the
+  // backend stores (model::load does, from model_options::kv).
+  kv_type kv_dtype() const { return kv_; }
+  void want_kv_dtype(kv_type wanted) {
+    backend* be = compute_backend();
+    kv_ = be != nullptr && be->supports_kv(wanted) ? wanted : kv_type::f32;
+  }
   virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
   // The backend the model computes on, for companions that run on the same device (the vision encoder);
   // null for models that have none (test fakes).
@@ -147,6 +156,9 @@ class model {
   // logits may be null when every sequence wanting rows has one). A token's logits are bitwise the same
   // whatever else is in the batch. Throws spindle::error (before writing anything) on an invalid batch.
   virtual void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) = 0;
+
+ private:
+  kv_type kv_ = kv_type::f32;
 };
 
 }  // namespace spindle

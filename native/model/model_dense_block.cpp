@@ -47,7 +47,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   float* v_store = kv.v[il].data();  // [n_blocks * block_size, v_dim]
   // rope(q, k), then k, v into their slots
   be.rope_store_kv(q, k_new, v_new, n, hp_.n_head, hp_.n_head_kv, (int32_t)hd, scratch_.pos.data(), rp, k_store,
-                   v_store, scratch_.kv_rows.data(), v_dim);
+                   v_store, scratch_.kv_rows.data(), v_dim, kv_dtype());
 
   attention_params ap;
   ap.n_head = hp_.n_head;
@@ -57,6 +57,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   ap.k_row_stride = k_dim;
   ap.v_row_stride = v_dim;
   ap.scale = 1.0f / std::sqrt((float)hd);
+  ap.kv = kv_dtype();
   std::vector<paged_attention_params>& seqs = scratch_.attn_seqs;  // attention per sequence over its own blocks
   seqs.clear();
   for (const batch_sequence& b : batch) {

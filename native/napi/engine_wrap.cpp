@@ -92,11 +92,14 @@ engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engi
   };
   const int threads = opts.threads;
   const std::string device = opts.device;
-  auto loader_of = [threads, device](std::string file) {
-    return [file, threads, device]() -> std::shared_ptr<model> {
+  // --dtype float16 / bfloat16: 16-bit K / V stores where the backend has them (auto: float32 for now)
+  const kv_type kv = opts.dtype == "float16" ? kv_type::f16 : opts.dtype == "bfloat16" ? kv_type::bf16 : kv_type::f32;
+  auto loader_of = [threads, device, kv](std::string file) {
+    return [file, threads, device, kv]() -> std::shared_ptr<model> {
       model_options mo;
       mo.threads = threads;
       mo.device = device;
+      mo.kv = kv;
       return std::shared_ptr<model>(model::load(file, mo));
     };
   };

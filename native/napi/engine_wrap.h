@@ -68,6 +68,7 @@ struct native_engine_options {
   engine_options engine;
   int threads = 0;              // 0 = every core
   std::string device = "auto";  // "auto", "cpu" or "cuda" (model_options::device)
+  std::string dtype = "auto";   // "auto", "float16", "bfloat16" or "float32": the KV cache (model_options::kv)
   std::string draft_model;      // speculative draft model file ("" = none), loaded like the model
 };
 native_engine_options parse_engine_options(const Napi::Value& options);

@@ -245,6 +245,8 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   out.threads = int(limited_field(o, k_threads, 0));  // 0: every core
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
   out.device = choice_field(o, "device", "auto", devices);
+  static const char* const dtypes[] = {"auto", "float16", "bfloat16", "float32", nullptr};
+  out.dtype = choice_field(o, "dtype", "auto", dtypes);
   return out;
 }
 
@@ -351,6 +353,7 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   o.Set("eogTokens", eog);
   o.Set("chatTemplate", m.has_chat_template ? Napi::Value(Napi::String::New(env, m.chat_template)) : env.Null());
   o.Set("device", m.device.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.device)));  // null: not loaded
+  o.Set("kvCacheDtype", m.kv_dtype.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.kv_dtype)));
   o.Set("mmproj", m.mmproj.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.mmproj)));  // null: text only
   return o;
 }

@@ -28,10 +28,11 @@ struct file {
   ~file() { std::error_code ec; std::filesystem::remove(path, ec); }
 };
 
-std::unique_ptr<model> load_on(const std::string& path, const char* device) {
+std::unique_ptr<model> load_on(const std::string& path, const char* device, kv_type kv = kv_type::f32) {
   model_options o;
   o.threads = 2;
   o.device = device;
+  o.kv = kv;
   return model::load(path, o);
 }
 
@@ -60,14 +61,16 @@ double tolerance(ggml_type t) {
   }
 }
 
-// Compares the two backends' logits; prints the measured figures.
-void compare(const std::string& what, ggml_type type, const std::string& path) {
+// Compares the two backends' logits (the GPU's KV cache of type kv: its rounding adds kv_tol); prints the figures.
+void compare(const std::string& what, ggml_type type, const std::string& path, kv_type kv = kv_type::f32,
+             double kv_tol = 0) {
   auto cpu = load_on(path, "cpu");
-  auto gpu = load_on(path, "cuda");
+  auto gpu = load_on(path, "cuda", kv);
+  CHECK(gpu->kv_dtype() == kv);
   const int64_t V = cpu->hparams().n_vocab;
   const std::vector<int32_t> toks = prompt(24, (int)V, 1);
   const std::vector<float> lc = all_logits(*cpu, toks), lg = all_logits(*gpu, toks);
-  const double tol = tolerance(type), rel = max_rel(lg, lc);
+  const double tol = tolerance(type) + kv_tol, rel = max_rel(lg, lc);
   int agree = 0, decided = 0;
   double scale = 0;
   for (float v : lc) scale = std::max(scale, (double)std::fabs(v));
@@ -129,8 +132,8 @@ moe_test::moe_spec moe_spec(ggml_type t) {
 }
 
 // Three sequences prefilled in chunks and batched with each other == each alone in its own cache, bitwise.
-void batch_invariance(const std::string& path) {
-  auto m = load_on(path, "cuda");
+void batch_invariance(const std::string& path, kv_type kv_dtype = kv_type::f32) {
+  auto m = load_on(path, "cuda", kv_dtype);
   const int64_t V = m->hparams().n_vocab;
   const std::vector<std::vector<int32_t>> seqs = {prompt(9, (int)V, 2), prompt(5, (int)V, 3), prompt(12, (int)V, 4)};
   std::vector<std::vector<float>> alone;
@@ -318,6 +321,23 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
     batch_invariance(l.path);
     file m(moe_test::build_qwen3moe(moe_spec(t)), "qwen3moe");
     batch_invariance(m.path);
+  }
+}
+
+// 16-bit KV caches (--dtype float16 / bfloat16): the stored K / V are rounded (f16: 2^-11 relative, bf16: 2^-8), so
+// the logits move by about that much more than with f32 stores; batch invariance holds as with f32 (bitwise).
+TEST_CASE("cuda models: 16-bit KV caches (f16, bf16) vs the CPU's float32 one; batch invariance with them") {
+  REQUIRE_GPU();
+  for (const kv_type kv : {kv_type::f16, kv_type::bf16}) {
+    const double kv_tol = kv == kv_type::f16 ? 5e-3 : 3e-2;
+    for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
+      file d(model_test::build(dense_spec("llama", t)), "llama");
+      compare(kv == kv_type::f16 ? "llama kv16" : "llama bf16", t, d.path, kv, kv_tol);
+      batch_invariance(d.path, kv);
+      file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
+      compare(kv == kv_type::f16 ? "lfm2 kv16" : "lfm2 bf16", t, l.path, kv, kv_tol);
+      batch_invariance(l.path, kv);
+    }
   }
 }
 
