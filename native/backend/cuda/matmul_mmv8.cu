@@ -27,7 +27,8 @@ namespace {
 
 // Block x of the launch belongs to the last job whose first block is <= x; the branch on the weight type is
 // uniform across the block. More: the launch has a job of another type than q4_K / q6_K (a separate instance, so
-// the q4_K / q6_K one keeps its registers).
+// the q4_K / q6_K one keeps its registers). The three kernels spell the type switch out: a shared dispatcher
+// (a generic lambda) cost mmv8_tiles<false> 24 bytes of spills (sm_90, nvcc 13).
 template <int NT, bool More>
 __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_x32(mmv8_jobs jobs, mmv_act a) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
@@ -90,13 +91,23 @@ __global__ void __launch_bounds__(k_max_warps * k_warp) mmv8_tiles(mmv8_job job,
   else mmv8_tile_rows<lanes8_q6_K>(job.sh, job.quads, block, a, e, first, count, y, part);
 }
 
-mmv8_job expert_job(ggml_type type, const mmv_shape& expert, int* warps) {
-  *warps = std::max(4, expert.splits);
+// One expert's launch layout: its job (rows, K segments, row quads per block), warps per block, row blocks, and
+// whether its type needs the kernels' other-than-q4_K / q6_K instance.
+struct expert_launch {
   mmv8_job job{};
-  job.sh = expert;
-  job.type = (int32_t)type;
-  job.quads = *warps / expert.splits;
-  return job;
+  int warps = 4;
+  unsigned blocks = 0;
+  bool more = false;
+};
+expert_launch expert_layout(ggml_type type, const mmv_shape& expert) {
+  expert_launch l;
+  l.warps = std::max(4, expert.splits);
+  l.job.sh = expert;
+  l.job.type = (int32_t)type;
+  l.job.quads = l.warps / expert.splits;
+  l.blocks = (unsigned)((expert.n_out + 4 * l.job.quads - 1) / (4 * l.job.quads));
+  l.more = type != ggml_type::Q4_K && type != ggml_type::Q6_K;
+  return l;
 }
 
 }  // namespace
@@ -107,17 +118,9 @@ void launch_mmv8_tiles(cuda_backend& be, ggml_type type, const mmv_shape& expert
   if (!mmv8_takes(type, expert) || max_tiles < 1 || max_tiles > 65535) {
     throw error("cuda matmul_experts: the tiled kernel takes k-quant experts and 1 to 65535 tiles");
   }
-  int warps = 4;
-  const mmv8_job job = expert_job(type, expert, &warps);
-  const int64_t blocks = (expert.n_out + 4 * job.quads - 1) / (4 * job.quads);
-  const dim3 grid((unsigned)blocks, (unsigned)max_tiles);
-  if (type == ggml_type::Q4_K || type == ggml_type::Q6_K) {
-    be.launch("mmv8_tiles", mmv8_tiles<false>, grid, dim3(warps * k_warp), job, a, tile_expert, tile_first, tile_count,
-              n_tiles, y);
-  } else {
-    be.launch("mmv8_tiles", mmv8_tiles<true>, grid, dim3(warps * k_warp), job, a, tile_expert, tile_first, tile_count,
-              n_tiles, y);
-  }
+  const expert_launch l = expert_layout(type, expert);
+  be.launch("mmv8_tiles", l.more ? mmv8_tiles<true> : mmv8_tiles<false>, dim3(l.blocks, (unsigned)max_tiles),
+            dim3(l.warps * k_warp), l.job, a, tile_expert, tile_first, tile_count, n_tiles, y);
 }
 
 void launch_mmv8_experts(cuda_backend& be, ggml_type type, const mmv_shape& expert, const mmv_act& a,
@@ -125,15 +128,9 @@ void launch_mmv8_experts(cuda_backend& be, ggml_type type, const mmv_shape& expe
   if (!mmv8_takes(type, expert) || n_entries < 1 || n_entries > 65535) {
     throw error("cuda matmul_experts: the grouped kernel takes k-quant experts and 1 to 65535 entries");
   }
-  int warps = 4;
-  const mmv8_job job = expert_job(type, expert, &warps);
-  const int64_t blocks = (expert.n_out + 4 * job.quads - 1) / (4 * job.quads);
-  const dim3 grid((unsigned)blocks, (unsigned)n_entries);
-  if (type == ggml_type::Q4_K || type == ggml_type::Q6_K) {
-    be.launch("mmv8_experts", mmv8_experts<false>, grid, dim3(warps * k_warp), job, a, ids, x_rows, y);
-  } else {
-    be.launch("mmv8_experts", mmv8_experts<true>, grid, dim3(warps * k_warp), job, a, ids, x_rows, y);
-  }
+  const expert_launch l = expert_layout(type, expert);
+  be.launch("mmv8_experts", l.more ? mmv8_experts<true> : mmv8_experts<false>, dim3(l.blocks, (unsigned)n_entries),
+            dim3(l.warps * k_warp), l.job, a, ids, x_rows, y);
 }
 
 bool mmv8_takes(ggml_type type, const mmv_shape& sh) {
