@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's checks in one command, for the lent GPU machine (no Node.js, no network there): the GPU
 # suite, the op timings, Spindle's forward-pass benchmark on the two benchmark shapes (and the step-graph / PDL
-# A/B, the small MoE with grouped and per-expert experts), an Nsight Compute profile of decode steps, and llama.cpp CUDA on the same files in the same run.
+# A/B, the small MoE with grouped and per-expert experts, a 16-bit KV cache), an Nsight Compute profile of decode steps, and llama.cpp CUDA on the same files in the same run.
 # Here (the CPU machine), from the repository root:
 #   cmake -S . -B /tmp/bc -G Ninja -DSPINDLE_BUILD_TESTS=ON -DSPINDLE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/bc
 #   mkdir -p .gpu && echo /.gpu/ >> .git/info/exclude
@@ -43,6 +43,8 @@ if [ "$quick" != 1 ]; then
   "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
   echo "== $shape (SPINDLE_CUDA_MOE=per-expert)" | tee -a "$out/bench.log"
   SPINDLE_CUDA_MOE=per-expert "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  echo "== llama1b-q4_k_m, a 16-bit KV cache (SPINDLE_BENCH_KV=f16: --dtype float16)" | tee -a "$out/bench.log"
+  SPINDLE_BENCH_KV=f16 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
   echo "== kernels of llama1b-q4_k_m decode steps (ncu)" | tee -a "$out/bench.log"
   bash "$(dirname "$0")/profile-decode.sh" "$bin" /tmp/llama1b-q4_k_m.gguf "$out" 2>&1 | tee -a "$out/bench.log"
   echo "== kernels of a llama1b-q4_k_m 1024-token prompt (ncu)" | tee -a "$out/bench.log"

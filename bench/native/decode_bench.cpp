@@ -8,6 +8,7 @@
 // A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
 // reps. The prompt figure is also printed as time to first token (ms) for a prompt of n_prompt tokens.
 // SPINDLE_BENCH_ONLY=batch times the bN figures only (after the warm-up: for profiling a batch step).
+// SPINDLE_BENCH_KV=f16 | bf16: a 16-bit KV cache (--dtype float16 / bfloat16) where the backend has one.
 // Built with the tests (build/spindle_decode_bench); for profiling: perf record -g build/spindle_decode_bench ...
 //   spindle_decode_bench model.gguf [n_prompt=128] [n_gen=16] [threads=2] [n_seqs=16] [reps=3] [device=cpu]
 #include <algorithm>
@@ -165,12 +166,15 @@ int main(int argc, char** argv) {
   const int n_seqs = argc > 5 ? std::atoi(argv[5]) : 16;
   const int reps = std::max(1, argc > 6 ? std::atoi(argv[6]) : 3);
   opt.device = argc > 7 ? argv[7] : "cpu";
+  const char* kv = std::getenv("SPINDLE_BENCH_KV");
+  opt.kv = kv && std::string(kv) == "f16" ? kv_type::f16 : kv && std::string(kv) == "bf16" ? kv_type::bf16 : kv_type::f32;
   try {
     auto m = model::load(argv[1], opt);
     double t = now_s();
     time_prompt(*m, 8);  // warm-up: first matmuls pack the weights (CPU), load kernels (GPU)
     time_decode(*m, 2);
-    std::printf("warm-up (packs weights) %.2f s\n", now_s() - t);
+    std::printf("warm-up (packs weights) %.2f s; KV cache %s\n", now_s() - t,
+                m->kv_dtype() == kv_type::f16 ? "f16" : m->kv_dtype() == kv_type::bf16 ? "bf16" : "f32");
     const char* only = std::getenv("SPINDLE_BENCH_ONLY");
     const bool batch_only = only && std::string(only) == "batch";
     double pp = 1e30, tg = 1e30, bt = 1e30, bt_greedy = 1e30, tg_argmax = 0, tg_greedy = 1e30;
