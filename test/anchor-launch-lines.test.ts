@@ -116,7 +116,7 @@ t.test('--dtype: vLLM values accepted (half = float16), stated in --help, bad va
   t.equal(bad.code, 2, 'an unknown dtype is a usage error');
   t.match(bad.stderr, /dtype must be one of auto, float16, half, bfloat16, float32 \(got int8\)/);
   t.match(SERVE_HELP, /--dtype auto\|float16\|bfloat16\|float32/);
-  t.match(SERVE_HELP, /computes activations and the KV cache in\s+float32 whatever the value/);
+  t.match(SERVE_HELP, /float16 \/ bfloat16 keep it in\s+16 bits on a GPU/);
 });
 
 t.test('`--host 0.0.0.0 --port P --max-model-len 1024 --gpu-memory-utilization 0.9 --dtype float16` together', async (t) => {

@@ -79,10 +79,10 @@ Flags (vLLM spelling first, SGLang alias after):
   --gpu-memory-utilization, --mem-fraction-static F   on a GPU, the fraction of the GPU's memory Spindle may
                                       use (weights + KV cache, as vLLM; default 0.9); on the CPU, the
                                       fraction of free memory for the KV cache (default 0.25, at most 2 GiB)
-  --dtype auto|float16|bfloat16|float32   activation / KV cache type (half = float16), accepted for vLLM
-                                      compatibility: this build computes activations and the KV cache in
-                                      float32 whatever the value (a note says so at startup); weights keep
-                                      their GGUF type
+  --dtype auto|float16|bfloat16|float32   KV cache type (half = float16): float16 / bfloat16 keep it in
+                                      16 bits on a GPU (twice the tokens per byte); the CPU's KV cache and
+                                      activations stay float32, auto is float32 (a note says which at
+                                      startup); weights keep their GGUF type
   --threads N                         engine threads (default ${availableParallelism()})
   --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
   --cors-origins LIST                 comma-separated origins allowed by CORS (default: CORS off)
