@@ -77,14 +77,18 @@ void keep_top_p(std::vector<token_candidate>& c, float p) {
   for (const auto& t : c) max_logit = std::max(max_logit, t.logit);
   double sum = 0;
   for (const auto& t : c) sum += std::exp(double(t.logit - max_logit));
-  // Most of the mass usually sits in a few hundred tokens: sort that prefix first, the rest only if needed.
+  // Most of the mass usually sits in a few hundred tokens: sort that prefix first; past it, bring the next best
+  // (four times as many) to the front with nth_element and sort only them, so a wide nucleus sorts about what it
+  // keeps instead of the whole vocabulary. The sorted prefix is the same either way (by_logit_desc orders ids).
   size_t sorted = std::min<size_t>(256, c.size());
   std::partial_sort(c.begin(), c.begin() + sorted, c.end(), by_logit_desc);
   double cum = 0;
   for (size_t i = 0; i < c.size(); ++i) {
     if (i == sorted) {
-      std::sort(c.begin() + sorted, c.end(), by_logit_desc);
-      sorted = c.size();
+      const size_t next = std::min(c.size(), sorted * 4);
+      if (next < c.size()) std::nth_element(c.begin() + sorted, c.begin() + next, c.end(), by_logit_desc);
+      std::sort(c.begin() + sorted, c.begin() + next, by_logit_desc);
+      sorted = next;
     }
     cum += std::exp(double(c[i].logit - max_logit)) / sum;
     if (cum >= p) {

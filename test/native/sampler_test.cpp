@@ -312,3 +312,40 @@ TEST_CASE("sampler: validate_request checks prompt and stop ids against the voca
   r.params.stop_token_ids = {99};
   CHECK_THROWS_WITH(validate_request(r, 10, 8), "stopTokenIds entry 99");
 }
+
+TEST_CASE("sampler: top-p keeps a full sort's prefix for nuclei of every width (sorted in growing steps)") {
+  const int32_t n = 20000;
+  int widths_checked = 0;
+  for (const float spread : {40.0f, 12.0f, 4.0f, 1.0f, 0.1f}) {
+    std::vector<float> l = random_logits(n, uint64_t(spread * 10));
+    for (float& x : l) x *= spread / 4.0f;
+    for (const float p : {0.5f, 0.9f, 0.999f, 0.9999999f}) {
+      std::vector<token_candidate> c;
+      for (int32_t i = 0; i < n; ++i) c.push_back({i, l[size_t(i)]});
+      std::vector<token_candidate> ref = c;
+      keep_top_p(c, p);
+      // the definition: sort everything, keep the shortest prefix whose mass reaches p
+      std::sort(ref.begin(), ref.end(), [](const token_candidate& a, const token_candidate& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+      float mx = ref[0].logit;
+      double sum = 0;
+      for (int32_t i = 0; i < n; ++i) sum += std::exp(double(l[size_t(i)] - mx));
+      double cum = 0;
+      size_t keep = ref.size();
+      for (size_t i = 0; i < ref.size(); ++i) {
+        cum += std::exp(double(ref[i].logit - mx)) / sum;
+        if (cum >= p) {
+          keep = i + 1;
+          break;
+        }
+      }
+      ref.resize(keep);
+      bool same = c.size() == ref.size();
+      for (size_t i = 0; same && i < c.size(); ++i) same = c[i].id == ref[i].id;
+      CHECK(same);
+      if (keep > 256) ++widths_checked;
+    }
+  }
+  CHECK(widths_checked >= 6);  // nuclei past the first sorted 256 (and past 1024, 4096) were exercised
+}
