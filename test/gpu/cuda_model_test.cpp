@@ -324,6 +324,50 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
   }
 }
 
+// Tokens a model samples on the GPU (batch_sequence::sample: backend::sample_rows) are those the host sampler
+// draws from the same model's downloaded logits row, for every chain (top-p alone: up to its normalizer's
+// rounding, which these rows never meet).
+TEST_CASE("cuda models: tokens sampled on the GPU == the host's draws from the same logits, every chain") {
+  REQUIRE_GPU();
+  file f(model_test::build(dense_spec("llama", ggml_type::Q4_K)), "llama");
+  auto m = load_on(f.path, "cuda");
+  const int64_t V = m->hparams().n_vocab;
+  const std::vector<int32_t> toks = prompt(12, (int)V, 9);
+  const int32_t table[1] = {0};
+  std::vector<float> row((size_t)V);
+  {
+    auto kv = m->new_kv_cache(1, 16, 1);
+    batch_sequence b{toks.data(), (int32_t)toks.size(), 0, table, 1, 1, 0};
+    m->forward_batch({b}, *kv, row.data());
+  }
+  const logit_edit edits[] = {{3, logit_edit_op::repetition, 1.3f}, {7, logit_edit_op::add_penalty, -0.5f},
+                              {11, logit_edit_op::add_bias, 5.0f}, {2, logit_edit_op::mask, 0.0f}};
+  struct chain { float temperature; int32_t top_k; float top_p, min_p; int n_edits; };
+  int same = 0, n = 0;
+  for (const chain c : {chain{0.0f, -1, 1.0f, 0.0f, 4}, chain{1.0f, -1, 1.0f, 0.0f, 0}, chain{0.7f, 40, 0.9f, 0.05f, 4},
+                        chain{1.0f, -1, 0.9f, 0.0f, 0}, chain{1.0f, -1, 1.0f, 0.1f, 4}, chain{1.2f, 5, 1.0f, 0.0f, 0}}) {
+    for (const double u01 : {0.03, 0.5, 0.97}) {
+      sample_spec s;
+      s.temperature = c.temperature, s.top_k = c.top_k, s.top_p = c.top_p, s.min_p = c.min_p, s.u01 = u01;
+      s.edits = edits, s.n_edits = c.n_edits;
+      auto kv = m->new_kv_cache(1, 16, 1);
+      int32_t token = -1;
+      batch_sequence b{toks.data(), (int32_t)toks.size(), 0, table, 1, 1, 0};
+      b.argmax = &token;
+      b.argmax_n = (int32_t)V;
+      b.sample = &s;
+      m->forward_batch({b}, *kv, nullptr);
+      std::vector<float> host = row;
+      sample_scratch scratch;
+      const int32_t want = sample_row_host(host.data(), (int32_t)V, s, scratch);
+      ++n;
+      if (token == want) ++same;
+      else std::printf("  chain t %.1f k %d p %.2f min-p %.2f u %.2f: gpu %d, host %d\n", c.temperature, c.top_k, c.top_p, c.min_p, u01, token, want);
+    }
+  }
+  CHECK_EQ(same, n);
+}
+
 // 16-bit KV caches (--dtype float16 / bfloat16): the stored K / V are rounded (f16: 2^-11 relative, bf16: 2^-8), so
 // the logits move by about that much more than with f32 stores; batch invariance holds as with f32 (bitwise).
 TEST_CASE("cuda models: 16-bit KV caches (f16, bf16) vs the CPU's float32 one; batch invariance with them") {
