@@ -18,12 +18,8 @@ void backend::moe_route(const float* probs, const float* bias, int64_t n, const 
   download(h_probs.data(), probs, n * ne);
   if (bias) download(h_bias.data(), bias, ne);
   route_experts(p, h_probs.data(), bias ? h_bias.data() : nullptr, n, h_ids.data(), h_w.data());
-  for (int64_t t = 0; t < n; ++t) {  // token-major -> slot-major
-    for (int64_t j = 0; j < k; ++j) {
-      id[(size_t)(j * n + t)] = h_ids[(size_t)(t * k + j)];
-      w[(size_t)(j * n + t)] = h_w[(size_t)(t * k + j)];
-    }
-  }
+  token_to_slot_major(h_ids.data(), n, k, id.data());
+  token_to_slot_major(h_w.data(), n, k, w.data());
   upload(reinterpret_cast<float*>(ids), reinterpret_cast<const float*>(id.data()), n * k);  // int32 bits
   upload(weights, w.data(), n * k);
 }

@@ -23,4 +23,16 @@ struct moe_route_params {
 void route_experts(const moe_route_params& p, const float* probs, const float* bias, int64_t n, int32_t* ids,
                    float* weights);
 
+// route_experts' layout (token-major: [n, k]) to the grouped ops' (slot-major: [k, n]), and back.
+template <typename T>
+void token_to_slot_major(const T* in, int64_t n, int64_t k, T* out) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) out[j * n + t] = in[t * k + j];
+}
+template <typename T>
+void slot_to_token_major(const T* in, int64_t n, int64_t k, T* out) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) out[t * k + j] = in[j * n + t];
+}
+
 }  // namespace spindle

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <vector>
 
-
 namespace spindle {
 
 struct token_candidate {

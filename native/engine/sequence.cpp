@@ -35,11 +35,15 @@ sequence::sequence(request r, const tokenizer& t, int32_t n_vocab_, int32_t max_
   }
 }
 
+const std::vector<int32_t>& sequence::sampling_mask() const {
+  static const std::vector<int32_t> no_mask;
+  return int32_t(output.size()) < req.params.min_tokens ? min_tokens_mask_ : no_mask;
+}
+
 void sequence::sample_and_append(float* logits, request_output& out) {
   const bool want_logprobs = req.params.logprobs >= 0;
   if (want_logprobs) raw_logits_.assign(logits, logits + n_vocab);
   static const std::vector<int32_t> no_mask;
-  const bool before_min = int32_t(output.size()) < req.params.min_tokens;
   int32_t token = 0;
   if (constraint_ && constraint_->active()) {
     // Draw first and check the draw; only a refused draw pays for the mask and is drawn again under it (as
@@ -47,7 +51,7 @@ void sequence::sample_and_append(float* logits, request_output& out) {
     // with top-k / top-p / min-p the first draw is truncated on the unmasked distribution, as in llama.cpp). The
     // draws do not depend on what the engine has cached, so a seeded request repeats exactly. End ids (EOG unless
     // ignore_eos, stop ids) pass the grammar only where it is complete.
-    const std::vector<int32_t>& forbidden = before_min ? min_tokens_mask_ : no_mask;
+    const std::vector<int32_t>& forbidden = sampling_mask();
     unmasked_logits_.assign(logits, logits + n_vocab);
     token = smp_.sample(logits, forbidden);
     if (!constraint_->allows(token, min_tokens_mask_, forbidden)) {
@@ -60,7 +64,7 @@ void sequence::sample_and_append(float* logits, request_output& out) {
       token = smp_.sample(logits, no_mask);
     }
   } else {
-    token = smp_.sample(logits, before_min ? min_tokens_mask_ : no_mask);
+    token = smp_.sample(logits, sampling_mask());
   }
   if (want_logprobs) out.logprobs.push_back(compute_logprobs(raw_logits_.data(), n_vocab, token, req.params.logprobs));
   append(token, out);
@@ -75,9 +79,7 @@ bool sequence::greedy_only() const {
 
 bool sequence::plan_sample(sample_spec& spec, std::vector<logit_edit>& edits) {
   if (req.params.logprobs >= 0 || (constraint_ && constraint_->active())) return false;
-  static const std::vector<int32_t> no_mask;
-  const bool before_min = int32_t(output.size()) < req.params.min_tokens;
-  spec = smp_.plan(before_min ? min_tokens_mask_ : no_mask, edits);
+  spec = smp_.plan(sampling_mask(), edits);
   return true;
 }
 

@@ -63,6 +63,8 @@ struct sequence {
   stop_checker stops_;
   std::unique_ptr<output_constraint> constraint_;
   std::vector<int32_t> min_tokens_mask_;  // distinct EOG (unless ignore_eos) and stop ids
+  // The ids masked for the next token: min_tokens_mask_ while the output is shorter than min_tokens, else none.
+  const std::vector<int32_t>& sampling_mask() const;
   std::vector<float> raw_logits_;         // copy for logprobs, [n_vocab] when requested
   std::vector<float> unmasked_logits_;    // [n_vocab] kept while a draw is checked against the grammar
 };

@@ -64,12 +64,15 @@ void moe_ffn::routing_to_host(int64_t n) {
   std::vector<float> wt((size_t)(n * k));
   be_->download(reinterpret_cast<float*>(id.data()), reinterpret_cast<const float*>(ids_dev_.data()), n * k);
   be_->download(wt.data(), weights_dev_.data(), n * k);
-  for (int64_t t = 0; t < n; ++t) {  // slot-major -> token-major
-    for (int64_t j = 0; j < k; ++j) {
-      ids_[(size_t)(t * k + j)] = id[(size_t)(j * n + t)];
-      weights_[(size_t)(t * k + j)] = wt[(size_t)(j * n + t)];
-    }
-  }
+  slot_to_token_major(id.data(), n, k, ids_.data());
+  slot_to_token_major(wt.data(), n, k, weights_.data());
+}
+
+void moe_ffn::route_on_host(backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n) {
+  be.download(probs_.data(), logits_.data(), n * cfg.n_expert);
+  if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * cfg.n_expert);
+  moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
+            weights_.data());
 }
 
 void moe_ffn::append_selection_scores(const moe_config& cfg, const moe_layer_weights& w, int64_t n,
@@ -172,16 +175,12 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
     forward_grouped(be, cfg, w, x, n, n_embd, out);
     return;
   }
-  be.download(probs_.data(), logits, n * ne);
-  if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * ne);
-  moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
-            weights_.data());
+  route_on_host(be, cfg, w, n);
   group_by_expert(cfg, n);
   for (int32_t e = 0; e < cfg.n_expert; ++e) {
     if (expert_begin_[e + 1] > expert_begin_[e]) run_expert(be, cfg, w, e, x, n, n_embd);
   }
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) slot_weights_[j * n + t] = weights_[t * k + j];
+  token_to_slot_major(weights_.data(), n, k, slot_weights_.data());
   float* slots = slots_.data();  // [k, n, n_embd]
   be.scale_rows(slots, slot_weights_.data(), k * n, n_embd);
   be.copy(out, slots, n * n_embd);
@@ -190,24 +189,17 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
 
 void moe_ffn::forward_grouped(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x,
                               int64_t n, int64_t n_embd, float* out) {
-  const int64_t ne = cfg.n_expert, k = cfg.n_expert_used, ff = cfg.n_ff_exp, entries = n * k;
+  const int64_t k = cfg.n_expert_used, ff = cfg.n_ff_exp, entries = n * k;
   reserve_grouped(be, entries, ff);
   int32_t* ids = reinterpret_cast<int32_t*>(ids_dev_.data());  // [k, n] int32 in float-sized slots
   if (cfg.gating == moe_gating::softmax && w.exp_probs_b.empty()) {
     be.moe_route(logits_.data(), nullptr, n, route_params(cfg), ids, weights_dev_.data());
     routed_on_device_ = true;
   } else {  // sigmoid or a selection bias: llama.cpp's host arithmetic (expf), then the ids and weights uploaded
-    be.download(probs_.data(), logits_.data(), n * ne);
-    if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * ne);
-    moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
-              weights_.data());
+    route_on_host(be, cfg, w, n);
     std::vector<int32_t> id((size_t)entries);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) {
-        id[(size_t)(j * n + t)] = ids_[(size_t)(t * k + j)];
-        slot_weights_[(size_t)(j * n + t)] = weights_[(size_t)(t * k + j)];
-      }
-    }
+    token_to_slot_major(ids_.data(), n, k, id.data());
+    token_to_slot_major(weights_.data(), n, k, slot_weights_.data());
     be.upload(reinterpret_cast<float*>(ids), reinterpret_cast<const float*>(id.data()), entries);
     be.upload(weights_dev_.data(), slot_weights_.data(), entries);
   }

@@ -79,6 +79,8 @@ class moe_ffn {
                        int64_t n_embd, float* out);
   void reserve_grouped(backend& be, int64_t entries, int64_t ff);
   void routing_to_host(int64_t n);  // probs_, ids_, weights_ from the backend after a grouped call routed there
+  // probs_ (gated on the host where the gating is sigmoid), ids_ and weights_ from the router logits in logits_.
+  void route_on_host(backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n);
 
   backend* be_ = nullptr;     // the backend the buffers belong to
   int64_t cap_tokens_ = 0;    // tokens the buffers hold for the dims below

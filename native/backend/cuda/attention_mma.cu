@@ -22,6 +22,7 @@
 #include "backend/cuda/block_done.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kv_element.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_act.cuh"
 
@@ -590,9 +591,9 @@ void launch_attention_mma(cuda_backend& be, const attn_args& args, const int32_t
   const bool vec = args.hd_k % 4 == 0 && args.hd_v % 4 == 0 && args.k_stride % 4 == 0 && args.v_stride % 4 == 0 &&
                    (uintptr_t)args.q % 16 == 0 && (uintptr_t)args.k % 16 == 0 && (uintptr_t)args.v % 16 == 0;
   const dim3 grid((unsigned)n_tiles, (unsigned)(args.n_head_kv * lay.hgroups), (unsigned)args.n_split_max);
-  if (args.kv_elem == (int32_t)kv_type::f16) launch_mma<__half>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
-  else if (args.kv_elem == (int32_t)kv_type::bf16) launch_mma<__nv_bfloat16>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
-  else launch_mma<float>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
+  with_kv_element((kv_type)args.kv_elem, [&](auto t) {
+    launch_mma<decltype(t)>(be, args, d_tiles, grid, rows_shape, lay, decode_warps, vec);
+  });
 }
 
 }  // namespace spindle

@@ -4,11 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kv_element.cuh"
 #include "backend/cuda/argmax_rows.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quantize_act.cuh"
@@ -499,9 +497,9 @@ void cuda_backend::store_kv(float* k_store, float* v_store, const int64_t* rows,
     const int64_t m = std::min<int64_t>(n - i0, 65535);
     const float* kn = k_new + i0 * k_dim;
     const float* vn = v_new + i0 * v_dim;
-    if (kv == kv_type::f16) launch_store_kv<__half>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
-    else if (kv == kv_type::bf16) launch_store_kv<__nv_bfloat16>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
-    else launch_store_kv<float>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
+    with_kv_element(kv, [&](auto t) {
+      launch_store_kv<decltype(t)>(*this, k_store, v_store, d_rows + i0, kn, vn, m, k_dim, v_dim);
+    });
   }
 }
 
@@ -526,16 +524,10 @@ void cuda_backend::rope_store_kv(float* q, float* k_new, const float* v_new, int
     float* qi = q + i0 * n_head_q * head_dim;
     float* ki = k_new + i0 * k_dim;
     const float* vi = v_new + i0 * v_dim;
-    if (kv == kv_type::f16) {
-      launch_rope_store_kv<__half>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p, theta_scale,
-                                   k_store, v_store, d_rows + i0, v_dim);
-    } else if (kv == kv_type::bf16) {
-      launch_rope_store_kv<__nv_bfloat16>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p,
-                                          theta_scale, k_store, v_store, d_rows + i0, v_dim);
-    } else {
-      launch_rope_store_kv<float>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p, theta_scale,
-                                  k_store, v_store, d_rows + i0, v_dim);
-    }
+    with_kv_element(kv, [&](auto t) {
+      launch_rope_store_kv<decltype(t)>(*this, grid, qi, ki, vi, n_head_q, n_head_k, head_dim, d_pos + i0, p,
+                                        theta_scale, k_store, v_store, d_rows + i0, v_dim);
+    });
   }
 }
 
