@@ -130,78 +130,87 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Decode attention: one query row per sequence, n_seqs sequences of n_ctx positions (llama-1B heads).
-  std::printf("attention_paged_batch, one query per sequence (32 q heads, 8 kv heads, dim 64, block 16):\n");
-  for (int n_seqs : {1, 16, 64}) {
-    for (int n_ctx : {128, 1024, 4096}) {
-      const int32_t block = 16, per_seq = (n_ctx + block - 1) / block, n_blocks = per_seq * n_seqs;
-      const int64_t row = 8 * 64;
-      float* k = be->alloc_f32((int64_t)n_blocks * block * row);
-      float* v = be->alloc_f32((int64_t)n_blocks * block * row);
-      float* q = be->alloc_f32((int64_t)n_seqs * 32 * 64);
-      float* o = be->alloc_f32((int64_t)n_seqs * 32 * 64);
-      std::vector<int32_t> tables((size_t)n_blocks);
-      for (int32_t i = 0; i < n_blocks; ++i) tables[(size_t)i] = i;
-      std::vector<paged_attention_params> seqs((size_t)n_seqs);
-      for (int s = 0; s < n_seqs; ++s) {
-        paged_attention_params& p = seqs[(size_t)s];
-        p.attn.n_tokens = 1;
-        p.attn.n_past = n_ctx - 1;
-        p.attn.n_head = 32;
-        p.attn.n_head_kv = 8;
-        p.attn.head_dim_k = p.attn.head_dim_v = 64;
-        p.attn.k_row_stride = p.attn.v_row_stride = row;
-        p.attn.scale = 0.125f;
-        p.block_table = tables.data() + (size_t)s * per_seq;
-        p.n_table = per_seq;
+  // Attention over each K / V store type the backend keeps (f32; f16 and bf16 on a GPU).
+  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16}) {
+    if (!be->supports_kv(kv)) continue;
+    const char* kv_name = kv == kv_type::f16 ? "f16" : kv == kv_type::bf16 ? "bf16" : "f32";
+    const double kv_elem_bytes = kv == kv_type::f32 ? 4.0 : 2.0;
+    // Decode attention: one query row per sequence, n_seqs sequences of n_ctx positions (llama-1B heads).
+    std::printf("attention_paged_batch, %s K / V, one query per sequence (32 q heads, 8 kv heads, dim 64, block 16):\n",
+                kv_name);
+    for (int n_seqs : {1, 16, 64}) {
+      for (int n_ctx : {128, 1024, 4096}) {
+        const int32_t block = 16, per_seq = (n_ctx + block - 1) / block, n_blocks = per_seq * n_seqs;
+        const int64_t row = 8 * 64;
+        float* k = be->alloc_f32(kv_store_floats(kv, (int64_t)n_blocks * block * row));
+        float* v = be->alloc_f32(kv_store_floats(kv, (int64_t)n_blocks * block * row));
+        float* q = be->alloc_f32((int64_t)n_seqs * 32 * 64);
+        float* o = be->alloc_f32((int64_t)n_seqs * 32 * 64);
+        std::vector<int32_t> tables((size_t)n_blocks);
+        for (int32_t i = 0; i < n_blocks; ++i) tables[(size_t)i] = i;
+        std::vector<paged_attention_params> seqs((size_t)n_seqs);
+        for (int s = 0; s < n_seqs; ++s) {
+          paged_attention_params& p = seqs[(size_t)s];
+          p.attn.n_tokens = 1;
+          p.attn.n_past = n_ctx - 1;
+          p.attn.n_head = 32;
+          p.attn.n_head_kv = 8;
+          p.attn.head_dim_k = p.attn.head_dim_v = 64;
+          p.attn.k_row_stride = p.attn.v_row_stride = row;
+          p.attn.scale = 0.125f;
+          p.attn.kv = kv;
+          p.block_table = tables.data() + (size_t)s * per_seq;
+          p.n_table = per_seq;
+          p.block_size = block;
+          p.n_blocks = n_blocks;
+        }
+        const double us = per_call_us(*be, std::max(4, reps / 10),
+                                      [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
+        const double gus = per_call_graph_us(*be, std::max(4, reps / 10),
+                                             [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
+        const double kv_bytes = 2.0 * n_seqs * n_ctx * row * kv_elem_bytes;
+        std::printf("  seqs %-3d ctx %-5d %9.1f us (%6.0f GB/s of K/V), in a step graph %9.1f us\n", n_seqs, n_ctx, us,
+                    kv_bytes / (us * 1e-6) / 1e9, gus);
+        be->free_f32(k);
+        be->free_f32(v);
+        be->free_f32(q);
+        be->free_f32(o);
+      }
+    }
+    // Prompt attention: one causal sequence of n_tok query rows from position 0 (llama-1B and qwen3-0.6B heads).
+    std::printf("attention_paged, %s K / V, one prompt (causal, block 16):\n", kv_name);
+    struct heads { int32_t n_head, n_head_kv, hd; };
+    for (const heads h : {heads{32, 8, 64}, heads{16, 8, 128}}) {
+      for (int n_tok : {512, 1024, 4096}) {
+        const int32_t block = 16, n_blocks = (n_tok + block - 1) / block;
+        const int64_t kv_row = (int64_t)h.n_head_kv * h.hd, q_row = (int64_t)h.n_head * h.hd;
+        float* k = be->alloc_f32(kv_store_floats(kv, (int64_t)n_blocks * block * kv_row));
+        float* v = be->alloc_f32(kv_store_floats(kv, (int64_t)n_blocks * block * kv_row));
+        float* q = be->alloc_f32(n_tok * q_row);
+        float* o = be->alloc_f32(n_tok * q_row);
+        std::vector<int32_t> table((size_t)n_blocks);
+        for (int32_t i = 0; i < n_blocks; ++i) table[(size_t)i] = i;
+        paged_attention_params p;
+        p.attn.n_tokens = n_tok;
+        p.attn.n_head = h.n_head;
+        p.attn.n_head_kv = h.n_head_kv;
+        p.attn.head_dim_k = p.attn.head_dim_v = h.hd;
+        p.attn.k_row_stride = p.attn.v_row_stride = kv_row;
+        p.attn.scale = 1.0f / std::sqrt((float)h.hd);
+        p.attn.kv = kv;
+        p.block_table = table.data();
+        p.n_table = n_blocks;
         p.block_size = block;
         p.n_blocks = n_blocks;
+        const double us = per_call_us(*be, std::max(4, reps / 10), [&] { be->attention_paged(p, q, k, v, o); });
+        const double flops = 4.0 * h.n_head * h.hd * ((double)n_tok * (n_tok + 1) / 2);  // q.k and p.v, causal
+        std::printf("  heads %d/%d dim %-3d rows %-5d %9.1f us (%6.1f TFLOP/s)\n", h.n_head, h.n_head_kv, h.hd, n_tok,
+                    us, flops / (us * 1e-6) / 1e12);
+        be->free_f32(k);
+        be->free_f32(v);
+        be->free_f32(q);
+        be->free_f32(o);
       }
-      const double us = per_call_us(*be, std::max(4, reps / 10),
-                                    [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
-      const double gus = per_call_graph_us(*be, std::max(4, reps / 10),
-                                           [&] { be->attention_paged_batch(seqs.data(), n_seqs, q, k, v, o); });
-      const double kv_bytes = 2.0 * n_seqs * n_ctx * row * sizeof(float);
-      std::printf("  seqs %-3d ctx %-5d %9.1f us (%6.0f GB/s of K/V), in a step graph %9.1f us\n", n_seqs, n_ctx, us,
-                  kv_bytes / (us * 1e-6) / 1e9, gus);
-      be->free_f32(k);
-      be->free_f32(v);
-      be->free_f32(q);
-      be->free_f32(o);
-    }
-  }
-  // Prompt attention: one causal sequence of n_tok query rows from position 0 (llama-1B and qwen3-0.6B heads).
-  std::printf("attention_paged, one prompt (causal, block 16):\n");
-  struct heads { int32_t n_head, n_head_kv, hd; };
-  for (const heads h : {heads{32, 8, 64}, heads{16, 8, 128}}) {
-    for (int n_tok : {512, 1024, 4096}) {
-      const int32_t block = 16, n_blocks = (n_tok + block - 1) / block;
-      const int64_t kv_row = (int64_t)h.n_head_kv * h.hd, q_row = (int64_t)h.n_head * h.hd;
-      float* k = be->alloc_f32((int64_t)n_blocks * block * kv_row);
-      float* v = be->alloc_f32((int64_t)n_blocks * block * kv_row);
-      float* q = be->alloc_f32(n_tok * q_row);
-      float* o = be->alloc_f32(n_tok * q_row);
-      std::vector<int32_t> table((size_t)n_blocks);
-      for (int32_t i = 0; i < n_blocks; ++i) table[(size_t)i] = i;
-      paged_attention_params p;
-      p.attn.n_tokens = n_tok;
-      p.attn.n_head = h.n_head;
-      p.attn.n_head_kv = h.n_head_kv;
-      p.attn.head_dim_k = p.attn.head_dim_v = h.hd;
-      p.attn.k_row_stride = p.attn.v_row_stride = kv_row;
-      p.attn.scale = 1.0f / std::sqrt((float)h.hd);
-      p.block_table = table.data();
-      p.n_table = n_blocks;
-      p.block_size = block;
-      p.n_blocks = n_blocks;
-      const double us = per_call_us(*be, std::max(4, reps / 10), [&] { be->attention_paged(p, q, k, v, o); });
-      const double flops = 4.0 * h.n_head * h.hd * ((double)n_tok * (n_tok + 1) / 2);  // q.k and p.v, causal
-      std::printf("  heads %d/%d dim %-3d rows %-5d %9.1f us (%6.1f TFLOP/s)\n", h.n_head, h.n_head_kv, h.hd, n_tok,
-                  us, flops / (us * 1e-6) / 1e12);
-      be->free_f32(k);
-      be->free_f32(v);
-      be->free_f32(q);
-      be->free_f32(o);
     }
   }
   // Choosing tokens from n_vocab logits rows (random, sd 2): the greedy argmax, sample_rows for the chains a

@@ -3,6 +3,7 @@
 // stated per op; batch invariance (a row's bits alone == inside a larger call) is checked where an op
 // reduces across a row.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -36,6 +37,31 @@ attention_params attention_shape(int64_t n_tokens, int64_t n_past, int32_t n_hea
   p.scale = 1.0f / std::sqrt((float)hd);
   return p;
 }
+
+// x as a store of type kv keeps it: rounded to nearest even (f32: as it is).
+std::vector<float> kv_rounded(const std::vector<float>& x, kv_type kv) {
+  std::vector<float> r(x);
+  if (kv == kv_type::f16) for (float& v : r) v = fp16_to_f32(f32_to_fp16(v));
+  if (kv == kv_type::bf16) for (float& v : r) v = bf16_to_f32(f32_to_bf16(v));
+  return r;
+}
+
+// x stored as kv elements (the bits a 16-bit store holds, packed two to a float slot; f32: x).
+std::vector<float> kv_store_of(const std::vector<float>& x, kv_type kv) {
+  if (kv == kv_type::f32) return x;
+  std::vector<uint16_t> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = kv == kv_type::f16 ? f32_to_fp16(x[i]) : f32_to_bf16(x[i]);
+  std::vector<float> out((size_t)kv_store_floats(kv, (int64_t)x.size()));
+  std::memcpy(out.data(), h.data(), h.size() * sizeof(uint16_t));
+  return out;
+}
+
+const char* kv_name(kv_type kv) { return kv == kv_type::f16 ? "f16" : kv == kv_type::bf16 ? "bf16" : "f32"; }
+
+// Attention over 16-bit stores against the CPU's f32 attention over the stored values, relative to the output's
+// scale: f32 stores 1e-5 (three tf32 products), f16 2e-5 and bf16 2e-4 (q and the probabilities in hi + lo parts of
+// the type: 2^-20 / 2^-15 of them; the host emulation of the split measured 1e-5 / 3e-5 of a sum's scale).
+double attention_tolerance(kv_type kv) { return kv == kv_type::f16 ? 2e-5 : kv == kv_type::bf16 ? 2e-4 : 1e-5; }
 
 }  // namespace
 
@@ -271,7 +297,7 @@ TEST_CASE("cuda attention_paged_batch: one launch for many sequences == each alo
   }
 }
 
-TEST_CASE("cuda 16-bit K / V stores: store_kv rounds to nearest even, attention has the bits of f32 stores of those values") {
+TEST_CASE("cuda 16-bit K / V stores: store_kv rounds to nearest even, attention is f32 attention over the stored values, batched == alone") {
   REQUIRE_GPU();
   pair be;
   std::mt19937 rng(14);
@@ -323,8 +349,20 @@ TEST_CASE("cuda 16-bit K / V stores: store_kv rounds to nearest even, attention 
         for (auto& sq : seqs) sq.attn.kv = kv;
         be.gpu->attention_paged_batch(seqs.data(), (int64_t)seqs.size(), gq.p(), k16.p(), v16.p(), o16.p());
         const std::vector<float> a32 = o32.get(), a16 = o16.get();
-        const bool same = same_bits(a32.data(), a16.data(), a32.size());
-        if (!same) std::printf("  kv %d hd %d, %zu sequences: 16-bit store != f32 store\n", (int)kv, hd, batch.size());
+        const double err = max_rel(a16, a32);
+        // each sequence alone: the bits of the batched launch
+        bool same = true;
+        int64_t at = 0;
+        for (const paged_attention_params& sq : seqs) {
+          const int64_t n = sq.attn.n_tokens * heads * hd;
+          buf one(*be.gpu, n);
+          be.gpu->attention_paged(sq, gq.p() + at, k16.p(), v16.p(), one.p());
+          same = same && same_bits(one.get().data(), a16.data() + at, (size_t)n);
+          at += n;
+        }
+        std::printf("  %s store, hd %d, %zu sequences: max rel err vs f32 attention over the stored values %.2e, "
+                    "alone %s\n", kv_name(kv), hd, batch.size(), err, same ? "same bits" : "DIFFER");
+        CHECK(err <= attention_tolerance(kv));
         CHECK(same);
       }
     }
@@ -490,20 +528,24 @@ TEST_CASE("cuda attention: decode blocks of 1, 2, 4 warps give the bits of 8-war
   bool same = true;
   // 1 to 8 splits of 32 positions (1, 2, 4, 8 warps), past one and two chunks (merged in the kernel); head dims 64
   // (1..8 warps) and 128 (2, 4); query-head groups of 4 and 1
-  for (const int32_t hd : {64, 128})
-    for (const int32_t kvh : {8, 32})
-      for (const int64_t n_kv : {5, 32, 33, 64, 100, 200, 256, 300, 700}) {
-        const attention_params p = attention_shape(1, n_kv - 1, 32, kvh, hd, 8, 8);
-        const std::vector<float> q = randn(32 * hd, rng), k = randn(n_kv * p.k_row_stride, rng),
-                                 v = randn(n_kv * p.v_row_stride, rng);
-        buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, 32 * hd);
-        buf fq(*fewer, q), fk(*fewer, k), fv(*fewer, v), fo(*fewer, 32 * hd);
-        be.gpu->attention(p, gq.p(), gk.p(), gv.p(), go.p());
-        fewer->attention(p, fq.p(), fk.p(), fv.p(), fo.p());
-        const bool eq = same_bits(go.get().data(), fo.get().data(), (size_t)(32 * hd));
-        if (!eq) std::printf("  hd %d, %d KV heads, %lld positions: the bits differ\n", hd, kvh, (long long)n_kv);
-        same = same && eq;
-      }
+  // (f32, f16 and bf16 stores)
+  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16})
+    for (const int32_t hd : {64, 128})
+      for (const int32_t kvh : {8, 32})
+        for (const int64_t n_kv : {5, 32, 33, 64, 100, 200, 256, 300, 700}) {
+          attention_params p = attention_shape(1, n_kv - 1, 32, kvh, hd, 8, 8);
+          p.kv = kv;
+          const std::vector<float> q = randn(32 * hd, rng), k = kv_store_of(randn(n_kv * p.k_row_stride, rng), kv),
+                                   v = kv_store_of(randn(n_kv * p.v_row_stride, rng), kv);
+          buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, 32 * hd);
+          buf fq(*fewer, q), fk(*fewer, k), fv(*fewer, v), fo(*fewer, 32 * hd);
+          be.gpu->attention(p, gq.p(), gk.p(), gv.p(), go.p());
+          fewer->attention(p, fq.p(), fk.p(), fv.p(), fo.p());
+          const bool eq = same_bits(go.get().data(), fo.get().data(), (size_t)(32 * hd));
+          if (!eq) std::printf("  %s store, hd %d, %d KV heads, %lld positions: the bits differ\n", kv_name(kv), hd, kvh,
+                               (long long)n_kv);
+          same = same && eq;
+        }
   CHECK(same);
 }
 
@@ -512,63 +554,69 @@ TEST_CASE("cuda attention: a prompt in one launch has the bits of each row alone
   pair be;
   std::mt19937 rng(37);
   struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; bool causal; };
-  // whole and partial tiles; query-head groups of 4, 7 (14 of a tile's 16 rows), 1 (16 query rows per tile), 2,
-  // 16 and 32 (two tiles side by side); head dims 64, 40 (padded), 128 and 96; one chunk of positions and several
-  // (chunk partials merged: past 256 and 512 positions), past positions before the prompt, causal and not
-  for (const shape s : {shape{37, 0, 32, 8, 64, true}, shape{16, 1000, 8, 2, 64, true}, shape{50, 3, 7, 1, 40, true},
-                        shape{24, 40, 2, 2, 64, false}, shape{130, 70, 12, 3, 64, true}, shape{70, 200, 16, 8, 128, true},
-                        shape{40, 0, 4, 4, 96, true}, shape{20, 300, 16, 1, 64, true}, shape{9, 20, 32, 1, 128, false},
-                        shape{300, 260, 8, 8, 64, true}}) {
-    attention_params p = attention_shape(s.n_tokens, s.n_past, s.n_head, s.n_head_kv, s.hd, 8, 8);  // wide rows
-    p.causal = s.causal;
-    const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd, bs = 16;
-    const int64_t n_table = (n_kv + bs - 1) / bs;
-    std::vector<int32_t> table((size_t)n_table);
-    for (int64_t b = 0; b < n_table; ++b) table[(size_t)b] = (int32_t)((b * 5 + 3) % n_table);  // shuffled blocks
-    const std::vector<float> q = randn(s.n_tokens * q_row, rng), k = randn(n_table * bs * p.k_row_stride, rng),
-                             v = randn(n_table * bs * p.v_row_stride, rng);
-    paged_attention_params pp;
-    pp.attn = p;
-    pp.block_table = table.data();
-    pp.n_table = n_table;
-    pp.block_size = (int32_t)bs;
-    pp.n_blocks = n_table;
-    buf gq(*be.gpu, q), gk(*be.gpu, k), gv(*be.gpu, v), go(*be.gpu, s.n_tokens * q_row);
-    be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());  // every row in one launch: the row shape
-    const std::vector<float> og = go.get();
-    bool same = true;
-    for (int64_t t = 0; t < s.n_tokens; ++t) {  // each row alone: the split shape
-      paged_attention_params p1 = pp;
-      p1.attn.n_tokens = 1;
-      p1.attn.n_past = s.causal ? s.n_past + t : n_kv - 1;
-      buf go1(*be.gpu, q_row);
-      be.gpu->attention_paged(p1, gq.p() + t * q_row, gk.p(), gv.p(), go1.p());
-      same = same && same_bits(go1.get().data(), og.data() + t * q_row, (size_t)q_row);
-    }
-    CHECK(same);
-    // causal: the rows in uneven pieces (3 rows, then 5, ...) as a chunked prompt sends them: other tiles and shapes
-    if (s.causal) {
-      std::vector<float> pieces((size_t)(s.n_tokens * q_row));
-      for (int64_t t = 0, len = 3; t < s.n_tokens; t += len, len = len == 3 ? 5 : 3) {
-        paged_attention_params pc = pp;
-        pc.attn.n_tokens = std::min<int64_t>(len, s.n_tokens - t);
-        pc.attn.n_past = s.n_past + t;
-        buf goc(*be.gpu, pc.attn.n_tokens * q_row);
-        be.gpu->attention_paged(pc, gq.p() + t * q_row, gk.p(), gv.p(), goc.p());
-        const std::vector<float> oc = goc.get();
-        std::copy(oc.begin(), oc.end(), pieces.begin() + t * q_row);
+  // f32, f16 and bf16 stores (the CPU computes over the stored values)
+  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16})
+    // whole and partial tiles; query-head groups of 4, 7 (14 of a tile's 16 rows), 1 (16 query rows per tile), 2,
+    // 16 and 32 (two tiles side by side); head dims 64, 40 (padded), 128 and 96; one chunk of positions and several
+    // (chunk partials merged: past 256 and 512 positions), past positions before the prompt, causal and not
+    for (const shape s : {shape{37, 0, 32, 8, 64, true}, shape{16, 1000, 8, 2, 64, true}, shape{50, 3, 7, 1, 40, true},
+                          shape{24, 40, 2, 2, 64, false}, shape{130, 70, 12, 3, 64, true}, shape{70, 200, 16, 8, 128, true},
+                          shape{40, 0, 4, 4, 96, true}, shape{20, 300, 16, 1, 64, true}, shape{9, 20, 32, 1, 128, false},
+                          shape{300, 260, 8, 8, 64, true}}) {
+      attention_params p = attention_shape(s.n_tokens, s.n_past, s.n_head, s.n_head_kv, s.hd, 8, 8);  // wide rows
+      p.causal = s.causal;
+      p.kv = kv;
+      const int64_t n_kv = s.n_past + s.n_tokens, q_row = (int64_t)s.n_head * s.hd, bs = 16;
+      const int64_t n_table = (n_kv + bs - 1) / bs;
+      std::vector<int32_t> table((size_t)n_table);
+      for (int64_t b = 0; b < n_table; ++b) table[(size_t)b] = (int32_t)((b * 5 + 3) % n_table);  // shuffled blocks
+      const std::vector<float> q = randn(s.n_tokens * q_row, rng),
+                               k = kv_rounded(randn(n_table * bs * p.k_row_stride, rng), kv),
+                               v = kv_rounded(randn(n_table * bs * p.v_row_stride, rng), kv);
+      paged_attention_params pp;
+      pp.attn = p;
+      pp.block_table = table.data();
+      pp.n_table = n_table;
+      pp.block_size = (int32_t)bs;
+      pp.n_blocks = n_table;
+      buf gq(*be.gpu, q), gk(*be.gpu, kv_store_of(k, kv)), gv(*be.gpu, kv_store_of(v, kv)), go(*be.gpu, s.n_tokens * q_row);
+      be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());  // every row in one launch: the row shape
+      const std::vector<float> og = go.get();
+      bool same = true;
+      for (int64_t t = 0; t < s.n_tokens; ++t) {  // each row alone: the split shape
+        paged_attention_params p1 = pp;
+        p1.attn.n_tokens = 1;
+        p1.attn.n_past = s.causal ? s.n_past + t : n_kv - 1;
+        buf go1(*be.gpu, q_row);
+        be.gpu->attention_paged(p1, gq.p() + t * q_row, gk.p(), gv.p(), go1.p());
+        same = same && same_bits(go1.get().data(), og.data() + t * q_row, (size_t)q_row);
       }
-      CHECK(same_bits(pieces.data(), og.data(), og.size()));
+      CHECK(same);
+      // causal: the rows in uneven pieces (3 rows, then 5, ...) as a chunked prompt sends them: other tiles and shapes
+      if (s.causal) {
+        std::vector<float> pieces((size_t)(s.n_tokens * q_row));
+        for (int64_t t = 0, len = 3; t < s.n_tokens; t += len, len = len == 3 ? 5 : 3) {
+          paged_attention_params pc = pp;
+          pc.attn.n_tokens = std::min<int64_t>(len, s.n_tokens - t);
+          pc.attn.n_past = s.n_past + t;
+          buf goc(*be.gpu, pc.attn.n_tokens * q_row);
+          be.gpu->attention_paged(pc, gq.p() + t * q_row, gk.p(), gv.p(), goc.p());
+          const std::vector<float> oc = goc.get();
+          std::copy(oc.begin(), oc.end(), pieces.begin() + t * q_row);
+        }
+        CHECK(same_bits(pieces.data(), og.data(), og.size()));
+      }
+      // and as the CPU computes it
+      paged_attention_params pf = pp;
+      pf.attn.kv = kv_type::f32;
+      buf ck(*be.cpu, k), cv(*be.cpu, v), cq(*be.cpu, q), co(*be.cpu, s.n_tokens * q_row);
+      be.cpu->attention_paged(pf, cq.p(), ck.p(), cv.p(), co.p());
+      const double err = max_rel(og, co.get());
+      std::printf("  attention (%s store) %lld rows after %lld, %d/%d heads of %d, %s: rows alone %s, max rel err vs cpu %.2e\n",
+                  kv_name(kv), (long long)s.n_tokens, (long long)s.n_past, s.n_head, s.n_head_kv, s.hd,
+                  s.causal ? "causal" : "non-causal", same ? "same bits" : "DIFFER", err);
+      CHECK(err <= attention_tolerance(kv));
     }
-    // and as the CPU computes it
-    buf ck(*be.cpu, k), cv(*be.cpu, v), cq(*be.cpu, q), co(*be.cpu, s.n_tokens * q_row);
-    be.cpu->attention_paged(pp, cq.p(), ck.p(), cv.p(), co.p());
-    const double err = max_rel(og, co.get());
-    std::printf("  attention %lld rows after %lld, %d/%d heads of %d, %s: rows alone %s, max rel err vs cpu %.2e\n",
-                (long long)s.n_tokens, (long long)s.n_past, s.n_head, s.n_head_kv, s.hd,
-                s.causal ? "causal" : "non-causal", same ? "same bits" : "DIFFER", err);
-    CHECK(err <= 1e-5);
-  }
 }
 
 TEST_CASE("cuda argmax_rows: argmax_first of each row (ties, NaN, -inf, a row prefix), ids only to the host") {

@@ -26,6 +26,14 @@ struct int4 {
   int x, y, z, w;
 };
 inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+struct uint2 {
+  unsigned x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 struct __half {
   uint16_t bits;
 };
@@ -182,6 +190,42 @@ inline void mma_s8(int (&c)[4], int k, int a0, int a1, int a2, int a3, int b0, i
     int sum = 0;
     for (int kk = 0; kk < k; ++kk) sum += A[rows[e]][kk] * B[kk][cols[e]];
     c[e] = (acc ? c[e] : 0) + sum;
+  }
+  shuffle_phase = 1 - ph;
+}
+
+// mma.sync m16n8k16 with f16 (or bf16) inputs and f32 accumulators, as every lane of the warp calls it (mma_f16.cuh's
+// layout): the products exact, each output's sum (its accumulator first, then k in order) in double, rounded once.
+inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
+  block_state& st = *current_block;
+  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = shuffle_phase;
+  int* mine = st.exchange[(size_t)warp].mma[ph][lane];
+  mine[0] = (int)a[0], mine[1] = (int)a[1], mine[2] = (int)a[2], mine[3] = (int)a[3], mine[4] = (int)b0,
+  mine[5] = (int)b1;
+  st.warp_barriers[(size_t)warp]->wait();
+  double A[16][16] = {}, B[16][8] = {};
+  const auto half = [bf16](int v, int i) {
+    const uint16_t u = (uint16_t)((uint32_t)v >> (16 * i));
+    return (double)(bf16 ? spindle::bf16_to_f32(u) : spindle::fp16_to_f32(u));
+  };
+  for (int l = 0; l < 32; ++l) {
+    const int* f = st.exchange[(size_t)warp].mma[ph][l];
+    const int G = l / 4, T = l % 4;
+    for (int i = 0; i < 2; ++i) {
+      A[G][2 * T + i] = half(f[0], i);
+      A[G + 8][2 * T + i] = half(f[1], i);
+      A[G][2 * T + 8 + i] = half(f[2], i);
+      A[G + 8][2 * T + 8 + i] = half(f[3], i);
+      B[2 * T + i][G] = half(f[4], i);
+      B[2 * T + 8 + i][G] = half(f[5], i);
+    }
+  }
+  const int g = lane / 4, t = lane % 4;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+  for (int e = 0; e < 4; ++e) {
+    double sum = d[e];
+    for (int kk = 0; kk < 16; ++kk) sum += A[rows[e]][kk] * B[kk][cols[e]];
+    d[e] = (float)sum;
   }
   shuffle_phase = 1 - ph;
 }

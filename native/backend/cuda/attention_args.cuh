@@ -48,27 +48,12 @@ struct attn_args {
 };
 static_assert(sizeof(attn_args) == 13 * sizeof(void*) + 2 * 8 + 14 * 4, "attn_args has padding");
 
-// Four values p[d .. d + 4) of a K / V row of n elements of type T (zeros past n) as floats: f32 read as they are,
-// f16 / bf16 converted exactly. vec: p aligned to 4 elements and n a multiple of 4.
+// Four floats p[d .. d + 4) of an f32 K / V row of n (zeros past n); vec: p aligned to 4 floats and n a multiple of
+// 4. (16-bit stores are read as they are stored: attention_mma.cu's load4_16.)
 __device__ __forceinline__ float4 load4_kv(const float* p, int d, int n, bool vec) {
   if (vec && d + 4 <= n) return *reinterpret_cast<const float4*>(p + d);
   return make_float4(d < n ? p[d] : 0.0f, d + 1 < n ? p[d + 1] : 0.0f, d + 2 < n ? p[d + 2] : 0.0f,
                      d + 3 < n ? p[d + 3] : 0.0f);
-}
-__device__ __forceinline__ float kv_to_float(uint16_t u, const __half*) { return __half2float(__ushort_as_half(u)); }
-__device__ __forceinline__ float kv_to_float(uint16_t u, const __nv_bfloat16*) { return __uint_as_float((uint32_t)u << 16); }
-template <typename T>
-__device__ __forceinline__ float4 load4_kv(const T* p, int d, int n, bool vec) {
-  const uint16_t* b = reinterpret_cast<const uint16_t*>(p);
-  uint16_t u[4];
-  if (vec && d + 4 <= n) {
-    const uint2 w = *reinterpret_cast<const uint2*>(b + d);
-    u[0] = (uint16_t)w.x, u[1] = (uint16_t)(w.x >> 16), u[2] = (uint16_t)w.y, u[3] = (uint16_t)(w.y >> 16);
-  } else {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) u[k] = d + k < n ? b[d + k] : (uint16_t)0;  // +0 in either type
-  }
-  return make_float4(kv_to_float(u[0], p), kv_to_float(u[1], p), kv_to_float(u[2], p), kv_to_float(u[3], p));
 }
 
 // Row of position j in the K / V store: table[j / block_size] * block_size + j % block_size, in 32-bit

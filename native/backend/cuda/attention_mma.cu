@@ -1,7 +1,8 @@
-// Tensor-core attention for head dims up to 128, prompt and decode rows alike (mma.sync m16n8k8 with tf32
-// inputs, each multiply done as three, a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi with a = a_hi + a_lo in tf32
-// parts (truncated: split_tf32), so scores and weighted sums keep about f32 precision). One arithmetic for every
-// (query row, head):
+// Tensor-core attention for head dims up to 128, prompt and decode rows alike. f32 K / V stores: mma.sync m16n8k8
+// with tf32 inputs, each multiply done as three, a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi with a = a_hi + a_lo in
+// tf32 parts (truncated: split_tf32), so scores and weighted sums keep about f32 precision; f16 / bf16 stores:
+// mma.sync m16n8k16 over the stored values with q and the probabilities in hi + lo parts (attention_mma_split.cuh).
+// One arithmetic for every (query row, head) of a store type:
 //   - positions are cut into splits of k_mma_split = 32 aligned at position 0; split_partial() gives a split's
 //     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile;
 //   - a chunk's splits (k_mma_chunk = 256 positions) are folded in split order by fold() (online softmax);
@@ -13,12 +14,14 @@
 // no attention_merge_kernel launch).
 // Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
 // positions, never on the launch shape or on the other rows of the launch (batch invariance).
-// Fragment layouts (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+// Fragment layouts of the tf32 code (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
 // B b0 (k t, n g), b1 (k t + 4, n g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/attention_args.cuh"
 #include "backend/cuda/attention_mma.h"
+#include "backend/cuda/attention_mma_split.cuh"
 #include "backend/cuda/block_done.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -63,13 +66,6 @@ __device__ __forceinline__ void split_a(const float (&a)[4], uint32_t (&ah)[4], 
   for (int e = 0; e < 4; ++e) split_tf32(a[e], ah[e], al[e]);
 }
 
-// Four floats p[d .. d + 4) of a row of n (zeros past n); vec: p 16-byte aligned and n a multiple of 4.
-__device__ __forceinline__ float4 load4(const float* p, int d, int n, bool vec) {
-  if (vec && d + 4 <= n) return *reinterpret_cast<const float4*>(p + d);
-  return make_float4(d < n ? p[d] : 0.0f, d + 1 < n ? p[d + 1] : 0.0f, d + 2 < n ? p[d + 2] : 0.0f,
-                     d + 3 < n ? p[d + 3] : 0.0f);
-}
-
 // The 16 rows of a warp tile: row r is query row i0 + r / gh, head h0 + r % gh (rows past nq query rows or nh
 // heads are padding: q zero, never written).
 struct warp_tile {
@@ -105,28 +101,30 @@ __device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, i
   for (int e = x; e < 16 * HD / 4; e += n) {
     const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
     const row_info ri = tile_row(a, w, r, seq);
-    const float4 v = ri.ok ? load4(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
+    const float4 v = ri.ok ? load4_kv(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
     *reinterpret_cast<float4*>(qs + r * (HD + 16) + d) = v;
   }
 }
 
-// K / V rows of one split as split_partial reads them, four floats from dim d of key u (0..31 within the split),
-// zeros past the head dims and past the tile's positions: kv_global reads the store (the split shape: a warp per
-// split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The values
-// are the same either way, so the bits are.
-template <typename T>  // the stores' element type
-struct kv_global {
-  const T* kb;
-  const T* vb;
-  int64_t ks, vs;
-  int hd_k, hd_v;
-  bool vec;
-  int32_t krow[4];  // this lane's K rows (keys 8j + g), -1 past the positions
-  int32_t vrow[8];  // this lane's V rows (keys 8j + 2t + e at 2j + e)
-  __device__ __forceinline__ kv_global(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
-      : kb((const T*)a.k + (int64_t)w.kvh * a.hd_k), vb((const T*)a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride),
-        vs(a.v_stride),
-        hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_) {
+// The 16 q rows of a warp tile into shared memory for 16-bit stores, split into hi / lo parts of T (q16_store4's
+// layout, zeros for padding rows and dims past hd_k), by threads x of n (the caller synchronizes them).
+template <int HD, typename T>
+__device__ __forceinline__ void load_q16(const attn_args& a, const warp_tile& w, int32_t seq, int x, int n, bool vec,
+                                         uint32_t* qs) {
+  for (int e = x; e < 16 * HD / 4; e += n) {
+    const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
+    const row_info ri = tile_row(a, w, r, seq);
+    const float4 v = ri.ok ? load4_kv(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
+    q16_store4<HD, T>(qs, r, d, v.x, v.y, v.z, v.w);
+  }
+}
+
+// This lane's K / V store rows of one split (-1 past the tile's positions): K keys 8j + g at krow[j], V keys
+// 8j + 2t + e at vrow[2j + e] (split_partial's and split_partial16's fragments).
+struct split_rows {
+  int32_t krow[4];
+  int32_t vrow[8];
+  __device__ __forceinline__ split_rows(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t pk = j0 + 8 * j + g;
@@ -138,12 +136,59 @@ struct kv_global {
       }
     }
   }
+};
+
+// K / V rows of one split as split_partial reads them, four floats from dim d of key u (0..31 within the split),
+// zeros past the head dims and past the tile's positions: kv_global reads the f32 store (the split shape: a warp
+// per split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The
+// values are the same either way, so the bits are.
+struct kv_global {
+  const float* kb;
+  const float* vb;
+  int64_t ks, vs;
+  int hd_k, hd_v;
+  bool vec;
+  split_rows rows;
+  __device__ __forceinline__ kv_global(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
+      : kb(a.k + (int64_t)w.kvh * a.hd_k), vb(a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride), vs(a.v_stride),
+        hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_), rows(a, w, j0, g, t) {}
   __device__ __forceinline__ float4 k(int j, int d) const {
-    return krow[j] >= 0 ? load4_kv(kb + krow[j] * ks, d, hd_k, vec) : make_float4(0, 0, 0, 0);
+    return rows.krow[j] >= 0 ? load4_kv(kb + rows.krow[j] * ks, d, hd_k, vec) : make_float4(0, 0, 0, 0);
   }
   __device__ __forceinline__ float4 v(int j, int e, int d) const {
-    const int32_t r = vrow[2 * j + e];
+    const int32_t r = rows.vrow[2 * j + e];
     return r >= 0 ? load4_kv(vb + r * vs, d, hd_v, vec) : make_float4(0, 0, 0, 0);
+  }
+};
+
+// Four 16-bit values p[d .. d + 4) of a row of n (zeros past n) as two words; vec: p aligned to 4 values and n a
+// multiple of 4.
+__device__ __forceinline__ uint2 load4_16(const uint16_t* p, int d, int n, bool vec) {
+  if (vec && d + 4 <= n) return *reinterpret_cast<const uint2*>(p + d);
+  const uint32_t u0 = d < n ? p[d] : 0u, u1 = d + 1 < n ? p[d + 1] : 0u;  // 0: +0 in either type
+  const uint32_t u2 = d + 2 < n ? p[d + 2] : 0u, u3 = d + 3 < n ? p[d + 3] : 0u;
+  return make_uint2(u0 | u1 << 16, u2 | u3 << 16);
+}
+
+// kv_shared16's values read from a 16-bit store (the split shape, and the rows shape of heads over 64 dims).
+struct kv_global16 {
+  const uint16_t* kb;
+  const uint16_t* vb;
+  int64_t ks, vs;
+  int hd_k, hd_v;
+  bool vec;
+  split_rows rows;
+  __device__ __forceinline__ kv_global16(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
+      : kb((const uint16_t*)a.k + (int64_t)w.kvh * a.hd_k), vb((const uint16_t*)a.v + (int64_t)w.kvh * a.hd_v),
+        ks(a.k_stride), vs(a.v_stride), hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_), rows(a, w, j0, g, t) {}
+  __device__ __forceinline__ uint2 k4(int j, int d) const {
+    return rows.krow[j] >= 0 ? load4_16(kb + rows.krow[j] * ks, d, hd_k, vec) : make_uint2(0, 0);
+  }
+  __device__ __forceinline__ uint4 v8(int j, int e, int d) const {
+    const int32_t r = rows.vrow[2 * j + e];
+    if (r < 0) return make_uint4(0, 0, 0, 0);
+    const uint2 x = load4_16(vb + r * vs, d, hd_v, vec), y = load4_16(vb + r * vs, d + 4, hd_v, vec);
+    return make_uint4(x.x, x.y, y.x, y.y);
   }
 };
 
@@ -190,38 +235,7 @@ __device__ __forceinline__ void split_partial(const attn_args& a, const KV& kv, 
       mma_3xtf32(s[j], ah1, al1, kx.z, kx.w);
     }
   }
-  // softmax of the split: max and sum over a row's 32 keys (8 per lane, then the lane quad in a fixed order)
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t pos = j0 + 8 * j + 2 * t + e;
-        float& v = s[j][2 * r + e];
-        v = pos < n_kv[r] ? __fmul_rn(v, a.scale) : -INFINITY;
-        mx = fmaxf(mx, v);
-      }
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float mu = mx == -INFINITY ? 0.0f : mx;  // a row with no position here: every p is 0
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& v = s[j][2 * r + e];
-        v = expf(__fsub_rn(v, mu));
-        sum = __fadd_rn(sum, v);
-      }
-    }
-    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
-    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
-    m[r] = mx;
-    l[r] = sum;
-  }
+  split_softmax(a.scale, s, n_kv, j0, t, m, l);
   // weighted V: k-step j takes keys 8j + 2t (slot t) and 8j + 2t + 1 (slot t + 4): the score registers as they are
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
@@ -299,7 +313,7 @@ __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* ti
 
 // One split's K and V rows (32 positions from j0, zeros past n_kv_max and past the head dims) for the rows shape's
 // shared copy: thread x of 128 holds float4 x + 128 i (i < HD / 8): K rows first, then V rows, HD / 4 per row.
-template <int HD, typename T>
+template <int HD>
 struct kv_stage {
   static constexpr int n = HD / 8;
   float4 r[n];
@@ -312,8 +326,8 @@ struct kv_stage {
       r[i] = make_float4(0, 0, 0, 0);
       if (pos < bt.n_kv_max) {
         const int64_t row = kv_row(bt.table, a.block_size, pos);
-        r[i] = is_v ? load4_kv((const T*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
-                    : load4_kv((const T*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+        r[i] = is_v ? load4_kv(a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                    : load4_kv(a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
       }
     }
   }
@@ -324,6 +338,38 @@ struct kv_stage {
       const int d = 4 * (e % (HD / 4));
       float* dst = is_v ? vs + u * kv_shared<HD>::v_stride + d : ks + u * kv_shared<HD>::k_stride + d;
       *reinterpret_cast<float4*>(dst) = r[i];
+    }
+  }
+};
+
+// kv_stage for 16-bit stores: thread x of 128 holds 4 values (two words) x + 128 i (i < HD /8), stored in
+// kv_shared16's layout (the shared arrays are the kernel's float arrays, reinterpreted).
+template <int HD>
+struct kv_stage16 {
+  static constexpr int n = HD / 8;
+  uint2 r[n];
+  __device__ __forceinline__ void load(const attn_args& a, const warp_tile& bt, int64_t j0, bool vec) {
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+      const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
+      const int d = 4 * (e % (HD / 4));
+      const int64_t pos = j0 + u;
+      r[i] = make_uint2(0, 0);
+      if (pos < bt.n_kv_max) {
+        const int64_t row = kv_row(bt.table, a.block_size, pos);
+        r[i] = is_v ? load4_16((const uint16_t*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                    : load4_16((const uint16_t*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(float* ks, float* vs) const {
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+      const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
+      const int d = 4 * (e % (HD / 4));
+      uint32_t* dst = is_v ? reinterpret_cast<uint32_t*>(vs) + u * kv_shared16<HD>::v_stride + d / 2
+                           : reinterpret_cast<uint32_t*>(ks) + u * kv_shared16<HD>::k_stride + d / 2;
+      *reinterpret_cast<uint2*>(dst) = r[i];
     }
   }
 };
@@ -346,10 +392,16 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= bt.n_kv_max) return;  // uniform over the block
   const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w, seq) && chunk_start < w.n_kv_max;
+  constexpr bool h16 = sizeof(T) == 2;
+  static_assert(q16_words<HD>() <= 16 * (HD + 16), "a 16-bit store's split q fits the f32 q rows");
   __shared__ __align__(16) float sm_q[k_mma_warps][16 * (HD + 16)];
-  __shared__ __align__(16) float sm_k[staged ? 32 * kv_shared<HD>::k_stride : 1];
-  __shared__ __align__(16) float sm_v[staged ? 32 * kv_shared<HD>::v_stride : 1];
-  if (active) load_q<HD>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
+  __shared__ __align__(16) float sm_k[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::k_stride : 32 * kv_shared<HD>::k_stride];
+  __shared__ __align__(16) float sm_v[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::v_stride : 32 * kv_shared<HD>::v_stride];
+  uint32_t* q16 = reinterpret_cast<uint32_t*>(sm_q[warp]);
+  if (active) {
+    if constexpr (h16) load_q16<HD, T>(a, w, seq, lane, k_warp, vec, q16);
+    else load_q<HD>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
+  }
   __syncwarp();
   row_info ri[2] = {};
   int64_t n_kv[2] = {0, 0};
@@ -362,7 +414,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   float M[2], L[2], O[ND][4];
   const int n_splits = splits_reached(bt.n_kv_max, chunk_start);
   const int warp_splits = active ? splits_reached(w.n_kv_max, chunk_start) : 0;
-  kv_stage<staged ? HD : 8, T> next;
+  std::conditional_t<h16, kv_stage16<staged ? HD : 8>, kv_stage<staged ? HD : 8>> next;
   if constexpr (staged) next.load(a, bt, chunk_start, vec);
   for (int s = 0; s < n_splits; ++s) {
     const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
@@ -374,10 +426,15 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     }
     if (s >= warp_splits) continue;
     float m[2], l[2], o[ND][4];
-    if constexpr (staged) {
+    if constexpr (h16 && staged) {
+      const kv_shared16<HD> kv{reinterpret_cast<const uint32_t*>(sm_k), reinterpret_cast<const uint32_t*>(sm_v), g, t};
+      split_partial16<HD, T>(a.scale, kv, q16, n_kv, j0, g, t, m, l, o);
+    } else if constexpr (h16) {
+      split_partial16<HD, T>(a.scale, kv_global16(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
+    } else if constexpr (staged) {
       split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], n_kv, j0, g, t, m, l, o);
     } else {
-      split_partial<HD>(a, kv_global<T>(a, w, j0, g, t, vec), sm_q[warp], n_kv, j0, g, t, m, l, o);
+      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q[warp], n_kv, j0, g, t, m, l, o);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -477,8 +534,11 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
+  constexpr bool h16 = sizeof(T) == 2;
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
-  load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
+  uint32_t* q16 = reinterpret_cast<uint32_t*>(sm_q);
+  if constexpr (h16) load_q16<HD, T>(a, w, seq, threadIdx.x, W * k_warp, vec, q16);
+  else load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();
   const row_info ri[2] = {tile_row(a, w, g, seq), tile_row(a, w, g + 8, seq)};
   const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
@@ -493,7 +553,8 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     if (s < n_splits) {
       float m[2], l[2], o[ND][4];
       const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
-      split_partial<HD>(a, kv_global<T>(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
+      if constexpr (h16) split_partial16<HD, T>(a.scale, kv_global16(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
+      else split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         if (t == 0) {
