@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 #include "engine/request.h"
@@ -232,6 +233,33 @@ TEST_CASE("sampler: logprobs are log-softmax with rank and top ids") {
   CHECK_EQ(r.top_ids[2], 0);
   CHECK_NEAR(r.top_logprobs[0], std::log(probs[1]), 1e-5);
   CHECK(compute_logprobs(l.data(), 4, 1, 0).top_ids.empty());
+}
+
+TEST_CASE("sampler: logprobs of a wide row match a double-precision full-sort reference (ties by id)") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  const int32_t n = 50021;
+  std::vector<float> l((size_t)n);
+  for (float& x : l) x = std::round(d(rng) * 64.0f) / 64.0f;  // coarse values: many ties
+  l[123] = l[40000] = 30.0f;                                    // a tie at the top: id 123 first
+  for (const int32_t chosen : {123, 40000, 7, n - 1}) {
+    for (const int32_t n_top : {0, 1, 5, 20}) {
+      const token_logprob r = compute_logprobs(l.data(), n, chosen, n_top);
+      double sum = 0;
+      for (float x : l) sum += std::exp(double(x) - 30.0);
+      const double log_z = 30.0 + std::log(sum);
+      std::vector<int32_t> ids((size_t)n);
+      for (int32_t i = 0; i < n; ++i) ids[(size_t)i] = i;
+      std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[(size_t)a] > l[(size_t)b]; });
+      CHECK_NEAR(r.logprob, double(l[(size_t)chosen]) - log_z, 1e-6);
+      CHECK_EQ(r.rank, int32_t(std::find(ids.begin(), ids.end(), chosen) - ids.begin()) + 1);
+      REQUIRE(r.top_ids.size() == size_t(n_top));
+      for (int32_t i = 0; i < n_top; ++i) {
+        CHECK_EQ(r.top_ids[(size_t)i], ids[(size_t)i]);
+        CHECK_NEAR(r.top_logprobs[(size_t)i], double(l[(size_t)ids[(size_t)i]]) - log_z, 1e-6);
+      }
+    }
+  }
 }
 
 TEST_CASE("sampler: validate_sampling_params names the field and the range of its limits entry") {
