@@ -258,6 +258,9 @@ class backend {
   // (one launch each, no sync: a decode step stays one step graph). False (the default): the MoE block keeps its
   // per-expert path.
   virtual bool moe_on_device(const backend_weight& w, int64_t n_out, int64_t n_entries) const { return false; }
+  // x = 1 / (1 + exp(-x)) elementwise in place (MoE sigmoid gating).   x: backend [n]. Default: through the host
+  // with sigmoid_gate (backend/moe_route.h: llama.cpp's CPU arithmetic), which the CPU backend keeps.
+  virtual void sigmoid(float* x, int64_t n);
   // route_experts (backend/moe_route.h) of n tokens: probs [n, n_expert] (after the gating) and bias [n_expert]
   // (or null) in backend memory; ids [k, n] (int32) and weights [k, n] written to backend memory, slot-major.
   virtual void moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,

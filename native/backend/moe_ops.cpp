@@ -1,5 +1,5 @@
-// The defaults of backend::moe_route, matmul_experts and moe_combine (backend.h): through the host where the
-// ids or weights are needed, otherwise the per-expert ops, so a backend without its own versions gives the same
+// The defaults of backend::sigmoid, moe_route, matmul_experts and moe_combine (backend.h): through the host where
+// the gating, ids or weights are needed, otherwise the per-expert ops, so a backend without its own versions gives the same
 // bits as the per-expert path.
 #include <algorithm>
 #include <string>
@@ -9,6 +9,14 @@
 #include "common/error.h"
 
 namespace spindle {
+
+void backend::sigmoid(float* x, int64_t n) {
+  if (n <= 0) return;
+  std::vector<float> h((size_t)n);
+  download(h.data(), x, n);
+  for (float& v : h) v = sigmoid_gate(v);
+  upload(x, h.data(), n);
+}
 
 void backend::moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,
                         float* weights) {

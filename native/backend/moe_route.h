@@ -3,9 +3,14 @@
 // version replays it bit for bit (native/backend/cuda/moe_ops.cuh).
 // Invariant: a token's ids and weights depend only on its own probability row and the bias.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace spindle {
+
+// The sigmoid gating as llama.cpp's CPU ggml_sigmoid computes it: 1 / (1 + expf(-x)) (backend::sigmoid's default,
+// the CPU's; a GPU uses its own expf, so its probabilities may differ from these in the last bits).
+inline float sigmoid_gate(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // llama.cpp clamps the weight sum to the smallest f16 normal.
 constexpr float k_moe_min_weight_sum = 6.103515625e-5f;

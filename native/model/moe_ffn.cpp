@@ -1,10 +1,10 @@
-// The MoE FFN block (see moe_ffn.h): router matmul and gating on the backend (softmax) or host (sigmoid), then
+// The MoE FFN block (see moe_ffn.h): router matmul and gating (softmax or sigmoid) on the backend, then
 //   - per-expert path (the CPU; large batches): routing on the host, then per expert: gather its tokens' rows,
 //     gate/up matmuls, SwiGLU, down matmul, scatter the rows into their top-k slot; finally every slot row times
 //     its weight and the slots added in order;
-//   - grouped path (a backend whose moe_on_device says so: a GPU at decode sizes): routing on the backend (softmax
-//     gating without a bias; else on the host, uploaded), every (slot, token) entry's gate / up / down in one
-//     matmul_experts call each, SwiGLU over all entries, moe_combine: no host round trip, the same bits.
+//   - grouped path (a backend whose moe_on_device says so: a GPU at decode sizes): routing on the backend (the
+//     selection bias from its backend copy), every (slot, token) entry's gate / up / down in one matmul_experts
+//     call each, SwiGLU over all entries, moe_combine: no host round trip, the same bits.
 // Invariant: nothing is computed before the shapes of cfg, w and n_embd have been checked against each other;
 // x is only read before out is first written, so out may alias x.
 #include "model/moe_ffn.h"
@@ -31,14 +31,20 @@ void check_shapes(const moe_config& cfg, const moe_layer_weights& w, int64_t n_e
   const bool ok = w.gate_inp.n_in == n_embd && w.gate_inp.n_out == ne && w.gate_exps.n_in == n_embd &&
                   w.gate_exps.n_out == ff * ne && w.up_exps.n_in == n_embd && w.up_exps.n_out == ff * ne &&
                   w.down_exps.n_in == ff && w.down_exps.n_out == n_embd * ne &&
-                  (w.exp_probs_b.empty() || (int64_t)w.exp_probs_b.size() == ne);
+                  (w.exp_probs_b.empty() ||
+                   ((int64_t)w.exp_probs_b.size() == ne && w.exp_probs_b_dev.size() == ne));
   if (!ok || !w.present()) throw error("moe_ffn: layer weights do not match the MoE config");
 }
 
 }  // namespace
 
-void moe_sigmoid(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i]));
+void set_selection_bias(backend& be, moe_layer_weights& w, std::vector<float> bias) {
+  w.exp_probs_b_dev = backend_buffer();
+  if (!bias.empty()) {
+    w.exp_probs_b_dev = backend_buffer(be, (int64_t)bias.size());
+    be.upload(w.exp_probs_b_dev.data(), bias.data(), (int64_t)bias.size());
+  }
+  w.exp_probs_b = std::move(bias);
 }
 
 moe_route_params route_params(const moe_config& cfg) {
@@ -70,7 +76,6 @@ void moe_ffn::routing_to_host(int64_t n) {
 
 void moe_ffn::route_on_host(backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n) {
   be.download(probs_.data(), logits_.data(), n * cfg.n_expert);
-  if (cfg.gating == moe_gating::sigmoid) moe_sigmoid(probs_.data(), n * cfg.n_expert);
   moe_route(cfg, probs_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data(), n, ids_.data(),
             weights_.data());
 }
@@ -167,6 +172,7 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
   last_n_ = n;
   be.matmul(w.gate_inp, x, n, logits);  // [n, n_expert]
   if (cfg.gating == moe_gating::softmax) be.softmax(logits, n, ne, 1.0f);
+  else be.sigmoid(logits, n * ne);
   const int64_t entries = n * k;
   const bool grouped = force_grouped_ || (be.moe_on_device(w.gate_exps, cfg.n_ff_exp, entries) &&
                                           be.moe_on_device(w.up_exps, cfg.n_ff_exp, entries) &&
@@ -192,17 +198,9 @@ void moe_ffn::forward_grouped(backend& be, const moe_config& cfg, const moe_laye
   const int64_t k = cfg.n_expert_used, ff = cfg.n_ff_exp, entries = n * k;
   reserve_grouped(be, entries, ff);
   int32_t* ids = reinterpret_cast<int32_t*>(ids_dev_.data());  // [k, n] int32 in float-sized slots
-  if (cfg.gating == moe_gating::softmax && w.exp_probs_b.empty()) {
-    be.moe_route(logits_.data(), nullptr, n, route_params(cfg), ids, weights_dev_.data());
-    routed_on_device_ = true;
-  } else {  // sigmoid or a selection bias: llama.cpp's host arithmetic (expf), then the ids and weights uploaded
-    route_on_host(be, cfg, w, n);
-    std::vector<int32_t> id((size_t)entries);
-    token_to_slot_major(ids_.data(), n, k, id.data());
-    token_to_slot_major(weights_.data(), n, k, slot_weights_.data());
-    be.upload(reinterpret_cast<float*>(ids), reinterpret_cast<const float*>(id.data()), entries);
-    be.upload(weights_dev_.data(), slot_weights_.data(), entries);
-  }
+  be.moe_route(logits_.data(), w.exp_probs_b.empty() ? nullptr : w.exp_probs_b_dev.data(), n, route_params(cfg), ids,
+               weights_dev_.data());
+  routed_on_device_ = true;
   float* gate = gate_k_.data();  // [entries, ff]
   float* up = up_k_.data();
   be.matmul_experts(w.gate_exps, ff, ids, entries, n, x, gate);

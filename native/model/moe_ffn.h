@@ -36,6 +36,7 @@ struct moe_config {
 struct moe_layer_weights {
   backend_weight gate_inp;         // [n_embd, n_expert]: n_in n_embd, n_out n_expert (F32 in real files)
   std::vector<float> exp_probs_b;  // host [n_expert] selection bias, or empty (none)
+  backend_buffer exp_probs_b_dev;  // the same in backend memory (set_selection_bias sets both)
   backend_weight gate_exps;        // [n_embd, n_ff_exp, n_expert]: n_in n_embd, n_out n_ff_exp * n_expert
   backend_weight up_exps;          // [n_embd, n_ff_exp, n_expert]: likewise
   backend_weight down_exps;        // [n_ff_exp, n_embd, n_expert]: n_in n_ff_exp, n_out n_embd * n_expert
@@ -48,8 +49,8 @@ struct moe_layer_weights {
 void moe_route(const moe_config& cfg, const float* probs, const float* bias, int64_t n, int32_t* ids,
                float* weights);
 
-// The sigmoid gating as llama.cpp's CPU ggml_sigmoid computes it: 1 / (1 + expf(-x)), in place.   x: [n]
-void moe_sigmoid(float* x, int64_t n);
+// Sets w's selection bias: the host copy and the backend one (what device routing reads).   bias: [n_expert]
+void set_selection_bias(backend& be, moe_layer_weights& w, std::vector<float> bias);
 
 // Runs the block; owns its scratch (grown, never shrunk). Not thread-safe: one instance per model.
 class moe_ffn {
@@ -79,7 +80,7 @@ class moe_ffn {
                        int64_t n_embd, float* out);
   void reserve_grouped(backend& be, int64_t entries, int64_t ff);
   void routing_to_host(int64_t n);  // probs_, ids_, weights_ from the backend after a grouped call routed there
-  // probs_ (gated on the host where the gating is sigmoid), ids_ and weights_ from the router logits in logits_.
+  // probs_ (downloaded), ids_ and weights_ from the gated router scores in logits_.
   void route_on_host(backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n);
 
   backend* be_ = nullptr;     // the backend the buffers belong to

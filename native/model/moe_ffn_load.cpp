@@ -110,6 +110,7 @@ moe_layer_weights load_moe_layer(tensor_table& t, int il, int64_t n_embd, const 
     backend_buffer b = t.vector(tensor_table::blk(il, "exp_probs_b.bias"), ne, true);
     w.exp_probs_b.resize((size_t)ne);
     t.compute_backend().download(w.exp_probs_b.data(), b.data(), ne);
+    w.exp_probs_b_dev = std::move(b);
   }
   return w;
 }

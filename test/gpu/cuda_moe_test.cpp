@@ -2,7 +2,7 @@
 // kernel: backend::moe_on_device) against the per-expert path on the same GPU (SPINDLE_CUDA_MOE=per-expert):
 // the same bits and routing for k-quant experts at decode and small-prefill sizes (a block row per entry below two
 // entries per expert, entries sorted by expert into tiles from there: 40 tokens take the tiles in every variant),
-// softmax routing on the device and sigmoid + bias routing on the host; the grouped path takes those shapes
+// softmax routing and sigmoid gating with a selection bias, both on the device; the grouped path takes those shapes
 // (moe_on_device).
 #include <cstring>
 #include <random>
@@ -28,7 +28,7 @@ moe_layer_weights upload_layer(backend& be, const layer_bytes& b, const moe_conf
   w.gate_exps = be.upload_weight(gu, b.gate.data(), n_embd, (int64_t)c.n_expert * c.n_ff_exp);
   w.up_exps = be.upload_weight(gu, b.up.data(), n_embd, (int64_t)c.n_expert * c.n_ff_exp);
   w.down_exps = be.upload_weight(dn, b.down.data(), c.n_ff_exp, (int64_t)c.n_expert * n_embd);
-  w.exp_probs_b = b.bias;
+  set_selection_bias(be, w, b.bias);
   return w;
 }
 

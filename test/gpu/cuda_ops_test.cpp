@@ -65,22 +65,23 @@ double attention_tolerance(kv_type kv) { return kv == kv_type::f16 ? 2e-5 : kv =
 
 }  // namespace
 
-TEST_CASE("cuda elementwise ops: add, add_row_vector, scale_rows, swiglu") {
+TEST_CASE("cuda elementwise ops: add, add_row_vector, scale_rows, swiglu, sigmoid") {
   REQUIRE_GPU();
   pair be;
   std::mt19937 rng(1);
   const int64_t rows = 7, n = 1000;
   const std::vector<float> a = randn(rows * n, rng), b = randn(rows * n, rng), v = randn(n, rng);
   const std::vector<float> s = randn(rows, rng);
-  for (int op = 0; op < 4; ++op) {
+  for (int op = 0; op < 5; ++op) {
     buf ca(*be.cpu, a), cb(*be.cpu, b), cv(*be.cpu, v), ga(*be.gpu, a), gb(*be.gpu, b), gv(*be.gpu, v);
     switch (op) {
       case 0: be.cpu->add(ca.p(), cb.p(), ca.p(), rows * n); be.gpu->add(ga.p(), gb.p(), ga.p(), rows * n); break;
       case 1: be.cpu->add_row_vector(ca.p(), cv.p(), rows, n); be.gpu->add_row_vector(ga.p(), gv.p(), rows, n); break;
       case 2: be.cpu->scale_rows(ca.p(), s.data(), rows, n); be.gpu->scale_rows(ga.p(), s.data(), rows, n); break;
       case 3: be.cpu->swiglu(ca.p(), cb.p(), ca.p(), rows * n); be.gpu->swiglu(ga.p(), gb.p(), ga.p(), rows * n); break;
+      case 4: be.cpu->sigmoid(ca.p(), rows * n); be.gpu->sigmoid(ga.p(), rows * n); break;
     }
-    const double tol = op == 3 ? 1e-6 : 0.0;  // swiglu: expf may differ from the CPU's exp in the last bit
+    const double tol = op >= 3 ? 1e-6 : 0.0;  // swiglu, sigmoid: expf may differ from the CPU's exp in the last bit
     CHECK(max_rel(ga.get(), ca.get()) <= tol);
   }
 }

@@ -52,7 +52,7 @@ std::unique_ptr<test_layer> make_layer(backend& be, moe_config cfg, int64_t n_em
   if (with_bias) {
     std::uniform_real_distribution<float> u(-0.2f, 0.2f);
     for (int e = 0; e < cfg.n_expert; ++e) r.bias.push_back(u(rng));
-    L->w.exp_probs_b = r.bias;
+    set_selection_bias(be, L->w, r.bias);
   }
   const int64_t rows_gu = (int64_t)cfg.n_expert * cfg.n_ff_exp, rows_dn = (int64_t)cfg.n_expert * n_embd;
   L->gate_bytes = kernels_test::random_rows(gu, rows_gu, n_embd, rng);

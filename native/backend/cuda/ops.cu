@@ -233,6 +233,13 @@ __global__ void gelu_quick_kernel(const float* x, float* y, int64_t n) {
   if (i < n) y[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
 }
 
+// MoE sigmoid gating in place: 1 / (1 + exp(-x)) (the device's expf: within a few ulps of the CPU's).
+__global__ void sigmoid_kernel(float* x, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x[i])));
+}
+
 // One block per row: x = softmax(x * scale).
 __global__ void softmax_kernel(float* x, int64_t n, float scale) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
@@ -415,6 +422,11 @@ void cuda_backend::gelu(const float* x, float* y, int64_t n) {
 void cuda_backend::gelu_quick(const float* x, float* y, int64_t n) {
   if (n <= 0) return;
   launch("gelu_quick", gelu_quick_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, y, n);
+}
+
+void cuda_backend::sigmoid(float* x, int64_t n) {
+  if (n <= 0) return;
+  launch("sigmoid", sigmoid_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, n);
 }
 
 void cuda_backend::softmax(float* x, int64_t n_rows, int64_t n, float scale) {
