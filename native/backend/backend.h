@@ -261,6 +261,9 @@ class backend {
   // x = 1 / (1 + exp(-x)) elementwise in place (MoE sigmoid gating).   x: backend [n]. Default: through the host
   // with sigmoid_gate (backend/moe_route.h: llama.cpp's CPU arithmetic), which the CPU backend keeps.
   virtual void sigmoid(float* x, int64_t n);
+  // Whether moe_route runs on the device for these parameters (no host read, no sync). False (the default): it goes
+  // through the host.
+  virtual bool moe_route_on_device(const moe_route_params& p) const { return false; }
   // route_experts (backend/moe_route.h) of n tokens: probs [n, n_expert] (after the gating) and bias [n_expert]
   // (or null) in backend memory; ids [k, n] (int32) and weights [k, n] written to backend memory, slot-major.
   virtual void moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,

@@ -104,8 +104,10 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   check_logits_buffer(batch, logits);
   reserve_scratch(n);
   fill_batch_rows(batch, kv->block_size_, scratch_);
-  // MoE layers read their routing back mid-layer, so their steps run op by op.
-  step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
+  // MoE layers: a step graph only where every MoE layer stays on the device (else routing comes back mid-layer).
+  step_graph_scope graph(*be_, moe_step_graph_key(step_graph_key(batch, n, scratch_), moe_, *be_, w_.moe, w_.layers,
+                                                  [](const dense_layer& l) -> const moe_layer_weights& { return l.moe; },
+                                                  n, hp_.n_embd));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, batch, *kv, n);
   if (hp_.n_layer > 0) be_->add(scratch_.cur.data(), scratch_.x.data(), scratch_.x.data(), n * hp_.n_embd);  // last FFN

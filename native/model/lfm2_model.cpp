@@ -223,8 +223,10 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }
   if (w_.n_conv > 0) plan_state_rows(batch, *kv);
-  // MoE layers read their routing back mid-layer, so their steps run op by op.
-  step_graph_scope graph(*be_, w_.moe.n_expert > 0 ? 0 : step_graph_key(batch, n, scratch_));
+  // MoE layers: a step graph only where every MoE layer stays on the device (else routing comes back mid-layer).
+  step_graph_scope graph(*be_, moe_step_graph_key(step_graph_key(batch, n, scratch_), moe_, *be_, w_.moe, w_.layers,
+                                                  [](const lfm2_layer& l) -> const moe_layer_weights& { return l.d.moe; },
+                                                  n, hp_.n_embd));
   batch_input_rows(*be_, w_.tok_embd, scratch_, n);  // [n, n_embd]
   // Each layer leaves its FFN output in cur; the next layer adds it to x with its own norm (one fused op).
   float* x = scratch_.x.data();

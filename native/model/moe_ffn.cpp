@@ -173,11 +173,7 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
   be.matmul(w.gate_inp, x, n, logits);  // [n, n_expert]
   if (cfg.gating == moe_gating::softmax) be.softmax(logits, n, ne, 1.0f);
   else be.sigmoid(logits, n * ne);
-  const int64_t entries = n * k;
-  const bool grouped = force_grouped_ || (be.moe_on_device(w.gate_exps, cfg.n_ff_exp, entries) &&
-                                          be.moe_on_device(w.up_exps, cfg.n_ff_exp, entries) &&
-                                          be.moe_on_device(w.down_exps, n_embd, entries));
-  if (grouped) {
+  if (takes_grouped(be, cfg, w, n, n_embd)) {
     forward_grouped(be, cfg, w, x, n, n_embd, out);
     return;
   }
@@ -191,6 +187,23 @@ void moe_ffn::forward(backend& be, const moe_config& cfg, const moe_layer_weight
   be.scale_rows(slots, slot_weights_.data(), k * n, n_embd);
   be.copy(out, slots, n * n_embd);
   for (int64_t j = 1; j < k; ++j) be.add(out, slots + j * n * n_embd, out, n * n_embd);
+}
+
+bool moe_ffn::takes_grouped(const backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n,
+                            int64_t n_embd) const {
+  const int64_t entries = n * cfg.n_expert_used;
+  return force_grouped_ || (be.moe_on_device(w.gate_exps, cfg.n_ff_exp, entries) &&
+                            be.moe_on_device(w.up_exps, cfg.n_ff_exp, entries) &&
+                            be.moe_on_device(w.down_exps, n_embd, entries));
+}
+
+bool moe_ffn::prepare_on_device(backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n,
+                                int64_t n_embd) {
+  if (n <= 0 || !be.moe_route_on_device(route_params(cfg)) || !takes_grouped(be, cfg, w, n, n_embd)) return false;
+  check_shapes(cfg, w, n_embd);
+  reserve(be, cfg, n, n_embd);
+  reserve_grouped(be, n * cfg.n_expert_used, cfg.n_ff_exp);
+  return true;
 }
 
 void moe_ffn::forward_grouped(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x,

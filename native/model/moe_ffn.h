@@ -59,6 +59,10 @@ class moe_ffn {
   // the normed FFN input). Throws spindle::error (before any work) when cfg and w do not fit together.
   void forward(backend& be, const moe_config& cfg, const moe_layer_weights& w, const float* x, int64_t n,
                int64_t n_embd, float* out);
+  // Whether forward of n tokens will run on the backend alone (the grouped path, routing on the backend: no host
+  // read, no sync), so a decode step may record it in a step graph; when it will, the call's scratch is reserved
+  // now (recording must allocate nothing).
+  bool prepare_on_device(backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n, int64_t n_embd);
   // Routing of the last forward call of n tokens (tests, diagnostics): the first n * k entries of ids and
   // weights (token-major), the first n * n_expert of probs (after gating) are valid. Brought from the backend
   // when the grouped path routed there.
@@ -73,6 +77,8 @@ class moe_ffn {
 
  private:
   void reserve(backend& be, const moe_config& cfg, int64_t n, int64_t n_embd);
+  bool takes_grouped(const backend& be, const moe_config& cfg, const moe_layer_weights& w, int64_t n,
+                     int64_t n_embd) const;
   void group_by_expert(const moe_config& cfg, int64_t n);
   void run_expert(backend& be, const moe_config& cfg, const moe_layer_weights& w, int32_t e, const float* x,
                   int64_t n, int64_t n_embd);
@@ -112,6 +118,19 @@ class moe_ffn {
 // qwen3moe rule). Leaves gating / norm_weights / weights_scale at their defaults for the caller to set.
 // Throws spindle::error naming the file and key on a missing or out-of-range value.
 moe_config read_moe_config(const gguf_file& f, const std::string& arch, int32_t n_layer, int32_t n_ff);
+// A step's graph key (step_graph_key's) kept only where every MoE block of `layers` (layer_moe(layer): its
+// moe_layer_weights) stays on the device for n tokens (moe_ffn::prepare_on_device), else 0: op by op.
+template <class Layers, class LayerMoe>
+uint64_t moe_step_graph_key(uint64_t key, moe_ffn& f, backend& be, const moe_config& cfg, const Layers& layers,
+                            LayerMoe layer_moe, int64_t n, int64_t n_embd) {
+  for (const auto& layer : layers) {
+    if (key == 0) break;
+    const moe_layer_weights& m = layer_moe(layer);
+    if (m.present() && !f.prepare_on_device(be, cfg, m, n, n_embd)) key = 0;
+  }
+  return key;
+}
+
 // {arch}.expert_gating_func (required): 1 softmax, 2 sigmoid; anything else throws.
 moe_gating read_moe_gating(const gguf_file& f, const std::string& arch);
 

@@ -266,27 +266,32 @@ TEST_CASE("cuda models: fused launches (SPINDLE_CUDA_FUSE) give the bits of the 
 
 TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-op steps") {
   REQUIRE_GPU();
+  const auto check = [](const std::string& path, const char* what) {
+    const cuda_graph_counts c0 = cuda_step_graph_counts();
+    const std::vector<float> plain = with_env("SPINDLE_CUDA_GRAPHS", "0", [&] { return decode_run(path); });
+    const cuda_graph_counts c1 = cuda_step_graph_counts();
+    const std::vector<float> graphed = decode_run(path);
+    const cuda_graph_counts c2 = cuda_step_graph_counts();
+    CHECK(c1.replayed == c0.replayed);  // graphs off: none
+    CHECK(c1.captured == c0.captured);
+    CHECK(c2.replayed - c1.replayed >= 20);  // most of the 40 decode steps replay
+    CHECK(c2.captured - c1.captured >= 2);   // at least the two batch shapes
+    CHECK(c2.op_by_op == c1.op_by_op);
+    std::printf("  %-16s steps: %llu replayed, %llu captured\n", what, (unsigned long long)(c2.replayed - c1.replayed),
+                (unsigned long long)(c2.captured - c1.captured));
+    REQUIRE(plain.size() == graphed.size());
+    CHECK(same_bits(plain.data(), graphed.data(), plain.size()));
+  };
   for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
     file d(model_test::build(dense_spec("llama", t)), "llama");
     file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
-    for (const std::string& path : {d.path, l.path}) {
-      const cuda_graph_counts c0 = cuda_step_graph_counts();
-      const std::vector<float> plain = with_env("SPINDLE_CUDA_GRAPHS", "0", [&] { return decode_run(path); });
-      const cuda_graph_counts c1 = cuda_step_graph_counts();
-      const std::vector<float> graphed = decode_run(path);
-      const cuda_graph_counts c2 = cuda_step_graph_counts();
-      CHECK(c1.replayed == c0.replayed);  // graphs off: none
-      CHECK(c1.captured == c0.captured);
-      CHECK(c2.replayed - c1.replayed >= 20);  // most of the 40 decode steps replay
-      CHECK(c2.captured - c1.captured >= 2);   // at least the two batch shapes
-      CHECK(c2.op_by_op == c1.op_by_op);
-      std::printf("  %-6s %-5s steps: %llu replayed, %llu captured\n", t == ggml_type::F32 ? "f32" : "q4_K",
-                  path == d.path ? "llama" : "lfm2", (unsigned long long)(c2.replayed - c1.replayed),
-                  (unsigned long long)(c2.captured - c1.captured));
-      REQUIRE(plain.size() == graphed.size());
-      CHECK(same_bits(plain.data(), graphed.data(), plain.size()));
-    }
+    check(d.path, t == ggml_type::F32 ? "f32 llama" : "q4_K llama");
+    check(l.path, t == ggml_type::F32 ? "f32 lfm2" : "q4_K lfm2");
   }
+  // k-quant experts: every MoE layer takes the grouped path with routing on the device, so MoE decode steps
+  // replay too
+  file m(moe_test::build_qwen3moe(moe_spec(ggml_type::Q4_K)), "qwen3moe");
+  check(m.path, "q4_K qwen3moe");
 }
 
 TEST_CASE("cuda models: dense llama / qwen2 / qwen3 logits vs the CPU backend, every weight type") {

@@ -120,6 +120,7 @@ class cuda_backend final : public backend {
   void gather_bx_rows(const float* bcx, const int64_t* src_rows, int64_t n, int64_t n_ch, float* dst,
                       const int64_t* dst_rows) override;                                            // short_conv.cu
   bool moe_on_device(const backend_weight& w, int64_t n_out, int64_t n_entries) const override;    // matmul.cu
+  bool moe_route_on_device(const moe_route_params& p) const override;  // moe_ops.cu
   void moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p, int32_t* ids,
                  float* weights) override;                                                          // moe_ops.cu
   void matmul_experts(const backend_weight& w, int64_t n_out, const int32_t* ids, int64_t n_entries, int64_t x_rows,

@@ -76,11 +76,14 @@ void launch_permute_rows(cuda_backend& be, const float* x, const int32_t* order,
             width, scatter ? 1 : 0, out);
 }
 
+bool cuda_backend::moe_route_on_device(const moe_route_params& p) const {
+  return p.n_expert >= 1 && p.n_expert <= k_route_max_experts && p.k >= 1 && p.k <= k_route_max_k && p.k <= p.n_expert;
+}
+
 void cuda_backend::moe_route(const float* probs, const float* bias, int64_t n, const moe_route_params& p,
                              int32_t* ids, float* weights) {
   if (n <= 0) return;
-  if (p.n_expert < 1 || p.n_expert > k_route_max_experts || p.k < 1 || p.k > k_route_max_k || p.k > p.n_expert ||
-      n > 0x7fffffff) {
+  if (!moe_route_on_device(p) || n > 0x7fffffff) {
     backend::moe_route(probs, bias, n, p, ids, weights);  // through the host
     return;
   }
