@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session's checks in one command, for the lent GPU machine (no Node.js, no network there): the GPU
 # suite, the op timings, Spindle's forward-pass benchmark on the two benchmark shapes (and the step-graph / PDL
-# A/B, the small MoE with grouped and per-expert experts, a 16-bit KV cache), an Nsight Compute profile of decode steps, and llama.cpp CUDA on the same files in the same run.
+# A/B, the small MoEs with grouped and per-expert experts, a 16-bit KV cache), an Nsight Compute profile of decode
+# steps, and llama.cpp CUDA on the same files in the same run.
 # Here (the CPU machine), from the repository root:
 #   cmake -S . -B /tmp/bc -G Ninja -DSPINDLE_BUILD_TESTS=ON -DSPINDLE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/bc
 #   mkdir -p .gpu && echo /.gpu/ >> .git/info/exclude
@@ -40,12 +41,15 @@ if [ "$quick" != 1 ]; then
   echo "== llama1b-q4_k_m, programmatic dependent launches off / step graphs off" | tee -a "$out/bench.log"
   SPINDLE_CUDA_PDL=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
   SPINDLE_CUDA_GRAPHS=0 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
-  shape=qwen3moe-small-q4_k_m  # MoE: the grouped path (routing on the GPU, grouped expert launches) and the per-expert one
-  "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" > /dev/null
-  echo "== $shape (grouped experts)" | tee -a "$out/bench.log"
-  "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
-  echo "== $shape (SPINDLE_CUDA_MOE=per-expert)" | tee -a "$out/bench.log"
-  SPINDLE_CUDA_MOE=per-expert "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  # MoE: the grouped path (routing on the GPU, grouped expert launches, decode steps as step graphs) and the
+  # per-expert one; softmax routing (qwen3moe) and sigmoid routing with a selection bias (lfm2moe)
+  for shape in qwen3moe-small-q4_k_m lfm2moe-small-q4_k_m; do
+    "$bin/spindle_gen_bench_model" "$shape" "/tmp/$shape.gguf" | tee -a "$out/bench.log"
+    echo "== $shape (grouped experts)" | tee -a "$out/bench.log"
+    "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+    echo "== $shape (SPINDLE_CUDA_MOE=per-expert)" | tee -a "$out/bench.log"
+    SPINDLE_CUDA_MOE=per-expert "$bin/spindle_decode_bench" "/tmp/$shape.gguf" 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
+  done
   echo "== llama1b-q4_k_m, a 16-bit KV cache (SPINDLE_BENCH_KV=f16: --dtype float16)" | tee -a "$out/bench.log"
   SPINDLE_BENCH_KV=f16 "$bin/spindle_decode_bench" /tmp/llama1b-q4_k_m.gguf 1024 128 2 64 3 cuda 2>&1 | tee -a "$out/bench.log"
   echo "== kernels of llama1b-q4_k_m decode steps (ncu)" | tee -a "$out/bench.log"
@@ -59,7 +63,7 @@ if [ -x "$bin/llama/llama-bench" ]; then
   # the libraries travel xz-compressed (the lent machine takes 64 MiB with the repository)
   . "$(dirname "$0")/llama-env.sh"
   llama_cuda_env "$bin/llama" "$out/llama.log"
-  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m qwen3moe-small-q4_k_m; do
+  for shape in llama1b-q4_k_m lfm2-1.2b-q4_k_m llama1b-q5_k_m qwen3moe-small-q4_k_m lfm2moe-small-q4_k_m; do
     [ -f "/tmp/$shape.gguf" ] || continue
     echo "== $shape" | tee -a "$out/llama.log"
     timeout 100 "$bin/llama/llama-bench" -m "/tmp/$shape.gguf" -p 1024 -n 128 -ngl 99 -fa 1 -r 3 2>&1 | grep -v "^ggml_cuda_init\|^  Device" | tee -a "$out/llama.log"

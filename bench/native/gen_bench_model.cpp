@@ -3,11 +3,13 @@
 // (Q6_K for the tied output / token_embd and for attn_v / ffn_down of the use_more_bits layers, Q4_K / Q5_K
 // elsewhere) and a 128256-token SentencePiece-style vocabulary (the shape of the Llama 3 one; token texts are
 // synthetic).
-//   spindle_gen_bench_model <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m|qwen3moe-small-q4_k_m>
-//                           out.gguf
+//   spindle_gen_bench_model <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m|qwen3moe-small-q4_k_m|
+//                            lfm2moe-small-q4_k_m> out.gguf
 // qwen3moe-small-q4_k_m: bench/common.mjs's small Qwen3-MoE (dim 1024, 16 layers, 16 experts of 768, 4 per token,
-// 128-dim heads) in the same Q4_K_M mix, for the GPU's MoE paths.
-// Prints the file's tensor bytes (what one decoded token reads: the shapes are tied, every weight is used).
+// 128-dim heads) in the same Q4_K_M mix, for the GPU's MoE paths; lfm2moe-small-q4_k_m: the same experts in
+// LFM2-8B-A1B's layout (two leading dense layers, short convolutions, sigmoid routing with a selection bias).
+// Prints the file's tensor bytes and what one decoded token reads (the shapes are tied; of the stacked experts,
+// the used share).
 #include <cstdio>
 #include <string>
 
@@ -26,6 +28,7 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 void k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer, ggml_type base) {
   for (auto& t : ts) {
     if (t.ne.size() < 2 || t.ne[0] % 256 != 0) continue;  // vectors, LFM2's conv taps: kept as written (f32)
+    if (t.name.find("ffn_gate_inp.") != std::string::npos) continue;  // MoE routers stay f32, as llama-quantize leaves them
     if (t.name == "token_embd.weight" || t.name == "output.weight") { t.type = ggml_type::Q6_K; continue; }
     const size_t dot = t.name.find('.', 4);
     const int layer = t.name.rfind("blk.", 0) == 0 ? std::stoi(t.name.substr(4, dot - 4)) : -1;
@@ -39,8 +42,8 @@ void k_m_mix(std::vector<gguf_test::tensor_spec>& ts, int n_layer, ggml_type bas
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m|qwen3moe-small-q4_k_m> "
-                 "out.gguf\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <llama1b-q4_k_m|llama1b-q5_k_m|llama1b-q8_0|lfm2-1.2b-q4_k_m|qwen3moe-small-q4_k_m|"
+                 "lfm2moe-small-q4_k_m> out.gguf\n", argv[0]);
     return 2;
   }
   const std::string shape = argv[1], out = argv[2];
@@ -91,6 +94,23 @@ int main(int argc, char** argv) {
     m.n_used = 4;
     m.n_ff_exp = 768;
     b = moe_test::build_qwen3moe(m);
+  } else if (shape == "lfm2moe-small-q4_k_m") {  // qwen3moe-small's expert shapes in LFM2-8B-A1B's layout
+    lfm2_test::spec s;
+    s.n_layer = n_layer;
+    s.n_embd = 1024;
+    s.n_head = 16;  // 64-dim heads
+    s.n_head_kv = 8;
+    s.n_ff = 3072;  // the leading dense layers
+    s.attention_layers = {2, 5, 8, 10, 12, 14};
+    s.n_normal_tokens = n_vocab - 259;
+    s.context_length = 128000;
+    s.weight_type = ggml_type::Q4_K;
+    s.edit_tensors = [](std::vector<gguf_test::tensor_spec>& ts) { k_m_mix(ts, n_layer, ggml_type::Q4_K); };
+    s.n_expert = 16;
+    s.n_used = 4;
+    s.n_ff_exp = 768;
+    s.n_dense_lead = 2;
+    b = lfm2_test::build(s);
   } else {
     std::fprintf(stderr, "unknown shape '%s'\n", shape.c_str());
     return 2;
@@ -101,9 +121,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fclose(f);
-  uint64_t weight_bytes = 0;
-  for (const auto& t : spindle::gguf_file::open(out)->tensors()) weight_bytes += t.n_bytes;
-  std::printf("%s: %s, file %.1f MB, tensor bytes %llu (read once per decoded token; MoE: the used experts only)\n", out.c_str(), shape.c_str(),
-              b.bytes.size() / 1e6, (unsigned long long)weight_bytes);
+  const auto file = spindle::gguf_file::open(out);
+  const std::string arch = file->get_string_or("general.architecture", "");
+  const int64_t n_expert = file->get_i64_or(arch + ".expert_count", 0), n_used = file->get_i64_or(arch + ".expert_used_count", 0);
+  uint64_t weight_bytes = 0, per_token = 0;
+  for (const auto& t : file->tensors()) {
+    weight_bytes += t.n_bytes;
+    const bool experts = n_expert > 0 && t.name.find("_exps.") != std::string::npos;
+    per_token += experts ? t.n_bytes / (uint64_t)n_expert * (uint64_t)n_used : t.n_bytes;
+  }
+  std::printf("%s: %s, file %.1f MB, tensor bytes %llu, read per decoded token %llu\n", out.c_str(), shape.c_str(),
+              b.bytes.size() / 1e6, (unsigned long long)weight_bytes, (unsigned long long)per_token);
   return 0;
 }

@@ -1,5 +1,5 @@
 // Whole models on the CUDA backend against the CPU backend: teacher-forced logits of every position (the same
-// token sequence on both), for the dense (llama, qwen2, qwen3), hybrid (lfm2) and MoE (qwen3moe) test models in
+// token sequence on both), for the dense (llama, qwen2, qwen3), hybrid (lfm2) and MoE (qwen3moe, lfm2moe) test models in
 // every weight type, and batch invariance on the GPU (sequences prefilled in chunks and batched with others
 // == each alone, bit for bit). Tolerances, relative to the largest |logit| of the CPU run:
 //   F32 2e-5; F16 2e-3, BF16 2e-2 (the CPU rounds activations to f16 / bf16 as llama.cpp does, the GPU keeps
@@ -119,6 +119,16 @@ lfm2_test::spec lfm2_spec(ggml_type t) {
   s.n_head_kv = 2;
   s.n_ff = 512;
   s.weight_type = t;
+  return s;
+}
+
+// lfm2moe: lfm2_spec's layers, the first dense, the rest MoE (sigmoid gating with a selection bias).
+lfm2_test::spec lfm2moe_spec(ggml_type t) {
+  lfm2_test::spec s = lfm2_spec(t);
+  s.n_expert = 6;
+  s.n_used = 2;
+  s.n_ff_exp = 256;
+  s.n_dense_lead = 1;
   return s;
 }
 
@@ -292,6 +302,8 @@ TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-o
   // replay too
   file m(moe_test::build_qwen3moe(moe_spec(ggml_type::Q4_K)), "qwen3moe");
   check(m.path, "q4_K qwen3moe");
+  file lm(lfm2_test::build(lfm2moe_spec(ggml_type::Q4_K)), "lfm2moe");  // sigmoid gating and a selection bias
+  check(lm.path, "q4_K lfm2moe");
 }
 
 TEST_CASE("cuda models: dense llama / qwen2 / qwen3 logits vs the CPU backend, every weight type") {
@@ -305,7 +317,7 @@ TEST_CASE("cuda models: dense llama / qwen2 / qwen3 logits vs the CPU backend, e
   }
 }
 
-TEST_CASE("cuda models: lfm2 and qwen3moe logits vs the CPU backend") {
+TEST_CASE("cuda models: lfm2, qwen3moe and lfm2moe logits vs the CPU backend") {
   REQUIRE_GPU();
   for (ggml_type t : all_types()) {
     file f(lfm2_test::build(lfm2_spec(t)), "lfm2");
@@ -314,6 +326,8 @@ TEST_CASE("cuda models: lfm2 and qwen3moe logits vs the CPU backend") {
   for (ggml_type t : {ggml_type::F32, ggml_type::Q8_0, ggml_type::Q4_K}) {
     file f(moe_test::build_qwen3moe(moe_spec(t)), "qwen3moe");
     compare("qwen3moe", t, f.path);
+    file g(lfm2_test::build(lfm2moe_spec(t)), "lfm2moe");
+    compare("lfm2moe", t, g.path);
   }
 }
 
@@ -326,6 +340,8 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
     batch_invariance(l.path);
     file m(moe_test::build_qwen3moe(moe_spec(t)), "qwen3moe");
     batch_invariance(m.path);
+    file lm(lfm2_test::build(lfm2moe_spec(t)), "lfm2moe");
+    batch_invariance(lm.path);
   }
 }
 

@@ -101,8 +101,10 @@ TEST_CASE("lfm2: forward equals the double-precision reference (F32, F16; l_cach
   }
 }
 
-TEST_CASE("lfm2: forward_batch of many sequences (chunks, decodes, own slots) equals each alone, bitwise") {
-  lfm2_test::spec s;
+namespace {
+
+// Many sequences in mixed chunks and decodes, each in its own slot, batched == each alone, bitwise.
+void check_batch_invariance(const lfm2_test::spec& s) {
   const model_test::built b = lfm2_test::build(s);
   auto l = load(s, b);
   model& m = *l->m;
@@ -146,6 +148,33 @@ TEST_CASE("lfm2: forward_batch of many sequences (chunks, decodes, own slots) eq
     CHECK(same_bits(got[i].data(), want.data(), want.size()));
     CHECK_EQ(dynamic_cast<lfm2_kv_cache&>(*kv).state_pos(7 - i), (int32_t)seqs[i].size());
   }
+}
+
+}  // namespace
+
+TEST_CASE("lfm2: forward_batch of many sequences (chunks, decodes, own slots) equals each alone, bitwise") {
+  check_batch_invariance(lfm2_test::spec{});
+}
+
+TEST_CASE("lfm2moe test model: a leading dense layer, MoE layers with a selection bias; batched == alone, bitwise") {
+  lfm2_test::spec s;
+  s.n_expert = 6;
+  s.n_used = 2;
+  s.n_ff_exp = 24;
+  s.n_dense_lead = 1;
+  const model_test::built b = lfm2_test::build(s);
+  auto l = load(s, b);
+  const auto* m = dynamic_cast<const lfm2_model*>(l->m.get());
+  REQUIRE(m != nullptr);
+  CHECK_EQ(m->hparams().arch, std::string("lfm2moe"));
+  CHECK(!m->weights().layers[0].d.moe.present());
+  for (size_t il = 1; il < m->weights().layers.size(); ++il) {
+    const moe_layer_weights& w = m->weights().layers[il].d.moe;
+    CHECK(w.present());
+    CHECK_EQ(w.exp_probs_b.size(), size_t(6));
+    CHECK_EQ(w.exp_probs_b_dev.size(), int64_t(6));
+  }
+  check_batch_invariance(s);
 }
 
 TEST_CASE("lfm2: a reused slot starts afresh at position 0; checkpoints restore the exact state") {

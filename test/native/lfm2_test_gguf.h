@@ -1,6 +1,8 @@
 // Small random-weight LFM2 GGUF models for the native tests (the model_test_gguf.h vocabulary and value rules,
-// lfm2's metadata and tensor table), and a plain double-precision reference forward written from the formulas
-// of llama.cpp's src/models/lfm2.cpp. Invariant: the reference shares no code with native/model or the backend.
+// lfm2's metadata and tensor table; with n_expert > 0 the lfm2moe architecture: layers from n_dense_lead on have
+// a router, stacked experts and the selection bias exp_probs_b, sigmoid gating), and a plain double-precision
+// reference forward of lfm2 written from the formulas of llama.cpp's src/models/lfm2.cpp. Invariant: the reference
+// shares no code with native/model or the backend.
 #pragma once
 #include <cmath>
 #include <functional>
@@ -29,7 +31,11 @@ struct spec {
   bool write_l_cache = true;
   int n_normal_tokens = 40;  // vocabulary words besides <unk> <s> </s> and the byte tokens
   std::function<void(std::vector<gguf_test::tensor_spec>&)> edit_tensors;
+  // lfm2moe (n_expert > 0): experts per layer, per token, their width, and the leading dense layers
+  int n_expert = 0, n_used = 2, n_ff_exp = 32, n_dense_lead = 1;
 };
+
+inline std::string arch_of(const spec& s) { return s.n_expert > 0 ? "lfm2moe" : "lfm2"; }
 
 inline bool is_attention(const spec& s, int il) {
   for (int a : s.attention_layers) if (a == il) return true;
@@ -57,6 +63,15 @@ inline std::vector<gguf_test::tensor_spec> tensor_list(const spec& s, int n_voca
       t.push_back({b + "shortconv.out_proj.weight", {e, e}, W});
     }
     t.push_back({b + "ffn_norm.weight", {e}, F});
+    if (s.n_expert > 0 && il >= s.n_dense_lead) {
+      const int64_t ne = s.n_expert, ff = s.n_ff_exp;
+      t.push_back({b + "ffn_gate_inp.weight", {e, ne}, F});
+      t.push_back({b + "exp_probs_b.bias", {ne}, F});
+      t.push_back({b + "ffn_gate_exps.weight", {e, ff, ne}, W});
+      t.push_back({b + "ffn_up_exps.weight", {e, ff, ne}, W});
+      t.push_back({b + "ffn_down_exps.weight", {ff, e, ne}, W});
+      continue;
+    }
     t.push_back({b + "ffn_gate.weight", {e, s.n_ff}, W});
     t.push_back({b + "ffn_up.weight", {e, s.n_ff}, W});
     t.push_back({b + "ffn_down.weight", {s.n_ff, e}, W});
@@ -66,8 +81,9 @@ inline std::vector<gguf_test::tensor_spec> tensor_list(const spec& s, int n_voca
 
 inline uint64_t write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std::string>& toks) {
   uint64_t n = 0;
-  auto u32 = [&](const std::string& k, uint32_t v) { w.kv<uint32_t>("lfm2." + k, gguf_value_type::UINT32, v); ++n; };
-  w.kv_str("general.architecture", "lfm2");
+  const std::string arch = arch_of(s);
+  auto u32 = [&](const std::string& k, uint32_t v) { w.kv<uint32_t>(arch + "." + k, gguf_value_type::UINT32, v); ++n; };
+  w.kv_str("general.architecture", arch);
   ++n;
   u32("context_length", s.context_length);
   u32("embedding_length", s.n_embd);
@@ -76,11 +92,18 @@ inline uint64_t write_kvs(gguf_test::writer& w, const spec& s, const std::vector
   u32("attention.head_count", s.n_head);
   std::vector<int32_t> kv;
   for (int il = 0; il < s.n_layer; ++il) kv.push_back(is_attention(s, il) ? s.n_head_kv : 0);
-  w.arr_of<int32_t>("lfm2.attention.head_count_kv", gguf_value_type::INT32, kv);
+  w.arr_of<int32_t>(arch + ".attention.head_count_kv", gguf_value_type::INT32, kv);
   ++n;
-  w.kv<float>("lfm2.attention.layer_norm_rms_epsilon", gguf_value_type::FLOAT32, 1e-5f);
-  w.kv<float>("lfm2.rope.freq_base", gguf_value_type::FLOAT32, 1e6f);
+  w.kv<float>(arch + ".attention.layer_norm_rms_epsilon", gguf_value_type::FLOAT32, 1e-5f);
+  w.kv<float>(arch + ".rope.freq_base", gguf_value_type::FLOAT32, 1e6f);
   n += 2;
+  if (s.n_expert > 0) {
+    u32("expert_count", s.n_expert);
+    u32("expert_used_count", s.n_used);
+    u32("expert_feed_forward_length", s.n_ff_exp);
+    u32("leading_dense_block_count", s.n_dense_lead);
+    u32("expert_gating_func", 2);  // sigmoid
+  }
   if (s.write_l_cache) u32("shortconv.l_cache", s.l_cache);
   if (s.sliding_window > 0) u32("attention.sliding_window", s.sliding_window);
   model_test::write_vocab_kvs(w, toks);
