@@ -312,22 +312,30 @@ __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* ti
 }
 
 // One split's K and V rows (32 positions from j0, zeros past n_kv_max and past the head dims) for the rows shape's
-// shared copy: thread x of 128 holds float4 x + 128 i (i < HD / 8): K rows first, then V rows, HD / 4 per row.
-template <int HD>
+// shared copy: thread x of 128 holds four values x + 128 i (i < HD / 8), K rows first, then V rows, HD / 4 per row:
+// floats of an f32 store in kv_shared's layout, or (H16) the 16-bit values of a 16-bit store, two to a word, in
+// kv_shared16's (the shared arrays are the kernel's float arrays, reinterpreted).
+template <int HD, bool H16>
 struct kv_stage {
+  using four = std::conditional_t<H16, uint2, float4>;
   static constexpr int n = HD / 8;
-  float4 r[n];
+  four r[n];
   __device__ __forceinline__ void load(const attn_args& a, const warp_tile& bt, int64_t j0, bool vec) {
 #pragma unroll
     for (int i = 0; i < n; ++i) {
       const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
       const int d = 4 * (e % (HD / 4));
       const int64_t pos = j0 + u;
-      r[i] = make_float4(0, 0, 0, 0);
+      r[i] = four{};
       if (pos < bt.n_kv_max) {
         const int64_t row = kv_row(bt.table, a.block_size, pos);
-        r[i] = is_v ? load4_kv(a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
-                    : load4_kv(a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+        if constexpr (H16) {
+          r[i] = is_v ? load4_16((const uint16_t*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                      : load4_16((const uint16_t*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+        } else {
+          r[i] = is_v ? load4_kv(a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                      : load4_kv(a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+        }
       }
     }
   }
@@ -336,40 +344,14 @@ struct kv_stage {
     for (int i = 0; i < n; ++i) {
       const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
       const int d = 4 * (e % (HD / 4));
-      float* dst = is_v ? vs + u * kv_shared<HD>::v_stride + d : ks + u * kv_shared<HD>::k_stride + d;
-      *reinterpret_cast<float4*>(dst) = r[i];
-    }
-  }
-};
-
-// kv_stage for 16-bit stores: thread x of 128 holds 4 values (two words) x + 128 i (i < HD /8), stored in
-// kv_shared16's layout (the shared arrays are the kernel's float arrays, reinterpreted).
-template <int HD>
-struct kv_stage16 {
-  static constexpr int n = HD / 8;
-  uint2 r[n];
-  __device__ __forceinline__ void load(const attn_args& a, const warp_tile& bt, int64_t j0, bool vec) {
-#pragma unroll
-    for (int i = 0; i < n; ++i) {
-      const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
-      const int d = 4 * (e % (HD / 4));
-      const int64_t pos = j0 + u;
-      r[i] = make_uint2(0, 0);
-      if (pos < bt.n_kv_max) {
-        const int64_t row = kv_row(bt.table, a.block_size, pos);
-        r[i] = is_v ? load4_16((const uint16_t*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
-                    : load4_16((const uint16_t*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+      if constexpr (H16) {
+        uint32_t* dst = is_v ? reinterpret_cast<uint32_t*>(vs) + u * kv_shared16<HD>::v_stride + d / 2
+                             : reinterpret_cast<uint32_t*>(ks) + u * kv_shared16<HD>::k_stride + d / 2;
+        *reinterpret_cast<uint2*>(dst) = r[i];
+      } else {
+        float* dst = is_v ? vs + u * kv_shared<HD>::v_stride + d : ks + u * kv_shared<HD>::k_stride + d;
+        *reinterpret_cast<float4*>(dst) = r[i];
       }
-    }
-  }
-  __device__ __forceinline__ void store(float* ks, float* vs) const {
-#pragma unroll
-    for (int i = 0; i < n; ++i) {
-      const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
-      const int d = 4 * (e % (HD / 4));
-      uint32_t* dst = is_v ? reinterpret_cast<uint32_t*>(vs) + u * kv_shared16<HD>::v_stride + d / 2
-                           : reinterpret_cast<uint32_t*>(ks) + u * kv_shared16<HD>::k_stride + d / 2;
-      *reinterpret_cast<uint2*>(dst) = r[i];
     }
   }
 };
@@ -414,7 +396,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   float M[2], L[2], O[ND][4];
   const int n_splits = splits_reached(bt.n_kv_max, chunk_start);
   const int warp_splits = active ? splits_reached(w.n_kv_max, chunk_start) : 0;
-  std::conditional_t<h16, kv_stage16<staged ? HD : 8>, kv_stage<staged ? HD : 8>> next;
+  kv_stage<staged ? HD : 8, h16> next;
   if constexpr (staged) next.load(a, bt, chunk_start, vec);
   for (int s = 0; s < n_splits; ++s) {
     const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
