@@ -76,6 +76,15 @@ export interface RequestDelta {
   logprobs: NativeLogprob[] | undefined;
   finishReason: FinishReason | null;
   stopReason: string | number | null;
+  phases?: RequestPhases; // the phases this step settled (with the first token; with the finish)
+}
+
+/** A request's phases in seconds, as vLLM's metrics split them (undefined until known). */
+export interface RequestPhases {
+  queueSeconds?: number; // submitted until its first scheduled engine step began
+  prefillSeconds?: number; // that step's start until its first token
+  decodeSeconds?: number; // first token until the last
+  inferenceSeconds?: number; // prefill + decode (vLLM's running phase)
 }
 
 export interface RequestResult {
@@ -143,6 +152,12 @@ export class RequestHandle {
       finishReason: out.finishReason,
       stopReason: out.stopReason,
     };
+    if (out.queueSeconds !== undefined || out.decodeSeconds !== undefined) {
+      delta.phases = {
+        queueSeconds: out.queueSeconds, prefillSeconds: out.prefillSeconds,
+        decodeSeconds: out.decodeSeconds, inferenceSeconds: out.inferenceSeconds,
+      };
+    }
     if (out.error !== null) {
       this.fail(new Error(`generation failed: ${out.error}`));
       return;

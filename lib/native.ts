@@ -73,6 +73,13 @@ export interface NativeStepOutput {
   draftTokens: number; // speculative draft tokens verified this step
   acceptedDraftTokens: number; // of those, accepted (their tokens are in tokenIds)
   logprobs?: NativeLogprob[];
+  // The request's phases in seconds (vLLM's request_queue_time / prefill_time / decode_time / inference_time):
+  // queue (submitted until its first scheduled step began) and prefill (that step until its first token) with the
+  // first token, decode (first token until the last) and inference (prefill + decode) with the finish.
+  queueSeconds?: number;
+  prefillSeconds?: number;
+  decodeSeconds?: number;
+  inferenceSeconds?: number;
 }
 
 export type NativeEvent =

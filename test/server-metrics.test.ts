@@ -72,6 +72,10 @@ const NAMES: Record<string, string> = {
   'spindle:time_to_first_token_seconds': 'histogram',
   'spindle:inter_token_latency_seconds': 'histogram',
   'spindle:e2e_request_latency_seconds': 'histogram',
+  'spindle:request_queue_time_seconds': 'histogram',
+  'spindle:request_prefill_time_seconds': 'histogram',
+  'spindle:request_decode_time_seconds': 'histogram',
+  'spindle:request_inference_time_seconds': 'histogram',
 };
 
 t.test('/metrics needs the API key like /v1', async (t) => {
@@ -104,6 +108,14 @@ t.test('counters, gauges and histograms move with requests', async (t) => {
   t.ok(grew('spindle:e2e_request_latency_seconds_sum') > 0);
   t.equal(grew('spindle:request_success_total', { finished_reason: 'length' }), 2);
   t.equal(after.value('spindle:time_to_first_token_seconds_bucket', { le: '+Inf' }), after.value('spindle:time_to_first_token_seconds_count'));
+  // the engine's phases of each request: queue + prefill within its time to first token, prefill + decode its
+  // inference time, within its end-to-end latency
+  for (const p of ['queue', 'prefill', 'decode', 'inference']) t.equal(grew(`spindle:request_${p}_time_seconds_count`), 2, p);
+  const phase = (p: string): number => grew(`spindle:request_${p}_time_seconds_sum`);
+  t.ok(phase('prefill') > 0 && phase('decode') > 0, 'prefill and decode took time');
+  t.ok(phase('queue') + phase('prefill') <= grew('spindle:time_to_first_token_seconds_sum'), 'queue + prefill <= TTFT');
+  t.ok(Math.abs(phase('prefill') + phase('decode') - phase('inference')) < 1e-3, 'inference = prefill + decode');
+  t.ok(phase('inference') <= grew('spindle:e2e_request_latency_seconds_sum'), 'inference <= e2e');
   t.equal(after.value('spindle:num_requests_running'), 0);
   t.equal(after.value('spindle:kv_cache_usage_perc'), 0, 'KV cache empty again');
 });

@@ -7,7 +7,7 @@
 // is submitted streaming and its deltas are read exactly once (by the route's stream, or by results()), so
 // streamed and non-streamed requests are timed the same way.
 import type { FastifyReply } from 'fastify';
-import type { CorePrompt, RequestDelta, RequestHandle, RequestResult, Submission } from '../engine-core.js';
+import type { CorePrompt, RequestDelta, RequestHandle, RequestPhases, RequestResult, Submission } from '../engine-core.js';
 import type { FinishReason } from '../native.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling-params.js';
 import { ApiError, badRequest } from './api-error.js';
@@ -81,6 +81,8 @@ export interface GenerationObserver {
   interToken(seconds: number, tokens: number): void;
   /** A request settled: its finish reason ('error' when it failed) and admission-to-finish time. */
   finished(reason: FinishReason | 'error', e2eSeconds: number): void;
+  /** The engine settled some of a request's phases (queue and prefill with its first token, decode with its finish). */
+  phases?(p: RequestPhases): void;
 }
 
 export interface JobRequest {
@@ -152,6 +154,7 @@ export class Job {
 
   #time(r: JobRequest, d: RequestDelta): void {
     const now = performance.now();
+    if (d.phases) this.#observer?.phases?.(d.phases);
     if (d.tokenIds.length > 0) {
       if (r.lastTokenAt === null) {
         r.firstTokenAt = now;

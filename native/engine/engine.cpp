@@ -99,6 +99,7 @@ uint64_t engine::submit(request r) {
   validate_request(r, n_vocab_, max_model_len_);
   validate_request_images(r, vision_.get());
   r.id = next_id_++;
+  r.submitted = std::chrono::steady_clock::now();
   const uint64_t id = r.id;
   inbox_.push_back(message{false, id, std::move(r)});
   stats_.waiting++;

@@ -194,6 +194,8 @@ class engine {
   void run_draft_model(schedule_output& so);
   void check_draft_model(const model& target, const model& draft) const;  // throws spindle::error
   void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
+  // out's queue / prefill seconds with seq's first token, its decode seconds with its finish.
+  void record_phases(sequence& seq, request_output& out);
   // Test hook: throws from the forward pass of the step named by the environment variable
   // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction). Test builds only (CMake
   // SPINDLE_TEST_HOOKS); elsewhere a no-op that never reads the environment.

@@ -142,6 +142,21 @@ sampled_token engine::verify_chunk(const scheduled_chunk& c, sequence& seq, floa
   return t;
 }
 
+void engine::record_phases(sequence& seq, request_output& out) {
+  using clock = std::chrono::steady_clock;
+  const auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const clock::time_point now = clock::now();
+  if (seq.first_token_at == clock::time_point{} && !out.tokens.empty()) {
+    seq.first_token_at = now;
+    out.queue_seconds = std::max(0.0, seconds(seq.req.submitted, seq.scheduled_at));
+    out.prefill_seconds = seconds(seq.scheduled_at, now);
+  }
+  if (seq.finished() && seq.first_token_at != clock::time_point{}) {
+    out.decode_seconds = seconds(seq.first_token_at, now);
+    out.inference_seconds = seconds(seq.scheduled_at, now);
+  }
+}
+
 void engine::step(std::vector<request_output>& outs) {
   using clock = std::chrono::steady_clock;
   const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
@@ -164,6 +179,10 @@ void engine::step(std::vector<request_output>& outs) {
   const int64_t rows = model_->hparams().n_vocab;
   int64_t row = 0;
   size_t chunk = 0;
+  for (const scheduled_chunk& c : so.chunks) {
+    const auto it = seqs_.find(c.seq_id);
+    if (it != seqs_.end() && it->second->scheduled_at == clock::time_point{}) it->second->scheduled_at = t_step;
+  }
   for (const scheduled_chunk& c : so.chunks) {
     const bool chosen_by_model = chunk_chosen_[chunk++] != 0;
     computed_tokens_ += uint64_t(c.n_tokens);
@@ -201,6 +220,7 @@ void engine::step(std::vector<request_output>& outs) {
       }
     }
     sampled.push_back(t);
+    record_phases(seq, out);
     if (seq.finished()) {
       out.finish = seq.finish;
       finished.push_back(c.seq_id);

@@ -2,6 +2,7 @@
 // Invariant: a request reaches the engine thread only after validate_request() accepted it, so the loop can
 // index the vocabulary with every prompt id and stop id without further checks.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,6 +70,7 @@ struct request {
   // verified; empty: none. speculative false: no drafts of any kind (the engine's n-gram method included).
   std::vector<int32_t> prediction;
   bool speculative = true;
+  std::chrono::steady_clock::time_point submitted{};  // when engine::add took it (the start of its queue time)
 };
 
 // Throws spindle::error when the prompt is empty, too long for max_model_len, or holds an id (prompt,
@@ -98,6 +100,11 @@ struct request_output {
                                         // usage.prompt_tokens_details.cached_tokens); set with each sampled token
   int32_t draft_tokens = 0;             // speculative draft tokens verified this step
   int32_t accepted_draft_tokens = 0;    // of those, accepted (their tokens are among `tokens`)
+  // The request's phases (vLLM's request_queue_time / prefill_time / decode_time / inference_time), in seconds, -1
+  // when not known this step: queue (submitted until its first scheduled step began) and prefill (that step's start
+  // until its first token) with the first token; decode (first token until the last) and inference (prefill +
+  // decode) with the finish.
+  double queue_seconds = -1, prefill_seconds = -1, decode_seconds = -1, inference_seconds = -1;
 };
 
 }  // namespace spindle

@@ -52,6 +52,9 @@ struct sequence {
   finish_reason finish = finish_reason::none;
   std::unique_ptr<request_images> images;   // the request's images and encoder cache (null: text only)
   drafter drafts;                           // speculative decoding's proposals for this sequence
+  // Phases (request_output's queue / prefill / decode seconds): the start of the first step that scheduled it
+  // and the time of its first token (epoch: not yet).
+  std::chrono::steady_clock::time_point scheduled_at{}, first_token_at{};
 
  private:
   void finish_with(finish_reason r, request_output& out);

@@ -373,6 +373,10 @@ Napi::Object output_object(Napi::Env env, const request_output& r) {
   o.Set("cachedTokens", r.cached_tokens);
   o.Set("draftTokens", r.draft_tokens);
   o.Set("acceptedDraftTokens", r.accepted_draft_tokens);
+  if (r.queue_seconds >= 0) o.Set("queueSeconds", r.queue_seconds);
+  if (r.prefill_seconds >= 0) o.Set("prefillSeconds", r.prefill_seconds);
+  if (r.decode_seconds >= 0) o.Set("decodeSeconds", r.decode_seconds);
+  if (r.inference_seconds >= 0) o.Set("inferenceSeconds", r.inference_seconds);
   if (!r.logprobs.empty()) {
     Napi::Array lps = Napi::Array::New(env, r.logprobs.size());
     for (uint32_t i = 0; i < r.logprobs.size(); ++i) {

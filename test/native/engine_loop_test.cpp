@@ -1,6 +1,7 @@
 // Engine loop tests on a scripted fake model: load events, FCFS generation, one event per step, abort,
 // close (abort and drain), forward failures, validation at submit.
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 
@@ -127,6 +128,31 @@ TEST_CASE("engine: generates token by token, one event per step, until EOG") {
     REQUIRE(ev.outputs.size() == 1);
     CHECK_EQ(ev.outputs[0].tokens.size(), size_t(1));
   }
+}
+
+TEST_CASE("engine: a request's phases: queue and prefill with its first token, decode with its finish") {
+  collector c;
+  engine e([] { return counting_model(/*eog_at=*/5); }, {}, c.sink());
+  REQUIRE(c.wait_kind(engine_event::kind::ready));
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t id = e.submit(make_request({0, 3}));  // four tokens, the last EOG
+  REQUIRE(c.wait_finished(id));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<const request_output*> outs;
+  for (auto& ev : c.events)
+    for (auto& o : ev.outputs)
+      if (o.id == id) outs.push_back(&o);
+  REQUIRE(outs.size() == size_t(4));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const request_output& o = *outs[i];
+    CHECK_EQ(o.queue_seconds >= 0, i == 0);  // -1 elsewhere
+    CHECK_EQ(o.prefill_seconds > 0, i == 0);
+    CHECK_EQ(o.decode_seconds > 0, i + 1 == outs.size());
+    CHECK_EQ(o.inference_seconds > 0, i + 1 == outs.size());
+  }
+  CHECK(outs[0]->queue_seconds + outs[0]->prefill_seconds + outs.back()->decode_seconds <= wall);
+  CHECK(std::fabs(outs.back()->inference_seconds - (outs[0]->prefill_seconds + outs.back()->decode_seconds)) < 1e-3);
 }
 
 TEST_CASE("engine: logit rows past the tokenizer's vocabulary are never sampled") {

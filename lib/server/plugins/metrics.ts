@@ -2,8 +2,8 @@
 // process never share or clash), vLLM's metric names under the `spindle:` prefix, labelled with model_name.
 // Engine-level numbers (running / waiting requests, KV usage, prompt and generated tokens, preemptions, failed
 // forward passes) are read from the engine's stats when /metrics is scraped; request-level timings (time to
-// first token, inter-token latency, end to end) arrive through the GenerationObserver that every Job reports
-// to; rejections count the 429 answers.
+// first token, inter-token latency, end to end, and the engine's queue / prefill / decode / inference phases)
+// arrive through the GenerationObserver that every Job reports to; rejections count the 429 answers.
 // In runner mode the numbers are the sums over the loaded engines (counters keep what unloaded ones counted),
 // labelled model_name="runner".
 // Invariants: counters only ever grow (engine counters are followed by their increments since the last
@@ -11,6 +11,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FinishReason } from '../../native.js';
+import type { RequestPhases } from '../../engine-core.js';
 import type { GenerationObserver } from '../generation.js';
 import { sharedPlugin } from '../plugin.js';
 import type { NativeEngineStats } from '../../native.js';
@@ -52,6 +53,7 @@ export class ServerMetrics implements GenerationObserver {
   readonly #ttft: Histogram<string>;
   readonly #itl: Histogram<string>;
   readonly #e2e: Histogram<string>;
+  readonly #phases: Record<keyof RequestPhases, Histogram<string>>;
   readonly #success: Counter<string>;
   readonly #rejected: Counter<string>;
 
@@ -98,12 +100,20 @@ export class ServerMetrics implements GenerationObserver {
       labelNames, buckets: ITL_BUCKETS, registers: [reg] });
     this.#e2e = new Histogram({ name: 'spindle:e2e_request_latency_seconds', help: 'Histogram of e2e request latency in seconds.',
       labelNames, buckets: E2E_BUCKETS, registers: [reg] });
+    const phase = (name: string, help: string): Histogram<string> => new Histogram({ name, help, labelNames, buckets: E2E_BUCKETS,
+      registers: [reg] });
+    this.#phases = {
+      queueSeconds: phase('spindle:request_queue_time_seconds', 'Histogram of time spent in WAITING phase for request.'),
+      prefillSeconds: phase('spindle:request_prefill_time_seconds', 'Histogram of time spent in PREFILL phase for request.'),
+      decodeSeconds: phase('spindle:request_decode_time_seconds', 'Histogram of time spent in DECODE phase for request.'),
+      inferenceSeconds: phase('spindle:request_inference_time_seconds', 'Histogram of time spent in RUNNING phase for request.'),
+    };
     this.#success = new Counter({ name: 'spindle:request_success_total', help: 'Count of finished requests by finish reason.',
       labelNames: [...labelNames, 'finished_reason'], registers: [reg] });
     this.#rejected = new Counter({ name: 'spindle:num_requests_rejected_total',
       help: 'Requests refused with 429 because the queue was full (--max-queued-requests).', labelNames, registers: [reg] });
     this.#rejected.inc(labels, 0);
-    for (const h of [this.#ttft, this.#itl, this.#e2e]) h.zero(labels);
+    for (const h of [this.#ttft, this.#itl, this.#e2e, ...Object.values(this.#phases)]) h.zero(labels);
     for (const reason of ['stop', 'length', 'abort', 'error']) this.#success.inc({ ...labels, finished_reason: reason }, 0);
   }
 
@@ -117,6 +127,13 @@ export class ServerMetrics implements GenerationObserver {
   finished(reason: FinishReason | 'error', e2eSeconds: number): void {
     this.#e2e.observe(this.#labels, e2eSeconds);
     this.#success.inc({ ...this.#labels, finished_reason: reason });
+  }
+
+  phases(p: RequestPhases): void {
+    for (const key of Object.keys(this.#phases) as (keyof RequestPhases)[]) {
+      const v = p[key];
+      if (v !== undefined) this.#phases[key].observe(this.#labels, v);
+    }
   }
 
   rejected(): void { this.#rejected.inc(this.#labels); }
