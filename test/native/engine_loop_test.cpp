@@ -70,6 +70,14 @@ std::shared_ptr<fake_model> counting_model(int64_t eog_at = 1000) {
       [eog_at](int64_t pos, int32_t last) { return pos >= eog_at ? 1 : 3 + (last - 3 + 1 + 5) % 5; });
 }
 
+// Engine options with max_model_len (and max_num_seqs) set, the rest their defaults.
+engine_options options(int32_t max_model_len, int32_t max_num_seqs = engine_options{}.max_num_seqs) {
+  engine_options o;
+  o.max_model_len = max_model_len;
+  o.max_num_seqs = max_num_seqs;
+  return o;
+}
+
 request make_request(std::vector<int32_t> prompt, int32_t max_tokens = -1) {
   request r;
   r.prompt = std::move(prompt);
@@ -106,7 +114,7 @@ TEST_CASE("engine: ready carries the model info; maxModelLen defaults to the tra
   CHECK(e.loaded_model() != nullptr);
 
   collector d;
-  engine too_long([] { return counting_model(); }, {100}, d.sink());
+  engine too_long([] { return counting_model(); }, options(100), d.sink());
   REQUIRE(d.wait_kind(engine_event::kind::load_error));
   CHECK(d.events[0].message.find("maxModelLen 100 exceeds the model's trained context length 64") !=
         std::string::npos);
@@ -199,7 +207,7 @@ TEST_CASE("engine: the model samples a sampled request's tokens, unless the requ
 
 TEST_CASE("engine: requests run batched; maxTokens and the context give length") {
   collector c;
-  engine e([] { return counting_model(); }, {12}, c.sink());
+  engine e([] { return counting_model(); }, options(12), c.sink());
   REQUIRE(c.wait_kind(engine_event::kind::ready));
   uint64_t a = e.submit(make_request({0, 3}, 3));
   uint64_t b = e.submit(make_request({0, 4}));  // runs until the context (12) is full
@@ -233,7 +241,7 @@ TEST_CASE("engine: abort stops a running request within a step and drops a waiti
   collector c;
   auto m = counting_model();
   m->delay_ms = 2;
-  engine e([m] { return m; }, {0, /*max_num_seqs=*/1}, c.sink());
+  engine e([m] { return m; }, options(0, /*max_num_seqs=*/1), c.sink());
   REQUIRE(c.wait_kind(engine_event::kind::ready));
   uint64_t running = e.submit(make_request({0, 3}));
   uint64_t waiting = e.submit(make_request({0, 3}));
@@ -302,7 +310,7 @@ TEST_CASE("engine: submit validates before queueing and refuses while loading") 
   collector c;
   std::mutex gate;
   gate.lock();
-  engine e([&gate] { std::lock_guard<std::mutex> g(gate); return counting_model(); }, {16}, c.sink());
+  engine e([&gate] { std::lock_guard<std::mutex> g(gate); return counting_model(); }, options(16), c.sink());
   CHECK_THROWS_WITH(e.submit(make_request({0, 3})), "not ready");
   gate.unlock();
   REQUIRE(c.wait_kind(engine_event::kind::ready));
