@@ -93,6 +93,7 @@ export interface JobRequest {
   lastTokenAt: number | null; // performance.now() ms of the latest delta with tokens
   finishedAt: number | null; // performance.now() ms of the finishing delta (or the failure)
   read: boolean; // its deltas have been handed out (by deltas())
+  phases: RequestPhases; // the engine's phases of it, as they come (queue and prefill with the first token, decode at the end)
 }
 
 export class Job {
@@ -115,7 +116,9 @@ export class Job {
       throw badRequest((e as Error).message);
     }
     submission.handles.forEach((row, p) => row.forEach((handle, j) => {
-      this.requests.push({ handle, prompt: p, index: p * params.n + j, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false });
+      this.requests.push({
+        handle, prompt: p, index: p * params.n + j, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false, phases: {},
+      });
     }));
     void Promise.allSettled(this.requests.map((r) => r.handle.result)).then(() => this.#release());
   }
@@ -154,7 +157,10 @@ export class Job {
 
   #time(r: JobRequest, d: RequestDelta): void {
     const now = performance.now();
-    if (d.phases) this.#observer?.phases?.(d.phases);
+    if (d.phases) {
+      for (const [k, v] of Object.entries(d.phases) as [keyof RequestPhases, number | undefined][]) if (v !== undefined) r.phases[k] = v;
+      this.#observer?.phases?.(d.phases);
+    }
     if (d.tokenIds.length > 0) {
       if (r.lastTokenAt === null) {
         r.firstTokenAt = now;

@@ -157,17 +157,22 @@ function ollamaLogprobs(d: Pick<RequestDelta, 'logprobs'>, tokenizer: Tokenizer)
 
 const ns = (ms: number): number => Math.max(0, Math.round(ms * 1e6));
 
-/** Ollama's metrics of one request, in nanoseconds; times are performance.now() milliseconds. */
+/** Ollama's metrics of one request, in nanoseconds; times are performance.now() milliseconds. Prompt evaluation and
+ * generation are the engine's prefill and decode phases (llama.cpp's prompt and generation timings, which Ollama
+ * reports), or where the engine gave none (a failed request) the server's view: admission to first token, first
+ * token to the end. */
 function durations(job: Job, r: JobRequest, requestStart: number, loaded: number, generated: number): Record<string, number> {
   const end = r.finishedAt ?? performance.now();
   const first = r.firstTokenAt ?? end;
+  const prefillMs = r.phases.prefillSeconds !== undefined ? r.phases.prefillSeconds * 1000 : first - job.started;
+  const decodeMs = r.phases.decodeSeconds !== undefined ? r.phases.decodeSeconds * 1000 : end - first;
   return {
     total_duration: ns(end - requestStart),
     load_duration: ns(loaded - requestStart),
     prompt_eval_count: job.promptTokens[0],
-    prompt_eval_duration: ns(first - job.started),
+    prompt_eval_duration: ns(prefillMs),
     eval_count: generated,
-    eval_duration: ns(end - first),
+    eval_duration: ns(decodeMs),
   };
 }
 
