@@ -68,6 +68,15 @@ function noteEngineTime(w, e, r) {
   if (steps === null || stepS === null || fwdS === null || !(stepS > 0)) return;
   engineLines.push(`(${w}) ${NAMES[e]}: ${steps} engine steps, ${stepS.toFixed(2)} s of steps in a ${r.duration.toFixed(2)} s run; ` +
     `forward passes ${fwdS.toFixed(2)} s (${(100 * fwdS / stepS).toFixed(0)}% of the steps), ${(1e3 * stepS / steps).toFixed(2)} ms a step`);
+  // the engine's request phases (vLLM's request_*_time_seconds): the mean of each over the workload's requests, set
+  // against the client's mean TTFT, whose rest is outside the engine (HTTP, tokenization, streaming)
+  const phases = ['queue', 'prefill', 'decode'];
+  const d = counterDeltas(w, e, phases.flatMap((p) => [`spindle:request_${p}_time_seconds_sum`, `spindle:request_${p}_time_seconds_count`]));
+  const means = phases.map((_, i) => (d[2 * i] !== null && d[2 * i + 1] > 0 ? (1e3 * d[2 * i]) / d[2 * i + 1] : null));
+  if (means.every((m) => m !== null)) {
+    engineLines.push(`(${w}) ${NAMES[e]}: per request, mean queue ${means[0].toFixed(2)} ms, prefill ${means[1].toFixed(2)} ms ` +
+      `(the client's mean TTFT: ${f(r.mean_ttft_ms, 2)} ms), decode ${means[2].toFixed(1)} ms`);
+  }
 }
 
 const f = (v, d = 1) => (v === null || v === undefined || Number.isNaN(v) ? '-' : Number(v).toFixed(d));
