@@ -159,19 +159,28 @@ struct block_state {
 inline thread_local block_state* current_block = nullptr;
 inline thread_local int shuffle_phase = 0;  // of every warp-wide exchange (shuffles and mma)
 
+// An mma's fragments meeting in the warp's exchange: this lane's six registers (a0 a1 a2 a3 b0 b1) are published,
+// and once all 32 lanes have, every lane's are returned ([lane][6]). They stay valid until this lane's next
+// exchange: a lane can only write the same buffer again after passing the barrier of the exchange between.
+inline const int (*warp_fragments(const int (&regs)[6]))[6] {
+  block_state& st = *current_block;
+  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = shuffle_phase;
+  std::memcpy(st.exchange[(size_t)warp].mma[ph][lane], regs, sizeof(regs));
+  st.warp_barriers[(size_t)warp]->wait();
+  shuffle_phase = 1 - ph;
+  return st.exchange[(size_t)warp].mma[ph];
+}
+
 // mma.sync m16n8k32 (k == 32) or m16n8k16 (k == 16), s8 x s8 -> s32, as every lane of the warp calls it: the lanes'
 // fragments (mma_int8.cuh's layout, lane = 4g + t4) meet in the warp's exchange, then each lane computes its c0..c3
 // = C[g][2t4], C[g][2t4 + 1], C[g + 8][2t4], C[g + 8][2t4 + 1] (plus c when acc).
 inline void mma_s8(int (&c)[4], int k, int a0, int a1, int a2, int a3, int b0, int b1, bool acc) {
-  block_state& st = *current_block;
-  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = shuffle_phase;
-  int* mine = st.exchange[(size_t)warp].mma[ph][lane];
-  mine[0] = a0, mine[1] = a1, mine[2] = a2, mine[3] = a3, mine[4] = b0, mine[5] = b1;
-  st.warp_barriers[(size_t)warp]->wait();
+  const int (*frags)[6] = warp_fragments({a0, a1, a2, a3, b0, b1});
+  const int lane = (int)threadIdx.x % 32;
   int8_t A[16][32] = {}, B[32][8] = {};
   const auto byte = [](int v, int i) { return (int8_t)(uint8_t)((uint32_t)v >> (8 * i)); };
   for (int l = 0; l < 32; ++l) {
-    const int* f = st.exchange[(size_t)warp].mma[ph][l];
+    const int* f = frags[l];
     const int G = l / 4, T = l % 4;
     for (int i = 0; i < 4; ++i) {
       A[G][4 * T + i] = byte(f[0], i);
@@ -191,25 +200,20 @@ inline void mma_s8(int (&c)[4], int k, int a0, int a1, int a2, int a3, int b0, i
     for (int kk = 0; kk < k; ++kk) sum += A[rows[e]][kk] * B[kk][cols[e]];
     c[e] = (acc ? c[e] : 0) + sum;
   }
-  shuffle_phase = 1 - ph;
 }
 
 // mma.sync m16n8k16 with f16 (or bf16) inputs and f32 accumulators, as every lane of the warp calls it (mma_f16.cuh's
 // layout): the products exact, each output's sum (its accumulator first, then k in order) in double, rounded once.
 inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
-  block_state& st = *current_block;
-  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, ph = shuffle_phase;
-  int* mine = st.exchange[(size_t)warp].mma[ph][lane];
-  mine[0] = (int)a[0], mine[1] = (int)a[1], mine[2] = (int)a[2], mine[3] = (int)a[3], mine[4] = (int)b0,
-  mine[5] = (int)b1;
-  st.warp_barriers[(size_t)warp]->wait();
+  const int (*frags)[6] = warp_fragments({(int)a[0], (int)a[1], (int)a[2], (int)a[3], (int)b0, (int)b1});
+  const int lane = (int)threadIdx.x % 32;
   double A[16][16] = {}, B[16][8] = {};
   const auto half = [bf16](int v, int i) {
     const uint16_t u = (uint16_t)((uint32_t)v >> (16 * i));
     return (double)(bf16 ? spindle::bf16_to_f32(u) : spindle::fp16_to_f32(u));
   };
   for (int l = 0; l < 32; ++l) {
-    const int* f = st.exchange[(size_t)warp].mma[ph][l];
+    const int* f = frags[l];
     const int G = l / 4, T = l % 4;
     for (int i = 0; i < 2; ++i) {
       A[G][2 * T + i] = half(f[0], i);
@@ -227,7 +231,6 @@ inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
     for (int kk = 0; kk < 16; ++kk) sum += A[rows[e]][kk] * B[kk][cols[e]];
     d[e] = (float)sum;
   }
-  shuffle_phase = 1 - ph;
 }
 
 // Runs fn on n_threads threads (a multiple of 32) as block (bx, by) of a grid of `grid` blocks: threadIdx.x
