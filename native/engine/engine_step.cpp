@@ -180,16 +180,13 @@ void engine::step(std::vector<request_output>& outs) {
   int64_t row = 0;
   size_t chunk = 0;
   for (const scheduled_chunk& c : so.chunks) {
-    const auto it = seqs_.find(c.seq_id);
-    if (it != seqs_.end() && it->second->scheduled_at == clock::time_point{}) it->second->scheduled_at = t_step;
-  }
-  for (const scheduled_chunk& c : so.chunks) {
     const bool chosen_by_model = chunk_chosen_[chunk++] != 0;
     computed_tokens_ += uint64_t(c.n_tokens);
     // prompt positions of the chunk (a prompt's last token may come alone, scheduled as a decode)
     prompt_tokens_ += uint64_t(std::max(0, std::min(c.first_pos + c.n_tokens, c.seq->num_prompt_tokens) - c.first_pos));
-    if (!c.sample) continue;
     sequence& seq = *seqs_.at(c.seq_id);
+    if (seq.scheduled_at == clock::time_point{}) seq.scheduled_at = t_step;  // its first step: the end of its queue
+    if (!c.sample) continue;
     request_output& out = engine_output_for(outs, c.seq_id);
     out.cached_tokens = c.seq->num_cached_tokens;
     float* chunk_rows = logits_.data() + row * rows;
