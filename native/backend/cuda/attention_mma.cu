@@ -92,30 +92,19 @@ __device__ __forceinline__ row_info tile_row(const attn_args& a, const warp_tile
   return ri;
 }
 
-// The 16 q rows of a warp tile into shared memory qs[16][HD + 16] (zeros for padding rows and dims past hd_k; the
-// +16 keeps a quarter warp's 16-byte reads of rows g and g + 1 on different banks), by threads x of n (the caller
-// synchronizes them).
-template <int HD>
+// The 16 q rows of a warp tile into shared memory (zeros for padding rows and dims past hd_k), by threads x of n (the
+// caller synchronizes them): for f32 stores as floats, qs[16][HD + 16] (the +16 keeps a quarter warp's 16-byte
+// reads of rows g and g + 1 on different banks); for 16-bit stores (T) split into hi / lo parts of T in
+// q16_store4's layout, in the same shared array.
+template <int HD, typename T>
 __device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, int32_t seq, int x, int n, bool vec,
                                        float* qs) {
   for (int e = x; e < 16 * HD / 4; e += n) {
     const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
     const row_info ri = tile_row(a, w, r, seq);
     const float4 v = ri.ok ? load4_kv(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
-    *reinterpret_cast<float4*>(qs + r * (HD + 16) + d) = v;
-  }
-}
-
-// The 16 q rows of a warp tile into shared memory for 16-bit stores, split into hi / lo parts of T (q16_store4's
-// layout, zeros for padding rows and dims past hd_k), by threads x of n (the caller synchronizes them).
-template <int HD, typename T>
-__device__ __forceinline__ void load_q16(const attn_args& a, const warp_tile& w, int32_t seq, int x, int n, bool vec,
-                                         uint32_t* qs) {
-  for (int e = x; e < 16 * HD / 4; e += n) {
-    const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
-    const row_info ri = tile_row(a, w, r, seq);
-    const float4 v = ri.ok ? load4_kv(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
-    q16_store4<HD, T>(qs, r, d, v.x, v.y, v.z, v.w);
+    if constexpr (sizeof(T) == 2) q16_store4<HD, T>(reinterpret_cast<uint32_t*>(qs), r, d, v.x, v.y, v.z, v.w);
+    else *reinterpret_cast<float4*>(qs + r * (HD + 16) + d) = v;
   }
 }
 
@@ -138,20 +127,27 @@ struct split_rows {
   }
 };
 
-// K / V rows of one split as split_partial reads them, four floats from dim d of key u (0..31 within the split),
-// zeros past the head dims and past the tile's positions: kv_global reads the f32 store (the split shape: a warp
-// per split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The
-// values are the same either way, so the bits are.
-struct kv_global {
-  const float* kb;
-  const float* vb;
+// The K / V store rows of one split a lane reads from global memory (elements E: float or the 16-bit bits):
+// the head's rows, their strides and dims, and the lane's split_rows. kv_global and kv_global16 read them.
+template <typename E>
+struct kv_store_rows {
+  const E* kb;
+  const E* vb;
   int64_t ks, vs;
   int hd_k, hd_v;
   bool vec;
   split_rows rows;
-  __device__ __forceinline__ kv_global(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
-      : kb(a.k + (int64_t)w.kvh * a.hd_k), vb(a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride), vs(a.v_stride),
-        hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_), rows(a, w, j0, g, t) {}
+  __device__ __forceinline__ kv_store_rows(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
+      : kb((const E*)a.k + (int64_t)w.kvh * a.hd_k), vb((const E*)a.v + (int64_t)w.kvh * a.hd_v), ks(a.k_stride),
+        vs(a.v_stride), hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_), rows(a, w, j0, g, t) {}
+};
+
+// K / V rows of one split as split_partial reads them, four floats from dim d of key u (0..31 within the split),
+// zeros past the head dims and past the tile's positions: kv_global reads the f32 store (the split shape: a warp
+// per split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The
+// values are the same either way, so the bits are.
+struct kv_global : kv_store_rows<float> {
+  using kv_store_rows::kv_store_rows;
   __device__ __forceinline__ float4 k(int j, int d) const {
     return rows.krow[j] >= 0 ? load4_kv(kb + rows.krow[j] * ks, d, hd_k, vec) : make_float4(0, 0, 0, 0);
   }
@@ -171,16 +167,8 @@ __device__ __forceinline__ uint2 load4_16(const uint16_t* p, int d, int n, bool 
 }
 
 // kv_shared16's values read from a 16-bit store (the split shape, and the rows shape of heads over 64 dims).
-struct kv_global16 {
-  const uint16_t* kb;
-  const uint16_t* vb;
-  int64_t ks, vs;
-  int hd_k, hd_v;
-  bool vec;
-  split_rows rows;
-  __device__ __forceinline__ kv_global16(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t, bool vec_)
-      : kb((const uint16_t*)a.k + (int64_t)w.kvh * a.hd_k), vb((const uint16_t*)a.v + (int64_t)w.kvh * a.hd_v),
-        ks(a.k_stride), vs(a.v_stride), hd_k(a.hd_k), hd_v(a.hd_v), vec(vec_), rows(a, w, j0, g, t) {}
+struct kv_global16 : kv_store_rows<uint16_t> {
+  using kv_store_rows::kv_store_rows;
   __device__ __forceinline__ uint2 k4(int j, int d) const {
     return rows.krow[j] >= 0 ? load4_16(kb + rows.krow[j] * ks, d, hd_k, vec) : make_uint2(0, 0);
   }
@@ -379,11 +367,8 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   __shared__ __align__(16) float sm_q[k_mma_warps][16 * (HD + 16)];
   __shared__ __align__(16) float sm_k[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::k_stride : 32 * kv_shared<HD>::k_stride];
   __shared__ __align__(16) float sm_v[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::v_stride : 32 * kv_shared<HD>::v_stride];
-  uint32_t* q16 = reinterpret_cast<uint32_t*>(sm_q[warp]);
-  if (active) {
-    if constexpr (h16) load_q16<HD, T>(a, w, seq, lane, k_warp, vec, q16);
-    else load_q<HD>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
-  }
+  const uint32_t* q16 = reinterpret_cast<const uint32_t*>(sm_q[warp]);
+  if (active) load_q<HD, T>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
   __syncwarp();
   row_info ri[2] = {};
   int64_t n_kv[2] = {0, 0};
@@ -518,9 +503,8 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   if (chunk_start >= w.n_kv_max) return;
   constexpr bool h16 = sizeof(T) == 2;
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
-  uint32_t* q16 = reinterpret_cast<uint32_t*>(sm_q);
-  if constexpr (h16) load_q16<HD, T>(a, w, seq, threadIdx.x, W * k_warp, vec, q16);
-  else load_q<HD>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
+  const uint32_t* q16 = reinterpret_cast<const uint32_t*>(sm_q);
+  load_q<HD, T>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();
   const row_info ri[2] = {tile_row(a, w, g, seq), tile_row(a, w, g + 8, seq)};
   const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
