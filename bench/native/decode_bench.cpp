@@ -5,6 +5,9 @@
 //         are read back, the next tokens are fixed pseudo-random ids rather than a host argmax, as
 //         llama-batched-bench does), and the same steps with the model's argmax per sequence (as the engine runs
 //         greedy requests: on a GPU one id per sequence comes back instead of n_seqs x n_vocab logits).
+// With n_prompt > 8, also greedy decode after an n_prompt-token prompt (the serving workload's TPOT, which
+// attends over n_prompt.. positions; the tg / bN figures above start after 8 tokens), and on a GPU n_seqs such
+// sequences at once.
 // A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
 // reps. The prompt figure is also printed as time to first token (ms) for a prompt of n_prompt tokens.
 // SPINDLE_BENCH_ONLY=batch times the bN figures only (after the warm-up: for profiling a batch step).
@@ -71,15 +74,15 @@ double time_decode(model& m, int n_gen) {
   return now_s() - t0;
 }
 
-// Seconds for n_gen greedy single-token steps after an 8-token prompt, as the engine runs a greedy request:
-// forward_batch with batch_sequence::argmax, so the model picks the token (on a GPU: one id to the host). With a
-// spec, as the engine runs a sampled request: the model samples the token (batch_sequence::sample).
-double time_decode_greedy(model& m, int n_gen, const sample_spec* spec = nullptr) {
-  const int32_t n_vocab = m.hparams().n_vocab, block = 8 + n_gen + 8;
+// Seconds for n_gen greedy single-token steps after an n_ctx0-token prompt (8 unless given), as the engine runs a
+// greedy request: forward_batch with batch_sequence::argmax, so the model picks the token (on a GPU: one id to the
+// host). With a spec, as the engine runs a sampled request: the model samples the token (batch_sequence::sample).
+double time_decode_greedy(model& m, int n_gen, const sample_spec* spec = nullptr, int n_ctx0 = 8) {
+  const int32_t n_vocab = m.hparams().n_vocab, block = n_ctx0 + n_gen + 8;
   auto kv = m.new_kv_cache(1, block, 1);
-  const std::vector<int32_t> prompt = prompt_ids(8, 2, n_vocab), table = {0};
+  const std::vector<int32_t> prompt = prompt_ids(n_ctx0, 2, n_vocab), table = {0};
   int32_t tok = 0;
-  batch_sequence b{prompt.data(), 8, 0, table.data(), 1, 1, 0};
+  batch_sequence b{prompt.data(), n_ctx0, 0, table.data(), 1, 1, 0};
   b.argmax = &tok;
   b.argmax_n = n_vocab;
   b.sample = spec;
@@ -89,7 +92,7 @@ double time_decode_greedy(model& m, int n_gen, const sample_spec* spec = nullptr
     const int32_t in = tok;
     b.tokens = &in;
     b.n_tokens = 1;
-    b.first_pos = 8 + i;
+    b.first_pos = n_ctx0 + i;
     m.forward_batch({b}, *kv, nullptr);
   }
   return now_s() - t0;
@@ -121,30 +124,30 @@ double time_batch(model& m, int n_seqs, int n_gen) {
   return now_s() - t0;
 }
 
-// Seconds for n_gen forward_batch steps of n_seqs greedy sequences (the model picks each next token); with a
-// spec, sampled ones.
-double time_batch_greedy(model& m, int n_seqs, int n_gen, const sample_spec* spec = nullptr) {
-  const int32_t n_vocab = m.hparams().n_vocab, block = 8 + n_gen + 8;
+// Seconds for n_gen forward_batch steps of n_seqs greedy sequences (the model picks each next token) after
+// n_ctx0-token prompts (8 unless given; each prompt in a forward pass of its own); with a spec, sampled ones.
+double time_batch_greedy(model& m, int n_seqs, int n_gen, const sample_spec* spec = nullptr, int n_ctx0 = 8) {
+  const int32_t n_vocab = m.hparams().n_vocab, block = n_ctx0 + n_gen + 8;
   auto kv = m.new_kv_cache(n_seqs, block, n_seqs);
   std::vector<std::vector<int32_t>> prompts, tables;
   std::vector<batch_sequence> batch((size_t)n_seqs);
   std::vector<int32_t> next((size_t)n_seqs), in((size_t)n_seqs);
   for (int s = 0; s < n_seqs; ++s) {
-    prompts.push_back(prompt_ids(8, 10 + s, n_vocab));
+    prompts.push_back(prompt_ids(n_ctx0, 10 + s, n_vocab));
     tables.push_back({s});
-    batch[s] = batch_sequence{prompts[s].data(), 8, 0, tables[s].data(), 1, 1, s};
+    batch[s] = batch_sequence{prompts[s].data(), n_ctx0, 0, tables[s].data(), 1, 1, s};
     batch[s].argmax = &next[s];
     batch[s].argmax_n = n_vocab;
     batch[s].sample = spec;
+    m.forward_batch({batch[s]}, *kv, nullptr);
   }
-  m.forward_batch(batch, *kv, nullptr);
   const double t0 = now_s();
   for (int i = 0; i < n_gen; ++i) {
     in = next;
     for (int s = 0; s < n_seqs; ++s) {
       batch[s].tokens = &in[s];
       batch[s].n_tokens = 1;
-      batch[s].first_pos = 8 + i;
+      batch[s].first_pos = n_ctx0 + i;
     }
     m.forward_batch(batch, *kv, nullptr);
   }
@@ -184,6 +187,10 @@ int main(int argc, char** argv) {
     chains[0].temperature = 1.0f, chains[0].u01 = 0.37;
     chains[1].temperature = 0.8f, chains[1].top_k = 40, chains[1].top_p = 0.9f, chains[1].u01 = 0.37;
     double tg_sampled[2] = {1e30, 1e30}, bt_sampled[2] = {1e30, 1e30};
+    // Greedy decode at the prompt's context (the serving workload's TPOT: n_prompt in, n_gen out, so decode steps
+    // attend over n_prompt..n_prompt + n_gen positions), one sequence and, on a GPU, n_seqs at once.
+    const bool at_context = n_prompt > 8, batch_at_context = at_context && n_seqs > 0 && opt.device != "cpu";
+    double tg_ctx = 1e30, bt_ctx = 1e30;
     for (int r = 0; r < reps; ++r) {
       if (!batch_only) {
         pp = std::min(pp, time_prompt(*m, n_prompt));
@@ -196,6 +203,8 @@ int main(int argc, char** argv) {
       }
       if (n_seqs > 0) bt = std::min(bt, time_batch(*m, n_seqs, n_gen));
       if (n_seqs > 0) bt_greedy = std::min(bt_greedy, time_batch_greedy(*m, n_seqs, n_gen));
+      if (at_context && !batch_only) tg_ctx = std::min(tg_ctx, time_decode_greedy(*m, n_gen, nullptr, n_prompt));
+      if (batch_at_context) bt_ctx = std::min(bt_ctx, time_batch_greedy(*m, n_seqs, n_gen, nullptr, n_prompt));
       for (int c = 0; c < 2; ++c) {
         if (!batch_only) tg_sampled[c] = std::min(tg_sampled[c], time_decode_greedy(*m, n_gen, &chains[c]));
         if (n_seqs > 0) bt_sampled[c] = std::min(bt_sampled[c], time_batch_greedy(*m, n_seqs, n_gen, &chains[c]));
@@ -210,6 +219,13 @@ int main(int argc, char** argv) {
     if (n_seqs > 0) {
       std::printf("  b%d with the model's argmax per sequence (as the engine's greedy requests): %.2f tok/s\n", n_seqs,
                   n_seqs * n_gen / bt_greedy);
+    }
+    if (at_context && (!batch_only || batch_at_context)) {
+      std::printf("  greedy after a %d-token prompt (contexts %d..%d, as the serving workload):", n_prompt, n_prompt,
+                  n_prompt + n_gen);
+      if (!batch_only) std::printf(" tg %.3f ms/token", 1e3 * tg_ctx / std::max(1, n_gen));
+      if (batch_at_context) std::printf("   b%d %.2f tok/s", n_seqs, n_seqs * n_gen / bt_ctx);
+      std::printf("\n");
     }
     const char* chain_names[2] = {"temperature 1", "temperature 0.8 top-k 40 top-p 0.9"};
     for (int c = 0; c < 2; ++c) {
