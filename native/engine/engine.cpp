@@ -37,6 +37,8 @@ model_info describe_file(const gguf_file& file, const tokenizer& tok) {
   if (info.eos_id >= 0) info.eos_text = tok.token_text(info.eos_id);
   info.eog_ids = tok.eog_ids();
   for (int32_t id : info.eog_ids) info.eog_texts.push_back(tok.token_text(id));
+  static const char* const k_pooling_names[] = {"none", "mean", "cls", "last", "rank"};
+  if (const int64_t t = file.get_i64_or(info.arch + ".pooling_type", -1); t >= 0 && t < 5) info.pooling = k_pooling_names[t];
   if (const gguf_kv* kv = file.find("tokenizer.chat_template")) {
     if (kv->type == gguf_value_type::STRING) {
       info.has_chat_template = true;
@@ -365,6 +367,10 @@ request_output& engine_output_for(std::vector<request_output>& outs, uint64_t id
 // this request.
 void engine::start_request(request r, std::vector<request_output>& outs) {
   const uint64_t id = r.id;
+  if (r.pooling != pooling_type::none) {  // embeddings: the prompt's rows only, never a draft after it
+    r.speculative = false;
+    r.prediction.clear();
+  }
   try {
     // Sampling covers the ids both the model (logit rows) and the tokenizer know: n_vocab_ = min of the two.
     std::unique_ptr<output_constraint> constraint;
@@ -380,7 +386,9 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
       seq->images = std::make_unique<request_images>(std::move(seq->req.images), seq->req.prompt, *vision_);
       seq->req.images.clear();
     }
-    sched_->add(id, seq->req.prompt);
+    // mean / cls pooling need every row, from position 0: no cached prefix
+    const pooling_type pool = seq->req.pooling;
+    sched_->add(id, seq->req.prompt, pool == pooling_type::none || pool == pooling_type::last);
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {
     request_output& out = engine_output_for(outs, id);

@@ -98,6 +98,9 @@ struct model_info {
   std::string device;         // the backend the loaded model runs on ("cpu", "cuda"); "" before loading
   std::string kv_dtype;       // its KV cache's element type ("float32", "float16", "bfloat16"); "" before loading
   std::string mmproj;         // the loaded vision projector's file ("" = the model takes no images)
+  // The file's {arch}.pooling_type (llama.cpp's names: "none", "mean", "cls", "last", "rank"), "" when absent:
+  // how its embeddings are pooled when a request does not say.
+  std::string pooling;
 };
 
 class gguf_file;
@@ -196,6 +199,11 @@ class engine {
   void fail_step(const schedule_output& so, const std::string& message, std::vector<request_output>& outs);
   // out's queue / prefill seconds with seq's first token, its decode seconds with its finish.
   void record_phases(sequence& seq, request_output& out);
+  // Adds an embedding request's hidden rows of chunk c (at `rows`; null: the chunk has none it needs) to its
+  // pooled state; finish_embedding, after its last chunk, puts the embedding into out and finishes the request
+  // (engine_step.cpp).
+  void pool_chunk(const scheduled_chunk& c, sequence& seq, const float* rows);
+  void finish_embedding(const scheduled_chunk& c, sequence& seq, request_output& out);
   // Test hook: throws from the forward pass of the step named by the environment variable
   // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction). Test builds only (CMake
   // SPINDLE_TEST_HOOKS); elsewhere a no-op that never reads the environment.
@@ -236,6 +244,10 @@ class engine {
   // argmax; plan_sample ones: sample_rows with their specs), whose logits rows stay unwritten (a GPU copies one id
   // per row instead of the vocabulary), and which chunks of the step those are.
   std::vector<int32_t> chosen_ids_;
+  // Embedding requests' hidden rows of the step ([rows, n_embd]) and, per chunk of the step, where its rows start
+  // (-1: none).
+  std::vector<float> hidden_;
+  std::vector<int64_t> chunk_hidden_;
   std::vector<uint8_t> chunk_chosen_;
   std::vector<sample_spec> sample_specs_;               // [sampling rows] of plan_sample chunks
   std::vector<std::vector<logit_edit>> sample_edits_;   // [chunks of the step]: the storage of their specs' edits

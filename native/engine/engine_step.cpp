@@ -35,7 +35,8 @@ void engine::run_forward(const schedule_output& so) {
   if (int64_t(sample_specs_.size()) < n_rows) sample_specs_.resize(size_t(n_rows));
   if (sample_edits_.size() < so.chunks.size()) sample_edits_.resize(so.chunks.size());
   chunk_chosen_.assign(so.chunks.size(), 0);
-  int64_t n_sample = 0;
+  chunk_hidden_.assign(so.chunks.size(), -1);
+  int64_t n_sample = 0, n_hidden = 0;
   for (const scheduled_chunk& c : so.chunks) {
     const std::vector<int32_t>& table = sched_->blocks().block_table(c.seq_id);
     batch_sequence b;
@@ -51,6 +52,14 @@ void engine::run_forward(const schedule_output& so) {
     b.block_table = table.data();
     b.n_table = int32_t(table.size());
     b.n_logits = c.sample ? 1 + int32_t(c.draft.size()) : 0;
+    if (const sequence& seq = *seqs_.at(c.seq_id); seq.embeds()) {  // hidden rows instead of logits
+      const pooling_type p = seq.req.pooling;
+      b.n_logits = p == pooling_type::mean || (p == pooling_type::cls && c.first_pos == 0) ? c.n_tokens
+                   : p == pooling_type::last && c.sample                               ? 1
+                                                                                       : 0;
+      if (b.n_logits > 0) chunk_hidden_[batch.size()] = n_hidden;
+      n_hidden += b.n_logits;
+    }
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
     if (c.restore_block >= 0) model_->restore_from_block(*kv_, b.state_slot, c.restore_block, c.first_pos);
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
@@ -62,8 +71,8 @@ void engine::run_forward(const schedule_output& so) {
         image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
-    if (b.n_logits > 0) {  // the model picks the token: the argmax, or (one row, no drafts) a sample
-      sequence& seq = *seqs_.at(c.seq_id);
+    if (b.n_logits > 0 && chunk_hidden_[batch.size()] < 0) {  // the model picks the token: the argmax, or (one
+      sequence& seq = *seqs_.at(c.seq_id);                     // row, no drafts) a sample
       const size_t k = batch.size();
       const bool greedy = seq.greedy_only();
       if (greedy || (b.n_logits == 1 && seq.plan_sample(sample_specs_[size_t(n_sample)], sample_edits_[k]))) {
@@ -73,8 +82,13 @@ void engine::run_forward(const schedule_output& so) {
         chunk_chosen_[k] = 1;
       }
     }
-    n_sample += b.n_logits;
+    if (chunk_hidden_[batch.size()] < 0) n_sample += b.n_logits;
     batch.push_back(b);
+  }
+  const int64_t n_embd = model_->hparams().n_embd;
+  if (int64_t(hidden_.size()) < n_hidden * n_embd) hidden_.resize(size_t(n_hidden * n_embd));
+  for (size_t k = 0; k < batch.size(); ++k) {
+    if (chunk_hidden_[k] >= 0) batch[k].hidden = hidden_.data() + chunk_hidden_[k] * n_embd;
   }
   const int64_t rows = model_->hparams().n_vocab;
   if (int64_t(logits_.size()) < n_sample * rows) logits_.resize(size_t(n_sample * rows));
@@ -157,6 +171,38 @@ void engine::record_phases(sequence& seq, request_output& out) {
   }
 }
 
+void engine::pool_chunk(const scheduled_chunk& c, sequence& seq, const float* rows) {
+  const int64_t n_embd = model_->hparams().n_embd;
+  if (c.first_pos == 0 || seq.pooled.empty()) {  // a first chunk (again, after a preemption): start afresh
+    seq.pooled.assign(size_t(n_embd), 0.0);
+    seq.pooled_rows = 0;
+  }
+  const pooling_type p = seq.req.pooling;
+  if (rows && p == pooling_type::mean) {
+    for (int32_t t = 0; t < c.n_tokens; ++t, ++seq.pooled_rows)
+      for (int64_t i = 0; i < n_embd; ++i) seq.pooled[size_t(i)] += rows[t * n_embd + i];
+  } else if (rows) {  // cls: the chunk's first row (position 0); last: its one row (the prompt's last token)
+    for (int64_t i = 0; i < n_embd; ++i) seq.pooled[size_t(i)] = rows[i];
+    seq.pooled_rows = 1;
+  }
+}
+
+void engine::finish_embedding(const scheduled_chunk& c, sequence& seq, request_output& out) {
+  const int64_t n_embd = model_->hparams().n_embd;
+  const pooling_type p = seq.req.pooling;
+  out.embedding.resize(size_t(n_embd));
+  const double scale = p == pooling_type::mean && seq.pooled_rows > 0 ? 1.0 / double(seq.pooled_rows) : 1.0;
+  for (int64_t i = 0; i < n_embd; ++i) out.embedding[size_t(i)] = float(seq.pooled[size_t(i)] * scale);
+  out.cached_tokens = c.seq->num_cached_tokens;
+  seq.finish = finish_reason::stop;
+  out.finish = finish_reason::stop;
+  using clock = std::chrono::steady_clock;
+  const clock::time_point now = clock::now();
+  out.queue_seconds = std::max(0.0, std::chrono::duration<double>(seq.scheduled_at - seq.req.submitted).count());
+  out.prefill_seconds = out.inference_seconds = std::chrono::duration<double>(now - seq.scheduled_at).count();
+  out.decode_seconds = 0;
+}
+
 void engine::step(std::vector<request_output>& outs) {
   using clock = std::chrono::steady_clock;
   const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
@@ -186,6 +232,21 @@ void engine::step(std::vector<request_output>& outs) {
     prompt_tokens_ += uint64_t(std::max(0, std::min(c.first_pos + c.n_tokens, c.seq->num_prompt_tokens) - c.first_pos));
     sequence& seq = *seqs_.at(c.seq_id);
     if (seq.scheduled_at == clock::time_point{}) seq.scheduled_at = t_step;  // its first step: the end of its queue
+    if (seq.embeds()) {
+      const int64_t at = chunk_hidden_[chunk - 1];
+      pool_chunk(c, seq, at >= 0 ? hidden_.data() + at * model_->hparams().n_embd : nullptr);
+      if (c.sample) {
+        request_output& out = engine_output_for(outs, c.seq_id);
+        finish_embedding(c, seq, out);
+        // done: postprocess commits its full blocks to the prefix cache, then frees them (the token is never read)
+        sampled_token t;
+        t.seq_id = c.seq_id;
+        t.finished = true;
+        sampled.push_back(t);
+        finished.push_back(c.seq_id);
+      }
+      continue;
+    }
     if (!c.sample) continue;
     request_output& out = engine_output_for(outs, c.seq_id);
     out.cached_tokens = c.seq->num_cached_tokens;

@@ -78,7 +78,11 @@ void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len) 
   validate_constraints(r.params);
   validate_sampling_params(r.params);
   if (r.prompt.empty()) throw error("the prompt is empty (it must hold at least one token)");
-  if (r.prompt.size() >= size_t(max_model_len)) {
+  if (r.pooling != pooling_type::none && r.prompt.size() > size_t(max_model_len)) {
+    throw error("the input has " + std::to_string(r.prompt.size()) + " tokens; maxModelLen is " +
+                std::to_string(max_model_len));
+  }
+  if (r.pooling == pooling_type::none && r.prompt.size() >= size_t(max_model_len)) {
     throw error("the prompt has " + std::to_string(r.prompt.size()) + " tokens; maxModelLen is " +
                 std::to_string(max_model_len) + " and at least one generated token must fit");
   }

@@ -17,6 +17,10 @@
 namespace spindle {
 
 enum class finish_reason : uint8_t { none, stop, length, abort };
+
+// How an embedding request pools its prompt's hidden states (after the output norm), llama.cpp's
+// LLAMA_POOLING_TYPE numbering: none = a generation request.
+enum class pooling_type : uint8_t { none = 0, mean = 1, cls = 2, last = 3 };
 const char* finish_reason_name(finish_reason r);  // "stop" | "length" | "abort" ("" for none)
 
 // Text that switches a lazy grammar on: the grammar then matches the output from the trigger's first byte.
@@ -70,6 +74,9 @@ struct request {
   // verified; empty: none. speculative false: no drafts of any kind (the engine's n-gram method included).
   std::vector<int32_t> prediction;
   bool speculative = true;
+  // != none: an embedding request: the prompt is computed, nothing is generated, and the finish output carries
+  // the pooled hidden state (request_output::embedding); sampling parameters are not used.
+  pooling_type pooling = pooling_type::none;
   std::chrono::steady_clock::time_point submitted{};  // when engine::add took it (the start of its queue time)
 };
 
@@ -105,6 +112,8 @@ struct request_output {
   // until its first token) with the first token; decode (first token until the last) and inference (prefill +
   // decode) with the finish.
   double queue_seconds = -1, prefill_seconds = -1, decode_seconds = -1, inference_seconds = -1;
+  // Embedding requests, with the finish: the pooled hidden state [n_embd] (not normalized).
+  std::vector<float> embedding;
 };
 
 }  // namespace spindle

@@ -21,6 +21,7 @@ struct sched_sequence {
   int32_t num_cached_tokens = 0;    // prompt tokens found in the prefix cache at its first admission
   int32_t num_draft_tokens = 0;     // speculative drafts of the pending step (their slots are reserved)
   int32_t state_slot = -1;          // recurrent-state slot while running (state_slot_pool); -1 while waiting
+  bool use_prefix_cache = true;     // false: always computed from position 0 (embeddings pooled over every row)
   sched_status status = sched_status::waiting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }

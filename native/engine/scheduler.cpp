@@ -41,7 +41,7 @@ scheduler::scheduler(scheduler_config config, block_manager blocks)
   }
 }
 
-void scheduler::add(uint64_t id, std::vector<int32_t> prompt) {
+void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache) {
   if (seqs_.count(id) != 0) throw error("scheduler: " + seq_name(id) + " already exists");
   if (prompt.empty()) throw error("scheduler: " + seq_name(id) + " has an empty prompt");
   if (prompt.size() > size_t(config_.max_model_len)) {
@@ -53,6 +53,7 @@ void scheduler::add(uint64_t id, std::vector<int32_t> prompt) {
   s->arrival = next_arrival_++;
   s->num_prompt_tokens = int32_t(prompt.size());
   s->token_ids = std::move(prompt);
+  s->use_prefix_cache = use_prefix_cache;
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -140,7 +141,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     // the cached prefix (whole blocks, leaving at least one token to compute); waiting sequences hold no KV,
     // so they start from 0 or from that prefix
     std::vector<int32_t> shared;
-    if (blocks_.prefix_caching()) {
+    if (blocks_.prefix_caching() && s->use_prefix_cache) {
       shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size());
     }
     const int32_t hit = int32_t(shared.size()) * blocks_.block_size();

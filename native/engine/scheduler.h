@@ -112,7 +112,8 @@ class scheduler {
 
   // Queues a new sequence at the back of the waiting queue. Throws on a duplicate id, an empty prompt or
   // one longer than max_model_len.
-  void add(uint64_t id, std::vector<int32_t> prompt);
+  // use_prefix_cache false: the sequence never starts from a cached prefix (its blocks are still committed).
+  void add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache = true);
   // Removes a waiting or running sequence and frees its blocks; false when the id is unknown. Safe between
   // schedule() and postprocess(): the sequence's chunks are then skipped.
   bool abort(uint64_t id);

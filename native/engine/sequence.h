@@ -55,6 +55,11 @@ struct sequence {
   // Phases (request_output's queue / prefill / decode seconds): the start of the first step that scheduled it
   // and the time of its first token (epoch: not yet).
   std::chrono::steady_clock::time_point scheduled_at{}, first_token_at{};
+  // Embedding requests (req.pooling != none): the pooled hidden rows so far ([n_embd] sums for mean pooling, the
+  // chosen row for cls / last) and how many rows were added.
+  std::vector<double> pooled;
+  int64_t pooled_rows = 0;
+  bool embeds() const { return req.pooling != pooling_type::none; }
 
  private:
   void finish_with(finish_reason r, request_output& out);

@@ -39,6 +39,7 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
       }
     }
     if (b.sample != nullptr && b.argmax == nullptr) throw error(at + "sample specs need an argmax (ids) buffer");
+    if (b.hidden != nullptr && b.argmax != nullptr) throw error(at + "hidden rows take no argmax or sample");
     for (int32_t r = 0; b.sample != nullptr && r < b.n_logits; ++r) {
       const sample_spec& sp = b.sample[r];
       const int32_t n_ids = std::min(b.argmax_n, n_vocab);
@@ -58,7 +59,9 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
 
 void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits) {
   for (const batch_sequence& b : batch)
-    if (b.n_logits > 0 && b.argmax == nullptr && logits == nullptr) throw error("forward_batch: null logits buffer");
+    if (b.n_logits > 0 && b.argmax == nullptr && b.hidden == nullptr && logits == nullptr) {
+      throw error("forward_batch: null logits buffer");
+    }
 }
 
 void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_size, dense_scratch& s) {
@@ -102,6 +105,7 @@ uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_toke
   };
   for (const batch_sequence& b : batch) {
     if (b.n_tokens > 16 || b.n_rollback > 0) return 0;  // rollback rows may go through the host
+    if (b.hidden != nullptr) return 0;                  // hidden rows (embeddings): a shape of their own
     mix((uint64_t)b.n_tokens);
     mix((uint64_t)b.n_logits);
   }
@@ -111,14 +115,31 @@ uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_toke
 void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,
                          const model_hparams& hp, const backend_buffer& norm, const backend_weight& output,
                          const backend_buffer* bias, float* logits, step_graph_scope& graph) {
-  int64_t n_out = 0, at = 0;
-  for (const batch_sequence& b : batch) {  // gather the wanted rows of x into cur: [n_out, n_embd]
+  // gather the wanted rows of x into cur: the logits rows [n_out, n_embd], then the hidden rows [n_hidden, n_embd]
+  int64_t n_out = 0, n_hidden = 0, at = 0;
+  for (const batch_sequence& b : batch) (b.hidden ? n_hidden : n_out) += b.n_logits;
+  int64_t logit_row = 0, hidden_row = n_out;
+  for (const batch_sequence& b : batch) {
     if (b.n_logits > 0) {
       const int64_t first = at + b.n_tokens - b.n_logits;
-      be.copy(s.cur.data() + n_out * hp.n_embd, s.x.data() + first * hp.n_embd, (int64_t)b.n_logits * hp.n_embd);
+      int64_t& row = b.hidden ? hidden_row : logit_row;
+      be.copy(s.cur.data() + row * hp.n_embd, s.x.data() + first * hp.n_embd, (int64_t)b.n_logits * hp.n_embd);
+      row += b.n_logits;
     }
-    n_out += b.n_logits;
     at += b.n_tokens;
+  }
+  if (n_out + n_hidden == 0) {
+    graph.end();
+    return;
+  }
+  be.rms_norm(s.cur.data(), norm.data(), s.cur.data(), n_out + n_hidden, hp.n_embd, hp.rms_eps);
+  if (n_hidden > 0) {  // no step graph is open (step_graph_key): the rows can come back now
+    hidden_row = n_out;
+    for (const batch_sequence& b : batch) {
+      if (!b.hidden || b.n_logits == 0) continue;
+      be.download(b.hidden, s.cur.data() + hidden_row * hp.n_embd, (int64_t)b.n_logits * hp.n_embd);
+      hidden_row += b.n_logits;
+    }
   }
   if (n_out == 0) {
     graph.end();
@@ -126,15 +147,13 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
   }
   const int64_t n_logits = (int64_t)checked_mul((uint64_t)n_out, (uint64_t)hp.n_vocab, "logits");
   if (s.logits.size() < n_logits) s.logits = backend_buffer(be, n_logits);
-  float* cur = s.cur.data();
-  be.rms_norm(cur, norm.data(), cur, n_out, hp.n_embd, hp.rms_eps);
-  be.matmul(output, cur, n_out, s.logits.data());  // [n_out, n_vocab]
+  be.matmul(output, s.cur.data(), n_out, s.logits.data());  // [n_out, n_vocab]
   if (bias != nullptr && bias->data() != nullptr) be.add_row_vector(s.logits.data(), bias->data(), n_out, hp.n_vocab);
   graph.end();
   // rows whose sequence wants only its token (greedy or sampled): ids; every other row: the logits (runs of rows
   // at a time)
   bool any_ids = false;
-  for (const batch_sequence& b : batch) any_ids = any_ids || (b.n_logits > 0 && b.argmax != nullptr);
+  for (const batch_sequence& b : batch) any_ids = any_ids || (b.n_logits > 0 && !b.hidden && b.argmax != nullptr);
   if (!any_ids) {
     be.download(logits, s.logits.data(), n_logits);
     return;
@@ -149,7 +168,7 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
   std::vector<sample_spec> specs;
   int64_t row = 0;
   for (size_t i = 0; i < batch.size();) {
-    if (batch[i].n_logits == 0) {
+    if (batch[i].n_logits == 0 || batch[i].hidden) {
       ++i;
       continue;
     }
@@ -160,7 +179,7 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
     specs.clear();
     for (; end < batch.size(); ++end) {
       const batch_sequence& b = batch[end];
-      if (b.n_logits == 0) continue;
+      if (b.n_logits == 0 || b.hidden) continue;
       if (wanted(b) != w || (w != want::logits && std::min<int64_t>(b.argmax_n, hp.n_vocab) != n_ids)) break;
       run_rows += b.n_logits;
       if (w == want::sample) specs.insert(specs.end(), b.sample, b.sample + b.n_logits);
@@ -174,7 +193,7 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
       else be.sample_rows(rows, run_rows, hp.n_vocab, n_ids, specs.data(), ids.data());
       int64_t at = 0;
       for (size_t k = i; k < end; ++k) {
-        if (batch[k].n_logits == 0) continue;
+        if (batch[k].n_logits == 0 || batch[k].hidden) continue;
         std::copy(ids.begin() + at, ids.begin() + at + batch[k].n_logits, batch[k].argmax);
         at += batch[k].n_logits;
       }

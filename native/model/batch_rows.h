@@ -55,8 +55,9 @@ class step_graph_scope {
 uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_tokens, const dense_scratch& s);
 
 // logits [sum of n_logits, n_vocab] = output(rms_norm(last n_logits rows of each sequence in s.x)) (+ bias, when
-// set); uses s.cur and s.logits as scratch. Nothing is written when no sequence wants logits. The step graph
-// (when open) ends once the logits are computed, before they are read back.
+// set), over the sequences without hidden rows; a sequence with batch_sequence::hidden gets its rms_norm rows
+// there instead (embeddings). Uses s.cur and s.logits as scratch. Nothing is written when no sequence wants
+// logits. The step graph (when open) ends once the logits are computed, before they are read back.
 void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, dense_scratch& s,
                          const model_hparams& hp, const backend_buffer& norm, const backend_weight& output,
                          const backend_buffer* bias, float* logits, step_graph_scope& graph);

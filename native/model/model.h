@@ -85,6 +85,10 @@ struct batch_sequence {
   // Sampled choice (with argmax): host [n_logits] specs; forward_batch writes backend::sample_rows' token of each
   // row (backend/sample_rows.h: the request's edits, then its argmax or draw) to argmax instead of the argmax.
   const sample_spec* sample = nullptr;
+  // Embeddings: host [n_logits, n_embd]; non-null: this sequence's last n_logits rows are its hidden states after
+  // the output norm (what llama.cpp pools into an embedding), written here instead of logits (the sequence then
+  // takes no logits rows, argmax or sample: the other sequences' logits rows stay numbered without it).
+  float* hidden = nullptr;
 };
 
 // The id that marks a position whose input embedding comes from batch_sequence::embd (an image placeholder).

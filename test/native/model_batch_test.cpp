@@ -225,3 +225,45 @@ TEST_CASE("model forward_batch: invalid batches throw") {
                     "null logits");
   CHECK_THROWS_WITH(m.new_kv_cache(0, 16), "positive");
 }
+
+// Embeddings: a sequence with hidden rows gets the output-normed hidden states its logits come from (output
+// matrix times each row = its logits, F32 weights, double reference), the other sequences' logits keep their rows
+// and bits, and hidden rows are the same batched or alone.
+TEST_CASE("model forward_batch: hidden rows are the states the logits come from; the other rows keep their bits") {
+  model_test::spec s;
+  s.arch = "llama";
+  const model_test::built built = model_test::build(s);
+  const std::string path = model_test::write_temp(built, "llama-hidden");
+  model_options o;
+  o.threads = 2;
+  auto m = model::load(path, o);
+  std::error_code ec;
+  const int V = m->hparams().n_vocab, E = m->hparams().n_embd;
+  const auto t0 = seq_tokens(7, V, 8), t1 = seq_tokens(5, V, 9);
+  const auto w0 = alone(*m, t0), w1 = alone(*m, t1);
+  const std::vector<int32_t> tab0 = {0, 1}, tab1 = {2, 3};
+  std::vector<float> first;  // the hidden rows alone
+  for (bool with_other : {false, true}) {
+    auto kv = m->new_kv_cache(4, 4);
+    std::vector<float> hidden(7 * E, NAN), lg(V, NAN);
+    batch_sequence h{t0.data(), 7, 0, tab0.data(), 2, 7};  // all 7 rows as hidden states
+    h.hidden = hidden.data();
+    batch_sequence g{t1.data(), 5, 0, tab1.data(), 2, 1};  // the last row's logits
+    std::vector<batch_sequence> batch = {h};
+    if (with_other) batch = {g, h};
+    m->forward_batch(batch, *kv, with_other ? lg.data() : nullptr);
+    if (with_other) CHECK(std::memcmp(lg.data(), w1.data() + 4 * V, V * sizeof(float)) == 0);
+    const std::vector<float>& out = built.tensors.at("output.weight").host;  // [V rows of E]
+    double worst = 0;
+    for (int t = 0; t < 7; ++t)
+      for (int v = 0; v < V; ++v) {
+        double dot = 0;
+        for (int i = 0; i < E; ++i) dot += (double)out[(size_t)v * E + i] * hidden[(size_t)t * E + i];
+        worst = std::max(worst, std::fabs(dot - w0[(size_t)t * V + v]));
+      }
+    CHECK(worst < 1e-4);
+    if (!with_other) first = hidden;
+    else CHECK(first == hidden);
+  }
+  std::filesystem::remove(path, ec);
+}
