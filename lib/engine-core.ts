@@ -97,6 +97,7 @@ export interface RequestResult {
   cachedTokens: number; // prompt tokens whose KV came from the prefix cache (vLLM's num_cached_tokens)
   draftTokens: number; // speculative draft tokens verified for this request
   acceptedDraftTokens: number; // of those, accepted (OpenAI's accepted_prediction_tokens)
+  embedding?: Float32Array; // embedding requests: the pooled hidden state (not normalized)
 }
 
 export class RequestHandle {
@@ -142,6 +143,7 @@ export class RequestHandle {
     acc.cachedTokens = Math.max(acc.cachedTokens, out.cachedTokens ?? 0);
     acc.draftTokens += out.draftTokens ?? 0;
     acc.acceptedDraftTokens += out.acceptedDraftTokens ?? 0;
+    if (out.embedding) acc.embedding = out.embedding;
     acc.tokenIds.push(...out.tokenIds);
     acc.text += out.text;
     if (out.logprobs) (acc.logprobs ??= []).push(...out.logprobs);
@@ -344,6 +346,36 @@ export class EngineCore {
   submitMany(prompts: readonly CorePrompt[], params: readonly SamplingParams[],
     options: { stream: boolean; signal?: AbortSignal }): Submission {
     return new Submission(this, prompts, params, options.stream, options.signal);
+  }
+
+  /**
+   * Embedding requests, one per prompt (token ids), all queued or none, aborted together when `signal` fires:
+   * each resolves with its prompt's hidden states pooled as asked (not normalized). Throws synchronously like
+   * submit(); rejects when a request fails in the engine.
+   */
+  async embedMany(prompts: readonly (readonly number[])[], pooling: 'mean' | 'cls' | 'last',
+    signal?: AbortSignal): Promise<{ embedding: Float32Array; cachedTokens: number }[]> {
+    const handles: RequestHandle[] = [];
+    try {
+      for (const ids of prompts) handles.push(this.submit({ promptTokenIds: ids, pooling }, false));
+    } catch (e) {
+      for (const h of handles) h.abort();
+      throw e;
+    }
+    const abort = (): void => { for (const h of handles) h.abort(); };
+    signal?.addEventListener('abort', abort, { once: true });
+    try {
+      const results = await Promise.all(handles.map((h) => h.result));
+      return results.map((r) => {
+        if (!r.embedding) throw new Error(r.finishReason === 'abort' ? 'the embedding request was aborted' : 'the engine returned no embedding');
+        return { embedding: r.embedding, cachedTokens: r.cachedTokens };
+      });
+    } catch (e) {
+      abort();
+      throw e;
+    } finally {
+      signal?.removeEventListener('abort', abort);
+    }
   }
 
   /** @internal */

@@ -60,6 +60,7 @@ export interface EngineOptionsInput {
   speculative_num_draft_tokens?: number;
   speculativeDraftModelPath?: string; // SGLang: the draft model (algorithm STANDALONE)
   speculative_draft_model_path?: string;
+  pooling?: 'mean' | 'cls' | 'last'; // embeddings (llama.cpp's --pooling); absent: the model file's, else 'last'
 }
 
 /** vLLM's speculative_config (camelCase or snake_case keys). */
@@ -108,6 +109,9 @@ export interface EngineOptions {
   // keep a conv-state checkpoint per block for it (CPU; on CUDA they run without it for now).
   enablePrefixCaching: boolean;
   speculativeConfig: SpeculativeConfig | null; // null: drafts only from requests' predictions, at most 16 per step
+  // How embeddings pool the hidden states when a request does not say (llama.cpp's --pooling); null: the model
+  // file's {arch}.pooling_type where it names mean / cls / last, else 'last' (vLLM's default for decoder models).
+  pooling: 'mean' | 'cls' | 'last' | null;
 }
 
 type Key = keyof EngineOptions;
@@ -131,6 +135,7 @@ const ALIASES: Record<string, Key> = {
   enablePrefixCaching: 'enablePrefixCaching', enable_prefix_caching: 'enablePrefixCaching',
   disableRadixCache: 'enablePrefixCaching', disable_radix_cache: 'enablePrefixCaching',
   speculativeConfig: 'speculativeConfig', speculative_config: 'speculativeConfig',
+  pooling: 'pooling',
 };
 // SGLang's flat spellings, folded into speculativeConfig before the options are checked.
 const SGLANG_SPECULATIVE: Record<string, keyof SpeculativeConfigInput> = {
@@ -186,6 +191,9 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
       if (typeof v === 'boolean') return v;
       throw new TypeError(`${name} must be true or false (got ${String(v)})`);
     case 'speculativeConfig': return speculativeConfig(name, v);
+    case 'pooling':
+      if (v === 'mean' || v === 'cls' || v === 'last') return v;
+      throw new RangeError(`${name} must be 'mean', 'cls' or 'last' (got ${String(v)})`);
   }
 }
 
@@ -270,6 +278,7 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     allowedMediaDomains: null,
     enablePrefixCaching: true,
     speculativeConfig: null,
+    pooling: null,
   };
   input = foldSglangSpeculative(input, what);
   const seen = new Map<Key, string>();

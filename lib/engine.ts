@@ -4,6 +4,7 @@
 // given); a streaming call yields incremental chunks (text and ids added since the previous chunk) and its
 // last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request; generate() never
 // throws synchronously (bad input rejects the promise, or throws from the stream's first next()).
+import { embed, type Pooling } from './embeddings.js';
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import { alignParams } from './llm.js';
@@ -58,6 +59,26 @@ export interface EngineResult {
 
 /** A streamed chunk: text and ids added since the previous chunk. */
 export type EngineChunk = EngineResult;
+
+/** SGLang's Engine.encode input: text(s) or token ids, and how to pool (defaults as LLM.embed). */
+export interface EngineEncodeInput {
+  prompt?: string | string[];
+  text?: string | string[];
+  inputIds?: number[] | number[][];
+  input_ids?: number[] | number[][];
+  pooling?: Pooling;
+  normalize?: boolean;
+  dimensions?: number;
+  signal?: AbortSignal;
+}
+
+/** SGLang's encode result: the embedding and meta_info (camelCase). */
+export interface EngineEncodeResult {
+  embedding: number[];
+  metaInfo: { promptTokens: number };
+}
+
+const ENCODE_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'pooling', 'normalize', 'dimensions', 'signal'];
 
 const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'imageData', 'image_data', 'stream', 'signal'];
 
@@ -133,6 +154,27 @@ export class Engine {
     const r = this.#core.readyValue;
     if (!r) throw new Error('engine.modelInfo is available after `await engine.ready()`');
     return r.info;
+  }
+
+  /**
+   * Embeddings (SGLang's Engine.encode): a text, a list of texts, or token ids (one list or a batch); one result,
+   * or one per input for a list. Pooled and normalized as LLM.embed.
+   */
+  async encode(input: string | string[] | EngineEncodeInput): Promise<EngineEncodeResult | EngineEncodeResult[]> {
+    const spec: EngineEncodeInput = typeof input === 'string' || Array.isArray(input) ? { prompt: input } : input;
+    if (typeof spec !== 'object' || spec === null) throw new TypeError('encode: input must be a string, a list of strings or an object');
+    for (const key of Object.keys(spec)) {
+      if (!ENCODE_KEYS.includes(key)) throw new TypeError(`encode: unknown field '${key}' (known: ${ENCODE_KEYS.join(', ')})`);
+    }
+    const text = pick<string | string[]>(spec as Record<string, unknown>, 'prompt', 'text');
+    const ids = pick<number[] | number[][]>(spec as Record<string, unknown>, 'inputIds', 'input_ids');
+    if ((text === undefined) === (ids === undefined)) throw new TypeError('encode: give prompt (text) or inputIds, one of them');
+    const batch = text !== undefined ? Array.isArray(text) : Array.isArray(ids![0]);
+    const inputs: (string | number[])[] = text !== undefined ? (Array.isArray(text) ? text : [text])
+      : batch ? ids as number[][] : [ids as number[]];
+    const r = await embed(this.#core, inputs, spec, 'input');
+    const out = r.embeddings.map((embedding, i) => ({ embedding, metaInfo: { promptTokens: r.promptTokenIds[i].length } }));
+    return batch ? out : out[0];
   }
 
   /**

@@ -1,6 +1,7 @@
 // Public entry point of the `spindle` package.
 export { LLM } from './llm.js';
-export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions } from './llm.js';
+export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions, EmbedOptions, EmbeddingRequestOutput } from './llm.js';
+export type { Pooling } from './embeddings.js';
 export { Engine } from './engine.js';
 export type {
   EngineConstructorOptions, EngineGenerateInput, EngineResult, EngineChunk, EngineMetaInfo, EngineFinishReason,

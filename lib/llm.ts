@@ -4,6 +4,7 @@
 // ends the affected requests with finishReason 'abort' (partial output kept); bad input throws before
 // anything is queued; n > 1 runs n independent samples (seed, seed + 1, ... when seeded).
 import { imageSources, type ChatMessage } from './chat/template.js';
+import { embed as embedInputs, type Pooling } from './embeddings.js';
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import type { FinishReason, NativeEngineStats, NativeModelInfo } from './native.js';
@@ -58,6 +59,21 @@ export type PromptInput = string
 
 export interface GenerateOptions {
   signal?: AbortSignal;
+}
+
+export interface EmbedOptions extends GenerateOptions {
+  pooling?: Pooling; // default: the engine's pooling option, else the model file's, else 'last'
+  normalize?: boolean; // default true (unit L2 norm)
+  dimensions?: number; // keep the first N values (normalized again)
+  truncate?: boolean; // default false: an input longer than maxModelLen throws; true: its first maxModelLen tokens
+}
+
+/** vLLM's EmbeddingRequestOutput (camelCase). */
+export interface EmbeddingRequestOutput {
+  prompt: string | null;
+  promptTokenIds: number[];
+  finished: true;
+  outputs: { embedding: number[] };
 }
 
 export interface ChatOptions extends GenerateOptions {
@@ -218,6 +234,31 @@ export class LLM {
       return { prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
     }));
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
+  }
+
+  /**
+   * Embeddings (vLLM's LLM.embed): each prompt's hidden states after the output norm, pooled (mean, cls or last)
+   * and L2-normalized; text is tokenized with the model's special tokens (BOS / EOS as its tokenizer asks).
+   */
+  async embed(prompts: PromptInput | PromptInput[], options: EmbedOptions = {}): Promise<EmbeddingRequestOutput[]> {
+    checkOptions('embed', options, ['signal', 'pooling', 'normalize', 'dimensions', 'truncate']);
+    const list = Array.isArray(prompts) ? prompts : [prompts];
+    if (list.length === 0) return [];
+    const inputs = list.map((p, i) => {
+      if (promptImages(p, i).length > 0) throw new TypeError(`embed: prompts[${i}]: images are not supported for embeddings`);
+      if (typeof p === 'string') return p;
+      const ids = typeof p === 'object' && p !== null ? ('promptTokenIds' in p ? p.promptTokenIds : 'prompt_token_ids' in p ? p.prompt_token_ids : undefined) : undefined;
+      if (ids !== undefined) return ids;
+      if (typeof p === 'object' && p !== null && 'prompt' in p && typeof p.prompt === 'string') return p.prompt;
+      throw new TypeError(`embed: prompts[${i}] must be a string, { prompt: string } or { promptTokenIds: number[] }`);
+    });
+    const r = await embedInputs(this.#core, inputs, options, 'prompts');
+    return r.embeddings.map((embedding, i) => ({
+      prompt: typeof inputs[i] === 'string' ? inputs[i] as string : null,
+      promptTokenIds: r.promptTokenIds[i],
+      finished: true as const,
+      outputs: { embedding },
+    }));
   }
 
   /** Vision models, after ready(): the prompt positions of a width x height image (marker ids, -1 per embedding). */

@@ -49,6 +49,7 @@ export interface NativeModelInfo {
   device: 'cpu' | 'cuda' | null; // the backend the loaded model runs on; null from inspect() (nothing loaded)
   kvCacheDtype: 'float32' | 'float16' | 'bfloat16' | null; // its KV cache's element type (--dtype); null from inspect()
   mmproj: string | null; // the loaded vision projector; null: the model takes no images
+  pooling: 'none' | 'mean' | 'cls' | 'last' | 'rank' | null; // the file's {arch}.pooling_type; null: unsaid
 }
 
 export interface NativeLogprob {
@@ -80,6 +81,7 @@ export interface NativeStepOutput {
   prefillSeconds?: number;
   decodeSeconds?: number;
   inferenceSeconds?: number;
+  embedding?: Float32Array; // embedding requests, with the finish: the pooled hidden state [nEmbd], not normalized
 }
 
 export type NativeEvent =
@@ -113,6 +115,9 @@ export interface NativeSubmitSpec {
   images?: readonly NativeImage[]; // in prompt order; promptTokenIds holds each one's layout (imageLayout) at `position`
   predictionTokenIds?: Int32Array | readonly number[]; // the output expected (Predicted Outputs): speculative drafts
   speculative?: boolean; // false: no drafts of any kind for this request (default true)
+  // An embedding request: the prompt's hidden states (after the output norm) pooled this way, nothing generated,
+  // the sampling fields unused; absent: a generation request.
+  pooling?: 'mean' | 'cls' | 'last';
 }
 
 /** A decoded image of a request: RGB bytes [height][width][3] and the prompt index where its layout starts. */

@@ -3,6 +3,7 @@
 // `{ error: { message, type, param, code } }`. Errors from the normalizer, the chat template and the native
 // submit (which validates what the client sent) become 400s here.
 import { ChatTemplateError } from '../chat/template.js';
+import { EmbeddingInputError } from '../embeddings.js';
 import { SamplingParamsError } from '../sampling-params.js';
 import { ImageInputError } from '../vision/image-input.js';
 
@@ -52,6 +53,7 @@ export function badRequest(message: string, param: string | null = null, code: s
 export function toApiError(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
   if (e instanceof SamplingParamsError) return badRequest(e.message, e.param);
+  if (e instanceof EmbeddingInputError) return badRequest(e.message, e.param);
   if (e instanceof ChatTemplateError) return badRequest(e.message, 'messages');
   if (e instanceof ImageInputError) return badRequest(e.message, 'messages', e.code);
   const err = e instanceof Error ? e : new Error(String(e));

@@ -26,6 +26,8 @@ import ollamaModelsRoute from './routes/ollama/models.js';
 import metricsRoute from './routes/metrics.js';
 import chatCompletionsRoute from './routes/v1/chat-completions.js';
 import completionsRoute from './routes/v1/completions.js';
+import embeddingsRoute from './routes/v1/embeddings.js';
+import ollamaEmbedRoute from './routes/ollama/embed.js';
 import modelsRoute from './routes/v1/models.js';
 import healthRoute from './routes/health.js';
 import tokenizeRoute from './routes/tokenize.js';
@@ -97,6 +99,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(modelsRoute);
   await app.register(chatCompletionsRoute);
   await app.register(completionsRoute);
+  await app.register(embeddingsRoute);
+  await app.register(ollamaEmbedRoute);
   await app.register(tokenizeRoute);
   await app.register(metricsRoute);
   await app.register(ollamaGenerateRoute);

@@ -83,6 +83,8 @@ Flags (vLLM spelling first, SGLang alias after):
                                       16 bits on a GPU (twice the tokens per byte); the CPU's KV cache and
                                       activations stay float32, auto is float32 (a note says which at
                                       startup); weights keep their GGUF type
+  --pooling mean|cls|last             how /v1/embeddings and /api/embed pool the hidden states (llama.cpp's
+                                      --pooling; default: the model file's pooling type, else last)
   --threads N                         engine threads (default ${availableParallelism()})
   --max-queued-requests N             sequences waiting beyond the running ones before 429 (default 256)
   --cors-origins LIST                 comma-separated origins allowed by CORS (default: CORS off)
@@ -125,6 +127,7 @@ const OPTIONS = {
   'max-running-requests': { type: 'string' }, 'max-num-batched-tokens': { type: 'string' },
   'chunked-prefill-size': { type: 'string' }, 'gpu-memory-utilization': { type: 'string' },
   'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, device: { type: 'string' },
+  pooling: { type: 'string' },
   threads: { type: 'string' }, 'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
   'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, 'strict-model-name': { type: 'boolean' },
   mmproj: { type: 'string' }, 'no-mmproj': { type: 'boolean' }, 'image-min-tokens': { type: 'string' },
@@ -271,6 +274,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       kvCacheMemory: kv,
       threads: engineInt('threads', 'threads', s('threads')),
       dtype: s('dtype') as EngineOptionsInput['dtype'], // checked by normalizeEngineOptions
+      pooling: s('pooling') as EngineOptionsInput['pooling'], // checked by normalizeEngineOptions
       device: device as EngineOptionsInput['device'],
       mmproj: v['no-mmproj'] ? false : s('mmproj'),
       imageMinTokens: int('image-min-tokens', s('image-min-tokens'), 1, 65536),

@@ -126,6 +126,29 @@ export const completionSchema = {
   },
 } as const;
 
+export const MAX_EMBEDDING_INPUTS = 2048; // inputs in one /v1/embeddings request (OpenAI's limit)
+
+export const embeddingSchema = {
+  type: 'object',
+  required: ['input'],
+  properties: {
+    model: nullable(text(1024)),
+    input: {
+      anyOf: [
+        text(),
+        { type: 'array', minItems: 1, maxItems: MAX_EMBEDDING_INPUTS, items: text() },
+        { ...tokenIdList(MAX_PROMPT_IDS), minItems: 1 },
+        { type: 'array', minItems: 1, maxItems: MAX_EMBEDDING_INPUTS, items: { ...tokenIdList(MAX_PROMPT_IDS), minItems: 1 } },
+      ],
+    },
+    encoding_format: nullable(text(16)),
+    dimensions: integer(1, INT32_MAX),
+    user: nullable(text(1024)),
+    normalize: nullable({ type: 'boolean' }),
+    truncate_prompt_tokens: integer(-1, INT32_MAX),
+  },
+} as const;
+
 export const tokenizeSchema = {
   type: 'object',
   properties: {

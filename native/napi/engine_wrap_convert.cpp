@@ -279,6 +279,13 @@ request parse_request(const Napi::Value& spec_value) {
   r.images = images_field(s, "images");
   r.prediction = ids_field(s, "predictionTokenIds", size_t(max_prediction_tokens));
   r.speculative = bool_field(s, "speculative", true);
+  // embeddings: 'mean' | 'cls' | 'last' (absent: a generation request)
+  static const char* const poolings[] = {"none", "mean", "cls", "last", nullptr};
+  const std::string pooling = choice_field(s, "pooling", "none", poolings);
+  r.pooling = pooling == "mean" ? pooling_type::mean
+              : pooling == "cls" ? pooling_type::cls
+              : pooling == "last" ? pooling_type::last
+                                  : pooling_type::none;
   return r;
 }
 
@@ -355,6 +362,7 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   o.Set("device", m.device.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.device)));  // null: not loaded
   o.Set("kvCacheDtype", m.kv_dtype.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.kv_dtype)));
   o.Set("mmproj", m.mmproj.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.mmproj)));  // null: text only
+  o.Set("pooling", m.pooling.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.pooling)));  // null: unsaid
   return o;
 }
 
@@ -377,6 +385,11 @@ Napi::Object output_object(Napi::Env env, const request_output& r) {
   if (r.prefill_seconds >= 0) o.Set("prefillSeconds", r.prefill_seconds);
   if (r.decode_seconds >= 0) o.Set("decodeSeconds", r.decode_seconds);
   if (r.inference_seconds >= 0) o.Set("inferenceSeconds", r.inference_seconds);
+  if (!r.embedding.empty()) {
+    Napi::Float32Array e = Napi::Float32Array::New(env, r.embedding.size());
+    std::copy(r.embedding.begin(), r.embedding.end(), e.Data());
+    o.Set("embedding", e);
+  }
   if (!r.logprobs.empty()) {
     Napi::Array lps = Napi::Array::New(env, r.logprobs.size());
     for (uint32_t i = 0; i < r.logprobs.size(); ++i) {

@@ -93,6 +93,26 @@ export const ollamaChatSchema = {
   },
 } as const;
 
+// /api/embed (input: a string or strings) and the older /api/embeddings (prompt: one string).
+export const ollamaEmbedSchema = {
+  type: 'object',
+  required: ['model'],
+  properties: {
+    model: text(1024),
+    input: { anyOf: [text(), { type: 'array', maxItems: 2048, items: text() }, { type: 'null' }] },
+    truncate: boolean,
+    dimensions: integer(1, INT32_MAX),
+    keep_alive: common.keep_alive,
+    options,
+  },
+} as const;
+
+export const ollamaEmbeddingsSchema = {
+  type: 'object',
+  required: ['model'],
+  properties: { model: text(1024), prompt: text(), keep_alive: common.keep_alive, options },
+} as const;
+
 export const ollamaShowSchema = {
   type: 'object',
   properties: { model: text(1024), name: text(1024), verbose: boolean },

@@ -1,0 +1,32 @@
+// Embedding requests on the server: admission as for generation (every input counts as a sequence; 429 when the
+// queue is full), aborted when the client goes away before the answer was sent.
+// Invariant: every begin() is paired with one release, whatever happens to the requests.
+import type { FastifyReply } from 'fastify';
+import { embed, type EmbedOptions, type EmbedResult } from '../embeddings.js';
+import type { ServerEngine } from './plugins/engine.js';
+
+export async function serverEmbed(engine: ServerEngine, reply: FastifyReply, inputs: readonly (string | readonly number[])[],
+  options: EmbedOptions, what: string): Promise<EmbedResult> {
+  if (inputs.length === 0) {  // Ollama's load-only request
+    await engine.ready();
+    return { embeddings: [], promptTokenIds: [], pooling: 'last' };
+  }
+  const release = engine.begin(inputs.length);
+  const controller = new AbortController();
+  const res = reply.raw;
+  const onClose = (): void => { if (!res.writableFinished) controller.abort(); };
+  res.once('close', onClose);
+  try {
+    return await embed(engine.core, inputs, { pooling: engine.core.options.pooling, ...options, signal: controller.signal }, what);
+  } finally {
+    res.off('close', onClose);
+    release();
+  }
+}
+
+/** OpenAI's base64 encoding_format: the little-endian float32 bytes, base64. */
+export function base64Floats(v: readonly number[]): string {
+  const bytes = Buffer.alloc(v.length * 4);
+  for (let i = 0; i < v.length; i++) bytes.writeFloatLE(v[i], i * 4);
+  return bytes.toString('base64');
+}
