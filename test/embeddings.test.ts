@@ -16,6 +16,7 @@ import { LLM } from '../lib/llm.js';
 import { Engine } from '../lib/engine.js';
 import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
+import { modelCapabilities } from '../lib/server/model-facts.js';
 import { fixtureModel, PRESETS } from './helpers/fixtures.js';
 
 const SMALL = { arch: 'llama', tokenizer: 'llama3', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', tiedEmbeddings: true, seed: 21 } as const;
@@ -171,4 +172,10 @@ t.test('HTTP: /v1/embeddings with the openai client, /api/embed and /api/embeddi
   const raw = (await llm.embed(TEXTS[0], { normalize: false }))[0].outputs.embedding;
   t.ok(legacy.embedding.every((x, k) => Math.abs(x - raw[k]) < 1e-5), '/api/embeddings: not normalized, as Ollama');
   t.same((await ollama.embeddings({ model: 'tiny', prompt: '' })).embedding, []);
+});
+
+t.test("capabilities: 'embedding' for a file with a pooling type (Ollama's name), not otherwise", async (t) => {
+  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: 'last' }), ['completion', 'embedding']);
+  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: null }), ['completion']);
+  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: 'none' }), ['completion']);
 });
