@@ -331,6 +331,44 @@ TEST_CASE("cuda models: lfm2, qwen3moe and lfm2moe logits vs the CPU backend") {
   }
 }
 
+// Embeddings: the hidden rows (batch_sequence::hidden, the states after the output norm) of a prompt on the GPU
+// vs the CPU's, within the logits' tolerance, and the same bits whether the batch also holds a decode-like
+// sequence wanting logits (whose logits keep their bits too).
+TEST_CASE("cuda models: hidden rows (embeddings) vs the CPU; a batch around them changes no bits") {
+  REQUIRE_GPU();
+  for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
+    file f(model_test::build(dense_spec("llama", t)), "llama-hidden");
+    auto cpu = load_on(f.path, "cpu");
+    auto gpu = load_on(f.path, "cuda");
+    const int V = (int)cpu->hparams().n_vocab, E = (int)cpu->hparams().n_embd;
+    const std::vector<int32_t> p = prompt(12, V, 3), q = prompt(3, V, 4), table0 = {0}, table1 = {1};
+    const auto hidden_of = [&](model& m, bool with_other, std::vector<float>* other_logits) {
+      auto kv = m.new_kv_cache(2, 16);
+      std::vector<float> rows((size_t)12 * E), lg((size_t)V);
+      batch_sequence h{p.data(), 12, 0, table0.data(), 1, 12};
+      h.hidden = rows.data();
+      batch_sequence g{q.data(), 3, 0, table1.data(), 1, 1};
+      m.forward_batch(with_other ? std::vector<batch_sequence>{g, h} : std::vector<batch_sequence>{h}, *kv,
+                      with_other ? lg.data() : nullptr);
+      if (other_logits) *other_logits = lg;
+      return rows;
+    };
+    const std::vector<float> c = hidden_of(*cpu, false, nullptr), g_alone = hidden_of(*gpu, false, nullptr);
+    std::vector<float> lg_mixed;
+    const std::vector<float> g_mixed = hidden_of(*gpu, true, &lg_mixed);
+    const double rel = max_rel(g_alone, c);
+    std::printf("  hidden rows %-5s max |gpu - cpu| / max |cpu| = %.2e (tol %.0e)\n", ggml_type_info((uint32_t)t)->name,
+                rel, tolerance(t));
+    CHECK(rel <= tolerance(t));
+    CHECK(g_mixed == g_alone);
+    std::vector<float> lg_alone((size_t)V);
+    auto kv = gpu->new_kv_cache(2, 16);
+    batch_sequence g{q.data(), 3, 0, table1.data(), 1, 1};
+    gpu->forward_batch({g}, *kv, lg_alone.data());
+    CHECK(lg_mixed == lg_alone);
+  }
+}
+
 TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") {
   REQUIRE_GPU();
   for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
