@@ -1,8 +1,8 @@
 // Embeddings: LLM.embed / Engine.encode against llama.cpp's embeddings of the same GGUF (node-llama-cpp's
 // embedding context: the hidden state after the output norm, pooled by the file's pooling type, or the last
 // token's when it has none), then the options (normalize, dimensions, pooling, truncate) and errors, then the HTTP
-// routes with the real clients: OpenAI's /v1/embeddings through the `openai` package (which asks for base64),
-// Ollama's /api/embed and /api/embeddings through the `ollama` package.
+// routes with the real clients: OpenAI's /v1/embeddings through the `openai` package (which asks for base64) and
+// the Vercel AI SDK's embedMany, Ollama's /api/embed and /api/embeddings through the `ollama` package.
 // Tolerance: the raw pooled vectors (normalize: false) agree within 5e-3 of the vector's largest value and have
 // cosine similarity > 0.99999 (measured on an AVX-512 machine, llama.cpp's other kernels: F16 weights 1.3e-3 to
 // 2.0e-3 and cosine >= 0.999998, F32 4.0e-4 to 9.3e-4 and >= 0.9999992; the fixtures' gains amplify the ~1e-7
@@ -12,6 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { getLlama } from 'node-llama-cpp';
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
+import { embedMany } from 'ai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { LLM } from '../lib/llm.js';
 import { Engine } from '../lib/engine.js';
 import { buildApp } from '../lib/server/app.js';
@@ -156,6 +158,12 @@ t.test('HTTP: /v1/embeddings with the openai client, /api/embed and /api/embeddi
   t.equal(bad.status, 400);
   t.match(await bad.json(), { error: { param: 'encoding_format' } });
 
+  const sdk = createOpenAICompatible({ name: 'spindle', baseURL: `${host}/v1` });
+  const viaSdk = await embedMany({ model: sdk.embeddingModel('tiny'), values: TEXTS });
+  t.equal(viaSdk.embeddings.length, TEXTS.length);
+  t.ok(viaSdk.embeddings[2].every((x, k) => Math.abs(x - expected[2][k]) < 1e-6), 'the Vercel AI SDK (embedMany) too');
+  t.equal(viaSdk.usage.tokens, tokens);
+
   const ollama = new Ollama({ host });
   const e = await ollama.embed({ model: 'tiny', input: TEXTS });
   t.equal(e.model, 'tiny');
@@ -172,6 +180,9 @@ t.test('HTTP: /v1/embeddings with the openai client, /api/embed and /api/embeddi
   const raw = (await llm.embed(TEXTS[0], { normalize: false }))[0].outputs.embedding;
   t.ok(legacy.embedding.every((x, k) => Math.abs(x - raw[k]) < 1e-5), '/api/embeddings: not normalized, as Ollama');
   t.same((await ollama.embeddings({ model: 'tiny', prompt: '' })).embedding, []);
+  const metrics = await (await fetch(`${host}/metrics`)).text();
+  const success = /^spindle:request_success_total\{[^}]*finished_reason="stop"[^}]*\} (\d+)/m.exec(metrics);
+  t.ok(success && Number(success[1]) >= 2 * TEXTS.length, `every embedded input counts as a finished request (${success?.[1]})`);
 });
 
 t.test("capabilities: 'embedding' for a file with a pooling type (Ollama's name), not otherwise", async (t) => {

@@ -1,12 +1,15 @@
 // Embedding requests on the server: admission as for generation (every input counts as a sequence; 429 when the
-// queue is full), aborted when the client goes away before the answer was sent.
+// queue is full), aborted when the client goes away before the answer was sent; each input that gets its vector
+// counts in /metrics as a finished request (request_success_total with finished_reason 'stop', e2e latency), as
+// vLLM counts pooling requests.
 // Invariant: every begin() is paired with one release, whatever happens to the requests.
 import type { FastifyReply } from 'fastify';
 import { embed, type EmbedOptions, type EmbedResult } from '../embeddings.js';
+import type { GenerationObserver } from './generation.js';
 import type { ServerEngine } from './plugins/engine.js';
 
 export async function serverEmbed(engine: ServerEngine, reply: FastifyReply, inputs: readonly (string | readonly number[])[],
-  options: EmbedOptions, what: string): Promise<EmbedResult> {
+  options: EmbedOptions, what: string, observer: GenerationObserver | null = null): Promise<EmbedResult> {
   if (inputs.length === 0) {  // Ollama's load-only request
     await engine.ready();
     return { embeddings: [], promptTokenIds: [], pooling: 'last' };
@@ -16,8 +19,12 @@ export async function serverEmbed(engine: ServerEngine, reply: FastifyReply, inp
   const res = reply.raw;
   const onClose = (): void => { if (!res.writableFinished) controller.abort(); };
   res.once('close', onClose);
+  const started = performance.now();
   try {
-    return await embed(engine.core, inputs, { pooling: engine.core.options.pooling, ...options, signal: controller.signal }, what);
+    const r = await embed(engine.core, inputs, { pooling: engine.core.options.pooling, ...options, signal: controller.signal }, what);
+    const seconds = (performance.now() - started) / 1000;
+    for (let i = 0; i < r.embeddings.length; i++) observer?.finished('stop', seconds);
+    return r;
   } finally {
     res.off('close', onClose);
     release();

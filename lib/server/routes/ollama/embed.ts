@@ -24,7 +24,7 @@ async function embedFor(app: FastifyInstance, reply: FastifyReply, body: EmbedBo
   await use.engine.ready();
   const loaded = performance.now();
   const r = await serverEmbed(use.engine, reply, inputs,
-    { dimensions: body.dimensions, normalize, truncate: body.truncate ?? true }, 'input');
+    { dimensions: body.dimensions, normalize, truncate: body.truncate ?? true }, 'input', app.metrics);
   const ns = (ms: number): number => Math.round(ms * 1e6);
   return {
     r, model: use.name,

@@ -36,7 +36,7 @@ export default async function embeddingsRoute(app: FastifyInstance): Promise<voi
     const input = body.input;
     const inputs: (string | number[])[] = typeof input === 'string' ? [input]
       : typeof input[0] === 'number' ? [input as number[]] : (input as (string | number[])[]);
-    const r = await serverEmbed(engine, reply, inputs, { dimensions: body.dimensions, normalize: body.normalize ?? true }, 'input');
+    const r = await serverEmbed(engine, reply, inputs, { dimensions: body.dimensions, normalize: body.normalize ?? true }, 'input', app.metrics);
     const promptTokens = r.promptTokenIds.reduce((a, ids) => a + ids.length, 0);
     return {
       id: requestId('embd'),
