@@ -60,6 +60,7 @@ void engine::run_forward(const schedule_output& so) {
       if (b.n_logits > 0) chunk_hidden_[batch.size()] = n_hidden;
       n_hidden += b.n_logits;
     }
+    const bool hidden_rows = chunk_hidden_[batch.size()] >= 0;  // its rows are no logits rows
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
     if (c.restore_block >= 0) model_->restore_from_block(*kv_, b.state_slot, c.restore_block, c.first_pos);
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
@@ -71,8 +72,8 @@ void engine::run_forward(const schedule_output& so) {
         image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
-    if (b.n_logits > 0 && chunk_hidden_[batch.size()] < 0) {  // the model picks the token: the argmax, or (one
-      sequence& seq = *seqs_.at(c.seq_id);                     // row, no drafts) a sample
+    if (b.n_logits > 0 && !hidden_rows) {  // the model picks the token: the argmax, or (one row, no drafts) a sample
+      sequence& seq = *seqs_.at(c.seq_id);
       const size_t k = batch.size();
       const bool greedy = seq.greedy_only();
       if (greedy || (b.n_logits == 1 && seq.plan_sample(sample_specs_[size_t(n_sample)], sample_edits_[k]))) {
@@ -82,7 +83,7 @@ void engine::run_forward(const schedule_output& so) {
         chunk_chosen_[k] = 1;
       }
     }
-    if (chunk_hidden_[batch.size()] < 0) n_sample += b.n_logits;
+    if (!hidden_rows) n_sample += b.n_logits;
     batch.push_back(b);
   }
   const int64_t n_embd = model_->hparams().n_embd;
