@@ -6,8 +6,8 @@
 //         llama-batched-bench does), and the same steps with the model's argmax per sequence (as the engine runs
 //         greedy requests: on a GPU one id per sequence comes back instead of n_seqs x n_vocab logits).
 // With n_prompt > 8, also greedy decode after an n_prompt-token prompt (the serving workload's TPOT, which
-// attends over n_prompt.. positions; the tg / bN figures above start after 8 tokens), and on a GPU n_seqs such
-// sequences at once.
+// attends over n_prompt.. positions; the tg / bN figures above start after 8 tokens), and with
+// SPINDLE_BENCH_CONTEXT_BATCH=1 n_seqs such sequences at once (n_seqs prompts prefilled per repetition: slow).
 // A warm-up pass runs first (it also makes the backend's packed weight copies); each figure is the best of
 // reps. The prompt figure is also printed as time to first token (ms) for a prompt of n_prompt tokens.
 // SPINDLE_BENCH_ONLY=batch times the bN figures only (after the warm-up: for profiling a batch step).
@@ -188,8 +188,10 @@ int main(int argc, char** argv) {
     chains[1].temperature = 0.8f, chains[1].top_k = 40, chains[1].top_p = 0.9f, chains[1].u01 = 0.37;
     double tg_sampled[2] = {1e30, 1e30}, bt_sampled[2] = {1e30, 1e30};
     // Greedy decode at the prompt's context (the serving workload's TPOT: n_prompt in, n_gen out, so decode steps
-    // attend over n_prompt..n_prompt + n_gen positions), one sequence and, on a GPU, n_seqs at once.
-    const bool at_context = n_prompt > 8, batch_at_context = at_context && n_seqs > 0 && opt.device != "cpu";
+    // attend over n_prompt..n_prompt + n_gen positions), one sequence and (SPINDLE_BENCH_CONTEXT_BATCH=1) n_seqs.
+    const char* ctx_batch = std::getenv("SPINDLE_BENCH_CONTEXT_BATCH");
+    const bool at_context = n_prompt > 8;
+    const bool batch_at_context = at_context && n_seqs > 0 && ctx_batch && std::string(ctx_batch) == "1";
     double tg_ctx = 1e30, bt_ctx = 1e30;
     for (int r = 0; r < reps; ++r) {
       if (!batch_only) {
