@@ -126,6 +126,28 @@ export const completionSchema = {
   },
 } as const;
 
+// The Responses API: outer bounds only; items, tools and text.format are checked where they are converted
+// (responses/input.ts), with errors naming them.
+export const responsesSchema = {
+  type: 'object',
+  required: ['input'],
+  properties: {
+    ...samplingProperties,
+    model: nullable(text(1024)),
+    input: { anyOf: [text(), { type: 'array', maxItems: MAX_MESSAGES, items: { type: 'object' } }] },
+    instructions: nullable(text()),
+    previous_response_id: nullable(text(256)),
+    store: nullable({ type: 'boolean' }),
+    stream: nullable({ type: 'boolean' }),
+    max_output_tokens: integer(1, INT32_MAX),
+    tools: nullable({ type: 'array', maxItems: 1024, items: { type: 'object' } }),
+    parallel_tool_calls: nullable({ type: 'boolean' }),
+    text: nullable({ type: 'object' }),
+    metadata: nullable({ type: 'object', maxProperties: 16 }),
+    user: nullable(text(1024)),
+  },
+} as const;
+
 export const MAX_EMBEDDING_INPUTS = 2048; // inputs in one /v1/embeddings request (OpenAI's limit)
 
 export const embeddingSchema = {

@@ -44,6 +44,11 @@ export class SseStream {
     this.#write(`data: ${JSON.stringify(value)}\n\n`);
   }
 
+  /** One named event: `event: <name>` then its `data:` line (the Responses API's stream). */
+  event(name: string, value: unknown): void {
+    this.#write(`event: ${name}\ndata: ${JSON.stringify(value)}\n\n`);
+  }
+
   /** One NDJSON line (Ollama streams). */
   line(value: unknown): void {
     this.#write(`${JSON.stringify(value)}\n`);

@@ -1,0 +1,116 @@
+// The output items of a response (Responses API), assembled from the model's text as it streams: a `message`
+// item holding one `output_text` part for plain text, one `function_call` item per tool call the tool-call parser
+// finds; and, when streaming, the events that build them (response.output_item.added, content_part.added,
+// output_text.delta / done, function_call_arguments.delta / done, output_item.done).
+// Invariant: the non-streamed path feeds the whole text through the same assembler, so a streamed response's
+// items are exactly the non-streamed ones; every item that was added is done before the response ends, and a
+// response always has at least one item (an empty message when the model said nothing, or only whitespace).
+import type { ToolCallParser, ToolStreamEvent } from '../../tools/index.js';
+
+export type Item = Record<string, unknown>;
+export type Emit = (type: string, fields: Record<string, unknown>) => void;
+
+export function responseId(prefix: string): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return `${prefix}_${Buffer.from(bytes).toString('hex')}`;
+}
+
+export class OutputAssembler {
+  readonly items: Item[] = [];
+  readonly #emit: Emit | null;
+  readonly #stream: ReturnType<ToolCallParser['stream']> | null;
+  #open: Item | null = null; // the item being built (last of items)
+  #pending = ''; // whitespace before any message text (dropped when a call follows, as around tool calls)
+  #calls = 0;
+
+  constructor(parser: ToolCallParser | null, emit: Emit | null) {
+    this.#stream = parser ? parser.stream() : null;
+    this.#emit = emit;
+  }
+
+  /** Function calls made so far. */
+  get calls(): number { return this.#calls; }
+
+  push(text: string): void {
+    if (text.length === 0) return;
+    if (!this.#stream) this.#text(text);
+    else this.#events(this.#stream.push(text));
+  }
+
+  /** The model finished: held-back text is flushed, the open item is done (and an empty message added if none). */
+  finish(): void {
+    if (this.#stream) this.#events(this.#stream.finish());
+    if (this.items.length === 0) this.#openMessage();
+    this.#close();
+  }
+
+  #events(events: ToolStreamEvent[]): void {
+    for (const e of events) {
+      if (e.type === 'content') this.#text(e.text);
+      else if (e.type === 'tool_call') this.#openCall(e.name);
+      else this.#arguments(e.fragment);
+    }
+  }
+
+  #index(): number { return this.items.length - 1; }
+
+  #text(text: string): void {
+    if (text.length === 0) return;
+    if (this.#open?.type !== 'message') {
+      if ((this.#pending + text).trim().length === 0) {
+        this.#pending += text;
+        return;
+      }
+      text = this.#pending + text;
+      this.#pending = '';
+      this.#openMessage();
+    }
+    const part = (this.#open!.content as Item[])[0];
+    part.text = (part.text as string) + text;
+    this.#emit?.('response.output_text.delta', { item_id: this.#open!.id, output_index: this.#index(), content_index: 0, delta: text, logprobs: [] });
+  }
+
+  #openMessage(): void {
+    this.#close();
+    const item: Item = { id: responseId('msg'), type: 'message', status: 'in_progress', role: 'assistant', content: [] };
+    this.items.push(item);
+    this.#open = item;
+    this.#emit?.('response.output_item.added', { output_index: this.#index(), item: structuredClone(item) });
+    const part = { type: 'output_text', text: '', annotations: [], logprobs: [] };
+    (item.content as Item[]).push(part);
+    this.#emit?.('response.content_part.added', { item_id: item.id, output_index: this.#index(), content_index: 0, part: { ...part } });
+  }
+
+  #openCall(name: string): void {
+    this.#close();
+    this.#pending = '';
+    this.#calls++;
+    const item: Item = { id: responseId('fc'), type: 'function_call', status: 'in_progress', call_id: responseId('call'), name, arguments: '' };
+    this.items.push(item);
+    this.#open = item;
+    this.#emit?.('response.output_item.added', { output_index: this.#index(), item: { ...item } });
+  }
+
+  #arguments(fragment: string): void {
+    if (fragment.length === 0 || this.#open?.type !== 'function_call') return;
+    this.#open.arguments = (this.#open.arguments as string) + fragment;
+    this.#emit?.('response.function_call_arguments.delta', { item_id: this.#open.id, output_index: this.#index(), delta: fragment });
+  }
+
+  #close(): void {
+    const item = this.#open;
+    if (!item) return;
+    this.#open = null;
+    item.status = 'completed';
+    const index = this.#index();
+    if (item.type === 'message') {
+      const part = (item.content as Item[])[0];
+      this.#emit?.('response.output_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] });
+      this.#emit?.('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
+    } else {
+      this.#emit?.('response.function_call_arguments.done', { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
+    }
+    this.#emit?.('response.output_item.done', { output_index: index, item: structuredClone(item) });
+  }
+}

@@ -1,0 +1,159 @@
+// POST /v1/responses (OpenAI's Responses API, as vLLM and Ollama serve it): `input` (a string or items) after
+// `instructions`, continuing the stored conversation of `previous_response_id`; function tools with tool_choice,
+// `text.format` (json_object / json_schema), max_output_tokens, temperature, top_p (and vLLM's sampling extras);
+// non-streamed, or streamed as named SSE events (response.created, response.in_progress, the items' events,
+// then response.completed / response.incomplete). GET /v1/responses/{id} returns a stored response, DELETE
+// forgets it. Runner mode: `model` names a store model, as in the chat route.
+// Invariants: the prompt is the chat route's for the same messages (same template, tools, Modelfile); stored
+// responses are in memory (the newest 1000; `store: false` keeps none); a streamed response's items equal the
+// non-streamed ones (responses/output.ts); a failure after the stream started is one `error` event.
+import type { FastifyInstance } from 'fastify';
+import type { ChatMessage } from '../../../chat/template.js';
+import { ApiError, badRequest, toApiError } from '../../api-error.js';
+import { chatPrompt } from '../../chat-prompt.js';
+import { checkModel, checkPrompt, Job, jobUsage, samplingFrom } from '../../generation.js';
+import { openAiDefaults, useModel } from '../../model-use.js';
+import { responseFormatSampling } from '../../response-format.js';
+import { responsesSchema } from '../../schemas.js';
+import { SseStream } from '../../sse.js';
+import { chatTools } from '../../tool-calls.js';
+import { chatToolChoiceOf, chatToolsOf, inputItems, itemsToMessages, responseFormatOf } from '../../responses/input.js';
+import { OutputAssembler, responseId, type Emit, type Item } from '../../responses/output.js';
+import { ResponseStore } from '../../responses/store.js';
+
+interface ResponsesBody extends Record<string, unknown> {
+  model?: string | null;
+  input: unknown;
+  instructions?: string | null;
+  previous_response_id?: string | null;
+  store?: boolean | null;
+  stream?: boolean | null;
+  max_output_tokens?: number | null;
+  tools?: unknown[] | null;
+  tool_choice?: unknown;
+  parallel_tool_calls?: boolean | null;
+  text?: { format?: unknown } | null;
+  metadata?: Record<string, string> | null;
+  reasoning?: { effort?: string | null } | null;
+  background?: boolean | null;
+}
+
+function refuseUnsupported(body: ResponsesBody): void {
+  if (body.background === true) throw badRequest('background: background responses are not supported by this server', 'background', 'unsupported_parameter');
+  if (body.reasoning?.effort != null) throw badRequest('reasoning: this server runs no reasoning models (reasoning.effort is not supported)', 'reasoning', 'unsupported_parameter');
+  if (body.conversation != null) throw badRequest('conversation: the Conversations API is not supported; use previous_response_id', 'conversation', 'unsupported_parameter');
+  if (body.prompt != null) throw badRequest('prompt: stored prompt templates are not supported', 'prompt', 'unsupported_parameter');
+  if (body.n != null && body.n !== 1) throw badRequest('n: a response has one output; send n requests for more', 'n');
+}
+
+/** The message the conversation records for a response's output items. */
+function outputMessages(items: readonly Item[]): ChatMessage[] {
+  return itemsToMessages(items.map((i) => (i.type === 'message' ? { type: 'message', role: 'assistant', content: i.content } : i)), 'output');
+}
+
+export default async function responsesRoute(app: FastifyInstance): Promise<void> {
+  const store = new ResponseStore();
+
+  app.post('/v1/responses', { schema: { body: responsesSchema } }, async (request, reply) => {
+    const body = request.body as ResponsesBody;
+    refuseUnsupported(body);
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const { engine, name: model } = use;
+    const { tokenizer, info } = await engine.ready();
+    const previous = body.previous_response_id ? store.get(body.previous_response_id) : null;
+    if (body.previous_response_id && !previous) {
+      throw new ApiError(404, `Previous response with id '${body.previous_response_id}' not found`, { param: 'previous_response_id', code: 'previous_response_not_found' });
+    }
+    const input = itemsToMessages(inputItems(body.input));
+    const conversation = [...(previous?.conversation ?? []), ...input];
+    const messages: ChatMessage[] = [...(body.instructions ? [{ role: 'system' as const, content: body.instructions }] : []), ...conversation];
+
+    const params = samplingFrom({ ...body, max_tokens: body.max_output_tokens }, responseFormatSampling(responseFormatOf(body.text)),
+      openAiDefaults(use.model));
+    const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, chatToolsOf(body.tools),
+      chatToolChoiceOf(body.tool_choice), body.parallel_tool_calls);
+    if (tools?.grammar) {
+      if (params.grammar) throw badRequest('tools with a forced tool_choice and text.format cannot both constrain the output; give one', 'tool_choice');
+      params.grammar = tools.grammar;
+      if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
+    }
+    const { ids, prompt, images } = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools },
+      'input', use.model?.manifest ?? null);
+    checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'input', 'max_output_tokens', images > 0);
+
+    const id = responseId('resp');
+    const createdAt = Math.floor(Date.now() / 1000);
+    const storeIt = body.store !== false;
+    const response = (status: string, output: Item[], extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+      id, object: 'response', created_at: createdAt, status, error: null, incomplete_details: null,
+      instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, model, output,
+      parallel_tool_calls: body.parallel_tool_calls ?? true, previous_response_id: body.previous_response_id ?? null,
+      reasoning: { effort: null, summary: null }, store: storeIt, temperature: params.temperature, text: body.text ?? { format: { type: 'text' } },
+      tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: params.topP, truncation: 'disabled', usage: null,
+      user: body.user ?? null, metadata: body.metadata ?? {}, ...extra,
+    });
+    const job = new Job(engine, [prompt], params, app.metrics);
+    job.bindToReply(reply);
+    const r = job.requests[0];
+
+    /** The finished response object (stored unless store: false). */
+    const finished = (assembler: OutputAssembler, reason: string, outputTokens: number): Record<string, unknown> => {
+      const usage = jobUsage(job, outputTokens);
+      const incomplete = reason === 'length';
+      const done = response(incomplete ? 'incomplete' : 'completed', assembler.items, {
+        incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+        usage: {
+          input_tokens: usage.prompt_tokens, input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
+          output_tokens: usage.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: usage.total_tokens,
+        },
+      });
+      if (storeIt) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
+      return done;
+    };
+
+    if (body.stream !== true) {
+      const [result] = await job.results();
+      const assembler = new OutputAssembler(tools?.parser ?? null, null);
+      assembler.push(result.text);
+      assembler.finish();
+      return finished(assembler, result.finishReason, result.tokenIds.length);
+    }
+
+    const sse = new SseStream(reply);
+    let seq = 0;
+    const emit: Emit = (type, fields) => sse.event(type, { type, sequence_number: seq++, ...fields });
+    emit('response.created', { response: response('in_progress', []) });
+    emit('response.in_progress', { response: response('in_progress', []) });
+    const assembler = new OutputAssembler(tools?.parser ?? null, emit);
+    let outputTokens = 0;
+    try {
+      for await (const d of job.deltas(r)) {
+        outputTokens += d.tokenIds.length;
+        assembler.push(d.text);
+        if (d.finishReason !== null) {
+          assembler.finish();
+          const done = finished(assembler, d.finishReason, outputTokens);
+          emit(done.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response: done });
+        }
+      }
+    } catch (e) {
+      job.abort();
+      const err = toApiError(e);
+      emit('error', { code: err.code ?? 'server_error', message: err.message, param: err.param ?? null });
+    }
+    sse.end(false);
+  });
+
+  app.get('/v1/responses/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    const entry = store.get(id);
+    if (!entry) throw new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
+    return entry.response;
+  });
+
+  app.delete('/v1/responses/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    if (!store.delete(id)) throw new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
+    return { id, object: 'response', deleted: true };
+  });
+}
