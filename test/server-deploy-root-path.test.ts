@@ -30,6 +30,9 @@ const ROUTES: Call[] = [
   { method: 'POST', url: '/tokenize', payload: { prompt: 'hello world' } },
   { method: 'POST', url: '/detokenize', payload: { tokens: [1, 2, 3] } },
   { method: 'POST', url: '/v1/embeddings', payload: { model: 'm', input: 'hello world' } },
+  { method: 'POST', url: '/v1/responses', payload: { model: 'm', input: 'hi', max_output_tokens: 2, temperature: 0, store: false } },
+  { method: 'GET', url: '/v1/responses/resp_unknown' },
+  { method: 'DELETE', url: '/v1/responses/resp_unknown' },
   { method: 'POST', url: '/api/embed', payload: { model: 'm', input: 'hello world' } },
   { method: 'POST', url: '/api/embeddings', payload: { model: 'm', prompt: 'hello world' } },
   { method: 'GET', url: '/metrics' },
@@ -47,9 +50,9 @@ const ROUTES: Call[] = [
 
 const NO_ROUTE = /"no route /; // the body of a request that reached no route (plugins/errors.ts)
 
-/** The routes the app registered: one per `name (METHODS)` line of printRoutes. */
+/** The routes the app registered: one per method (HEAD aside) of each `name (METHODS)` line of printRoutes. */
 function registeredRouteCount(tree: string): number {
-  return tree.split('\n').filter((l) => /\((GET|POST|DELETE)/.test(l)).length;
+  return tree.split('\n').reduce((n, l) => n + (/\(([^)]*)\)/.exec(l)?.[1].match(/\b(GET|POST|DELETE)\b/g)?.length ?? 0), 0);
 }
 
 /** A response's comparable part: status, and the body without the fields that change per request. */
