@@ -82,6 +82,10 @@ t.test('previous_response_id continues the stored conversation; store: false kee
     { role: 'user', content: 'Second question?' }]);
   t.equal(second.output_text, chat.text, 'the same as chat over the whole history');
   t.equal(second.usage!.input_tokens, chat.prompt);
+  // the same history by item_reference (as the AI SDK's OpenAI provider sends stored items)
+  const byRef = await client.responses.create({ model: MODEL, ...greedy,
+    input: [{ role: 'user', content: 'First question?' }, { type: 'item_reference', id: first.output[0].id! }, { role: 'user', content: 'Second question?' }] });
+  t.equal(byRef.output_text, second.output_text);
   const unstored = await client.responses.create({ model: MODEL, input: 'Hi', store: false, ...greedy });
   t.equal(unstored.store, false);
   await t.rejects(client.responses.retrieve(unstored.id), { status: 404 });
@@ -146,8 +150,10 @@ t.test('text.format json_schema: the text validates', async (t) => {
 });
 
 t.test('what this server does not take is a 400 naming it', async (t) => {
-  await t.rejects(client.responses.create({ model: MODEL, input: [{ type: 'item_reference', id: 'msg_1' }] as never }),
-    { status: 400, message: /input\[0\]: item type "item_reference" is not supported/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: [{ type: 'item_reference', id: 'msg_1' }] }),
+    { status: 400, message: /input\[0\]: item_reference: no stored item with id "msg_1"/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: [{ type: 'computer_call_output', call_id: 'c' }] as never }),
+    { status: 400, message: /input\[0\]: item type "computer_call_output" is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] as never }),
     { status: 400, message: /tools\[0\]: tool type "web_search" is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] as never }),

@@ -2,7 +2,8 @@
 // /v1/responses/{id} returns. In memory, per server, bounded: the oldest go first beyond `max` responses, as a
 // cache (a continued conversation older than that is a 404 naming the id).
 // Invariant: a stored entry holds the response object as sent and the whole conversation up to and including
-// its output (chat messages), so a continuation never re-reads earlier responses.
+// its output (chat messages), so a continuation never re-reads earlier responses; its output items can be
+// named by id (`item_reference` input items) while it is stored.
 import type { ChatMessage } from '../../chat/template.js';
 
 export interface StoredResponse {
@@ -13,6 +14,7 @@ export interface StoredResponse {
 export class ResponseStore {
   readonly #max: number;
   readonly #entries = new Map<string, StoredResponse>();
+  readonly #items = new Map<string, { item: Record<string, unknown>; response: string }>(); // output item id -> item
 
   constructor(max = 1000) {
     this.#max = max;
@@ -22,13 +24,22 @@ export class ResponseStore {
     return this.#entries.get(id);
   }
 
+  /** An output item of a stored response, by its id (msg_..., fc_...). */
+  item(id: string): Record<string, unknown> | undefined {
+    return this.#items.get(id)?.item;
+  }
+
   put(id: string, entry: StoredResponse): void {
-    this.#entries.delete(id);
+    this.delete(id);
     this.#entries.set(id, entry);
-    while (this.#entries.size > this.#max) this.#entries.delete(this.#entries.keys().next().value as string);
+    for (const item of entry.response.output as Record<string, unknown>[]) this.#items.set(item.id as string, { item, response: id });
+    while (this.#entries.size > this.#max) this.delete(this.#entries.keys().next().value as string);
   }
 
   delete(id: string): boolean {
+    const entry = this.#entries.get(id);
+    if (!entry) return false;
+    for (const item of entry.response.output as Record<string, unknown>[]) this.#items.delete(item.id as string);
     return this.#entries.delete(id);
   }
 }

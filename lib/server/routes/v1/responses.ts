@@ -3,7 +3,7 @@
 // `text.format` (json_object / json_schema), max_output_tokens, temperature, top_p (and vLLM's sampling extras);
 // non-streamed, or streamed as named SSE events (response.created, response.in_progress, the items' events,
 // then response.completed / response.incomplete). GET /v1/responses/{id} returns a stored response, DELETE
-// forgets it. Runner mode: `model` names a store model, as in the chat route.
+// forgets it; `item_reference` input items name output items of stored responses. Runner mode: `model` names a store model, as in the chat route.
 // Invariants: the prompt is the chat route's for the same messages (same template, tools, Modelfile); stored
 // responses are in memory (the newest 1000; `store: false` keeps none); a streamed response's items equal the
 // non-streamed ones (responses/output.ts); a failure after the stream started is one `error` event.
@@ -64,7 +64,13 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     if (body.previous_response_id && !previous) {
       throw new ApiError(404, `Previous response with id '${body.previous_response_id}' not found`, { param: 'previous_response_id', code: 'previous_response_not_found' });
     }
-    const input = itemsToMessages(inputItems(body.input));
+    // item_reference: an output item of a stored response, by id (the AI SDK's OpenAI provider sends them)
+    const input = itemsToMessages(inputItems(body.input).map((item, i) => {
+      if (item.type !== 'item_reference') return item;
+      const found = typeof item.id === 'string' ? store.item(item.id) : undefined;
+      if (!found) throw badRequest(`input[${i}]: item_reference: no stored item with id ${JSON.stringify(item.id)}`, `input[${i}]`);
+      return found.type === 'message' ? { type: 'message', role: 'assistant', content: found.content } : found;
+    }));
     const conversation = [...(previous?.conversation ?? []), ...input];
     const messages: ChatMessage[] = [...(body.instructions ? [{ role: 'system' as const, content: body.instructions }] : []), ...conversation];
 
