@@ -161,3 +161,23 @@ t.test('what this server does not take is a 400 naming it', async (t) => {
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true }), { status: 400, message: /background/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', reasoning: { effort: 'high' } }), { status: 400, message: /reasoning/ });
 });
+
+t.test('the store is bounded by count and by bytes: the oldest go first, their items too', async (t) => {
+  const { ResponseStore } = await import('../lib/server/responses/store.js');
+  const entry = (n: number, text: string) => ({
+    response: { id: `resp_${n}`, output: [{ id: `msg_${n}`, type: 'message', content: [{ type: 'output_text', text }] }] },
+    conversation: [{ role: 'user' as const, content: text }],
+  });
+  const byCount = new ResponseStore(2);
+  for (let n = 0; n < 3; n++) byCount.put(`resp_${n}`, entry(n, 'x'));
+  t.notOk(byCount.get('resp_0'));
+  t.notOk(byCount.item('msg_0'), 'its items go with it');
+  t.ok(byCount.get('resp_1') && byCount.get('resp_2') && byCount.item('msg_2'));
+  const byBytes = new ResponseStore(100, 1000);
+  byBytes.put('resp_a', entry(1, 'y'.repeat(300)));
+  byBytes.put('resp_b', entry(2, 'y'.repeat(300)));
+  t.notOk(byBytes.get('resp_a'), 'over 1000 bytes: the oldest went');
+  t.ok(byBytes.get('resp_b'));
+  t.ok(byBytes.delete('resp_b'));
+  t.notOk(byBytes.delete('resp_b'));
+});
