@@ -3,10 +3,12 @@
 // `text.format` (json_object / json_schema), max_output_tokens, temperature, top_p (and vLLM's sampling extras);
 // non-streamed, or streamed as named SSE events (response.created, response.in_progress, the items' events,
 // then response.completed / response.incomplete). GET /v1/responses/{id} returns a stored response, DELETE
-// forgets it; `item_reference` input items name output items of stored responses. Runner mode: `model` names a store model, as in the chat route.
+// forgets it; `item_reference` input items name output items of stored responses. Runner mode: `model` names
+// a store model, as in the chat route.
 // Invariants: the prompt is the chat route's for the same messages (same template, tools, Modelfile); stored
-// responses are in memory (the newest 1000, at most 64 MiB; `store: false` keeps none); a streamed response's items equal the
-// non-streamed ones (responses/output.ts); a failure after the stream started is one `error` event.
+// responses are in memory (the newest 1000, at most 64 MiB; `store: false` keeps none); a streamed response's
+// items equal the non-streamed ones (responses/output.ts); a failure after the stream started is one `error`
+// event.
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage } from '../../../chat/template.js';
 import { ApiError, badRequest, toApiError } from '../../api-error.js';
