@@ -3,7 +3,8 @@
 // OpenAI's order with increasing sequence numbers and assemble to the non-streamed output, previous_response_id
 // continues the stored conversation (and store: false keeps none), function tools give function_call items whose
 // arguments validate (streamed: arguments deltas), a function_call_output continues the turn, text.format
-// json_schema constrains the text, and what this server does not take is a 400 naming it.
+// json_schema constrains the text, and what this server does not take is a 400 naming it; then the Vercel AI
+// SDK's OpenAI provider (@ai-sdk/openai, which speaks the Responses API by default): text, stream, a tool loop.
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import Ajv2020 from 'ajv/dist/2020.js';
@@ -180,4 +181,47 @@ t.test('the store is bounded by count and by bytes: the oldest go first, their i
   t.ok(byBytes.get('resp_b'));
   t.ok(byBytes.delete('resp_b'));
   t.notOk(byBytes.delete('resp_b'));
+});
+
+t.test('the Vercel AI SDK\'s OpenAI provider (the Responses API by default): text, stream, a tool loop', async (t) => {
+  const { createOpenAI } = await import('@ai-sdk/openai');
+  const { generateText, streamText, tool, stepCountIs } = await import('ai');
+  const { z } = await import('zod');
+  const sent: { url: string; body: Record<string, unknown> }[] = [];
+  const provider = createOpenAI({
+    baseURL, apiKey: 'unused',
+    fetch: async (url, init) => {
+      sent.push({ url: String(url), body: JSON.parse(String(init?.body ?? '{}')) as Record<string, unknown> });
+      return fetch(url, init);
+    },
+  });
+  const model = provider(MODEL);
+  const r = await generateText({ model, prompt: 'Tell me about spindles.', temperature: 0, maxOutputTokens: 12, maxRetries: 0 });
+  t.ok(sent[sent.length - 1].url.endsWith('/responses'), 'it called /v1/responses');
+  t.equal(r.text, (await chatText([{ role: 'user', content: 'Tell me about spindles.' }])).text, 'the chat route\'s greedy text');
+  t.equal(r.finishReason, 'length');
+
+  const s = streamText({ model, prompt: 'Tell me about spindles.', temperature: 0, maxOutputTokens: 12, maxRetries: 0 });
+  let streamed = '';
+  for await (const piece of s.textStream) streamed += piece;
+  t.equal(streamed, r.text, 'streamed text = generated text');
+
+  const calls: unknown[] = [];
+  const loop = await generateText({
+    model, prompt: 'What is the weather in Paris? Use a tool.', toolChoice: 'required', maxRetries: 0, maxOutputTokens: 400, seed: 5,
+    providerOptions: { openai: { parallelToolCalls: false } },
+    tools: {
+      get_weather: tool({
+        description: 'Weather for a city', inputSchema: z.object({ city: z.string().max(12) }),
+        execute: async (input) => { calls.push(input); return { forecast: 'sunny' }; },
+      }),
+    },
+    stopWhen: stepCountIs(2),
+    prepareStep: ({ stepNumber }) => (stepNumber === 1 ? { toolChoice: 'none' as const, maxOutputTokens: 8 } : {}),
+  });
+  t.equal(calls.length, 1, 'the tool ran once');
+  t.equal(loop.steps.length, 2);
+  const second = sent[sent.length - 1].body.input as Record<string, unknown>[];
+  t.ok(second.some((i) => i.type === 'function_call_output'), 'the second step sent the tool output');
+  t.ok(second.some((i) => i.type === 'function_call' || i.type === 'item_reference'), 'and the call (as an item or a reference)');
 });
