@@ -20,6 +20,9 @@ export interface EmbedOptions {
   // An input longer than the context: false (default) is an error; true keeps its first maxModelLen tokens
   // (Ollama's truncate).
   truncate?: boolean;
+  // Empty text is embedded (as its special tokens: Ollama's list items) rather than refused (OpenAI); an input
+  // with no token at all is refused either way.
+  allowEmptyText?: boolean;
   signal?: AbortSignal;
 }
 
@@ -38,7 +41,12 @@ export class EmbeddingInputError extends Error {
 }
 
 export function resolvePooling(info: NativeModelInfo, asked: Pooling | null | undefined, engineDefault: Pooling | null): Pooling {
-  if (asked != null) return asked;
+  if (asked != null) {
+    if (!POOLINGS.includes(asked)) {
+      throw new EmbeddingInputError(`pooling must be one of ${POOLINGS.join(', ')} (got ${JSON.stringify(asked)})`, 'pooling');
+    }
+    return asked;
+  }
   if (engineDefault != null) return engineDefault;
   const fromFile = info.pooling;
   return fromFile === 'mean' || fromFile === 'cls' || fromFile === 'last' ? fromFile : 'last';
@@ -68,8 +76,9 @@ export async function embed(core: EngineCore, inputs: readonly (string | readonl
   const prompts = inputs.map((input, i) => {
     let ids: readonly number[];
     if (typeof input === 'string') {
-      if (input.length === 0) throw new EmbeddingInputError(`${name(i)} is empty; give text or token ids`, name(i));
+      if (input.length === 0 && !options.allowEmptyText) throw new EmbeddingInputError(`${name(i)} is empty; give text or token ids`, name(i));
       ids = tokenizer.encode(input, { addSpecialTokens: true, parseSpecial: false });
+      if (ids.length === 0) throw new EmbeddingInputError(`${name(i)} has no tokens (empty text, and the model adds no BOS)`, name(i));
     } else {
       if (input.length === 0) throw new EmbeddingInputError(`${name(i)} holds no token ids`, name(i));
       const bad = input.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= tokenizer.vocabSize);

@@ -355,6 +355,7 @@ export class EngineCore {
    */
   async embedMany(prompts: readonly (readonly number[])[], pooling: 'mean' | 'cls' | 'last',
     signal?: AbortSignal): Promise<{ embedding: Float32Array; cachedTokens: number }[]> {
+    if (signal?.aborted) throw new Error('the embedding request was aborted'); // before anything is queued
     const handles: RequestHandle[] = [];
     try {
       for (const ids of prompts) handles.push(this.submit({ promptTokenIds: ids, pooling }, false));
@@ -372,6 +373,7 @@ export class EngineCore {
       });
     } catch (e) {
       abort();
+      await Promise.allSettled(handles.map((h) => h.result)); // every request has left the engine
       throw e;
     } finally {
       signal?.removeEventListener('abort', abort);

@@ -101,6 +101,8 @@ t.test('LLM.embed: normalized by default, dimensions, text tokenized with the sp
   const [truncated] = await llm.embed({ promptTokenIds: long }, { truncate: true });
   t.same(truncated.promptTokenIds, long.slice(0, 32), 'truncate keeps the first maxModelLen tokens');
   await t.rejects(llm.embed('x', { pool: 'mean' } as never), /embed: unknown option 'pool'/);
+  await t.rejects(llm.embed('x', { pooling: 'none' as never }), /pooling must be one of mean, cls, last \(got "none"\)/);
+  await t.rejects(llm.embed('x', { signal: AbortSignal.abort() }), /aborted/, 'an aborted signal: nothing is computed');
 });
 
 t.test('Engine.encode: SGLang shapes; the engine option pooling is the default', async (t) => {
@@ -174,6 +176,9 @@ t.test('HTTP: /v1/embeddings with the openai client, /api/embed and /api/embeddi
   const truncated = await ollama.embed({ model: 'tiny', input: 'word '.repeat(100) });
   t.equal(truncated.prompt_eval_count, 64, 'truncate (default true) keeps the first num_ctx tokens');
   await t.rejects(ollama.embed({ model: 'tiny', input: 'word '.repeat(100), truncate: false }), /has 101 tokens|has \d+ tokens/);
+  const withEmpty = await ollama.embed({ model: 'tiny', input: [TEXTS[0], ''] });
+  t.equal(withEmpty.embeddings.length, 2, 'a list keeps its empty item (one embedding per item, as Ollama)');
+  t.same(withEmpty.embeddings[0], e.embeddings[0]);
   const loadOnly = await ollama.embed({ model: 'tiny', input: '' });
   t.same(loadOnly.embeddings, [], 'an empty input only loads the model');
   const legacy = await ollama.embeddings({ model: 'tiny', prompt: TEXTS[0] });
@@ -185,8 +190,8 @@ t.test('HTTP: /v1/embeddings with the openai client, /api/embed and /api/embeddi
   t.ok(success && Number(success[1]) >= 2 * TEXTS.length, `every embedded input counts as a finished request (${success?.[1]})`);
 });
 
-t.test("capabilities: 'embedding' for a file with a pooling type (Ollama's name), not otherwise", async (t) => {
-  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: 'last' }), ['completion', 'embedding']);
+t.test("capabilities: 'embedding' instead of 'completion' for a file with a pooling type, as Ollama", async (t) => {
+  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: 'last' }), ['embedding']);
+  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: 'none' }), ['embedding']);
   t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: null }), ['completion']);
-  t.same(modelCapabilities({ mmproj: null, chatTemplate: null, pooling: 'none' }), ['completion']);
 });

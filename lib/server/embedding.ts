@@ -1,10 +1,12 @@
-// Embedding requests on the server: admission as for generation (every input counts as a sequence; 429 when the
-// queue is full), aborted when the client goes away before the answer was sent; each input that gets its vector
+// Embedding requests on the server: admission as for generation (every input counts as a sequence, a batch at
+// most maxNumSeqs of them, so a large batch is not refused forever under load; 429 when the queue is full),
+// aborted when the client goes away before the answer was sent; each input that gets its vector
 // counts in /metrics as a finished request (request_success_total with finished_reason 'stop', e2e latency), as
 // vLLM counts pooling requests.
 // Invariant: every begin() is paired with one release, whatever happens to the requests.
 import type { FastifyReply } from 'fastify';
-import { embed, type EmbedOptions, type EmbedResult } from '../embeddings.js';
+import { embed, EmbeddingInputError, type EmbedOptions, type EmbedResult } from '../embeddings.js';
+import { badRequest } from './api-error.js';
 import type { GenerationObserver } from './generation.js';
 import type { ServerEngine } from './plugins/engine.js';
 
@@ -14,17 +16,23 @@ export async function serverEmbed(engine: ServerEngine, reply: FastifyReply, inp
     await engine.ready();
     return { embeddings: [], promptTokenIds: [], pooling: 'last' };
   }
-  const release = engine.begin(inputs.length);
-  const controller = new AbortController();
   const res = reply.raw;
+  if (res.destroyed) throw badRequest('the client closed the connection before its embeddings started');
+  const release = engine.begin(Math.min(inputs.length, engine.maxNumSeqs));
+  const controller = new AbortController();
   const onClose = (): void => { if (!res.writableFinished) controller.abort(); };
   res.once('close', onClose);
   const started = performance.now();
   try {
-    const r = await embed(engine.core, inputs, { pooling: engine.core.options.pooling, ...options, signal: controller.signal }, what);
+    const r = await embed(engine.core, inputs, { ...options, signal: controller.signal }, what);
     const seconds = (performance.now() - started) / 1000;
     for (let i = 0; i < r.embeddings.length; i++) observer?.finished('stop', seconds);
     return r;
+  } catch (e) {
+    if (!(e instanceof EmbeddingInputError)) {  // requests that ran and failed (or were aborted)
+      for (let i = 0; i < inputs.length; i++) observer?.finished('error', (performance.now() - started) / 1000);
+    }
+    throw e;
   } finally {
     res.off('close', onClose);
     release();

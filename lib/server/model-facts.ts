@@ -16,13 +16,13 @@ const QUANT_LEVELS: Record<number, string> = {
 /**
  * What a loaded model can do, in Ollama's capability names (/api/show; the /v1/models cards carry them too, for
  * the web UI): 'completion' always, 'vision' with a vision projector loaded, 'tools' when the chat template takes
- * a tool list (Ollama's test: the template uses its tools), 'embedding' when the file names a pooling type (an
- * embedding model; every model answers the embedding routes).
+ * a tool list (Ollama's test: the template uses its tools); as Ollama, 'embedding' instead of 'completion' when
+ * the file has a pooling type (an embedding model; every model still answers both kinds of routes here).
  */
 export function modelCapabilities(info: Pick<NativeModelInfo, 'mmproj' | 'chatTemplate'> & Partial<Pick<NativeModelInfo, 'pooling'>>): string[] {
-  const pooled = info.pooling === 'mean' || info.pooling === 'cls' || info.pooling === 'last';
-  return ['completion', ...(info.mmproj ? ['vision'] : []), ...(info.chatTemplate && /\btools\b/.test(info.chatTemplate) ? ['tools'] : []),
-    ...(pooled ? ['embedding'] : [])];
+  const embedding = info.pooling != null;
+  return [embedding ? 'embedding' : 'completion', ...(info.mmproj ? ['vision'] : []),
+    ...(info.chatTemplate && /\btools\b/.test(info.chatTemplate) ? ['tools'] : [])];
 }
 
 /** Ollama's format.HumanNumber: 8030261248 -> '8.0B', 494032768 -> '494.03M'. */

@@ -38,11 +38,14 @@ export class OutputAssembler {
     else this.#events(this.#stream.push(text));
   }
 
-  /** The model finished: held-back text is flushed, the open item is done (and an empty message added if none). */
-  finish(): void {
+  /**
+   * The model finished: held-back text is flushed, the open item is done (and an empty message added if none);
+   * `incomplete` (cut by max_output_tokens or aborted): the last item's status says so, as OpenAI's does.
+   */
+  finish(incomplete = false): void {
     if (this.#stream) this.#events(this.#stream.finish());
     if (this.items.length === 0) this.#openMessage();
-    this.#close();
+    this.#close(incomplete ? 'incomplete' : 'completed');
   }
 
   #events(events: ToolStreamEvent[]): void {
@@ -98,11 +101,11 @@ export class OutputAssembler {
     this.#emit?.('response.function_call_arguments.delta', { item_id: this.#open.id, output_index: this.#index(), delta: fragment });
   }
 
-  #close(): void {
+  #close(status = 'completed'): void {
     const item = this.#open;
     if (!item) return;
     this.#open = null;
-    item.status = 'completed';
+    item.status = status;
     const index = this.#index();
     if (item.type === 'message') {
       const part = (item.content as Item[])[0];

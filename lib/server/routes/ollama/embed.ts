@@ -1,6 +1,7 @@
 // POST /api/embed (Ollama): `input` as a string or strings -> `embeddings`, L2-normalized, with Ollama's
 // durations and prompt_eval_count; `truncate` (default true) keeps an over-long input's first num_ctx tokens,
-// false makes it an error; `dimensions` keeps the first N values. An empty input (or none) only loads the model.
+// false makes it an error; `dimensions` keeps the first N values. An empty input string (or none, or []) only
+// loads the model; the items of a list are embedded one for one (an empty item as its special tokens).
 // POST /api/embeddings (Ollama's older route): one `prompt` -> `embedding`, not normalized (as Ollama); an empty
 // prompt answers an empty embedding. Runner mode: `model` names a store model (keep_alive, options.num_ctx apply).
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -24,7 +25,7 @@ async function embedFor(app: FastifyInstance, reply: FastifyReply, body: EmbedBo
   await use.engine.ready();
   const loaded = performance.now();
   const r = await serverEmbed(use.engine, reply, inputs,
-    { dimensions: body.dimensions, normalize, truncate: body.truncate ?? true }, 'input', app.metrics);
+    { dimensions: body.dimensions, normalize, truncate: body.truncate ?? true, allowEmptyText: true }, 'input', app.metrics);
   const ns = (ms: number): number => Math.round(ms * 1e6);
   return {
     r, model: use.name,
@@ -36,7 +37,8 @@ export default async function ollamaEmbedRoute(app: FastifyInstance): Promise<vo
   app.post('/api/embed', { schema: { body: ollamaEmbedSchema } }, async (request, reply) => {
     const body = request.body as EmbedBody;
     const input = body.input ?? [];
-    const inputs = (typeof input === 'string' ? [input] : input).filter((s) => s.length > 0);
+    // Ollama: one empty string only loads the model; a list keeps every item (one embedding each)
+    const inputs = typeof input === 'string' ? (input.length > 0 ? [input] : []) : input;
     const { r, model, durations } = await embedFor(app, reply, body, inputs, true);
     return {
       model, embeddings: r.embeddings, ...durations,

@@ -104,18 +104,22 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     job.bindToReply(reply);
     const r = job.requests[0];
 
-    /** The finished response object (stored unless store: false). */
+    /**
+     * The finished response object: completed, incomplete (max_output_tokens) or, for a request aborted before it
+     * finished (client gone, server draining), failed; stored unless store: false or failed.
+     */
     const finished = (assembler: OutputAssembler, reason: string, outputTokens: number): Record<string, unknown> => {
       const usage = jobUsage(job, outputTokens);
-      const incomplete = reason === 'length';
-      const done = response(incomplete ? 'incomplete' : 'completed', assembler.items, {
+      const incomplete = reason === 'length', aborted = reason === 'abort';
+      const done = response(aborted ? 'failed' : incomplete ? 'incomplete' : 'completed', assembler.items, {
         incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+        error: aborted ? { code: 'request_aborted', message: 'the request was aborted before it finished' } : null,
         usage: {
           input_tokens: usage.prompt_tokens, input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
           output_tokens: usage.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: usage.total_tokens,
         },
       });
-      if (storeIt) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
+      if (storeIt && !aborted) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
       return done;
     };
 
@@ -123,7 +127,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       const [result] = await job.results();
       const assembler = new OutputAssembler(tools?.parser ?? null, null);
       assembler.push(result.text);
-      assembler.finish();
+      assembler.finish(result.finishReason !== 'stop');
       return finished(assembler, result.finishReason, result.tokenIds.length);
     }
 
@@ -139,9 +143,9 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
         outputTokens += d.tokenIds.length;
         assembler.push(d.text);
         if (d.finishReason !== null) {
-          assembler.finish();
+          assembler.finish(d.finishReason !== 'stop');
           const done = finished(assembler, d.finishReason, outputTokens);
-          emit(done.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response: done });
+          emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
         }
       }
     } catch (e) {
