@@ -17,10 +17,10 @@ const { values: args } = parseArgs({
 });
 const nInputs = Number(args.inputs), len = Number(args.len), threads = Number(args.threads), reps = Number(args.reps);
 const path = await modelPath(args.model);
-const inputs = Array.from({ length: nInputs }, (_, i) => promptIds(len, 100 + i));
-
 const llm = new LLM({ model: path, threads, maxModelLen: Math.max(512, len + 16), enablePrefixCaching: false });
 await llm.ready();
+// BOS first, as text tokenized with the model's special tokens starts (node-llama-cpp prepends it otherwise)
+const inputs = Array.from({ length: nInputs }, (_, i) => [llm.tokenizer.bosTokenId, ...promptIds(len - 1, 100 + i)]);
 const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
 const model = await llama.loadModel({ modelPath: path });
 const ctx = await model.createEmbeddingContext({ contextSize: Math.max(512, len + 16), batchSize: Math.max(512, len), threads });
