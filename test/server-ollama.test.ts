@@ -159,7 +159,7 @@ t.test('errors: Ollama shape and status, typed client errors', async (t) => {
     ['think', '/api/chat', { model: MODEL, messages, think: true }, 400, /does not support thinking/],
     ['raw with system', '/api/generate', { model: MODEL, prompt: 'a', raw: true, system: 's' }, 400, /raw mode does not support template, system, or context/],
     ['a Go template', '/api/generate', { model: MODEL, prompt: 'a', template: '{{ .Prompt }}' }, 400, /^template:/],
-    ['suffix', '/api/generate', { model: MODEL, prompt: 'a', suffix: 'b' }, 400, /^suffix:/],
+    ['suffix with raw', '/api/generate', { model: MODEL, prompt: 'a', suffix: 'b', raw: true }, 400, /^suffix \(fill-in-the-middle\) cannot be combined with raw/],
     ['images', '/api/generate', { model: MODEL, prompt: 'a', images: ['aGk='] }, 400, /^images:/],
     ['message images', '/api/chat', { model: MODEL, messages: [{ role: 'user', content: 'a', images: ['aGk='] }] }, 400, /messages\[0\]\.images/],
     ['a tool without a name', '/api/chat', { model: MODEL, messages, tools: [{ type: 'function', function: {} }] }, 400, /tools\[0\]\.function\.name is missing/],

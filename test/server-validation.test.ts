@@ -60,7 +60,7 @@ const CASES: Array<[string, string, string, number, (string | null)?, (string | 
   ['request chat_template (refused)', '/v1/chat/completions', chat({ chat_template: '{{ 1 }}' }), 400, 'chat_template', 'unsupported_parameter'],
   ['logit_bias out of range', '/v1/completions', JSON.stringify({ prompt: 'a', logit_bias: { 5: 101 } }), 400, 'logit_bias'],
   ['logit_bias with a non-id key', '/v1/completions', JSON.stringify({ prompt: 'a', logit_bias: { x: 1 } }), 400, 'logit_bias'],
-  ['suffix (unsupported)', '/v1/completions', JSON.stringify({ prompt: 'a', suffix: 'b' }), 400, 'suffix', 'unsupported_parameter'],
+  ['suffix with echo', '/v1/completions', JSON.stringify({ prompt: 'a', suffix: 'b', echo: true }), 400, 'echo'],
   ['detokenize out of vocab', '/detokenize', JSON.stringify({ tokens: [99_999_999] }), 400],
 ];
 

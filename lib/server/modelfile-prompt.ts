@@ -44,9 +44,9 @@ export function modelfileChatText(tokenizer: Tokenizer, messages: readonly ChatM
 
 /** /api/generate's prompt text for a store model with a TEMPLATE: [system] + MESSAGEs + the prompt (with its images). */
 export function modelfileGenerateText(m: Manifest & { template: string }, prompt: string, system: string | null,
-  images: readonly string[], marker: string | undefined): string {
+  images: readonly string[], marker: string | undefined, suffix?: string): string {
   return rendered(() => renderOllamaGenerate(m.template, prompt, {
     system: system || m.system, messages: (m.messages ?? []) as ModelfileMessage[], images,
-    imageMarker: marker ? () => marker : undefined,
+    imageMarker: marker ? () => marker : undefined, suffix,
   }), 'prompt');
 }

@@ -6,8 +6,10 @@
 // Modelfile TEMPLATE (Go, rendered as Ollama's /api/generate does), SYSTEM (unless the request gives `system`),
 // MESSAGEs and PARAMETERs (under `options`) apply.
 // `images` (base64) go before the prompt text (raw mode: where `<image>` markers are, else first), for models
-// with a vision projector. Invariant: request-supplied Go templates and suffix (fill-in-the-middle) are refused
-// by name, and so are images for a text-only model.
+// with a vision projector. `suffix` (fill-in-the-middle): a Modelfile TEMPLATE that uses .Suffix renders it, as
+// Ollama; without a Modelfile, the vocabulary's FIM tokens make the infill prompt (lib/fim.ts, llama.cpp's
+// order); a model with neither "does not support insert" (400, as Ollama). Invariant: request-supplied Go
+// templates are refused by name, and so are images for a text-only model.
 import type { FastifyInstance } from 'fastify';
 import { badRequest } from '../../api-error.js';
 import type { ChatMessage } from '../../../chat/template.js';
@@ -16,6 +18,7 @@ import { MEDIA_MARKER, markRawPrompt } from '../../../vision/multimodal-prompt.j
 import { chatPrompt, renderedPrompt, serverImagesPrompt } from '../../chat-prompt.js';
 import { useModel, withModelOptions } from '../../model-use.js';
 import { modelfileGenerateText } from '../../modelfile-prompt.js';
+import { fimPrompt, fimTokens } from '../../../fim.js';
 import { checkPrompt, Job } from '../../generation.js';
 import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
 import { ollamaGenerateSchema } from './schemas.js';
@@ -30,6 +33,11 @@ interface GenerateBody extends OllamaBody {
   context?: number[] | null;
 }
 
+/** Ollama's answer for a suffix the model cannot take. */
+function noInsert(model: string): Error {
+  return badRequest(`"${model}" does not support insert (its template has no .Suffix and its vocabulary no fill-in-the-middle tokens)`, 'suffix', 'unsupported_parameter');
+}
+
 function refuseUnsupported(body: GenerateBody): void {
   refuseCommon(body);
   if (body.raw === true && (body.template || body.system || (body.context && body.context.length > 0))) {
@@ -38,7 +46,9 @@ function refuseUnsupported(body: GenerateBody): void {
   if (body.template) {
     throw badRequest("template: request-supplied (Go) templates are not supported; the model's chat template is used", 'template', 'unsupported_parameter');
   }
-  if (body.suffix) throw badRequest('suffix: fill-in-the-middle is not supported by this server', 'suffix', 'unsupported_parameter');
+  if (body.suffix && (body.raw === true || (body.images ?? []).length > 0 || (body.context ?? []).length > 0)) {
+    throw badRequest('suffix (fill-in-the-middle) cannot be combined with raw, images or context', 'suffix');
+  }
 }
 
 export default async function ollamaGenerateRoute(app: FastifyInstance): Promise<void> {
@@ -62,7 +72,16 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     }
     let ids: number[];
     let prompt: CorePrompt;
-    if (body.raw === true) {
+    if (body.suffix) {  // fill-in-the-middle
+      if (manifest?.template) {
+        if (!/\.Suffix\b/.test(manifest.template)) throw noInsert(model);
+        prompt = ids = tokenizer.encodePrompt(modelfileGenerateText({ ...manifest, template: manifest.template }, body.prompt, null, [], undefined, body.suffix));
+      } else {
+        const fim = fimTokens(tokenizer);
+        if (!fim) throw noInsert(model);
+        prompt = ids = fimPrompt(tokenizer, fim, body.prompt, body.suffix);
+      }
+    } else if (body.raw === true) {
       if (images.length > 0) ({ ids, prompt } = await serverImagesPrompt(engine, markRawPrompt(body.prompt, images.length), images, false, 'images'));
       else prompt = ids = tokenizer.encodePrompt(body.prompt);
     } else {

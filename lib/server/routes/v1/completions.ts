@@ -2,7 +2,8 @@
 // token ids; `n` samples per prompt (choice index = prompt * n + sample); `echo` prepends the prompt text.
 // Invariant: same streaming contract as chat (text chunks, a finish chunk per choice, optional usage chunk,
 // `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it, unless the
-// text starts with it). Runner mode: `model` names a store model; its Modelfile PARAMETERs are the defaults.
+// text starts with it). `suffix`: fill-in-the-middle with the vocabulary's FIM tokens (lib/fim.ts; a model
+// without them is a 400). Runner mode: `model` names a store model; its Modelfile PARAMETERs are the defaults.
 import type { FastifyInstance } from 'fastify';
 import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
@@ -12,6 +13,7 @@ import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from 
 import { completionLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
+import { fimPrompt, fimTokens } from '../../../fim.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
 
 interface CompletionBody extends Record<string, unknown> {
@@ -28,7 +30,7 @@ interface CompletionBody extends Record<string, unknown> {
 }
 
 function refuseUnsupported(body: CompletionBody, n: number): void {
-  if (body.suffix !== undefined && body.suffix !== null && body.suffix !== '') throw badRequest('suffix is not supported', 'suffix', 'unsupported_parameter');
+  if (body.suffix && body.echo === true) throw badRequest('echo cannot be combined with suffix', 'echo');
   if (body.best_of != null && body.best_of !== n) throw badRequest('best_of other than n is not supported', 'best_of', 'unsupported_parameter');
 }
 
@@ -39,6 +41,15 @@ function promptsOf(prompt: CompletionBody['prompt'], tokenizer: Tokenizer): { id
   const ids = list.map((p) => (typeof p === 'string' ? tokenizer.encodePrompt(p) : p));
   const texts = list.map((p, i) => (typeof p === 'string' ? p : ids[i].every((id) => id < tokenizer.vocabSize) ? tokenizer.decode(p) : ''));
   return { ids, texts };
+}
+
+/** suffix (fill-in-the-middle): each text prompt as the prefix of an infill prompt (lib/fim.ts). */
+function infillPrompts(prompt: CompletionBody['prompt'], suffix: string, tokenizer: Tokenizer): { ids: number[][]; texts: string[] } {
+  const fim = fimTokens(tokenizer);
+  if (!fim) throw badRequest('suffix: this model has no fill-in-the-middle tokens (<|fim_prefix|>, <fim_prefix>, <PRE>, ...)', 'suffix', 'unsupported_parameter');
+  const list = typeof prompt === 'string' ? [prompt] : prompt;
+  if (!list.every((p): p is string => typeof p === 'string')) throw badRequest('suffix needs text prompts (not token ids)', 'prompt');
+  return { ids: list.map((p) => fimPrompt(tokenizer, fim, p, suffix)), texts: list };
 }
 
 /** Completion chunks: the echoed prompt first (echo), text pieces with their logprob offsets, an empty finish text. */
@@ -72,7 +83,7 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
       ...responseFormatSampling(body.response_format),
     }, openAiDefaults(use.model));
     refuseUnsupported(body, params.n);
-    const { ids, texts } = promptsOf(body.prompt, tokenizer);
+    const { ids, texts } = body.suffix ? infillPrompts(body.prompt, body.suffix, tokenizer) : promptsOf(body.prompt, tokenizer);
     ids.forEach((p, i) => checkPrompt(p, params, info.maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
     const stream = body.stream === true;
     const job = new Job(engine, ids, params, app.metrics);
