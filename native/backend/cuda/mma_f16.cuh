@@ -11,6 +11,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 namespace spindle {
 
 template <typename T>
@@ -69,6 +74,8 @@ __device__ __forceinline__ void mma_k16_f32(float (&d)[4], const uint32_t (&a)[4
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+#elif defined(__CUDA_ARCH__)
+#error "mma_k16_f32: 16-bit mma.sync needs sm_80 or newer (SPINDLE_CUDA_ARCHITECTURES)"
 #elif defined(SPINDLE_CUDA_HOST_EMULATION)
   cuda_host::mma_f16(d, a, b0, b1, is_bf16_v<T>);
 #else
