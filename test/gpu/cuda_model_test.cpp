@@ -179,17 +179,18 @@ void batch_invariance(const std::string& path, kv_type kv_dtype = kv_type::f32) 
 // Greedy decoding of three sequences in one paged cache, batched, for 40 steps, with the batch changing shape
 // (a sequence leaves for 6 steps, then comes back): every step's logits, concatenated. Blocks of 4 positions,
 // so tables grow while decoding.
-std::vector<float> decode_run(const std::string& path) {
+std::vector<float> decode_run(const std::string& path, int n_seqs = 3) {
   auto m = load_on(path, "cuda");
   const int64_t V = m->hparams().n_vocab;
-  const std::vector<std::vector<int32_t>> prompts = {prompt(9, (int)V, 5), prompt(20, (int)V, 6), prompt(3, (int)V, 7)};
-  auto kv = m->new_kv_cache(3 * 16, 4, 3);
-  std::vector<std::vector<int32_t>> tables(3);
-  for (int s = 0; s < 3; ++s)
-    for (int b = 0; b < 16; ++b) tables[s].push_back(3 * b + (s + b) % 3);  // interleaved blocks
-  std::vector<int32_t> pos(3), next(3);
-  std::vector<float> all, logits(3 * V);
-  for (int s = 0; s < 3; ++s) {  // prefill each alone (the 20-token prompt exceeds the graph limit: op by op)
+  std::vector<std::vector<int32_t>> prompts = {prompt(9, (int)V, 5), prompt(20, (int)V, 6), prompt(3, (int)V, 7)};
+  for (int s = 3; s < n_seqs; ++s) prompts.push_back(prompt(4 + s, (int)V, 5 + s));
+  auto kv = m->new_kv_cache(n_seqs * 16, 4, n_seqs);
+  std::vector<std::vector<int32_t>> tables(n_seqs);
+  for (int s = 0; s < n_seqs; ++s)
+    for (int b = 0; b < 16; ++b) tables[s].push_back(n_seqs * b + (s + b) % n_seqs);  // interleaved blocks
+  std::vector<int32_t> pos(n_seqs), next(n_seqs);
+  std::vector<float> all, logits(n_seqs * V);
+  for (int s = 0; s < n_seqs; ++s) {  // prefill each alone (the 20-token prompt exceeds the graph limit: op by op)
     batch_sequence b{prompts[s].data(), (int32_t)prompts[s].size(), 0, tables[s].data(), 16, 1, s};
     m->forward_batch({b}, *kv, logits.data());
     all.insert(all.end(), logits.begin(), logits.begin() + V);
@@ -199,7 +200,7 @@ std::vector<float> decode_run(const std::string& path) {
   for (int step = 0; step < 40; ++step) {
     std::vector<batch_sequence> batch;
     std::vector<int> who;
-    for (int s = 0; s < 3; ++s) {
+    for (int s = 0; s < n_seqs; ++s) {
       if (s == 1 && step >= 10 && step < 16) continue;
       batch.push_back({&next[s], 1, pos[s], tables[s].data(), 16, 1, s});
       who.push_back(s);
@@ -276,11 +277,11 @@ TEST_CASE("cuda models: fused launches (SPINDLE_CUDA_FUSE) give the bits of the 
 
 TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-op steps") {
   REQUIRE_GPU();
-  const auto check = [](const std::string& path, const char* what) {
+  const auto check = [](const std::string& path, const char* what, int n_seqs = 3) {
     const cuda_graph_counts c0 = cuda_step_graph_counts();
-    const std::vector<float> plain = with_env("SPINDLE_CUDA_GRAPHS", "0", [&] { return decode_run(path); });
+    const std::vector<float> plain = with_env("SPINDLE_CUDA_GRAPHS", "0", [&] { return decode_run(path, n_seqs); });
     const cuda_graph_counts c1 = cuda_step_graph_counts();
-    const std::vector<float> graphed = decode_run(path);
+    const std::vector<float> graphed = decode_run(path, n_seqs);
     const cuda_graph_counts c2 = cuda_step_graph_counts();
     CHECK(c1.replayed == c0.replayed);  // graphs off: none
     CHECK(c1.captured == c0.captured);
@@ -302,6 +303,8 @@ TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-o
   // replay too
   file m(moe_test::build_qwen3moe(moe_spec(ggml_type::Q4_K)), "qwen3moe");
   check(m.path, "q4_K qwen3moe");
+  // 8 sequences x 2 experts = 16 entries (>= 2 x 6 experts): the sorted-tiles expert path, replayed too
+  check(m.path, "q4_K qwen3moe x8", 8);
   file lm(lfm2_test::build(lfm2moe_spec(ggml_type::Q4_K)), "lfm2moe");  // sigmoid gating and a selection bias
   check(lm.path, "q4_K lfm2moe");
 }
