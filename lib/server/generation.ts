@@ -226,8 +226,13 @@ export function jobUsage(job: Job, completionTokens: number): Usage {
 }
 
 /** Random request id suffix (OpenAI ids look like `chatcmpl-<24+ chars>`). */
+/** `bytes` random bytes as hex: the body of every id the server makes up (requests, tool calls, responses). */
+export function randomHex(bytes: number): string {
+  const b = new Uint8Array(bytes);
+  crypto.getRandomValues(b);
+  return Buffer.from(b).toString('hex');
+}
+
 export function requestId(prefix: string): string {
-  const bytes = new Uint8Array(12);
-  crypto.getRandomValues(bytes);
-  return `${prefix}-${Buffer.from(bytes).toString('hex')}`;
+  return `${prefix}-${randomHex(12)}`;
 }

@@ -5,10 +5,12 @@
 // Invariant: with tools and tool_choice other than none, a request either gets a parser and a grammar or a
 // 400 naming why not; streamed deltas of a choice assemble to exactly its non-streamed message.
 import type { OutputGrammar } from '../constraints.js';
+import type { SamplingParams } from '../sampling-params.js';
 import { toolCallGrammar } from '../tool-calls/grammar.js';
 import { normalizeToolRequest, ToolRequestError, type ToolRequest } from '../tool-calls/request.js';
 import { detectToolCallParser, getToolCallParser, TOOL_CALL_PARSER_NAMES, type ParsedToolCall, type ToolCallParser, type ToolStreamEvent } from '../tools/index.js';
 import { badRequest } from './api-error.js';
+import { randomHex } from './generation.js';
 import type { ServerEngine } from './plugins/engine.js';
 
 export interface ChatTools {
@@ -40,10 +42,22 @@ export function chatTools(engine: ServerEngine, chatTemplate: string | null, too
   return { request, parser, grammar: toolCallGrammar(parser.name, request), templateTools };
 }
 
+/**
+ * Puts the tools' grammar (tool_choice other than none) on the request's sampling params; `constraint` names the
+ * request's own output constraint, which cannot be combined with it (a 400 naming tool_choice).
+ */
+export function useToolGrammar(params: SamplingParams, tools: ChatTools | null, constraint: string): void {
+  if (!tools?.grammar) return;
+  if (params.grammar) {
+    throw badRequest(`tools with tool_choice '${tools.request.choice.mode}' and ${constraint} cannot both constrain the output; give one ` +
+      '(or tool_choice: \'none\')', 'tool_choice');
+  }
+  params.grammar = tools.grammar;
+  if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
+}
+
 function callId(): string {
-  const bytes = new Uint8Array(12);
-  crypto.getRandomValues(bytes);
-  return `call_${Buffer.from(bytes).toString('hex')}`;
+  return `call_${randomHex(12)}`;
 }
 
 export interface OpenAiToolCall {

@@ -6,14 +6,13 @@
 // items are exactly the non-streamed ones; every item that was added is done before the response ends, and a
 // response always has at least one item (an empty message when the model said nothing, or only whitespace).
 import type { ToolCallParser, ToolStreamEvent } from '../../tools/index.js';
+import { randomHex } from '../generation.js';
 
 export type Item = Record<string, unknown>;
 export type Emit = (type: string, fields: Record<string, unknown>) => void;
 
 export function responseId(prefix: string): string {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  return `${prefix}_${Buffer.from(bytes).toString('hex')}`;
+  return `${prefix}_${randomHex(16)}`;
 }
 
 export class OutputAssembler {
