@@ -14,7 +14,7 @@ import { chatPrompt } from '../../chat-prompt.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
-import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, type ChatTools } from '../../tool-calls.js';
+import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, useToolGrammar, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
 
@@ -106,14 +106,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       ...responseFormatSampling(body.response_format),
     }, openAiDefaults(use.model));
     const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, body.tools, body.tool_choice, body.parallel_tool_calls);
-    if (tools?.grammar) {
-      if (params.grammar) {
-        throw badRequest(`tools with tool_choice '${tools.request.choice.mode}' and ${params.grammar.kind === 'json' || params.grammar.kind === 'json_object' ? 'response_format' : 'a structured output'} ` +
-          'cannot both constrain the output; give one (or tool_choice: \'none\')', 'tool_choice');
-      }
-      params.grammar = tools.grammar;
-      if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
-    }
+    useToolGrammar(params, tools, params.grammar?.kind === 'json' || params.grammar?.kind === 'json_object' ? 'response_format' : 'a structured output');
     const { ids, prompt, images } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
       addGenerationPrompt: body.add_generation_prompt ?? true,
       chatTemplateKwargs: body.chat_template_kwargs ?? undefined,

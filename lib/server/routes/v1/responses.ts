@@ -18,7 +18,7 @@ import { openAiDefaults, useModel } from '../../model-use.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { responsesSchema } from '../../schemas.js';
 import { SseStream } from '../../sse.js';
-import { chatTools } from '../../tool-calls.js';
+import { chatTools, useToolGrammar } from '../../tool-calls.js';
 import { chatToolChoiceOf, chatToolsOf, inputItems, itemsToMessages, responseFormatOf } from '../../responses/input.js';
 import { OutputAssembler, responseId, type Emit, type Item } from '../../responses/output.js';
 import { ResponseStore } from '../../responses/store.js';
@@ -80,11 +80,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       openAiDefaults(use.model));
     const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, chatToolsOf(body.tools),
       chatToolChoiceOf(body.tool_choice), body.parallel_tool_calls);
-    if (tools?.grammar) {
-      if (params.grammar) throw badRequest('tools with a forced tool_choice and text.format cannot both constrain the output; give one', 'tool_choice');
-      params.grammar = tools.grammar;
-      if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
-    }
+    useToolGrammar(params, tools, 'text.format');
     const { ids, prompt, images } = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools },
       'input', use.model?.manifest ?? null);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'input', 'max_output_tokens', images > 0);
