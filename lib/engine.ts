@@ -101,8 +101,8 @@ function alignImages(data: unknown, count: number, batch: boolean): ImageSource[
   return data.map((d) => (d === null || d === undefined ? [] : isImage(d) ? [d] : Array.isArray(d) && d.every(isImage) ? d : bad()));
 }
 
-function pick<T>(input: Record<string, unknown>, a: string, b: string): T | undefined {
-  if (input[a] !== undefined && input[b] !== undefined) throw new TypeError(`generate: give ${a} or ${b}, not both`);
+function pick<T>(input: Record<string, unknown>, a: string, b: string, what = 'generate'): T | undefined {
+  if (input[a] !== undefined && input[b] !== undefined) throw new TypeError(`${what}: give ${a} or ${b}, not both`);
   return (input[a] ?? input[b]) as T | undefined;
 }
 
@@ -166,8 +166,8 @@ export class Engine {
     for (const key of Object.keys(spec)) {
       if (!ENCODE_KEYS.includes(key)) throw new TypeError(`encode: unknown field '${key}' (known: ${ENCODE_KEYS.join(', ')})`);
     }
-    const text = pick<string | string[]>(spec as Record<string, unknown>, 'prompt', 'text');
-    const ids = pick<number[] | number[][]>(spec as Record<string, unknown>, 'inputIds', 'input_ids');
+    const text = pick<string | string[]>(spec as Record<string, unknown>, 'prompt', 'text', 'encode');
+    const ids = pick<number[] | number[][]>(spec as Record<string, unknown>, 'inputIds', 'input_ids', 'encode');
     if ((text === undefined) === (ids === undefined)) throw new TypeError('encode: give prompt (text) or inputIds, one of them');
     const batch = text !== undefined ? Array.isArray(text) : Array.isArray(ids![0]);
     const inputs: (string | number[])[] = text !== undefined ? (Array.isArray(text) ? text : [text])
