@@ -106,27 +106,37 @@ t.test('disconnect mid-stream: the KV blocks are free within one engine step', a
   t.ok(s.generatedTokens - before.generatedTokens < 400, `stopped before max_tokens (${s.generatedTokens - before.generatedTokens} of 400)`);
 });
 
-t.test('disconnect mid-prefill (chunked prefill, long prompt): freed within one step, no token generated', async (t) => {
-  const { app, port, lastCloseSteps } = await serve({ chunkedPrefillSize: 8, maxNumBatchedTokens: 8 });
-  t.teardown(() => app.close());
+/**
+ * POSTs `body` to `path` without streaming, waits until the engine has computed some of it, disconnects, waits until
+ * the server has seen the disconnect, and returns the engine's stats once it is idle (with those from before).
+ */
+async function disconnectMidCompute(app: FastifyInstance, port: number, lastCloseSteps: () => number | null, path: string,
+  body: Record<string, unknown>) {
   const before = app.engine.stats();
   let req: ClientRequest | undefined;
-  const prompt = ids(480);
   const gone = new Promise<void>((resolve) => {
-    req = httpRequest({ host: '127.0.0.1', port, path: '/v1/completions', method: 'POST', headers: { 'content-type': 'application/json' } });
+    req = httpRequest({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json' } });
     req.on('error', () => resolve());
     req.on('close', () => resolve());
-    req.end(JSON.stringify({ model: 'm', prompt, max_tokens: 8, stream: true }));
+    req.end(JSON.stringify(body));
   });
   let started = app.engine.stats();
   while (started.computedTokens === before.computedTokens) {
     await tick();
     started = app.engine.stats();
   }
-  req!.destroy(); // prefill has started (some chunks computed) and needs 60 steps of 8 tokens
+  req!.destroy();
   await gone;
   for (let i = 0; i < 10_000 && lastCloseSteps() === null; i++) await tick();
-  const s = await untilIdle(app);
+  return { before, after: await untilIdle(app) };
+}
+
+t.test('disconnect mid-prefill (chunked prefill, long prompt): freed within one step, no token generated', async (t) => {
+  const { app, port, lastCloseSteps } = await serve({ chunkedPrefillSize: 8, maxNumBatchedTokens: 8 });
+  t.teardown(() => app.close());
+  const prompt = ids(480); // 60 steps of 8 tokens: the disconnect comes once prefill has started
+  const { before, after: s } = await disconnectMidCompute(app, port, lastCloseSteps, '/v1/completions',
+    { model: 'm', prompt, max_tokens: 8, stream: true });
   t.ok(lastCloseSteps() !== null, 'the server saw the disconnect');
   t.equal(s.kvBlocksUsed, 0, 'all KV blocks free');
   t.equal(s.running + s.waiting, 0);
@@ -138,24 +148,8 @@ t.test('disconnect mid-prefill (chunked prefill, long prompt): freed within one 
 t.test('disconnect mid-embedding (/v1/embeddings, chunked): freed within one step, the rest never computed', async (t) => {
   const { app, port, lastCloseSteps } = await serve({ chunkedPrefillSize: 8, maxNumBatchedTokens: 8 });
   t.teardown(() => app.close());
-  const before = app.engine.stats();
-  let req: ClientRequest | undefined;
-  const input = [ids(480), ids(480, 500), ids(480, 700), ids(480, 900)];
-  const gone = new Promise<void>((resolve) => {
-    req = httpRequest({ host: '127.0.0.1', port, path: '/v1/embeddings', method: 'POST', headers: { 'content-type': 'application/json' } });
-    req.on('error', () => resolve());
-    req.on('close', () => resolve());
-    req.end(JSON.stringify({ model: 'm', input }));
-  });
-  let started = app.engine.stats();
-  while (started.computedTokens === before.computedTokens) {
-    await tick();
-    started = app.engine.stats();
-  }
-  req!.destroy(); // the inputs need 240 steps of 8 tokens between them
-  await gone;
-  for (let i = 0; i < 10_000 && lastCloseSteps() === null; i++) await tick();
-  const s = await untilIdle(app);
+  const input = [ids(480), ids(480, 500), ids(480, 700), ids(480, 900)]; // 240 steps of 8 tokens between them
+  const { before, after: s } = await disconnectMidCompute(app, port, lastCloseSteps, '/v1/embeddings', { model: 'm', input });
   t.ok(lastCloseSteps() !== null, 'the server saw the disconnect');
   t.equal(s.kvBlocksUsed, 0, 'all KV blocks free');
   t.equal(s.running + s.waiting, 0);
