@@ -129,8 +129,8 @@ t.test('tags, show, version', async (t) => {
   t.match(m.details, { format: 'gguf', family: 'qwen3', families: ['qwen3'], quantization_level: String, parameter_size: String });
   const show = await ollama.show({ model: `${MODEL}:latest` });
   t.match(show.details, { format: 'gguf', family: 'qwen3' });
-  // a text model: no 'vision'; 'tools' exactly when its chat template takes a tool list
-  t.same(show.capabilities, ['completion', ...(/\btools\b/.test(show.template) ? ['tools'] : [])]);
+  // a text model: no 'vision'; 'tools' exactly when its chat template takes a tool list; Qwen3's reasons
+  t.same(show.capabilities, ['completion', ...(/\btools\b/.test(show.template) ? ['tools'] : []), 'thinking']);
   const info = show.model_info as unknown as Record<string, unknown>;
   t.equal(info['general.architecture'], 'qwen3');
   t.ok((info['general.parameter_count'] as number) > 0);
@@ -156,7 +156,7 @@ t.test('errors: Ollama shape and status, typed client errors', async (t) => {
     ['negative repeat_penalty', '/api/generate', { model: MODEL, prompt: 'a', options: { repeat_penalty: -1 } }, 400, /repeat_penalty/],
     ['unknown format', '/api/chat', { model: MODEL, messages, format: 'xml' }, 400, /^format must be "json" or a JSON Schema/],
     ['unsupported schema keyword in format', '/api/generate', { model: MODEL, prompt: 'a', format: { type: 'object', patternProperties: {} } }, 400, /^format: unsupported JSON Schema keyword 'patternProperties'/],
-    ['think', '/api/chat', { model: MODEL, messages, think: true }, 400, /does not support thinking/],
+    ['an unknown think level', '/api/chat', { model: MODEL, messages, think: 'deep' }, 400, /think must be true, false or one of/],
     ['raw with system', '/api/generate', { model: MODEL, prompt: 'a', raw: true, system: 's' }, 400, /raw mode does not support template, system, or context/],
     ['a Go template', '/api/generate', { model: MODEL, prompt: 'a', template: '{{ .Prompt }}' }, 400, /^template:/],
     ['suffix with raw', '/api/generate', { model: MODEL, prompt: 'a', suffix: 'b', raw: true }, 400, /^suffix \(fill-in-the-middle\) cannot be combined with raw/],

@@ -79,7 +79,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   const runner = options.runner ? new ModelRunner({
     engine: options.engine, maxLoaded: options.runner.maxLoaded, keepAliveMs: options.runner.keepAliveMs,
-    maxQueuedRequests: options.maxQueuedRequests, toolCallParser: options.toolCallParser,
+    maxQueuedRequests: options.maxQueuedRequests, toolCallParser: options.toolCallParser, reasoningParser: options.reasoningParser,
   }) : null;
   const engine = runner ? null : new ServerEngine(options);
   const store = options.runner ? options.runner.store ?? new ModelStore() : null;

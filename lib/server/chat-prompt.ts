@@ -19,6 +19,7 @@ export interface ChatPrompt {
   ids: number[]; // the prompt's token ids (-1 at image embeddings)
   prompt: CorePrompt; // what the engine is given
   images: number; // images in the prompt
+  text: string; // the rendered prompt text (images as media markers)
 }
 
 /** Images of a prompt, fetched within the server's limits; a failure is a 400 naming the image. */
@@ -29,7 +30,7 @@ export async function serverImagesPrompt(engine: ServerEngine, text: string, sou
   }
   try {
     const mm = await engine.core.multimodalPrompt(text, sources, `${param} image`, rendered);
-    return { ids: mm.tokenIds, prompt: mm, images: mm.images.length };
+    return { ids: mm.tokenIds, prompt: mm, images: mm.images.length, text };
   } catch (e) {
     if (e instanceof ImageInputError) throw badRequest(e.message, param, e.code);
     if (e instanceof RangeError) throw badRequest(e.message, param);
@@ -42,7 +43,7 @@ export async function renderedPrompt(engine: ServerEngine, tokenizer: Tokenizer,
   param: string): Promise<ChatPrompt> {
   if (sources.length === 0) {
     const ids = tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: true });
-    return { ids, prompt: ids, images: 0 };
+    return { ids, prompt: ids, images: 0, text };
   }
   return serverImagesPrompt(engine, text, sources, true, param);
 }

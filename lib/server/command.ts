@@ -14,6 +14,7 @@ import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
 import { normalizeEngineOptions, type EngineOptions, type EngineOptionsInput } from '../engine-options.js';
 import { limitRefusal } from '../native.js';
 import { TOOL_CALL_PARSER_NAMES } from '../tools/index.js';
+import { REASONING_PARSER_NAMES } from '../reasoning/index.js';
 import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
 import { parseModelRef } from '../models/ref.js';
 import { resolveModel } from '../models/resolve.js';
@@ -92,6 +93,8 @@ Flags (vLLM spelling first, SGLang alias after):
   --drain-timeout SECONDS             on SIGTERM, time in-flight requests get to finish (default 30)
   --tool-call-parser NAME             how the model writes tool calls: hermes (qwen25, qwen), lfm2, pythonic,
                                       llama3_json (llama3, llama4_json); default: detected from the chat template
+  --reasoning-parser NAME             how a reasoning model marks its thinking: qwen3 (qwen3-thinking),
+                                      deepseek_r1 (deepseek-r1), none; default: detected from the chat template
   --mmproj FILE                       the vision projector (mmproj GGUF) of a vision-language model; by default
                                       a single matching mmproj*.gguf beside the model is used
   --no-mmproj                         text only, even when an mmproj file is beside the model
@@ -129,7 +132,7 @@ const OPTIONS = {
   'mem-fraction-static': { type: 'string' }, dtype: { type: 'string' }, device: { type: 'string' },
   pooling: { type: 'string' },
   threads: { type: 'string' }, 'max-queued-requests': { type: 'string' }, 'cors-origins': { type: 'string' }, 'drain-timeout': { type: 'string' },
-  'tool-call-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, 'strict-model-name': { type: 'boolean' },
+  'tool-call-parser': { type: 'string' }, 'reasoning-parser': { type: 'string' }, 'enable-torch-compile': { type: 'boolean' }, 'strict-model-name': { type: 'boolean' },
   mmproj: { type: 'string' }, 'no-mmproj': { type: 'boolean' }, 'image-min-tokens': { type: 'string' },
   ollama: { type: 'boolean' }, 'max-loaded-models': { type: 'string' }, 'keep-alive': { type: 'string' },
   'image-max-tokens': { type: 'string' }, 'allowed-local-media-path': { type: 'string' }, 'allowed-media-domains': { type: 'string' },
@@ -236,6 +239,10 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (toolParser !== undefined && !TOOL_CALL_PARSER_NAMES.includes(toolParser.trim().toLowerCase())) {
     throw new FlagError(`--tool-call-parser must be one of ${TOOL_CALL_PARSER_NAMES.join(', ')} (got '${toolParser}')`);
   }
+  const reasoningParser = s('reasoning-parser');
+  if (reasoningParser !== undefined && !REASONING_PARSER_NAMES.includes(reasoningParser.trim().toLowerCase())) {
+    throw new FlagError(`--reasoning-parser must be one of ${REASONING_PARSER_NAMES.join(', ')} (got '${reasoningParser}')`);
+  }
   const drain = int('drain-timeout', s('drain-timeout'), 0, 3600);
   if (v['no-mmproj'] && s('mmproj') !== undefined) throw new FlagError('--mmproj and --no-mmproj contradict each other; give one');
   const cacheOff = v['no-enable-prefix-caching'] === true || v['disable-radix-cache'] === true;
@@ -264,6 +271,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
       strictModelName: v['strict-model-name'] === true,
       toolCallParser: toolParser,
+      reasoningParser,
       ui: v['no-ui'] !== true,
     },
     engine: {

@@ -198,7 +198,7 @@ export interface Usage {
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number }; // prompt tokens served from the prefix cache
   // speculative draft tokens (from `prediction`, or the server's n-gram drafts) the model accepted / rejected
-  completion_tokens_details: { accepted_prediction_tokens: number; rejected_prediction_tokens: number };
+  completion_tokens_details: { accepted_prediction_tokens: number; rejected_prediction_tokens: number; reasoning_tokens?: number };
 }
 
 export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0, draftTokens = 0,

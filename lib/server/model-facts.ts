@@ -17,12 +17,14 @@ const QUANT_LEVELS: Record<number, string> = {
  * What a loaded model can do, in Ollama's capability names (/api/show; the /v1/models cards carry them too, for
  * the web UI): 'completion' always, 'vision' with a vision projector loaded, 'tools' when the chat template takes
  * a tool list (Ollama's test: the template uses its tools); as Ollama, 'embedding' instead of 'completion' when
- * the file has a pooling type (an embedding model; every model still answers both kinds of routes here).
+ * the file has a pooling type (an embedding model; every model still answers both kinds of routes here);
+ * 'thinking' for a reasoning model (a reasoning parser, given or detected from the chat template).
  */
-export function modelCapabilities(info: Pick<NativeModelInfo, 'mmproj' | 'chatTemplate'> & Partial<Pick<NativeModelInfo, 'pooling'>>): string[] {
+export function modelCapabilities(info: Pick<NativeModelInfo, 'mmproj' | 'chatTemplate'> & Partial<Pick<NativeModelInfo, 'pooling'>>,
+  thinking = false): string[] {
   const embedding = info.pooling != null;
   return [embedding ? 'embedding' : 'completion', ...(info.mmproj ? ['vision'] : []),
-    ...(info.chatTemplate && /\btools\b/.test(info.chatTemplate) ? ['tools'] : [])];
+    ...(info.chatTemplate && /\btools\b/.test(info.chatTemplate) ? ['tools'] : []), ...(thinking ? ['thinking'] : [])];
 }
 
 /** Ollama's format.HumanNumber: 8030261248 -> '8.0B', 494032768 -> '494.03M'. */

@@ -6,7 +6,7 @@
 // Invariant: images become `marker` in the text, one per image in message order (imageSources' order); a template
 // that fails on the request's data is a 400 naming the problem.
 import type { ChatMessage } from '../chat/template.js';
-import { renderOllamaGenerate, renderOllamaTemplate, TemplateError, type ModelfileMessage } from '../modelfile/index.js';
+import { renderOllamaGenerate, renderOllamaTemplate, TemplateError, type ModelfileMessage, type ThinkValue } from '../modelfile/index.js';
 import type { Manifest } from '../models/store.js';
 import type { ApplyChatTemplateOptions, Tokenizer } from '../tokenizer.js';
 import { badRequest } from './api-error.js';
@@ -18,6 +18,16 @@ export function modelfileMessages(messages: readonly ChatMessage[], m: Manifest)
   const out: ChatMessage[] = [...(m.messages ?? []).map((x) => ({ role: x.role as ChatMessage['role'], content: x.content })), ...messages];
   if (m.system && messages[0]?.role !== 'system') out.unshift({ role: 'system', content: m.system });
   return out;
+}
+
+/** The Go templates' `think` value (.Think, .ThinkLevel, .IsThinkSet) from the chat template variables thinkKwargs
+ * and thinkingKwargs make: enable_thinking false -> false, a reasoning_effort level, enable_thinking true -> true. */
+export function ollamaThink(kwargs: Record<string, unknown> | undefined): ThinkValue | undefined {
+  if (!kwargs) return undefined;
+  if (kwargs.enable_thinking === false) return false;
+  const effort = kwargs.reasoning_effort;
+  if (effort === 'low' || effort === 'medium' || effort === 'high' || effort === 'max') return effort;
+  return kwargs.enable_thinking === true || typeof effort === 'string' ? true : undefined;
 }
 
 function rendered(f: () => string, param: string): string {
@@ -36,7 +46,7 @@ export function modelfileChatText(tokenizer: Tokenizer, messages: readonly ChatM
     const template = m.template;
     return rendered(() => renderOllamaTemplate(template, messages, {
       system: m.system, messages: (m.messages ?? []) as ModelfileMessage[], tools: options.tools ?? null,
-      imageMarker: marker ? () => marker : undefined,
+      imageMarker: marker ? () => marker : undefined, think: ollamaThink(options.chatTemplateKwargs),
     }), param);
   }
   return tokenizer.applyChatTemplate(modelfileMessages(messages, m), { ...options, tokenize: false, mediaMarker: marker });
@@ -44,9 +54,9 @@ export function modelfileChatText(tokenizer: Tokenizer, messages: readonly ChatM
 
 /** /api/generate's prompt text for a store model with a TEMPLATE: [system] + MESSAGEs + the prompt (with its images). */
 export function modelfileGenerateText(m: Manifest & { template: string }, prompt: string, system: string | null,
-  images: readonly string[], marker: string | undefined, suffix?: string): string {
+  images: readonly string[], marker: string | undefined, suffix?: string, think?: ThinkValue): string {
   return rendered(() => renderOllamaGenerate(m.template, prompt, {
     system: system || m.system, messages: (m.messages ?? []) as ModelfileMessage[], images,
-    imageMarker: marker ? () => marker : undefined, suffix,
+    imageMarker: marker ? () => marker : undefined, suffix, think,
   }), 'prompt');
 }

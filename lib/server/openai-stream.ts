@@ -21,6 +21,8 @@ export interface ChoiceFormat {
   closing(r: JobRequest): Record<string, unknown>;
   /** At a choice's end: chunks still held back (tool-call parsing) and the finish reason to report. */
   finish?(r: JobRequest, reason: string): { chunks: Record<string, unknown>[]; reason: string };
+  /** Extra usage.completion_tokens_details of the finished job (chat with reasoning: reasoning_tokens). */
+  completionDetails?(): Record<string, number>;
 }
 
 export interface StreamHead {
@@ -54,7 +56,12 @@ export async function streamChoices(reply: FastifyReply, job: Job, head: StreamH
         }
       }
     }));
-    if (opts.includeUsage) sse.send({ ...base, choices: [], usage: jobUsage(job, completion) });
+    if (opts.includeUsage) {
+      const usage = jobUsage(job, completion);
+      const details = format.completionDetails?.();
+      if (details) usage.completion_tokens_details = { ...usage.completion_tokens_details, ...details };
+      sse.send({ ...base, choices: [], usage });
+    }
   } catch (e) {
     job.abort();
     sse.send(toApiError(e).toBody());

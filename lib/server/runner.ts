@@ -22,6 +22,7 @@ export interface RunnerOptions {
   keepAliveMs?: number; // default 5 minutes; Infinity: forever
   maxQueuedRequests?: number;
   toolCallParser?: string;
+  reasoningParser?: string;
 }
 
 export interface Lease {
@@ -156,6 +157,7 @@ export class ModelRunner {
         servedModelNames: [model.name],
         maxQueuedRequests: this.#options.maxQueuedRequests,
         toolCallParser: this.#options.toolCallParser,
+        reasoningParser: this.#options.reasoningParser,
       });
     });
     e.ready = turn.then(async () => {

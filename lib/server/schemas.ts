@@ -98,6 +98,7 @@ export const chatCompletionSchema = {
     top_logprobs: integer(0, maxLogprobs()),
     add_generation_prompt: nullable({ type: 'boolean' }),
     chat_template_kwargs: nullable({ type: 'object', maxProperties: 64 }),
+    reasoning_effort: nullable({ type: 'string', maxLength: 16 }),
     response_format: nullable({ type: 'object', maxProperties: 8, properties: { type: text(64) } }),
     tools: nullable({ type: 'array', maxItems: 1024 }),
     logit_bias: nullable({ type: 'object', maxProperties: 1024 }),

@@ -7,6 +7,7 @@
 // Invariants: state goes loading -> ready -> closing (or loading -> failed); ready() throws a 503 ApiError
 // unless the model is loaded and the server takes requests; every begin() is paired with exactly one end.
 import { getToolCallParser } from '../../tools/index.js';
+import { getReasoningParser, type ReasoningParser } from '../../reasoning/index.js';
 import type { FastifyInstance } from 'fastify';
 import { EngineCore, type CoreReady } from '../../engine-core.js';
 import type { EngineOptions } from '../../engine-options.js';
@@ -30,6 +31,8 @@ export interface ServerEngineOptions {
   maxQueuedRequests?: number;
   /** --tool-call-parser (a vLLM / SGLang name); absent: detected from the chat template. */
   toolCallParser?: string;
+  /** --reasoning-parser (a vLLM / SGLang name; 'none': off); absent: detected from the chat template. */
+  reasoningParser?: string;
   /**
    * Wait after the load for the warm-up given to startWarmup() before the state turns ready (default false;
    * `spindle serve`: true unless --skip-server-warmup). The owner must then call startWarmup() once; startServer
@@ -53,6 +56,7 @@ export class ServerEngine {
   readonly maxNumSeqs: number;
   readonly maxQueuedRequests: number;
   readonly toolCallParser: string | null; // canonical parser name given on the command line
+  readonly reasoningParser: ReasoningParser | null | undefined; // given on the command line (null: none); undefined: detect
   #state: EngineState = 'loading';
   #loadError: Error | undefined;
   #inflight = 0; // HTTP requests holding engine sequences
@@ -70,6 +74,7 @@ export class ServerEngine {
     this.maxNumSeqs = options.engine.maxNumSeqs;
     this.maxQueuedRequests = options.maxQueuedRequests ?? 256;
     this.toolCallParser = options.toolCallParser === undefined ? null : getToolCallParser(options.toolCallParser).name;
+    this.reasoningParser = options.reasoningParser === undefined ? undefined : getReasoningParser(options.reasoningParser);
     const start = performance.now();
     const warmup = new Promise<(() => Promise<number>) | null>((resolve) => { this.#giveWarmup = resolve; });
     if (!options.warmup) this.#giveWarmup(null);

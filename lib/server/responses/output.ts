@@ -1,11 +1,14 @@
-// The output items of a response (Responses API), assembled from the model's text as it streams: a `message`
+// The output items of a response (Responses API), assembled from the model's text as it streams: a `reasoning`
+// item for a reasoning model's thinking (vLLM's shape: one `reasoning_text` content part, no summary), a `message`
 // item holding one `output_text` part for plain text, one `function_call` item per tool call the tool-call parser
 // finds; and, when streaming, the events that build them (response.output_item.added, content_part.added,
-// output_text.delta / done, function_call_arguments.delta / done, output_item.done).
+// reasoning_text.delta / done, output_text.delta / done, function_call_arguments.delta / done, output_item.done).
 // Invariant: the non-streamed path feeds the whole text through the same assembler, so a streamed response's
 // items are exactly the non-streamed ones; every item that was added is done before the response ends, and a
 // response always has at least one item (an empty message when the model said nothing, or only whitespace).
 import type { ToolCallParser, ToolStreamEvent } from '../../tools/index.js';
+import { ReasoningStream, type ReasoningPiece } from '../../reasoning/index.js';
+import type { RequestReasoning } from '../reasoning.js';
 import { randomHex } from '../generation.js';
 
 export type Item = Record<string, unknown>;
@@ -19,20 +22,37 @@ export class OutputAssembler {
   readonly items: Item[] = [];
   readonly #emit: Emit | null;
   readonly #stream: ReturnType<ToolCallParser['stream']> | null;
+  readonly #reasoning: ReasoningStream | null;
   #open: Item | null = null; // the item being built (last of items)
   #pending = ''; // whitespace before any message text (dropped when a call follows, as around tool calls)
   #calls = 0;
 
-  constructor(parser: ToolCallParser | null, emit: Emit | null) {
+  constructor(parser: ToolCallParser | null, emit: Emit | null, reasoning: RequestReasoning | null = null) {
     this.#stream = parser ? parser.stream() : null;
+    this.#reasoning = reasoning ? new ReasoningStream(reasoning.parser, reasoning.start) : null;
     this.#emit = emit;
   }
+
+  /** Whether the output reasoned (so far). */
+  get reasoned(): boolean { return this.#reasoning?.reasoned ?? false; }
 
   /** Function calls made so far. */
   get calls(): number { return this.#calls; }
 
   push(text: string): void {
     if (text.length === 0) return;
+    if (this.#reasoning) this.#pieces(this.#reasoning.push(text));
+    else this.#answer(text);
+  }
+
+  #pieces(pieces: ReasoningPiece[]): void {
+    for (const p of pieces) {
+      if (p.kind === 'reasoning') this.#reason(p.text);
+      else this.#answer(p.text);
+    }
+  }
+
+  #answer(text: string): void {
     if (!this.#stream) this.#text(text);
     else this.#events(this.#stream.push(text));
   }
@@ -42,6 +62,7 @@ export class OutputAssembler {
    * `incomplete` (cut by max_output_tokens or aborted): the last item's status says so, as OpenAI's does.
    */
   finish(incomplete = false): void {
+    if (this.#reasoning) this.#pieces(this.#reasoning.finish());
     if (this.#stream) this.#events(this.#stream.finish());
     if (this.items.length === 0) this.#openMessage();
     this.#close(incomplete ? 'incomplete' : 'completed');
@@ -71,6 +92,22 @@ export class OutputAssembler {
     const part = (this.#open!.content as Item[])[0];
     part.text = (part.text as string) + text;
     this.#emit?.('response.output_text.delta', { item_id: this.#open!.id, output_index: this.#index(), content_index: 0, delta: text, logprobs: [] });
+  }
+
+  #reason(text: string): void {
+    if (this.#open?.type !== 'reasoning') {
+      this.#close();
+      const item: Item = { id: responseId('rs'), type: 'reasoning', summary: [], content: [], status: 'in_progress' };
+      this.items.push(item);
+      this.#open = item;
+      this.#emit?.('response.output_item.added', { output_index: this.#index(), item: structuredClone(item) });
+      const part = { type: 'reasoning_text', text: '' };
+      (item.content as Item[]).push(part);
+      this.#emit?.('response.content_part.added', { item_id: item.id, output_index: this.#index(), content_index: 0, part: { ...part } });
+    }
+    const part = (this.#open!.content as Item[])[0];
+    part.text = (part.text as string) + text;
+    this.#emit?.('response.reasoning_text.delta', { item_id: this.#open!.id, output_index: this.#index(), content_index: 0, delta: text });
   }
 
   #openMessage(): void {
@@ -109,6 +146,10 @@ export class OutputAssembler {
     if (item.type === 'message') {
       const part = (item.content as Item[])[0];
       this.#emit?.('response.output_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] });
+      this.#emit?.('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
+    } else if (item.type === 'reasoning') {
+      const part = (item.content as Item[])[0];
+      this.#emit?.('response.reasoning_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text });
       this.#emit?.('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
     } else {
       this.#emit?.('response.function_call_arguments.done', { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });

@@ -6,15 +6,17 @@
 // Tools work as in /v1/chat/completions with tool_choice auto (Ollama has no tool_choice): the reply's
 // message carries `tool_calls` with arguments as objects; history messages may carry tool_calls and tool
 // results. Images (base64, Ollama's `images`) go before the message text, for models with a vision projector
-// (a text-only model refuses them by name). Invariant: `thinking` of history messages is not rendered.
+// (a text-only model refuses them by name). A reasoning model's thinking comes in `message.thinking` (`think`: see
+// thinkKwargs). Invariant: `thinking` of history messages is not rendered.
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, Role } from '../../../chat/template.js';
 import { badRequest } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
 import { chatTools } from '../../tool-calls.js';
+import { constrainAfterReasoning, reasoningParserOf, requestReasoning } from '../../reasoning.js';
 import { useModel, withModelOptions } from '../../model-use.js';
-import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
+import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, thinkKwargs, type OllamaBody } from './ollama.js';
 import { ollamaChatSchema } from './schemas.js';
 
 interface OllamaMessage {
@@ -51,7 +53,6 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
   app.post('/api/chat', { schema: { body: ollamaChatSchema } }, async (request, reply) => {
     const requestStart = performance.now();
     const body = request.body as ChatBody;
-    refuseCommon(body);
     if ((body.messages ?? []).length === 0) return { ...(await loadOrUnload(app, reply, body)), message: { role: 'assistant', content: '' } };
     const use = await useModel(app, reply, body.model, {
       single: (e) => ollamaModel(e, body.model), keepAlive: body.keep_alive, numCtx: body.options?.num_ctx,
@@ -62,20 +63,25 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const loaded = performance.now();
     const params = ollamaSampling(withModelOptions(use.model, body.options), info.maxModelLen,
       body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
-    const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, body.tools, undefined, undefined);
+    const template = use.model?.manifest.template ?? info.chatTemplate;
+    const kwargs = thinkKwargs(body, reasoningParserOf(engine, template) !== null);
+    const tools = chatTools(engine, template, body.tools, undefined, undefined);
     if (tools?.grammar) {
       if (params.grammar) throw badRequest('tools and format cannot both constrain the output; give one', 'format');
       params.grammar = tools.grammar;
       if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false;
     }
-    const { ids, prompt, images } = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools },
-      'messages', use.model?.manifest ?? null);
+    const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, messages,
+      { addGenerationPrompt: true, tools: tools?.templateTools, chatTemplateKwargs: kwargs }, 'messages', use.model?.manifest ?? null);
+    const reasoning = requestReasoning(engine, template, text);
+    constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict', images > 0);
     const job = new Job(engine, [prompt], params, app.metrics);
     job.bindToReply(reply);
     return answerOllama(reply, job, {
       piece: (content) => ({ message: { role: 'assistant', content } }),
+      thinking: (thinking) => ({ message: { role: 'assistant', content: '', thinking } }),
       final: () => ({}),
-    }, { toolParser: tools?.parser, model, stream: body.stream !== false, wantLogprobs: params.logprobs !== null, tokenizer, requestStart, loaded });
+    }, { toolParser: tools?.parser, reasoning, model, stream: body.stream !== false, wantLogprobs: params.logprobs !== null, tokenizer, requestStart, loaded });
   });
 }

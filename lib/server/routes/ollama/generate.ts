@@ -17,10 +17,11 @@ import type { CorePrompt } from '../../../engine-core.js';
 import { MEDIA_MARKER, markRawPrompt } from '../../../vision/multimodal-prompt.js';
 import { chatPrompt, renderedPrompt, serverImagesPrompt } from '../../chat-prompt.js';
 import { useModel, withModelOptions } from '../../model-use.js';
-import { modelfileGenerateText } from '../../modelfile-prompt.js';
+import { modelfileGenerateText, ollamaThink } from '../../modelfile-prompt.js';
+import { constrainAfterReasoning, reasoningParserOf, requestReasoning, type RequestReasoning } from '../../reasoning.js';
 import { fimPrompt, fimTokens } from '../../../fim.js';
 import { checkPrompt, Job } from '../../generation.js';
-import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, refuseCommon, type OllamaBody } from './ollama.js';
+import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, thinkKwargs, type OllamaBody } from './ollama.js';
 import { ollamaGenerateSchema } from './schemas.js';
 
 interface GenerateBody extends OllamaBody {
@@ -39,7 +40,6 @@ function noInsert(model: string): Error {
 }
 
 function refuseUnsupported(body: GenerateBody): void {
-  refuseCommon(body);
   if (body.raw === true && (body.template || body.system || (body.context && body.context.length > 0))) {
     throw badRequest('raw mode does not support template, system, or context', 'raw');
   }
@@ -64,6 +64,8 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     const manifest = use.model?.manifest ?? null;
     const { tokenizer, info } = await engine.ready();
     const loaded = performance.now();
+    const template = manifest?.template ?? info.chatTemplate;
+    const kwargs = thinkKwargs(body, reasoningParserOf(engine, template) !== null);
     const params = ollamaSampling(withModelOptions(use.model, body.options), info.maxModelLen,
       body.logprobs === true ? body.top_logprobs ?? 0 : null, body.format);
     const images = (body.images ?? []).map(ollamaImageUrl);
@@ -72,6 +74,7 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     }
     let ids: number[];
     let prompt: CorePrompt;
+    let reasoning: RequestReasoning | null = null; // raw and fill-in-the-middle prompts are taken as they are
     if (body.suffix) {  // fill-in-the-middle
       if (manifest?.template) {
         if (!/\.Suffix\b/.test(manifest.template)) throw noInsert(model);
@@ -89,7 +92,8 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
       let chat;
       if (manifest?.template) {
         const marker = engine.core.acceptsImages ? MEDIA_MARKER : undefined;
-        const text = modelfileGenerateText({ ...manifest, template: manifest.template }, body.prompt, body.system ?? null, images, marker);
+        const text = modelfileGenerateText({ ...manifest, template: manifest.template }, body.prompt, body.system ?? null, images, marker,
+          undefined, ollamaThink(kwargs));
         chat = await renderedPrompt(engine, tokenizer, text, images, 'images');
       } else {
         const content: ChatMessage['content'] = images.length === 0 ? body.prompt
@@ -97,10 +101,12 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
         const system = body.system || manifest?.system;
         const messages: ChatMessage[] = [...(system ? [{ role: 'system' as const, content: system }] : []),
           ...(manifest?.messages ?? []).map((m) => ({ role: m.role as ChatMessage['role'], content: m.content })), { role: 'user' as const, content }];
-        chat = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true }, 'images');
+        chat = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true, chatTemplateKwargs: kwargs }, 'images');
       }
       ids = [...(body.context ?? []), ...chat.ids];
       prompt = images.length > 0 ? chat.prompt : ids;
+      reasoning = requestReasoning(engine, template, chat.text);
+      constrainAfterReasoning(params, reasoning);
     }
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, body.context?.length ? 'context' : 'prompt', 'options.num_predict', images.length > 0);
     const job = new Job(engine, [prompt], params, app.metrics);
@@ -108,7 +114,8 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     const raw = body.raw === true;
     return answerOllama(reply, job, {
       piece: (text) => ({ response: text }),
+      thinking: (thinking) => ({ response: '', thinking }),
       final: (outputIds) => (raw ? {} : { context: [...ids, ...outputIds] }),
-    }, { model, stream: body.stream !== false, wantLogprobs: params.logprobs !== null, tokenizer, requestStart, loaded });
+    }, { model, reasoning, stream: body.stream !== false, wantLogprobs: params.logprobs !== null, tokenizer, requestStart, loaded });
   });
 }

@@ -9,6 +9,7 @@ import { stat } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { readModelFileInfo, type ModelFileInfo } from '../../../gguf/file-info.js';
 import { ApiError } from '../../api-error.js';
+import { reasoningParserOf } from '../../reasoning.js';
 import { modelCapabilities, ollamaDetails } from '../../model-facts.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { ollamaModel } from './ollama.js';
@@ -96,7 +97,7 @@ export default async function ollamaModelsRoute(app: FastifyInstance): Promise<v
       system: '',
       details: ollamaDetails(f.file),
       model_info: modelInfo,
-      capabilities: modelCapabilities(info),
+      capabilities: modelCapabilities(info, reasoningParserOf(app.engine, info.chatTemplate) !== null),
       modified_at: f.modifiedAt,
     };
   });

@@ -15,6 +15,8 @@ import { chatLogprobs } from '../../logprobs.js';
 import { keepAliveOf, requestedModel, useModel } from '../../model-use.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { SseStream } from '../../sse.js';
+import type { RequestReasoning } from '../../reasoning.js';
+import { ReasoningStream, splitReasoning, type ReasoningPiece } from '../../../reasoning/index.js';
 
 /** Ollama's api.DefaultOptions() for the sampling fields this server implements (repeat_penalty over the last repeat_last_n tokens). */
 export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
@@ -91,11 +93,23 @@ export async function loadOrUnload(app: FastifyInstance, reply: FastifyReply, bo
   return { ...head, done_reason: 'load' };
 }
 
-/** Fields both routes refuse by name: thinking. */
-export function refuseCommon(body: OllamaBody): void {
-  if (body.think !== undefined && body.think !== null && body.think !== false) {
-    throw badRequest(`think: "${body.model}" does not support thinking`, 'think', 'unsupported_parameter');
+const THINK_LEVELS = ['low', 'medium', 'high', 'max'];
+
+/**
+ * Ollama's `think` as chat template variables: false turns thinking off (`enable_thinking: false`, which Qwen3's
+ * template reads; any model may be asked); true or a level needs a model that reasons (a reasoning parser: given
+ * or detected from its template), else a 400 as Ollama's "does not support thinking"; a level is also passed as
+ * `reasoning_effort`. Unset: the template's default (Qwen3 thinks), as Ollama enables thinking by default.
+ */
+export function thinkKwargs(body: OllamaBody, reasons: boolean): Record<string, unknown> | undefined {
+  const think = body.think;
+  if (think === undefined || think === null) return undefined;
+  if (think === false) return { enable_thinking: false };
+  if (typeof think === 'string' && !THINK_LEVELS.includes(think)) {
+    throw badRequest(`think must be true, false or one of ${THINK_LEVELS.map((l) => `"${l}"`).join(', ')} (got "${think}")`, 'think');
   }
+  if (!reasons) throw badRequest(`think: "${body.model}" does not support thinking`, 'think', 'unsupported_parameter');
+  return think === true ? { enable_thinking: true } : { enable_thinking: true, reasoning_effort: think };
 }
 
 function refuseOption(name: string, why: string): never {
@@ -179,6 +193,8 @@ function durations(job: Job, r: JobRequest, requestStart: number, loaded: number
 /** How a route shapes its pieces: generate `{ response }`, chat `{ message: { role, content } }`. */
 export interface OllamaShape {
   piece(text: string): Record<string, unknown>;
+  /** A piece of reasoning: generate `{ response: '', thinking }`, chat `{ message: { role, content: '', thinking } }`. */
+  thinking(text: string): Record<string, unknown>;
   /** Extra fields of the final object (generate: `context`, the prompt and output token ids). */
   final(outputIds: number[]): Record<string, unknown>;
 }
@@ -191,6 +207,8 @@ function ollamaToolCalls(calls: ParsedToolCall[]): unknown[] {
 export interface OllamaRun {
   /** Chat with tools: the parser that splits the output into content and tool calls. */
   toolParser?: ToolCallParser | null;
+  /** A reasoning model's request: its reasoning goes to `thinking`, the rest is the answer. */
+  reasoning?: RequestReasoning | null;
   model: string; // as the client named it
   stream: boolean;
   wantLogprobs: boolean;
@@ -208,18 +226,21 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
     ...durations(job, r, run.requestStart, run.loaded, ids.length), ...(logprobs ? { logprobs } : {}),
   });
   const parser = run.toolParser ?? null;
+  const reasoning = run.reasoning ?? null;
   if (!run.stream) {
     const [result] = await job.results();
     const logprobs = run.wantLogprobs ? ollamaLogprobs(result, run.tokenizer) : null;
-    if (!parser) return done(result.text, result.tokenIds, result.finishReason, logprobs);
-    const parsed = parser.parse(result.text);
+    const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, result.text) : null;
+    const parsed = parser ? parser.parse(split ? split.content : result.text) : { content: split ? split.content : result.text, toolCalls: [] };
     const answer = done(parsed.content, result.tokenIds, result.finishReason, logprobs);
+    if (split?.reasoning) Object.assign(answer, mergeThinking(answer, shape.thinking(split.reasoning)));
     if (parsed.toolCalls.length > 0) (answer.message as Record<string, unknown>).tool_calls = ollamaToolCalls(parsed.toolCalls);
     return answer;
   }
   const out = new SseStream(reply, { contentType: 'application/x-ndjson', keepAlive: false });
   const ids: number[] = [];
   const tools = parser?.stream() ?? null;
+  const thoughts = reasoning ? new ReasoningStream(reasoning.parser, reasoning.start) : null;
   const calls: { name: string; args: string }[] = [];
   // Content of the output (without tool calls when there is a parser); calls are gathered for the last chunk.
   const visible = (events: ToolStreamEvent[]): string => {
@@ -231,15 +252,29 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
     }
     return text;
   };
+  const answerText = (text: string): string => (tools ? visible(tools.push(text)) : text);
+  /** The pieces of one delta's text (or of the held-back end): thinking pieces, then answer text. */
+  const pieces = (pushed: ReasoningPiece[] | null, text: string): Record<string, unknown>[] => {
+    if (!pushed) return [shape.piece(answerText(text))];
+    const out: Record<string, unknown>[] = [];
+    for (const p of pushed) out.push(p.kind === 'reasoning' ? shape.thinking(p.text) : shape.piece(answerText(p.text)));
+    return out;
+  };
+  const hasText = (piece: Record<string, unknown>): boolean => {
+    const m = (piece.message ?? piece) as Record<string, unknown>;
+    return ((m.content ?? m.response ?? '') as string).length > 0 || ((m.thinking ?? '') as string).length > 0;
+  };
   try {
     for await (const d of job.deltas(r)) {
       ids.push(...d.tokenIds);
-      const text = tools ? visible(tools.push(d.text)) : d.text;
-      if (text.length > 0 || (run.wantLogprobs && d.tokenIds.length > 0)) {
-        out.line({ ...head(), ...shape.piece(text), done: false, ...(run.wantLogprobs ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : {}) });
-      }
+      const lines = pieces(thoughts ? thoughts.push(d.text) : null, d.text).filter(hasText);
+      const lp = run.wantLogprobs && d.tokenIds.length > 0 ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : null;
+      if (lines.length === 0 && lp) lines.push(shape.piece(''));
+      lines.forEach((piece, i) => out.line({ ...head(), ...piece, done: false, ...(i === 0 && lp ? lp : {}) }));
       if (d.finishReason !== null) {
+        const held = thoughts ? pieces(thoughts.finish(), '').filter(hasText) : [];
         const rest = tools ? visible(tools.finish()) : '';
+        for (const piece of held) out.line({ ...head(), ...piece, done: false });
         if (calls.length > 0 || rest.length > 0) {
           const piece = shape.piece(rest);
           if (calls.length > 0) (piece.message as Record<string, unknown>).tool_calls = ollamaToolCalls(calls.map((c) => ({ name: c.name, arguments: c.args })));
@@ -254,6 +289,12 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
   }
   out.end(false);
   return undefined;
+}
+
+/** The final object with the reasoning added: chat `message.thinking`, generate `thinking`. */
+function mergeThinking(answer: Record<string, unknown>, thinking: Record<string, unknown>): Record<string, unknown> {
+  if (answer.message) return { message: { ...(answer.message as object), thinking: (thinking.message as Record<string, unknown>).thinking } };
+  return { thinking: thinking.thinking };
 }
 
 /** An Ollama `images` entry (base64 bytes, or a data URL as some clients send) as an image URL. */

@@ -14,6 +14,9 @@ import { chatPrompt } from '../../chat-prompt.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
+import { ChoiceReasoning, constrainAfterReasoning, reasoningFields, requestReasoning, thinkingKwargs, withReasoningTokens,
+  type RequestReasoning } from '../../reasoning.js';
+import { splitReasoning, type ReasoningPiece } from '../../../reasoning/index.js';
 import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, useToolGrammar, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
@@ -33,6 +36,7 @@ interface ChatBody extends Record<string, unknown> {
   parallel_tool_calls?: boolean | null;
   logit_bias?: Record<string, unknown> | null;
   max_completion_tokens?: number | null;
+  reasoning_effort?: string | null;
 }
 
 /** Known fields this server does not implement: refused by name rather than ignored. */
@@ -49,43 +53,61 @@ function templateMessages(messages: ChatMessage[]): ChatMessage[] {
   return messages.map((m) => ((m.role as string) === 'developer' ? { ...m, role: 'system' } : m));
 }
 
-/** Chat chunks: a role chunk per choice, `delta.content` pieces (or tool-call deltas), an empty delta with the finish reason. */
-function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null): ChoiceFormat {
+/** Chat chunks: a role chunk per choice, `delta.content` pieces (or reasoning, or tool-call deltas), an empty delta
+ * with the finish reason. */
+function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null, reasoning: RequestReasoning | null): ChoiceFormat {
   const wantLogprobs = params.logprobs !== null;
   const parser = tools?.parser ?? null;
-  const streams = new Map<number, ToolDeltaStream>(); // per choice index
-  const streamOf = (r: JobRequest): ToolDeltaStream => {
-    let s = streams.get(r.index);
-    if (!s) streams.set(r.index, s = new ToolDeltaStream(parser!));
-    return s;
+  const choices = new Map<number, { tools: ToolDeltaStream | null; reasoning: ChoiceReasoning | null }>(); // per choice index
+  const choiceOf = (r: JobRequest) => {
+    let c = choices.get(r.index);
+    if (!c) choices.set(r.index, c = { tools: parser ? new ToolDeltaStream(parser) : null, reasoning: reasoning ? new ChoiceReasoning(reasoning) : null });
+    return c;
   };
+  /** Deltas of some answer text: content, or content and tool calls. */
+  const answer = (c: ReturnType<typeof choiceOf>, text: string): Record<string, unknown>[] =>
+    c.tools ? c.tools.push(text) : text.length > 0 ? [{ content: text }] : [];
+  const split = (c: ReturnType<typeof choiceOf>, pieces: ReasoningPiece[]): Record<string, unknown>[] =>
+    pieces.flatMap((p) => (p.kind === 'reasoning' ? [reasoningFields(p.text)] : answer(c, p.text)));
   return {
     object: 'chat.completion.chunk',
     opening: () => ({ delta: { role: 'assistant', content: '' }, logprobs: null }),
     content: (r, d) => {
       const logprobs = wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null;
-      if (!parser) return { delta: { content: d.text }, logprobs };
-      const deltas = streamOf(r).push(d.text);
+      const c = choiceOf(r);
+      if (!c.tools && !c.reasoning) return { delta: { content: d.text }, logprobs };
+      const deltas = c.reasoning ? split(c, c.reasoning.push(d.text, d.tokenIds)) : answer(c, d.text);
       if (deltas.length === 0) return logprobs ? [{ delta: {}, logprobs }] : [];
       return deltas.map((delta, i) => ({ delta, logprobs: i === 0 ? logprobs : null }));
     },
     closing: () => ({ delta: {}, logprobs: null }),
     finish: (r, reason) => {
-      if (!parser) return { chunks: [], reason };
-      const s = streamOf(r);
-      const chunks = s.finish().map((delta) => ({ delta, logprobs: null }));
-      return { chunks, reason: toolFinishReason(reason, s.calls, tools!) };
+      const c = choiceOf(r);
+      const deltas = c.reasoning ? split(c, c.reasoning.finish()) : [];
+      if (c.tools) deltas.push(...c.tools.finish());
+      return { chunks: deltas.map((delta) => ({ delta, logprobs: null })), reason: c.tools ? toolFinishReason(reason, c.tools.calls, tools!) : reason };
     },
+    completionDetails: reasoning
+      ? () => ({ reasoning_tokens: [...choices.values()].reduce((a, c) => a + (c.reasoning?.tokens(tokenizer) ?? 0), 0) })
+      : undefined,
   };
 }
 
-/** The assistant message of a finished choice: content, or content + tool_calls parsed from it. */
-function chatMessage(text: string, reason: string, tools: ChatTools | null): { message: Record<string, unknown>; finish: string } {
-  if (!tools?.parser) return { message: { role: 'assistant', content: text }, finish: reason };
-  const parsed = tools.parser.parse(text);
-  if (parsed.toolCalls.length === 0) return { message: { role: 'assistant', content: parsed.content }, finish: reason };
+/** The assistant message of a finished choice: content (after the reasoning, when the model reasons), or content +
+ * tool_calls parsed from it. */
+function chatMessage(text: string, reason: string, tools: ChatTools | null, reasoning: RequestReasoning | null):
+  { message: Record<string, unknown>; finish: string } {
+  const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, text) : null;
+  const answer = split ? split.content : text;
+  const thought = split?.reasoning != null ? reasoningFields(split.reasoning) : {}; // only where the choice reasoned
+  const noContent = split?.reasoning != null ? null : ''; // content of a choice that only reasoned
+  if (!tools?.parser) return { message: { role: 'assistant', content: answer.length > 0 ? answer : noContent, ...thought }, finish: reason };
+  const parsed = tools.parser.parse(answer);
+  if (parsed.toolCalls.length === 0) {
+    return { message: { role: 'assistant', content: parsed.content.length > 0 ? parsed.content : noContent, ...thought }, finish: reason };
+  }
   return {
-    message: { role: 'assistant', content: parsed.content.length > 0 ? parsed.content : null, tool_calls: openAiToolCalls(parsed.toolCalls) },
+    message: { role: 'assistant', content: parsed.content.length > 0 ? parsed.content : null, ...thought, tool_calls: openAiToolCalls(parsed.toolCalls) },
     finish: toolFinishReason(reason, parsed.toolCalls.length, tools),
   };
 }
@@ -105,13 +127,16 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       ...(body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {}),
       ...responseFormatSampling(body.response_format),
     }, openAiDefaults(use.model));
-    const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, body.tools, body.tool_choice, body.parallel_tool_calls);
+    const template = use.model?.manifest.template ?? info.chatTemplate;
+    const tools = chatTools(engine, template, body.tools, body.tool_choice, body.parallel_tool_calls);
     useToolGrammar(params, tools, params.grammar?.kind === 'json' || params.grammar?.kind === 'json_object' ? 'response_format' : 'a structured output');
-    const { ids, prompt, images } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
+    const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
       addGenerationPrompt: body.add_generation_prompt ?? true,
-      chatTemplateKwargs: body.chat_template_kwargs ?? undefined,
+      chatTemplateKwargs: thinkingKwargs(body.reasoning_effort, body.chat_template_kwargs),
       tools: tools?.templateTools,
     }, 'messages', use.model?.manifest ?? null);
+    const reasoning = requestReasoning(engine, template, text);
+    constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
       body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens', images > 0);
     const stream = body.stream === true;
@@ -119,7 +144,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     job.bindToReply(reply);
     const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
     if (stream) {
-      return streamChoices(reply, job, head, chatFormat(params, tokenizer, tools),
+      return streamChoices(reply, job, head, chatFormat(params, tokenizer, tools, reasoning),
         { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
     }
     const results = await job.results();
@@ -129,10 +154,10 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       created: head.created,
       model,
       choices: results.map((r, index) => {
-        const { message, finish } = chatMessage(r.text, r.finishReason, tools);
+        const { message, finish } = chatMessage(r.text, r.finishReason, tools, reasoning);
         return { index, message, logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null, finish_reason: finish };
       }),
-      usage: jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)),
+      usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoning, tokenizer, results),
     };
   });
 }

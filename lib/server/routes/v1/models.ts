@@ -1,9 +1,10 @@
 // GET /v1/models and /v1/models/:model: the served model, in OpenAI's list shape plus vLLM's max_model_len, the
-// device it runs on ('cpu' or 'cuda') and Ollama's capability names ('completion', 'vision', 'tools').
+// device it runs on ('cpu' or 'cuda') and Ollama's capability names ('completion', 'vision', 'tools', 'thinking').
 // Runner mode: the store's models (Ollama's card: id, object, created, owned_by), loaded or not.
 // Invariant: the built-in demo model says that its weights are random (random_weights, description).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../api-error.js';
+import { reasoningParserOf } from '../../reasoning.js';
 import { modelCapabilities } from '../../model-facts.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { lookupStoreModel } from '../../store-catalog.js';
@@ -13,7 +14,7 @@ async function modelCard(engine: ServerEngine, id: string): Promise<Record<strin
   const { info } = await engine.ready();
   const card: Record<string, unknown> = {
     id, object: 'model', created: engine.created, owned_by: 'spindle', root: engine.modelName, parent: null,
-    max_model_len: info.maxModelLen, device: info.device, capabilities: modelCapabilities(info),
+    max_model_len: info.maxModelLen, device: info.device, capabilities: modelCapabilities(info, reasoningParserOf(engine, info.chatTemplate) !== null),
   };
   if (engine.randomWeights) {
     card.random_weights = true;

@@ -2,9 +2,10 @@
 // `instructions`, continuing the stored conversation of `previous_response_id`; function tools with tool_choice,
 // `text.format` (json_object / json_schema), max_output_tokens, temperature, top_p (and vLLM's sampling extras);
 // non-streamed, or streamed as named SSE events (response.created, response.in_progress, the items' events,
-// then response.completed / response.incomplete). GET /v1/responses/{id} returns a stored response, DELETE
-// forgets it; `item_reference` input items name output items of stored responses. Runner mode: `model` names
-// a store model, as in the chat route.
+// then response.completed / response.incomplete); a reasoning model's thinking is a `reasoning` item first
+// (reasoning.effort: its chat template variables, as the chat route's reasoning_effort). GET /v1/responses/{id}
+// returns a stored response, DELETE forgets it; `item_reference` input items name output items of stored
+// responses. Runner mode: `model` names a store model, as in the chat route.
 // Invariants: the prompt is the chat route's for the same messages (same template, tools, Modelfile); stored
 // responses are in memory (the newest 1000, at most 64 MiB; `store: false` keeps none); a streamed response's
 // items equal the non-streamed ones (responses/output.ts); a failure after the stream started is one `error`
@@ -19,6 +20,7 @@ import { responseFormatSampling } from '../../response-format.js';
 import { responsesSchema } from '../../schemas.js';
 import { SseStream } from '../../sse.js';
 import { chatTools, useToolGrammar } from '../../tool-calls.js';
+import { constrainAfterReasoning, reasoningParserOf, reasoningTokenCount, requestReasoning, thinkingKwargs } from '../../reasoning.js';
 import { chatToolChoiceOf, chatToolsOf, inputItems, itemsToMessages, responseFormatOf } from '../../responses/input.js';
 import { OutputAssembler, responseId, type Emit, type Item } from '../../responses/output.js';
 import { ResponseStore } from '../../responses/store.js';
@@ -42,7 +44,6 @@ interface ResponsesBody extends Record<string, unknown> {
 
 function refuseUnsupported(body: ResponsesBody): void {
   if (body.background === true) throw badRequest('background: background responses are not supported by this server', 'background', 'unsupported_parameter');
-  if (body.reasoning?.effort != null) throw badRequest('reasoning: this server runs no reasoning models (reasoning.effort is not supported)', 'reasoning', 'unsupported_parameter');
   if (body.conversation != null) throw badRequest('conversation: the Conversations API is not supported; use previous_response_id', 'conversation', 'unsupported_parameter');
   if (body.prompt != null) throw badRequest('prompt: stored prompt templates are not supported', 'prompt', 'unsupported_parameter');
   if (body.n != null && body.n !== 1) throw badRequest('n: a response has one output; send n requests for more', 'n');
@@ -78,11 +79,18 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
 
     const params = samplingFrom({ ...body, max_tokens: body.max_output_tokens }, responseFormatSampling(responseFormatOf(body.text)),
       openAiDefaults(use.model));
-    const tools = chatTools(engine, use.model?.manifest.template ?? info.chatTemplate, chatToolsOf(body.tools),
+    const template = use.model?.manifest.template ?? info.chatTemplate;
+    const tools = chatTools(engine, template, chatToolsOf(body.tools),
       chatToolChoiceOf(body.tool_choice), body.parallel_tool_calls);
     useToolGrammar(params, tools, 'text.format');
-    const { ids, prompt, images } = await chatPrompt(engine, tokenizer, messages, { addGenerationPrompt: true, tools: tools?.templateTools },
-      'input', use.model?.manifest ?? null);
+    const effort = body.reasoning?.effort ?? null;
+    if (effort !== null && !reasoningParserOf(engine, template)) {
+      throw badRequest('reasoning.effort: this model does not reason (it has no reasoning parser; see --reasoning-parser)', 'reasoning', 'unsupported_parameter');
+    }
+    const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, messages,
+      { addGenerationPrompt: true, tools: tools?.templateTools, chatTemplateKwargs: thinkingKwargs(effort, undefined) }, 'input', use.model?.manifest ?? null);
+    const reasoning = requestReasoning(engine, template, text);
+    constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'input', 'max_output_tokens', images > 0);
 
     const id = responseId('resp');
@@ -92,7 +100,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       id, object: 'response', created_at: createdAt, status, error: null, incomplete_details: null,
       instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, model, output,
       parallel_tool_calls: body.parallel_tool_calls ?? true, previous_response_id: body.previous_response_id ?? null,
-      reasoning: { effort: null, summary: null }, store: storeIt, temperature: params.temperature, text: body.text ?? { format: { type: 'text' } },
+      reasoning: { effort, summary: null }, store: storeIt, temperature: params.temperature, text: body.text ?? { format: { type: 'text' } },
       tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: params.topP, truncation: 'disabled', usage: null,
       user: body.user ?? null, metadata: body.metadata ?? {}, ...extra,
     });
@@ -104,7 +112,9 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
      * The finished response object: completed, incomplete (max_output_tokens) or, for a request aborted before it
      * finished (client gone, server draining), failed; stored unless store: false or failed.
      */
-    const finished = (assembler: OutputAssembler, reason: string, outputTokens: number): Record<string, unknown> => {
+    const finished = (assembler: OutputAssembler, reason: string, outputIds: readonly number[]): Record<string, unknown> => {
+      const outputTokens = outputIds.length;
+      const reasoningTokens = reasoning ? reasoningTokenCount(tokenizer, reasoning, assembler.reasoned, outputIds) : 0;
       const usage = jobUsage(job, outputTokens);
       const incomplete = reason === 'length', aborted = reason === 'abort';
       const done = response(aborted ? 'failed' : incomplete ? 'incomplete' : 'completed', assembler.items, {
@@ -112,7 +122,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
         error: aborted ? { code: 'request_aborted', message: 'the request was aborted before it finished' } : null,
         usage: {
           input_tokens: usage.prompt_tokens, input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
-          output_tokens: usage.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: usage.total_tokens,
+          output_tokens: usage.completion_tokens, output_tokens_details: { reasoning_tokens: reasoningTokens }, total_tokens: usage.total_tokens,
         },
       });
       if (storeIt && !aborted) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
@@ -121,10 +131,10 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
 
     if (body.stream !== true) {
       const [result] = await job.results();
-      const assembler = new OutputAssembler(tools?.parser ?? null, null);
+      const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
       assembler.push(result.text);
       assembler.finish(result.finishReason !== 'stop');
-      return finished(assembler, result.finishReason, result.tokenIds.length);
+      return finished(assembler, result.finishReason, result.tokenIds);
     }
 
     const sse = new SseStream(reply);
@@ -132,15 +142,15 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     const emit: Emit = (type, fields) => sse.event(type, { type, sequence_number: seq++, ...fields });
     emit('response.created', { response: response('in_progress', []) });
     emit('response.in_progress', { response: response('in_progress', []) });
-    const assembler = new OutputAssembler(tools?.parser ?? null, emit);
-    let outputTokens = 0;
+    const assembler = new OutputAssembler(tools?.parser ?? null, emit, reasoning);
+    const outputIds: number[] = [];
     try {
       for await (const d of job.deltas(r)) {
-        outputTokens += d.tokenIds.length;
+        outputIds.push(...d.tokenIds);
         assembler.push(d.text);
         if (d.finishReason !== null) {
           assembler.finish(d.finishReason !== 'stop');
-          const done = finished(assembler, d.finishReason, outputTokens);
+          const done = finished(assembler, d.finishReason, outputIds);
           emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
         }
       }

@@ -1,0 +1,97 @@
+// Reasoning on the chat routes: which parser a request gets (--reasoning-parser, else the chat template's), where
+// its output starts (read from the rendered prompt), the grammar of a constrained answer moved after the reasoning,
+// and each choice's output split as it streams, with its reasoning tokens counted.
+// Invariant: without a parser nothing changes (the routes' output is byte for byte what it was); with one, a
+// choice's streamed reasoning and content join to exactly its non-streamed split (lib/reasoning/stream.ts).
+import { detectReasoningParser, getReasoningParser, reasoningStart, ReasoningStream, splitReasoning, withReasoning, type ReasoningParser,
+  type ReasoningPiece, type ReasoningStart } from '../reasoning/index.js';
+import type { SamplingParams } from '../sampling-params.js';
+import type { Tokenizer } from '../tokenizer.js';
+import type { Usage } from './generation.js';
+import type { ServerEngine } from './plugins/engine.js';
+
+export interface RequestReasoning {
+  parser: ReasoningParser;
+  start: ReasoningStart;
+}
+
+/** The engine's reasoning parser: the one named on the command line ('none': off), else the chat template's. */
+export function reasoningParserOf(engine: ServerEngine, chatTemplate: string | null): ReasoningParser | null {
+  if (engine.reasoningParser !== undefined) return engine.reasoningParser;
+  return chatTemplate ? detectReasoningParser(chatTemplate) : null;
+}
+
+/** A request's reasoning from its rendered prompt; null when the model has no reasoning parser. */
+export function requestReasoning(engine: ServerEngine, chatTemplate: string | null, promptText: string): RequestReasoning | null {
+  const parser = reasoningParserOf(engine, chatTemplate);
+  return parser ? { parser, start: reasoningStart(parser, promptText) } : null;
+}
+
+/** Moves the request's output constraint (if any) after the reasoning block. */
+export function constrainAfterReasoning(params: SamplingParams, reasoning: RequestReasoning | null): void {
+  if (reasoning && params.grammar) params.grammar = withReasoning(params.grammar, reasoning.parser, reasoning.start);
+}
+
+/** One choice's output split as it streams, keeping its token ids for the reasoning token count. */
+export class ChoiceReasoning {
+  readonly #stream: ReasoningStream;
+  readonly #ids: number[] = [];
+
+  constructor(readonly request: RequestReasoning) {
+    this.#stream = new ReasoningStream(request.parser, request.start);
+  }
+
+  get reasoned(): boolean { return this.#stream.reasoned; }
+
+  push(text: string, tokenIds: readonly number[]): ReasoningPiece[] {
+    this.#ids.push(...tokenIds);
+    return this.#stream.push(text);
+  }
+
+  finish(): ReasoningPiece[] { return this.#stream.finish(); }
+
+  tokens(tokenizer: Tokenizer): number { return reasoningTokenCount(tokenizer, this.request, this.#stream.reasoned, this.#ids); }
+}
+
+/**
+ * Output tokens spent reasoning (OpenAI's completion_tokens_details.reasoning_tokens): the fewest leading tokens whose
+ * text holds the end tag (all of them while the block is open); 0 for an output that did not reason.
+ */
+export function reasoningTokenCount(tokenizer: Tokenizer, r: RequestReasoning, reasoned: boolean, ids: readonly number[]): number {
+  if (!reasoned) return 0;
+  const closedBy = (k: number) => tokenizer.decode(ids.slice(0, k)).includes(r.parser.endTag);
+  if (!closedBy(ids.length)) return ids.length;
+  let lo = 1;
+  let hi = ids.length; // closedBy(hi) holds
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (closedBy(mid)) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** usage with completion_tokens_details.reasoning_tokens over the finished choices (unchanged without a parser). */
+export function withReasoningTokens(usage: Usage, reasoning: RequestReasoning | null, tokenizer: Tokenizer,
+  results: readonly { text: string; tokenIds: readonly number[] }[]): Usage {
+  if (!reasoning) return usage;
+  const tokens = results.reduce((a, r) =>
+    a + reasoningTokenCount(tokenizer, reasoning, splitReasoning(reasoning.parser, reasoning.start, r.text).reasoning !== null, r.tokenIds), 0);
+  return { ...usage, completion_tokens_details: { ...usage.completion_tokens_details, reasoning_tokens: tokens } };
+}
+
+/**
+ * Chat template variables of a request's reasoning effort (OpenAI's reasoning_effort, the Responses API's
+ * reasoning.effort): passed as `reasoning_effort` (templates that take it, e.g. gpt-oss's), and 'none' turns
+ * thinking off as Qwen3's `enable_thinking: false`; the request's own chat_template_kwargs win.
+ */
+export function thinkingKwargs(effort: string | null | undefined, kwargs: Record<string, unknown> | null | undefined):
+  Record<string, unknown> | undefined {
+  if (effort == null) return kwargs ?? undefined;
+  return { reasoning_effort: effort, ...(effort === 'none' ? { enable_thinking: false } : {}), ...(kwargs ?? {}) };
+}
+
+/** The OpenAI-compatible fields of reasoning text: vLLM's current `reasoning` and the `reasoning_content` of
+ * DeepSeek's API and earlier vLLM, which most clients read. */
+export function reasoningFields(text: string | null): Record<string, string | null> {
+  return { reasoning_content: text, reasoning: text };
+}
