@@ -2,14 +2,17 @@
 // and a fresh store (SPINDLE_HOME): pull (progress as plain lines off a terminal), list, show, run with a prompt,
 // run with piped stdin, the interactive chat in a pseudo-terminal (util-linux `script`) with /set parameter and
 // /bye, rm, cp; a second process using the store while a pull runs (list and run answer; a second pull of the
-// same model waits for the first instead of downloading again); bad references are one-line errors.
+// same model waits for the first instead of downloading again); bad references are one-line errors; a reasoning
+// model's thinking printed as Ollama prints it (--hidethinking, --think=false).
 import t from 'tap';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fixtureModel } from './helpers/fixtures.js';
+import { fixtureModel, PRESETS } from './helpers/fixtures.js';
+import { tokenizerGguf } from '../lib/random-model/tokenizer.js';
+import { chain, writeScriptedModel } from './tooling/fixtures/index.js';
 import { startHubServer } from './helpers/hub-server.js';
 
 const cli = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
@@ -237,4 +240,24 @@ t.test('vision in the CLI: a created LFM2-VL model takes /image in the chat and 
   t.notMatch(out.slice(mark), /error:/);
   child.stdin.write('/bye\r');
   t.equal(await new Promise<number | null>((r) => child.on('exit', r)), 0);
+});
+
+t.test('run a reasoning model: its thinking between Thinking... and ...done thinking.; --hidethinking; --think=false', async (t) => {
+  const vocab = tokenizerGguf('qwen3');
+  const ids = ['<think>', 'Reason', 'ing', '.', '</think>', 'ĊĊ', 'Hello', 'Ġworld', '!', '<|im_end|>'].map((p) => vocab.tokens.indexOf(p));
+  const dir = mkdtempSync(join(tmpdir(), 'spindle-cli-reasoning-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const path = await writeScriptedModel(join(dir, 'scripted.gguf'), chain(vocab.tokens.indexOf('Ċ'), ids));
+  const shown = await spindle(['run', path, 'Say hello.', ...RUN_FLAGS]);
+  t.equal(shown.code, 0, shown.stderr);
+  t.equal(shown.stdout, 'Thinking...\nReasoning.\n...done thinking.\n\nHello world!\n');
+  t.equal((await spindle(['run', path, 'Say hello.', '--hidethinking', ...RUN_FLAGS])).stdout, 'Hello world!\n');
+  t.equal((await spindle(['run', path, 'Say hello.', '--think=false', ...RUN_FLAGS])).stdout, 'Hello world!\n',
+    'the template renders the closed block: the model answers at once');
+  const bad = await spindle(['run', path, 'x', '--think=deep', ...RUN_FLAGS]);
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /--think must be one of true, false, low, medium, high, max \(got 'deep'\)/);
+  const plain = await spindle(['run', await fixtureModel(PRESETS.llama3Tiny), 'x', '--think', ...RUN_FLAGS]);
+  t.equal(plain.code, 1, 'a model that does not reason: --think is an error, as Ollama');
+  t.match(plain.stderr, /does not support thinking/);
 });

@@ -8,6 +8,7 @@ import {
   type ReasoningParser, type ReasoningStart,
 } from '../lib/reasoning/index.js';
 import { compileJsonSchema, compileRegex } from '../lib/structured/index.js';
+import { renderChatTemplate } from '../lib/chat/template.js';
 import { loadTokenizerFiles } from '../lib/random-model/tokenizer.js';
 
 const qwen3 = getReasoningParser('qwen3')!;
@@ -95,7 +96,8 @@ t.test('withReasoning: free reasoning, then exactly the original grammar', async
   const answer = '{"a": 12}';
   const either = withReasoning(json, qwen3, 'by-output').gbnf;
   const open = withReasoning(json, qwen3, 'reasoning').gbnf;
-  const reasonings = ['', 'plain', 'a < b and <</ and </thin and </think and </thinK>', '<think> inside', 'ünïcödé 😀', '<'];
+  const reasonings = ['', 'plain', 'a < b and <</ and </thin and </think and </thinK>', '<think> inside', 'ünïcödé 😀', '<',
+    '</<b', 'x</think<y', '</thi</think', '<<</th<</', '</think</thin'];
   for (const r of reasonings) {
     t.ok(complete(either, `<think>\n${r}\n</think>\n\n${answer}`), `block then answer: ${show(r)}`);
     t.ok(complete(open, `${r}</think>${answer}`), `opened block: ${show(r)}`);
@@ -105,6 +107,25 @@ t.test('withReasoning: free reasoning, then exactly the original grammar', async
   t.notOk(complete(open, answer), 'an opened block must close first');
   t.notOk(complete(either, '<think>x</think>{"a": "no"}'), 'the answer is still constrained');
   t.notOk(complete(either, '<think>x</think>\n\nfree text'), 'free text after the block is not allowed');
+  // against the definition: every text of up to 4 characters over an alphabet that spells the tag, and random
+  // texts from pieces of it, are accepted as reasoning exactly when they do not contain the end tag
+  const texts: string[] = [];
+  const letters = ['<', '/', 't', 'h', 'i', 'n', 'k', '>', 'x'];
+  const spell = (prefix: string): void => {
+    if (prefix.length > 0) texts.push(prefix);
+    if (prefix.length < 4) for (const c of letters) spell(prefix + c);
+  };
+  spell('');
+  const r = rng(3);
+  const pieces = ['<', '</', '</thi', 'nk>', 'ink', 'k', '>', 'x', '</think', '<t', '</think>', 'hink>'];
+  for (let i = 0; i < 1500; ++i) texts.push(Array.from({ length: int(r, 1, 6) }, () => pieces[int(r, 0, pieces.length - 1)]).join(''));
+  let wrong = 0;
+  for (const x of texts) if (complete(open, `${x}</think>${answer}`) === x.includes('</think>')) { wrong++; t.fail(show(x)); }
+  t.equal(wrong, 0, `${texts.length} texts checked against the definition`);
+  const user = { kind: 'grammar' as const, gbnf: 'root ::= reasoning-answer\nreasoning-answer ::= "ok" reasoning-text0?\nreasoning-text0 ::= "!"', triggers: [] };
+  const wrapped = withReasoning(user, qwen3, 'reasoning').gbnf;
+  t.ok(complete(wrapped, 'hm</think>ok!'), "a user grammar's own rule names are kept apart from the reasoning rules");
+  t.notOk(complete(wrapped, 'hm</think>okay'));
   const rootRef = { kind: 'grammar' as const, gbnf: 'root ::= "(" root? ")" # root in a comment\nx ::= "root" [root]', triggers: [] };
   const nested = withReasoning(rootRef, qwen3, 'reasoning').gbnf;
   t.ok(complete(nested, 'r</think>(())'), 'a recursive root keeps recursing in the answer');
@@ -113,4 +134,17 @@ t.test('withReasoning: free reasoning, then exactly the original grammar', async
   t.equal(withReasoning(regex, qwen3, 'content'), regex, 'a prompt that closed the block: unchanged');
   const lazy = { kind: 'tools' as const, gbnf: regex.gbnf, triggers: [{ text: '<tool_call>', atStart: false }] };
   t.equal(withReasoning(lazy, qwen3, 'by-output'), lazy, 'a lazy grammar: unchanged');
+});
+
+t.test("an assistant turn's reasoning reaches Qwen3's template by either name (it renders it within a tool loop)", async (t) => {
+  const qwen3Template = loadTokenizerFiles('qwen3').config.chat_template as string;
+  const call = { id: 'c1', type: 'function', function: { name: 'wave', arguments: '{"times":1}' } };
+  for (const key of ['reasoning_content', 'reasoning']) {
+    const text = renderChatTemplate(qwen3Template, [
+      { role: 'user', content: 'Wave.' },
+      { role: 'assistant', content: '', tool_calls: [call], [key]: 'I should wave once.' },
+      { role: 'tool', tool_call_id: 'c1', content: 'waved' },
+    ]);
+    t.match(text, /<\|im_start\|>assistant\n<think>\nI should wave once.\n<\/think>\n\n<tool_call>/, key);
+  }
 });

@@ -167,6 +167,24 @@ t.test('responses: a reasoning item before the message; its events; reasoning_to
   t.equal(next.output_text, 'Hello world!', 'a stored reasoning item may be sent back');
 });
 
+t.test("a tool loop: the turn's reasoning goes back into the prompt, from the Responses store as from chat", async (t) => {
+  const wave = { type: 'function' as const, name: 'wave', parameters: { type: 'object', properties: { times: { type: 'integer', minimum: 1, maximum: 3 } }, required: ['times'] } };
+  const first = await client.responses.create({ model: 'scripted', input: 'Say hello.', tools: [wave], tool_choice: 'required',
+    parallel_tool_calls: false, temperature: 0, max_output_tokens: 256 });
+  t.same(first.output.map((i) => i.type), ['reasoning', 'function_call']);
+  const call = first.output[1] as OpenAI.Responses.ResponseFunctionToolCall;
+  const next = await client.responses.create({ model: 'scripted', previous_response_id: first.id, temperature: 0, max_output_tokens: 1,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: 'waved' }], tools: [wave] });
+  const chatTools = [{ type: 'function' as const, function: { name: 'wave', parameters: wave.parameters } }];
+  const history = (extra: Record<string, unknown>) => [...user,
+    { role: 'assistant', content: null, tool_calls: [{ id: call.call_id, type: 'function', function: { name: 'wave', arguments: call.arguments } }], ...extra },
+    { role: 'tool', tool_call_id: call.call_id, content: 'waved' }] as OpenAI.Chat.ChatCompletionMessageParam[];
+  const withThought = await client.chat.completions.create({ ...greedy, max_tokens: 1, tools: chatTools, messages: history({ reasoning_content: 'Reasoning.' }) });
+  const without = await client.chat.completions.create({ ...greedy, max_tokens: 1, tools: chatTools, messages: history({}) });
+  t.equal(next.usage!.input_tokens, withThought.usage!.prompt_tokens, "the stored reasoning is rendered as the chat route's reasoning_content");
+  t.ok(withThought.usage!.prompt_tokens > without.usage!.prompt_tokens, "Qwen3's template renders it within the tool loop");
+});
+
 t.test('the AI SDK reads the reasoning (openai-compatible provider)', async (t) => {
   const spindle = createOpenAICompatible({ name: 'spindle', baseURL: `${base}/v1` });
   const r = await generateText({ model: spindle('scripted'), prompt: 'Say hello.', temperature: 0, maxOutputTokens: 32 });

@@ -2,8 +2,8 @@
 // Chromium (Debian's `chromium`, through playwright-core). Streams a reply, stops one mid-answer (Esc), puts the
 // settings into the request, finds a conversation after a reload, refuses images for a text model as they are
 // attached (file picker, drop, paste) and sends them for a vision one, shows a server error as a readable message,
-// renders a hostile Markdown reply inert, shows the server panel, asks for the API key of a --api-key server,
-// loads in under a second, and ships under 500 kB gzipped. Needs `npm run build:ts` and `npm run build:ui`.
+// renders a hostile Markdown reply inert, shows a reasoning model's thinking folded above its answer, shows the
+// server panel, asks for the API key of a --api-key server, loads in under a second, and ships under 500 kB gzipped. Needs `npm run build:ts` and `npm run build:ui`.
 // Screenshots go to $SPINDLE_UI_SCREENSHOTS when set (docs/images to refresh the README's), else a temp folder.
 import t from 'tap';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -16,6 +16,8 @@ import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { localKey, ModelStore } from '../lib/models/store.js';
 import { buildApp } from '../lib/server/app.js';
 import { fixtureModel } from './helpers/fixtures.js';
+import { tokenizerGguf } from '../lib/random-model/tokenizer.js';
+import { chain, writeScriptedModel } from './tooling/fixtures/index.js';
 import { startHubServer } from './helpers/hub-server.js';
 import { repoRoot, startServe, type ServeProcess } from './helpers/serve-process.js';
 
@@ -283,6 +285,33 @@ t.test('with a vision model, images come by picker, drop and paste and go as ima
   t.same(content.map((p) => p.type), ['image_url', 'image_url', 'image_url', 'text'], 'three image_url parts, then the text');
   t.ok(content.slice(0, 3).every((p) => /^data:image\/png;base64,/.test(p.image_url?.url ?? '')));
   t.ok(await page.getByRole('img', { name: 'attached image 3' }).isVisible(), 'the images show in the conversation');
+  await context.close();
+});
+
+t.test("a reasoning model's thinking shows above the answer, folded once the answer came", async (t) => {
+  // the scripted model answers `<think>Reasoning.</think>\n\nHello world!` (test/tooling/fixtures/scripted.ts)
+  const dir = mkdtempSync(join(tmpdir(), 'spindle-ui-reasoning-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const vocab = tokenizerGguf('qwen3');
+  const ids = ['<think>', 'Reason', 'ing', '.', '</think>', 'ĊĊ', 'Hello', 'Ġworld', '!', '<|im_end|>'].map((p) => vocab.tokens.indexOf(p));
+  const scripted = await writeScriptedModel(join(dir, 'scripted.gguf'), chain(vocab.tokens.indexOf('Ċ'), ids));
+  const reasoningServer = await startServe([scripted, '--max-model-len', '512', '--threads', '1', '--served-model-name', 'scripted']);
+  t.teardown(() => reasoningServer.stop());
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  await page.goto(reasoningServer.url + '/');
+  const box = page.getByRole('textbox', { name: 'Message' });
+  await box.fill('Say hello.');
+  await box.press('Enter');
+  const reply = lastReply(page);
+  await reply.getByTestId('reply-stats').waitFor();
+  t.equal((await reply.locator('.markdown').textContent())?.trim(), 'Hello world!', 'the answer, without the think block');
+  const thought = reply.locator('details.reasoning');
+  t.equal(await thought.locator('summary').textContent(), 'Thought');
+  t.equal(await thought.evaluate((d) => (d as HTMLDetailsElement).open), false, 'folded');
+  t.equal(await thought.locator('.reasoning-text').textContent(), 'Reasoning.');
+  await thought.locator('summary').click();
+  t.ok(await thought.locator('.reasoning-text').isVisible(), 'opens on a click');
   await context.close();
 });
 

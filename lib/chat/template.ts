@@ -126,6 +126,9 @@ export function normalizeMessages(messages: readonly ChatMessage[], marker?: str
       throw new ChatTemplateError(`${where}.content is missing`);
     }
     const out: Record<string, unknown> = { ...m, content: content ?? '' };
+    // vLLM's current name of an assistant turn's reasoning, as templates read it (Qwen3's renders the reasoning
+    // of the turns after the last user message, e.g. in a tool loop)
+    if (typeof m.reasoning === 'string' && m.reasoning_content === undefined) out.reasoning_content = m.reasoning;
     if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map(templateToolCall);
     return out;
   });

@@ -6,6 +6,9 @@
 // The model is a store name, a hub reference (pulled with progress first) or a .gguf path. Sampling is the
 // server's Ollama sampling (lib/server/routes/ollama/ollama.ts: Ollama's defaults, then the Modelfile's
 // PARAMETERs, then /set parameter); a Modelfile's TEMPLATE, SYSTEM and MESSAGEs are used when the model has them.
+// A reasoning model's thinking (its chat template writes <think> blocks) prints between "Thinking..." and
+// "...done thinking." before the answer, as Ollama's does (--hidethinking: not printed; --think false|true|level,
+// /set think, /set nothink: the template's thinking switch); the history keeps the answer only.
 // Invariant: returns an exit code (0, 1 for an error, 2 for usage, 130 after Ctrl-C in one-shot mode); every
 // error is one line on stderr; the engine is always closed.
 import { existsSync } from 'node:fs';
@@ -24,6 +27,8 @@ import type { CommandIo } from './io.js';
 import { openStore, reportError } from './models/common.js';
 import { progressPrinter } from './models/progress.js';
 import { renderPrompt } from './run-prompt.js';
+import { detectReasoningParser, reasoningStart, ReasoningStream, type ReasoningParser, type ReasoningPiece } from '../reasoning/index.js';
+import type { ThinkValue } from '../modelfile/index.js';
 
 const HELP = `Usage: spindle run <model> [prompt] [flags]
 
@@ -34,9 +39,12 @@ Flags:
   --threads N        CPU threads (default: every core)
   --ctx N            context length (default: the Modelfile's num_ctx, else 4096 or the model's if smaller)
   --verbose          timings after each answer
+  --think[=VALUE]    thinking of a reasoning model: true, false, low, medium, high, max (default: the model's)
+  --hidethinking     do not print the thinking
   -h, --help         this text
 
-In the chat: /bye, /clear, /set parameter <name> <value>, /set system <text>, /show, /image <path> <question>,
+In the chat: /bye, /clear, /set parameter <name> <value>, /set system <text>, /set think, /set nothink, /show,
+/image <path> <question>,
 """multi-line input""", Ctrl-C stops an answer, Ctrl-D exits.
 `;
 
@@ -49,6 +57,25 @@ interface Session {
   system: string | null;
   options: OllamaOptions;
   verbose: boolean;
+  think: ThinkValue | undefined; // undefined: the template's default
+  hideThinking: boolean;
+}
+
+const THINK_VALUES: Record<string, ThinkValue> = { true: true, false: false, low: 'low', medium: 'medium', high: 'high', max: 'max' };
+
+/** Why `think` cannot be used with the session's model (null: it can): thinking needs a model that reasons. */
+function thinkProblem(s: Session, think: ThinkValue): string | null {
+  if (think === false) return null;
+  return sessionParser(s) ? null : `"${s.resolved.name}" does not support thinking`;
+}
+
+function sessionParser(s: Session): ReasoningParser | null {
+  return detectReasoningParser(s.resolved.manifest?.template ?? s.core.readyValue?.info.chatTemplate ?? '');
+}
+
+/** Ollama's bare `--think` means true: give parseArgs the value it needs. */
+function withThinkValue(argv: string[]): string[] {
+  return argv.map((a, i) => (a === '--think' && (i + 1 >= argv.length || !(argv[i + 1] in THINK_VALUES)) ? '--think=true' : a));
 }
 
 /** A user turn's text and images: image paths written in the prompt (existing image files) become images. */
@@ -69,7 +96,9 @@ async function answer(s: Session, io: CommandIo, signal: AbortSignal): Promise<s
   const params = ollamaSampling(s.options, info.maxModelLen, null);
   const messages = [...(s.system ? [{ role: 'system' as const, content: s.system }] : []), ...s.messages];
   const vision = s.core.acceptsImages;
-  const text = renderPrompt(s.resolved.manifest, tokenizer, messages, vision ? MEDIA_MARKER : undefined);
+  const text = renderPrompt(s.resolved.manifest, tokenizer, messages, vision ? MEDIA_MARKER : undefined, s.think);
+  const parser = sessionParser(s);
+  const thoughts = parser ? new ReasoningStream(parser, reasoningStart(parser, text)) : null;
   const sources = vision ? imageSources(messages) : [];
   const prompt = sources.length > 0
     ? await s.core.multimodalPrompt(text, sources, 'image', true, s.core.offlineMediaFetch)
@@ -80,17 +109,33 @@ async function answer(s: Session, io: CommandIo, signal: AbortSignal): Promise<s
   let out = '';
   let tokens = 0;
   let first = 0;
+  const state: { thinking: 'no' | 'open' | 'done' } = { thinking: 'no' };
+  const print = (pieces: ReasoningPiece[]): void => {
+    for (const p of pieces) {
+      if (p.kind === 'reasoning') {
+        if (s.hideThinking) continue;
+        if (state.thinking === 'no') io.stdout.write('Thinking...\n');
+        state.thinking = 'open';
+        io.stdout.write(p.text);
+      } else {
+        if (state.thinking === 'open') io.stdout.write('\n...done thinking.\n\n');
+        state.thinking = 'done';
+        out += p.text;
+        io.stdout.write(p.text);
+      }
+    }
+  };
   try {
     for await (const d of handle.deltas!) {
       if (tokens === 0 && d.tokenIds.length > 0) first = performance.now();
       tokens += d.tokenIds.length;
-      out += d.text;
-      io.stdout.write(d.text);
+      print(thoughts ? thoughts.push(d.text) : [{ kind: 'content', text: d.text }]);
     }
   } finally {
     submission.detach();
+    if (thoughts) print(thoughts.finish());
   }
-  io.stdout.write('\n');
+  io.stdout.write(state.thinking === 'open' ? '\n...done thinking.\n' : '\n');
   if (s.verbose) {
     const end = performance.now();
     const promptTokens = 'tokenIds' in prompt ? prompt.tokenIds.length : prompt.length;
@@ -172,6 +217,15 @@ async function repl(s: Session, io: CommandIo, stdin: Readable & { isTTY?: boole
         io.stdout.write('Cleared session context\n');
       } else if (cmd === '/set' && args[0] === 'parameter') {
         setParameter(s, args[1], args.slice(2), io);
+      } else if (cmd === '/set' && (args[0] === 'think' || args[0] === 'nothink')) {
+        const think = args[0] === 'nothink' ? false : args[1] === undefined ? true : THINK_VALUES[args[1]];
+        const problem = think === undefined ? `think must be one of ${Object.keys(THINK_VALUES).join(', ')} (got '${args[1]}')`
+          : thinkProblem(s, think);
+        if (problem) io.stdout.write(`Couldn't set think: ${problem}\n`);
+        else {
+          s.think = think;
+          io.stdout.write(think === false ? 'Set \'nothink\' mode.\n' : 'Set \'think\' mode.\n');
+        }
       } else if (cmd === '/set' && args[0] === 'system') {
         s.system = text.replace(/^\/set\s+system\s*/, '');
         io.stdout.write('Set system message.\n');
@@ -187,7 +241,7 @@ async function repl(s: Session, io: CommandIo, stdin: Readable & { isTTY?: boole
         images = [args[0]];
         prompt = args.slice(1).join(' ');
       } else {
-        io.stdout.write('Available commands: /bye, /clear, /set parameter <name> <value>, /set system <text>, /show, /image <path> <question>\n');
+        io.stdout.write('Available commands: /bye, /clear, /set parameter <name> <value>, /set system <text>, /set think, /set nothink, /show, /image <path> <question>\n');
       }
       if (images.length === 0) {
         rl.prompt();
@@ -223,9 +277,15 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv, allowPositionals: true, strict: true,
-      options: { help: { type: 'boolean', short: 'h' }, threads: { type: 'string' }, ctx: { type: 'string' }, verbose: { type: 'boolean' }, nowordwrap: { type: 'boolean' } },
+      args: withThinkValue(argv), allowPositionals: true, strict: true,
+      options: {
+        help: { type: 'boolean', short: 'h' }, threads: { type: 'string' }, ctx: { type: 'string' }, verbose: { type: 'boolean' },
+        nowordwrap: { type: 'boolean' }, think: { type: 'string' }, hidethinking: { type: 'boolean' },
+      },
     });
+    if (parsed.values.think !== undefined && !(parsed.values.think in THINK_VALUES)) {
+      throw new Error(`--think must be one of ${Object.keys(THINK_VALUES).join(', ')} (got '${parsed.values.think}')`);
+    }
   } catch (e) {
     io.stderr.write(`spindle run: ${(e as Error).message}\n${HELP}`);
     return 2;
@@ -251,7 +311,10 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
       core, resolved, verbose: values.verbose === true, system: resolved.manifest?.system ?? null,
       messages: (resolved.manifest?.messages ?? []).map((m) => ({ role: m.role as ChatMessage['role'], content: m.content })),
       options: options as OllamaOptions,
+      think: values.think === undefined ? undefined : THINK_VALUES[values.think], hideThinking: values.hidethinking === true,
     };
+    const problem = s.think === undefined ? null : thinkProblem(s, s.think);
+    if (problem) throw new Error(problem);
     let prompt = positionals.slice(1).join(' ');
     if (stdin.isTTY !== true) prompt = [prompt, (await readAll(stdin)).trim()].filter(Boolean).join('\n\n'); // piped: one-shot, as Ollama
     if (prompt !== '') {

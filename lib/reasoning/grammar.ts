@@ -9,34 +9,40 @@ import type { OutputGrammar } from '../constraints.js';
 import { literal } from '../structured/gbnf.js';
 import type { ReasoningParser, ReasoningStart } from './parsers.js';
 
-/** Rule names of the reasoning part (the answer's root is renamed to ANSWER_ROOT). */
-const PREFIX = 'reasoning';
-const ANSWER_ROOT = 'reasoning-answer';
-
-/**
- * GBNF for "any text without `tag`": every `<` run (the tag's first character) is followed by a character that
- * breaks the tag, or ends the text part-way into it. Valid because the first character does not recur in the tag.
- */
-function textWithoutRule(tag: string): string {
-  const first = tag[0];
-  if (tag.indexOf(first, 1) >= 0) throw new Error(`reasoning tag ${tag}: its first character recurs in it`);
-  const esc = (ch: string) => (ch === ']' || ch === '\\' || ch === '^' || ch === '-' ? `\\${ch}` : ch);
-  const notOr = (ch: string) => `[^${esc(first)}${esc(ch)}]`;
-  // after "<" ... tag[i-1]: the next character either breaks the tag (not tag[i], not "<": that starts a new run)
-  // or continues it; the last character may not complete it.
-  let breaks = notOr(tag[tag.length - 1]);
-  for (let i = tag.length - 2; i >= 1; --i) breaks = `${notOr(tag[i])} | ${literal(tag[i])} (${breaks})`;
-  let tail = '';
-  for (let i = tag.length - 2; i >= 1; --i) tail = `(${literal(tag[i])} ${tail})?`;
-  const run = `${literal(first)}+`;
-  return [
-    `${PREFIX}-text ::= ([^${esc(first)}] | ${run} ${PREFIX}-break)* (${run} ${tail})?`,
-    `${PREFIX}-break ::= ${breaks}`,
-  ].join('\n');
+/** Words (rule names) of a GBNF text outside literals, classes and comments. */
+function ruleWords(gbnf: string): Set<string> {
+  const words = new Set<string>();
+  mapWords(gbnf, (w) => { words.add(w); return w; });
+  return words;
 }
 
-/** Renames the rule `root` (definition and references) outside literals, classes and comments. */
-function renameRoot(gbnf: string, to: string): string {
+/**
+ * GBNF rules for "any text without `tag`", as the automaton that tracks how much of the tag the text ends with:
+ * state i (0 <= i < tag.length) has matched tag[0..i); from it the next character either continues the tag (never
+ * to its end), restarts it (the first character, which does not recur in the tag) or breaks it; the text may end
+ * in any state. Right-recursive, which the matcher runs without growing its stacks (a rule at the end of an
+ * alternative returns to its parent). The start rule is name(0).
+ */
+function textWithoutRules(tag: string, name: (i: number) => string): string[] {
+  const first = tag[0];
+  if (tag.length < 2 || tag.indexOf(first, 1) >= 0) throw new Error(`reasoning tag ${tag}: needs 2+ characters, the first not recurring`);
+  const esc = (ch: string) => (ch === ']' || ch === '\\' || ch === '^' || ch === '-' ? `\\${ch}` : ch);
+  const rules: string[] = [];
+  for (let i = 0; i < tag.length; ++i) {
+    const alts = [`${literal(first)} ${name(1)}`];
+    if (i === 0) alts.push(`[^${esc(first)}] ${name(0)}`);
+    else {
+      if (i + 1 < tag.length) alts.push(`${literal(tag[i])} ${name(i + 1)}`);
+      alts.push(`[^${esc(first)}${esc(tag[i])}] ${name(0)}`);
+    }
+    alts.push('""');
+    rules.push(`${name(i)} ::= ${alts.join(' | ')}`);
+  }
+  return rules;
+}
+
+/** Rewrites every word (rule name) of a GBNF text through `f`, leaving literals, classes and comments as they are. */
+function mapWords(gbnf: string, f: (word: string) => string): string {
   let out = '';
   let i = 0;
   while (i < gbnf.length) {
@@ -55,8 +61,7 @@ function renameRoot(gbnf: string, to: string): string {
     } else if (/[a-zA-Z0-9-]/.test(c)) {
       let j = i;
       while (j < gbnf.length && /[a-zA-Z0-9-]/.test(gbnf[j])) ++j;
-      const word = gbnf.slice(i, j);
-      out += word === 'root' ? to : word;
+      out += f(gbnf.slice(i, j));
       i = j;
     } else {
       out += c;
@@ -69,9 +74,16 @@ function renameRoot(gbnf: string, to: string): string {
 /** `grammar` for a request whose output starts at `start` (reasoningStart); unchanged where nothing comes first. */
 export function withReasoning(grammar: OutputGrammar, parser: ReasoningParser, start: ReasoningStart): OutputGrammar {
   if (start === 'content' || grammar.triggers.length > 0) return grammar;
+  // names the grammar does not use (a user's GBNF may name its rules anything)
+  const used = ruleWords(grammar.gbnf);
+  let prefix = 'reasoning';
+  for (let n = 2; [...used].some((w) => w.startsWith(prefix)); ++n) prefix = `reasoning${n}`;
+  const answer = `${prefix}-answer`;
+  const text = (i: number) => `${prefix}-text${i}`;
   const ws = '[ \\t\\n]*';
-  const block = `${PREFIX}-text ${literal(parser.endTag)} ${ws}`;
+  const block = `${text(0)} ${literal(parser.endTag)} ${ws}`;
   const head = start === 'reasoning' ? block : `(${ws} ${literal(parser.startTag)} ${block})?`;
-  const gbnf = [`root ::= ${head} ${ANSWER_ROOT}`, textWithoutRule(parser.endTag), renameRoot(grammar.gbnf, ANSWER_ROOT)].join('\n');
+  const gbnf = [`root ::= ${head} ${answer}`, ...textWithoutRules(parser.endTag, text),
+    mapWords(grammar.gbnf, (w) => (w === 'root' ? answer : w))].join('\n');
   return { ...grammar, gbnf };
 }

@@ -4,3 +4,4 @@ export {
 } from './parsers.js';
 export { ReasoningStream, splitReasoning, type ReasoningPiece, type SplitReasoning } from './stream.js';
 export { withReasoning } from './grammar.js';
+export { THINK_LEVELS, thinkTemplateVars } from './think.js';

@@ -37,12 +37,6 @@ export class ReasoningStream {
   /** Whether the output has been in a reasoning block (so far). */
   get reasoned(): boolean { return this.#sawReasoning; }
 
-  /** 'reasoning' inside the block, 'content' after it (or with none), 'undecided' until the output's first text says. */
-  get phase(): 'undecided' | 'reasoning' | 'content' {
-    if (this.#state === 'undecided') return 'undecided';
-    return this.#state === 'reasoning-lead' || this.#state === 'reasoning' ? 'reasoning' : 'content';
-  }
-
   push(text: string): ReasoningPiece[] {
     this.#buf += text;
     const out: ReasoningPiece[] = [];

@@ -21,6 +21,8 @@ export interface ChoiceFormat {
   closing(r: JobRequest): Record<string, unknown>;
   /** At a choice's end: chunks still held back (tool-call parsing) and the finish reason to report. */
   finish?(r: JobRequest, reason: string): { chunks: Record<string, unknown>[]; reason: string };
+  /** Sees every delta's token ids, text or not (held-back stop text, a split UTF-8 character, the end token). */
+  tokens?(r: JobRequest, tokenIds: readonly number[]): void;
   /** Extra usage.completion_tokens_details of the finished job (chat with reasoning: reasoning_tokens). */
   completionDetails?(): Record<string, number>;
 }
@@ -45,6 +47,7 @@ export async function streamChoices(reply: FastifyReply, job: Job, head: StreamH
       if (opening) send(r, opening, null);
       for await (const d of job.deltas(r)) {
         completion += d.tokenIds.length;
+        format.tokens?.(r, d.tokenIds);
         if (d.text.length > 0 || (opts.wantLogprobs && d.tokenIds.length > 0)) {
           const fields = format.content(r, d);
           for (const f of Array.isArray(fields) ? fields : [fields]) send(r, f, null);

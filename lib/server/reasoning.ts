@@ -3,7 +3,7 @@
 // and each choice's output split as it streams, with its reasoning tokens counted.
 // Invariant: without a parser nothing changes (the routes' output is byte for byte what it was); with one, a
 // choice's streamed reasoning and content join to exactly its non-streamed split (lib/reasoning/stream.ts).
-import { detectReasoningParser, getReasoningParser, reasoningStart, ReasoningStream, splitReasoning, withReasoning, type ReasoningParser,
+import { detectReasoningParser, getReasoningParser, reasoningStart, ReasoningStream, withReasoning, type ReasoningParser,
   type ReasoningPiece, type ReasoningStart } from '../reasoning/index.js';
 import type { SamplingParams } from '../sampling-params.js';
 import type { Tokenizer } from '../tokenizer.js';
@@ -16,7 +16,7 @@ export interface RequestReasoning {
 }
 
 /** The engine's reasoning parser: the one named on the command line ('none': off), else the chat template's. */
-export function reasoningParserOf(engine: ServerEngine, chatTemplate: string | null): ReasoningParser | null {
+export function reasoningParserOf(engine: Pick<ServerEngine, 'reasoningParser'>, chatTemplate: string | null): ReasoningParser | null {
   if (engine.reasoningParser !== undefined) return engine.reasoningParser;
   return chatTemplate ? detectReasoningParser(chatTemplate) : null;
 }
@@ -41,12 +41,10 @@ export class ChoiceReasoning {
     this.#stream = new ReasoningStream(request.parser, request.start);
   }
 
-  get reasoned(): boolean { return this.#stream.reasoned; }
+  push(text: string): ReasoningPiece[] { return this.#stream.push(text); }
 
-  push(text: string, tokenIds: readonly number[]): ReasoningPiece[] {
-    this.#ids.push(...tokenIds);
-    return this.#stream.push(text);
-  }
+  /** Every output token id of the choice (deltas without text included), for the count. */
+  addTokens(tokenIds: readonly number[]): void { this.#ids.push(...tokenIds); }
 
   finish(): ReasoningPiece[] { return this.#stream.finish(); }
 
@@ -70,12 +68,9 @@ export function reasoningTokenCount(tokenizer: Tokenizer, r: RequestReasoning, r
   return lo;
 }
 
-/** usage with completion_tokens_details.reasoning_tokens over the finished choices (unchanged without a parser). */
-export function withReasoningTokens(usage: Usage, reasoning: RequestReasoning | null, tokenizer: Tokenizer,
-  results: readonly { text: string; tokenIds: readonly number[] }[]): Usage {
-  if (!reasoning) return usage;
-  const tokens = results.reduce((a, r) =>
-    a + reasoningTokenCount(tokenizer, reasoning, splitReasoning(reasoning.parser, reasoning.start, r.text).reasoning !== null, r.tokenIds), 0);
+/** usage with completion_tokens_details.reasoning_tokens (null: no parser, usage unchanged). */
+export function withReasoningTokens(usage: Usage, tokens: number | null): Usage {
+  if (tokens === null) return usage;
   return { ...usage, completion_tokens_details: { ...usage.completion_tokens_details, reasoning_tokens: tokens } };
 }
 

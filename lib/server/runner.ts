@@ -12,6 +12,7 @@ import type { NativeEngineStats } from '../native.js';
 import { ApiError } from './api-error.js';
 import { DEFAULT_KEEP_ALIVE_MS } from './keep-alive.js';
 import { fileFacts } from './model-facts.js';
+import { getReasoningParser, type ReasoningParser } from '../reasoning/index.js';
 import { ServerEngine } from './plugins/engine.js';
 import type { StoreModel } from './store-catalog.js';
 
@@ -73,6 +74,10 @@ export class ModelRunner {
   get state(): 'ready' | 'closing' { return this.#closing ? 'closing' : 'ready'; }
   get loadError(): Error | undefined { return undefined; }
   get modelName(): string { return 'runner'; }
+  /** --reasoning-parser as the engines get it (undefined: detected from each model's template; null: none). */
+  get reasoningParser(): ReasoningParser | null | undefined {
+    return this.#options.reasoningParser === undefined ? undefined : getReasoningParser(this.#options.reasoningParser);
+  }
 
   /** Loaded engines (not those still loading), in load order. */
   get entries(): RunnerEntry[] { return [...this.#entries.values()].filter((e) => e.loaded); }

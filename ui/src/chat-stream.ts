@@ -1,5 +1,5 @@
 // One streamed chat completion: POST /v1/chat/completions with stream and include_usage, handing each text
-// delta and tool call to the caller as it arrives; resolves with the reply's token counts and speed.
+// delta, reasoning delta (a reasoning model's thinking) and tool call to the caller as it arrives; resolves with the reply's token counts and speed.
 import { apiFetch } from './api';
 import { sseData } from './sse';
 import type { ChatMessage, Conversation, ReplyStats, ToolCall } from './types';
@@ -16,7 +16,9 @@ export function requestMessages(c: Conversation, upTo: ChatMessage[]): unknown[]
       out.push({ role: 'tool', tool_call_id: m.toolCallId, content: m.content });
     } else if (m.role === 'assistant') {
       const calls = m.toolCalls?.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
-      out.push(calls?.length ? { role: 'assistant', content: m.content || null, tool_calls: calls } : { role: 'assistant', content: m.content });
+      // the reasoning goes back too: templates render it where the model expects it (Qwen3's: within a tool loop)
+      const reasoning = m.reasoning ? { reasoning_content: m.reasoning } : {};
+      out.push(calls?.length ? { role: 'assistant', content: m.content || null, ...reasoning, tool_calls: calls } : { role: 'assistant', content: m.content, ...reasoning });
     } else if (m.images?.length) {
       const parts: Part[] = m.images.map((url) => ({ type: 'image_url', image_url: { url } }));
       parts.push({ type: 'text', text: m.content });
@@ -30,11 +32,12 @@ export function requestMessages(c: Conversation, upTo: ChatMessage[]): unknown[]
 
 export interface StreamHandlers {
   onText(delta: string): void;
+  onReasoning(delta: string): void;
   onToolCalls(calls: ToolCall[]): void;
 }
 
 interface Chunk {
-  choices?: Array<{ delta?: { content?: string | null; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> }; finish_reason?: string | null }>;
+  choices?: Array<{ delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> }; finish_reason?: string | null }>;
   usage?: { prompt_tokens: number; completion_tokens: number } | null;
   error?: { message?: string };
 }
@@ -57,6 +60,12 @@ export async function streamChat(model: string, messages: unknown[], fields: Rec
     const choice = chunk.choices?.[0];
     if (!choice) continue;
     const now = performance.now();
+    const reasoning = choice.delta?.reasoning_content ?? choice.delta?.reasoning; // the server sends both names
+    if (reasoning) {
+      first ||= now;
+      last = now;
+      on.onReasoning(reasoning);
+    }
     if (choice.delta?.content) {
       first ||= now;
       last = now;

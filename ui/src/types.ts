@@ -17,6 +17,7 @@ export interface ChatMessage {
   id: string;
   role: 'user' | 'assistant' | 'tool';
   content: string;
+  reasoning?: string; // a reasoning model's thinking before the answer (reasoning_content)
   images?: string[]; // data URLs
   toolCalls?: ToolCall[];
   toolCallId?: string; // role 'tool': the call it answers

@@ -73,6 +73,7 @@ export function useChat(model: string, settings: Settings): Chat {
       if (!frame) frame = requestAnimationFrame(() => { frame = 0; setCurrent(live.current); });
     };
     let text = '';
+    let thought = '';
     try {
       const stats = await streamChat(model, requestMessages(base, base.messages), requestFields(settings), controller.signal, {
         onText(delta) {
@@ -80,6 +81,12 @@ export function useChat(model: string, settings: Settings): Chat {
           first ||= performance.now();
           text += delta;
           update({ content: text });
+        },
+        onReasoning(delta) {
+          deltas += 1;
+          first ||= performance.now();
+          thought += delta;
+          update({ reasoning: thought });
         },
         onToolCalls(calls) { update({ toolCalls: calls }); },
       });

@@ -41,37 +41,52 @@ function contentOf(content: unknown, at: string): string | ContentPart[] {
 
 const ROLES = new Set(['user', 'assistant', 'system', 'developer']);
 
+/** The text of a reasoning item: its reasoning_text parts (this server's, vLLM's), else its summary texts. */
+function reasoningText(item: ResponseItem): string {
+  const parts = (key: string) => (Array.isArray(item[key]) ? item[key] as Record<string, unknown>[] : [])
+    .map((p) => (str(p?.text) ? p.text : '')).join('');
+  return parts('content') || parts('summary');
+}
+
 /**
  * Responses items -> chat messages: messages (developer is system), consecutive function_call items as one
  * assistant turn with tool_calls (joined to the assistant message just before them), function_call_output items
- * as tool messages.
+ * as tool messages; a reasoning item's text becomes the `reasoning_content` of the assistant turn that follows it
+ * (as the chat route takes it; Qwen3's template renders it within a tool loop).
  */
 export function itemsToMessages(items: readonly ResponseItem[], param = 'input'): ChatMessage[] {
   const out: ChatMessage[] = [];
+  let reasoning = '';
+  const assistant = (m: ChatMessage): ChatMessage => {
+    if (reasoning) m.reasoning_content = reasoning;
+    reasoning = '';
+    return m;
+  };
   items.forEach((item, i) => {
     const at = `${param}[${i}]`;
     const type = item.type ?? 'message';
     if (type === 'message') {
       const role = item.role;
       if (!str(role) || !ROLES.has(role)) throw badRequest(`${at}.role must be user, assistant, system or developer`, `${at}.role`);
-      out.push({ role: role === 'developer' ? 'system' : role as ChatMessage['role'], content: contentOf(item.content, at) });
+      const message: ChatMessage = { role: role === 'developer' ? 'system' : role as ChatMessage['role'], content: contentOf(item.content, at) };
+      out.push(role === 'assistant' ? assistant(message) : message);
     } else if (type === 'function_call') {
       if (!str(item.call_id) || !str(item.name) || !str(item.arguments)) {
         throw badRequest(`${at}: a function_call item needs call_id, name and arguments (strings)`, at);
       }
       const call = { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
       const last = out[out.length - 1];
-      if (last?.role === 'assistant') {  // the turn's text (or an earlier call of the same turn)
+      if (last?.role === 'assistant' && !reasoning) {  // the turn's text (or an earlier call of the same turn)
         last.tool_calls = [...(last.tool_calls ?? []), call];
       } else {
-        out.push({ role: 'assistant', content: null, tool_calls: [call] });
+        out.push(assistant({ role: 'assistant', content: null, tool_calls: [call] }));
       }
     } else if (type === 'function_call_output') {
       if (!str(item.call_id)) throw badRequest(`${at}: a function_call_output item needs call_id`, at);
       const output = str(item.output) ? item.output : JSON.stringify(item.output ?? '');
       out.push({ role: 'tool', tool_call_id: item.call_id, content: output });
     } else if (type === 'reasoning') {
-      // reasoning summaries this server never produced: nothing for the template to render
+      reasoning += reasoningText(item);
     } else {
       throw badRequest(`${at}: item type ${JSON.stringify(type)} is not supported (message, function_call, function_call_output)`, at, 'unsupported_parameter');
     }

@@ -1,5 +1,5 @@
-// One message of the conversation: Markdown for the assistant, plain text for the user, images, tool calls
-// folded, the error of a failed request, token counts and speed under a reply, and its actions.
+// One message of the conversation: Markdown for the assistant, plain text for the user, images, a reasoning
+// model's thinking (open while it is being written, folded once the answer starts) and tool calls folded, the error of a failed request, token counts and speed under a reply, and its actions.
 import { useState } from 'preact/hooks';
 import { copyText } from '../clipboard';
 import type { ChatMessage } from '../types';
@@ -39,6 +39,17 @@ function ToolCalls({ message }: { message: ChatMessage }) {
   );
 }
 
+function Reasoning({ message, streaming }: { message: ChatMessage; streaming: boolean }) {
+  if (!message.reasoning) return null;
+  const thinking = streaming && !message.content && !message.toolCalls?.length;
+  return (
+    <details class="reasoning" open={thinking}>
+      <summary>{thinking ? 'Thinking…' : 'Thought'}</summary>
+      <div class="reasoning-text">{message.reasoning}</div>
+    </details>
+  );
+}
+
 function Editor({ initial, onSave, onCancel }: { initial: string; onSave(text: string): void; onCancel(): void }) {
   const [text, setText] = useState(initial);
   return (
@@ -69,6 +80,7 @@ export function MessageView({ message, streaming, isLastReply, busy, onRegenerat
       {message.images?.length ? (
         <div class="images">{message.images.map((src, i) => <img key={i} src={src} alt={`attached image ${i + 1}`} />)}</div>
       ) : null}
+      {!user ? <Reasoning message={message} streaming={streaming} /> : null}
       {editing ? (
         <Editor initial={message.content} onCancel={() => setEditing(false)} onSave={(t) => { setEditing(false); onEdit(t); }} />
       ) : user ? (
@@ -76,7 +88,7 @@ export function MessageView({ message, streaming, isLastReply, busy, onRegenerat
       ) : (
         <MarkdownView text={message.content} />
       )}
-      {streaming && !message.content && !message.toolCalls?.length ? <div class="typing" aria-label="waiting for the reply">…</div> : null}
+      {streaming && !message.content && !message.reasoning && !message.toolCalls?.length ? <div class="typing" aria-label="waiting for the reply">…</div> : null}
       <ToolCalls message={message} />
       {message.error ? <div class="error" role="alert">{message.error}</div> : null}
       <Stats message={message} />

@@ -7,7 +7,8 @@
 // message carries `tool_calls` with arguments as objects; history messages may carry tool_calls and tool
 // results. Images (base64, Ollama's `images`) go before the message text, for models with a vision projector
 // (a text-only model refuses them by name). A reasoning model's thinking comes in `message.thinking` (`think`: see
-// thinkKwargs). Invariant: `thinking` of history messages is not rendered.
+// thinkKwargs); history messages' `thinking` reaches the template as reasoning_content (Qwen3's renders it for the
+// turns after the last user message).
 import type { FastifyInstance } from 'fastify';
 import type { ChatMessage, Role } from '../../../chat/template.js';
 import { badRequest } from '../../api-error.js';
@@ -45,6 +46,7 @@ function templateMessages(body: ChatBody, vision: boolean): ChatMessage[] {
     const out: ChatMessage = { role: m.role as Role, content };
     if (m.tool_calls && m.tool_calls.length > 0) out.tool_calls = m.tool_calls.map((c) => ({ type: 'function', ...(c as object) }));
     if (m.tool_name) out.name = m.tool_name;
+    if (m.thinking) out.reasoning_content = m.thinking; // templates render it where the model expects it (Qwen3: in a tool loop)
     return out;
   });
 }

@@ -75,7 +75,7 @@ export default async function ollamaModelsRoute(app: FastifyInstance): Promise<v
     const body = request.body as { model?: string; name?: string };
     const name = body.model || body.name;
     if (!name) throw new ApiError(400, 'model is required', { param: 'model', code: 'missing_required_parameter' });
-    if (app.store) return storeShow(app.store, name);
+    if (app.store) return storeShow(app.store, name, { reasoningParser: app.runner?.reasoningParser });
     ollamaModel(app.engine, name);
     const [f, { info }] = await Promise.all([modelFacts(app.engine), app.engine.ready()]);
     const arch = f.file.arch;

@@ -16,7 +16,8 @@ import { keepAliveOf, requestedModel, useModel } from '../../model-use.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { SseStream } from '../../sse.js';
 import type { RequestReasoning } from '../../reasoning.js';
-import { ReasoningStream, splitReasoning, type ReasoningPiece } from '../../../reasoning/index.js';
+import { ReasoningStream, splitReasoning, THINK_LEVELS, thinkTemplateVars, type ReasoningPiece } from '../../../reasoning/index.js';
+import type { ThinkValue } from '../../../modelfile/index.js';
 
 /** Ollama's api.DefaultOptions() for the sampling fields this server implements (repeat_penalty over the last repeat_last_n tokens). */
 export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
@@ -93,8 +94,6 @@ export async function loadOrUnload(app: FastifyInstance, reply: FastifyReply, bo
   return { ...head, done_reason: 'load' };
 }
 
-const THINK_LEVELS = ['low', 'medium', 'high', 'max'];
-
 /**
  * Ollama's `think` as chat template variables: false turns thinking off (`enable_thinking: false`, which Qwen3's
  * template reads; any model may be asked); true or a level needs a model that reasons (a reasoning parser: given
@@ -104,12 +103,11 @@ const THINK_LEVELS = ['low', 'medium', 'high', 'max'];
 export function thinkKwargs(body: OllamaBody, reasons: boolean): Record<string, unknown> | undefined {
   const think = body.think;
   if (think === undefined || think === null) return undefined;
-  if (think === false) return { enable_thinking: false };
-  if (typeof think === 'string' && !THINK_LEVELS.includes(think)) {
+  if (typeof think === 'string' && !(THINK_LEVELS as readonly string[]).includes(think)) {
     throw badRequest(`think must be true, false or one of ${THINK_LEVELS.map((l) => `"${l}"`).join(', ')} (got "${think}")`, 'think');
   }
-  if (!reasons) throw badRequest(`think: "${body.model}" does not support thinking`, 'think', 'unsupported_parameter');
-  return think === true ? { enable_thinking: true } : { enable_thinking: true, reasoning_effort: think };
+  if (think !== false && !reasons) throw badRequest(`think: "${body.model}" does not support thinking`, 'think', 'unsupported_parameter');
+  return thinkTemplateVars(think as ThinkValue);
 }
 
 function refuseOption(name: string, why: string): never {
@@ -232,8 +230,8 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
     const logprobs = run.wantLogprobs ? ollamaLogprobs(result, run.tokenizer) : null;
     const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, result.text) : null;
     const parsed = parser ? parser.parse(split ? split.content : result.text) : { content: split ? split.content : result.text, toolCalls: [] };
-    const answer = done(parsed.content, result.tokenIds, result.finishReason, logprobs);
-    if (split?.reasoning) Object.assign(answer, mergeThinking(answer, shape.thinking(split.reasoning)));
+    let answer = done(parsed.content, result.tokenIds, result.finishReason, logprobs);
+    if (split?.reasoning) answer = withThinking(answer, shape.thinking(split.reasoning));
     if (parsed.toolCalls.length > 0) (answer.message as Record<string, unknown>).tool_calls = ollamaToolCalls(parsed.toolCalls);
     return answer;
   }
@@ -253,26 +251,24 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
     return text;
   };
   const answerText = (text: string): string => (tools ? visible(tools.push(text)) : text);
-  /** The pieces of one delta's text (or of the held-back end): thinking pieces, then answer text. */
+  /** The chunks of one delta's text (or of the held-back end): thinking and answer text, none empty. */
   const pieces = (pushed: ReasoningPiece[] | null, text: string): Record<string, unknown>[] => {
-    if (!pushed) return [shape.piece(answerText(text))];
     const out: Record<string, unknown>[] = [];
-    for (const p of pushed) out.push(p.kind === 'reasoning' ? shape.thinking(p.text) : shape.piece(answerText(p.text)));
+    for (const p of pushed ?? [{ kind: 'content', text }]) {
+      const t = p.kind === 'reasoning' ? p.text : answerText(p.text);
+      if (t.length > 0) out.push(p.kind === 'reasoning' ? shape.thinking(t) : shape.piece(t));
+    }
     return out;
-  };
-  const hasText = (piece: Record<string, unknown>): boolean => {
-    const m = (piece.message ?? piece) as Record<string, unknown>;
-    return ((m.content ?? m.response ?? '') as string).length > 0 || ((m.thinking ?? '') as string).length > 0;
   };
   try {
     for await (const d of job.deltas(r)) {
       ids.push(...d.tokenIds);
-      const lines = pieces(thoughts ? thoughts.push(d.text) : null, d.text).filter(hasText);
+      const lines = pieces(thoughts ? thoughts.push(d.text) : null, d.text);
       const lp = run.wantLogprobs && d.tokenIds.length > 0 ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : null;
       if (lines.length === 0 && lp) lines.push(shape.piece(''));
       lines.forEach((piece, i) => out.line({ ...head(), ...piece, done: false, ...(i === 0 && lp ? lp : {}) }));
       if (d.finishReason !== null) {
-        const held = thoughts ? pieces(thoughts.finish(), '').filter(hasText) : [];
+        const held = thoughts ? pieces(thoughts.finish(), '') : [];
         const rest = tools ? visible(tools.finish()) : '';
         for (const piece of held) out.line({ ...head(), ...piece, done: false });
         if (calls.length > 0 || rest.length > 0) {
@@ -291,10 +287,11 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
   return undefined;
 }
 
-/** The final object with the reasoning added: chat `message.thinking`, generate `thinking`. */
-function mergeThinking(answer: Record<string, unknown>, thinking: Record<string, unknown>): Record<string, unknown> {
-  if (answer.message) return { message: { ...(answer.message as object), thinking: (thinking.message as Record<string, unknown>).thinking } };
-  return { thinking: thinking.thinking };
+/** The final object with the reasoning added where Ollama puts it: chat `message.thinking`, generate `thinking`
+ * after `response`. */
+function withThinking(answer: Record<string, unknown>, thinking: Record<string, unknown>): Record<string, unknown> {
+  if (answer.message) return { ...answer, message: { ...(answer.message as object), thinking: (thinking.message as Record<string, unknown>).thinking } };
+  return Object.fromEntries(Object.entries(answer).flatMap(([k, v]) => (k === 'response' ? [[k, v], ['thinking', thinking.thinking]] : [[k, v]])));
 }
 
 /** An Ollama `images` entry (base64 bytes, or a data URL as some clients send) as an image URL. */

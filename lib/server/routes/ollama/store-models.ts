@@ -7,6 +7,8 @@ import { formatModelfile } from '../../../modelfile/index.js';
 import type { ModelStore } from '../../../models/store.js';
 import { fileFacts, ollamaDetails, type FileFacts } from '../../model-facts.js';
 import { findStoreModel, storeModel, type StoreModel } from '../../store-catalog.js';
+import type { ServerEngine } from '../../plugins/engine.js';
+import { reasoningParserOf } from '../../reasoning.js';
 
 function factsOrNull(path: string): FileFacts | null {
   try {
@@ -59,7 +61,7 @@ function modelfileText(m: StoreModel): string {
   }
 }
 
-export function storeShow(store: ModelStore, name: string): Record<string, unknown> {
+export function storeShow(store: ModelStore, name: string, reasoning: Pick<ServerEngine, 'reasoningParser'>): Record<string, unknown> {
   const m = findStoreModel(store, name);
   const f = fileFacts(m.file);
   const info = f.model();
@@ -83,7 +85,7 @@ export function storeShow(store: ModelStore, name: string): Record<string, unkno
       ...(info.bosId >= 0 ? { 'tokenizer.ggml.bos_token_id': info.bosId } : {}),
       ...(info.eosId >= 0 ? { 'tokenizer.ggml.eos_token_id': info.eosId } : {}),
     },
-    capabilities: ['completion', ...(m.mmproj ? ['vision'] : [])],
+    capabilities: ['completion', ...(m.mmproj ? ['vision'] : []), ...(reasoningParserOf(reasoning, template) ? ['thinking'] : [])],
     modified_at: m.manifest.createdAt,
   };
 }

@@ -14,9 +14,9 @@ import { chatPrompt } from '../../chat-prompt.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
-import { ChoiceReasoning, constrainAfterReasoning, reasoningFields, requestReasoning, thinkingKwargs, withReasoningTokens,
-  type RequestReasoning } from '../../reasoning.js';
-import { splitReasoning, type ReasoningPiece } from '../../../reasoning/index.js';
+import { ChoiceReasoning, constrainAfterReasoning, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
+  withReasoningTokens, type RequestReasoning } from '../../reasoning.js';
+import { splitReasoning, type ReasoningPiece, type SplitReasoning } from '../../../reasoning/index.js';
 import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, useToolGrammar, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
@@ -58,16 +58,18 @@ function templateMessages(messages: ChatMessage[]): ChatMessage[] {
 function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null, reasoning: RequestReasoning | null): ChoiceFormat {
   const wantLogprobs = params.logprobs !== null;
   const parser = tools?.parser ?? null;
-  const choices = new Map<number, { tools: ToolDeltaStream | null; reasoning: ChoiceReasoning | null }>(); // per choice index
-  const choiceOf = (r: JobRequest) => {
+  /** A choice's parsers: its tool calls, its reasoning. */
+  interface ChoiceParsers { tools: ToolDeltaStream | null; reasoning: ChoiceReasoning | null }
+  const choices = new Map<number, ChoiceParsers>(); // per choice index
+  const choiceOf = (r: JobRequest): ChoiceParsers => {
     let c = choices.get(r.index);
     if (!c) choices.set(r.index, c = { tools: parser ? new ToolDeltaStream(parser) : null, reasoning: reasoning ? new ChoiceReasoning(reasoning) : null });
     return c;
   };
   /** Deltas of some answer text: content, or content and tool calls. */
-  const answer = (c: ReturnType<typeof choiceOf>, text: string): Record<string, unknown>[] =>
+  const answer = (c: ChoiceParsers, text: string): Record<string, unknown>[] =>
     c.tools ? c.tools.push(text) : text.length > 0 ? [{ content: text }] : [];
-  const split = (c: ReturnType<typeof choiceOf>, pieces: ReasoningPiece[]): Record<string, unknown>[] =>
+  const split = (c: ChoiceParsers, pieces: ReasoningPiece[]): Record<string, unknown>[] =>
     pieces.flatMap((p) => (p.kind === 'reasoning' ? [reasoningFields(p.text)] : answer(c, p.text)));
   return {
     object: 'chat.completion.chunk',
@@ -76,7 +78,7 @@ function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatToo
       const logprobs = wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null;
       const c = choiceOf(r);
       if (!c.tools && !c.reasoning) return { delta: { content: d.text }, logprobs };
-      const deltas = c.reasoning ? split(c, c.reasoning.push(d.text, d.tokenIds)) : answer(c, d.text);
+      const deltas = c.reasoning ? split(c, c.reasoning.push(d.text)) : answer(c, d.text);
       if (deltas.length === 0) return logprobs ? [{ delta: {}, logprobs }] : [];
       return deltas.map((delta, i) => ({ delta, logprobs: i === 0 ? logprobs : null }));
     },
@@ -87,6 +89,7 @@ function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatToo
       if (c.tools) deltas.push(...c.tools.finish());
       return { chunks: deltas.map((delta) => ({ delta, logprobs: null })), reason: c.tools ? toolFinishReason(reason, c.tools.calls, tools!) : reason };
     },
+    tokens: reasoning ? (r, ids) => choiceOf(r).reasoning!.addTokens(ids) : undefined,
     completionDetails: reasoning
       ? () => ({ reasoning_tokens: [...choices.values()].reduce((a, c) => a + (c.reasoning?.tokens(tokenizer) ?? 0), 0) })
       : undefined,
@@ -95,12 +98,11 @@ function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatToo
 
 /** The assistant message of a finished choice: content (after the reasoning, when the model reasons), or content +
  * tool_calls parsed from it. */
-function chatMessage(text: string, reason: string, tools: ChatTools | null, reasoning: RequestReasoning | null):
+function chatMessage(text: string, reason: string, tools: ChatTools | null, split: SplitReasoning | null):
   { message: Record<string, unknown>; finish: string } {
-  const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, text) : null;
   const answer = split ? split.content : text;
-  const thought = split?.reasoning != null ? reasoningFields(split.reasoning) : {}; // only where the choice reasoned
-  const noContent = split?.reasoning != null ? null : ''; // content of a choice that only reasoned
+  const thought = split?.reasoning ? reasoningFields(split.reasoning) : {}; // only where the choice wrote reasoning
+  const noContent = split?.reasoning ? null : ''; // content of a choice that only reasoned
   if (!tools?.parser) return { message: { role: 'assistant', content: answer.length > 0 ? answer : noContent, ...thought }, finish: reason };
   const parsed = tools.parser.parse(answer);
   if (parsed.toolCalls.length === 0) {
@@ -148,16 +150,19 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
         { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
     }
     const results = await job.results();
-    return {
+    let reasoningTokens = 0;
+    const answer = {
       id: head.id,
       object: 'chat.completion',
       created: head.created,
       model,
       choices: results.map((r, index) => {
-        const { message, finish } = chatMessage(r.text, r.finishReason, tools, reasoning);
+        const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, r.text) : null;
+        if (split) reasoningTokens += reasoningTokenCount(tokenizer, reasoning!, split.reasoning !== null, r.tokenIds);
+        const { message, finish } = chatMessage(r.text, r.finishReason, tools, split);
         return { index, message, logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null, finish_reason: finish };
       }),
-      usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoning, tokenizer, results),
     };
+    return { ...answer, usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoning ? reasoningTokens : null) };
   });
 }
