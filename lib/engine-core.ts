@@ -74,6 +74,7 @@ export interface RequestDelta {
   tokenIds: number[];
   text: string;
   logprobs: NativeLogprob[] | undefined;
+  promptLogprobs?: NativeLogprob[]; // with the first token, when asked: one per prompt token after the first
   finishReason: FinishReason | null;
   stopReason: string | number | null;
   phases?: RequestPhases; // the phases this step settled (with the first token; with the finish)
@@ -98,6 +99,7 @@ export interface RequestResult {
   draftTokens: number; // speculative draft tokens verified for this request
   acceptedDraftTokens: number; // of those, accepted (OpenAI's accepted_prediction_tokens)
   embedding?: Float32Array; // embedding requests: the pooled hidden state (not normalized)
+  promptLogprobs?: NativeLogprob[]; // when asked (promptLogprobs): one per prompt token after the first
 }
 
 export class RequestHandle {
@@ -147,10 +149,12 @@ export class RequestHandle {
     acc.tokenIds.push(...out.tokenIds);
     acc.text += out.text;
     if (out.logprobs) (acc.logprobs ??= []).push(...out.logprobs);
+    if (out.promptLogprobs) acc.promptLogprobs = out.promptLogprobs;
     const delta: RequestDelta = {
       tokenIds: out.tokenIds,
       text: out.text,
       logprobs: out.logprobs,
+      ...(out.promptLogprobs ? { promptLogprobs: out.promptLogprobs } : {}),
       finishReason: out.finishReason,
       stopReason: out.stopReason,
     };

@@ -7,7 +7,7 @@ import { imageSources, type ChatMessage } from './chat/template.js';
 import { embed as embedInputs, type Pooling } from './embeddings.js';
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
-import type { FinishReason, NativeEngineStats, NativeModelInfo } from './native.js';
+import type { FinishReason, NativeEngineStats, NativeLogprob, NativeModelInfo } from './native.js';
 import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
 import type { Tokenizer } from './tokenizer.js';
 import type { ImageSource } from './vision/image-input.js';
@@ -39,6 +39,9 @@ export interface RequestOutput {
   outputs: CompletionOutput[];
   finished: boolean;
   numCachedTokens: number; // prompt tokens whose KV came from the prefix cache (vLLM's num_cached_tokens)
+  /** With promptLogprobs (vLLM's prompt_logprobs): null for the first prompt token, then per prompt token its
+   * logprob given the tokens before it and the top alternatives, keyed by token id. */
+  promptLogprobs?: Array<Record<number, Logprob> | null>;
 }
 
 /** vLLM's multi_modal_data: images (a URL, data URL, path or bytes each) for a prompt that marks their places. */
@@ -110,19 +113,22 @@ export function alignParams(params: SamplingParamsInput | SamplingParamsInput[] 
   return new Array<SamplingParams>(count).fill(one);
 }
 
-function formatLogprobs(r: RequestResult, tokenizer: Tokenizer): { logprobs: Array<Record<number, Logprob>>; cumulative: number } {
+/** vLLM's logprob entries: per token the top alternatives and the token itself, keyed by token id. */
+function logprobEntries(lps: readonly NativeLogprob[], tokenizer: Tokenizer): Array<Record<number, Logprob>> {
   const piece = (id: number): string => tokenizer.decode([id]);
-  let cumulative = 0;
-  const logprobs = (r.logprobs ?? []).map((lp) => {
+  return lps.map((lp) => {
     const entry: Record<number, Logprob> = {};
     lp.topTokenIds.forEach((id, k) => {
       entry[id] = { logprob: lp.topLogprobs[k], rank: k + 1, decodedToken: piece(id) };
     });
     entry[lp.tokenId] = { logprob: lp.logprob, rank: lp.rank, decodedToken: piece(lp.tokenId) };
-    cumulative += lp.logprob;
     return entry;
   });
-  return { logprobs, cumulative };
+}
+
+function formatLogprobs(r: RequestResult, tokenizer: Tokenizer): { logprobs: Array<Record<number, Logprob>>; cumulative: number } {
+  const lps = r.logprobs ?? [];
+  return { logprobs: logprobEntries(lps, tokenizer), cumulative: lps.reduce((a, lp) => a + lp.logprob, 0) };
 }
 
 /**
@@ -144,6 +150,8 @@ export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: 
     promptTokenIds: prompts[i].promptTokenIds,
     finished: true,
     numCachedTokens: row.reduce((m, r) => Math.max(m, r.cachedTokens), 0),
+    ...(params[i].promptLogprobs !== null && row[0]?.promptLogprobs
+      ? { promptLogprobs: [null, ...logprobEntries(row[0].promptLogprobs, tokenizer)] } : {}),
     outputs: row.map((r, index) => {
       const out: CompletionOutput = {
         index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason,

@@ -74,6 +74,7 @@ export interface NativeStepOutput {
   draftTokens: number; // speculative draft tokens verified this step
   acceptedDraftTokens: number; // of those, accepted (their tokens are in tokenIds)
   logprobs?: NativeLogprob[];
+  promptLogprobs?: NativeLogprob[]; // with the first token, when asked: one per prompt token after the first
   // The request's phases in seconds (vLLM's request_queue_time / prefill_time / decode_time / inference_time):
   // queue (submitted until its first scheduled step began) and prefill (that step until its first token) with the
   // first token, decode (first token until the last) and inference (prefill + decode) with the finish.
@@ -108,6 +109,7 @@ export interface NativeSubmitSpec {
   ignoreEos?: boolean;
   seed?: number;
   logprobs?: number;
+  promptLogprobs?: number; // the prompt tokens' logprobs (vLLM's prompt_logprobs) with this many alternatives each
   skipSpecialTokens?: boolean; // default true: control tokens add no text
   grammar?: string; // GBNF the output must match
   grammarTriggers?: readonly { text: string; atStart?: boolean }[]; // lazy grammar: free until a trigger appears

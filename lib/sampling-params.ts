@@ -30,6 +30,7 @@ export interface SamplingParamsInput {
   seed?: number | null;
   n?: number | null;
   logprobs?: number | null;
+  promptLogprobs?: number | null; // vLLM's prompt_logprobs
   logitBias?: Record<string, number> | readonly (readonly [number, number])[] | null;
   skipSpecialTokens?: boolean | null;
   structuredOutputs?: Record<string, unknown> | null; // vLLM: { json | regex | choice | grammar | json_object }
@@ -80,6 +81,7 @@ export interface SamplingParams {
   seed: number | null; // null: a random seed per request
   n: number;
   logprobs: number | null; // null: none
+  promptLogprobs: number | null; // null: none; else the prompt tokens' logprobs with this many alternatives each
   logitBias: [number, number][]; // [tokenId, bias]: added to the logit before sampling (OpenAI logit_bias)
   skipSpecialTokens: boolean; // control tokens add no text (default true)
   grammar: OutputGrammar | null; // the output constraint; null: free text
@@ -138,6 +140,7 @@ const ALIASES: Record<string, Field> = {
   seed: 'seed',
   n: 'n',
   logprobs: 'logprobs',
+  promptLogprobs: 'promptLogprobs', prompt_logprobs: 'promptLogprobs',
   logitBias: 'logitBias', logit_bias: 'logitBias',
   skipSpecialTokens: 'skipSpecialTokens', skip_special_tokens: 'skipSpecialTokens',
   prediction: 'prediction',
@@ -208,7 +211,8 @@ function checkField(field: Field, name: string, v: unknown): SamplingParams[Fiel
     case 'maxTokens':
     case 'minTokens':
     case 'seed':
-    case 'logprobs': return limited(name, field, v);
+    case 'logprobs':
+    case 'promptLogprobs': return limited(name, field, v);
     case 'stop': return stopStrings(name, v);
     case 'stopTokenIds': return tokenIds(name, v);
     case 'prediction': return prediction(name, v);
@@ -302,6 +306,7 @@ export function normalizeSamplingParams(
     seed: null,
     n: 1,
     logprobs: null,
+    promptLogprobs: null,
     logitBias: [],
     skipSpecialTokens: true,
     grammar: null,
@@ -359,6 +364,7 @@ export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): 
     ignoreEos: p.ignoreEos,
     seed: p.seed === null ? undefined : (p.seed + j) >>> 0,
     logprobs: p.logprobs ?? undefined,
+    promptLogprobs: p.promptLogprobs ?? undefined,
     skipSpecialTokens: p.skipSpecialTokens,
     grammar: p.grammar?.gbnf,
     grammarTriggers: p.grammar?.triggers,

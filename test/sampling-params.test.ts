@@ -5,7 +5,7 @@ import { normalizeSamplingParams, SamplingParamsError } from '../lib/sampling-pa
 t.test('defaults follow the API table (offline maxTokens 256)', async (t) => {
   t.same(normalizeSamplingParams(undefined), {
     temperature: 1, topP: 1, topK: -1, minP: 0, repetitionPenalty: 1, repeatLastN: -1, presencePenalty: 0, frequencyPenalty: 0,
-    maxTokens: 256, minTokens: 0, stop: [], stopTokenIds: [], ignoreEos: false, seed: null, n: 1, logprobs: null,
+    maxTokens: 256, minTokens: 0, stop: [], stopTokenIds: [], ignoreEos: false, seed: null, n: 1, logprobs: null, promptLogprobs: null,
     logitBias: [], skipSpecialTokens: true, grammar: null, prediction: null, speculative: true,
   });
   t.equal(normalizeSamplingParams({}, { defaultMaxTokens: null }).maxTokens, null);

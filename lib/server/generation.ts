@@ -17,7 +17,7 @@ import type { ServerEngine } from './plugins/engine.js';
 export const SAMPLING_KEYS = [
   'temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty', 'repeat_penalty', 'presence_penalty',
   'frequency_penalty', 'max_tokens', 'max_completion_tokens', 'min_tokens', 'stop', 'stop_token_ids', 'ignore_eos',
-  'seed', 'n', 'logit_bias', 'skip_special_tokens', 'prediction', 'speculative',
+  'seed', 'n', 'logit_bias', 'skip_special_tokens', 'prediction', 'speculative', 'prompt_logprobs',
   // output constraints (lib/constraints.ts): vLLM, its older guided_* names, SGLang
   'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'regex', 'ebnf', 'json_schema',
 ] as const;

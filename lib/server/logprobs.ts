@@ -1,6 +1,8 @@
 // Native logprobs (sampled token + top alternatives per generated token) in the two OpenAI shapes:
-// chat (`logprobs.content[]` with token, logprob, bytes, top_logprobs) and completions (parallel arrays).
-// Invariant: one entry per generated token, in order; tokens are the decoded piece of that single id.
+// chat (`logprobs.content[]` with token, logprob, bytes, top_logprobs) and completions (parallel arrays); and a
+// prompt's logprobs: completions' echo (the prompt's tokens first, the first with null logprobs, as OpenAI's and
+// vLLM's) and vLLM's prompt_logprobs (`[null, { "<id>": { logprob, rank, decoded_token } }, ...]`).
+// Invariant: one entry per token, in order; tokens are the decoded piece of that single id.
 import type { NativeLogprob } from '../native.js';
 import type { Tokenizer } from '../tokenizer.js';
 
@@ -28,9 +30,45 @@ export function chatLogprobs(list: readonly NativeLogprob[] | undefined, tokeniz
 
 export interface CompletionLogprobs {
   tokens: string[];
-  token_logprobs: number[];
-  top_logprobs: Array<Record<string, number>>;
+  token_logprobs: Array<number | null>; // null: a prompt's first token (nothing before it to score it)
+  top_logprobs: Array<Record<string, number> | null>;
   text_offset: number[];
+}
+
+/**
+ * An echoed prompt's entries (completions with echo and logprobs): its tokens from text offset 0, the first with
+ * null logprobs, the others scored by `lps` (the engine's prompt logprobs, one per token after the first).
+ */
+export function promptCompletionLogprobs(ids: readonly number[], lps: readonly NativeLogprob[] | undefined,
+  tokenizer: Tokenizer): CompletionLogprobs {
+  const scored = completionLogprobs(lps, tokenizer, 0);
+  const first = ids.length > 0 ? tokenizer.decode([ids[0]]) : '';
+  return {
+    tokens: ids.length > 0 ? [first, ...scored.tokens] : [],
+    token_logprobs: ids.length > 0 ? [null, ...scored.token_logprobs] : [],
+    top_logprobs: ids.length > 0 ? [null, ...scored.top_logprobs] : [],
+    text_offset: ids.length > 0 ? [0, ...scored.text_offset.map((o) => o + first.length)] : [],
+  };
+}
+
+/** Two runs of entries as one (an echoed prompt's, then the generated tokens'). */
+export function joinCompletionLogprobs(a: CompletionLogprobs, b: CompletionLogprobs): CompletionLogprobs {
+  return {
+    tokens: [...a.tokens, ...b.tokens], token_logprobs: [...a.token_logprobs, ...b.token_logprobs],
+    top_logprobs: [...a.top_logprobs, ...b.top_logprobs], text_offset: [...a.text_offset, ...b.text_offset],
+  };
+}
+
+export type VllmPromptLogprobs = Array<Record<string, { logprob: number; rank: number; decoded_token: string }> | null>;
+
+/** vLLM's prompt_logprobs: null for the first prompt token, then per token the top alternatives and the token itself. */
+export function vllmPromptLogprobs(lps: readonly NativeLogprob[] | undefined, tokenizer: Tokenizer): VllmPromptLogprobs {
+  return [null, ...(lps ?? []).map((lp) => {
+    const entry: Record<string, { logprob: number; rank: number; decoded_token: string }> = {};
+    lp.topTokenIds.forEach((id, k) => { entry[id] = { logprob: lp.topLogprobs[k], rank: k + 1, decoded_token: tokenizer.decode([id]) }; });
+    entry[lp.tokenId] = { logprob: lp.logprob, rank: lp.rank, decoded_token: tokenizer.decode([lp.tokenId]) };
+    return entry;
+  })];
 }
 
 /** `offset`: characters of text before the first of these tokens (echo prompt, earlier chunks). */

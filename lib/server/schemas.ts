@@ -33,6 +33,7 @@ const samplingProperties = {
   stop: { anyOf: [text(4096), { type: 'array', maxItems: 256, items: text(4096) }, { type: 'null' }] },
   stop_token_ids: { anyOf: [tokenIdList(1024), { type: 'null' }] },
   ignore_eos: nullable({ type: 'boolean' }),
+  prompt_logprobs: number(), // vLLM's; the sampling normalizer checks the range
   seed: integer(-(2 ** 63), 2 ** 64),
   n: integer(1, MAX_N),
   stream: nullable({ type: 'boolean' }),

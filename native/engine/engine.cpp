@@ -386,9 +386,11 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
       seq->images = std::make_unique<request_images>(std::move(seq->req.images), seq->req.prompt, *vision_);
       seq->req.images.clear();
     }
-    // mean / cls pooling need every row, from position 0: no cached prefix
+    // mean / cls pooling and prompt logprobs need every row, from position 0: no cached prefix
     const pooling_type pool = seq->req.pooling;
-    sched_->add(id, seq->req.prompt, pool == pooling_type::none || pool == pooling_type::last);
+    if (seq->req.params.prompt_logprobs >= 0) seq->prompt_lps.resize(seq->req.prompt.size() - 1);
+    sched_->add(id, seq->req.prompt,
+                (pool == pooling_type::none || pool == pooling_type::last) && seq->req.params.prompt_logprobs < 0);
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {
     request_output& out = engine_output_for(outs, id);

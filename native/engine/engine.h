@@ -203,6 +203,10 @@ class engine {
   // pooled state; finish_embedding, after its last chunk, puts the embedding into out and finishes the request
   // (engine_step.cpp).
   void pool_chunk(const scheduled_chunk& c, sequence& seq, const float* rows);
+  // Prompt logprobs: the chunk's rows [n_tokens, model rows] scored against the prompt tokens they predict.
+  void score_prompt_rows(const scheduled_chunk& c, sequence& seq, const float* rows);
+  // Whether chunk c gets a logits row at every position (prompt logprobs) instead of only its sampled ones.
+  bool all_rows(const scheduled_chunk& c) const;
   void finish_embedding(const scheduled_chunk& c, sequence& seq, request_output& out);
   // Test hook: throws from the forward pass of the step named by the environment variable
   // SPINDLE_TEST_FAIL_FORWARD_AT_STEP (1-based, read once at construction). Test builds only (CMake
@@ -249,6 +253,8 @@ class engine {
   std::vector<float> hidden_;
   std::vector<int64_t> chunk_hidden_;
   std::vector<uint8_t> chunk_chosen_;
+  // Per chunk of the step: whether its logits rows cover every position (prompt logprobs) rather than the sampled ones.
+  std::vector<uint8_t> chunk_all_rows_;
   std::vector<sample_spec> sample_specs_;               // [sampling rows] of plan_sample chunks
   std::vector<std::vector<logit_edit>> sample_edits_;   // [chunks of the step]: the storage of their specs' edits
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, computed_tokens_ = 0, finished_ = 0, steps_ = 0;

@@ -30,12 +30,13 @@ void engine::run_forward(const schedule_output& so) {
   chunk_tokens_.clear();
   chunk_tokens_.reserve(so.chunks.size());  // no reallocation below: batch keeps pointers into it
   int64_t n_rows = 0;
-  for (const scheduled_chunk& c : so.chunks) n_rows += c.sample ? 1 + int64_t(c.draft.size()) : 0;
+  for (const scheduled_chunk& c : so.chunks) n_rows += all_rows(c) ? c.n_tokens : c.sample ? 1 + int64_t(c.draft.size()) : 0;
   if (int64_t(chosen_ids_.size()) < n_rows) chosen_ids_.resize(size_t(n_rows));  // before pointers into them
   if (int64_t(sample_specs_.size()) < n_rows) sample_specs_.resize(size_t(n_rows));
   if (sample_edits_.size() < so.chunks.size()) sample_edits_.resize(so.chunks.size());
   chunk_chosen_.assign(so.chunks.size(), 0);
   chunk_hidden_.assign(so.chunks.size(), -1);
+  chunk_all_rows_.assign(so.chunks.size(), 0);
   int64_t n_sample = 0, n_hidden = 0;
   for (const scheduled_chunk& c : so.chunks) {
     const std::vector<int32_t>& table = sched_->blocks().block_table(c.seq_id);
@@ -61,6 +62,12 @@ void engine::run_forward(const schedule_output& so) {
       n_hidden += b.n_logits;
     }
     const bool hidden_rows = chunk_hidden_[batch.size()] >= 0;  // its rows are no logits rows
+    // prompt logprobs: a row at every position of a prompt chunk that scores a prompt token (its last row, when the
+    // chunk ends the prompt, is the first output token's)
+    if (all_rows(c)) {
+      b.n_logits = c.n_tokens;
+      chunk_all_rows_[batch.size()] = 1;
+    }
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
     if (c.restore_block >= 0) model_->restore_from_block(*kv_, b.state_slot, c.restore_block, c.first_pos);
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
@@ -72,7 +79,7 @@ void engine::run_forward(const schedule_output& so) {
         image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
-    if (b.n_logits > 0 && !hidden_rows) {  // the model picks the token: the argmax, or (one row, no drafts) a sample
+    if (b.n_logits > 0 && !hidden_rows && !chunk_all_rows_[batch.size()]) {  // the model picks the token: the argmax, or (one row, no drafts) a sample
       sequence& seq = *seqs_.at(c.seq_id);
       const size_t k = batch.size();
       const bool greedy = seq.greedy_only();
@@ -172,6 +179,22 @@ void engine::record_phases(sequence& seq, request_output& out) {
   }
 }
 
+bool engine::all_rows(const scheduled_chunk& c) const {
+  const sequence& seq = *seqs_.at(c.seq_id);
+  return !seq.embeds() && seq.wants_prompt_logprobs() && c.draft.empty() && c.first_pos + 1 < c.seq->num_prompt_tokens;
+}
+
+void engine::score_prompt_rows(const scheduled_chunk& c, sequence& seq, const float* rows) {
+  const int64_t stride = model_->hparams().n_vocab;
+  const int32_t n_prompt = c.seq->num_prompt_tokens;
+  for (int32_t i = 0; i < c.n_tokens; ++i) {
+    const int32_t p = c.first_pos + i;  // row i predicts position p + 1
+    if (p + 1 >= n_prompt) break;
+    seq.prompt_lps[size_t(p)] = compute_logprobs(rows + i * stride, n_vocab_, c.seq->token_ids[size_t(p + 1)],
+                                                 seq.req.params.prompt_logprobs);
+  }
+}
+
 void engine::pool_chunk(const scheduled_chunk& c, sequence& seq, const float* rows) {
   const int64_t n_embd = model_->hparams().n_embd;
   if (c.first_pos == 0 || seq.pooled.empty()) {  // a first chunk (again, after a preemption): start afresh
@@ -248,12 +271,22 @@ void engine::step(std::vector<request_output>& outs) {
       }
       continue;
     }
+    float* chunk_rows = logits_.data() + row * rows;
+    if (chunk_all_rows_[chunk - 1]) {  // prompt logprobs: score the prompt tokens; the last row (if any) samples
+      score_prompt_rows(c, seq, chunk_rows);
+      row += c.n_tokens;
+      chunk_rows += int64_t(c.n_tokens - 1) * rows;
+    } else if (c.sample) {
+      row += 1 + int64_t(c.draft.size());
+    }
     if (!c.sample) continue;
     request_output& out = engine_output_for(outs, c.seq_id);
     out.cached_tokens = c.seq->num_cached_tokens;
-    float* chunk_rows = logits_.data() + row * rows;
-    const int32_t* chosen = chosen_by_model ? chosen_ids_.data() + row : nullptr;
-    row += 1 + int64_t(c.draft.size());
+    const int32_t* chosen = chosen_by_model ? chosen_ids_.data() + (chunk_rows - logits_.data()) / rows : nullptr;
+    if (seq.req.params.prompt_logprobs >= 0 && !seq.prompt_lps_sent) {  // with the first token
+      out.prompt_logprobs = std::move(seq.prompt_lps);
+      seq.prompt_lps_sent = true;
+    }
     sampled_token t;
     try {
       t = verify_chunk(c, seq, chunk_rows, chosen, out);

@@ -35,6 +35,7 @@ const param_limit k_frequency_penalty = {"frequencyPenalty",  -2,    2,       fa
 const param_limit k_max_tokens        = {"maxTokens",         1,     i32_max, false, false, true,  false, 0, nullptr};
 const param_limit k_min_tokens        = {"minTokens",         0,     i32_max, false, false, true,  false, 0, nullptr};
 const param_limit k_logprobs          = {"logprobs",          0,     max_logprobs, false, false, true, false, 0, nullptr};
+const param_limit k_prompt_logprobs   = {"promptLogprobs",    0,     max_logprobs, false, false, true, false, 0, nullptr};
 const param_limit k_seed              = {"seed",              0,     4294967295.0, false, false, true, false, 0, nullptr};
 const param_limit k_logit_bias        = {"logitBias",         -100,  100,          false, false, false, false, 0, nullptr};
 const param_limit k_max_model_len     = {"maxModelLen",       2,     i32_max, false, false, true,  false, 0, nullptr};
@@ -47,7 +48,7 @@ const param_limit k_threads           = {"threads",           1,     1024,    fa
 
 const param_limit* const k_all_limits[] = {
     &k_temperature, &k_top_p, &k_top_k, &k_min_p, &k_repetition_penalty, &k_repeat_last_n, &k_presence_penalty,
-    &k_frequency_penalty, &k_max_tokens, &k_min_tokens, &k_logprobs, &k_seed, &k_logit_bias, &k_max_model_len, &k_max_num_seqs,
+    &k_frequency_penalty, &k_max_tokens, &k_min_tokens, &k_logprobs, &k_prompt_logprobs, &k_seed, &k_logit_bias, &k_max_model_len, &k_max_num_seqs,
     &k_max_num_batched_tokens, &k_chunked_prefill_size, &k_num_speculative_tokens, &k_prompt_lookup, &k_threads, nullptr};
 
 bool in_range(const param_limit& l, double v) {

@@ -30,7 +30,7 @@ void check_limit(const param_limit& l, double v);
 
 // Sampling parameters (request.h's sampling_params).
 extern const param_limit k_temperature, k_top_p, k_top_k, k_min_p, k_repetition_penalty, k_repeat_last_n,
-    k_presence_penalty, k_frequency_penalty, k_max_tokens, k_min_tokens, k_logprobs, k_seed,
+    k_presence_penalty, k_frequency_penalty, k_max_tokens, k_min_tokens, k_logprobs, k_prompt_logprobs, k_seed,
     k_logit_bias;  // each value of the logit_bias map
 // Engine options (engine.h's engine_options; threads and maxModelLen of the addon's options).
 extern const param_limit k_max_model_len, k_max_num_seqs, k_max_num_batched_tokens, k_chunked_prefill_size,

@@ -34,6 +34,7 @@ void validate_sampling_params(const sampling_params& p) {
                 std::to_string(p.max_tokens) + ")");
   }
   if (p.logprobs != -1) check_limit(k_logprobs, p.logprobs);  // -1: none
+  if (p.prompt_logprobs != -1) check_limit(k_prompt_logprobs, p.prompt_logprobs);
   if (p.stop.size() > size_t(max_stop_strings)) {
     throw error("stop must hold at most " + std::to_string(max_stop_strings) + " strings (got " +
                 std::to_string(p.stop.size()) + ")");
@@ -78,6 +79,9 @@ void validate_request(const request& r, int32_t n_vocab, int32_t max_model_len) 
   validate_constraints(r.params);
   validate_sampling_params(r.params);
   if (r.prompt.empty()) throw error("the prompt is empty (it must hold at least one token)");
+  if (r.params.prompt_logprobs != -1 && !r.images.empty()) {
+    throw error("promptLogprobs cannot be combined with images (an image's positions have no token to score)");
+  }
   if (r.pooling != pooling_type::none && r.prompt.size() > size_t(max_model_len)) {
     throw error("the input has " + std::to_string(r.prompt.size()) + " tokens; maxModelLen is " +
                 std::to_string(max_model_len));

@@ -47,6 +47,9 @@ struct sampling_params {
   bool has_seed = false;
   uint32_t seed = 0;
   int32_t logprobs = -1;           // -1 = none; else 0..max_logprobs alternatives per token
+  // -1 = none; else the prompt's logprobs (vLLM's prompt_logprobs): for each prompt token after the first, its
+  // logprob given the tokens before it and 0..max_logprobs alternatives (raw logits, as logprobs)
+  int32_t prompt_logprobs = -1;
   std::string grammar;             // GBNF the output must match; empty = unconstrained
   std::vector<grammar_trigger> grammar_triggers;       // non-empty: the grammar is lazy (see grammar_trigger)
   std::vector<std::pair<int32_t, float>> logit_bias;   // (id, added to its logit), OpenAI's logit_bias
@@ -99,6 +102,8 @@ struct request_output {
   std::vector<int32_t> tokens;          // new token ids this step
   std::string text;                     // new text this step (complete UTF-8, stop strings held back)
   std::vector<token_logprob> logprobs;  // one per new token when requested
+  // With the first token, when requested: one per prompt token after the first (entry i: prompt token i + 1)
+  std::vector<token_logprob> prompt_logprobs;
   finish_reason finish = finish_reason::none;
   std::string stop_string;              // the stop string that matched (finish == stop)
   int32_t stop_token = -1;              // the EOG / stop id that matched (finish == stop)

@@ -60,6 +60,11 @@ struct sequence {
   std::vector<double> pooled;
   int64_t pooled_rows = 0;
   bool embeds() const { return req.pooling != pooling_type::none; }
+  // Prompt logprobs (req.params.prompt_logprobs >= 0): entry p - 1 for prompt position p >= 1, filled as the
+  // prompt's chunks are computed (again after a preemption) and handed out with the first token.
+  std::vector<token_logprob> prompt_lps;
+  bool prompt_lps_sent = false;
+  bool wants_prompt_logprobs() const { return req.params.prompt_logprobs >= 0 && !prompt_lps_sent; }
 
  private:
   void finish_with(finish_reason r, request_output& out);

@@ -272,6 +272,7 @@ request parse_request(const Napi::Value& spec_value) {
   p.has_seed = !absent(s.Get("seed"));
   p.seed = uint32_t(limited_field(s, k_seed, 0));
   p.logprobs = int32_t(limited_field(s, k_logprobs, p.logprobs));
+  p.prompt_logprobs = int32_t(limited_field(s, k_prompt_logprobs, p.prompt_logprobs));
   p.skip_special = bool_field(s, "skipSpecialTokens", true);
   p.grammar = string_field(s, "grammar");
   p.grammar_triggers = triggers_field(s, "grammarTriggers");
@@ -366,6 +367,24 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   return o;
 }
 
+// Logprob records as JS objects: { tokenId, logprob, rank, topTokenIds, topLogprobs }.
+static Napi::Array logprob_array(Napi::Env env, const std::vector<token_logprob>& lps) {
+  Napi::Array out = Napi::Array::New(env, lps.size());
+  for (uint32_t i = 0; i < lps.size(); ++i) {
+    const token_logprob& lp = lps[i];
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("tokenId", lp.id);
+    e.Set("logprob", lp.logprob);
+    e.Set("rank", lp.rank);
+    e.Set("topTokenIds", int_array(env, lp.top_ids));
+    Napi::Array tl = Napi::Array::New(env, lp.top_logprobs.size());
+    for (uint32_t k = 0; k < lp.top_logprobs.size(); ++k) tl.Set(k, Napi::Number::New(env, lp.top_logprobs[k]));
+    e.Set("topLogprobs", tl);
+    out.Set(i, e);
+  }
+  return out;
+}
+
 Napi::Object output_object(Napi::Env env, const request_output& r) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("id", Napi::Number::New(env, double(r.id)));
@@ -390,22 +409,8 @@ Napi::Object output_object(Napi::Env env, const request_output& r) {
     std::copy(r.embedding.begin(), r.embedding.end(), e.Data());
     o.Set("embedding", e);
   }
-  if (!r.logprobs.empty()) {
-    Napi::Array lps = Napi::Array::New(env, r.logprobs.size());
-    for (uint32_t i = 0; i < r.logprobs.size(); ++i) {
-      const token_logprob& lp = r.logprobs[i];
-      Napi::Object e = Napi::Object::New(env);
-      e.Set("tokenId", lp.id);
-      e.Set("logprob", lp.logprob);
-      e.Set("rank", lp.rank);
-      e.Set("topTokenIds", int_array(env, lp.top_ids));
-      Napi::Array tl = Napi::Array::New(env, lp.top_logprobs.size());
-      for (uint32_t k = 0; k < lp.top_logprobs.size(); ++k) tl.Set(k, Napi::Number::New(env, lp.top_logprobs[k]));
-      e.Set("topLogprobs", tl);
-      lps.Set(i, e);
-    }
-    o.Set("logprobs", lps);
-  }
+  if (!r.logprobs.empty()) o.Set("logprobs", logprob_array(env, r.logprobs));
+  if (!r.prompt_logprobs.empty()) o.Set("promptLogprobs", logprob_array(env, r.prompt_logprobs));
   return o;
 }
 

@@ -12,7 +12,7 @@ import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { chatPrompt } from '../../chat-prompt.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
-import { chatLogprobs } from '../../logprobs.js';
+import { chatLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { ChoiceReasoning, constrainAfterReasoning, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
   withReasoningTokens, type RequestReasoning } from '../../reasoning.js';
@@ -37,6 +37,7 @@ interface ChatBody extends Record<string, unknown> {
   logit_bias?: Record<string, unknown> | null;
   max_completion_tokens?: number | null;
   reasoning_effort?: string | null;
+  prompt_logprobs?: number | null;
 }
 
 /** Known fields this server does not implement: refused by name rather than ignored. */
@@ -46,6 +47,9 @@ function refuseUnsupported(body: ChatBody): void {
     throw badRequest('chat_template: request-supplied chat templates are not accepted; the model\'s template is used', 'chat_template', 'unsupported_parameter');
   }
   if (Array.isArray(body.modalities) && body.modalities.some((m) => m !== 'text')) throw badRequest('modalities: only text output is supported', 'modalities', 'unsupported_parameter');
+  if (body.prompt_logprobs != null && body.stream === true) {
+    throw badRequest('prompt_logprobs is not available when streaming', 'prompt_logprobs', 'unsupported_parameter');
+  }
 }
 
 /** OpenAI's 'developer' role is the newer name of 'system'. */
@@ -163,6 +167,10 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
         return { index, message, logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null, finish_reason: finish };
       }),
     };
-    return { ...answer, usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoning ? reasoningTokens : null) };
+    return {
+      ...answer,
+      usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoning ? reasoningTokens : null),
+      ...(body.prompt_logprobs != null ? { prompt_logprobs: vllmPromptLogprobs(results[0]?.promptLogprobs, tokenizer) } : {}),
+    };
   });
 }

@@ -1,5 +1,8 @@
 // POST /v1/completions: OpenAI (legacy) completions on raw prompts: a string, strings, token ids, or lists of
-// token ids; `n` samples per prompt (choice index = prompt * n + sample); `echo` prepends the prompt text.
+// token ids; `n` samples per prompt (choice index = prompt * n + sample); `echo` prepends the prompt text, and with
+// `logprobs` the prompt's tokens and their logprobs (the first null) before the generated ones, as OpenAI's legacy
+// API and vLLM answer it (lm-evaluation-harness scores loglikelihoods so); vLLM's `prompt_logprobs` adds a
+// choice's `prompt_logprobs` (not streamed).
 // Invariant: same streaming contract as chat (text chunks, a finish chunk per choice, optional usage chunk,
 // `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it, unless the
 // text starts with it). `suffix`: fill-in-the-middle with the vocabulary's FIM tokens (lib/fim.ts; a model
@@ -10,7 +13,7 @@ import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
-import { completionLogprobs } from '../../logprobs.js';
+import { completionLogprobs, joinCompletionLogprobs, promptCompletionLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
 import { fimPrompt, fimTokens } from '../../../fim.js';
@@ -27,11 +30,15 @@ interface CompletionBody extends Record<string, unknown> {
   suffix?: string | null;
   logit_bias?: Record<string, unknown> | null;
   response_format?: unknown;
+  prompt_logprobs?: number | null;
 }
 
 function refuseUnsupported(body: CompletionBody, n: number): void {
   if (body.suffix && body.echo === true) throw badRequest('echo cannot be combined with suffix', 'echo');
   if (body.best_of != null && body.best_of !== n) throw badRequest('best_of other than n is not supported', 'best_of', 'unsupported_parameter');
+  if (body.prompt_logprobs != null && body.stream === true) {
+    throw badRequest('prompt_logprobs is not available when streaming (echo with logprobs is)', 'prompt_logprobs', 'unsupported_parameter');
+  }
 }
 
 /** The prompts as token ids, plus their text (for echo). */
@@ -52,21 +59,31 @@ function infillPrompts(prompt: CompletionBody['prompt'], suffix: string, tokeniz
   return { ids: list.map((p) => fimPrompt(tokenizer, fim, p, suffix)), texts: list };
 }
 
-/** Completion chunks: the echoed prompt first (echo), text pieces with their logprob offsets, an empty finish text. */
-function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: string[] | null): ChoiceFormat {
+/**
+ * Completion chunks: the echoed prompt first (echo; with logprobs it comes with the first token, whose step brings
+ * the prompt's logprobs), text pieces with their logprob offsets, an empty finish text.
+ */
+function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: string[] | null, ids: number[][]): ChoiceFormat {
   const wantLogprobs = params.logprobs !== null;
   const offsets = new Map<number, number>(); // choice index -> characters of text sent so far
   return {
     object: 'text_completion',
     opening: (r) => {
-      if (!echo) return null;
+      if (!echo || wantLogprobs) return null;
       offsets.set(r.index, echo[r.prompt].length);
       return { text: echo[r.prompt], logprobs: null };
     },
     content: (r, d) => {
-      const offset = offsets.get(r.index) ?? 0;
+      const first = echo !== null && wantLogprobs && !offsets.has(r.index);
+      const prefix = first ? echo[r.prompt] : '';
+      const offset = offsets.get(r.index) ?? prefix.length;
       offsets.set(r.index, offset + d.text.length);
-      return { text: d.text, logprobs: wantLogprobs ? completionLogprobs(d.logprobs, tokenizer, offset) : null };
+      if (!wantLogprobs) return { text: d.text, logprobs: null };
+      const generated = completionLogprobs(d.logprobs, tokenizer, offset);
+      return {
+        text: prefix + d.text,
+        logprobs: first ? joinCompletionLogprobs(promptCompletionLogprobs(ids[r.prompt], d.promptLogprobs, tokenizer), generated) : generated,
+      };
     },
     closing: () => ({ text: '', logprobs: null }),
   };
@@ -82,6 +99,9 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
       ...(body.logprobs != null ? { logprobs: body.logprobs } : {}),
       ...responseFormatSampling(body.response_format),
     }, openAiDefaults(use.model));
+    // echo with logprobs: the prompt's logprobs too, with as many alternatives as the generated tokens get
+    const echoScores = body.echo === true && params.logprobs !== null;
+    if (echoScores) params.promptLogprobs = Math.max(params.promptLogprobs ?? 0, params.logprobs!);
     refuseUnsupported(body, params.n);
     const { ids, texts } = body.suffix ? infillPrompts(body.prompt, body.suffix, tokenizer) : promptsOf(body.prompt, tokenizer);
     ids.forEach((p, i) => checkPrompt(p, params, info.maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
@@ -91,7 +111,7 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
     const head = { id: requestId('cmpl'), created: Math.floor(Date.now() / 1000), model };
     const echo = body.echo === true ? texts : null;
     if (stream) {
-      return streamChoices(reply, job, head, completionFormat(params, tokenizer, echo),
+      return streamChoices(reply, job, head, completionFormat(params, tokenizer, echo, ids),
         { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
     }
     const results = await job.results();
@@ -101,12 +121,15 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
       created: head.created,
       model,
       choices: results.map((r, k) => {
-        const prefix = echo ? echo[job.requests[k].prompt] : '';
+        const prompt = job.requests[k].prompt;
+        const prefix = echo ? echo[prompt] : '';
+        const generated = params.logprobs !== null ? completionLogprobs(r.logprobs, tokenizer, prefix.length) : null;
         return {
           index: job.requests[k].index,
           text: prefix + r.text,
-          logprobs: params.logprobs !== null ? completionLogprobs(r.logprobs, tokenizer, prefix.length) : null,
+          logprobs: generated && echoScores ? joinCompletionLogprobs(promptCompletionLogprobs(ids[prompt], r.promptLogprobs, tokenizer), generated) : generated,
           finish_reason: r.finishReason,
+          ...(body.prompt_logprobs != null ? { prompt_logprobs: vllmPromptLogprobs(r.promptLogprobs, tokenizer) } : {}),
         };
       }),
       usage: jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)),

@@ -1,0 +1,120 @@
+// Prompt logprobs: each prompt token's logprob given the tokens before it (vLLM's prompt_logprobs; OpenAI's
+// legacy completions with echo and logprobs, which lm-evaluation-harness uses to score loglikelihoods). Offline
+// (llm.generate with promptLogprobs) they match llama.cpp's log-softmax of its logits at every position (F32
+// fixture: within 2e-3, the approximate tier's logit tolerance of 1e-3 on both terms; 1e-5 on the exact tier); over
+// HTTP (the openai client) echo + logprobs gives the prompt's entries first (the first null) equal to the offline
+// values, streamed as non-streamed, lm-eval's request and parsing work, vLLM's prompt_logprobs shape on completions
+// and chat, and the errors name what was wrong.
+import t from 'tap';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import { getLlama, type Token } from 'node-llama-cpp';
+import { LLM } from '../lib/llm.js';
+import { buildApp } from '../lib/server/app.js';
+import { normalizeEngineOptions } from '../lib/engine-options.js';
+import { conformanceTier } from './helpers/conformance.js';
+import { debugAddon } from './helpers/debug-addon.js';
+import { fixtureModel } from './helpers/fixtures.js';
+
+const path = await fixtureModel({ nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
+const TEXT = 'The quick brown fox jumps over the lazy dog. Once upon a time there was';
+const llm = new LLM({ model: path, maxModelLen: 256, threads: 2 });
+t.teardown(() => llm.close());
+await llm.ready();
+const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: false });
+
+t.test('offline: llama.cpp log-softmax at every prompt position; null first; the token and its alternatives', async (t) => {
+  const [out] = await llm.generate({ promptTokenIds: ids }, { promptLogprobs: 3, maxTokens: 1, temperature: 0 });
+  const plps = out.promptLogprobs!;
+  t.equal(plps.length, ids.length);
+  t.equal(plps[0], null, 'the first token has nothing before it');
+  for (let p = 1; p < ids.length; ++p) {
+    const e = plps[p]!;
+    t.ok(e[ids[p]] !== undefined, `position ${p}: the prompt token itself`);
+    const ranks = Object.values(e).map((x) => x.rank).sort((a, b) => a - b);
+    t.ok(ranks.slice(0, 3).join(',') === '1,2,3' || Object.keys(e).length === 4, 'top 3 alternatives');
+  }
+  const tier = conformanceTier(debugAddon().debugCpuLevel());
+  const tolerance = tier === 'exact' ? 1e-5 : 2e-3;
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
+  const model = await llama.loadModel({ modelPath: path });
+  const ctx = await model.createContext({ contextSize: 128, batchSize: 128, threads: 1, flashAttention: false,
+    experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32' });
+  try {
+    const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
+    let maxDiff = 0;
+    for (let p = 1; p < ids.length; ++p) {
+      const logits = res[p - 1]!.next.logits!;
+      let max = -Infinity;
+      for (const v of logits.values()) max = Math.max(max, v);
+      let sum = 0;
+      for (const v of logits.values()) sum += Math.exp(v - max);
+      const ref = logits.get(ids[p] as Token)! - max - Math.log(sum);
+      maxDiff = Math.max(maxDiff, Math.abs(plps[p]![ids[p]].logprob - ref));
+    }
+    t.ok(maxDiff <= tolerance, `max |logprob difference| over ${ids.length - 1} positions: ${maxDiff.toExponential(2)} (${tier} tier, <= ${tolerance})`);
+  } finally {
+    await ctx.dispose();
+    await model.dispose();
+  }
+});
+
+const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['m'] });
+await app.listen({ host: '127.0.0.1', port: 0 });
+t.teardown(() => app.close());
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0 });
+
+t.test("completions echo + logprobs: the prompt's entries first, equal to the offline ones; streamed = whole", async (t) => {
+  const [offline] = await llm.generate({ promptTokenIds: ids }, { promptLogprobs: 2, maxTokens: 1, temperature: 0 });
+  // lm-evaluation-harness's loglikelihood request, as its local-completions model sends it
+  const r = await client.completions.create({ model: 'm', prompt: ids, temperature: 0, max_tokens: 1, logprobs: 2, seed: 1234, echo: true });
+  const lp = r.choices[0].logprobs!;
+  t.equal(lp.token_logprobs!.length, ids.length + 1, 'every prompt token, then the generated one');
+  t.equal(lp.token_logprobs![0], null);
+  t.equal(lp.top_logprobs![0], null);
+  for (let p = 1; p < ids.length; ++p) {
+    if (lp.token_logprobs![p] !== offline.promptLogprobs![p]![ids[p]].logprob) t.fail(`position ${p} differs from the offline value`);
+  }
+  t.same(lp.tokens!.slice(0, ids.length), ids.map((id) => llm.tokenizer.decode([id])));
+  t.equal(lp.text_offset![0], 0);
+  t.ok(r.choices[0].text.startsWith(TEXT), 'the text echoes the prompt');
+  // lm-eval's parse_logprobs: the continuation's tokens are token_logprobs[ctxlen:-1]; greedy when each is its top
+  const ctxlen = 5;
+  const continuation = lp.token_logprobs!.slice(ctxlen, -1) as number[];
+  t.equal(continuation.length, ids.length - ctxlen);
+  const offlineSum = ids.slice(ctxlen).reduce((a, id, i) => a + offline.promptLogprobs![ctxlen + i]![id].logprob, 0);
+  t.ok(Math.abs(continuation.reduce((a, b) => a + b, 0) - offlineSum) < 1e-9, 'loglikelihood of the continuation');
+  const greedy = continuation.every((v, i) => v === Math.max(...Object.values(lp.top_logprobs![ctxlen + i]!)));
+  const offlineGreedy = ids.slice(ctxlen).every((id, i) => offline.promptLogprobs![ctxlen + i]![id].rank === 1);
+  t.equal(greedy, offlineGreedy, 'is_greedy as lm-eval computes it');
+  // streamed: the echo and the prompt's entries come with the first token
+  const stream = await client.completions.create({ model: 'm', prompt: ids, temperature: 0, max_tokens: 3, logprobs: 2, echo: true, stream: true });
+  let text = '';
+  const joined: (number | null)[] = [];
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.text ?? '';
+    joined.push(...(chunk.choices[0]?.logprobs?.token_logprobs ?? []));
+  }
+  const whole = await client.completions.create({ model: 'm', prompt: ids, temperature: 0, max_tokens: 3, logprobs: 2, echo: true });
+  t.equal(text, whole.choices[0].text);
+  t.same(joined, whole.choices[0].logprobs!.token_logprobs);
+  const noEcho = await client.completions.create({ model: 'm', prompt: ids, temperature: 0, max_tokens: 3, logprobs: 2 });
+  t.equal(noEcho.choices[0].logprobs!.token_logprobs!.length, 3, 'without echo: the generated tokens only');
+});
+
+t.test("vLLM's prompt_logprobs on completions and chat; errors", async (t) => {
+  const body = { model: 'm', prompt: ids, temperature: 0, max_tokens: 1, prompt_logprobs: 1 } as OpenAI.CompletionCreateParamsNonStreaming;
+  const r = await client.completions.create(body) as OpenAI.Completion & { choices: Array<{ prompt_logprobs: unknown[] }> };
+  const plps = r.choices[0].prompt_logprobs as Array<Record<string, { logprob: number; rank: number; decoded_token: string }> | null>;
+  t.equal(plps.length, ids.length);
+  t.equal(plps[0], null);
+  t.match(plps[1]![ids[1]], { logprob: Number, rank: Number, decoded_token: llm.tokenizer.decode([ids[1]]) });
+  const chat = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Hi.' }], max_tokens: 1,
+    prompt_logprobs: 0 } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming) as OpenAI.Chat.ChatCompletion & { prompt_logprobs: unknown[] };
+  t.equal(chat.prompt_logprobs.length, chat.usage!.prompt_tokens, 'one entry per prompt token of the rendered chat');
+  await t.rejects(client.completions.create({ ...body, stream: true } as unknown as OpenAI.CompletionCreateParamsStreaming),
+    /prompt_logprobs is not available when streaming/);
+  await t.rejects(client.completions.create({ ...body, prompt_logprobs: 21 } as OpenAI.CompletionCreateParamsNonStreaming),
+    /prompt_logprobs must be an integer in \[0, 20\] \(got 21\)/);
+  await t.rejects(llm.generate('x', { promptLogprobs: -2 }), /promptLogprobs must be/);
+});
