@@ -4,7 +4,8 @@
 // fixture: within 2e-3, the approximate tier's logit tolerance of 1e-3 on both terms; 1e-5 on the exact tier); over
 // HTTP (the openai client) echo + logprobs gives the prompt's entries first (the first null) equal to the offline
 // values, streamed as non-streamed, lm-eval's request and parsing work, vLLM's prompt_logprobs shape on completions
-// and chat, and the errors name what was wrong.
+// and chat, lm-evaluation-harness's remote tokenizer (GET /tokenizer_info, /tokenize, /detokenize) and
+// loglikelihood requests, and the errors name what was wrong.
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
@@ -117,4 +118,29 @@ t.test("vLLM's prompt_logprobs on completions and chat; errors", async (t) => {
   await t.rejects(client.completions.create({ ...body, prompt_logprobs: 21 } as OpenAI.CompletionCreateParamsNonStreaming),
     /prompt_logprobs must be an integer in \[0, 20\] \(got 21\)/);
   await t.rejects(llm.generate('x', { promptLogprobs: -2 }), /promptLogprobs must be/);
+});
+
+t.test("lm-evaluation-harness's remote tokenizer and loglikelihood, as its local-completions model runs them", async (t) => {
+  const base = client.baseURL.replace(/\/v1$/, '');
+  // check_remote_tokenizer_support: /tokenizer_info has eos_token, /tokenize answers tokens
+  const info = await (await fetch(`${base}/tokenizer_info`)).json() as Record<string, unknown>;
+  t.ok('eos_token' in info, 'eos_token');
+  t.equal(info.eos_token, llm.tokenizer.eosToken);
+  t.equal(info.chat_template, llm.tokenizer.chatTemplate);
+  const encode = async (text: string): Promise<number[]> => ((await (await fetch(`${base}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: text, add_special_tokens: false }),
+  })).json()) as { tokens: number[] }).tokens;
+  const context = 'Question: what colour is the sky? Answer:';
+  const choices = [' blue', ' green with purple dots'];
+  const ctx = await encode(context);
+  t.same(ctx, llm.tokenizer.encode(context, { addSpecialTokens: false }));
+  // one batched request of both (context + continuation) token lists, echo + logprobs + max_tokens 1
+  const prompts = await Promise.all(choices.map(async (c) => [...ctx, ...(await encode(c))]));
+  const r = await client.completions.create({ model: 'm', prompt: prompts, temperature: 0, max_tokens: 1, logprobs: 1, seed: 1234, echo: true });
+  const scores = [...r.choices].sort((a, b) => a.index - b.index).map((c) => (c.logprobs!.token_logprobs!.slice(ctx.length, -1) as number[]).reduce((a, b) => a + b, 0));
+  const offline = await llm.generate(prompts.map((p) => ({ promptTokenIds: p })), { promptLogprobs: 0, maxTokens: 1, temperature: 0 });
+  const expected = offline.map((o, i) => prompts[i].slice(ctx.length).reduce((a, id, k) => a + o.promptLogprobs![ctx.length + k]![id].logprob, 0));
+  for (let i = 0; i < choices.length; ++i) t.ok(Math.abs(scores[i] - expected[i]) < 1e-9, `loglikelihood of ${JSON.stringify(choices[i])}: ${scores[i].toFixed(4)}`);
+  const detok = await (await fetch(`${base}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: ctx }) })).json() as { prompt: string };
+  t.equal(detok.prompt, context);
 });

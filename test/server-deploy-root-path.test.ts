@@ -29,6 +29,7 @@ const ROUTES: Call[] = [
   { method: 'POST', url: '/v1/completions', payload: { model: 'm', prompt: 'hi', max_tokens: 2, temperature: 0 } },
   { method: 'POST', url: '/tokenize', payload: { prompt: 'hello world' } },
   { method: 'POST', url: '/detokenize', payload: { tokens: [1, 2, 3] } },
+  { method: 'GET', url: '/tokenizer_info' },
   { method: 'POST', url: '/v1/embeddings', payload: { model: 'm', input: 'hello world' } },
   { method: 'POST', url: '/v1/responses', payload: { model: 'm', input: 'hi', max_output_tokens: 2, temperature: 0, store: false } },
   { method: 'GET', url: '/v1/responses/resp_unknown' },

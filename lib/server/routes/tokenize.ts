@@ -1,5 +1,7 @@
 // POST /tokenize and /detokenize (vLLM shapes): a prompt (or chat messages, rendered with the model's
-// template) to token ids, and token ids back to text.
+// template) to token ids, and token ids back to text; GET /tokenizer_info (vLLM's): the tokenizer's special tokens,
+// chat template and limits, which lm-evaluation-harness's remote tokenizer reads (with /tokenize and /detokenize it
+// then needs no tokenizer files of its own).
 // Runner mode: `model` names a store model (loaded on demand; messages rendered as the chat routes render them).
 // Invariant: tokenization is the one the generating routes use (chat: template then no extra BOS).
 import type { FastifyInstance } from 'fastify';
@@ -34,6 +36,18 @@ export default async function tokenizeRoute(app: FastifyInstance): Promise<void>
       tokens = tokenizer.encode(body.prompt!, { addSpecialTokens: body.add_special_tokens ?? true });
     }
     return { count: tokens.length, max_model_len: info.maxModelLen, tokens };
+  });
+  app.get('/tokenizer_info', async (request, reply) => {
+    const model = (request.query as { model?: string }).model;
+    const use = await useModel(app, reply, model, { single: (e) => checkModel(e, model) });
+    const { tokenizer, info } = await use.engine.ready();
+    return {
+      tokenizer_class: 'GGUFTokenizer', // the GGUF file's own vocabulary, merges and pre-tokenizer
+      bos_token: tokenizer.bosToken, eos_token: tokenizer.eosToken, pad_token: null, unk_token: null,
+      bos_token_id: tokenizer.bosTokenId, eos_token_id: tokenizer.eosTokenId, eog_token_ids: tokenizer.eogTokenIds,
+      add_bos_token: info.addBos, vocab_size: tokenizer.vocabSize, model_max_length: info.maxModelLen,
+      chat_template: use.model?.manifest.template ?? info.chatTemplate,
+    };
   });
   app.post('/detokenize', { schema: { body: detokenizeSchema } }, async (request, reply) => {
     const body = request.body as { model?: string | null; tokens: number[] };
