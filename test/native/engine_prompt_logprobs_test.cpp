@@ -134,9 +134,10 @@ TEST_CASE("engine prompt logprobs: the model's rows scored against the prompt, b
   model_file f;
   auto ref_model = f.load();
   const int V = ref_model->hparams().n_vocab;
-  const std::vector<int32_t> prompt = prompt_of(23, 1, V);
+  const std::vector<int32_t> prompt = prompt_of(21, 1, V);
   std::vector<int32_t> plain_tokens;
-  for (int32_t chunk : {0, 5, 4}) {  // the step's whole budget; chunks of 5; of 4
+  // the step's whole budget; chunks of 6; of 5 (21 = 4 x 5 + 1: the last prompt token comes alone, as a decode)
+  for (int32_t chunk : {0, 6, 5}) {
     outputs outs;
     engine_options o;
     o.max_model_len = 64;
