@@ -1,6 +1,6 @@
 // Public entry point of the `spindle` package.
 export { LLM } from './llm.js';
-export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions, EmbedOptions, EmbeddingRequestOutput } from './llm.js';
+export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions, EmbedOptions, EmbeddingRequestOutput, ScoringRequestOutput } from './llm.js';
 export type { Pooling } from './embeddings.js';
 export { Engine } from './engine.js';
 export type {

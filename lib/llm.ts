@@ -5,6 +5,7 @@
 // anything is queued; n > 1 runs n independent samples (seed, seed + 1, ... when seeded).
 import { imageSources, type ChatMessage } from './chat/template.js';
 import { embed as embedInputs, type Pooling } from './embeddings.js';
+import { scorePairs, scoringPairs } from './scoring.js';
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import type { FinishReason, NativeEngineStats, NativeLogprob, NativeModelInfo } from './native.js';
@@ -69,6 +70,14 @@ export interface EmbedOptions extends GenerateOptions {
   normalize?: boolean; // default true (unit L2 norm)
   dimensions?: number; // keep the first N values (normalized again)
   truncate?: boolean; // default false: an input longer than maxModelLen throws; true: its first maxModelLen tokens
+}
+
+/** vLLM's ScoringRequestOutput (camelCase): one (text1, text2) pair's score. */
+export interface ScoringRequestOutput {
+  text1: string;
+  text2: string;
+  finished: true;
+  outputs: { score: number };
 }
 
 /** vLLM's EmbeddingRequestOutput (camelCase). */
@@ -150,8 +159,7 @@ export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: 
     promptTokenIds: prompts[i].promptTokenIds,
     finished: true,
     numCachedTokens: row.reduce((m, r) => Math.max(m, r.cachedTokens), 0),
-    ...(params[i].promptLogprobs !== null && row[0]?.promptLogprobs
-      ? { promptLogprobs: [null, ...logprobEntries(row[0].promptLogprobs, tokenizer)] } : {}),
+    ...(params[i].promptLogprobs !== null ? { promptLogprobs: [null, ...logprobEntries(row[0]?.promptLogprobs ?? [], tokenizer)] } : {}),
     outputs: row.map((r, index) => {
       const out: CompletionOutput = {
         index, text: r.text, tokenIds: r.tokenIds, finishReason: r.finishReason,
@@ -267,6 +275,17 @@ export class LLM {
       finished: true as const,
       outputs: { embedding },
     }));
+  }
+
+  /**
+   * vLLM's LLM.score: scores (text1, text2) pairs, one text against one, one against many, or two lists pairwise
+   * (lib/scoring.ts: a reranker's classifier head, else the cosine similarity of the texts' embeddings).
+   */
+  async score(text1: string | string[], text2: string | string[], options: { signal?: AbortSignal } = {}): Promise<ScoringRequestOutput[]> {
+    checkOptions('score', options, ['signal']);
+    const pairs = scoringPairs(text1, text2, ['text1', 'text2']);
+    const r = await scorePairs(this.#core, pairs, 'pairs', options.signal);
+    return pairs.map(([a, b], i) => ({ text1: a, text2: b, finished: true as const, outputs: { score: r.scores[i] } }));
   }
 
   /** Vision models, after ready(): the prompt positions of a width x height image (marker ids, -1 per embedding). */

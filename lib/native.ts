@@ -50,6 +50,10 @@ export interface NativeModelInfo {
   kvCacheDtype: 'float32' | 'float16' | 'bfloat16' | null; // its KV cache's element type (--dtype); null from inspect()
   mmproj: string | null; // the loaded vision projector; null: the model takes no images
   pooling: 'none' | 'mean' | 'cls' | 'last' | 'rank' | null; // the file's {arch}.pooling_type; null: unsaid
+  // A reranker's classifier head (cls.output.weight, dequantized): nOut rows of nEmbd weights, their biases, the
+  // labels ({arch}.classifier.output_labels); null: the file has none.
+  classifier: { weights: Float32Array; nOut: number; bias: Float32Array | null; labels: string[] } | null;
+  rerankTemplate: string | null; // tokenizer.chat_template.rerank: a reranker's prompt with {query} and {document}
 }
 
 export interface NativeLogprob {

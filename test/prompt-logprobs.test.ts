@@ -15,7 +15,8 @@ import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { conformanceTier } from './helpers/conformance.js';
 import { debugAddon } from './helpers/debug-addon.js';
-import { fixtureModel } from './helpers/fixtures.js';
+import { fixtureModel, PRESETS } from './helpers/fixtures.js';
+import { promptCompletionLogprobs } from '../lib/server/logprobs.js';
 
 const path = await fixtureModel({ nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
 const TEXT = 'The quick brown fox jumps over the lazy dog. Once upon a time there was';
@@ -143,4 +144,35 @@ t.test("lm-evaluation-harness's remote tokenizer and loglikelihood, as its local
   for (let i = 0; i < choices.length; ++i) t.ok(Math.abs(scores[i] - expected[i]) < 1e-9, `loglikelihood of ${JSON.stringify(choices[i])}: ${scores[i].toFixed(4)}`);
   const detok = await (await fetch(`${base}/detokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: ctx }) })).json() as { prompt: string };
   t.equal(detok.prompt, context);
+});
+
+t.test('echo offsets index the echoed text: a BOS takes none, SentencePiece words keep their spaces', async (t) => {
+  const text = 'Hello world, this is  a test. Ünïcode too: 日本語!';
+  for (const preset of [PRESETS.llama3Tiny, PRESETS.llama2Tiny]) {
+    const other = new LLM({ model: await fixtureModel(preset), maxModelLen: 128, threads: 1 });
+    try {
+      await other.ready();
+      const ids = other.tokenizer.encodePrompt(text);
+      t.equal(ids[0], other.tokenizer.bosTokenId, `${preset.tokenizer}: the prompt starts with BOS`);
+      const lp = promptCompletionLogprobs(ids, undefined, other.tokenizer);
+      const offsets = lp.text_offset;
+      t.equal(offsets[0], 0);
+      t.equal(offsets[1], 0, 'the BOS takes no text');
+      t.ok(offsets.every((o, i) => i === 0 || o >= offsets[i - 1]), 'non-decreasing');
+      const end = offsets[offsets.length - 1] + other.tokenizer.decode(ids.slice(-2), { skipSpecialTokens: true }).length
+        - other.tokenizer.decode(ids.slice(-2, -1), { skipSpecialTokens: true }).length;
+      t.equal(end, text.length, `${preset.tokenizer}: the tokens' texts cover the echoed text exactly`);
+    } finally {
+      await other.close();
+    }
+  }
+});
+
+t.test('edge cases: a one-token prompt; /v1/responses refuses prompt_logprobs', async (t) => {
+  const [one] = await llm.generate({ promptTokenIds: [ids[0]] }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+  t.same(one.promptLogprobs, [null], 'only the first token, which has nothing to score it');
+  const r = await client.completions.create({ model: 'm', prompt: [ids[0]], max_tokens: 1, logprobs: 0, echo: true, temperature: 0 });
+  t.same(r.choices[0].logprobs!.token_logprobs!.slice(0, 1), [null]);
+  await t.rejects(client.responses.create({ model: 'm', input: 'x', prompt_logprobs: 1 } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming),
+    /prompt_logprobs is not available on \/v1\/responses/);
 });

@@ -27,6 +27,7 @@ import metricsRoute from './routes/metrics.js';
 import chatCompletionsRoute from './routes/v1/chat-completions.js';
 import completionsRoute from './routes/v1/completions.js';
 import embeddingsRoute from './routes/v1/embeddings.js';
+import rerankRoutes from './routes/v1/rerank.js';
 import responsesRoute from './routes/v1/responses.js';
 import ollamaEmbedRoute from './routes/ollama/embed.js';
 import modelsRoute from './routes/v1/models.js';
@@ -101,6 +102,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(chatCompletionsRoute);
   await app.register(completionsRoute);
   await app.register(embeddingsRoute);
+  await app.register(rerankRoutes);
   await app.register(responsesRoute);
   await app.register(ollamaEmbedRoute);
   await app.register(tokenizeRoute);

@@ -36,19 +36,32 @@ export interface CompletionLogprobs {
 }
 
 /**
- * An echoed prompt's entries (completions with echo and logprobs): its tokens from text offset 0, the first with
- * null logprobs, the others scored by `lps` (the engine's prompt logprobs, one per token after the first).
+ * An echoed prompt's entries (completions with echo and logprobs): its tokens, the first with null logprobs, the
+ * others scored by `lps` (the engine's prompt logprobs, one per token after the first; missing for a one-token
+ * prompt). Offsets are into the echoed text: each token's text as it reads after the one before it (special
+ * tokens such as a BOS, absent from the echoed text, take none; a SentencePiece word keeps its leading space).
  */
 export function promptCompletionLogprobs(ids: readonly number[], lps: readonly NativeLogprob[] | undefined,
   tokenizer: Tokenizer): CompletionLogprobs {
-  const scored = completionLogprobs(lps, tokenizer, 0);
-  const first = ids.length > 0 ? tokenizer.decode([ids[0]]) : '';
-  return {
-    tokens: ids.length > 0 ? [first, ...scored.tokens] : [],
-    token_logprobs: ids.length > 0 ? [null, ...scored.token_logprobs] : [],
-    top_logprobs: ids.length > 0 ? [null, ...scored.top_logprobs] : [],
-    text_offset: ids.length > 0 ? [0, ...scored.text_offset.map((o) => o + first.length)] : [],
-  };
+  const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  let at = 0;
+  ids.forEach((id, i) => {
+    out.tokens.push(tokenizer.decode([id]));
+    out.text_offset.push(at);
+    const lp = i > 0 ? lps?.[i - 1] : undefined;
+    out.token_logprobs.push(lp ? lp.logprob : null);
+    if (lp) {
+      const top: Record<string, number> = {};
+      lp.topTokenIds.forEach((t, k) => { top[tokenizer.decode([t])] = lp.topLogprobs[k]; });
+      out.top_logprobs.push(top);
+    } else out.top_logprobs.push(null);
+    // this token's share of the text: what it adds after the token before it (specials skipped); the first token
+    // with text reads as the text's start (SentencePiece drops its leading space there)
+    const own = tokenizer.decode([id], { skipSpecialTokens: true });
+    if (at === 0 || i === 0) at += own.length;
+    else at += tokenizer.decode([ids[i - 1], id], { skipSpecialTokens: true }).length - tokenizer.decode([ids[i - 1]], { skipSpecialTokens: true }).length;
+  });
+  return out;
 }
 
 /** Two runs of entries as one (an echoed prompt's, then the generated tokens'). */

@@ -173,6 +173,32 @@ export const embeddingSchema = {
   },
 } as const;
 
+const MAX_DOCUMENTS = 2048;
+
+export const rerankSchema = {
+  type: 'object',
+  required: ['query'],
+  properties: {
+    model: nullable(text(1024)),
+    query: text(),
+    documents: nullable({ type: 'array', maxItems: MAX_DOCUMENTS, items: { anyOf: [text(), { type: 'object', required: ['text'], properties: { text: text() } }] } }),
+    texts: nullable({ type: 'array', maxItems: MAX_DOCUMENTS, items: text() }),
+    top_n: integer(1, INT32_MAX),
+    return_documents: nullable({ type: 'boolean' }),
+    return_text: nullable({ type: 'boolean' }),
+  },
+} as const;
+
+export const scoreSchema = {
+  type: 'object',
+  required: ['text_1', 'text_2'],
+  properties: {
+    model: nullable(text(1024)),
+    text_1: { anyOf: [text(), { type: 'array', maxItems: MAX_DOCUMENTS, items: text() }] },
+    text_2: { anyOf: [text(), { type: 'array', maxItems: MAX_DOCUMENTS, items: text() }] },
+  },
+} as const;
+
 export const tokenizeSchema = {
   type: 'object',
   properties: {

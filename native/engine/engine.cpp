@@ -14,12 +14,41 @@
 #include "common/error.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "backend/cpu/matmul.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/vision_model.h"
 
 namespace spindle {
+
+// A reranker's classifier head (llama.cpp's cls_out: rank pooling multiplies the pooled state by it), read into
+// `info` dequantized; absent tensors leave it empty. Throws spindle::error for a head whose shape does not fit.
+static void read_classifier_head(const gguf_file& file, model_info& info) {
+  if (const gguf_kv* kv = file.find("tokenizer.chat_template.rerank"); kv && kv->type == gguf_value_type::STRING) {
+    info.rerank_template = kv->str;
+  }
+  if (const gguf_kv* kv = file.find(info.arch + ".classifier.output_labels"); kv && kv->type == gguf_value_type::ARRAY) {
+    info.cls_labels = kv->strings;
+  }
+  const gguf_tensor* w = file.find_tensor("cls.output.weight");
+  if (!w) return;
+  const int64_t n_in = w->ne[0], n_out = w->n_dims >= 2 ? w->ne[1] : 1;
+  if (w->n_dims > 2 || n_in != info.n_embd || n_out < 1 || n_out > 4096) {
+    throw error("cls.output.weight has shape [" + std::to_string(n_in) + ", " + std::to_string(n_out) +
+                "]; a classifier head must be [n_embd = " + std::to_string(info.n_embd) + ", 1..4096 labels]");
+  }
+  const uint64_t row_bytes = ggml_row_size(w->type, uint64_t(n_in));
+  info.cls_out.resize(size_t(n_in * n_out));
+  for (int64_t r = 0; r < n_out; ++r) cpu_dequantize_row(w->type, w->data + r * row_bytes, info.cls_out.data() + r * n_in, n_in);
+  info.n_cls_out = int32_t(n_out);
+  if (const gguf_tensor* b = file.find_tensor("cls.output.bias")) {
+    if (b->type != ggml_type::F32 || b->n_elements() != n_out) {
+      throw error("cls.output.bias must be F32 with " + std::to_string(n_out) + " values, one per label");
+    }
+    info.cls_out_bias.assign(reinterpret_cast<const float*>(b->data), reinterpret_cast<const float*>(b->data) + n_out);
+  }
+}
 
 model_info describe_file(const gguf_file& file, const tokenizer& tok) {
   model_info info;
@@ -45,6 +74,7 @@ model_info describe_file(const gguf_file& file, const tokenizer& tok) {
       info.chat_template = kv->str;
     }
   }
+  read_classifier_head(file, info);
   return info;
 }
 
@@ -389,8 +419,8 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
     // mean / cls pooling and prompt logprobs need every row, from position 0: no cached prefix
     const pooling_type pool = seq->req.pooling;
     if (seq->req.params.prompt_logprobs >= 0) seq->prompt_lps.resize(seq->req.prompt.size() - 1);
-    sched_->add(id, seq->req.prompt,
-                (pool == pooling_type::none || pool == pooling_type::last) && seq->req.params.prompt_logprobs < 0);
+    const bool scores = pool == pooling_type::none && seq->req.params.prompt_logprobs >= 0;
+    sched_->add(id, seq->req.prompt, (pool == pooling_type::none || pool == pooling_type::last) && !scores, scores);
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {
     request_output& out = engine_output_for(outs, id);

@@ -22,11 +22,14 @@ struct sched_sequence {
   int32_t num_draft_tokens = 0;     // speculative drafts of the pending step (their slots are reserved)
   int32_t state_slot = -1;          // recurrent-state slot while running (state_slot_pool); -1 while waiting
   bool use_prefix_cache = true;     // false: always computed from position 0 (embeddings pooled over every row)
+  // Prompt logprobs: its prompt chunks get a logits row per token, so they count against the step's scored rows
+  bool scores_prompt = false;
   sched_status status = sched_status::waiting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }
   int32_t num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }
   int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  bool scoring() const { return scores_prompt && num_computed_tokens + 1 < num_prompt_tokens; }
 };
 
 }  // namespace spindle

@@ -4,6 +4,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 #include "common/error.h"
@@ -41,7 +42,7 @@ scheduler::scheduler(scheduler_config config, block_manager blocks)
   }
 }
 
-void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache) {
+void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache, bool scores_prompt) {
   if (seqs_.count(id) != 0) throw error("scheduler: " + seq_name(id) + " already exists");
   if (prompt.empty()) throw error("scheduler: " + seq_name(id) + " has an empty prompt");
   if (prompt.size() > size_t(config_.max_model_len)) {
@@ -54,6 +55,7 @@ void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_ca
   s->num_prompt_tokens = int32_t(prompt.size());
   s->token_ids = std::move(prompt);
   s->use_prefix_cache = use_prefix_cache;
+  s->scores_prompt = scores_prompt;
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -81,6 +83,7 @@ schedule_output scheduler::schedule() {
   }
   schedule_output out;
   int32_t budget = config_.max_num_batched_tokens;
+  scored_rows_left_ = k_max_scored_rows;
   schedule_running(out, budget, /*decodes=*/true);
   schedule_running(out, budget, /*decodes=*/false);
   if (out.preempted.empty()) schedule_waiting(out, budget);
@@ -111,8 +114,13 @@ void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool dec
       continue;
     }
     int32_t n = prefill_chunk(*s, budget);
+    const bool scoring = s->scoring();
+    if (scoring) n = std::min(n, scored_rows_left_);
     if (n == 0) continue;
-    if (reserve_or_preempt(*s, n, out, budget)) push_chunk(out, budget, *s, n, is_decode);
+    if (reserve_or_preempt(*s, n, out, budget)) {
+      push_chunk(out, budget, *s, n, is_decode);
+      if (scoring) scored_rows_left_ -= n;
+    }
   }
 }
 
@@ -145,7 +153,8 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
       shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size());
     }
     const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
-    const int32_t n = chunk_of(s->num_tokens() - hit, budget);
+    const bool scoring = s->scoring();
+    const int32_t n = std::min(chunk_of(s->num_tokens() - hit, budget), scoring ? scored_rows_left_ : INT32_MAX);
     if (n == 0 || !blocks_.can_allocate_shared(shared, int64_t(hit) + n)) break;
     s->state_slot = slots_.acquire(s->id);  // one is free: running_.size() < max_num_seqs slots
     try {
@@ -165,6 +174,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     s->status = sched_status::running;
     insert_running(s);
     push_chunk(out, budget, *s, n, /*is_decode=*/false);
+    if (scoring) scored_rows_left_ -= n;
     if (!shared.empty()) out.chunks.back().restore_block = shared.back();
   }
 }

@@ -113,7 +113,10 @@ class scheduler {
   // Queues a new sequence at the back of the waiting queue. Throws on a duplicate id, an empty prompt or
   // one longer than max_model_len.
   // use_prefix_cache false: the sequence never starts from a cached prefix (its blocks are still committed).
-  void add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache = true);
+  // scores_prompt: the sequence wants a logits row at every prompt position (prompt logprobs); such chunks take at
+  // most k_max_scored_rows tokens of a step together (their rows are [tokens, vocabulary] floats on the host).
+  void add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache = true, bool scores_prompt = false);
+  static constexpr int32_t k_max_scored_rows = 256;
   // Removes a waiting or running sequence and frees its blocks; false when the id is unknown. Safe between
   // schedule() and postprocess(): the sequence's chunks are then skipped.
   bool abort(uint64_t id);
@@ -147,6 +150,7 @@ class scheduler {
   void schedule_running(schedule_output& out, int32_t& budget, bool decodes);
   void schedule_waiting(schedule_output& out, int32_t& budget);
   int32_t prefill_chunk(const sched_sequence& s, int32_t budget) const;  // 0: does not fit this step
+  int32_t scored_rows_left_ = 0;  // of k_max_scored_rows, in the step being scheduled
   int32_t chunk_of(int32_t remaining, int32_t budget) const;             // prefill_chunk of `remaining` tokens
   bool can_reserve(const sched_sequence& s, int32_t n_slots) const;
   void reserve(const sched_sequence& s, int32_t n_slots);

@@ -364,6 +364,27 @@ Napi::Object info_object(Napi::Env env, const model_info& m) {
   o.Set("kvCacheDtype", m.kv_dtype.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.kv_dtype)));
   o.Set("mmproj", m.mmproj.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.mmproj)));  // null: text only
   o.Set("pooling", m.pooling.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.pooling)));  // null: unsaid
+  // a reranker's classifier head (null: none): { weights [nOut x nEmbd], bias (null: none), labels }
+  if (m.n_cls_out > 0) {
+    Napi::Object head = Napi::Object::New(env);
+    Napi::Float32Array w = Napi::Float32Array::New(env, m.cls_out.size());
+    std::copy(m.cls_out.begin(), m.cls_out.end(), w.Data());
+    head.Set("weights", w);
+    head.Set("nOut", m.n_cls_out);
+    if (m.cls_out_bias.empty()) head.Set("bias", env.Null());
+    else {
+      Napi::Float32Array b = Napi::Float32Array::New(env, m.cls_out_bias.size());
+      std::copy(m.cls_out_bias.begin(), m.cls_out_bias.end(), b.Data());
+      head.Set("bias", b);
+    }
+    Napi::Array labels = Napi::Array::New(env, m.cls_labels.size());
+    for (uint32_t i = 0; i < m.cls_labels.size(); ++i) labels.Set(i, m.cls_labels[i]);
+    head.Set("labels", labels);
+    o.Set("classifier", head);
+  } else {
+    o.Set("classifier", env.Null());
+  }
+  o.Set("rerankTemplate", m.rerank_template.empty() ? env.Null() : Napi::Value(Napi::String::New(env, m.rerank_template)));
   return o;
 }
 

@@ -20,10 +20,10 @@ namespace {
 
 struct model_file {
   std::string path;
-  model_file() {
+  explicit model_file(int64_t context_length = 64) {
     model_test::spec s;
     s.arch = "llama";
-    s.context_length = 64;
+    s.context_length = context_length;
     path = model_test::write_temp(model_test::build(s), "llama-prompt-logprobs");
   }
   ~model_file() {
@@ -210,4 +210,24 @@ TEST_CASE("engine prompt logprobs: never from a cached prefix; refused with imag
   with_image.images.push_back(request_image{});
   CHECK_THROWS_WITH(validate_request(with_image, V, 64),
                     "promptLogprobs cannot be combined with images (an image's positions have no token to score)");
+}
+
+TEST_CASE("engine prompt logprobs: a long prompt takes at most k_max_scored_rows scored rows a step, same values") {
+  model_file f(1024);
+  auto ref_model = f.load();
+  const int V = ref_model->hparams().n_vocab;
+  const std::vector<int32_t> prompt = prompt_of(600, 5, V), other = prompt_of(300, 6, V);
+  outputs outs;
+  engine_options o;
+  o.max_model_len = 1024;
+  o.max_num_batched_tokens = 1024;  // one step could take the whole prompt; the scored rows' cap splits it
+  o.chunked_prefill_size = 0;
+  engine e([&] { return f.load(); }, o, outs.sink());
+  REQUIRE(outs.wait_ready());
+  const uint64_t a = e.submit(generation(prompt, 1));
+  const uint64_t b = e.submit(generation(other, 2));  // two scoring requests share the cap
+  CHECK(same(prompt_lps_of(outs.wait(a)), reference(*ref_model, prompt, 1)));
+  CHECK(same(prompt_lps_of(outs.wait(b)), reference(*ref_model, other, 2)));
+  const engine_stats st = e.stats();
+  CHECK(st.steps >= (600 + 300) / 256);  // at least that many steps to score 898 rows 256 at a time
 }

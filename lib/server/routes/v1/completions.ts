@@ -85,7 +85,8 @@ function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: st
         logprobs: first ? joinCompletionLogprobs(promptCompletionLogprobs(ids[r.prompt], d.promptLogprobs, tokenizer), generated) : generated,
       };
     },
-    closing: () => ({ text: '', logprobs: null }),
+    // a choice that ended before its first token (e.g. a grammar complete at once) still echoes its prompt
+    closing: (r) => (echo !== null && wantLogprobs && !offsets.has(r.index) ? { text: echo[r.prompt], logprobs: null } : { text: '', logprobs: null }),
   };
 }
 

@@ -47,6 +47,7 @@ function refuseUnsupported(body: ResponsesBody): void {
   if (body.conversation != null) throw badRequest('conversation: the Conversations API is not supported; use previous_response_id', 'conversation', 'unsupported_parameter');
   if (body.prompt != null) throw badRequest('prompt: stored prompt templates are not supported', 'prompt', 'unsupported_parameter');
   if (body.n != null && body.n !== 1) throw badRequest('n: a response has one output; send n requests for more', 'n');
+  if (body.prompt_logprobs != null) throw badRequest('prompt_logprobs is not available on /v1/responses (use /v1/completions or /v1/chat/completions)', 'prompt_logprobs', 'unsupported_parameter');
 }
 
 /** The message the conversation records for a response's output items. */
