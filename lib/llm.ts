@@ -5,7 +5,7 @@
 // anything is queued; n > 1 runs n independent samples (seed, seed + 1, ... when seeded).
 import { imageSources, type ChatMessage } from './chat/template.js';
 import { embed as embedInputs, type Pooling } from './embeddings.js';
-import { scorePairs, scoringPairs } from './scoring.js';
+import { scorePairs, scoringPairNames, scoringPairs } from './scoring.js';
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import type { FinishReason, NativeEngineStats, NativeLogprob, NativeModelInfo } from './native.js';
@@ -284,7 +284,7 @@ export class LLM {
   async score(text1: string | string[], text2: string | string[], options: { signal?: AbortSignal } = {}): Promise<ScoringRequestOutput[]> {
     checkOptions('score', options, ['signal']);
     const pairs = scoringPairs(text1, text2, ['text1', 'text2']);
-    const r = await scorePairs(this.#core, pairs, 'pairs', options.signal);
+    const r = await scorePairs(this.#core, pairs, scoringPairNames(text1, ['text1', 'text2']), options.signal);
     return pairs.map(([a, b], i) => ({ text1: a, text2: b, finished: true as const, outputs: { score: r.scores[i] } }));
   }
 

@@ -183,7 +183,7 @@ export const rerankSchema = {
     query: text(),
     documents: nullable({ type: 'array', maxItems: MAX_DOCUMENTS, items: { anyOf: [text(), { type: 'object', required: ['text'], properties: { text: text() } }] } }),
     texts: nullable({ type: 'array', maxItems: MAX_DOCUMENTS, items: text() }),
-    top_n: integer(1, INT32_MAX),
+    top_n: integer(0, INT32_MAX),
     return_documents: nullable({ type: 'boolean' }),
     return_text: nullable({ type: 'boolean' }),
   },

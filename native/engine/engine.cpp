@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <unistd.h>
 
@@ -34,19 +35,24 @@ static void read_classifier_head(const gguf_file& file, model_info& info) {
   const gguf_tensor* w = file.find_tensor("cls.output.weight");
   if (!w) return;
   const int64_t n_in = w->ne[0], n_out = w->n_dims >= 2 ? w->ne[1] : 1;
-  if (w->n_dims > 2 || n_in != info.n_embd || n_out < 1 || n_out > 4096) {
+  if (w->n_dims > 2 || n_in != info.n_embd || n_out < 1 || n_out > 64) {
     throw error("cls.output.weight has shape [" + std::to_string(n_in) + ", " + std::to_string(n_out) +
-                "]; a classifier head must be [n_embd = " + std::to_string(info.n_embd) + ", 1..4096 labels]");
+                "]; a classifier head must be [n_embd = " + std::to_string(info.n_embd) + ", 1..64 labels]");
   }
   const uint64_t row_bytes = ggml_row_size(w->type, uint64_t(n_in));
   info.cls_out.resize(size_t(n_in * n_out));
-  for (int64_t r = 0; r < n_out; ++r) cpu_dequantize_row(w->type, w->data + r * row_bytes, info.cls_out.data() + r * n_in, n_in);
+  try {
+    for (int64_t r = 0; r < n_out; ++r) cpu_dequantize_row(w->type, w->data + r * row_bytes, info.cls_out.data() + r * n_in, n_in);
+  } catch (const std::exception& e) {
+    throw error(std::string("cls.output.weight: ") + e.what());
+  }
   info.n_cls_out = int32_t(n_out);
   if (const gguf_tensor* b = file.find_tensor("cls.output.bias")) {
     if (b->type != ggml_type::F32 || b->n_elements() != n_out) {
       throw error("cls.output.bias must be F32 with " + std::to_string(n_out) + " values, one per label");
     }
-    info.cls_out_bias.assign(reinterpret_cast<const float*>(b->data), reinterpret_cast<const float*>(b->data) + n_out);
+    info.cls_out_bias.resize(size_t(n_out));
+    std::memcpy(info.cls_out_bias.data(), b->data, size_t(n_out) * sizeof(float));  // the data may be unaligned
   }
 }
 
@@ -297,8 +303,11 @@ void engine::make_cache(const model& m, int32_t max_len, const model* draft) {
 
 bool engine::load() {
   engine_event ev;
+  // declared out here so that a failure after make_cache frees the caches (which use the models' backends)
+  // while the models still exist
+  std::shared_ptr<model> m, draft;
   try {
-    std::shared_ptr<model> m = loader_();
+    m = loader_();
     if (!m) throw error("the model loader returned nothing");
     const model_hparams& hp = m->hparams();
     int32_t max_len = options_.max_model_len > 0 ? options_.max_model_len
@@ -318,7 +327,6 @@ bool engine::load() {
       vo.max_tokens = options_.image_max_tokens;
       vision = std::make_shared<vision_model>(options_.mmproj_path, *be, m->vocab(), hp.n_embd, vo);
     }
-    std::shared_ptr<model> draft;
     if (options_.draft_loader) {
       if (vision) throw error("a speculative draft model cannot be combined with a vision projector (mmproj)");
       draft = options_.draft_loader();
@@ -330,8 +338,8 @@ bool engine::load() {
       }
       options_.speculative.draft_model = true;
     }
+    ev.info = describe(*m, max_len);  // throws for a malformed classifier head
     make_cache(*m, max_len, draft.get());
-    ev.info = describe(*m, max_len);
     ev.info.max_num_batched_tokens = sched_->config().max_num_batched_tokens;
     if (vision) ev.info.mmproj = vision->path();
     std::lock_guard<std::mutex> lock(mu_);
@@ -343,6 +351,9 @@ bool engine::load() {
     ready_ = true;
     stats_.ready = true;
   } catch (const std::exception& e) {
+    kv_.reset();
+    draft_kv_.reset();
+    sched_.reset();
     std::string message = e.what();
     if (message.empty()) message = "unknown error while loading the model";
     {

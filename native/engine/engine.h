@@ -102,7 +102,7 @@ struct model_info {
   // how its embeddings are pooled when a request does not say.
   std::string pooling;
   // Rerankers (rank pooling): the classifier head over the pooled hidden state, dequantized: cls.output.weight
-  // [n_cls_out rows of n_embd] (empty: none), cls.output.bias [n_cls_out] (empty: none), {arch}.classifier.
+  // [n_cls_out (1..64) rows of n_embd] (empty: none), cls.output.bias [n_cls_out] (empty: none), {arch}.classifier.
   // output_labels, and tokenizer.chat_template.rerank (the prompt with {query} and {document}; "" when absent).
   std::vector<float> cls_out;
   std::vector<float> cls_out_bias;
