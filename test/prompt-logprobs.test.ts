@@ -16,7 +16,7 @@ import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { conformanceTier } from './helpers/conformance.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel, PRESETS } from './helpers/fixtures.js';
-import { promptCompletionLogprobs } from '../lib/server/logprobs.js';
+import { completionLogprobs, promptCompletionLogprobs, vllmPromptLogprobs } from '../lib/server/logprobs.js';
 
 const path = await fixtureModel({ nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
 const TEXT = 'The quick brown fox jumps over the lazy dog. Once upon a time there was';
@@ -175,4 +175,19 @@ t.test('edge cases: a one-token prompt; /v1/responses refuses prompt_logprobs', 
   t.same(r.choices[0].logprobs!.token_logprobs!.slice(0, 1), [null]);
   await t.rejects(client.responses.create({ model: 'm', input: 'x', prompt_logprobs: 1 } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming),
     /prompt_logprobs is not available on \/v1\/responses/);
+});
+
+t.test('top_logprobs keyed by text keep the higher of two same-text alternatives; -Infinity is sent as -9999', async (t) => {
+  const byText = new Map<string, number[]>();
+  for (let id = 0; id < 400; id++) {
+    const text = llm.tokenizer.decode([id]);
+    byText.set(text, [...(byText.get(text) ?? []), id]);
+  }
+  const twins = [...byText.values()].find((ids) => ids.length >= 2)!; // e.g. two byte tokens that each decode to U+FFFD
+  t.ok(twins, 'the vocabulary has two ids with the same text');
+  const lp = { tokenId: twins[0], logprob: -Infinity, rank: 3, topTokenIds: [ids[1], twins[0], twins[1]], topLogprobs: [-0.5, -1.25, -3] };
+  const out = completionLogprobs([lp], llm.tokenizer);
+  t.equal(out.token_logprobs[0], -9999);
+  t.equal(out.top_logprobs[0]![llm.tokenizer.decode([twins[0]])], -1.25, 'the higher of the two');
+  t.same(JSON.parse(JSON.stringify(vllmPromptLogprobs([lp], llm.tokenizer)))[1][twins[0]].logprob, -9999);
 });

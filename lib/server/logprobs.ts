@@ -13,6 +13,19 @@ export interface ChatTokenLogprob {
   top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
 }
 
+/** A logprob as JSON can carry it: -Infinity (a token the logits rule out) as -9999, as OpenAI and vLLM send it. */
+const finite = (v: number): number => (Number.isFinite(v) ? v : -9999);
+
+/** Top alternatives keyed by their text; two ids with the same text keep the higher (first, as ranked) value. */
+function topByText(lp: NativeLogprob, tokenizer: Tokenizer): Record<string, number> {
+  const top: Record<string, number> = {};
+  lp.topTokenIds.forEach((id, k) => {
+    const key = tokenizer.decode([id]);
+    if (!(key in top)) top[key] = finite(lp.topLogprobs[k]);
+  });
+  return top;
+}
+
 function piece(tokenizer: Tokenizer, id: number): { token: string; bytes: number[] } {
   const token = tokenizer.decode([id]);
   return { token, bytes: [...Buffer.from(token, 'utf8')] };
@@ -22,8 +35,8 @@ export function chatLogprobs(list: readonly NativeLogprob[] | undefined, tokeniz
   return {
     content: (list ?? []).map((lp) => ({
       ...piece(tokenizer, lp.tokenId),
-      logprob: lp.logprob,
-      top_logprobs: lp.topTokenIds.map((id, k) => ({ ...piece(tokenizer, id), logprob: lp.topLogprobs[k] })),
+      logprob: finite(lp.logprob),
+      top_logprobs: lp.topTokenIds.map((id, k) => ({ ...piece(tokenizer, id), logprob: finite(lp.topLogprobs[k]) })),
     })),
   };
 }
@@ -49,12 +62,8 @@ export function promptCompletionLogprobs(ids: readonly number[], lps: readonly N
     out.tokens.push(tokenizer.decode([id]));
     out.text_offset.push(at);
     const lp = i > 0 ? lps?.[i - 1] : undefined;
-    out.token_logprobs.push(lp ? lp.logprob : null);
-    if (lp) {
-      const top: Record<string, number> = {};
-      lp.topTokenIds.forEach((t, k) => { top[tokenizer.decode([t])] = lp.topLogprobs[k]; });
-      out.top_logprobs.push(top);
-    } else out.top_logprobs.push(null);
+    out.token_logprobs.push(lp ? finite(lp.logprob) : null);
+    out.top_logprobs.push(lp ? topByText(lp, tokenizer) : null);
     // this token's share of the text: what it adds after the token before it (specials skipped); the first token
     // with text reads as the text's start (SentencePiece drops its leading space there)
     const own = tokenizer.decode([id], { skipSpecialTokens: true });
@@ -78,8 +87,8 @@ export type VllmPromptLogprobs = Array<Record<string, { logprob: number; rank: n
 export function vllmPromptLogprobs(lps: readonly NativeLogprob[] | undefined, tokenizer: Tokenizer): VllmPromptLogprobs {
   return [null, ...(lps ?? []).map((lp) => {
     const entry: Record<string, { logprob: number; rank: number; decoded_token: string }> = {};
-    lp.topTokenIds.forEach((id, k) => { entry[id] = { logprob: lp.topLogprobs[k], rank: k + 1, decoded_token: tokenizer.decode([id]) }; });
-    entry[lp.tokenId] = { logprob: lp.logprob, rank: lp.rank, decoded_token: tokenizer.decode([lp.tokenId]) };
+    lp.topTokenIds.forEach((id, k) => { entry[id] = { logprob: finite(lp.topLogprobs[k]), rank: k + 1, decoded_token: tokenizer.decode([id]) }; });
+    entry[lp.tokenId] = { logprob: finite(lp.logprob), rank: lp.rank, decoded_token: tokenizer.decode([lp.tokenId]) };
     return entry;
   })];
 }
@@ -91,10 +100,8 @@ export function completionLogprobs(list: readonly NativeLogprob[] | undefined, t
   for (const lp of list ?? []) {
     const token = tokenizer.decode([lp.tokenId]);
     out.tokens.push(token);
-    out.token_logprobs.push(lp.logprob);
-    const top: Record<string, number> = {};
-    lp.topTokenIds.forEach((id, k) => { top[tokenizer.decode([id])] = lp.topLogprobs[k]; });
-    out.top_logprobs.push(top);
+    out.token_logprobs.push(finite(lp.logprob));
+    out.top_logprobs.push(topByText(lp, tokenizer));
     out.text_offset.push(at);
     at += token.length;
   }
