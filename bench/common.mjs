@@ -70,3 +70,21 @@ export function measureBandwidth(threads) {
   return JSON.parse(execFileSync(bin, [String(threads), '1024', '7'], { encoding: 'utf8' })).gbps;
 }
 
+
+/**
+ * Runs each engine's timed job once to warm up, then `reps` times alternating engine by engine; returns the best
+ * seconds and the last result of each. `runs`: { name: async () => ({ seconds, ...result }) }.
+ */
+export async function bestOfAlternating(runs, reps) {
+  const best = {};
+  const last = {};
+  for (const [name, run] of Object.entries(runs)) { await run(); best[name] = Infinity; } // warm-up (packs the weights)
+  for (let r = 0; r < reps; r++) {
+    for (const [name, run] of Object.entries(runs)) {
+      const x = await run();
+      best[name] = Math.min(best[name], x.seconds);
+      last[name] = x;
+    }
+  }
+  return { best, last };
+}

@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { getLlama } from 'node-llama-cpp';
 import { LLM } from '../dist/index.js';
-import { modelPath, promptIds } from './common.mjs';
+import { bestOfAlternating, modelPath, promptIds } from './common.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -37,17 +37,8 @@ const llamacpp = async () => {
   return { seconds: (performance.now() - t0) / 1000, vectors };
 };
 
-const best = { spindle: Infinity, llamacpp: Infinity };
-let last = {};
-await spindle(); // warm-up (packs the weights)
-await llamacpp();
-for (let r = 0; r < reps; r++) {
-  for (const [name, run] of [['spindle', spindle], ['llamacpp', llamacpp]]) {
-    const x = await run();
-    best[name] = Math.min(best[name], x.seconds);
-    last[name] = x.vectors;
-  }
-}
+const { best, last: runs } = await bestOfAlternating({ spindle, llamacpp }, reps);
+const last = { spindle: runs.spindle.vectors, llamacpp: runs.llamacpp.vectors };
 const cos = (a, b) => {
   let ab = 0, aa = 0, bb = 0;
   for (let i = 0; i < a.length; i++) { ab += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }

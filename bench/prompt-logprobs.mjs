@@ -10,7 +10,7 @@
 import { parseArgs } from 'node:util';
 import { getLlama } from 'node-llama-cpp';
 import { LLM } from '../dist/index.js';
-import { modelPath, promptIds } from './common.mjs';
+import { bestOfAlternating, modelPath, promptIds } from './common.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -47,17 +47,8 @@ const llamacpp = async () => {
   return { seconds: (performance.now() - t0) / 1000, scores };
 };
 
-const best = { spindle: Infinity, llamacpp: Infinity };
-const last = {};
-await spindle(); // warm-up (packs the weights)
-await llamacpp();
-for (let r = 0; r < reps; r++) {
-  for (const [name, run] of [['spindle', spindle], ['llamacpp', llamacpp]]) {
-    const x = await run();
-    best[name] = Math.min(best[name], x.seconds);
-    last[name] = x.scores;
-  }
-}
+const { best, last: runs } = await bestOfAlternating({ spindle, llamacpp }, reps);
+const last = { spindle: runs.spindle.scores, llamacpp: runs.llamacpp.scores };
 // a check that both scored the same thing: Spindle's logprob gap to its top logprob equals llama.cpp's logit gap
 const [ours] = await llm.generate({ promptTokenIds: prompts[0] }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
 let maxGapDiff = 0;

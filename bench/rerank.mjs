@@ -14,7 +14,7 @@ import { getLlama } from 'node-llama-cpp';
 import { LLM } from '../dist/index.js';
 import { headScore } from '../dist/scoring.js';
 import { generatorFingerprint, writeRerankerModel } from '../dist-tooling/test/tooling/fixtures/index.js';
-import { root } from './common.mjs';
+import { bestOfAlternating, root } from './common.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -58,17 +58,8 @@ const llamacpp = async () => {
   return { seconds: (performance.now() - t0) / 1000, scores };
 };
 
-const best = { spindle: Infinity, llamacpp: Infinity };
-const last = {};
-await spindle(); // warm-up (packs the weights)
-await llamacpp();
-for (let r = 0; r < reps; r++) {
-  for (const [name, run] of [['spindle', spindle], ['llamacpp', llamacpp]]) {
-    const x = await run();
-    best[name] = Math.min(best[name], x.seconds);
-    last[name] = x.scores;
-  }
-}
+const { best, last: runs } = await bestOfAlternating({ spindle, llamacpp }, reps);
+const last = { spindle: runs.spindle.scores, llamacpp: runs.llamacpp.scores };
 const tokens = inputs.reduce((a, x) => a + x.length, 0);
 console.log(JSON.stringify({
   model: 'qwen3-reranker-0.6b-q8_0', docs: nDocs, tokens_per_pair: Math.round(tokens / nDocs), threads,

@@ -15,23 +15,8 @@ using namespace spindle;
 
 namespace {
 
-struct model_file {
-  std::string path;
-  model_file() {
-    model_test::spec s;
-    s.arch = "llama";
-    s.context_length = 64;
-    path = model_test::write_temp(model_test::build(s), "llama-embed");
-  }
-  ~model_file() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-  }
-  std::shared_ptr<model> load() const {
-    model_options o;
-    o.threads = 2;
-    return std::shared_ptr<model>(model::load(path, o));
-  }
+struct model_file : model_test::temp_llama {
+  explicit model_file(int64_t context_length = 64) : temp_llama("llama-embed", context_length) {}
 };
 
 // The engine's finished outputs, by id.

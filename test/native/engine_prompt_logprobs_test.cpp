@@ -18,23 +18,8 @@ using namespace spindle;
 
 namespace {
 
-struct model_file {
-  std::string path;
-  explicit model_file(int64_t context_length = 64) {
-    model_test::spec s;
-    s.arch = "llama";
-    s.context_length = context_length;
-    path = model_test::write_temp(model_test::build(s), "llama-prompt-logprobs");
-  }
-  ~model_file() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-  }
-  std::shared_ptr<model> load() const {
-    model_options o;
-    o.threads = 2;
-    return std::shared_ptr<model>(model::load(path, o));
-  }
+struct model_file : model_test::temp_llama {
+  explicit model_file(int64_t context_length = 64) : temp_llama("llama-prompt-logprobs", context_length) {}
 };
 
 // The engine's outputs, by id: every step's output kept (prompt logprobs come with the first token).

@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/fp16.h"
 #include "gguf_test_writer.h"
+#include "model/model.h"
 #include "test_quantize.h"
 
 namespace model_test {
@@ -210,5 +212,28 @@ inline std::string write_temp(const built& b, const std::string& tag) {
   std::fclose(f);
   return path;
 }
+
+// A small llama model written to a temp file for engine tests (removed with the object); load() gives a model
+// on `threads` CPU threads.
+struct temp_llama {
+  std::string path;
+  explicit temp_llama(const std::string& tag, int64_t context_length = 64) {
+    spec s;
+    s.arch = "llama";
+    s.context_length = context_length;
+    path = write_temp(build(s), tag);
+  }
+  ~temp_llama() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+  temp_llama(const temp_llama&) = delete;
+  temp_llama& operator=(const temp_llama&) = delete;
+  std::shared_ptr<spindle::model> load(int threads = 2) const {
+    spindle::model_options o;
+    o.threads = threads;
+    return std::shared_ptr<spindle::model>(spindle::model::load(path, o));
+  }
+};
 
 }  // namespace model_test
