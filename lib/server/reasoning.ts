@@ -1,10 +1,11 @@
 // Reasoning on the chat routes: which parser a request gets (--reasoning-parser, else the chat template's), where
 // its output starts (read from the rendered prompt), the grammar of a constrained answer moved after the reasoning,
-// and each choice's output split as it streams, with its reasoning tokens counted.
+// each choice's output split as it streams (reasoning, then content and tool calls), and its reasoning tokens counted.
 // Invariant: without a parser nothing changes (the routes' output is byte for byte what it was); with one, a
 // choice's streamed reasoning and content join to exactly its non-streamed split (lib/reasoning/stream.ts).
-import { detectReasoningParser, getReasoningParser, reasoningStart, ReasoningStream, withReasoning, type ReasoningParser,
-  type ReasoningPiece, type ReasoningStart } from '../reasoning/index.js';
+import { detectReasoningParser, reasoningStart, ReasoningStream, withReasoning, type ReasoningParser, type ReasoningPiece,
+  type ReasoningStart } from '../reasoning/index.js';
+import type { ToolCallParser, ToolStreamEvent } from '../tools/index.js';
 import type { SamplingParams } from '../sampling-params.js';
 import type { Tokenizer } from '../tokenizer.js';
 import type { Usage } from './generation.js';
@@ -32,23 +33,48 @@ export function constrainAfterReasoning(params: SamplingParams, reasoning: Reque
   if (reasoning && params.grammar) params.grammar = withReasoning(params.grammar, reasoning.parser, reasoning.start);
 }
 
-/** One choice's output split as it streams, keeping its token ids for the reasoning token count. */
-export class ChoiceReasoning {
-  readonly #stream: ReasoningStream;
-  readonly #ids: number[] = [];
+/** One event of a choice's output: reasoning text, or (the answer) content text and tool-call parts. */
+export type OutputEvent = { type: 'reasoning'; text: string } | ToolStreamEvent;
 
-  constructor(readonly request: RequestReasoning) {
-    this.#stream = new ReasoningStream(request.parser, request.start);
+/**
+ * A choice's output as every chat route reads it: a reasoning model's thinking first (when the request has a
+ * reasoning parser), then the answer, which the tool-call parser (when the request has tools) splits into content
+ * and calls. Events carry no empty text; those of a stream, in order, are those of the whole text however it is cut.
+ */
+export class OutputSplitter {
+  readonly #reasoning: ReasoningStream | null;
+  readonly #tools: ReturnType<ToolCallParser['stream']> | null;
+
+  constructor(reasoning: RequestReasoning | null, parser: ToolCallParser | null) {
+    this.#reasoning = reasoning ? new ReasoningStream(reasoning.parser, reasoning.start) : null;
+    this.#tools = parser ? parser.stream() : null;
   }
 
-  push(text: string): ReasoningPiece[] { return this.#stream.push(text); }
+  /** Whether the output has been in a reasoning block (so far). */
+  get reasoned(): boolean { return this.#reasoning?.reasoned ?? false; }
 
-  /** Every output token id of the choice (deltas without text included), for the count. */
-  addTokens(tokenIds: readonly number[]): void { this.#ids.push(...tokenIds); }
+  push(text: string): OutputEvent[] {
+    return this.#reasoning ? this.#split(this.#reasoning.push(text)) : this.#answer(text);
+  }
 
-  finish(): ReasoningPiece[] { return this.#stream.finish(); }
+  finish(): OutputEvent[] {
+    const out = this.#reasoning ? this.#split(this.#reasoning.finish()) : [];
+    if (this.#tools) out.push(...nonEmpty(this.#tools.finish()));
+    return out;
+  }
 
-  tokens(tokenizer: Tokenizer): number { return reasoningTokenCount(tokenizer, this.request, this.#stream.reasoned, this.#ids); }
+  #split(pieces: ReasoningPiece[]): OutputEvent[] {
+    return pieces.flatMap((p): OutputEvent[] => (p.kind === 'reasoning' ? [{ type: 'reasoning', text: p.text }] : this.#answer(p.text)));
+  }
+
+  #answer(text: string): OutputEvent[] {
+    if (this.#tools) return nonEmpty(this.#tools.push(text));
+    return text.length > 0 ? [{ type: 'content', text }] : [];
+  }
+}
+
+function nonEmpty(events: ToolStreamEvent[]): ToolStreamEvent[] {
+  return events.filter((e) => e.type !== 'content' || e.text.length > 0);
 }
 
 /**

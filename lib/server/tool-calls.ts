@@ -1,16 +1,17 @@
 // Tool calling for the chat routes: the request's tools checked, the parser chosen (--tool-call-parser or
 // detected from the chat template), the grammar that keeps calls valid, and the model output turned back into
 // OpenAI tool calls, whole or as streamed deltas (first delta of a call: index, id, type, function name and
-// empty arguments; then argument fragments).
+// empty arguments; then argument fragments; reasoning.ts's OutputSplitter feeds them).
 // Invariant: with tools and tool_choice other than none, a request either gets a parser and a grammar or a
 // 400 naming why not; streamed deltas of a choice assemble to exactly its non-streamed message.
 import type { OutputGrammar } from '../constraints.js';
 import type { SamplingParams } from '../sampling-params.js';
 import { toolCallGrammar } from '../tool-calls/grammar.js';
 import { normalizeToolRequest, ToolRequestError, type ToolRequest } from '../tool-calls/request.js';
-import { detectToolCallParser, getToolCallParser, TOOL_CALL_PARSER_NAMES, type ParsedToolCall, type ToolCallParser, type ToolStreamEvent } from '../tools/index.js';
+import { detectToolCallParser, getToolCallParser, TOOL_CALL_PARSER_NAMES, type ParsedToolCall, type ToolCallParser } from '../tools/index.js';
 import { badRequest } from './api-error.js';
 import { randomHex } from './generation.js';
+import { reasoningFields, type OutputEvent } from './reasoning.js';
 import type { ServerEngine } from './plugins/engine.js';
 
 export interface ChatTools {
@@ -44,11 +45,13 @@ export function chatTools(engine: ServerEngine, chatTemplate: string | null, too
 
 /**
  * Puts the tools' grammar (tool_choice other than none) on the request's sampling params; `constraint` names the
- * request's own output constraint, which cannot be combined with it (a 400 naming tool_choice).
+ * request's own output constraint, which cannot be combined with it (a 400 naming tool_choice), or is the route's
+ * own error for that case (Ollama's names `format`).
  */
-export function useToolGrammar(params: SamplingParams, tools: ChatTools | null, constraint: string): void {
+export function useToolGrammar(params: SamplingParams, tools: ChatTools | null, constraint: string | (() => Error)): void {
   if (!tools?.grammar) return;
   if (params.grammar) {
+    if (typeof constraint === 'function') throw constraint();
     throw badRequest(`tools with tool_choice '${tools.request.choice.mode}' and ${constraint} cannot both constrain the output; give one ` +
       '(or tool_choice: \'none\')', 'tool_choice');
   }
@@ -78,25 +81,19 @@ export function toolFinishReason(reason: string, calls: number, tools: ChatTools
   return calls > 0 && reason === 'stop' && tools.request.choice.mode !== 'named' ? 'tool_calls' : reason;
 }
 
-/** One choice's streamed output -> OpenAI chat deltas (content and tool_calls). */
-export class ToolDeltaStream {
-  readonly #stream;
+/** One choice's output events -> OpenAI chat deltas (reasoning, content and tool_calls). */
+export class ChatDeltas {
   #calls = 0;
-
-  constructor(parser: ToolCallParser) {
-    this.#stream = parser.stream();
-  }
 
   get calls(): number { return this.#calls; }
 
-  push(text: string): Record<string, unknown>[] { return this.#deltas(this.#stream.push(text)); }
-  finish(): Record<string, unknown>[] { return this.#deltas(this.#stream.finish()); }
-
-  #deltas(events: ToolStreamEvent[]): Record<string, unknown>[] {
+  deltas(events: OutputEvent[]): Record<string, unknown>[] {
     const out: Record<string, unknown>[] = [];
     for (const e of events) {
-      if (e.type === 'content') {
-        if (e.text.length > 0) out.push({ content: e.text });
+      if (e.type === 'reasoning') {
+        out.push(reasoningFields(e.text));
+      } else if (e.type === 'content') {
+        out.push({ content: e.text });
       } else if (e.type === 'tool_call') {
         this.#calls = Math.max(this.#calls, e.index + 1);
         out.push({ tool_calls: [{ index: e.index, id: callId(), type: 'function', function: { name: e.name, arguments: '' } }] });

@@ -6,9 +6,8 @@
 // Invariant: the non-streamed path feeds the whole text through the same assembler, so a streamed response's
 // items are exactly the non-streamed ones; every item that was added is done before the response ends, and a
 // response always has at least one item (an empty message when the model said nothing, or only whitespace).
-import type { ToolCallParser, ToolStreamEvent } from '../../tools/index.js';
-import { ReasoningStream, type ReasoningPiece } from '../../reasoning/index.js';
-import type { RequestReasoning } from '../reasoning.js';
+import type { ToolCallParser } from '../../tools/index.js';
+import { OutputSplitter, type OutputEvent, type RequestReasoning } from '../reasoning.js';
 import { randomHex } from '../generation.js';
 
 export type Item = Record<string, unknown>;
@@ -21,40 +20,24 @@ export function responseId(prefix: string): string {
 export class OutputAssembler {
   readonly items: Item[] = [];
   readonly #emit: Emit | null;
-  readonly #stream: ReturnType<ToolCallParser['stream']> | null;
-  readonly #reasoning: ReasoningStream | null;
+  readonly #output: OutputSplitter;
   #open: Item | null = null; // the item being built (last of items)
   #pending = ''; // whitespace before any message text (dropped when a call follows, as around tool calls)
   #calls = 0;
 
   constructor(parser: ToolCallParser | null, emit: Emit | null, reasoning: RequestReasoning | null = null) {
-    this.#stream = parser ? parser.stream() : null;
-    this.#reasoning = reasoning ? new ReasoningStream(reasoning.parser, reasoning.start) : null;
+    this.#output = new OutputSplitter(reasoning, parser);
     this.#emit = emit;
   }
 
   /** Whether the output reasoned (so far). */
-  get reasoned(): boolean { return this.#reasoning?.reasoned ?? false; }
+  get reasoned(): boolean { return this.#output.reasoned; }
 
   /** Function calls made so far. */
   get calls(): number { return this.#calls; }
 
   push(text: string): void {
-    if (text.length === 0) return;
-    if (this.#reasoning) this.#pieces(this.#reasoning.push(text));
-    else this.#answer(text);
-  }
-
-  #pieces(pieces: ReasoningPiece[]): void {
-    for (const p of pieces) {
-      if (p.kind === 'reasoning') this.#reason(p.text);
-      else this.#answer(p.text);
-    }
-  }
-
-  #answer(text: string): void {
-    if (!this.#stream) this.#text(text);
-    else this.#events(this.#stream.push(text));
+    if (text.length > 0) this.#events(this.#output.push(text));
   }
 
   /**
@@ -62,15 +45,15 @@ export class OutputAssembler {
    * `incomplete` (cut by max_output_tokens or aborted): the last item's status says so, as OpenAI's does.
    */
   finish(incomplete = false): void {
-    if (this.#reasoning) this.#pieces(this.#reasoning.finish());
-    if (this.#stream) this.#events(this.#stream.finish());
+    this.#events(this.#output.finish());
     if (this.items.length === 0) this.#openMessage();
     this.#close(incomplete ? 'incomplete' : 'completed');
   }
 
-  #events(events: ToolStreamEvent[]): void {
+  #events(events: OutputEvent[]): void {
     for (const e of events) {
-      if (e.type === 'content') this.#text(e.text);
+      if (e.type === 'reasoning') this.#reason(e.text);
+      else if (e.type === 'content') this.#text(e.text);
       else if (e.type === 'tool_call') this.#openCall(e.name);
       else this.#arguments(e.fragment);
     }

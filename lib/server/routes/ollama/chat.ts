@@ -14,7 +14,7 @@ import type { ChatMessage, Role } from '../../../chat/template.js';
 import { badRequest } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
-import { chatTools } from '../../tool-calls.js';
+import { chatTools, useToolGrammar } from '../../tool-calls.js';
 import { constrainAfterReasoning, reasoningParserOf, requestReasoning } from '../../reasoning.js';
 import { useModel, withModelOptions } from '../../model-use.js';
 import { answerOllama, loadOrUnload, ollamaImageUrl, ollamaModel, ollamaSampling, thinkKwargs, type OllamaBody } from './ollama.js';
@@ -68,11 +68,7 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const template = use.model?.manifest.template ?? info.chatTemplate;
     const kwargs = thinkKwargs(body, reasoningParserOf(engine, template) !== null);
     const tools = chatTools(engine, template, body.tools, undefined, undefined);
-    if (tools?.grammar) {
-      if (params.grammar) throw badRequest('tools and format cannot both constrain the output; give one', 'format');
-      params.grammar = tools.grammar;
-      if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false;
-    }
+    useToolGrammar(params, tools, () => badRequest('tools and format cannot both constrain the output; give one', 'format'));
     const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, messages,
       { addGenerationPrompt: true, tools: tools?.templateTools, chatTemplateKwargs: kwargs }, 'messages', use.model?.manifest ?? null);
     const reasoning = requestReasoning(engine, template, text);

@@ -15,8 +15,8 @@ import { chatLogprobs } from '../../logprobs.js';
 import { keepAliveOf, requestedModel, useModel } from '../../model-use.js';
 import type { ServerEngine } from '../../plugins/engine.js';
 import { SseStream } from '../../sse.js';
-import type { RequestReasoning } from '../../reasoning.js';
-import { ReasoningStream, splitReasoning, THINK_LEVELS, thinkTemplateVars, type ReasoningPiece } from '../../../reasoning/index.js';
+import { OutputSplitter, type OutputEvent, type RequestReasoning } from '../../reasoning.js';
+import { splitReasoning, THINK_LEVELS, thinkTemplateVars } from '../../../reasoning/index.js';
 import type { ThinkValue } from '../../../modelfile/index.js';
 
 /** Ollama's api.DefaultOptions() for the sampling fields this server implements (repeat_penalty over the last repeat_last_n tokens). */
@@ -237,43 +237,31 @@ export async function answerOllama(reply: FastifyReply, job: Job, shape: OllamaS
   }
   const out = new SseStream(reply, { contentType: 'application/x-ndjson', keepAlive: false });
   const ids: number[] = [];
-  const tools = parser?.stream() ?? null;
-  const thoughts = reasoning ? new ReasoningStream(reasoning.parser, reasoning.start) : null;
+  const output = new OutputSplitter(reasoning, parser);
   const calls: { name: string; args: string }[] = [];
-  // Content of the output (without tool calls when there is a parser); calls are gathered for the last chunk.
-  const visible = (events: ToolStreamEvent[]): string => {
-    let text = '';
+  /** The chunks of some output events: thinking and answer text (calls are gathered for the last chunk). */
+  const pieces = (events: OutputEvent[]): Record<string, unknown>[] => {
+    const out: Record<string, unknown>[] = [];
     for (const e of events) {
-      if (e.type === 'content') text += e.text;
+      if (e.type === 'reasoning') out.push(shape.thinking(e.text));
+      else if (e.type === 'content') out.push(shape.piece(e.text));
       else if (e.type === 'tool_call') calls[e.index] = { name: e.name, args: '' };
       else calls[e.index].args += e.fragment;
-    }
-    return text;
-  };
-  const answerText = (text: string): string => (tools ? visible(tools.push(text)) : text);
-  /** The chunks of one delta's text (or of the held-back end): thinking and answer text, none empty. */
-  const pieces = (pushed: ReasoningPiece[] | null, text: string): Record<string, unknown>[] => {
-    const out: Record<string, unknown>[] = [];
-    for (const p of pushed ?? [{ kind: 'content', text }]) {
-      const t = p.kind === 'reasoning' ? p.text : answerText(p.text);
-      if (t.length > 0) out.push(p.kind === 'reasoning' ? shape.thinking(t) : shape.piece(t));
     }
     return out;
   };
   try {
     for await (const d of job.deltas(r)) {
       ids.push(...d.tokenIds);
-      const lines = pieces(thoughts ? thoughts.push(d.text) : null, d.text);
+      const lines = pieces(output.push(d.text));
       const lp = run.wantLogprobs && d.tokenIds.length > 0 ? { logprobs: ollamaLogprobs(d, run.tokenizer) } : null;
       if (lines.length === 0 && lp) lines.push(shape.piece(''));
       lines.forEach((piece, i) => out.line({ ...head(), ...piece, done: false, ...(i === 0 && lp ? lp : {}) }));
       if (d.finishReason !== null) {
-        const held = thoughts ? pieces(thoughts.finish(), '') : [];
-        const rest = tools ? visible(tools.finish()) : '';
-        for (const piece of held) out.line({ ...head(), ...piece, done: false });
-        if (calls.length > 0 || rest.length > 0) {
-          const piece = shape.piece(rest);
-          if (calls.length > 0) (piece.message as Record<string, unknown>).tool_calls = ollamaToolCalls(calls.map((c) => ({ name: c.name, arguments: c.args })));
+        for (const piece of pieces(output.finish())) out.line({ ...head(), ...piece, done: false });
+        if (calls.length > 0) {  // the whole calls, in one chunk before the final object (a call is never half-sent)
+          const piece = shape.piece('');
+          (piece.message as Record<string, unknown>).tool_calls = ollamaToolCalls(calls.map((c) => ({ name: c.name, arguments: c.args })));
           out.line({ ...head(), ...piece, done: false });
         }
         out.line(done('', ids, d.finishReason, null));

@@ -14,10 +14,10 @@ import { chatPrompt } from '../../chat-prompt.js';
 import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
-import { ChoiceReasoning, constrainAfterReasoning, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
+import { constrainAfterReasoning, OutputSplitter, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
   withReasoningTokens, type RequestReasoning } from '../../reasoning.js';
-import { splitReasoning, type ReasoningPiece, type SplitReasoning } from '../../../reasoning/index.js';
-import { chatTools, openAiToolCalls, ToolDeltaStream, toolFinishReason, useToolGrammar, type ChatTools } from '../../tool-calls.js';
+import { splitReasoning, type SplitReasoning } from '../../../reasoning/index.js';
+import { ChatDeltas, chatTools, openAiToolCalls, toolFinishReason, useToolGrammar, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
 
@@ -62,41 +62,37 @@ function templateMessages(messages: ChatMessage[]): ChatMessage[] {
 function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null, reasoning: RequestReasoning | null): ChoiceFormat {
   const wantLogprobs = params.logprobs !== null;
   const parser = tools?.parser ?? null;
-  /** A choice's parsers: its tool calls, its reasoning. */
-  interface ChoiceParsers { tools: ToolDeltaStream | null; reasoning: ChoiceReasoning | null }
-  const choices = new Map<number, ChoiceParsers>(); // per choice index
-  const choiceOf = (r: JobRequest): ChoiceParsers => {
+  const plain = !parser && !reasoning; // the model's text is the content, delta for delta
+  /** A choice's output split, its deltas, and (with reasoning) every token id for the reasoning token count. */
+  interface Choice { output: OutputSplitter; deltas: ChatDeltas; ids: number[] }
+  const choices = new Map<number, Choice>(); // per choice index
+  const choiceOf = (r: JobRequest): Choice => {
     let c = choices.get(r.index);
-    if (!c) choices.set(r.index, c = { tools: parser ? new ToolDeltaStream(parser) : null, reasoning: reasoning ? new ChoiceReasoning(reasoning) : null });
+    if (!c) choices.set(r.index, c = { output: new OutputSplitter(reasoning, parser), deltas: new ChatDeltas(), ids: [] });
     return c;
   };
-  /** Deltas of some answer text: content, or content and tool calls. */
-  const answer = (c: ChoiceParsers, text: string): Record<string, unknown>[] =>
-    c.tools ? c.tools.push(text) : text.length > 0 ? [{ content: text }] : [];
-  const split = (c: ChoiceParsers, pieces: ReasoningPiece[]): Record<string, unknown>[] =>
-    pieces.flatMap((p) => (p.kind === 'reasoning' ? [reasoningFields(p.text)] : answer(c, p.text)));
   return {
     object: 'chat.completion.chunk',
     opening: () => ({ delta: { role: 'assistant', content: '' }, logprobs: null }),
     content: (r, d) => {
       const logprobs = wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null;
+      if (plain) return { delta: { content: d.text }, logprobs };
       const c = choiceOf(r);
-      if (!c.tools && !c.reasoning) return { delta: { content: d.text }, logprobs };
-      const deltas = c.reasoning ? split(c, c.reasoning.push(d.text)) : answer(c, d.text);
+      const deltas = c.deltas.deltas(c.output.push(d.text));
       if (deltas.length === 0) return logprobs ? [{ delta: {}, logprobs }] : [];
       return deltas.map((delta, i) => ({ delta, logprobs: i === 0 ? logprobs : null }));
     },
     closing: () => ({ delta: {}, logprobs: null }),
     finish: (r, reason) => {
+      if (plain) return { chunks: [], reason };
       const c = choiceOf(r);
-      const deltas = c.reasoning ? split(c, c.reasoning.finish()) : [];
-      if (c.tools) deltas.push(...c.tools.finish());
-      return { chunks: deltas.map((delta) => ({ delta, logprobs: null })), reason: c.tools ? toolFinishReason(reason, c.tools.calls, tools!) : reason };
+      const chunks = c.deltas.deltas(c.output.finish()).map((delta) => ({ delta, logprobs: null }));
+      return { chunks, reason: parser ? toolFinishReason(reason, c.deltas.calls, tools!) : reason };
     },
-    tokens: reasoning ? (r, ids) => choiceOf(r).reasoning!.addTokens(ids) : undefined,
-    completionDetails: reasoning
-      ? () => ({ reasoning_tokens: [...choices.values()].reduce((a, c) => a + (c.reasoning?.tokens(tokenizer) ?? 0), 0) })
-      : undefined,
+    tokens: reasoning ? (r, ids) => { choiceOf(r).ids.push(...ids); } : undefined,
+    completionDetails: reasoning ? () => ({
+      reasoning_tokens: [...choices.values()].reduce((a, c) => a + reasoningTokenCount(tokenizer, reasoning, c.output.reasoned, c.ids), 0),
+    }) : undefined,
   };
 }
 
@@ -154,22 +150,19 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
         { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
     }
     const results = await job.results();
-    let reasoningTokens = 0;
-    const answer = {
+    const splits = results.map((r) => (reasoning ? splitReasoning(reasoning.parser, reasoning.start, r.text) : null));
+    const reasoningTokens = reasoning
+      ? results.reduce((a, r, k) => a + reasoningTokenCount(tokenizer, reasoning, splits[k]!.reasoning !== null, r.tokenIds), 0) : null;
+    return {
       id: head.id,
       object: 'chat.completion',
       created: head.created,
       model,
       choices: results.map((r, index) => {
-        const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, r.text) : null;
-        if (split) reasoningTokens += reasoningTokenCount(tokenizer, reasoning!, split.reasoning !== null, r.tokenIds);
-        const { message, finish } = chatMessage(r.text, r.finishReason, tools, split);
+        const { message, finish } = chatMessage(r.text, r.finishReason, tools, splits[index]);
         return { index, message, logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null, finish_reason: finish };
       }),
-    };
-    return {
-      ...answer,
-      usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoning ? reasoningTokens : null),
+      usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoningTokens),
       ...(body.prompt_logprobs != null ? { prompt_logprobs: vllmPromptLogprobs(results[0]?.promptLogprobs, tokenizer) } : {}),
     };
   });
