@@ -29,6 +29,7 @@ block_manager::block_manager(int32_t num_blocks, int32_t block_size) : block_siz
   committed_.assign(size_t(num_blocks), 0);
   hash_.assign(size_t(num_blocks), 0);
   parent_.assign(size_t(num_blocks), -1);
+  salt_.assign(size_t(num_blocks), 0);
   lru_prev_.assign(size_t(num_blocks), -1);
   lru_next_.assign(size_t(num_blocks), -1);
 }
@@ -91,8 +92,8 @@ void block_manager::release_block(int32_t b) {
   }
 }
 
-bool block_manager::block_matches(int32_t b, const int32_t* tokens, int32_t parent) const {
-  return committed_[size_t(b)] && parent_[size_t(b)] == parent &&
+bool block_manager::block_matches(int32_t b, const int32_t* tokens, int32_t parent, uint64_t salt) const {
+  return committed_[size_t(b)] && parent_[size_t(b)] == parent && salt_[size_t(b)] == salt &&
          std::memcmp(block_tokens_.data() + size_t(b) * size_t(block_size_), tokens,
                      size_t(block_size_) * sizeof(int32_t)) == 0;
 }
@@ -116,17 +117,17 @@ void block_manager::set_prefix_caching(bool on) {
   caching_ = on;
 }
 
-std::vector<int32_t> block_manager::cached_prefix(const int32_t* tokens, int32_t max_blocks) const {
+std::vector<int32_t> block_manager::cached_prefix(const int32_t* tokens, int32_t max_blocks, uint64_t salt) const {
   std::vector<int32_t> out;
   if (!caching_) return out;
-  uint64_t h = 0;
+  uint64_t h = salt;  // the first block's chain starts at its namespace
   int32_t parent = -1;
   for (int32_t k = 0; k < max_blocks; ++k) {
     const int32_t* t = tokens + size_t(k) * size_t(block_size_);
     if (std::any_of(t, t + block_size_, [](int32_t id) { return id < 0; })) break;
     h = chain_hash(h, t, block_size_);
     auto it = cached_.find(h);
-    if (it == cached_.end() || !block_matches(it->second, t, parent)) break;
+    if (it == cached_.end() || !block_matches(it->second, t, parent, salt)) break;
     out.push_back(it->second);
     parent = it->second;
   }
@@ -167,7 +168,7 @@ void block_manager::allocate_shared(uint64_t seq_id, const std::vector<int32_t>&
   tables_.emplace(seq_id, std::move(t));
 }
 
-void block_manager::commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed) {
+void block_manager::commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed, uint64_t salt) {
   if (!caching_) return;
   auto it = tables_.find(seq_id);
   if (it == tables_.end()) return;
@@ -182,12 +183,13 @@ void block_manager::commit_full_blocks(uint64_t seq_id, const int32_t* tokens, i
       if (p == cached_.end()) return;  // the chain's copy of the previous block was evicted: nothing to hang on
       parent = p->second;
     }
-    const uint64_t h = chain_hash(k > 0 ? t.hashes[k - 1] : 0, tk, block_size_);
+    const uint64_t h = chain_hash(k > 0 ? t.hashes[k - 1] : salt, tk, block_size_);
     const int32_t b = t.blocks[k];
     if (cached_.find(h) == cached_.end() && !committed_[size_t(b)]) {
       committed_[size_t(b)] = 1;
       hash_[size_t(b)] = h;
       parent_[size_t(b)] = parent;
+      salt_[size_t(b)] = salt;
       std::memcpy(block_tokens_.data() + size_t(b) * size_t(block_size_), tk, size_t(block_size_) * sizeof(int32_t));
       cached_.emplace(h, b);
     }  // else: this block is the cached copy already, or another block is (this one stays uncommitted)

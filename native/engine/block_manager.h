@@ -62,8 +62,9 @@ class block_manager {
   bool prefix_caching() const { return caching_; }
   // The cached blocks holding tokens[0, k * block_size) for the largest k <= max_blocks (block ids in order;
   // empty when caching is off or nothing matches). Stops at a block holding a negative id (an image
-  // placeholder, whose content the ids do not say).
-  std::vector<int32_t> cached_prefix(const int32_t* tokens, int32_t max_blocks) const;
+  // placeholder, whose content the ids do not say). salt: the namespace of the lookup; only blocks committed
+  // with the same salt match (a LoRA adapter's KV differs from the base model's for the same tokens).
+  std::vector<int32_t> cached_prefix(const int32_t* tokens, int32_t max_blocks, uint64_t salt = 0) const;
   // Whether a table of n_tokens slots whose first blocks are `shared` (from cached_prefix) fits.
   bool can_allocate_shared(const std::vector<int32_t>& shared, int64_t n_tokens) const;
   // Creates the table of seq_id: the shared blocks (ref_count + 1; cached free ones leave the free list), then
@@ -72,8 +73,9 @@ class block_manager {
   void allocate_shared(uint64_t seq_id, const std::vector<int32_t>& shared, int32_t n_tokens);
   // Commits every full block of seq_id's table whose tokens are among tokens[0, n_computed) and not yet
   // committed (tokens: the sequence's ids). A block whose tokens are already cached in another block is left
-  // uncommitted (the cached one stays the shared copy). No-op when caching is off or seq_id is unknown.
-  void commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed);
+  // uncommitted (the cached one stays the shared copy). No-op when caching is off or seq_id is unknown. salt: the
+  // sequence's namespace (cached_prefix), the same on every call for one sequence.
+  void commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed, uint64_t salt = 0);
   int32_t num_cached_blocks() const { return int32_t(cached_.size()); }  // committed blocks, in use or not
 
   const std::vector<int32_t>& block_table(uint64_t seq_id) const;  // throws for an unknown seq_id
@@ -95,7 +97,7 @@ class block_manager {
   void release_block(int32_t b);    // ref_count reached 0: cached (LRU tail) if committed, else free
   void lru_unlink(int32_t b);
   void lru_push_back(int32_t b);
-  bool block_matches(int32_t b, const int32_t* tokens, int32_t parent) const;
+  bool block_matches(int32_t b, const int32_t* tokens, int32_t parent, uint64_t salt) const;
 
   int32_t block_size_;
   std::vector<int32_t> ref_counts_;   // [num_blocks]
@@ -107,6 +109,7 @@ class block_manager {
   std::vector<uint8_t> committed_;
   std::vector<uint64_t> hash_;
   std::vector<int32_t> parent_;
+  std::vector<uint64_t> salt_;         // the namespace each committed block was computed in
   std::vector<int32_t> block_tokens_;  // [num_blocks * block_size]
   std::unordered_map<uint64_t, int32_t> cached_;
   std::vector<int32_t> lru_prev_, lru_next_;

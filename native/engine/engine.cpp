@@ -17,6 +17,7 @@
 #include "engine/sequence.h"
 #include "backend/cpu/matmul.h"
 #include "gguf/gguf_file.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/vision_model.h"
@@ -54,6 +55,18 @@ static void read_classifier_head(const gguf_file& file, model_info& info) {
     info.cls_out_bias.resize(size_t(n_out));
     std::memcpy(info.cls_out_bias.data(), b->data, size_t(n_out) * sizeof(float));  // the data may be unaligned
   }
+}
+
+// The prefix-cache namespace of a request: 0 for the base model without a salt, else a hash of both.
+static uint64_t cache_salt_of(const request& r) {
+  if (r.lora < 0 && r.cache_salt.empty()) return 0;
+  uint64_t h = 1469598103934665603ull ^ uint64_t(uint32_t(r.lora + 1));
+  h *= 1099511628211ull;
+  for (unsigned char c : r.cache_salt) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h == 0 ? 1 : h;
 }
 
 model_info describe_file(const gguf_file& file, const tokenizer& tok) {
@@ -136,6 +149,10 @@ uint64_t engine::submit(request r) {
   if (!ready_) throw error("the engine is not ready (the model is still loading)");
   validate_request(r, n_vocab_, max_model_len_);
   validate_request_images(r, vision_.get());
+  if (r.lora < -1 || r.lora >= int32_t(options_.loras.size())) {
+    throw error("lora: adapter index " + std::to_string(r.lora) + " is out of range: the engine has " +
+                std::to_string(options_.loras.size()) + " LoRA adapters (-1: none)");
+  }
   r.id = next_id_++;
   r.submitted = std::chrono::steady_clock::now();
   const uint64_t id = r.id;
@@ -306,6 +323,7 @@ bool engine::load() {
   // declared out here so that a failure after make_cache frees the caches (which use the models' backends)
   // while the models still exist
   std::shared_ptr<model> m, draft;
+  std::vector<std::shared_ptr<lora_adapter>> loras;  // destroyed before the models on a failure
   try {
     m = loader_();
     if (!m) throw error("the model loader returned nothing");
@@ -338,6 +356,7 @@ bool engine::load() {
       }
       options_.speculative.draft_model = true;
     }
+    for (const lora_spec& l : options_.loras) loras.push_back(m->load_lora(l.path, l.scale));
     ev.info = describe(*m, max_len);  // throws for a malformed classifier head
     make_cache(*m, max_len, draft.get());
     ev.info.max_num_batched_tokens = sched_->config().max_num_batched_tokens;
@@ -346,6 +365,7 @@ bool engine::load() {
     model_ = std::move(m);
     draft_ = std::move(draft);
     vision_ = std::move(vision);
+    loras_ = std::move(loras);
     n_vocab_ = std::min(hp.n_vocab, model_->vocab().n_vocab());
     max_model_len_ = max_len;
     ready_ = true;
@@ -431,7 +451,8 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
     const pooling_type pool = seq->req.pooling;
     if (seq->req.params.prompt_logprobs >= 0) seq->prompt_lps.resize(seq->req.prompt.size() - 1);
     const bool scores = pool == pooling_type::none && seq->req.params.prompt_logprobs >= 0;
-    sched_->add(id, seq->req.prompt, (pool == pooling_type::none || pool == pooling_type::last) && !scores, scores);
+    sched_->add(id, seq->req.prompt, (pool == pooling_type::none || pool == pooling_type::last) && !scores, scores,
+                cache_salt_of(seq->req));
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {
     request_output& out = engine_output_for(outs, id);

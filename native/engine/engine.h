@@ -39,6 +39,7 @@ namespace spindle {
 
 class model;
 class kv_cache;
+class lora_adapter;
 class scheduler;
 class vision_model;
 struct sched_sequence;
@@ -49,6 +50,13 @@ struct sequence;
 
 // The default tokens per step on the CPU (engine_options::max_num_batched_tokens = 0).
 constexpr int32_t k_cpu_step_tokens = 256;
+
+// A LoRA adapter file the engine loads with its model (model/lora.h); requests pick it by index (request::lora).
+struct lora_spec {
+  std::string name;  // for messages
+  std::string path;
+  float scale = 1.0f;  // the user scale (llama.cpp's --lora-scaled): the delta is scale * alpha / rank * B A x
+};
 
 struct engine_options {
   int32_t max_model_len = 0;  // tokens (prompt + output); 0 = the model's trained context length
@@ -75,6 +83,8 @@ struct engine_options {
   std::string mmproj_path;
   int32_t image_min_tokens = 0;  // 0 = the projector's default
   int32_t image_max_tokens = 0;
+  // LoRA adapters loaded after the model (a load error names the file); requests choose one by index.
+  std::vector<lora_spec> loras;
 };
 
 // Facts about the loaded model that the TypeScript layer needs (chat template, special tokens).
@@ -244,6 +254,9 @@ class engine {
   std::unique_ptr<kv_cache> draft_kv_;     // its KV: the same blocks and slots as kv_
   std::vector<float> draft_logits_;        // [sequences drafting, draft rows]
   std::shared_ptr<vision_model> vision_;  // null: text only; plan/layout are const, encode is engine-thread only
+  // LoRA adapters (engine_options::loras order); declared after the models, so destroyed before them (their
+  // weights live on the model's backend). Read on the engine thread only.
+  std::vector<std::shared_ptr<lora_adapter>> loras_;
   engine_stats stats_;
 
   // Engine thread only.

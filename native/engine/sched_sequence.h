@@ -22,6 +22,9 @@ struct sched_sequence {
   int32_t num_draft_tokens = 0;     // speculative drafts of the pending step (their slots are reserved)
   int32_t state_slot = -1;          // recurrent-state slot while running (state_slot_pool); -1 while waiting
   bool use_prefix_cache = true;     // false: always computed from position 0 (embeddings pooled over every row)
+  // Prefix-cache namespace: cached blocks are shared only between sequences of one salt (0: the base model; a
+  // LoRA adapter's KV differs for the same tokens)
+  uint64_t cache_salt = 0;
   // Prompt logprobs: its prompt chunks get a logits row per token, so they count against the step's scored rows
   bool scores_prompt = false;
   sched_status status = sched_status::waiting;

@@ -42,7 +42,8 @@ scheduler::scheduler(scheduler_config config, block_manager blocks)
   }
 }
 
-void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache, bool scores_prompt) {
+void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache, bool scores_prompt,
+                    uint64_t cache_salt) {
   if (seqs_.count(id) != 0) throw error("scheduler: " + seq_name(id) + " already exists");
   if (prompt.empty()) throw error("scheduler: " + seq_name(id) + " has an empty prompt");
   if (prompt.size() > size_t(config_.max_model_len)) {
@@ -56,6 +57,7 @@ void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_ca
   s->token_ids = std::move(prompt);
   s->use_prefix_cache = use_prefix_cache;
   s->scores_prompt = scores_prompt;
+  s->cache_salt = cache_salt;
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -150,7 +152,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     // so they start from 0 or from that prefix
     std::vector<int32_t> shared;
     if (blocks_.prefix_caching() && s->use_prefix_cache) {
-      shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size());
+      shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size(), s->cache_salt);
     }
     const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
     const bool scoring = s->scoring();
@@ -313,7 +315,7 @@ void scheduler::postprocess(const schedule_output& out, const std::vector<sample
     sched_sequence* s = it->second.get();
     if (!c.sample) {
       s->num_computed_tokens += c.n_tokens;
-      blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens);  // no-op without caching
+      blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens, s->cache_salt);  // no-op without caching
       continue;
     }
     const sampled_token& t = sampled[k++];
@@ -322,7 +324,7 @@ void scheduler::postprocess(const schedule_output& out, const std::vector<sample
     s->num_computed_tokens += c.n_tokens - rejected;
     s->token_ids.insert(s->token_ids.end(), c.draft.begin(), c.draft.begin() + t.n_accepted);
     s->token_ids.push_back(t.token);
-    blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens);
+    blocks_.commit_full_blocks(s->id, s->token_ids.data(), s->num_computed_tokens, s->cache_salt);
     if (t.finished) {
       remove(s);
       continue;

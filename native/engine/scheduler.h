@@ -115,7 +115,9 @@ class scheduler {
   // use_prefix_cache false: the sequence never starts from a cached prefix (its blocks are still committed).
   // scores_prompt: the sequence wants a logits row at every prompt position (prompt logprobs); such chunks take at
   // most k_max_scored_rows tokens of a step together (their rows are [tokens, vocabulary] floats on the host).
-  void add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache = true, bool scores_prompt = false);
+  // cache_salt: the prefix-cache namespace (sched_sequence::cache_salt).
+  void add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache = true, bool scores_prompt = false,
+           uint64_t cache_salt = 0);
   static constexpr int32_t k_max_scored_rows = 256;
   // Removes a waiting or running sequence and frees its blocks; false when the id is unknown. Safe between
   // schedule() and postprocess(): the sequence's chunks are then skipped.

@@ -106,6 +106,7 @@ uint64_t step_graph_key(const std::vector<batch_sequence>& batch, int64_t n_toke
   for (const batch_sequence& b : batch) {
     if (b.n_tokens > 16 || b.n_rollback > 0) return 0;  // rollback rows may go through the host
     if (b.hidden != nullptr) return 0;                  // hidden rows (embeddings): a shape of their own
+    if (b.lora != nullptr) return 0;                    // LoRA deltas: row runs the graph would not see change
     mix((uint64_t)b.n_tokens);
     mix((uint64_t)b.n_logits);
   }
@@ -148,6 +149,7 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
   const int64_t n_logits = (int64_t)checked_mul((uint64_t)n_out, (uint64_t)hp.n_vocab, "logits");
   if (s.logits.size() < n_logits) s.logits = backend_buffer(be, n_logits);
   be.matmul(output, s.cur.data(), n_out, s.logits.data());  // [n_out, n_vocab]
+  s.lora.add_delta_logits(be, output, s.cur.data(), s.logits.data());
   if (bias != nullptr && bias->data() != nullptr) be.add_row_vector(s.logits.data(), bias->data(), n_out, hp.n_vocab);
   graph.end();
   // rows whose sequence wants only its token (greedy or sampled): ids; every other row: the logits (runs of rows

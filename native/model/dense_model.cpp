@@ -104,6 +104,7 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   check_logits_buffer(batch, logits);
   reserve_scratch(n);
   fill_batch_rows(batch, kv->block_size_, scratch_);
+  scratch_.lora.set(batch);
   // MoE layers: a step graph only where every MoE layer stays on the device (else routing comes back mid-layer).
   step_graph_scope graph(*be_, moe_step_graph_key(step_graph_key(batch, n, scratch_), moe_, *be_, w_.moe, w_.layers,
                                                   [](const dense_layer& l) -> const moe_layer_weights& { return l.moe; },
@@ -113,6 +114,13 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   if (hp_.n_layer > 0) be_->add(scratch_.cur.data(), scratch_.x.data(), scratch_.x.data(), n * hp_.n_embd);  // last FFN
   batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, &w_.output_b, logits, graph);
   be_->sync();
+}
+
+std::vector<lora_target> dense_model::lora_targets() const {
+  std::vector<lora_target> out;
+  for (size_t il = 0; il < w_.layers.size(); ++il) add_dense_lora_targets(out, w_.layers[il], int(il));
+  if (w_.output.data != w_.tok_embd.data) out.push_back({"output.weight", &w_.output});  // not when tied
+  return out;
 }
 
 void dense_model::forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/moe_ffn.h"
 
@@ -50,6 +51,10 @@ struct dense_layout {
   const moe_config* moe = nullptr;  // non-null: every layer's FFN is a MoE block of this config
 };
 
+// The LoRA targets of one layer (blk.<il>.attn_q / attn_k / attn_v / attn_output / ffn_gate / ffn_up / ffn_down
+// .weight, those the layer has) appended to out (model.cpp).
+void add_dense_lora_targets(std::vector<lora_target>& out, const dense_layer& l, int il);
+
 // Loads the tensors every dense architecture shares, per `layout` (model_dense_tensors.cpp).
 dense_weights load_dense_weights(tensor_table& table, const model_hparams& hp, const dense_layout& layout);
 
@@ -78,6 +83,7 @@ struct dense_scratch {
   std::vector<float> embd_host;        // host staging [embd_rows, n_embd]
   backend_buffer embd;                 // the same rows on the backend
   std::vector<paged_attention_params> attn_seqs;  // host, one per sequence of the batch (reused per layer)
+  lora_rows lora;                      // the batch's LoRA adapters by row runs (set per forward pass)
 };
 
 // The paged cache of a dense model: per layer K [n_blocks * block_size, n_head_kv * head_dim_k], V likewise.
@@ -112,6 +118,7 @@ class dense_model final : public model {
   void forward(sequence_state& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) override;
   std::unique_ptr<kv_cache> new_kv_cache(int32_t n_blocks, int32_t block_size) const override;
   void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override;
+  std::vector<lora_target> lora_targets() const override;
   // Test hook: while set, every MoE layer appends its tokens' expert selection scores [n, n_expert] to *sink
   // (layer after layer, batch order). nullptr: off.
   void set_moe_trace(std::vector<float>* sink) { moe_trace_ = sink; }

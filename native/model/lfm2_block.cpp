@@ -23,7 +23,7 @@ void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>
   const int64_t n_embd = hp_.n_embd;
   float* bcx = bcx_.data();           // [n, 3 * n_embd]
   float* y = scratch_.attn.data();    // [n, n_embd]
-  be.matmul(l.conv_in, scratch_.cur.data(), n, bcx);
+  scratch_.lora.matmul(be, l.conv_in, scratch_.cur.data(), n, bcx);
   float* states = kv.state[l.cache_index].data();  // [n_slots, l_cache - 1, n_embd]
   conv_tokens_.clear();
   conv_states_.clear();
@@ -36,7 +36,7 @@ void lfm2_model::run_conv(const lfm2_layer& l, const std::vector<batch_sequence>
   write_state_rows(kv, l.cache_index, bcx);  // checkpoints and rollback states, before the states move on
   be.short_conv_batch(bcx, conv_tokens_.data(), conv_states_.data(), (int64_t)batch.size(), n_embd, w_.l_cache,
                       l.conv_w.data(), y);
-  be.matmul(l.conv_out, y, n, scratch_.cur.data());
+  scratch_.lora.matmul(be, l.conv_out, y, n, scratch_.cur.data());
 }
 
 // Adds to `plan` the d rows of the conv state of sequence b after position q (b.first_pos < q <= its last
@@ -113,7 +113,7 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   float* v_new = scratch_.v.data();  // [n, kv_dim]
   const backend_weight* qkv[3] = {&d.wq, &d.wk, &d.wv};
   float* const qkv_out[3] = {q, k_new, v_new};
-  be.matmul_group(qkv, qkv_out, 3, cur, n);
+  scratch_.lora.matmul_group(be, qkv, qkv_out, 3, cur, n);
   if (d.bq.data()) be.add_row_vector(q, d.bq.data(), n, q_dim);
   if (d.bk.data()) be.add_row_vector(k_new, d.bk.data(), n, kv_dim);
   if (d.bv.data()) be.add_row_vector(v_new, d.bv.data(), n, kv_dim);
@@ -152,7 +152,7 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
     seqs.push_back(pp);
   }
   be.attention_paged_batch(seqs.data(), (int64_t)seqs.size(), q, k_store, v_store, scratch_.attn.data());
-  be.matmul(d.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
+  scratch_.lora.matmul(be, d.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
 }
 
 void lfm2_model::run_ffn(const lfm2_layer& l, int64_t n) {
@@ -167,8 +167,8 @@ void lfm2_model::run_ffn(const lfm2_layer& l, int64_t n) {
   }
   const backend_weight* gate_up[2] = {&l.d.ffn_gate, &l.d.ffn_up};
   float* const gate_up_out[2] = {gate, scratch_.up.data()};
-  be.matmul_group(gate_up, gate_up_out, 2, cur, n);
-  be.swiglu_matmul(l.d.ffn_down, gate, scratch_.up.data(), n, cur);
+  scratch_.lora.matmul_group(be, gate_up, gate_up_out, 2, cur, n);
+  scratch_.lora.swiglu_matmul(be, l.d.ffn_down, gate, scratch_.up.data(), n, cur);
 }
 
 }  // namespace spindle

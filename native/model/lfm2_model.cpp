@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/batch_rows.h"
+#include "model/model_tensors.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spindle {
@@ -212,6 +213,19 @@ void lfm2_model::reserve_scratch(int64_t n) {
   scratch_ = std::move(s);
 }
 
+std::vector<lora_target> lfm2_model::lora_targets() const {
+  std::vector<lora_target> out;
+  for (size_t il = 0; il < w_.layers.size(); ++il) {
+    const lfm2_layer& l = w_.layers[il];
+    add_dense_lora_targets(out, l.d, int(il));
+    if (l.attention) continue;
+    out.push_back({tensor_table::blk(int(il), "shortconv.in_proj.weight"), &l.conv_in});
+    out.push_back({tensor_table::blk(int(il), "shortconv.out_proj.weight"), &l.conv_out});
+  }
+  if (w_.output.data != w_.tok_embd.data) out.push_back({"output.weight", &w_.output});  // not when tied
+  return out;
+}
+
 void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv_base, float* logits) {
   auto* kv = dynamic_cast<lfm2_kv_cache*>(&kv_base);
   if (!kv) throw error("forward_batch: kv_cache was not made by this model's new_kv_cache()");
@@ -219,6 +233,7 @@ void lfm2_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cach
   check_logits_buffer(batch, logits);
   reserve_scratch(n);
   fill_batch_rows(batch, kv->block_size_, scratch_);
+  scratch_.lora.set(batch);
   if (w_.n_conv > 0) {
     for (const batch_sequence& b : batch) kv->slot_pos[b.state_slot] = -1;  // mid-update until the pass completes
   }

@@ -122,6 +122,7 @@ class lfm2_model final : public model {
   void restore_from_block(kv_cache& kv, int32_t slot, int32_t block_id, int32_t pos) const override;
   void rollback_state(kv_cache& kv, int32_t slot, int32_t pos) const override;
   void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) override;
+  std::vector<lora_target> lora_targets() const override;
 
  private:
   int64_t check_batch(const std::vector<batch_sequence>& batch, const lfm2_kv_cache& kv) const;  // tokens

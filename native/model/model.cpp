@@ -8,6 +8,7 @@
 #include "gguf/gguf_file.h"
 #include "model/dense_model.h"
 #include "model/lfm2_model.h"
+#include "model/lora.h"
 #include "model/model_hparams.h"
 #include "model/model_tensors.h"
 #include "tokenizer/tokenizer.h"
@@ -57,6 +58,27 @@ std::unique_ptr<model> model::load(const std::string& path, const model_options&
                                                            std::move(hp), std::move(w));
   m->want_kv_dtype(options.kv);
   return m;
+}
+
+std::vector<lora_target> model::lora_targets() const { return {}; }
+
+std::shared_ptr<lora_adapter> model::load_lora(const std::string& path, float scale) {
+  const std::vector<lora_target> targets = lora_targets();
+  backend* be = compute_backend();
+  if (targets.empty() || be == nullptr) {
+    throw error("LoRA adapter " + path + ": the " + hparams().arch + " model takes no adapters");
+  }
+  return lora_adapter::load(path, scale, hparams().arch, targets, *be);
+}
+
+void add_dense_lora_targets(std::vector<lora_target>& out, const dense_layer& l, int il) {
+  const std::pair<const char*, const backend_weight*> named[] = {
+      {"attn_q.weight", &l.wq},     {"attn_k.weight", &l.wk},   {"attn_v.weight", &l.wv},
+      {"attn_output.weight", &l.wo}, {"ffn_gate.weight", &l.ffn_gate}, {"ffn_up.weight", &l.ffn_up},
+      {"ffn_down.weight", &l.ffn_down}};
+  for (const auto& [name, w] : named) {
+    if (w->data != nullptr) out.push_back({tensor_table::blk(il, name), w});  // absent: a conv layer / MoE FFN
+  }
 }
 
 }  // namespace spindle

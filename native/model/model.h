@@ -15,6 +15,8 @@ namespace spindle {
 
 class backend;
 class gguf_file;
+class lora_adapter;
+struct lora_target;
 class tokenizer;
 class thread_pool;
 
@@ -89,6 +91,9 @@ struct batch_sequence {
   // the output norm (what llama.cpp pools into an embedding), written here instead of logits (the sequence then
   // takes no logits rows, argmax or sample: the other sequences' logits rows stay numbered without it).
   float* hidden = nullptr;
+  // A LoRA adapter (model/lora.h) of this model applied to this sequence's rows; null: the base model. A batch
+  // may mix adapters (each row gets its own sequence's).
+  const lora_adapter* lora = nullptr;
 };
 
 // The id that marks a position whose input embedding comes from batch_sequence::embd (an image placeholder).
@@ -160,6 +165,12 @@ class model {
   // logits may be null when every sequence wanting rows has one). A token's logits are bitwise the same
   // whatever else is in the batch. Throws spindle::error (before writing anything) on an invalid batch.
   virtual void forward_batch(const std::vector<batch_sequence>& batch, kv_cache& kv, float* logits) = 0;
+
+  // The weights LoRA adapters may change (their GGUF names and backend copies); empty: the model takes none.
+  virtual std::vector<lora_target> lora_targets() const;
+  // Loads a LoRA adapter file for this model (lora_adapter::load against lora_targets() on its backend). The
+  // adapter must not outlive the model. Throws spindle::error naming the file and the problem.
+  std::shared_ptr<lora_adapter> load_lora(const std::string& path, float scale);
 
  private:
   kv_type kv_ = kv_type::f32;

@@ -30,7 +30,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   else be.add_rms_norm(x, cur, l.attn_norm.data(), cur, n, n_embd, hp_.rms_eps);
   const backend_weight* qkv[3] = {&l.wq, &l.wk, &l.wv};
   float* const qkv_out[3] = {q, k_new, v_new};
-  be.matmul_group(qkv, qkv_out, 3, cur, n);
+  scratch_.lora.matmul_group(be, qkv, qkv_out, 3, cur, n);
   if (l.bq.data()) be.add_row_vector(q, l.bq.data(), n, q_dim);
   if (l.bk.data()) be.add_row_vector(k_new, l.bk.data(), n, k_dim);
   if (l.bv.data()) be.add_row_vector(v_new, l.bv.data(), n, v_dim);
@@ -73,7 +73,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   }
   be.attention_paged_batch(seqs.data(), (int64_t)seqs.size(), q, k_store, v_store, scratch_.attn.data());
 
-  be.matmul(l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
+  scratch_.lora.matmul(be, l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);
   be.add_rms_norm(x, cur, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);  // x += attention output; norm
   if (l.moe.present()) {
@@ -85,8 +85,8 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   float* up = scratch_.up.data();
   const backend_weight* gate_up[2] = {&l.ffn_gate, &l.ffn_up};
   float* const gate_up_out[2] = {gate, up};
-  be.matmul_group(gate_up, gate_up_out, 2, cur, n);
-  be.swiglu_matmul(l.ffn_down, gate, up, n, cur);
+  scratch_.lora.matmul_group(be, gate_up, gate_up_out, 2, cur, n);
+  scratch_.lora.swiglu_matmul(be, l.ffn_down, gate, up, n, cur);
 }
 
 }  // namespace spindle

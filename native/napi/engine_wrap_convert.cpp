@@ -199,6 +199,31 @@ std::vector<request_image> images_field(const Napi::Object& o, const char* key) 
   return out;
 }
 
+// loras: [{ name, path, scale? }] (scale: a finite number, 1 by default)
+std::vector<lora_spec> loras_field(const Napi::Object& o, const char* key) {
+  Napi::Env env = o.Env();
+  Napi::Value v = o.Get(key);
+  std::vector<lora_spec> out;
+  if (absent(v)) return out;
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { name, path, scale }");
+  Napi::Array a = v.As<Napi::Array>();
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+    Napi::Value e = a.Get(i);
+    if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object { name, path, scale }");
+    Napi::Object lo = e.As<Napi::Object>();
+    lora_spec l;
+    l.name = string_field(lo, "name");
+    l.path = string_field(lo, "path");
+    if (l.path.empty()) throw Napi::TypeError::New(env, at + ".path must be the adapter's GGUF file");
+    const double scale = number_field(lo, "scale", 1.0);
+    if (!std::isfinite(scale) || std::fabs(scale) > 1e6) throw Napi::RangeError::New(env, at + ".scale must be a finite number in [-1e6, 1e6]");
+    l.scale = float(scale);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 }  // namespace
 
 native_engine_options parse_engine_options(const Napi::Value& v) {
@@ -216,6 +241,7 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
     throw Napi::RangeError::New(v.Env(), "kvCacheMemory must be a fraction in (0, 1] or a number of bytes");
   }
   out.engine.mmproj_path = string_field(o, "mmproj");
+  out.engine.loras = loras_field(o, "loras");
   out.engine.enable_prefix_caching = bool_field(o, "enablePrefixCaching", defaults.enable_prefix_caching);
   for (auto [key, field] : {std::pair{"imageMinTokens", &out.engine.image_min_tokens},
                             std::pair{"imageMaxTokens", &out.engine.image_max_tokens}}) {
@@ -280,6 +306,12 @@ request parse_request(const Napi::Value& spec_value) {
   r.images = images_field(s, "images");
   r.prediction = ids_field(s, "predictionTokenIds", size_t(max_prediction_tokens));
   r.speculative = bool_field(s, "speculative", true);
+  const double lora = number_field(s, "lora", -1);  // the engine checks the range
+  if (lora != std::floor(lora) || !(lora >= -1 && lora <= 2147483647.0)) {
+    throw Napi::TypeError::New(s.Env(), "lora must be an adapter index (an integer >= -1)");
+  }
+  r.lora = int32_t(lora);
+  r.cache_salt = string_field(s, "cacheSalt");
   // embeddings: 'mean' | 'cls' | 'last' (absent: a generation request)
   static const char* const poolings[] = {"none", "mean", "cls", "last", nullptr};
   const std::string pooling = choice_field(s, "pooling", "none", poolings);

@@ -12,6 +12,7 @@
 #include "engine/sampler.h"
 #include "harness.h"
 #include "model/model.h"
+#include "engine_outputs.h"
 #include "model_test_gguf.h"
 
 using namespace spindle;
@@ -20,37 +21,6 @@ namespace {
 
 struct model_file : model_test::temp_llama {
   explicit model_file(int64_t context_length = 64) : temp_llama("llama-prompt-logprobs", context_length) {}
-};
-
-// The engine's outputs, by id: every step's output kept (prompt logprobs come with the first token).
-struct outputs {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<uint64_t, std::vector<request_output>> steps;
-  std::map<uint64_t, bool> done;
-  bool ready = false;
-
-  engine::sink_fn sink() {
-    return [this](engine_event&& ev) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (ev.type == engine_event::kind::ready) ready = true;
-      for (request_output& o : ev.outputs) {
-        if (o.finish != finish_reason::none) done[o.id] = true;
-        steps[o.id].push_back(std::move(o));
-      }
-      cv.notify_all();
-    };
-  }
-  bool wait_ready() {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return ready; });
-  }
-  // Every step's output of a finished request.
-  std::vector<request_output> wait(uint64_t id) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_for(lock, std::chrono::seconds(20), [&] { return done.count(id) != 0; });
-    return steps[id];
-  }
 };
 
 std::vector<int32_t> tokens_of(const std::vector<request_output>& steps) {
@@ -123,7 +93,7 @@ TEST_CASE("engine prompt logprobs: the model's rows scored against the prompt, b
   std::vector<int32_t> plain_tokens;
   // the step's whole budget; chunks of 6; of 5 (21 = 4 x 5 + 1: the last prompt token comes alone, as a decode)
   for (int32_t chunk : {0, 6, 5}) {
-    outputs outs;
+    engine_test::outputs outs;
     engine_options o;
     o.max_model_len = 64;
     o.chunked_prefill_size = chunk;
@@ -155,7 +125,7 @@ TEST_CASE("engine prompt logprobs: the same tokens as without them, greedy and s
   auto ref_model = f.load();
   const int V = ref_model->hparams().n_vocab;
   const std::vector<int32_t> prompt = prompt_of(17, 2, V), other = prompt_of(9, 3, V);
-  outputs outs;
+  engine_test::outputs outs;
   engine_options o;
   o.max_model_len = 64;
   o.chunked_prefill_size = 6;
@@ -178,7 +148,7 @@ TEST_CASE("engine prompt logprobs: never from a cached prefix; refused with imag
   auto ref_model = f.load();
   const int V = ref_model->hparams().n_vocab;
   const std::vector<int32_t> prompt = prompt_of(40, 4, V);
-  outputs outs;
+  engine_test::outputs outs;
   engine_options o;
   o.max_model_len = 64;
   o.block_size = 8;
@@ -202,7 +172,7 @@ TEST_CASE("engine prompt logprobs: a long prompt takes at most k_max_scored_rows
   auto ref_model = f.load();
   const int V = ref_model->hparams().n_vocab;
   const std::vector<int32_t> prompt = prompt_of(600, 5, V), other = prompt_of(300, 6, V);
-  outputs outs;
+  engine_test::outputs outs;
   engine_options o;
   o.max_model_len = 1024;
   o.max_num_batched_tokens = 1024;  // one step could take the whole prompt; the scored rows' cap splits it

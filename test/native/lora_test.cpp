@@ -1,0 +1,332 @@
+// LoRA adapters (model/lora.h): a model with an adapter against the double-precision reference over the merged
+// weights W + scale * B A; adapters mixed in one batch (each row exactly as alone); load errors; the engine's
+// adapter choice per request and its prefix-cache namespaces.
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine_outputs.h"
+#include "harness.h"
+#include "lfm2_test_gguf.h"
+#include "model/lora.h"
+#include "model/model.h"
+#include "model_reference.h"
+#include "model_test_gguf.h"
+
+using namespace spindle;
+
+namespace {
+
+struct temp_file {
+  std::string path;
+  explicit temp_file(const model_test::built& b, const std::string& tag) : path(model_test::write_temp(b, tag)) {}
+  ~temp_file() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+struct adapter_spec {
+  std::string arch = "llama";
+  std::string general_type = "adapter";
+  float alpha = 8;
+  int rank = 4;
+  std::vector<std::string> targets;  // base tensor names
+  uint32_t seed = 9;
+  std::function<void(std::vector<gguf_test::tensor_spec>&)> edit;  // break the file on purpose
+};
+
+// An adapter file for a model built from `base` (shapes read from it).
+model_test::built build_adapter(const model_test::built& base, const adapter_spec& a) {
+  std::vector<gguf_test::tensor_spec> t;
+  for (const std::string& name : a.targets) {
+    const model_test::tensor_data& w = base.tensors.at(name);
+    t.push_back({name + ".lora_a", {w.ne[0], a.rank}, ggml_type::F32});
+    t.push_back({name + ".lora_b", {a.rank, w.ne[1]}, ggml_type::F32});
+  }
+  gguf_test::writer kvs;
+  kvs.kv_str("general.architecture", a.arch);
+  kvs.kv_str("general.type", a.general_type);
+  kvs.kv_str("adapter.type", "lora");
+  kvs.kv<float>("adapter.lora.alpha", gguf_value_type::FLOAT32, a.alpha);
+  return model_test::build_file(t, a.edit, a.seed, kvs, 4, base.n_vocab);
+}
+
+// base with every adapted W replaced by W + scale * B A (scale = user_scale * alpha / rank), for the reference.
+model_test::built merged(const model_test::built& base, const model_test::built& adapter, const adapter_spec& a,
+                         float user_scale) {
+  model_test::built m = base;
+  const double scale = double(user_scale) * a.alpha / a.rank;
+  for (const std::string& name : a.targets) {
+    model_test::tensor_data& w = m.tensors.at(name);
+    const model_test::tensor_data &A = adapter.tensors.at(name + ".lora_a"), &B = adapter.tensors.at(name + ".lora_b");
+    const int64_t n_in = w.ne[0], n_out = w.ne[1];
+    for (int64_t o = 0; o < n_out; ++o)
+      for (int64_t i = 0; i < n_in; ++i) {
+        double d = 0;
+        for (int r = 0; r < a.rank; ++r) d += double(B.host[size_t(o * a.rank + r)]) * A.host[size_t(r * n_in + i)];
+        w.host[size_t(o * n_in + i)] = float(w.host[size_t(o * n_in + i)] + scale * d);
+      }
+  }
+  return m;
+}
+
+std::vector<std::string> all_targets(int n_layer) {
+  std::vector<std::string> t = {"output.weight"};
+  for (int il = 0; il < n_layer; ++il) {
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      t.push_back("blk." + std::to_string(il) + "." + n + ".weight");
+    }
+  }
+  return t;
+}
+
+std::vector<int32_t> some_tokens(int n, int n_vocab, int salt = 0) {
+  std::vector<int32_t> t((size_t)n);
+  for (int i = 0; i < n; ++i) t[(size_t)i] = (int32_t)((i * 37 + 11 + salt * 5) % n_vocab);
+  t[0] = 1;
+  return t;
+}
+
+// All logits rows of `tokens` as one sequence, with the adapter (or none).
+std::vector<float> logits_of(model& m, const std::vector<int32_t>& tokens, const lora_adapter* lora) {
+  const int64_t V = m.hparams().n_vocab, n = (int64_t)tokens.size();
+  auto kv = m.new_kv_cache(1, (int32_t)n, 1);  // one state slot (lfm2)
+  const std::vector<int32_t> table = {0};
+  std::vector<float> logits((size_t)(n * V));
+  batch_sequence b{tokens.data(), (int32_t)n, 0, table.data(), 1, (int32_t)n};
+  b.state_slot = 0;
+  b.lora = lora;
+  m.forward_batch({b}, *kv, logits.data());
+  return logits;
+}
+
+double max_diff(const std::vector<float>& ours, const std::vector<model_test::dvec>& ref) {
+  double d = 0;
+  const size_t V = ref[0].size();
+  for (size_t t = 0; t < ref.size(); ++t)
+    for (size_t v = 0; v < V; ++v) d = std::max(d, std::fabs(ours[t * V + v] - ref[t][v]));
+  return d;
+}
+
+std::unique_ptr<model> load(const std::string& path) {
+  model_options o;
+  o.threads = 2;
+  return model::load(path, o);
+}
+
+}  // namespace
+
+TEST_CASE("lora: a model with an adapter computes the merged weights W + scale * B A (llama, qwen3)") {
+  for (const char* arch : {"llama", "qwen3"}) {
+    model_test::spec s;
+    s.arch = arch;
+    const model_test::built base = model_test::build(s);
+    adapter_spec a;
+    a.arch = arch;
+    a.targets = all_targets(s.n_layer);
+    const model_test::built ad = build_adapter(base, a);
+    temp_file base_file(base, "lora-base"), ad_file(ad, "lora-adapter");
+    auto m = load(base_file.path);
+    const std::vector<int32_t> tokens = some_tokens(9, base.n_vocab);
+    for (float user_scale : {1.0f, 0.5f}) {
+      std::shared_ptr<lora_adapter> lora = m->load_lora(ad_file.path, user_scale);
+      CHECK(lora->n_pairs() == a.targets.size());
+      const double with = max_diff(logits_of(*m, tokens, lora.get()), model_test::reference_forward(merged(base, ad, a, user_scale), s, tokens));
+      CHECK_NEAR(with, 0.0, 2e-3);
+    }
+    // the adapter changes the logits (the check above is not vacuous), and no adapter is the base model
+    const double base_vs_merged = max_diff(logits_of(*m, tokens, nullptr), model_test::reference_forward(merged(base, ad, a, 1), s, tokens));
+    CHECK(base_vs_merged > 0.05);
+    CHECK(max_diff(logits_of(*m, tokens, nullptr), model_test::reference_forward(base, s, tokens)) < 2e-3);
+  }
+}
+
+TEST_CASE("lora: alpha 0 means scale = the user scale; an adapter of some weights leaves the others alone") {
+  model_test::spec s;
+  const model_test::built base = model_test::build(s);
+  adapter_spec a;
+  a.alpha = 0;
+  a.targets = {"blk.1.attn_v.weight", "blk.0.ffn_down.weight"};
+  const model_test::built ad = build_adapter(base, a);
+  temp_file base_file(base, "lora-base"), ad_file(ad, "lora-adapter");
+  auto m = load(base_file.path);
+  auto lora = m->load_lora(ad_file.path, 0.75f);
+  adapter_spec as_if = a;
+  as_if.alpha = float(a.rank);  // user_scale * alpha / rank == user_scale
+  const std::vector<int32_t> tokens = some_tokens(7, base.n_vocab);
+  CHECK(max_diff(logits_of(*m, tokens, lora.get()), model_test::reference_forward(merged(base, ad, as_if, 0.75f), s, tokens)) < 2e-3);
+}
+
+TEST_CASE("lora: adapters mixed in one batch give every sequence exactly its logits alone") {
+  model_test::spec s;
+  const model_test::built base = model_test::build(s);
+  adapter_spec a1, a2;
+  a1.targets = all_targets(s.n_layer);
+  a2.targets = {"blk.0.attn_q.weight", "blk.1.ffn_up.weight"};
+  a2.seed = 21;
+  const model_test::built ad1 = build_adapter(base, a1), ad2 = build_adapter(base, a2);
+  temp_file base_file(base, "lora-base"), f1(ad1, "lora-a1"), f2(ad2, "lora-a2");
+  auto m = load(base_file.path);
+  auto l1 = m->load_lora(f1.path, 1), l2 = m->load_lora(f2.path, 1);
+  const int64_t V = base.n_vocab;
+  // four sequences: a1, none, a1, a2 (the two a1 rows are not adjacent: separate runs)
+  std::vector<std::vector<int32_t>> toks = {some_tokens(5, V, 1), some_tokens(3, V, 2), some_tokens(4, V, 3), some_tokens(6, V, 4)};
+  const lora_adapter* adapters[4] = {l1.get(), nullptr, l1.get(), l2.get()};
+  auto kv = m->new_kv_cache(4, 16);
+  std::vector<int32_t> tables[4] = {{0}, {1}, {2}, {3}};
+  std::vector<batch_sequence> batch;
+  int64_t rows = 0;
+  for (int i = 0; i < 4; ++i) {
+    batch_sequence b{toks[i].data(), (int32_t)toks[i].size(), 0, tables[i].data(), 1, (int32_t)toks[i].size()};
+    b.lora = adapters[i];
+    batch.push_back(b);
+    rows += (int64_t)toks[i].size();
+  }
+  std::vector<float> all((size_t)(rows * V));
+  m->forward_batch(batch, *kv, all.data());
+  int64_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<float> alone = logits_of(*m, toks[i], adapters[i]);
+    CHECK(std::equal(alone.begin(), alone.end(), all.begin() + at * V));
+    at += (int64_t)toks[i].size();
+  }
+}
+
+TEST_CASE("lora: lfm2 adapts its short-convolution projections, attention and FFN (merged reference)") {
+  lfm2_test::spec s;
+  const model_test::built base = lfm2_test::build(s);
+  adapter_spec a;
+  a.arch = "lfm2";
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const bool attn = lfm2_test::is_attention(s, il);
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "shortconv.in_proj", "shortconv.out_proj", "ffn_gate", "ffn_up", "ffn_down"}) {
+      if (base.tensors.count(b + n + ".weight") != 0) a.targets.push_back(b + n + ".weight");
+    }
+    CHECK(base.tensors.count(b + (attn ? "attn_q.weight" : "shortconv.in_proj.weight")) == 1);
+  }
+  const model_test::built ad = build_adapter(base, a);
+  temp_file base_file(base, "lora-lfm2"), ad_file(ad, "lora-lfm2-adapter");
+  auto m = load(base_file.path);
+  CHECK(m->lora_targets().size() == a.targets.size());  // tied: no output.weight
+  auto lora = m->load_lora(ad_file.path, 1);
+  const std::vector<int32_t> tokens = some_tokens(8, base.n_vocab);
+  const double with = max_diff(logits_of(*m, tokens, lora.get()), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens));
+  CHECK_NEAR(with, 0.0, 2e-3);
+  CHECK(max_diff(logits_of(*m, tokens, nullptr), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens)) > 0.05);
+}
+
+TEST_CASE("lora: files that do not fit the model are refused with a message naming the problem") {
+  model_test::spec s;
+  s.tied = true;
+  const model_test::built base = model_test::build(s);
+  temp_file base_file(base, "lora-base");
+  auto m = load(base_file.path);
+  const auto refused = [&](adapter_spec a, const std::string& needle) {
+    const model_test::built ad = build_adapter(base, a);
+    temp_file f(ad, "lora-bad");
+    CHECK_THROWS_WITH(m->load_lora(f.path, 1), needle);
+    CHECK_THROWS_WITH(m->load_lora(f.path, 1), "LoRA adapter " + f.path + ": ");
+  };
+  adapter_spec ok;
+  ok.targets = {"blk.0.attn_q.weight"};
+  adapter_spec x = ok;
+  x.arch = "qwen3";
+  refused(x, "made for architecture 'qwen3', the model is 'llama'");
+  x = ok;
+  x.general_type = "model";
+  refused(x, "general.type is 'model', expected 'adapter'");
+  x = ok;
+  x.targets = {"token_embd.weight"};
+  refused(x, "adapting the token embeddings is not supported");
+  x = ok;
+  x.edit = [](std::vector<gguf_test::tensor_spec>& t) { t.pop_back(); };  // no lora_b
+  refused(x, "'blk.0.attn_q.weight.lora_a' has no .lora_b");
+  x = ok;
+  x.edit = [](std::vector<gguf_test::tensor_spec>& t) { t[1].ne = {4, 7}; };  // lora_b of the wrong width
+  refused(x, "do not adapt a weight of shape [32, 32]");
+  x = ok;
+  x.edit = [](std::vector<gguf_test::tensor_spec>& t) { t[0].name = "blk.0.attn_q.weight.lora_c"; };
+  refused(x, "neither a .lora_a nor a .lora_b");
+  // a tied model has no output.weight of its own: an adapter for it is refused, not applied to the embeddings
+  x = ok;
+  x.targets = {"token_embd.weight"};
+  x.edit = [](std::vector<gguf_test::tensor_spec>& t) {
+    for (auto& e : t) e.name.replace(0, 17, "output.weight");
+  };
+  refused(x, "'output.weight': it is not a weight matrix Spindle adapts");
+}
+
+TEST_CASE("lora engine: requests pick adapters by index; the prefix cache never crosses adapters or salts") {
+  model_test::spec s;
+  s.context_length = 64;
+  const model_test::built base = model_test::build(s);
+  adapter_spec a;
+  a.targets = all_targets(s.n_layer);
+  a.alpha = 64;  // strong enough that greedy tokens differ from the base model's
+  const model_test::built ad = build_adapter(base, a);
+  temp_file base_file(base, "lora-base"), ad_file(ad, "lora-adapter");
+  engine_test::outputs outs;
+  engine_options o;
+  o.max_model_len = 64;
+  o.block_size = 8;
+  o.loras.push_back(lora_spec{"a", ad_file.path, 1.0f});
+  engine e([&] { return std::shared_ptr<model>(load(base_file.path)); }, o, outs.sink());
+  REQUIRE(outs.wait_ready());
+  const auto gen = [&](int32_t lora, const std::string& salt = "") {
+    request r;
+    r.prompt = some_tokens(30, base.n_vocab);
+    r.params.temperature = 0;
+    r.params.max_tokens = 6;
+    r.params.ignore_eos = true;
+    r.lora = lora;
+    r.cache_salt = salt;
+    return outs.wait(e.submit(r));
+  };
+  const auto tokens = [](const std::vector<request_output>& steps) {
+    std::vector<int32_t> t;
+    for (const request_output& s : steps) t.insert(t.end(), s.tokens.begin(), s.tokens.end());
+    return t;
+  };
+  const auto base_run = gen(-1), lora_run = gen(0), lora_again = gen(0), base_again = gen(-1), salted = gen(0, "x");
+  CHECK(lora_run.front().cached_tokens == 0);   // the base model's blocks are not the adapter's
+  CHECK(lora_again.front().cached_tokens > 0);  // its own are
+  CHECK(base_again.front().cached_tokens > 0);
+  CHECK(salted.front().cached_tokens == 0);     // another salt: another namespace
+  CHECK(tokens(lora_again) == tokens(lora_run));
+  CHECK(tokens(base_again) == tokens(base_run));
+  CHECK(tokens(salted) == tokens(lora_run));
+  CHECK(tokens(lora_run) != tokens(base_run));
+  // the engine's greedy tokens with the adapter are the model's with it
+  auto m = load(base_file.path);
+  auto lora = m->load_lora(ad_file.path, 1);
+  std::vector<int32_t> seq = some_tokens(30, base.n_vocab);
+  const int64_t V = base.n_vocab;
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<float> l = logits_of(*m, seq, lora.get());
+    const float* last = l.data() + (seq.size() - 1) * V;
+    seq.push_back(int32_t(std::max_element(last, last + V) - last));
+  }
+  CHECK(std::vector<int32_t>(seq.end() - 6, seq.end()) == tokens(lora_run));
+  request bad;
+  bad.prompt = some_tokens(4, base.n_vocab);
+  bad.lora = 1;
+  CHECK_THROWS_WITH(e.submit(bad), "lora: adapter index 1 is out of range: the engine has 1 LoRA adapters (-1: none)");
+}
+
+TEST_CASE("lora engine: an adapter that does not load fails the engine's load with its message") {
+  model_test::spec s;
+  const model_test::built base = model_test::build(s);
+  temp_file base_file(base, "lora-base");
+  engine_test::outputs outs;
+  engine_options o;
+  o.max_model_len = 64;
+  o.loras.push_back(lora_spec{"missing", "/nonexistent/adapter.gguf", 1.0f});
+  engine e([&] { return std::shared_ptr<model>(load(base_file.path)); }, o, outs.sink());
+  CHECK(!outs.wait_ready());
+  CHECK(outs.load_error.find("/nonexistent/adapter.gguf") != std::string::npos);
+}
