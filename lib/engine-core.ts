@@ -28,10 +28,19 @@ import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multi
 /** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
 export type CorePrompt = readonly number[] | MultimodalPrompt;
 
-function specOf(prompt: CorePrompt, params: SamplingParams, j: number, prediction: Int32Array | undefined): NativeSubmitSpec {
+/** Where a submission runs: a LoRA adapter by name (null / absent: the base model) and vLLM's cache_salt. */
+export interface SubmitTarget {
+  lora?: string | readonly string[] | null; // several: the first loaded one (a LoRARequest's name, then its path)
+  cacheSalt?: string | null;
+}
+
+function specOf(prompt: CorePrompt, params: SamplingParams, j: number, prediction: Int32Array | undefined,
+  lora: number, cacheSalt: string | null | undefined): NativeSubmitSpec {
   const spec = toNativeSpec('tokenIds' in prompt ? prompt.tokenIds : prompt as readonly number[], params, j);
   if ('tokenIds' in prompt && prompt.images.length > 0) spec.images = prompt.images;
   if (prediction) spec.predictionTokenIds = prediction;
+  if (lora >= 0) spec.lora = lora;
+  if (cacheSalt) spec.cacheSalt = cacheSalt;
   return spec;
 }
 
@@ -202,14 +211,15 @@ export class Submission {
 
   /** @internal Queues every request or none: a failure aborts those already queued and rethrows. */
   constructor(core: EngineCore, prompts: readonly CorePrompt[], params: readonly SamplingParams[],
-    stream: boolean, signal: AbortSignal | undefined) {
+    stream: boolean, signal: AbortSignal | undefined, target: SubmitTarget = {}) {
     if (params.length !== prompts.length) throw new Error('submitMany: one SamplingParams per prompt');
+    const lora = core.loraIndex(target.lora ?? null);
     try {
       prompts.forEach((ids, i) => {
         const row: RequestHandle[] = [];
         this.handles.push(row);
         const prediction = predictionIds(core, params[i]);
-        for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j, prediction), stream));
+        for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j, prediction, lora, target.cacheSalt), stream));
       });
     } catch (e) {
       this.abort();
@@ -298,6 +308,7 @@ export class EngineCore {
       speculativeModel: options.speculativeConfig?.model ?? undefined,
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
+      loras: options.loraModules,
       }, onEvent);
     };
     let ref: ModelRef;
@@ -348,8 +359,28 @@ export class EngineCore {
    * seed + j), all queued or none, aborted together when `signal` fires. Throws synchronously like submit().
    */
   submitMany(prompts: readonly CorePrompt[], params: readonly SamplingParams[],
-    options: { stream: boolean; signal?: AbortSignal }): Submission {
-    return new Submission(this, prompts, params, options.stream, options.signal);
+    options: { stream: boolean; signal?: AbortSignal } & SubmitTarget): Submission {
+    return new Submission(this, prompts, params, options.stream, options.signal, options);
+  }
+
+  /**
+   * The engine's index of the LoRA adapter `ref` names (a module's name, else its path; of several, the first
+   * that names one; -1 for null: the base model); throws for one not loaded.
+   */
+  loraIndex(ref: string | readonly string[] | null): number {
+    if (ref === null) return -1;
+    const refs = typeof ref === 'string' ? [ref] : ref;
+    const modules = this.options.loraModules;
+    for (const r of refs) {
+      const i = modules.findIndex((m) => m.name === r);
+      if (i >= 0) return i;
+    }
+    for (const r of refs) {
+      const i = modules.findIndex((m) => m.path === r);
+      if (i >= 0) return i;
+    }
+    const loaded = modules.map((m) => m.name);
+    throw new Error(`the LoRA adapter '${refs[0]}' is not loaded (${loaded.length ? `loaded: ${loaded.join(', ')}` : 'none is: give adapters in loraModules'})`);
   }
 
   /**

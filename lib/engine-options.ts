@@ -61,6 +61,22 @@ export interface EngineOptionsInput {
   speculativeDraftModelPath?: string; // SGLang: the draft model (algorithm STANDALONE)
   speculative_draft_model_path?: string;
   pooling?: 'mean' | 'cls' | 'last'; // embeddings (llama.cpp's --pooling); absent: the model file's, else 'last'
+  loraModules?: LoraModuleInput[]; // vLLM's lora_modules (SGLang's lora_paths)
+  lora_modules?: LoraModuleInput[];
+  loraPaths?: LoraModuleInput[];
+  lora_paths?: LoraModuleInput[];
+  enableLora?: boolean; // vLLM's enable_lora: accepted (adapters are on whenever loraModules names some)
+  enable_lora?: boolean;
+}
+
+/** A LoRA adapter: { name, path, scale? } (vLLM's { name, path, base_model_name } too), or vLLM's 'name=path'. */
+export type LoraModuleInput = string | { name: string; path: string; scale?: number; base_model_name?: string; baseModelName?: string };
+
+/** A LoRA adapter the engine loads with the model (llama.cpp's GGUF adapter format); requests choose it by name. */
+export interface LoraModule {
+  name: string;
+  path: string;
+  scale: number; // the user scale (llama.cpp's --lora-scaled); the delta is scale * alpha / rank * B A x
 }
 
 /** vLLM's speculative_config (camelCase or snake_case keys). */
@@ -112,6 +128,9 @@ export interface EngineOptions {
   // How embeddings pool the hidden states when a request does not say (llama.cpp's --pooling); null: the model
   // file's {arch}.pooling_type where it names mean / cls / last, else 'last' (vLLM's default for decoder models).
   pooling: 'mean' | 'cls' | 'last' | null;
+  // LoRA adapters (llama.cpp's GGUF adapter files), loaded with the model; a request picks one by name (the
+  // server: its `model`). Names are unique.
+  loraModules: LoraModule[];
 }
 
 type Key = keyof EngineOptions;
@@ -136,7 +155,9 @@ const ALIASES: Record<string, Key> = {
   disableRadixCache: 'enablePrefixCaching', disable_radix_cache: 'enablePrefixCaching',
   speculativeConfig: 'speculativeConfig', speculative_config: 'speculativeConfig',
   pooling: 'pooling',
+  loraModules: 'loraModules', lora_modules: 'loraModules', loraPaths: 'loraModules', lora_paths: 'loraModules',
 };
+const ACCEPTED_ONLY = new Set(['enableLora', 'enable_lora']); // checked as booleans, no effect of their own
 // SGLang's flat spellings, folded into speculativeConfig before the options are checked.
 const SGLANG_SPECULATIVE: Record<string, keyof SpeculativeConfigInput> = {
   speculativeAlgorithm: 'method', speculative_algorithm: 'method',
@@ -194,7 +215,47 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'pooling':
       if (v === 'mean' || v === 'cls' || v === 'last') return v;
       throw new RangeError(`${name} must be 'mean', 'cls' or 'last' (got ${String(v)})`);
+    case 'loraModules': return loraModules(name, v);
   }
+}
+
+const LORA_NAME = /^[A-Za-z0-9_.:/@-]{1,256}$/;
+
+function loraModules(name: string, v: unknown): LoraModule[] {
+  if (!Array.isArray(v)) throw new TypeError(`${name} must be an array of { name, path, scale? } (or 'name=path' strings)`);
+  const out: LoraModule[] = [];
+  v.forEach((e, i) => {
+    const at = `${name}[${i}]`;
+    let m: LoraModule;
+    if (typeof e === 'string') {
+      const eq = e.indexOf('=');
+      if (eq <= 0 || eq === e.length - 1) throw new TypeError(`${at} must be 'name=path' (got '${e}')`);
+      m = { name: e.slice(0, eq), path: e.slice(eq + 1), scale: 1 };
+    } else if (typeof e === 'object' && e !== null && !Array.isArray(e)) {
+      const o = e as Record<string, unknown>;
+      for (const k of Object.keys(o)) {
+        if (!['name', 'path', 'scale', 'base_model_name', 'baseModelName'].includes(k)) {
+          throw new TypeError(`${at}: unknown key '${k}' (known: name, path, scale, base_model_name)`);
+        }
+      }
+      if (typeof o.name !== 'string' || typeof o.path !== 'string' || o.path === '') {
+        throw new TypeError(`${at} must have a name and the path of the adapter's GGUF file`);
+      }
+      const scale = o.scale ?? 1;
+      if (typeof scale !== 'number' || !Number.isFinite(scale) || Math.abs(scale) > 1e6) {
+        throw new RangeError(`${at}.scale must be a finite number in [-1e6, 1e6] (got ${String(scale)})`);
+      }
+      m = { name: o.name, path: o.path, scale };
+    } else {
+      throw new TypeError(`${at} must be { name, path, scale? } or 'name=path'`);
+    }
+    if (!LORA_NAME.test(m.name)) {
+      throw new RangeError(`${at}: the name '${m.name}' must be 1 to 256 letters, digits or _ . : / @ -`);
+    }
+    if (out.some((o) => o.name === m.name)) throw new RangeError(`${at}: the name '${m.name}' is given twice`);
+    out.push(m);
+  });
+  return out;
 }
 
 function speculativeConfig(name: string, v: unknown): SpeculativeConfig {
@@ -279,10 +340,15 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     enablePrefixCaching: true,
     speculativeConfig: null,
     pooling: null,
+    loraModules: [],
   };
   input = foldSglangSpeculative(input, what);
   const seen = new Map<Key, string>();
   for (const [name, value] of Object.entries(input)) {
+    if (ACCEPTED_ONLY.has(name)) {
+      if (value !== undefined && value !== null && typeof value !== 'boolean') throw new TypeError(`${what}: ${name} must be true or false`);
+      continue;
+    }
     const key = Object.prototype.hasOwnProperty.call(ALIASES, name) ? ALIASES[name] : undefined;
     if (!key) throw new TypeError(`${what}: unknown option '${name}' (known: ${Object.keys(ALIASES).join(', ')})`);
     if (value === undefined || value === null) continue;

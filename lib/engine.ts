@@ -33,6 +33,9 @@ export interface EngineGenerateInput {
   image_data?: ImageSource | ImageSource[] | (ImageSource | ImageSource[] | null)[];
   stream?: boolean;
   signal?: AbortSignal;
+  /** SGLang's lora_path: a LoRA adapter of the engine's loraModules, by name or path (one for the whole call). */
+  loraPath?: string | null;
+  lora_path?: string | null;
 }
 
 /** SGLang's finish_reason object. */
@@ -80,7 +83,7 @@ export interface EngineEncodeResult {
 
 const ENCODE_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'pooling', 'normalize', 'dimensions', 'signal'];
 
-const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'imageData', 'image_data', 'stream', 'signal'];
+const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'imageData', 'image_data', 'stream', 'signal', 'loraPath', 'lora_path'];
 
 const isImage = (x: unknown): x is ImageSource => typeof x === 'string' || x instanceof Uint8Array;
 
@@ -120,6 +123,12 @@ function checkInput(input: unknown): asserts input is EngineGenerateInput {
   const { stream, signal } = input as EngineGenerateInput;
   if (stream !== undefined && typeof stream !== 'boolean') throw new TypeError('generate: stream must be a boolean');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('generate: signal must be an AbortSignal');
+  const lora = loraPathOf(input as EngineGenerateInput);
+  if (lora !== null && typeof lora !== 'string') throw new TypeError('generate: loraPath must be a loaded LoRA adapter\'s name or path');
+}
+
+function loraPathOf(input: EngineGenerateInput): string | null {
+  return input.loraPath ?? input.lora_path ?? null;
 }
 
 export class Engine {
@@ -256,7 +265,7 @@ export class Engine {
 
   async #generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> {
     const { ids, promptTokens, batch, params } = await this.#prepare(input);
-    const submission = this.#core.submitMany(ids, params, { stream: false, signal: input.signal });
+    const submission = this.#core.submitMany(ids, params, { stream: false, signal: input.signal, lora: loraPathOf(input) });
     const results = await submission.results();
     const out = results.flatMap((row, i) => row.map((r, j) => this.#result(r, submission.handles[i][j].id, promptTokens[i])));
     return batch || out.length > 1 ? out : out[0];
@@ -280,7 +289,7 @@ export class Engine {
   async *#stream(input: EngineGenerateInput): AsyncGenerator<EngineChunk> {
     const { ids, promptTokens, params } = await this.#prepare(input);
     if (ids.length !== 1 || params[0].n !== 1) throw new TypeError('generate: stream supports one prompt with n = 1');
-    const submission = this.#core.submitMany(ids, params, { stream: true, signal: input.signal });
+    const submission = this.#core.submitMany(ids, params, { stream: true, signal: input.signal, lora: loraPathOf(input) });
     const handle = submission.handles[0][0];
     const start = performance.now();
     let completion = 0;

@@ -1,6 +1,6 @@
 // Public entry point of the `spindle` package.
 export { LLM } from './llm.js';
-export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions, EmbedOptions, EmbeddingRequestOutput, ScoringRequestOutput } from './llm.js';
+export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions, EmbedOptions, EmbeddingRequestOutput, ScoringRequestOutput, LoraRequestInput } from './llm.js';
 export type { Pooling } from './embeddings.js';
 export { Engine } from './engine.js';
 export type {
@@ -12,6 +12,6 @@ export { normalizeSamplingParams, SamplingParamsError } from './sampling-params.
 export type { SamplingParams, SamplingParamsInput, NormalizeOptions } from './sampling-params.js';
 export { renderChatTemplate, normalizeMessages, ChatTemplateError } from './chat/template.js';
 export type { ChatMessage, ContentPart, TextPart, ImageUrlPart, Role, RenderOptions } from './chat/template.js';
-export type { EngineOptionsInput } from './engine-options.js';
+export type { EngineOptionsInput, LoraModuleInput, LoraModule } from './engine-options.js';
 export type { FinishReason, NativeModelInfo } from './native.js';
 export { loadNative } from './native.js';

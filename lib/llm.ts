@@ -63,6 +63,34 @@ export type PromptInput = string
 
 export interface GenerateOptions {
   signal?: AbortSignal;
+  /**
+   * vLLM's lora_request: a LoRA adapter of the engine's loraModules, by name or path, or a LoRARequest-shaped
+   * object ({ loraName, loraIntId, loraPath } or snake_case). Absent / null: the base model.
+   */
+  loraRequest?: LoraRequestInput | null;
+}
+
+/** vLLM's LoRARequest (camelCase or snake_case), or an adapter's name or path. */
+export type LoraRequestInput = string | {
+  loraName?: string; lora_name?: string; loraIntId?: number; lora_int_id?: number; loraPath?: string; lora_path?: string;
+};
+
+/**
+ * The adapter a loraRequest names: a module's name or path, or for a LoRARequest its name, else its path
+ * (EngineCore.loraIndex tries them in order); null: none.
+ */
+export function loraOf(what: string, r: LoraRequestInput | null | undefined): string | string[] | null {
+  if (r === undefined || r === null) return null;
+  if (typeof r === 'string') return r;
+  if (typeof r !== 'object' || Array.isArray(r)) throw new TypeError(`${what}: loraRequest must be an adapter name or { loraName, loraPath }`);
+  const o = r as Record<string, unknown>;
+  const name = o.loraName ?? o.lora_name, path = o.loraPath ?? o.lora_path;
+  for (const [k, v] of [['loraName', name], ['loraPath', path]] as const) {
+    if (v !== undefined && typeof v !== 'string') throw new TypeError(`${what}: loraRequest.${k} must be a string`);
+  }
+  const refs = [name, path].filter((x): x is string => typeof x === 'string' && x !== '');
+  if (refs.length === 0) throw new TypeError(`${what}: loraRequest needs loraName (a loaded adapter's name) or loraPath`);
+  return refs;
 }
 
 export interface EmbedOptions extends GenerateOptions {
@@ -151,8 +179,8 @@ function stopReasonOf(r: RequestResult, p: SamplingParams, eosId: number | null)
 
 /** Submits every prompt (n samples each), follows `signal`, and collects results in input order. */
 export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: PreparedPrompt[],
-  params: SamplingParams[], signal: AbortSignal | undefined): Promise<RequestOutput[]> {
-  const submission = core.submitMany(prompts.map((p) => p.multimodal ?? p.promptTokenIds), params, { stream: false, signal });
+  params: SamplingParams[], signal: AbortSignal | undefined, lora: string | string[] | null = null): Promise<RequestOutput[]> {
+  const submission = core.submitMany(prompts.map((p) => p.multimodal ?? p.promptTokenIds), params, { stream: false, signal, lora });
   const results = await submission.results();
   return results.map((row, i) => ({
     prompt: prompts[i].prompt,
@@ -206,7 +234,8 @@ export class LLM {
   /** Raw prompts (no chat template; BOS added where the model asks for it, unless the text starts with it) or { promptTokenIds }. */
   async generate(prompts: PromptInput | PromptInput[], params?: SamplingParamsInput | SamplingParamsInput[],
     options: GenerateOptions = {}): Promise<RequestOutput[]> {
-    checkOptions('generate', options, ['signal']);
+    checkOptions('generate', options, ['signal', 'loraRequest']);
+    const lora = loraOf('generate', options.loraRequest);
     const list = Array.isArray(prompts) ? prompts : [prompts];
     if (list.length === 0) return [];
     const aligned = alignParams(params, list.length);
@@ -220,13 +249,14 @@ export class LLM {
         this.#core.offlineMediaFetch);
       return { prompt: plain.prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
     }));
-    return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
+    return runBatch(this.#core, tokenizer, prepared, aligned, options.signal, lora);
   }
 
   /** One conversation (Message[]) or a batch (Message[][]), rendered with the model's chat template. */
   async chat(conversations: ChatMessage[] | ChatMessage[][], params?: SamplingParamsInput | SamplingParamsInput[],
     options: ChatOptions = {}): Promise<RequestOutput[]> {
-    checkOptions('chat', options, ['signal', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
+    checkOptions('chat', options, ['signal', 'loraRequest', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
+    const lora = loraOf('chat', options.loraRequest);
     if (!Array.isArray(conversations) || conversations.length === 0) {
       throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
     }
@@ -249,7 +279,7 @@ export class LLM {
         this.#core.offlineMediaFetch);
       return { prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
     }));
-    return runBatch(this.#core, tokenizer, prepared, aligned, options.signal);
+    return runBatch(this.#core, tokenizer, prepared, aligned, options.signal, lora);
   }
 
   /**

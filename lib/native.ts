@@ -124,6 +124,8 @@ export interface NativeSubmitSpec {
   // An embedding request: the prompt's hidden states (after the output norm) pooled this way, nothing generated,
   // the sampling fields unused; absent: a generation request.
   pooling?: 'mean' | 'cls' | 'last';
+  lora?: number; // a LoRA adapter: index into the engine's loras (absent / -1: the base model)
+  cacheSalt?: string; // vLLM's cache_salt: cached prefixes are shared only between requests of one salt
 }
 
 /** A decoded image of a request: RGB bytes [height][width][3] and the prompt index where its layout starts. */
@@ -185,6 +187,8 @@ export interface NativeEngineOptions {
   speculativeModel?: string; // a draft model (GGUF file with the model's tokenizer) for speculative decoding
   imageMinTokens?: number; // 0 / absent: the projector's default
   imageMaxTokens?: number;
+  // LoRA adapters loaded after the model (llama.cpp's GGUF adapter files); requests pick one by index
+  loras?: readonly { name: string; path: string; scale: number }[];
 }
 
 /** native/napi/engine_wrap.cpp */

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import type { CommandIo } from '../cli/io.js';
 import { joinNegativeValues } from '../cli/negative-values.js';
 import { DEMO_MODEL_NAME, demoModel } from '../demo-model.js';
-import { normalizeEngineOptions, type EngineOptions, type EngineOptionsInput } from '../engine-options.js';
+import { normalizeEngineOptions, type EngineOptions, type EngineOptionsInput, type LoraModuleInput } from '../engine-options.js';
 import { limitRefusal } from '../native.js';
 import { TOOL_CALL_PARSER_NAMES } from '../tools/index.js';
 import { REASONING_PARSER_NAMES } from '../reasoning/index.js';
@@ -103,6 +103,12 @@ Flags (vLLM spelling first, SGLang alias after):
                                       (default: none)
   --allowed-media-domains LIST        comma-separated hosts http(s) image URLs may name (default: any host;
                                       link-local and cloud-metadata addresses are always refused)
+  --lora-modules NAME=PATH ...        LoRA adapters (llama.cpp's GGUF adapter files, made with its
+                                      convert_lora_to_gguf.py) served beside the model: a request whose model
+                                      is NAME runs with that adapter (vLLM's flag; also '{"name":..,"path":..}';
+                                      SGLang's --lora-paths is the same); adapters mix in one batch
+  --enable-lora                       accepted for vLLM compatibility (adapters are on with --lora-modules)
+  --max-lora-rank N, --max-loras N    accepted for vLLM compatibility; no effect (any rank, every adapter loaded)
   --enable-torch-compile              accepted for SGLang compatibility; no effect here
   -h, --help                          this text
 
@@ -143,6 +149,8 @@ const OPTIONS = {
   'speculative-draft-model-path': { type: 'string' }, 'num-speculative-tokens': { type: 'string' },
   'no-ui': { type: 'boolean' }, 'root-path': { type: 'string' }, 'log-format': { type: 'string' },
   'skip-server-warmup': { type: 'boolean' },
+  'lora-modules': { type: 'string', multiple: true }, 'lora-paths': { type: 'string', multiple: true },
+  'enable-lora': { type: 'boolean' }, 'max-lora-rank': { type: 'string' }, 'max-loras': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -186,7 +194,7 @@ function runnerConfig(v: Record<string, string | string[] | boolean | undefined>
     for (const f of ['max-loaded-models', 'keep-alive']) if (v[f] !== undefined) throw new FlagError(`--${f} needs runner mode (--ollama, and no model)`);
     return null;
   }
-  for (const f of ['served-model-name', 'strict-model-name', 'mmproj']) {
+  for (const f of ['served-model-name', 'strict-model-name', 'mmproj', 'lora-modules', 'lora-paths']) {
     if (v[f] !== undefined) throw new FlagError(`--${f} serves one model; runner mode (--ollama) serves the store's models by name`);
   }
   let keepAliveMs = DEFAULT_KEEP_ALIVE_MS;
@@ -214,10 +222,45 @@ function address(host: string | undefined, port: number | undefined, runner: boo
   return { host: host ?? fromEnv?.host ?? '127.0.0.1', port: port ?? fromEnv?.port ?? (runner ? OLLAMA_PORT : 8000) };
 }
 
+// vLLM's --lora-modules takes several words (nargs '+'): every following word that is an adapter (name=path or a
+// JSON object) becomes its own --lora-modules, so parseArgs sees one value per flag.
+function spreadLoraModules(argv: string[]): string[] {
+  const out: string[] = [];
+  let listFlag: string | null = null; // the list flag whose words are being read
+  let taken = 0; // words it has taken
+  for (const a of argv) {
+    if (a === '--lora-modules' || a === '--lora-paths') {
+      listFlag = a;
+      taken = 0;
+    } else if (listFlag !== null && (taken === 0 || (!a.startsWith('-') && (a.includes('=') || a.trim().startsWith('{'))))) {
+      if (taken++ > 0) out.push(listFlag);
+    } else {
+      listFlag = null;
+    }
+    out.push(a);
+  }
+  return out;
+}
+
+/** --lora-modules / --lora-paths entries: 'name=path' or vLLM's JSON form. */
+function loraModulesFrom(entries: string[] | undefined): LoraModuleInput[] | undefined {
+  if (entries === undefined) return undefined;
+  return entries.map((e): LoraModuleInput => {
+    if (!e.trim().startsWith('{')) return e; // name=path, checked by normalizeEngineOptions
+    let o: unknown;
+    try {
+      o = JSON.parse(e);
+    } catch {
+      throw new FlagError(`--lora-modules: '${e}' is neither name=path nor a JSON object such as '{"name":"sql","path":"sql.gguf"}'`);
+    }
+    return o as LoraModuleInput;
+  });
+}
+
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServeConfig | 'help' {
   let parsed;
   try {
-    parsed = parseArgs({ args: joinNegativeValues(argv, OPTIONS), options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: joinNegativeValues(spreadLoraModules(argv), OPTIONS), options: OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
     throw new FlagError((e as Error).message);
   }
@@ -234,6 +277,10 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const device = s('device');
   if (device !== undefined && !DEVICES.includes(device)) throw new FlagError(`--device must be one of ${DEVICES.join(', ')} (got '${device}')`);
   const notes: string[] = [];
+  for (const f of ['max-lora-rank', 'max-loras']) {
+    if (v[f] !== undefined) notes.push(`--${f} has no effect here (adapters of any rank load, all of them at start); accepted for vLLM compatibility`);
+  }
+  const loraModules = [...(v['lora-modules'] as string[] | undefined ?? []), ...(v['lora-paths'] as string[] | undefined ?? [])];
   if (v['enable-torch-compile']) notes.push('--enable-torch-compile has no effect here (no torch); accepted for SGLang compatibility');
   const toolParser = s('tool-call-parser');
   if (toolParser !== undefined && !TOOL_CALL_PARSER_NAMES.includes(toolParser.trim().toLowerCase())) {
@@ -291,6 +338,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       allowedMediaDomains: domains === undefined ? undefined : domains.split(',').map((d) => d.trim()).filter(Boolean),
       enablePrefixCaching: cacheOff ? false : undefined,
       speculativeConfig: speculative, // checked by normalizeEngineOptions
+      loraModules: loraModulesFrom(loraModules.length > 0 ? loraModules : undefined), // checked by normalizeEngineOptions
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,

@@ -7,7 +7,7 @@
 // is submitted streaming and its deltas are read exactly once (by the route's stream, or by results()), so
 // streamed and non-streamed requests are timed the same way.
 import type { FastifyReply } from 'fastify';
-import type { CorePrompt, RequestDelta, RequestHandle, RequestPhases, RequestResult, Submission } from '../engine-core.js';
+import type { CorePrompt, RequestDelta, RequestHandle, RequestPhases, RequestResult, Submission, SubmitTarget } from '../engine-core.js';
 import type { FinishReason } from '../native.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling-params.js';
 import { ApiError, badRequest } from './api-error.js';
@@ -43,13 +43,24 @@ export function samplingFrom(body: Record<string, unknown>, extra: Record<string
   return normalizeSamplingParams({ ...input, ...extra }, { defaultMaxTokens: null });
 }
 
-/** The request's model name (absent = the served one); 404 for a name not served under --strict-model-name. */
+/**
+ * The request's model name (absent = the served one); 404 for a name not served under --strict-model-name. A LoRA
+ * adapter's name (--lora-modules) is always served.
+ */
 export function checkModel(engine: ServerEngine, model: unknown): string {
   if (model === undefined || model === null || model === '') return engine.modelName;
   const name = String(model);
-  if (engine.acceptsModel(name)) return name;
+  if (engine.acceptsModel(name) || engine.loraFor(name) !== null) return name;
   throw new ApiError(404, `the model '${name}' does not exist (served: ${engine.servedModelNames.join(', ')})`,
     { param: 'model', code: 'model_not_found' });
+}
+
+/** vLLM's cache_salt: a non-empty string (null / absent: none), or a 400. */
+export function cacheSaltOf(body: object): string | null {
+  const v = (body as { cache_salt?: unknown }).cache_salt;
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || v === '') throw badRequest('cache_salt must be a non-empty string', 'cache_salt');
+  return v;
 }
 
 /** 400s for prompts the engine cannot take: empty, out-of-vocabulary ids, prompt + max_tokens over the context. */
@@ -104,13 +115,14 @@ export class Job {
   #release: () => void;
 
   /** Reserves admission for every sample of every prompt, then queues them all (or none). */
-  constructor(engine: ServerEngine, prompts: CorePrompt[], params: SamplingParams, observer: GenerationObserver | null = null) {
+  constructor(engine: ServerEngine, prompts: CorePrompt[], params: SamplingParams, observer: GenerationObserver | null = null,
+    target: SubmitTarget = {}) {
     this.promptTokens = prompts.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as readonly number[]).length));
     this.#observer = observer;
     this.#release = engine.begin(prompts.length * params.n);
     let submission: Submission;
     try {
-      submission = engine.core.submitMany(prompts, prompts.map(() => params), { stream: true });
+      submission = engine.core.submitMany(prompts, prompts.map(() => params), { stream: true, ...target });
     } catch (e) {
       this.#release();
       throw badRequest((e as Error).message);

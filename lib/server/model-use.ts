@@ -16,6 +16,7 @@ export interface ModelUse {
   engine: ServerEngine;
   name: string; // the name responses echo
   model: StoreModel | null; // runner mode: the store model (its manifest: template, system, parameters, messages)
+  lora: string | null; // the LoRA adapter the request's model name selects (null: the base model)
 }
 
 export interface UseOptions {
@@ -23,6 +24,8 @@ export interface UseOptions {
   single(engine: ServerEngine): string;
   keepAlive?: unknown; // the request's keep_alive (Ollama routes)
   numCtx?: number | null; // the request's options.num_ctx (Ollama routes)
+  /** The route generates, so a LoRA adapter's name selects the adapter; elsewhere (embeddings, scores) it is a 400. */
+  adapters?: boolean;
 }
 
 /** A request's keep_alive in milliseconds (undefined: the server's default), or a 400. */
@@ -43,7 +46,15 @@ export function requestedModel(app: FastifyInstance, requested: unknown): StoreM
 
 export async function useModel(app: FastifyInstance, reply: FastifyReply, requested: unknown, opts: UseOptions): Promise<ModelUse> {
   const runner = app.runner;
-  if (!runner) return { engine: app.engine, name: opts.single(app.engine), model: null };
+  if (!runner) {
+    const name = opts.single(app.engine);
+    const lora = app.engine.loraFor(name);
+    if (lora !== null && !opts.adapters) {
+      throw badRequest(`the model '${name}' is a LoRA adapter; adapters apply to generation (chat, completions, responses, ` +
+        `/api/chat, /api/generate), not here: name the base model '${app.engine.modelName}'`, 'model');
+    }
+    return { engine: app.engine, name, model: null, lora };
+  }
   const keepAliveMs = keepAliveOf(opts.keepAlive);
   const model = requestedModel(app, requested);
   const ctx = runner.contextFor(model, opts.numCtx);
@@ -58,7 +69,7 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
     throw badRequest('the client closed the connection before the model was ready');
   }
   raw.once('close', lease.release);
-  return { engine: lease.engine, name: requested as string, model };
+  return { engine: lease.engine, name: requested as string, model, lora: null };
 }
 
 // Modelfile PARAMETERs the engine takes at load time (the runner applies num_ctx); never sampling defaults.

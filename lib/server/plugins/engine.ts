@@ -121,6 +121,11 @@ export class ServerEngine {
     return this.servedModelNames.includes(name) || this.servedModelNames.includes(bare);
   }
 
+  /** The LoRA adapter (--lora-modules) a request's model name selects, or null: the base model. */
+  loraFor(name: string): string | null {
+    return this.core.options.loraModules.some((m) => m.name === name) ? name : null;
+  }
+
   /** The loaded model, or a 503 ApiError when loading failed or the server is shutting down. */
   async ready(): Promise<CoreReady> {
     if (this.#state === 'closing') throw new ApiError(503, 'the server is shutting down', { code: 'server_shutting_down' });

@@ -57,6 +57,7 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const body = request.body as ChatBody;
     if ((body.messages ?? []).length === 0) return { ...(await loadOrUnload(app, reply, body)), message: { role: 'assistant', content: '' } };
     const use = await useModel(app, reply, body.model, {
+      adapters: true,
       single: (e) => ollamaModel(e, body.model), keepAlive: body.keep_alive, numCtx: body.options?.num_ctx,
     });
     const { engine, name: model } = use;
@@ -74,7 +75,7 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const reasoning = requestReasoning(engine, template, text);
     constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict', images > 0);
-    const job = new Job(engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora });
     job.bindToReply(reply);
     return answerOllama(reply, job, {
       piece: (content) => ({ message: { role: 'assistant', content } }),

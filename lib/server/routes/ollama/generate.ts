@@ -58,6 +58,7 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
     refuseUnsupported(body);
     if (!body.prompt) return { ...(await loadOrUnload(app, reply, body)), response: '' };
     const use = await useModel(app, reply, body.model, {
+      adapters: true,
       single: (e) => ollamaModel(e, body.model), keepAlive: body.keep_alive, numCtx: body.options?.num_ctx,
     });
     const { engine, name: model } = use;
@@ -109,7 +110,7 @@ export default async function ollamaGenerateRoute(app: FastifyInstance): Promise
       constrainAfterReasoning(params, reasoning);
     }
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, body.context?.length ? 'context' : 'prompt', 'options.num_predict', images.length > 0);
-    const job = new Job(engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora });
     job.bindToReply(reply);
     const raw = body.raw === true;
     return answerOllama(reply, job, {

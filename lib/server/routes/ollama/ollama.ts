@@ -56,7 +56,7 @@ export interface OllamaBody {
 
 /** The request's model name (any, or under --strict-model-name a served one, `name:latest` too); 404 `model 'x' not found` otherwise. */
 export function ollamaModel(engine: ServerEngine, model: string): string {
-  if (engine.acceptsModel(model)) return model;
+  if (engine.acceptsModel(model) || engine.loraFor(model) !== null) return model;
   throw new ApiError(404, `model '${model}' not found (this server serves ${engine.servedModelNames.map((n) => `'${n}'`).join(', ')})`,
     { param: 'model', code: 'model_not_found' });
 }
@@ -90,7 +90,7 @@ export async function loadOrUnload(app: FastifyInstance, reply: FastifyReply, bo
     await app.runner.expire(requestedModel(app, body.model));
     return { ...head, done_reason: 'unload' };
   }
-  await useModel(app, reply, body.model, { single: () => body.model, keepAlive: body.keep_alive, numCtx: body.options?.num_ctx });
+  await useModel(app, reply, body.model, { single: () => body.model, adapters: true, keepAlive: body.keep_alive, numCtx: body.options?.num_ctx });
   return { ...head, done_reason: 'load' };
 }
 

@@ -11,7 +11,7 @@ import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { chatPrompt } from '../../chat-prompt.js';
-import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
+import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
 import { chatLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { constrainAfterReasoning, OutputSplitter, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
@@ -118,7 +118,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
   app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema } }, async (request, reply) => {
     const body = request.body as ChatBody;
     refuseUnsupported(body);
-    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { engine, name: model } = use;
     const { tokenizer, info } = await engine.ready();
     if (body.top_logprobs != null && body.logprobs !== true) throw badRequest('top_logprobs needs logprobs: true', 'top_logprobs');
@@ -142,7 +142,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
       body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens', images > 0);
     const stream = body.stream === true;
-    const job = new Job(engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora, cacheSalt: cacheSaltOf(body) });
     job.bindToReply(reply);
     const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
     if (stream) {

@@ -12,7 +12,7 @@ import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
-import { checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
+import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
 import { completionLogprobs, joinCompletionLogprobs, promptCompletionLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
@@ -93,7 +93,7 @@ function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: st
 export default async function completionsRoute(app: FastifyInstance): Promise<void> {
   app.post('/v1/completions', { schema: { body: completionSchema } }, async (request, reply) => {
     const body = request.body as CompletionBody;
-    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { engine, name: model } = use;
     const { tokenizer, info } = await engine.ready();
     const params = samplingFrom(body, {
@@ -107,7 +107,7 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
     const { ids, texts } = body.suffix ? infillPrompts(body.prompt, body.suffix, tokenizer) : promptsOf(body.prompt, tokenizer);
     ids.forEach((p, i) => checkPrompt(p, params, info.maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
     const stream = body.stream === true;
-    const job = new Job(engine, ids, params, app.metrics);
+    const job = new Job(engine, ids, params, app.metrics, { lora: use.lora, cacheSalt: cacheSaltOf(body) });
     job.bindToReply(reply);
     const head = { id: requestId('cmpl'), created: Math.floor(Date.now() / 1000), model };
     const echo = body.echo === true ? texts : null;

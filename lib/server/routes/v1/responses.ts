@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ChatMessage } from '../../../chat/template.js';
 import { ApiError, badRequest, toApiError } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
-import { checkModel, checkPrompt, Job, jobUsage, samplingFrom } from '../../generation.js';
+import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, samplingFrom } from '../../generation.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { responsesSchema } from '../../schemas.js';
@@ -61,7 +61,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
   app.post('/v1/responses', { schema: { body: responsesSchema } }, async (request, reply) => {
     const body = request.body as ResponsesBody;
     refuseUnsupported(body);
-    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { engine, name: model } = use;
     const { tokenizer, info } = await engine.ready();
     const previous = body.previous_response_id ? store.get(body.previous_response_id) : null;
@@ -105,7 +105,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: params.topP, truncation: 'disabled', usage: null,
       user: body.user ?? null, metadata: body.metadata ?? {}, ...extra,
     });
-    const job = new Job(engine, [prompt], params, app.metrics);
+    const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora, cacheSalt: cacheSaltOf(body) });
     job.bindToReply(reply);
     const r = job.requests[0];
 

@@ -1,0 +1,215 @@
+// LoRA adapters (llama.cpp's GGUF adapter format; native/model/lora.h): with an adapter, Spindle's log-softmax at
+// every prompt position and its greedy continuation match llama.cpp's (node-llama-cpp with the same adapter file)
+// on llama (untied: output.weight adapted too), qwen3 and lfm2 (short-conv projections); F16 and F32 adapters;
+// requests with different adapters and none share batches and get what they get alone; the server serves
+// adapters under their names (vLLM's --lora-modules), lists them in /v1/models, keeps prefix caches apart
+// (cache_salt too), and refuses them where they do not apply; SGLang's lora_path; option and flag errors.
+import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import type { Token } from 'node-llama-cpp';
+import { Engine } from '../lib/engine.js';
+import { LLM } from '../lib/llm.js';
+import { buildApp } from '../lib/server/app.js';
+import { parseServeArgs } from '../lib/server/command.js';
+import { normalizeEngineOptions } from '../lib/engine-options.js';
+import { GgmlType } from '../lib/gguf/constants.js';
+import { conformanceTier, NEAR_TIE } from './helpers/conformance.js';
+import { debugAddon } from './helpers/debug-addon.js';
+import { fixtureModel, referenceLlama } from './helpers/fixtures.js';
+import { resolveSpec, tensorPlan, tokenizerGguf, writeLoraAdapter, type ModelSpec } from './tooling/fixtures/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'spindle-lora-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+const TEXT = 'The quick brown fox jumps over the lazy dog. Once upon a time there was';
+const tier = conformanceTier(debugAddon().debugCpuLevel());
+// Stated tolerances (logprobs): the exact tier computes the same IEEE sequence (our logprob vs this file's log-softmax
+// of llama.cpp's logits: ~1e-6); approximate: F32 adapters f32 rounding only, F16 adapters as forward-conformance's
+// F16 weights (a 1-ulp difference can flip the f16 rounding of the activation each adapter matmul takes).
+const toleranceFor = (type: GgmlType): number => (tier === 'exact' ? 1e-5 : type === GgmlType.F32 ? 2e-3 : 0.02);
+
+async function adapterFor(spec: ModelSpec, name: string, opts: Parameters<typeof writeLoraAdapter>[3] = {}): Promise<string> {
+  const resolved = resolveSpec(spec);
+  const plan = tensorPlan(resolved, tokenizerGguf(resolved.tokenizer).nVocab);
+  const path = join(dir, `${name}.gguf`);
+  await writeLoraAdapter(path, resolved.arch, plan, opts);
+  return path;
+}
+
+function logSoftmaxAt(logits: Iterable<number>, get: number): number {
+  const v = Array.from(logits);
+  let max = -Infinity, sum = 0;
+  for (const x of v) max = Math.max(max, x);
+  for (const x of v) sum += Math.exp(x - max);
+  return get - max - Math.log(sum);
+}
+
+const CASES: { label: string; spec: ModelSpec; type: GgmlType.F16 | GgmlType.F32; output: boolean }[] = [
+  { label: 'llama (untied)', spec: { arch: 'llama', tokenizer: 'llama2', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 31 }, type: GgmlType.F16, output: true },
+  { label: 'qwen3', spec: { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 32, tiedEmbeddings: true }, type: GgmlType.F32, output: false },
+  { label: 'lfm2', spec: { arch: 'lfm2', tokenizer: 'llama3', nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 33, tiedEmbeddings: true }, type: GgmlType.F16, output: false },
+];
+
+for (const c of CASES) {
+  t.test(`${c.label}: with an adapter, llama.cpp's log-softmax at every position and its greedy tokens`, async (t) => {
+    const path = await fixtureModel(c.spec);
+    const adapter = await adapterFor(c.spec, `${c.label.split(' ')[0]}-a`, {
+      type: c.type, seed: 5, targets: c.output ? (n) => n === 'output.weight' || /^blk\.\d+\./.test(n) : undefined,
+    });
+    const llm = new LLM({ model: path, maxModelLen: 256, threads: 2, loraModules: [{ name: 'a', path: adapter }] });
+    t.teardown(() => llm.close());
+    await llm.ready();
+    const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: true });
+    const params = { promptLogprobs: 0, maxTokens: 6, temperature: 0, ignoreEos: true };
+    const [withLora] = await llm.generate({ promptTokenIds: ids }, params, { loraRequest: 'a' });
+    const [base] = await llm.generate({ promptTokenIds: ids }, params);
+    const llama = await referenceLlama();
+    const model = await llama.loadModel({ modelPath: path });
+    const ctx = await model.createContext({ contextSize: 128, batchSize: 128, threads: 1, flashAttention: false,
+      experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32', lora: { adapters: [{ filePath: adapter }] } });
+    try {
+      const seq = ctx.getSequence();
+      const res = await seq.controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
+      let maxDiff = 0, baseDiff = 0;
+      for (let p = 1; p < ids.length; ++p) {
+        const logits = res[p - 1]!.next.logits!;
+        const ref = logSoftmaxAt(logits.values(), logits.get(ids[p] as Token)!);
+        maxDiff = Math.max(maxDiff, Math.abs(withLora.promptLogprobs![p]![ids[p]].logprob - ref));
+        baseDiff = Math.max(baseDiff, Math.abs(base.promptLogprobs![p]![ids[p]].logprob - ref));
+      }
+      const tolerance = toleranceFor(c.type);
+      t.ok(maxDiff <= tolerance, `max |logprob - llama.cpp's with the adapter| over ${ids.length - 1} positions: ${maxDiff.toExponential(2)} ` +
+        `(${c.type === GgmlType.F32 ? 'F32' : 'F16'} adapter, ${tier} tier, <= ${tolerance})`);
+      t.ok(baseDiff > 0.05, `the adapter matters: the base model differs by up to ${baseDiff.toFixed(3)}`);
+      // greedy: llama.cpp's argmax chain with the adapter (a near tie exempts the rest)
+      let next = res[ids.length - 1]!.next.logits!;
+      const theirs: number[] = [];
+      for (let i = 0; i < 6; ++i) {
+        const sorted = [...next.entries()].sort((a, b) => b[1] - a[1]);
+        if (sorted[0][1] - sorted[1][1] < NEAR_TIE) break;
+        theirs.push(sorted[0][0]);
+        const step = await seq.controlledEvaluate([[sorted[0][0], { generateNext: { logits: true } }]]);
+        next = step[0]!.next.logits!;
+      }
+      t.same(withLora.outputs[0].tokenIds.slice(0, theirs.length), theirs, `greedy tokens with the adapter (${theirs.length} compared)`);
+    } finally {
+      await ctx.dispose();
+      await model.dispose();
+    }
+  });
+}
+
+const SPEC: ModelSpec = { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 32, tiedEmbeddings: true };
+const modelPath = await fixtureModel(SPEC);
+const adapterA = await adapterFor(SPEC, 'qwen3-sql', { seed: 11 });
+const adapterB = await adapterFor(SPEC, 'qwen3-chat', { seed: 12, rank: 4, alpha: 8, targets: (n) => /ffn_(up|down)/.test(n) });
+const MODULES = [{ name: 'sql', path: adapterA }, { name: 'chat', path: adapterB, scale: 0.5 }];
+
+t.test('offline: adapters and the base model mixed in one batch give what each gets alone', async (t) => {
+  const llm = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES });
+  t.teardown(() => llm.close());
+  const prompts = ['Hello there', 'Write a query that lists', 'Once upon a time'];
+  const params = { maxTokens: 8, temperature: 0, ignoreEos: true };
+  const alone: Record<string, string[]> = {};
+  for (const lora of [null, 'sql', 'chat'] as const) {
+    alone[String(lora)] = (await llm.generate(prompts, params, { loraRequest: lora })).map((o) => o.outputs[0].text);
+  }
+  t.not(alone.sql.join('|'), alone.null.join('|'), 'sql changes the output');
+  t.not(alone.chat.join('|'), alone.sql.join('|'), 'the two adapters differ');
+  const mixed = await Promise.all([null, 'sql', 'chat', 'sql', null].map((lora) => llm.generate(prompts, params, { loraRequest: lora })));
+  t.same(mixed.map((outs) => outs.map((o) => o.outputs[0].text)), [alone.null, alone.sql, alone.chat, alone.sql, alone.null],
+    'five concurrent calls (batched together): each equals its own run');
+  const byPath = await llm.generate(prompts, params, { loraRequest: { loraName: 'x', loraIntId: 1, loraPath: adapterA } });
+  t.same(byPath.map((o) => o.outputs[0].text), alone.sql, "vLLM's LoRARequest naming a loaded adapter's path");
+  await t.rejects(llm.generate('hi', params, { loraRequest: 'nope' }), /the LoRA adapter 'nope' is not loaded \(loaded: sql, chat\)/);
+  await t.rejects(llm.generate('hi', params, { loraRequest: {} as never }), /loraRequest needs loraName/);
+  const chat = await llm.chat([{ role: 'user', content: 'Hi' }], params, { loraRequest: 'sql' });
+  t.ok(chat[0].outputs[0].text.length > 0, 'chat takes loraRequest too');
+});
+
+t.test("SGLang's Engine: lora_path per generate call", async (t) => {
+  const engine = new Engine({ modelPath, contextLength: 256, threads: 2, loraPaths: ['sql=' + adapterA] });
+  t.teardown(() => engine.shutdown());
+  const base = await engine.generate({ prompt: 'Hello there', samplingParams: { max_new_tokens: 8, temperature: 0 } });
+  const sql = await engine.generate({ prompt: 'Hello there', samplingParams: { max_new_tokens: 8, temperature: 0 }, lora_path: 'sql' });
+  const llm = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES });
+  t.teardown(() => llm.close());
+  const [ref] = await llm.generate('Hello there', { maxTokens: 8, temperature: 0 }, { loraRequest: 'sql' });
+  t.equal((sql as { text: string }).text, ref.outputs[0].text, 'the same text as LLM with the adapter');
+  t.not((sql as { text: string }).text, (base as { text: string }).text);
+});
+
+t.test('options: adapters are checked where they are given; a file that is no adapter fails the load by name', async (t) => {
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: ['noequals'] }, 'LLM'), /loraModules\[0\] must be 'name=path'/);
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a', path: 'x' }, 'a=y'] }, 'LLM'), /the name 'a' is given twice/);
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a b', path: 'x' }] }, 'LLM'), /must be 1 to 256 letters/);
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a', path: 'x', scale: Infinity }] }, 'LLM'), /scale must be a finite number/);
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a', path: 'x', rank: 4 } as never] }, 'LLM'), /unknown key 'rank'/);
+  t.same(normalizeEngineOptions({ model: 'm.gguf', enable_lora: true, lora_modules: ['a=/x.gguf'] }, 'LLM').loraModules,
+    [{ name: 'a', path: '/x.gguf', scale: 1 }], "vLLM's enable_lora is accepted; 'name=path'");
+  const llm = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: [{ name: 'bad', path: modelPath }] });
+  await t.rejects(llm.ready(), new RegExp(`LoRA adapter ${modelPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: general.type is 'model', expected 'adapter'`));
+  await llm.close();
+});
+
+t.test("flags: vLLM's --lora-modules (several words, JSON), SGLang's --lora-paths, accepted no-ops", async (t) => {
+  const cfg = parseServeArgs(['m.gguf', '--lora-modules', 'a=/a.gguf', 'b=/b.gguf', '--enable-lora', '--max-lora-rank', '64',
+    '--lora-paths', '{"name":"c","path":"/c.gguf","base_model_name":"m"}']);
+  if (cfg === 'help') throw new Error('help');
+  t.same(cfg.engine.loraModules, ['a=/a.gguf', 'b=/b.gguf', { name: 'c', path: '/c.gguf', base_model_name: 'm' }]);
+  t.equal(cfg.model, 'm.gguf');
+  t.match(cfg.notes.join('\n'), /--max-lora-rank has no effect/);
+  const after = parseServeArgs(['--lora-modules', 'a=/a.gguf', 'm.gguf']);
+  if (after === 'help') throw new Error('help');
+  t.equal(after.model, 'm.gguf', 'a word without = after the list is the model');
+  t.throws(() => parseServeArgs(['m.gguf', '--lora-modules', '{nope']), /neither name=path nor a JSON object/);
+});
+
+t.test('server: adapters by model name, /v1/models, prefix caches apart, cache_salt, refusals', async (t) => {
+  const app = await buildApp({ engine: normalizeEngineOptions({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES }, 'serve'),
+    servedModelNames: ['base'], strictModelName: true });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const models = await client.models.list();
+  t.same(models.data.map((m) => [m.id, (m as unknown as { parent: string | null }).parent, (m as unknown as { root: string }).root]),
+    [['base', null, 'base'], ['sql', 'base', adapterA], ['chat', 'base', adapterB]], 'the model, then its adapters (parent, root)');
+  t.equal((await client.models.retrieve('sql') as unknown as { parent: string }).parent, 'base');
+  const llm = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES });
+  t.teardown(() => llm.close());
+  const messages = [{ role: 'user' as const, content: 'Tell me a long story about a fox and a dog, please.' }];
+  const [offlineSql] = await llm.chat(messages, { maxTokens: 8, temperature: 0 }, { loraRequest: 'sql' });
+  const [offlineBase] = await llm.chat(messages, { maxTokens: 8, temperature: 0 });
+  const ask = (model: string, extra: Record<string, unknown> = {}) =>
+    client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0, ...extra } as never) as Promise<OpenAI.Chat.ChatCompletion>;
+  const b1 = await ask('base');
+  const s1 = await ask('sql');
+  const s2 = await ask('sql');
+  const salted = await ask('sql', { cache_salt: 'tenant-1' });
+  t.equal(s1.choices[0].message.content, offlineSql.outputs[0].text, 'model "sql" runs the sql adapter');
+  t.equal(b1.choices[0].message.content, offlineBase.outputs[0].text, 'the served name runs the base model');
+  t.equal(s1.model, 'sql');
+  const cached = (r: OpenAI.Chat.ChatCompletion) => r.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+  t.equal(cached(s1), 0, "the base model's cached prompt is not the adapter's");
+  t.ok(cached(s2) > 0, `the adapter's own is (${cached(s2)} tokens)`);
+  t.equal(cached(salted), 0, 'another cache_salt: another namespace');
+  t.equal(salted.choices[0].message.content, s1.choices[0].message.content, 'a salt changes no output');
+  const completion = await client.completions.create({ model: 'chat', prompt: 'Hello there', max_tokens: 6, temperature: 0 });
+  const [offlineChat] = await llm.generate('Hello there', { maxTokens: 6, temperature: 0 }, { loraRequest: 'chat' });
+  t.equal(completion.choices[0].text, offlineChat.outputs[0].text, '/v1/completions with the chat adapter (scale 0.5)');
+  const ollama = await fetch(`${base}/api/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat', prompt: 'Hello there', raw: true, stream: false, options: { num_predict: 6, temperature: 0 } }) });
+  t.equal((await ollama.json() as { response: string }).response, offlineChat.outputs[0].text, "Ollama's /api/generate names adapters the same way");
+  const bad = async (path: string, body: Record<string, unknown>, status: number, re: RegExp) => {
+    const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    t.equal(r.status, status, `${path} ${JSON.stringify(body).slice(0, 60)}: ${status}`);
+    t.match(((await r.json()) as { error: { message: string } }).error.message, re);
+  };
+  await bad('/v1/embeddings', { model: 'sql', input: 'hi' }, 400, /'sql' is a LoRA adapter; adapters apply to generation/);
+  await bad('/v1/chat/completions', { model: 'nope', messages }, 404, /the model 'nope' does not exist/);
+  await bad('/v1/chat/completions', { model: 'sql', messages, cache_salt: '' }, 400, /cache_salt must be a non-empty string/);
+});
