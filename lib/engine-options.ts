@@ -69,7 +69,7 @@ export interface EngineOptionsInput {
   enable_lora?: boolean;
 }
 
-/** A LoRA adapter: { name, path, scale? } (vLLM's { name, path, base_model_name } too), or vLLM's 'name=path'. */
+/** A LoRA adapter: { name, path, scale? } (vLLM's { name, path, base_model_name } too), 'name=path', or a path (its own name, SGLang's). */
 export type LoraModuleInput = string | { name: string; path: string; scale?: number; base_model_name?: string; baseModelName?: string };
 
 /** A LoRA adapter the engine loads with the model (llama.cpp's GGUF adapter format); requests choose it by name. */
@@ -229,8 +229,8 @@ function loraModules(name: string, v: unknown): LoraModule[] {
     let m: LoraModule;
     if (typeof e === 'string') {
       const eq = e.indexOf('=');
-      if (eq <= 0 || eq === e.length - 1) throw new TypeError(`${at} must be 'name=path' (got '${e}')`);
-      m = { name: e.slice(0, eq), path: e.slice(eq + 1), scale: 1 };
+      if (eq === 0 || eq === e.length - 1 || e === '') throw new TypeError(`${at} must be 'name=path' or a path (got '${e}')`);
+      m = eq < 0 ? { name: e, path: e, scale: 1 } : { name: e.slice(0, eq), path: e.slice(eq + 1), scale: 1 }; // SGLang: a bare path names itself
     } else if (typeof e === 'object' && e !== null && !Array.isArray(e)) {
       const o = e as Record<string, unknown>;
       for (const k of Object.keys(o)) {

@@ -61,8 +61,11 @@ export type PromptInput = string
   | ({ promptTokenIds: readonly number[] } & WithImages)
   | ({ prompt_token_ids: readonly number[] } & WithImages);
 
-export interface GenerateOptions {
+export interface SignalOptions {
   signal?: AbortSignal;
+}
+
+export interface GenerateOptions extends SignalOptions {
   /**
    * vLLM's lora_request: a LoRA adapter of the engine's loraModules, by name or path, or a LoRARequest-shaped
    * object ({ loraName, loraIntId, loraPath } or snake_case). Absent / null: the base model.
@@ -93,7 +96,7 @@ export function loraOf(what: string, r: LoraRequestInput | null | undefined): st
   return refs;
 }
 
-export interface EmbedOptions extends GenerateOptions {
+export interface EmbedOptions extends SignalOptions {
   pooling?: Pooling; // default: the engine's pooling option, else the model file's, else 'last'
   normalize?: boolean; // default true (unit L2 norm)
   dimensions?: number; // keep the first N values (normalized again)

@@ -144,7 +144,9 @@ t.test("SGLang's Engine: lora_path per generate call", async (t) => {
 });
 
 t.test('options: adapters are checked where they are given; a file that is no adapter fails the load by name', async (t) => {
-  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: ['noequals'] }, 'LLM'), /loraModules\[0\] must be 'name=path'/);
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: ['=x.gguf'] }, 'LLM'), /loraModules\[0\] must be 'name=path' or a path/);
+  t.same(normalizeEngineOptions({ model: 'm.gguf', lora_paths: ['/a/sql.gguf'] }, 'LLM').loraModules,
+    [{ name: '/a/sql.gguf', path: '/a/sql.gguf', scale: 1 }], "SGLang's bare path names itself");
   t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a', path: 'x' }, 'a=y'] }, 'LLM'), /the name 'a' is given twice/);
   t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a b', path: 'x' }] }, 'LLM'), /must be 1 to 256 letters/);
   t.throws(() => normalizeEngineOptions({ model: 'm.gguf', loraModules: [{ name: 'a', path: 'x', scale: Infinity }] }, 'LLM'), /scale must be a finite number/);
@@ -163,6 +165,9 @@ t.test("flags: vLLM's --lora-modules (several words, JSON), SGLang's --lora-path
   t.same(cfg.engine.loraModules, ['a=/a.gguf', 'b=/b.gguf', { name: 'c', path: '/c.gguf', base_model_name: 'm' }]);
   t.equal(cfg.model, 'm.gguf');
   t.match(cfg.notes.join('\n'), /--max-lora-rank has no effect/);
+  const eq = parseServeArgs(['--lora-modules=a=/a.gguf', 'b=/b.gguf', 'm.gguf']);
+  if (eq === 'help') throw new Error('help');
+  t.same(eq.engine.loraModules, ['a=/a.gguf', 'b=/b.gguf'], '--lora-modules=... takes the following words too');
   const after = parseServeArgs(['--lora-modules', 'a=/a.gguf', 'm.gguf']);
   if (after === 'help') throw new Error('help');
   t.equal(after.model, 'm.gguf', 'a word without = after the list is the model');
@@ -171,7 +176,7 @@ t.test("flags: vLLM's --lora-modules (several words, JSON), SGLang's --lora-path
 
 t.test('server: adapters by model name, /v1/models, prefix caches apart, cache_salt, refusals', async (t) => {
   const app = await buildApp({ engine: normalizeEngineOptions({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES }, 'serve'),
-    servedModelNames: ['base'], strictModelName: true });
+    servedModelNames: ['base'] });  // not strict: adapters make it so
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -210,6 +215,12 @@ t.test('server: adapters by model name, /v1/models, prefix caches apart, cache_s
     t.match(((await r.json()) as { error: { message: string } }).error.message, re);
   };
   await bad('/v1/embeddings', { model: 'sql', input: 'hi' }, 400, /'sql' is a LoRA adapter; adapters apply to generation/);
-  await bad('/v1/chat/completions', { model: 'nope', messages }, 404, /the model 'nope' does not exist/);
+  await bad('/v1/chat/completions', { model: 'sqll', messages }, 404, /the model 'sqll' does not exist \(served: base, sql, chat\)/);
+  const latest = await ask('sql:latest');
+  t.equal(latest.choices[0].message.content, s1.choices[0].message.content, "an adapter's name with ':latest' (Ollama clients)");
+  const tok = await fetch(`${base}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sql', prompt: 'hi' }) });
+  t.equal(tok.status, 200, '/tokenize takes an adapter name (the same tokenizer)');
+  await t.rejects(buildApp({ engine: normalizeEngineOptions({ model: modelPath, loraModules: [{ name: 'base', path: adapterA }] }, 'serve'),
+    servedModelNames: ['base'] }), /the LoRA adapter name 'base' is also a served model name/);
   await bad('/v1/chat/completions', { model: 'sql', messages, cache_salt: '' }, 400, /cache_salt must be a non-empty string/);
 });

@@ -229,9 +229,10 @@ function spreadLoraModules(argv: string[]): string[] {
   let listFlag: string | null = null; // the list flag whose words are being read
   let taken = 0; // words it has taken
   for (const a of argv) {
-    if (a === '--lora-modules' || a === '--lora-paths') {
-      listFlag = a;
-      taken = 0;
+    const flag = /^--lora-(modules|paths)(=|$)/.exec(a);
+    if (flag) {
+      listFlag = `--lora-${flag[1]}`;
+      taken = flag[2] === '=' ? 1 : 0; // --lora-modules=a=x carries its first word
     } else if (listFlag !== null && (taken === 0 || (!a.startsWith('-') && (a.includes('=') || a.trim().startsWith('{'))))) {
       if (taken++ > 0) out.push(listFlag);
     } else {
@@ -251,7 +252,7 @@ function loraModulesFrom(entries: string[] | undefined): LoraModuleInput[] | und
     try {
       o = JSON.parse(e);
     } catch {
-      throw new FlagError(`--lora-modules: '${e}' is neither name=path nor a JSON object such as '{"name":"sql","path":"sql.gguf"}'`);
+      throw new FlagError(`--lora-modules / --lora-paths: '${e}' is neither name=path nor a JSON object such as '{"name":"sql","path":"sql.gguf"}'`);
     }
     return o as LoraModuleInput;
   });

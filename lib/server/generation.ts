@@ -51,7 +51,7 @@ export function checkModel(engine: ServerEngine, model: unknown): string {
   if (model === undefined || model === null || model === '') return engine.modelName;
   const name = String(model);
   if (engine.acceptsModel(name) || engine.loraFor(name) !== null) return name;
-  throw new ApiError(404, `the model '${name}' does not exist (served: ${engine.servedModelNames.join(', ')})`,
+  throw new ApiError(404, `the model '${name}' does not exist (served: ${engine.modelNames.join(', ')})`,
     { param: 'model', code: 'model_not_found' });
 }
 

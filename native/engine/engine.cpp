@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <unistd.h>
 
 #include "common/checked_math.h"
 #include "common/error.h"
+#include "common/siphash.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "backend/cpu/matmul.h"
@@ -57,16 +59,16 @@ static void read_classifier_head(const gguf_file& file, model_info& info) {
   }
 }
 
-// The prefix-cache namespace of a request: 0 for the base model without a salt, else a hash of both.
-static uint64_t cache_salt_of(const request& r) {
-  if (r.lora < 0 && r.cache_salt.empty()) return 0;
-  uint64_t h = 1469598103934665603ull ^ uint64_t(uint32_t(r.lora + 1));
-  h *= 1099511628211ull;
-  for (unsigned char c : r.cache_salt) {
-    h ^= c;
-    h *= 1099511628211ull;
+// The prefix-cache namespace of a request: the adapter exactly in the top 16 bits (lora + 1; 0: none), the
+// cache_salt as a keyed hash in the low 48 (0: none; the key is the engine's, so a client cannot choose a salt that
+// lands in another request's namespace). 0: the base model without a salt.
+uint64_t engine::cache_salt_of(const request& r) const {
+  uint64_t salt = 0;
+  if (!r.cache_salt.empty()) {
+    salt = siphash24(salt_key_[0], salt_key_[1], r.cache_salt.data(), r.cache_salt.size()) & ((uint64_t(1) << 48) - 1);
+    if (salt == 0) salt = 1;
   }
-  return h == 0 ? 1 : h;
+  return (uint64_t(uint32_t(r.lora + 1)) << 48) | salt;
 }
 
 model_info describe_file(const gguf_file& file, const tokenizer& tok) {
@@ -113,6 +115,11 @@ static model_info describe(const model& m, int32_t max_model_len) {
 
 engine::engine(loader_fn loader, engine_options options, sink_fn sink)
     : loader_(std::move(loader)), options_(options), sink_(std::move(sink)) {
+  if (options_.loras.size() >= k_max_loras) {
+    throw error("at most " + std::to_string(k_max_loras - 1) + " LoRA adapters, got " + std::to_string(options_.loras.size()));
+  }
+  std::random_device rd;
+  for (uint64_t& k : salt_key_) k = (uint64_t(rd()) << 32) ^ rd();
 #if SPINDLE_TEST_HOOKS  // test builds only: see inject_test_fault()
   if (const char* at = std::getenv("SPINDLE_TEST_FAIL_FORWARD_AT_STEP")) {
     char* end = nullptr;

@@ -51,6 +51,9 @@ struct sequence;
 // The default tokens per step on the CPU (engine_options::max_num_batched_tokens = 0).
 constexpr int32_t k_cpu_step_tokens = 256;
 
+// Adapters an engine takes, plus one: the adapter index + 1 is the top 16 bits of a prefix-cache namespace.
+constexpr size_t k_max_loras = 1 << 15;
+
 // A LoRA adapter file the engine loads with its model (model/lora.h); requests pick it by index (request::lora).
 struct lora_spec {
   std::string name;  // for messages
@@ -196,6 +199,7 @@ class engine {
   };
 
   void thread_main();
+  uint64_t cache_salt_of(const request& r) const;  // the prefix-cache namespace of a request
   bool load();
   // Scheduler + paged KV cache from options_ (and the draft model's KV over the same blocks, when it has one).
   void make_cache(const model& m, int32_t max_len, const model* draft);
@@ -257,6 +261,7 @@ class engine {
   // LoRA adapters (engine_options::loras order); declared after the models, so destroyed before them (their
   // weights live on the model's backend). Read on the engine thread only.
   std::vector<std::shared_ptr<lora_adapter>> loras_;
+  uint64_t salt_key_[2] = {0, 0};  // the keyed hash of cache_salt (cache_salt_of), random per engine
   engine_stats stats_;
 
   // Engine thread only.

@@ -103,7 +103,7 @@ void engine::run_forward(const schedule_output& so) {
   if (int64_t(logits_.size()) < n_sample * rows) logits_.resize(size_t(n_sample * rows));
   model_->forward_batch(batch, *kv_, logits_.data());
   if (draft_) {  // the draft model's KV follows the target's: every chunk, no logits
-    for (batch_sequence& b : batch) b.n_logits = 0, b.n_rollback = 0;
+    for (batch_sequence& b : batch) b.n_logits = 0, b.n_rollback = 0, b.lora = nullptr;  // adapters are the target's
     draft_->forward_batch(batch, *draft_kv_, nullptr);
   }
 }

@@ -159,13 +159,16 @@ void lora_rows::add(backend& be, const backend_weight& w, const float* x, float*
     const lora_adapter::pair* p = r.adapter->find(w);
     if (!p) continue;
     const int64_t rank = p->a.n_out, n_out = w.n_out;
-    if (low_.size() < r.n_rows * rank) low_ = backend_buffer(be, r.n_rows * rank);
-    if (delta_.size() < r.n_rows * n_out) delta_ = backend_buffer(be, r.n_rows * n_out);
-    be.matmul(p->a, x + r.row0 * w.n_in, r.n_rows, low_.data());  // [rows, rank]
-    be.matmul(p->b, low_.data(), r.n_rows, delta_.data());        // [rows, n_out]
-    scales_.assign(size_t(r.n_rows), p->scale);
-    be.scale_rows(delta_.data(), scales_.data(), r.n_rows, n_out);
-    be.add(y + r.row0 * n_out, delta_.data(), y + r.row0 * n_out, r.n_rows * n_out);
+    for (int64_t row0 = r.row0; row0 < r.row0 + r.n_rows; row0 += k_tile_rows) {  // row-wise: tiles change nothing
+      const int64_t rows = std::min(k_tile_rows, r.row0 + r.n_rows - row0);
+      if (low_.size() < rows * rank) low_ = backend_buffer(be, k_tile_rows * int64_t(r.adapter->max_rank()));
+      if (delta_.size() < rows * n_out) delta_ = backend_buffer(be, rows * n_out);
+      be.matmul(p->a, x + row0 * w.n_in, rows, low_.data());  // [rows, rank]
+      be.matmul(p->b, low_.data(), rows, delta_.data());       // [rows, n_out]
+      scales_.assign(size_t(rows), p->scale);
+      be.scale_rows(delta_.data(), scales_.data(), rows, n_out);
+      be.add(y + row0 * n_out, delta_.data(), y + row0 * n_out, rows * n_out);
+    }
   }
 }
 

@@ -77,7 +77,7 @@ class lora_rows {
   // Whether some adapter of the pass adapts w (then the caller must not fuse away the matmul's input).
   bool adapts(const backend_weight& w) const;
   // The backend's matmul, matmul_group and swiglu_matmul over the batch's token rows, each followed by the
-  // deltas of the adapters that adapt the weight (swiglu_matmul unfused then: the delta reads swiglu's output).
+  // deltas of the adapters that adapt the weight (swiglu_matmul's: over the swiglu it leaves in gate).
   void matmul(backend& be, const backend_weight& w, const float* x, int64_t n_rows, float* y) {
     be.matmul(w, x, n_rows, y);
     if (active()) add_delta(be, w, x, y);
@@ -88,10 +88,8 @@ class lora_rows {
     for (int i = 0; active() && i < n; ++i) add_delta(be, *ws[i], x, ys[i]);
   }
   void swiglu_matmul(backend& be, const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
-    if (!adapts(w)) return be.swiglu_matmul(w, gate, up, n_rows, y);
-    be.swiglu(gate, up, gate, n_rows * w.n_in);  // the same ops swiglu_matmul runs
-    be.matmul(w, gate, n_rows, y);
-    add_delta(be, w, gate, y);
+    be.swiglu_matmul(w, gate, up, n_rows, y);  // leaves swiglu(gate, up) in gate: the delta's input
+    if (active()) add_delta(be, w, gate, y);
   }
   // y[rows] += scale * (x[rows] A^T) B^T for every token-row run whose adapter adapts w.
   // x: backend [n_rows, w.n_in], y: backend [n_rows, w.n_out], rows as set() numbered them.
@@ -110,7 +108,8 @@ class lora_rows {
   void add(backend& be, const backend_weight& w, const float* x, float* y, const std::vector<run>& runs);
   std::vector<run> token_runs_, logits_runs_;
   std::vector<const lora_adapter*> adapters_;  // distinct adapters of the pass
-  backend_buffer low_, delta_;  // [rows, rank] and [rows, n_out] scratch, grown as needed
+  backend_buffer low_, delta_;  // [rows, rank] and [rows, n_out] scratch, rows <= k_tile_rows, grown as needed
+  static constexpr int64_t k_tile_rows = 256;  // rows of a run computed at a time (bounds the scratch)
   std::vector<float> scales_;   // host [rows]: the run's scale, for scale_rows
 };
 

@@ -293,6 +293,9 @@ TEST_CASE("lora engine: requests pick adapters by index; the prefix cache never 
     return t;
   };
   const auto base_run = gen(-1), lora_run = gen(0), lora_again = gen(0), base_again = gen(-1), salted = gen(0, "x");
+  const auto salted_again = gen(0, "x"), base_salted = gen(-1, "x");
+  CHECK(salted_again.front().cached_tokens > 0);  // its own salt's blocks
+  CHECK(base_salted.front().cached_tokens == 0);  // the same salt under another adapter: another namespace
   CHECK(lora_run.front().cached_tokens == 0);   // the base model's blocks are not the adapter's
   CHECK(lora_again.front().cached_tokens > 0);  // its own are
   CHECK(base_again.front().cached_tokens > 0);

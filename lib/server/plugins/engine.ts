@@ -78,6 +78,8 @@ export class ServerEngine {
     const start = performance.now();
     const warmup = new Promise<(() => Promise<number>) | null>((resolve) => { this.#giveWarmup = resolve; });
     if (!options.warmup) this.#giveWarmup(null);
+    const clash = options.engine.loraModules.find((m) => options.servedModelNames.includes(m.name));
+    if (clash) throw new Error(`the LoRA adapter name '${clash.name}' is also a served model name; give the adapter another name`);
     this.core = new EngineCore(options.engine);
     this.#settled = this.core.ready().then(async () => {
       const loadMs = performance.now() - start;
@@ -113,17 +115,24 @@ export class ServerEngine {
 
   /**
    * Whether a request may name its model `name`: while one model is served any name is (LM Studio clients send
-   * 'local-model', vLLM clients the hub id); with strictModelName only a served name, with or without ':latest'.
+   * 'local-model', vLLM clients the hub id); with strictModelName, or with LoRA adapters (where a mistyped adapter
+   * name must not quietly run the base model), only a served name, with or without ':latest' (adapters: loraFor).
    */
   acceptsModel(name: string): boolean {
-    if (!this.strictModelName) return true;
+    if (!this.strictModelName && this.core.options.loraModules.length === 0) return true;
     const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
     return this.servedModelNames.includes(name) || this.servedModelNames.includes(bare);
   }
 
-  /** The LoRA adapter (--lora-modules) a request's model name selects, or null: the base model. */
+  /** The LoRA adapter (--lora-modules) a request's model name selects (with or without ':latest'), or null. */
   loraFor(name: string): string | null {
-    return this.core.options.loraModules.some((m) => m.name === name) ? name : null;
+    const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
+    return this.core.options.loraModules.find((m) => m.name === name || m.name === bare)?.name ?? null;
+  }
+
+  /** Every name a request may give: the served names, then the adapters'. */
+  get modelNames(): string[] {
+    return [...this.servedModelNames, ...this.core.options.loraModules.map((m) => m.name)];
   }
 
   /** The loaded model, or a 503 ApiError when loading failed or the server is shutting down. */

@@ -23,7 +23,7 @@ interface TokenizeBody {
 export default async function tokenizeRoute(app: FastifyInstance): Promise<void> {
   app.post('/tokenize', { schema: { body: tokenizeSchema } }, async (request, reply) => {
     const body = request.body as TokenizeBody;
-    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { tokenizer, info } = await use.engine.ready();
     if ((body.prompt === undefined) === (body.messages === undefined)) throw badRequest('give exactly one of prompt or messages', 'prompt');
     let tokens: number[];
@@ -39,7 +39,7 @@ export default async function tokenizeRoute(app: FastifyInstance): Promise<void>
   });
   app.get('/tokenizer_info', async (request, reply) => {
     const model = (request.query as { model?: string }).model;
-    const use = await useModel(app, reply, model, { single: (e) => checkModel(e, model) });
+    const use = await useModel(app, reply, model, { single: (e) => checkModel(e, model), adapters: true });
     const { tokenizer, info } = await use.engine.ready();
     return {
       tokenizer_class: 'GGUFTokenizer', // the GGUF file's own vocabulary, merges and pre-tokenizer
@@ -51,7 +51,7 @@ export default async function tokenizeRoute(app: FastifyInstance): Promise<void>
   });
   app.post('/detokenize', { schema: { body: detokenizeSchema } }, async (request, reply) => {
     const body = request.body as { model?: string | null; tokens: number[] };
-    const { engine } = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model) });
+    const { engine } = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { tokenizer } = await engine.ready();
     const bad = body.tokens.findIndex((id) => id >= tokenizer.vocabSize);
     if (bad >= 0) throw badRequest(`tokens[${bad}]: ${body.tokens[bad]} is outside the vocabulary [0, ${tokenizer.vocabSize})`, `tokens[${bad}]`, 'invalid_token_id');

@@ -57,7 +57,7 @@ export interface OllamaBody {
 /** The request's model name (any, or under --strict-model-name a served one, `name:latest` too); 404 `model 'x' not found` otherwise. */
 export function ollamaModel(engine: ServerEngine, model: string): string {
   if (engine.acceptsModel(model) || engine.loraFor(model) !== null) return model;
-  throw new ApiError(404, `model '${model}' not found (this server serves ${engine.servedModelNames.map((n) => `'${n}'`).join(', ')})`,
+  throw new ApiError(404, `model '${model}' not found (this server serves ${engine.modelNames.map((n) => `'${n}'`).join(', ')})`,
     { param: 'model', code: 'model_not_found' });
 }
 
