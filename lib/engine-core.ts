@@ -5,7 +5,7 @@
 // every submitted request settles exactly once (finish, error, or abort at close); ready() is rejected
 // (never unhandled) when the model fails to load.
 import { AsyncQueue } from './async-queue.js';
-import type { EngineOptions } from './engine-options.js';
+import type { EngineOptions, LoraModule } from './engine-options.js';
 import {
   loadNative,
   type FinishReason,
@@ -27,6 +27,10 @@ import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multi
 
 /** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
 export type CorePrompt = readonly number[] | MultimodalPrompt;
+
+/** The engine's name for a store model's Modelfile ADAPTER, which every request of that model runs with ('@' keeps
+ * it apart from store names and --lora-modules names). */
+export const MODELFILE_ADAPTER = 'modelfile@adapter';
 
 /** Where a submission runs: a LoRA adapter by name (null / absent: the base model) and vLLM's cache_salt. */
 export interface SubmitTarget {
@@ -267,6 +271,8 @@ export class EngineCore {
   #readyValue: CoreReady | undefined;
   #loadError: Error | undefined;
   #requests = new Map<number, RequestHandle>();
+  #loras: readonly LoraModule[] = []; // the adapters the native engine loaded: loraModules, then a Modelfile ADAPTER
+  #defaultLora = -1; // the index of the Modelfile ADAPTER a request without one runs with (-1: none)
   #closing: Promise<void> | undefined;
   #closed = false;
 
@@ -287,7 +293,9 @@ export class EngineCore {
         this.#failAll(e instanceof Error ? e : new Error(String(e)));
       }
     };
-    const start = (modelFile: string, mmproj: string | null): void => {
+    const start = (modelFile: string, mmproj: string | null, adapter: string | null): void => {
+      this.#loras = adapter ? [...options.loraModules, { name: MODELFILE_ADAPTER, path: adapter, scale: 1 }] : options.loraModules;
+      this.#defaultLora = adapter ? this.#loras.length - 1 : -1;
       const { NativeEngine } = loadNative();
       this.#modelFile = modelFile;
       this.#native = new NativeEngine(modelFile, {
@@ -308,7 +316,7 @@ export class EngineCore {
       speculativeModel: options.speculativeConfig?.model ?? undefined,
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
-      loras: options.loraModules,
+      loras: this.#loras,
       }, onEvent);
     };
     let ref: ModelRef;
@@ -320,7 +328,7 @@ export class EngineCore {
       return;
     }
     if (ref.kind === 'path') {
-      start(options.model, null); // a file: loads at once (the native loader names a missing or bad file)
+      start(options.model, null, null); // a file: loads at once (the native loader names a missing or bad file)
       return;
     }
     // A store name or hub reference: resolved (pulled if needed) first, then loaded.
@@ -329,7 +337,7 @@ export class EngineCore {
         rejectReady(new Error('the engine was closed before the model finished loading'));
         return;
       }
-      start(r.model, r.mmproj);
+      start(r.model, r.mmproj, r.adapter);
     }, (e: Error) => {
       this.#loadError = e;
       rejectReady(e);
@@ -365,12 +373,13 @@ export class EngineCore {
 
   /**
    * The engine's index of the LoRA adapter `ref` names (a module's name, else its path; of several, the first
-   * that names one; -1 for null: the base model); throws for one not loaded.
+   * that names one); null: the model's Modelfile ADAPTER if it has one, else -1 (the base model). Throws for one not
+   * loaded.
    */
   loraIndex(ref: string | readonly string[] | null): number {
-    if (ref === null) return -1;
+    if (ref === null) return this.#defaultLora;
     const refs = typeof ref === 'string' ? [ref] : ref;
-    const modules = this.options.loraModules;
+    const modules = this.#native ? this.#loras : this.options.loraModules;
     for (const r of refs) {
       const i = modules.findIndex((m) => m.name === r);
       if (i >= 0) return i;
@@ -379,7 +388,7 @@ export class EngineCore {
       const i = modules.findIndex((m) => m.path === r);
       if (i >= 0) return i;
     }
-    const loaded = modules.map((m) => m.name);
+    const loaded = this.options.loraModules.map((m) => m.name);
     throw new Error(`the LoRA adapter '${refs[0]}' is not loaded (${loaded.length ? `loaded: ${loaded.join(', ')}` : 'none is: give adapters in loraModules'})`);
   }
 

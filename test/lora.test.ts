@@ -58,7 +58,7 @@ for (const c of CASES) {
   t.test(`${c.label}: with an adapter, llama.cpp's log-softmax at every position and its greedy tokens`, async (t) => {
     const path = await fixtureModel(c.spec);
     const adapter = await adapterFor(c.spec, `${c.label.split(' ')[0]}-a`, {
-      type: c.type, seed: 5, targets: c.output ? (n) => n === 'output.weight' || /^blk\.\d+\./.test(n) : undefined,
+      type: c.type, seed: 5, std: 0.2 / Math.sqrt(8), targets: c.output ? (n) => n === 'output.weight' || /^blk\.\d+\./.test(n) : undefined,
     });
     const llm = new LLM({ model: path, maxModelLen: 256, threads: 2, loraModules: [{ name: 'a', path: adapter }] });
     t.teardown(() => llm.close());

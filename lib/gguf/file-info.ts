@@ -14,6 +14,7 @@ export interface ModelFileInfo {
   path: string;
   fileBytes: number; // bytes, the whole file
   arch: string;
+  type: string | null; // general.type: 'model', 'adapter' (a LoRA adapter), ...; null when absent
   name: string | null; // general.name
   sizeLabel: string | null; // general.size_label, e.g. '8B'
   license: string | null; // general.license, e.g. 'apache-2.0' (a name or the text)
@@ -139,7 +140,7 @@ function readValue(c: Cursor, type: number, key: string, keep: boolean): Value {
   return null;
 }
 
-const KEPT = new Set(['general.architecture', 'general.name', 'general.license', 'general.size_label', 'general.file_type', 'general.alignment',
+const KEPT = new Set(['general.architecture', 'general.type', 'general.name', 'general.license', 'general.size_label', 'general.file_type', 'general.alignment',
   'tokenizer.ggml.token_type']);
 const keep = (key: string) => KEPT.has(key) || key.endsWith('.context_length');
 
@@ -181,7 +182,7 @@ function readHeader(c: Cursor, path: string): ModelFileInfo {
     t.bytes = Math.max(0, (i + 1 < byOffset.length ? byOffset[i + 1].offset : weightBytes) - t.offset);
   });
   return {
-    path, fileBytes: c.size, arch, name: str('general.name'), license: str('general.license'), sizeLabel: str('general.size_label'),
+    path, fileBytes: c.size, arch, type: str('general.type'), name: str('general.name'), license: str('general.license'), sizeLabel: str('general.size_label'),
     fileType: ftype, fileTypeName: ftype === null ? null : fileTypeName(ftype), nParams, nTensors,
     weightBytes, ctxTrain: num(`${arch}.context_length`),
     tokenTypes: tokenTypes instanceof Int32Array ? tokenTypes : null, tensors,

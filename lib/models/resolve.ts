@@ -14,6 +14,7 @@ import { hubKey, localKey, ModelStore, type Manifest } from './store.js';
 export interface ResolvedModel {
   model: string; // GGUF path
   mmproj: string | null; // the vision projector the reference brings (null: none, or a plain path: auto-detect)
+  adapter: string | null; // a store model's Modelfile ADAPTER (a LoRA adapter every request runs with); null: none
   name: string; // the store name, or the path
   manifest: Manifest | null;
 }
@@ -28,7 +29,8 @@ export interface ResolveOptions {
 }
 
 function fromManifest(store: ModelStore, m: Manifest): ResolvedModel {
-  return { model: store.filePath(m.model), mmproj: m.mmproj ? store.filePath(m.mmproj) : null, name: m.name, manifest: m };
+  return { model: store.filePath(m.model), mmproj: m.mmproj ? store.filePath(m.mmproj) : null,
+    adapter: m.adapter ? store.filePath(m.adapter) : null, name: m.name, manifest: m };
 }
 
 export async function resolveModel(ref: string, opts: ResolveOptions = {}): Promise<ResolvedModel> {
@@ -37,7 +39,7 @@ export async function resolveModel(ref: string, opts: ResolveOptions = {}): Prom
   if (r.kind === 'path') {
     const path = r.path.startsWith('~/') ? homedir() + r.path.slice(1) : r.path;
     if (!existsSync(path)) throw new ModelRefError(`model file not found: ${r.path}`);
-    return { model: path, mmproj: null, name: path, manifest: null };
+    return { model: path, mmproj: null, adapter: null, name: path, manifest: null };
   }
   if (r.kind === 'name') {
     const m = store.read(localKey(r.namespace, r.name, r.tag));

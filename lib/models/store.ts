@@ -22,6 +22,7 @@ export interface Manifest {
   source: string; // where it came from: 'hf.co/org/repo@<file>', a path, or 'FROM <ref>' of a Modelfile
   model: ManifestFile;
   mmproj: ManifestFile | null;
+  adapter?: ManifestFile | null; // a Modelfile's ADAPTER: a LoRA adapter (llama.cpp's GGUF format) every request runs with
   // Modelfile settings (create); absent: the model file's own
   template?: string | null;
   system?: string | null;
@@ -145,8 +146,8 @@ export class ModelStore {
     const m = this.read(k);
     if (!m) return false;
     rmSync(this.#manifestPath(k), { force: true });
-    const used = new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj]).filter((f) => f && 'digest' in f).map((f) => (f as { digest: string }).digest));
-    for (const f of [m.model, m.mmproj]) {
+    const used = new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj, manifest.adapter]).filter((f) => f && 'digest' in f).map((f) => (f as { digest: string }).digest));
+    for (const f of [m.model, m.mmproj, m.adapter]) {
       if (f && 'digest' in f && !used.has(f.digest)) rmSync(this.blobPath(f.digest), { force: true });
     }
     return true;

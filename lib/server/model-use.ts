@@ -9,6 +9,7 @@ import { limitRefusal } from '../native.js';
 import { ApiError, badRequest } from './api-error.js';
 import { KeepAliveError, parseKeepAlive } from './keep-alive.js';
 import type { ServerEngine } from './plugins/engine.js';
+import { MODELFILE_ADAPTER } from '../engine-core.js';
 import type { OllamaOptions } from './routes/ollama/ollama.js';
 import { findStoreModel, type StoreModel } from './store-catalog.js';
 
@@ -57,6 +58,10 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
   }
   const keepAliveMs = keepAliveOf(opts.keepAlive);
   const model = requestedModel(app, requested);
+  if (model.adapter && !opts.adapters) {
+    throw badRequest(`the model '${model.name}' has a LoRA adapter (its Modelfile's ADAPTER), which applies to generation ` +
+      '(chat, completions, responses, /api/chat, /api/generate), not here: name its base model', 'model');
+  }
   const ctx = runner.contextFor(model, opts.numCtx);
   const refusal = limitRefusal('maxModelLen', ctx);
   if (refusal !== null) {
@@ -69,7 +74,8 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
     throw badRequest('the client closed the connection before the model was ready');
   }
   raw.once('close', lease.release);
-  return { engine: lease.engine, name: requested as string, model, lora: null };
+  // a Modelfile ADAPTER: the model's every request runs with it (its engine loaded it; runner.ts)
+  return { engine: lease.engine, name: requested as string, model, lora: model.adapter ? MODELFILE_ADAPTER : null };
 }
 
 // Modelfile PARAMETERs the engine takes at load time (the runner applies num_ctx); never sampling defaults.

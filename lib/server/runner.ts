@@ -9,6 +9,7 @@
 // error; loads and evictions happen one at a time, in arrival order.
 import type { EngineOptions } from '../engine-options.js';
 import type { NativeEngineStats } from '../native.js';
+import { MODELFILE_ADAPTER } from '../engine-core.js';
 import { ApiError } from './api-error.js';
 import { DEFAULT_KEEP_ALIVE_MS } from './keep-alive.js';
 import { fileFacts } from './model-facts.js';
@@ -102,7 +103,7 @@ export class ModelRunner {
 
   /** A lease on the engine of `model` at context `ctx`, loading it (and unloading others) first when needed. */
   async acquire(model: StoreModel, ctx: number, keepAliveMs?: number): Promise<Lease> {
-    const key = `${model.file}\0${model.mmproj ?? ''}\0${ctx}`;
+    const key = `${model.file}\0${model.mmproj ?? ''}\0${model.adapter ?? ''}\0${ctx}`;
     for (;;) {
       if (this.#closing) throw shuttingDown();
       let e = this.#entries.get(key);
@@ -158,7 +159,8 @@ export class ModelRunner {
       await this.#makeRoom(e);
       if (this.#closing) throw shuttingDown();
       e.engine = new ServerEngine({
-        engine: { ...this.#options.engine, model: model.file, maxModelLen: ctx, mmproj: model.mmproj ?? false },
+        engine: { ...this.#options.engine, model: model.file, maxModelLen: ctx, mmproj: model.mmproj ?? false,
+          loraModules: model.adapter ? [{ name: MODELFILE_ADAPTER, path: model.adapter, scale: 1 }] : [] },
         servedModelNames: [model.name],
         maxQueuedRequests: this.#options.maxQueuedRequests,
         toolCallParser: this.#options.toolCallParser,

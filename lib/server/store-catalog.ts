@@ -15,7 +15,8 @@ export interface StoreModel {
   manifest: Manifest;
   file: string; // the GGUF's path
   mmproj: string | null; // the projector's path
-  size: number; // bytes of the model and its projector
+  adapter: string | null; // the Modelfile ADAPTER's path (a LoRA adapter every request runs with)
+  size: number; // bytes of the model, its projector and its adapter
   digest: string; // 64 hex digits: the model blob's sha256 (a file of the Hugging Face cache: sha256 of its path)
 }
 
@@ -31,7 +32,8 @@ export function storeModel(store: ModelStore, key: StoreKey, manifest: Manifest)
   return {
     name: manifest.name, key, manifest, file: store.filePath(manifest.model),
     mmproj: manifest.mmproj ? store.filePath(manifest.mmproj) : null,
-    size: manifest.model.size + (manifest.mmproj?.size ?? 0), digest: digestOf(manifest.model),
+    adapter: manifest.adapter ? store.filePath(manifest.adapter) : null,
+    size: manifest.model.size + (manifest.mmproj?.size ?? 0) + (manifest.adapter?.size ?? 0), digest: digestOf(manifest.model),
   };
 }
 

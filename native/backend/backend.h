@@ -226,6 +226,19 @@ class backend {
   virtual void matmul_group(const backend_weight* const* ws, float* const* ys, int n, const float* x, int64_t n_rows) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_rows, ys[i]);
   }
+  // LoRA (llama.cpp's build_lora_mm): y += scale * (b . (a . x)): the low-rank product low = a . x (matmul),
+  // delta = b . low, scaled (rounded), then added to y. a: [rank rows of n_in], b: [n_out rows of rank].
+  // x: [n_rows, a.n_in], y: [n_rows, b.n_out]; low, delta: scratch of n_rows * a.n_out and n_rows * b.n_out floats.
+  // The default runs exactly those ops; a backend may sum b's products in another order (the CPU backend does: b's
+  // rows are too short for its dot kernels) but forms the same products and keeps row r a function of row r.
+  virtual void lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows,
+                        float* y, float* low, float* delta) {
+    matmul(a, x, n_rows, low);
+    matmul(b, low, n_rows, delta);
+    const std::vector<float> scales((size_t)n_rows, scale);
+    scale_rows(delta, scales.data(), n_rows, b.n_out);
+    add(y, delta, y, n_rows * b.n_out);
+  }
   // gate = swiglu(gate, up), then y = w . gate (matmul).   gate, up: [n_rows, w.n_in], y: [n_rows, w.n_out]
   virtual void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
     swiglu(gate, up, gate, n_rows * w.n_in);

@@ -163,11 +163,7 @@ void lora_rows::add(backend& be, const backend_weight& w, const float* x, float*
       const int64_t rows = std::min(k_tile_rows, r.row0 + r.n_rows - row0);
       if (low_.size() < rows * rank) low_ = backend_buffer(be, k_tile_rows * int64_t(r.adapter->max_rank()));
       if (delta_.size() < rows * n_out) delta_ = backend_buffer(be, rows * n_out);
-      be.matmul(p->a, x + row0 * w.n_in, rows, low_.data());  // [rows, rank]
-      be.matmul(p->b, low_.data(), rows, delta_.data());       // [rows, n_out]
-      scales_.assign(size_t(rows), p->scale);
-      be.scale_rows(delta_.data(), scales_.data(), rows, n_out);
-      be.add(y + row0 * n_out, delta_.data(), y + row0 * n_out, rows * n_out);
+      be.lora_add(p->a, p->b, p->scale, x + row0 * w.n_in, rows, y + row0 * n_out, low_.data(), delta_.data());
     }
   }
 }

@@ -110,7 +110,6 @@ class lora_rows {
   std::vector<const lora_adapter*> adapters_;  // distinct adapters of the pass
   backend_buffer low_, delta_;  // [rows, rank] and [rows, n_out] scratch, rows <= k_tile_rows, grown as needed
   static constexpr int64_t k_tile_rows = 256;  // rows of a run computed at a time (bounds the scratch)
-  std::vector<float> scales_;   // host [rows]: the run's scale, for scale_rows
 };
 
 }  // namespace spindle

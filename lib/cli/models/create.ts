@@ -1,6 +1,7 @@
 // `spindle create <name> -f <Modelfile>`: a named model from a Modelfile (lib/modelfile): FROM a .gguf path
 // (relative to the Modelfile; imported into the store as a blob, with an mmproj*.gguf beside it), a store name or
-// a hub reference (pulled first); TEMPLATE, SYSTEM, PARAMETERs, MESSAGEs and LICENSE stored in the manifest, over
+// a hub reference (pulled first); TEMPLATE, SYSTEM, PARAMETERs, MESSAGEs, LICENSE and one ADAPTER (a LoRA adapter,
+// imported as a blob) stored in the manifest, over
 // what a FROM model of the store already had (Ollama's inheritance).
 // Invariant: a bad Modelfile is an error naming the line, and nothing is written; the manifest is written last.
 import { readFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { resolveModel } from '../../models/resolve.js';
 import { localKey, type Manifest } from '../../models/store.js';
 import { findMmproj } from '../../vision/find-mmproj.js';
 import { loadNative } from '../../native.js';
+import { readModelFileInfo } from '../../gguf/file-info.js';
 import type { CommandIo } from '../io.js';
 import { openStore, reportError } from './common.js';
 import { progressPrinter } from './progress.js';
@@ -19,8 +21,23 @@ import { progressPrinter } from './progress.js';
 const HELP = `Usage: spindle create <name> -f <Modelfile>
 
 Makes a model of the store from a Modelfile (Ollama's format): FROM a .gguf path, a store name or a hub
-reference; TEMPLATE (Go template), SYSTEM, PARAMETER, MESSAGE, LICENSE.
+reference; TEMPLATE (Go template), SYSTEM, PARAMETER, MESSAGE, LICENSE, ADAPTER (one LoRA adapter in llama.cpp's
+GGUF format, a path relative to the Modelfile: every request of the model runs with it).
 `;
+
+/** A Modelfile ADAPTER must be a LoRA adapter in llama.cpp's GGUF format (its tensors are checked when a model loads it). */
+function checkAdapterFile(file: string): void {
+  let kind: string | null;
+  try {
+    kind = readModelFileInfo(file).type;
+  } catch (e) {
+    throw new ModelRefError(`ADAPTER ${file}: ${(e as Error).message}`);
+  }
+  if (kind !== 'adapter') {
+    throw new ModelRefError(`ADAPTER ${file} is not a LoRA adapter (general.type ${kind === null ? 'absent' : `'${kind}'`}); ` +
+      "convert one with llama.cpp's convert_lora_to_gguf.py");
+  }
+}
 
 export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
   let values, positionals;
@@ -62,9 +79,17 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
       model = r.manifest!.model;
       mmproj = r.manifest!.mmproj;
     }
+    if (mf.adapters.length > 1) throw new ModelRefError(`a Modelfile takes one ADAPTER (got ${mf.adapters.length})`);
+    let adapter = base.adapter ?? null;
+    if (mf.adapters.length === 1) {
+      const file = isAbsolute(mf.adapters[0]) ? mf.adapters[0] : join(dirname(path), mf.adapters[0]);
+      checkAdapterFile(file);
+      io.stderr.write(`importing adapter ${file}\n`);
+      adapter = await store.importFile(file, file.split(/[\\/]/).pop()!);
+    }
     const name = `${target.namespace ? `${target.namespace}/` : ''}${target.name}:${target.tag}`;
     const manifest: Manifest = {
-      schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${mf.from}`, model, mmproj,
+      schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${mf.from}`, model, mmproj, adapter,
       template: mf.template ?? base.template ?? null,
       system: mf.system ?? base.system ?? null,
       parameters: { ...(base.parameters ?? {}), ...mf.parameters } as Manifest['parameters'],

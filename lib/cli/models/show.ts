@@ -53,6 +53,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
       const p = loadNative().mmprojInfo(r.mmproj);
       out += '\n  Projector\n' + kv('architecture', p.projector) + kv('embedding length', p.nEmbd) + kv('layers', p.nLayer) + kv('patch size', p.patchSize);
     }
+    if (r.adapter) out += `\n  Adapter\n${kv('file', r.adapter)}`;
     if (paramLines.length) out += `\n  Parameters\n${paramLines.map((l) => `    ${l}\n`).join('')}`;
     if (m?.system) out += `\n  System\n    ${m.system.split('\n').join('\n    ')}\n`;
     const license = m?.license?.length ? m.license : info.license ? [info.license] : [];

@@ -1,6 +1,7 @@
 // CPU backend (see cpu_backend.h). Invariant: work is split by whole rows / (query, head) items only; nothing
 // a worker runs can throw (arguments are checked before pool.run).
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/lora_kernel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -107,7 +108,14 @@ backend_weight cpu_backend::upload_weight(ggml_type type, const void* host_data,
   return w;
 }
 
-void cpu_backend::release_weight(backend_weight& w) { w = backend_weight{}; }
+void cpu_backend::release_weight(backend_weight& w) {
+  {  // copies made from its bytes go with it (a later mapping may reuse the address)
+    std::lock_guard<std::mutex> lock(packed_mutex_);
+    packed_.erase(w.data);
+    lora_bt_.erase(w.data);
+  }
+  w = backend_weight{};
+}
 
 void cpu_backend::get_rows(const backend_weight& table, const int32_t* ids, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
@@ -145,6 +153,31 @@ const packed_weight* cpu_backend::packed_for(const backend_weight& w) {
     return nullptr;
   }
   return p;
+}
+
+const std::vector<float>* cpu_backend::lora_bt_for(const backend_weight& b) {
+  if (b.data == nullptr || !cpu_lora_kernel_type(b.type)) return nullptr;
+  std::lock_guard<std::mutex> lock(packed_mutex_);
+  auto it = lora_bt_.find(b.data);
+  if (it == lora_bt_.end()) it = lora_bt_.emplace(b.data, cpu_lora_transpose(b.type, b.data, b.n_out, b.n_in)).first;
+  return &it->second;
+}
+
+void cpu_backend::lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows,
+                           float* y, float* low, float* delta) {
+  const std::vector<float>* bt = lora_bt_for(b);
+  if (bt == nullptr) return backend::lora_add(a, b, scale, x, n_rows, y, low, delta);
+  matmul(a, x, n_rows, low);  // [n_rows, r]
+  const int64_t r = b.n_in, n_out = b.n_out;
+  for (int64_t t = 0; t < n_rows; ++t) cpu_lora_round_low(b.type, low + t * r, r);
+  constexpr int64_t k_chunk = 16 * k_lora_block, k_rows = 16;  // outputs (whole blocks) and rows per task
+  const int64_t chunks = (n_out + k_chunk - 1) / k_chunk, row_groups = (n_rows + k_rows - 1) / k_rows;
+  parallel_range(pool_, row_groups * chunks, 2, [&](int64_t tb, int64_t te) {
+    for (int64_t task = tb; task < te; ++task) {
+      const int64_t t0 = task / chunks * k_rows, o0 = task % chunks * k_chunk, nt = std::min(k_rows, n_rows - t0);
+      cpu_lora_add_rows(low + t0 * r, nt, r, bt->data(), n_out, o0, std::min(n_out, o0 + k_chunk), scale, y + t0 * n_out);
+    }
+  });
 }
 
 void cpu_backend::add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) {

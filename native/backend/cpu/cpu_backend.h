@@ -41,6 +41,8 @@ class cpu_backend final : public backend {
   void matmul_expert(const backend_weight& w, int64_t expert, int64_t n_out, const float* x, int64_t n_rows,
                      float* y) override;                                       // cpu_backend_moe.cpp
   void scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) override;  // cpu_backend_moe.cpp
+  void lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows, float* y,
+                float* low, float* delta) override;  // lora_kernel.h
   void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) override;
   void add(const float* a, const float* b, float* y, int64_t n) override;
   void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
@@ -82,6 +84,9 @@ class cpu_backend final : public backend {
   const packed_weight* packed_for(const backend_weight& w);
   std::mutex packed_mutex_;
   std::unordered_map<const void*, std::unique_ptr<packed_weight>> packed_;  // null entry: nothing to pack
+  // Transposed f32 copies of LoRA b weights (lora_add), made at first use, dropped by release_weight.
+  const std::vector<float>* lora_bt_for(const backend_weight& b);
+  std::unordered_map<const void*, std::vector<float>> lora_bt_;
 };
 
 }  // namespace spindle
