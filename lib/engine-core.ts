@@ -400,6 +400,9 @@ export class EngineCore {
   async embedMany(prompts: readonly (readonly number[])[], pooling: 'mean' | 'cls' | 'last',
     signal?: AbortSignal): Promise<{ embedding: Float32Array; cachedTokens: number }[]> {
     if (signal?.aborted) throw new Error('the embedding request was aborted'); // before anything is queued
+    if (this.#defaultLora >= 0) {
+      throw new Error("this model runs with a LoRA adapter (its Modelfile's ADAPTER), which applies to generation only; embed with its base model");
+    }
     const handles: RequestHandle[] = [];
     try {
       for (const ids of prompts) handles.push(this.submit({ promptTokenIds: ids, pooling }, false));

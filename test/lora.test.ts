@@ -5,13 +5,16 @@
 // adapters under their names (vLLM's --lora-modules), lists them in /v1/models, keeps prefix caches apart
 // (cache_salt too), and refuses them where they do not apply; SGLang's lora_path; option and flag errors.
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import type { Token } from 'node-llama-cpp';
 import { Engine } from '../lib/engine.js';
+import { main as createMain } from '../lib/cli/models/create.js';
+import { main as showMain } from '../lib/cli/models/show.js';
+import { localKey, ModelStore } from '../lib/models/store.js';
 import { LLM } from '../lib/llm.js';
 import { buildApp } from '../lib/server/app.js';
 import { parseServeArgs } from '../lib/server/command.js';
@@ -207,7 +210,7 @@ t.test('server: adapters by model name, /v1/models, prefix caches apart, cache_s
   const completion = await client.completions.create({ model: 'chat', prompt: 'Hello there', max_tokens: 6, temperature: 0 });
   const [offlineChat] = await llm.generate('Hello there', { maxTokens: 6, temperature: 0 }, { loraRequest: 'chat' });
   t.equal(completion.choices[0].text, offlineChat.outputs[0].text, '/v1/completions with the chat adapter (scale 0.5)');
-  const ollama = await fetch(`${base}/api/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat', prompt: 'Hello there', raw: true, stream: false, options: { num_predict: 6, temperature: 0 } }) });
+  const ollama = await fetch(`${base}/api/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat', prompt: 'Hello there', raw: true, stream: false, options: { num_predict: 6, temperature: 0, repeat_penalty: 1 } }) });
   t.equal((await ollama.json() as { response: string }).response, offlineChat.outputs[0].text, "Ollama's /api/generate names adapters the same way");
   const bad = async (path: string, body: Record<string, unknown>, status: number, re: RegExp) => {
     const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -223,4 +226,64 @@ t.test('server: adapters by model name, /v1/models, prefix caches apart, cache_s
   await t.rejects(buildApp({ engine: normalizeEngineOptions({ model: modelPath, loraModules: [{ name: 'base', path: adapterA }] }, 'serve'),
     servedModelNames: ['base'] }), /the LoRA adapter name 'base' is also a served model name/);
   await bad('/v1/chat/completions', { model: 'sql', messages, cache_salt: '' }, 400, /cache_salt must be a non-empty string/);
+});
+
+t.test("Ollama's Modelfile ADAPTER: spindle create, the store model runs with it everywhere; runner mode; refusals", async (t) => {
+  const home = mkdtempSync(join(tmpdir(), 'spindle-lora-home-'));
+  const saved = process.env.SPINDLE_HOME;
+  process.env.SPINDLE_HOME = home;
+  t.teardown(() => {
+    if (saved === undefined) delete process.env.SPINDLE_HOME;
+    else process.env.SPINDLE_HOME = saved;
+    rmSync(home, { recursive: true, force: true });
+  });
+  const out: string[] = [];
+  const io = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => out.push(s) } } as never;
+  writeFileSync(join(dir, 'Modelfile'), `FROM ${modelPath}\nADAPTER ./qwen3-sql.gguf\nPARAMETER temperature 0\n`);
+  t.equal(await createMain(['sqlmodel', '-f', join(dir, 'Modelfile')], io), 0, out.join(''));
+  writeFileSync(join(dir, 'Bad'), `FROM ${modelPath}\nADAPTER ${modelPath}\n`);
+  t.equal(await createMain(['bad', '-f', join(dir, 'Bad')], io), 1);
+  t.match(out.join(''), /is not a LoRA adapter \(general\.type 'model'\)/);
+  writeFileSync(join(dir, 'Two'), `FROM ${modelPath}\nADAPTER ./qwen3-sql.gguf\nADAPTER ./qwen3-chat.gguf\n`);
+  t.equal(await createMain(['two', '-f', join(dir, 'Two')], io), 1);
+  t.match(out.join(''), /a Modelfile takes one ADAPTER \(got 2\)/);
+  out.length = 0;
+  t.equal(await showMain(['sqlmodel'], io), 0);
+  t.match(out.join(''), /Adapter\n\s+file\s+\S+sha256-/, 'spindle show names the adapter');
+
+  const ref = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES });
+  t.teardown(() => ref.close());
+  const [want] = await ref.generate('Hello there', { maxTokens: 6, temperature: 0 }, { loraRequest: 'sql' });
+  const [base] = await ref.generate('Hello there', { maxTokens: 6, temperature: 0 });
+  const byName = new LLM({ model: 'sqlmodel', maxModelLen: 256, threads: 2 });
+  t.teardown(() => byName.close());
+  const [got] = await byName.generate('Hello there', { maxTokens: 6, temperature: 0 });
+  t.equal(got.outputs[0].text, want.outputs[0].text, 'LLM on the store name runs with its ADAPTER');
+  t.not(got.outputs[0].text, base.outputs[0].text);
+
+  const store = new ModelStore(home);
+  const app = await buildApp({ engine: normalizeEngineOptions({ model: 'runner', maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: [], runner: { store } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const host = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const post = async (path: string, body: Record<string, unknown>) => {
+    const r = await fetch(`${host}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: r.status, body: await r.json() as Record<string, unknown> };
+  };
+  const gen = await post('/api/generate', { model: 'sqlmodel', prompt: 'Hello there', raw: true, stream: false, options: { num_predict: 6, temperature: 0, repeat_penalty: 1 } });
+  t.equal(gen.body.response, want.outputs[0].text, 'runner mode: /api/generate with the adapter');
+  t.equal((await post('/api/create', { model: 'child', from: 'sqlmodel', system: 'x', stream: false })).status, 200);
+  const child = await post('/api/generate', { model: 'child', prompt: 'Hello there', raw: true, stream: false, options: { num_predict: 6, temperature: 0, repeat_penalty: 1 } });
+  t.equal(child.body.response, want.outputs[0].text, 'a model created FROM it keeps the adapter');
+  const emb = await post('/api/embed', { model: 'sqlmodel', input: 'hi' });
+  t.equal(emb.status, 400);
+  t.match(JSON.stringify(emb.body), /has a LoRA adapter/);
+  const upload = await post('/api/create', { model: 'x', from: 'sqlmodel', adapters: { 'a.gguf': 'sha256:00' }, stream: false });
+  t.equal(upload.status, 400);
+  t.match(JSON.stringify(upload.body), /uploaded adapter blobs are not supported/);
+  const adapterBlob = store.read(localKey(null, 'sqlmodel', 'latest'))!.adapter!;
+  store.remove(localKey(null, 'child', 'latest'));
+  t.ok(existsSync(store.filePath(adapterBlob)), 'the adapter blob stays while a model uses it');
+  store.remove(localKey(null, 'sqlmodel', 'latest'));
+  t.notOk(existsSync(store.filePath(adapterBlob)), 'and goes with the last one');
 });

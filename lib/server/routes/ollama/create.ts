@@ -86,21 +86,27 @@ function refuseUnsupported(body: CreateBody): void {
   if (body.files && Object.keys(body.files).length > 0) {
     throw badRequest('files: uploaded blobs are not supported; create FROM a model of the store (spindle create takes local .gguf files)', 'files', 'unsupported_parameter');
   }
-  if (body.adapters && Object.keys(body.adapters).length > 0) throw badRequest('adapters: LoRA adapters are not supported', 'adapters', 'unsupported_parameter');
+  if (body.adapters && Object.keys(body.adapters).length > 0) {
+    throw badRequest('adapters: uploaded adapter blobs are not supported; `spindle create` takes a Modelfile ADAPTER (a local ' +
+      'LoRA adapter file), and a model created FROM one keeps its adapter', 'adapters', 'unsupported_parameter');
+  }
 }
 
 /** The manifest the request describes, checked whole. */
 function manifestOf(store: ModelStore, body: CreateBody, name: string): Manifest {
   refuseUnsupported(body);
   const mf = parsedModelfile(body.modelfile);
-  if (mf?.adapters.length) throw badRequest('modelfile: ADAPTER is not supported', 'modelfile', 'unsupported_parameter');
+  if (mf?.adapters.length) {
+    throw badRequest('modelfile: ADAPTER names a file, and this server reads no file a request names; `spindle create` ' +
+      'takes a Modelfile ADAPTER, and a model created FROM one keeps its adapter', 'modelfile', 'unsupported_parameter');
+  }
   const from = body.from || mf?.from;
   if (!from) throw new ApiError(400, 'from is required (the model to build on: a store name, or a hub reference pulled before)', { param: 'from', code: 'missing_required_parameter' });
   const base = findStoreModel(store, from, 'from').manifest;
   const messages = body.messages?.length ? checkMessages(body.messages) : mf?.messages.length ? mf.messages : base.messages ?? [];
   const license = typeof body.license === 'string' ? [body.license] : body.license?.length ? body.license : mf?.license.length ? mf.license : base.license ?? [];
   return {
-    schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${from}`, model: base.model, mmproj: base.mmproj,
+    schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${from}`, model: base.model, mmproj: base.mmproj, adapter: base.adapter ?? null,
     template: body.template ?? mf?.template ?? base.template ?? null,
     system: body.system ?? mf?.system ?? base.system ?? null,
     parameters: { ...(base.parameters ?? {}), ...(mf?.parameters as Parameters | undefined), ...checkParameters(body.parameters ?? {}) },
