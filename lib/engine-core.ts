@@ -28,6 +28,13 @@ import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multi
 /** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
 export type CorePrompt = readonly number[] | MultimodalPrompt;
 
+/** A runtime LoRA change that failed: the message, and the HTTP status a server answers it with (400, or 404). */
+export class LoraUpdateError extends Error {
+  constructor(message: string, readonly status: 400 | 404) {
+    super(message);
+  }
+}
+
 /** The engine's name for a store model's Modelfile ADAPTER, which every request of that model runs with ('@' keeps
  * it apart from store names and --lora-modules names). */
 export const MODELFILE_ADAPTER = 'modelfile@adapter';
@@ -271,7 +278,11 @@ export class EngineCore {
   #readyValue: CoreReady | undefined;
   #loadError: Error | undefined;
   #requests = new Map<number, RequestHandle>();
-  #loras: readonly LoraModule[] = []; // the adapters the native engine loaded: loraModules, then a Modelfile ADAPTER
+  // The native engine's adapter slots: loraModules, then a Modelfile ADAPTER, then runtime loads (null: an empty slot)
+  #loras: (LoraModule | null)[] = [];
+  #loraOps = new Map<number, { resolve: () => void; reject: (e: Error) => void }>(); // a load / unload per slot in flight
+  #loraBusy = new Set<string>(); // names being loaded or unloaded
+  #loraLoads = new Map<string, Promise<void>>(); // ensureLora's loads in flight, by name
   #defaultLora = -1; // the index of the Modelfile ADAPTER a request without one runs with (-1: none)
   #closing: Promise<void> | undefined;
   #closed = false;
@@ -294,7 +305,7 @@ export class EngineCore {
       }
     };
     const start = (modelFile: string, mmproj: string | null, adapter: string | null): void => {
-      this.#loras = adapter ? [...options.loraModules, { name: MODELFILE_ADAPTER, path: adapter, scale: 1 }] : options.loraModules;
+      this.#loras = [...options.loraModules, ...(adapter ? [{ name: MODELFILE_ADAPTER, path: adapter, scale: 1 }] : [])];
       this.#defaultLora = adapter ? this.#loras.length - 1 : -1;
       const { NativeEngine } = loadNative();
       this.#modelFile = modelFile;
@@ -316,7 +327,7 @@ export class EngineCore {
       speculativeModel: options.speculativeConfig?.model ?? undefined,
       imageMinTokens: options.imageMinTokens ?? undefined,
       imageMaxTokens: options.imageMaxTokens ?? undefined,
-      loras: this.#loras,
+      loras: this.#loras as LoraModule[],
       }, onEvent);
     };
     let ref: ModelRef;
@@ -341,6 +352,82 @@ export class EngineCore {
     }, (e: Error) => {
       this.#loadError = e;
       rejectReady(e);
+    });
+  }
+
+  /** The LoRA adapters requests may name now: loraModules and the runtime loads (not a Modelfile ADAPTER). */
+  get loraModules(): LoraModule[] {
+    const all = this.#native ? this.#loras : this.options.loraModules;
+    return all.filter((m): m is LoraModule => m !== null && m.name !== MODELFILE_ADAPTER);
+  }
+
+  /**
+   * vLLM's /v1/load_lora_adapter: loads a LoRA adapter under `name` into a free slot of the running engine (between
+   * engine steps); resolves once requests may name it. Rejects when the name is taken (or being changed), the
+   * model is not loaded, or the file is no adapter of this model (the engine's message).
+   */
+  async loadLora(name: string, path: string, scale = 1): Promise<void> {
+    await this.ready();
+    if (this.#loraBusy.has(name)) throw new LoraUpdateError(`the LoRA adapter '${name}' is being loaded or unloaded`, 400);
+    if (this.#loras.some((m) => m?.name === name)) throw new LoraUpdateError(`the LoRA adapter '${name}' has already been loaded`, 400);
+    let slot = 0; // the first empty slot no other change holds
+    while ((slot < this.#loras.length && this.#loras[slot] !== null) || this.#loraOps.has(slot)) slot++;
+    const module = { name, path, scale };
+    this.#loraBusy.add(name);
+    try {
+      await this.#loraOp(slot, () => this.#native!.loadLora(slot, module));
+      while (this.#loras.length <= slot) this.#loras.push(null);
+      this.#loras[slot] = module;
+    } finally {
+      this.#loraBusy.delete(name);
+    }
+  }
+
+  /**
+   * vLLM's offline LoRARequest: the adapter `refs` name if loaded, else, when a path is given, that file loaded under
+   * the request's name (its path when it has none) first, as vLLM's LLM loads a LoRARequest's adapter on first use.
+   * Concurrent callers wait for the same load.
+   */
+  async ensureLora(name: string | null, path: string | null): Promise<void> {
+    await this.ready();
+    const refs = [name, path].filter((x): x is string => x !== null);
+    if (refs.length === 0 || this.loraModules.some((m) => refs.includes(m.name) || refs.includes(m.path))) return;
+    if (path === null) return; // a name alone: submit reports it as not loaded
+    const key = name ?? path;
+    let load = this.#loraLoads.get(key);
+    if (!load) {
+      load = this.loadLora(key, path).finally(() => this.#loraLoads.delete(key));
+      this.#loraLoads.set(key, load);
+    }
+    await load;
+  }
+
+  /**
+   * vLLM's /v1/unload_lora_adapter: new requests can no longer name it (running ones finish with it); rejects for a
+   * name not loaded at runtime or by loraModules.
+   */
+  async unloadLora(name: string): Promise<void> {
+    await this.ready();
+    const slot = this.#loras.findIndex((m) => m?.name === name && m.name !== MODELFILE_ADAPTER);
+    if (slot < 0 || this.#loraBusy.has(name)) throw new LoraUpdateError(`the LoRA adapter '${name}' cannot be found`, 404);
+    this.#loraBusy.add(name);
+    try {
+      await this.#loraOp(slot, () => this.#native!.unloadLora(slot));
+      this.#loras[slot] = null;
+    } finally {
+      this.#loraBusy.delete(name);
+    }
+  }
+
+  #loraOp(slot: number, start: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#loraOps.set(slot, { resolve, reject });
+      try {
+        start();
+      } catch (e) {
+        this.#loraOps.delete(slot);
+        reject(e);
+      }
     });
   }
 
@@ -381,14 +468,14 @@ export class EngineCore {
     const refs = typeof ref === 'string' ? [ref] : ref;
     const modules = this.#native ? this.#loras : this.options.loraModules;
     for (const r of refs) {
-      const i = modules.findIndex((m) => m.name === r);
+      const i = modules.findIndex((m) => m?.name === r);
       if (i >= 0) return i;
     }
     for (const r of refs) {
-      const i = modules.findIndex((m) => m.path === r);
+      const i = modules.findIndex((m) => m?.path === r);
       if (i >= 0) return i;
     }
-    const loaded = this.options.loraModules.map((m) => m.name);
+    const loaded = this.loraModules.map((m) => m.name);
     throw new Error(`the LoRA adapter '${refs[0]}' is not loaded (${loaded.length ? `loaded: ${loaded.join(', ')}` : 'none is: give adapters in loraModules'})`);
   }
 
@@ -499,8 +586,17 @@ export class EngineCore {
           if (handle.settled) this.#requests.delete(out.id);
         }
         break;
+      case 'lora': {
+        const op = this.#loraOps.get(ev.slot);
+        this.#loraOps.delete(ev.slot);
+        if (ev.error === null) op?.resolve();
+        else op?.reject(new LoraUpdateError(ev.error, 400));
+        break;
+      }
       case 'closed':
         this.#closed = true;
+        for (const op of this.#loraOps.values()) op.reject(new Error('the engine closed before the LoRA adapter change'));
+        this.#loraOps.clear();
         rejectReady(this.#loadError ?? new Error('the engine was closed before the model finished loading'));
         for (const handle of this.#requests.values()) handle.finish(); // the engine reported aborts already
         this.#requests.clear();

@@ -68,7 +68,8 @@ export interface SignalOptions {
 export interface GenerateOptions extends SignalOptions {
   /**
    * vLLM's lora_request: a LoRA adapter of the engine's loraModules, by name or path, or a LoRARequest-shaped
-   * object ({ loraName, loraIntId, loraPath } or snake_case). Absent / null: the base model.
+   * object ({ loraName, loraIntId, loraPath } or snake_case): an adapter not loaded yet is loaded from its path on
+   * first use (vLLM's LLM does the same). Absent / null: the base model.
    */
   loraRequest?: LoraRequestInput | null;
 }
@@ -77,6 +78,14 @@ export interface GenerateOptions extends SignalOptions {
 export type LoraRequestInput = string | {
   loraName?: string; lora_name?: string; loraIntId?: number; lora_int_id?: number; loraPath?: string; lora_path?: string;
 };
+
+/** A LoRARequest's name and path (null when not given); a string names a loaded adapter (by name or path). */
+function loraParts(r: LoraRequestInput | null | undefined): { name: string | null; path: string | null } {
+  if (r === undefined || r === null || typeof r === 'string') return { name: null, path: null };
+  const o = r as Record<string, unknown>;
+  const name = o.loraName ?? o.lora_name, path = o.loraPath ?? o.lora_path;
+  return { name: typeof name === 'string' && name !== '' ? name : null, path: typeof path === 'string' && path !== '' ? path : null };
+}
 
 /**
  * The adapter a loraRequest names: a module's name or path, or for a LoRARequest its name, else its path
@@ -239,6 +248,7 @@ export class LLM {
     options: GenerateOptions = {}): Promise<RequestOutput[]> {
     checkOptions('generate', options, ['signal', 'loraRequest']);
     const lora = loraOf('generate', options.loraRequest);
+    if (lora !== null) await this.#core.ensureLora(loraParts(options.loraRequest).name, loraParts(options.loraRequest).path);
     const list = Array.isArray(prompts) ? prompts : [prompts];
     if (list.length === 0) return [];
     const aligned = alignParams(params, list.length);
@@ -260,6 +270,7 @@ export class LLM {
     options: ChatOptions = {}): Promise<RequestOutput[]> {
     checkOptions('chat', options, ['signal', 'loraRequest', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
     const lora = loraOf('chat', options.loraRequest);
+    if (lora !== null) await this.#core.ensureLora(loraParts(options.loraRequest).name, loraParts(options.loraRequest).path);
     if (!Array.isArray(conversations) || conversations.length === 0) {
       throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
     }

@@ -93,6 +93,7 @@ export type NativeEvent =
   | { type: 'ready'; info: NativeModelInfo; tokenizer: NativeTokenizer }
   | { type: 'loadError'; message: string }
   | { type: 'step'; outputs: NativeStepOutput[] }
+  | { type: 'lora'; slot: number; error: string | null } // a loadLora / unloadLora finished (error: why it failed)
   | { type: 'closed' };
 
 /** Field names and meanings as in lib/sampling-params.ts; absent = default. */
@@ -195,6 +196,9 @@ export interface NativeEngineOptions {
 export interface NativeEngine {
   submit(spec: NativeSubmitSpec): number;
   abort(id: number): void;
+  /** Queue loading a LoRA adapter into an empty slot / emptying a slot; the result is a 'lora' event for the slot. */
+  loadLora(slot: number, spec: { name: string; path: string; scale: number }): void;
+  unloadLora(slot: number): void;
   stats(): NativeEngineStats;
   close(options?: { drain?: boolean }): Promise<void>;
   /** The prompt positions of a width x height image: marker token ids and -1 per image embedding. Throws when

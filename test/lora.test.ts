@@ -287,3 +287,57 @@ t.test("Ollama's Modelfile ADAPTER: spindle create, the store model runs with it
   store.remove(localKey(null, 'sqlmodel', 'latest'));
   t.notOk(existsSync(store.filePath(adapterBlob)), 'and goes with the last one');
 });
+
+t.test("runtime adapters: vLLM's LoRARequest loads its path on first use; /v1/load_lora_adapter and /v1/unload_lora_adapter", async (t) => {
+  const llm = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, enableLora: true });
+  t.teardown(() => llm.close());
+  const ref = new LLM({ model: modelPath, maxModelLen: 256, threads: 2, loraModules: MODULES });
+  t.teardown(() => ref.close());
+  const params = { maxTokens: 6, temperature: 0 };
+  const [want] = await ref.generate('Hello there', params, { loraRequest: 'sql' });
+  const both = await Promise.all([1, 2].map(() => llm.generate('Hello there', params, { loraRequest: { loraName: 'sql', loraIntId: 1, loraPath: adapterA } })));
+  t.same(both.map((o) => o[0].outputs[0].text), [want.outputs[0].text, want.outputs[0].text], 'loaded once, on first use, for two concurrent calls');
+  const [byName] = await llm.generate('Hello there', params, { loraRequest: 'sql' });
+  t.equal(byName.outputs[0].text, want.outputs[0].text, 'then named like a loraModules adapter');
+  await t.rejects(llm.generate('hi', params, { loraRequest: { loraName: 'bad', loraPath: modelPath } }), /general\.type is 'model', expected 'adapter'/);
+  await t.rejects(llm.generate('hi', params, { loraRequest: 'bad' }), /the LoRA adapter 'bad' is not loaded/, 'a failed load leaves nothing');
+
+  const off = await buildApp({ engine: normalizeEngineOptions({ model: modelPath, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['base'] });
+  await off.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => off.close());
+  const offBase = `http://127.0.0.1:${(off.server.address() as AddressInfo).port}`;
+  const closed = await fetch(`${offBase}/v1/load_lora_adapter`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: 'sql', lora_path: adapterA }) });
+  t.equal(closed.status, 404);
+  t.match(await closed.text(), /runtime LoRA updating is off: set VLLM_ALLOW_RUNTIME_LORA_UPDATING=true/);
+
+  const app = await buildApp({ engine: normalizeEngineOptions({ model: modelPath, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['base'],
+    allowRuntimeLoraUpdating: true });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const post = async (path: string, body: Record<string, unknown>) => {
+    const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: r.status, text: await r.text() };
+  };
+  const complete = (model: string) => post('/v1/completions', { model, prompt: 'Hello there', max_tokens: 6, temperature: 0 });
+  t.equal((await complete('sql')).status, 404, 'not loaded yet: model names are strict with runtime updating');
+  const loaded = await post('/v1/load_lora_adapter', { lora_name: 'sql', lora_path: adapterA });
+  t.same(loaded, { status: 200, text: "Success: LoRA adapter 'sql' added successfully." });
+  const r = await complete('sql');
+  t.equal(JSON.parse(r.text).choices[0].text, want.outputs[0].text, 'served under its name once loaded');
+  const models = JSON.parse((await (await fetch(`${base}/v1/models`)).text()) as string) as { data: { id: string; parent: string | null }[] };
+  t.same(models.data.map((m) => [m.id, m.parent]), [['base', null], ['sql', 'base']]);
+  t.match((await post('/v1/load_lora_adapter', { lora_name: 'sql', lora_path: adapterA })).text, /has already been loaded/);
+  t.equal((await post('/v1/load_lora_adapter', { lora_name: 'base', lora_path: adapterA })).status, 400, 'not under a served name');
+  t.match((await post('/v1/load_lora_adapter', { lora_name: 'x' })).text, /Both 'lora_name' and 'lora_path' must be provided/);
+  const bad = await post('/v1/load_lora_adapter', { lora_name: 'bad', lora_path: modelPath });
+  t.equal(bad.status, 400);
+  t.match(bad.text, /expected 'adapter'/);
+  t.same(await post('/v1/unload_lora_adapter', { lora_name: 'sql' }), { status: 200, text: "Success: LoRA adapter 'sql' removed successfully." });
+  t.equal((await complete('sql')).status, 404, 'gone after the unload');
+  const again = await post('/v1/unload_lora_adapter', { lora_name: 'sql' });
+  t.equal(again.status, 404);
+  t.match(again.text, /the LoRA adapter 'sql' cannot be found/);
+  t.equal((await post('/v1/load_lora_adapter', { lora_name: 'sql2', lora_path: adapterA })).status, 200, 'its slot is reused');
+  t.equal(JSON.parse((await complete('sql2')).text).choices[0].text, want.outputs[0].text);
+});

@@ -31,6 +31,7 @@ import rerankRoutes from './routes/v1/rerank.js';
 import responsesRoute from './routes/v1/responses.js';
 import ollamaEmbedRoute from './routes/ollama/embed.js';
 import modelsRoute from './routes/v1/models.js';
+import loraAdapterRoutes from './routes/v1/lora-adapters.js';
 import healthRoute from './routes/health.js';
 import tokenizeRoute from './routes/tokenize.js';
 import uiRoute from './routes/ui.js';
@@ -99,6 +100,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(healthRoute);
   await app.register(modelsRoute);
+  await app.register(loraAdapterRoutes);
   await app.register(chatCompletionsRoute);
   await app.register(completionsRoute);
   await app.register(embeddingsRoute);

@@ -118,6 +118,8 @@ Environment (a flag on the command line wins over its variable; a variable wins 
   SPINDLE_ROOT_PATH                   --root-path
   SPINDLE_LOG_FORMAT                  --log-format
   SPINDLE_HOST                        [scheme://]host[:port] to listen on (and runner mode when no model is given)
+  SPINDLE_ALLOW_RUNTIME_LORA_UPDATING 'true' (or vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING): POST /v1/load_lora_adapter
+                                      and /v1/unload_lora_adapter change the LoRA adapters of the running server
 `;
 
 class FlagError extends Error {}
@@ -318,6 +320,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
       strictModelName: v['strict-model-name'] === true,
+      // vLLM's switch for /v1/load_lora_adapter and /v1/unload_lora_adapter ('1' or 'true', as vLLM reads it)
+      allowRuntimeLoraUpdating: ['1', 'true'].includes((env.SPINDLE_ALLOW_RUNTIME_LORA_UPDATING || env.VLLM_ALLOW_RUNTIME_LORA_UPDATING || '').trim().toLowerCase()),
       toolCallParser: toolParser,
       reasoningParser,
       ui: v['no-ui'] !== true,

@@ -59,16 +59,15 @@ static void read_classifier_head(const gguf_file& file, model_info& info) {
   }
 }
 
-// The prefix-cache namespace of a request: the adapter exactly in the top 16 bits (lora + 1; 0: none), the
-// cache_salt as a keyed hash in the low 48 (0: none; the key is the engine's, so a client cannot choose a salt that
-// lands in another request's namespace). 0: the base model without a salt.
-uint64_t engine::cache_salt_of(const request& r) const {
-  uint64_t salt = 0;
-  if (!r.cache_salt.empty()) {
-    salt = siphash24(salt_key_[0], salt_key_[1], r.cache_salt.data(), r.cache_salt.size()) & ((uint64_t(1) << 48) - 1);
-    if (salt == 0) salt = 1;
-  }
-  return (uint64_t(uint32_t(r.lora + 1)) << 48) | salt;
+// The key is the engine's own (random), so no client can choose a salt that lands in another request's namespace;
+// an adapter's namespace is its load's (lora_uid_), so a slot loaded again never matches the old adapter's blocks.
+uint64_t engine::cache_salt_of(uint64_t lora_uid, const std::string& cache_salt) const {
+  if (lora_uid == 0 && cache_salt.empty()) return 0;
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char(lora_uid >> (8 * i));
+  bytes += cache_salt;
+  const uint64_t h = siphash24(salt_key_[0], salt_key_[1], bytes.data(), bytes.size());
+  return h == 0 ? 1 : h;
 }
 
 model_info describe_file(const gguf_file& file, const tokenizer& tok) {
@@ -156,14 +155,17 @@ uint64_t engine::submit(request r) {
   if (!ready_) throw error("the engine is not ready (the model is still loading)");
   validate_request(r, n_vocab_, max_model_len_);
   validate_request_images(r, vision_.get());
-  if (r.lora < -1 || r.lora >= int32_t(options_.loras.size())) {
-    throw error("lora: adapter index " + std::to_string(r.lora) + " is out of range: the engine has " +
-                std::to_string(options_.loras.size()) + " LoRA adapters (-1: none)");
+  if (r.lora < -1 || r.lora >= int32_t(k_max_loras) - 1) {
+    throw error("lora: adapter slot " + std::to_string(r.lora) + " is out of range [-1, " +
+                std::to_string(k_max_loras - 2) + "] (-1: none)");
   }
   r.id = next_id_++;
   r.submitted = std::chrono::steady_clock::now();
   const uint64_t id = r.id;
-  inbox_.push_back(message{false, id, std::move(r)});
+  message m;
+  m.id = id;
+  m.req = std::move(r);
+  inbox_.push_back(std::move(m));
   stats_.waiting++;
   cv_.notify_one();
   return id;
@@ -172,7 +174,10 @@ uint64_t engine::submit(request r) {
 void engine::abort(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;  // close() aborts everything anyway
-  inbox_.push_back(message{true, id, {}});
+  message m;
+  m.type = message::kind::abort;
+  m.id = id;
+  inbox_.push_back(std::move(m));
   cv_.notify_one();
 }
 
@@ -363,7 +368,7 @@ bool engine::load() {
       }
       options_.speculative.draft_model = true;
     }
-    for (const lora_spec& l : options_.loras) loras.push_back(m->load_lora(l.path, l.scale));
+    for (const lora_spec& l : options_.loras) loras.push_back(m->load_lora(l.path, l.scale));  // slots 0..n-1
     ev.info = describe(*m, max_len);  // throws for a malformed classifier head
     make_cache(*m, max_len, draft.get());
     ev.info.max_num_batched_tokens = sched_->config().max_num_batched_tokens;
@@ -373,6 +378,7 @@ bool engine::load() {
     draft_ = std::move(draft);
     vision_ = std::move(vision);
     loras_ = std::move(loras);
+    for (size_t i = 0; i < loras_.size(); ++i) lora_uid_.push_back(next_lora_uid_++);
     n_vocab_ = std::min(hp.n_vocab, model_->vocab().n_vocab());
     max_model_len_ = max_len;
     ready_ = true;
@@ -411,10 +417,11 @@ bool engine::wait_and_drain(std::vector<request_output>& outs) {
     drain = drain_;
   }
   for (message& m : inbox) {
-    if (m.is_abort) {
-      handle_abort(m.id, outs);
-    } else {
-      start_request(std::move(m.req), outs);
+    switch (m.type) {
+      case message::kind::abort: handle_abort(m.id, outs); break;
+      case message::kind::submit: start_request(std::move(m.req), outs); break;
+      case message::kind::load_lora:
+      case message::kind::unload_lora: handle_lora(m); break;
     }
   }
   if (closing && !drain) return false;
@@ -448,8 +455,19 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
       constraint = std::make_unique<output_constraint>(
           grammar_vocab_->cache_for(r.params.grammar, r.compiled_grammar, !r.params.skip_special), r.params.grammar_triggers);
     }
+    std::shared_ptr<const lora_adapter> lora;
+    uint64_t lora_uid = 0;
+    if (r.lora >= 0) {
+      const size_t slot = size_t(r.lora);
+      if (slot >= loras_.size() || !loras_[slot]) {
+        throw error("LoRA adapter slot " + std::to_string(r.lora) + " holds no adapter (never loaded, or unloaded)");
+      }
+      lora = loras_[slot];
+      lora_uid = lora_uid_[slot];
+    }
     auto seq = std::make_unique<sequence>(std::move(r), model_->vocab(), n_vocab_, max_model_len_, std::move(constraint),
                                           options_.speculative);
+    seq->lora = std::move(lora);
     if (!seq->req.images.empty()) {
       seq->images = std::make_unique<request_images>(std::move(seq->req.images), seq->req.prompt, *vision_);
       seq->req.images.clear();
@@ -459,7 +477,7 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
     if (seq->req.params.prompt_logprobs >= 0) seq->prompt_lps.resize(seq->req.prompt.size() - 1);
     const bool scores = pool == pooling_type::none && seq->req.params.prompt_logprobs >= 0;
     sched_->add(id, seq->req.prompt, (pool == pooling_type::none || pool == pooling_type::last) && !scores, scores,
-                cache_salt_of(seq->req));
+                cache_salt_of(lora_uid, seq->req.cache_salt));
     seqs_[id] = std::move(seq);
   } catch (const std::exception& e) {
     request_output& out = engine_output_for(outs, id);
@@ -469,6 +487,63 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
     seqs_.erase(id);
     finished_++;
   }
+}
+
+void engine::load_lora(int32_t slot, lora_spec spec) {
+  if (slot < 0 || slot >= int32_t(k_max_loras) - 1) {
+    throw error("load_lora: slot " + std::to_string(slot) + " is out of range [0, " + std::to_string(k_max_loras - 2) + "]");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) throw error("the engine is closed");
+  if (!ready_) throw error("the engine is not ready (the model is still loading)");
+  message m;
+  m.type = message::kind::load_lora;
+  m.slot = slot;
+  m.lora = std::move(spec);
+  inbox_.push_back(std::move(m));
+  cv_.notify_one();
+}
+
+void engine::unload_lora(int32_t slot) {
+  if (slot < 0 || slot >= int32_t(k_max_loras) - 1) {
+    throw error("unload_lora: slot " + std::to_string(slot) + " is out of range [0, " + std::to_string(k_max_loras - 2) + "]");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) throw error("the engine is closed");
+  if (!ready_) throw error("the engine is not ready (the model is still loading)");
+  message m;
+  m.type = message::kind::unload_lora;
+  m.slot = slot;
+  inbox_.push_back(std::move(m));
+  cv_.notify_one();
+}
+
+// Between steps, on the engine thread: no forward pass is using the adapters.
+void engine::handle_lora(message& m) {
+  engine_event ev;
+  ev.type = engine_event::kind::lora;
+  ev.lora_slot = m.slot;
+  const size_t slot = size_t(m.slot);
+  try {
+    if (m.type == message::kind::load_lora) {
+      if (slot < loras_.size() && loras_[slot]) throw error("LoRA adapter slot " + std::to_string(m.slot) + " already holds an adapter");
+      std::shared_ptr<lora_adapter> a = model_->load_lora(m.lora.path, m.lora.scale);
+      if (slot >= loras_.size()) {
+        loras_.resize(slot + 1);
+        lora_uid_.resize(slot + 1, 0);
+      }
+      loras_[slot] = std::move(a);
+      lora_uid_[slot] = next_lora_uid_++;
+    } else {
+      if (slot >= loras_.size() || !loras_[slot]) throw error("LoRA adapter slot " + std::to_string(m.slot) + " holds no adapter");
+      loras_[slot].reset();  // running sequences keep theirs
+      lora_uid_[slot] = 0;
+    }
+  } catch (const std::exception& e) {
+    ev.message = e.what();
+    if (ev.message.empty()) ev.message = "the LoRA adapter could not be loaded";
+  }
+  sink_(std::move(ev));
 }
 
 void engine::handle_abort(uint64_t id, std::vector<request_output>& outs) {
@@ -494,7 +569,7 @@ void engine::abort_all(std::vector<request_output>& outs) {
     inbox.swap(inbox_);
   }
   for (message& m : inbox) {
-    if (m.is_abort) continue;
+    if (m.type != message::kind::submit) continue;  // a LoRA load queued at close: the JS side fails it
     engine_output_for(outs, m.id).finish = finish_reason::abort;
     finished_++;
   }
@@ -504,7 +579,7 @@ void engine::update_stats() {
   const scheduler_stats ss = sched_->stats();
   std::lock_guard<std::mutex> lock(mu_);
   int32_t in_inbox = 0;
-  for (const message& m : inbox_) in_inbox += m.is_abort ? 0 : 1;
+  for (const message& m : inbox_) in_inbox += m.type == message::kind::submit ? 1 : 0;
   stats_.running = ss.running;
   stats_.waiting = ss.waiting + in_inbox;
   stats_.kv_blocks_total = ss.blocks_total;

@@ -131,10 +131,11 @@ class tokenizer;
 model_info describe_file(const gguf_file& file, const tokenizer& tok);
 
 struct engine_event {
-  enum class kind : uint8_t { ready, load_error, step, closed };
+  enum class kind : uint8_t { ready, load_error, step, closed, lora };
   kind type = kind::step;
   model_info info;                      // ready
-  std::string message;                  // load_error
+  std::string message;                  // load_error; lora: "" when the load / unload succeeded, else why not
+  int32_t lora_slot = -1;               // lora: the adapter slot the event is about
   std::vector<request_output> outputs;  // step: one entry per request that changed this step
 };
 
@@ -190,16 +191,29 @@ class engine {
   // The prompt positions of a width x height image (marker ids, -1 per embedding). Throws spindle::error when
   // the engine is not ready, has no vision model, or the size is not positive.
   std::vector<int32_t> image_layout(int width, int height) const;
+  // Runtime LoRA adapters (vLLM's /v1/load_lora_adapter): queues loading `spec` into adapter slot `slot` (any slot
+  // in [0, k_max_loras - 1) not holding an adapter); the engine thread loads it between steps and reports an
+  // engine_event::kind::lora (message "" or the load error). A request naming a slot that holds no adapter when it
+  // starts fails. Throws spindle::error when the engine is not ready or closed, or the slot is out of range.
+  void load_lora(int32_t slot, lora_spec spec);
+  // Empties `slot` (an event as above): requests already started keep the adapter until they finish; its cached
+  // prefix blocks are never matched again (each load is a namespace of its own).
+  void unload_lora(int32_t slot);
 
  private:
   struct message {
-    bool is_abort = false;
+    enum class kind : uint8_t { submit, abort, load_lora, unload_lora } type = kind::submit;
     uint64_t id = 0;
-    request req;  // when !is_abort
+    request req;      // submit
+    int32_t slot = -1;  // load_lora / unload_lora
+    lora_spec lora;   // load_lora
   };
+  void handle_lora(message& m);  // engine thread: a load or unload, reported as an event
 
   void thread_main();
-  uint64_t cache_salt_of(const request& r) const;  // the prefix-cache namespace of a request
+  // The prefix-cache namespace of a request: 0 for the base model without a cache_salt, else a keyed hash of the
+  // adapter's load number and the salt.
+  uint64_t cache_salt_of(uint64_t lora_uid, const std::string& cache_salt) const;
   bool load();
   // Scheduler + paged KV cache from options_ (and the draft model's KV over the same blocks, when it has one).
   void make_cache(const model& m, int32_t max_len, const model* draft);
@@ -258,9 +272,13 @@ class engine {
   std::unique_ptr<kv_cache> draft_kv_;     // its KV: the same blocks and slots as kv_
   std::vector<float> draft_logits_;        // [sequences drafting, draft rows]
   std::shared_ptr<vision_model> vision_;  // null: text only; plan/layout are const, encode is engine-thread only
-  // LoRA adapters (engine_options::loras order); declared after the models, so destroyed before them (their
-  // weights live on the model's backend). Read on the engine thread only.
+  // LoRA adapters by slot (engine_options::loras first, then runtime loads; null: empty), and each slot's load
+  // number (the prefix-cache namespace of its adapter: a new load is never another's). Declared after the models,
+  // so destroyed before them (their weights live on the model's backend); running sequences hold their own
+  // reference. Engine thread only.
   std::vector<std::shared_ptr<lora_adapter>> loras_;
+  std::vector<uint64_t> lora_uid_;
+  uint64_t next_lora_uid_ = 1;
   uint64_t salt_key_[2] = {0, 0};  // the keyed hash of cache_salt (cache_salt_of), random per engine
   engine_stats stats_;
 

@@ -69,7 +69,7 @@ void engine::run_forward(const schedule_output& so) {
       chunk_all_rows_[batch.size()] = 1;
     }
     b.state_slot = c.seq->state_slot;  // recurrent state (models with recurrent layers)
-    if (const int32_t lora = seqs_.at(c.seq_id)->req.lora; lora >= 0) b.lora = loras_[size_t(lora)].get();
+    b.lora = seqs_.at(c.seq_id)->lora.get();  // null: the base model
     if (c.restore_block >= 0) model_->restore_from_block(*kv_, b.state_slot, c.restore_block, c.first_pos);
     if (sequence& seq = *seqs_.at(c.seq_id); seq.images) {  // encodes the images this chunk reaches first
       const int64_t before = seq.images->encoded_images();

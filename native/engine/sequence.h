@@ -64,6 +64,8 @@ struct sequence {
   // prompt's chunks are computed (again after a preemption) and handed out with the first token.
   std::vector<token_logprob> prompt_lps;
   bool prompt_lps_sent = false;
+  // The LoRA adapter the request runs with (req.lora's, taken when it started; an unload leaves it to finish).
+  std::shared_ptr<const lora_adapter> lora;
   bool wants_prompt_logprobs() const { return req.params.prompt_logprobs >= 0 && !prompt_lps_sent; }
 
  private:

@@ -48,6 +48,8 @@ Napi::Function engine_wrap::define(Napi::Env env) {
                      {
                          InstanceMethod<&engine_wrap::submit>("submit"),
                          InstanceMethod<&engine_wrap::abort>("abort"),
+                         InstanceMethod<&engine_wrap::load_lora>("loadLora"),
+                         InstanceMethod<&engine_wrap::unload_lora>("unloadLora"),
                          InstanceMethod<&engine_wrap::stats>("stats"),
                          InstanceMethod<&engine_wrap::close>("close"),
                          InstanceMethod<&engine_wrap::image_layout>("imageLayout"),
@@ -167,6 +169,12 @@ void engine_wrap::deliver(Napi::Env env, Napi::Function callback, engine_event& 
       js.Set("outputs", outs);
       break;
     }
+    case engine_event::kind::lora:
+      pending_--;
+      js = event_object(env, "lora");
+      js.Set("slot", Napi::Number::New(env, ev.lora_slot));
+      js.Set("error", ev.message.empty() ? env.Null() : Napi::Value(Napi::String::New(env, ev.message)));
+      break;
     case engine_event::kind::closed:
       js = event_object(env, "closed");
       on_closed(env);
@@ -224,6 +232,35 @@ Napi::Value engine_wrap::abort(const Napi::CallbackInfo& info) {
   if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "abort(id): id must be a number");
   const double d = info[0].As<Napi::Number>().DoubleValue();
   if (d >= 1 && d <= 9007199254740991.0 && d == double(uint64_t(d))) engine_->abort(uint64_t(d));
+  return env.Undefined();
+}
+
+namespace {
+int32_t slot_arg(const Napi::CallbackInfo& info, const char* what) {
+  const double d = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+  if (!(d >= 0 && d < double(k_max_loras) - 1) || d != std::floor(d)) {
+    throw Napi::RangeError::New(info.Env(), std::string(what) + ": slot must be an integer in [0, " + std::to_string(k_max_loras - 2) + "]");
+  }
+  return int32_t(d);
+}
+}  // namespace
+
+Napi::Value engine_wrap::load_lora(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int32_t slot = slot_arg(info, "loadLora");
+  lora_spec spec = parse_lora_spec(info.Length() > 1 ? info[1] : env.Undefined(), "loadLora(slot, spec): spec");
+  guarded(env, [&] { engine_->load_lora(slot, std::move(spec)); return 0; });
+  pending_++;  // until its event
+  set_busy(env);
+  return env.Undefined();
+}
+
+Napi::Value engine_wrap::unload_lora(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int32_t slot = slot_arg(info, "unloadLora");
+  guarded(env, [&] { engine_->unload_lora(slot); return 0; });
+  pending_++;
+  set_busy(env);
   return env.Undefined();
 }
 

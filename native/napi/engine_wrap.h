@@ -6,11 +6,13 @@
 //   stats() -> { ready, closed, running, waiting, promptTokens, generatedTokens, requestsFinished, steps }
 //   close({ drain? }) -> Promise<void>   resolves after the engine thread has exited
 //   imageLayout(width, height) -> Int32Array   an image's prompt positions (marker ids, -1 per embedding)
+//   loadLora(slot, { name, path, scale? }) / unloadLora(slot)   queue a runtime LoRA adapter change of that slot;
+//                               the result comes as { type: 'lora', slot, error } (error null on success)
 //   NativeEngine.inspect(path) -> { info, tokenizer }   synchronous: GGUF metadata + tokenizer, no weights
 //
 // onEvent receives, on the JS thread and in order: { type: 'ready', info, tokenizer } or
 // { type: 'loadError', message }, then { type: 'step', outputs: [...] } once per engine step that changed
-// something, and { type: 'closed' } last.
+// something (and { type: 'lora', slot, error } per adapter load / unload), and { type: 'closed' } last.
 // Invariants: the engine thread only ever makes non-blocking ThreadSafeFunction calls; the wrapper keeps the
 // Node process alive (TSFN ref'd) exactly while the model loads, requests are pending or close() runs; the JS
 // object stays alive until the thread has exited; at environment teardown the thread is stopped and joined.
@@ -41,6 +43,8 @@ class engine_wrap : public Napi::ObjectWrap<engine_wrap> {
  private:
   Napi::Value submit(const Napi::CallbackInfo& info);
   Napi::Value abort(const Napi::CallbackInfo& info);
+  Napi::Value load_lora(const Napi::CallbackInfo& info);
+  Napi::Value unload_lora(const Napi::CallbackInfo& info);
   Napi::Value stats(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value image_layout(const Napi::CallbackInfo& info);
@@ -73,6 +77,7 @@ struct native_engine_options {
 };
 native_engine_options parse_engine_options(const Napi::Value& options);
 request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field
+lora_spec parse_lora_spec(const Napi::Value& v, const std::string& at);  // { name, path, scale? }
 Napi::Object info_object(Napi::Env env, const model_info& info);
 // The addon's `limits` export: engine/limits.h's table (bounds and range texts), counts, engine defaults.
 Napi::Object limits_object(Napi::Env env);

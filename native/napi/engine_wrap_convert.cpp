@@ -207,25 +207,26 @@ std::vector<lora_spec> loras_field(const Napi::Object& o, const char* key) {
   if (absent(v)) return out;
   if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { name, path, scale }");
   Napi::Array a = v.As<Napi::Array>();
-  if (a.Length() >= k_max_loras) throw Napi::RangeError::New(env, std::string(key) + ": at most " + std::to_string(k_max_loras - 1) + " adapters");
-  for (uint32_t i = 0; i < a.Length(); ++i) {
-    const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
-    Napi::Value e = a.Get(i);
-    if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object { name, path, scale }");
-    Napi::Object lo = e.As<Napi::Object>();
-    lora_spec l;
-    l.name = string_field(lo, "name");
-    l.path = string_field(lo, "path");
-    if (l.path.empty()) throw Napi::TypeError::New(env, at + ".path must be the adapter's GGUF file");
-    const double scale = number_field(lo, "scale", 1.0);
-    if (!std::isfinite(scale) || std::fabs(scale) > 1e6) throw Napi::RangeError::New(env, at + ".scale must be a finite number in [-1e6, 1e6]");
-    l.scale = float(scale);
-    out.push_back(std::move(l));
-  }
+  if (a.Length() >= k_max_loras) throw Napi::RangeError::New(env, std::string(key) + ": at most " + std::to_string(k_max_loras - 2) + " adapters");
+  for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(parse_lora_spec(a.Get(i), std::string(key) + "[" + std::to_string(i) + "]"));
   return out;
 }
 
 }  // namespace
+
+lora_spec parse_lora_spec(const Napi::Value& e, const std::string& at) {
+  Napi::Env env = e.Env();
+  if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object { name, path, scale }");
+  Napi::Object lo = e.As<Napi::Object>();
+  lora_spec l;
+  l.name = string_field(lo, "name");
+  l.path = string_field(lo, "path");
+  if (l.path.empty()) throw Napi::TypeError::New(env, at + ".path must be the adapter's GGUF file");
+  const double scale = number_field(lo, "scale", 1.0);
+  if (!std::isfinite(scale) || std::fabs(scale) > 1e6) throw Napi::RangeError::New(env, at + ".scale must be a finite number in [-1e6, 1e6]");
+  l.scale = float(scale);
+  return l;
+}
 
 native_engine_options parse_engine_options(const Napi::Value& v) {
   native_engine_options out;

@@ -25,12 +25,14 @@ struct outputs {
   std::map<uint64_t, bool> done;
   bool ready = false;
   std::string load_error;  // the load_error event's message
+  std::map<int32_t, std::vector<std::string>> lora_events;  // by slot: each lora event's message ("" = done)
 
   engine::sink_fn sink() {
     return [this](engine_event&& ev) {
       std::lock_guard<std::mutex> lock(mu);
       if (ev.type == engine_event::kind::ready) ready = true;
       if (ev.type == engine_event::kind::load_error) load_error = ev.message;
+      if (ev.type == engine_event::kind::lora) lora_events[ev.lora_slot].push_back(ev.message);
       for (request_output& o : ev.outputs) {
         if (o.finish != finish_reason::none) done[o.id] = true;
         steps[o.id].push_back(std::move(o));
@@ -42,6 +44,12 @@ struct outputs {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait_for(lock, std::chrono::seconds(10), [&] { return ready || !load_error.empty(); });
     return ready;
+  }
+  // The message of slot's n-th lora event (1-based), once it came ("<timeout>" after 20 s).
+  std::string wait_lora(int32_t slot, size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return lora_events[slot].size() >= n; })) return "<timeout>";
+    return lora_events[slot][n - 1];
   }
   // Every step's output of a finished request.
   std::vector<request_output> wait(uint64_t id) {

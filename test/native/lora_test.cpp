@@ -318,7 +318,44 @@ TEST_CASE("lora engine: requests pick adapters by index; the prefix cache never 
   request bad;
   bad.prompt = some_tokens(4, base.n_vocab);
   bad.lora = 1;
-  CHECK_THROWS_WITH(e.submit(bad), "lora: adapter index 1 is out of range: the engine has 1 LoRA adapters (-1: none)");
+  const std::vector<request_output> failed = outs.wait(e.submit(bad));
+  CHECK(failed.back().error.find("LoRA adapter slot 1 holds no adapter") != std::string::npos);
+  bad.lora = -2;
+  CHECK_THROWS_WITH(e.submit(bad), "lora: adapter slot -2 is out of range");
+
+  // runtime loads: slot 1 gets the same file (its own namespace: nothing cached yet), then slot 0 is unloaded while
+  // a request runs with it (that request finishes with it), and loaded again (a new namespace again)
+  e.load_lora(1, lora_spec{"again", ad_file.path, 1.0f});
+  CHECK(outs.wait_lora(1, 1) == "");
+  const auto slot1 = gen(1);
+  CHECK(slot1.front().cached_tokens == 0);
+  CHECK(tokens(slot1) == tokens(lora_run));
+  request longer;
+  longer.prompt = some_tokens(30, base.n_vocab);
+  longer.params.temperature = 0;
+  longer.params.max_tokens = 20;
+  longer.params.ignore_eos = true;
+  longer.lora = 0;
+  const uint64_t running = e.submit(longer);
+  e.unload_lora(0);
+  CHECK(outs.wait_lora(0, 1) == "");
+  const std::vector<request_output> finished = outs.wait(running);
+  CHECK(finished.back().error.empty());
+  const std::vector<int32_t> finished_tokens = tokens(finished);
+  CHECK(std::vector<int32_t>(finished_tokens.begin(), finished_tokens.begin() + 6) == tokens(lora_run));
+  const auto after = outs.wait(e.submit(longer));
+  CHECK(after.back().error.find("LoRA adapter slot 0 holds no adapter (never loaded, or unloaded)") != std::string::npos);
+  e.unload_lora(0);
+  CHECK(outs.wait_lora(0, 2) == "LoRA adapter slot 0 holds no adapter");
+  e.load_lora(0, lora_spec{"again", ad_file.path, 1.0f});
+  CHECK(outs.wait_lora(0, 3) == "");
+  e.load_lora(0, lora_spec{"twice", ad_file.path, 1.0f});
+  CHECK(outs.wait_lora(0, 4) == "LoRA adapter slot 0 already holds an adapter");
+  const auto reloaded = gen(0);
+  CHECK(reloaded.front().cached_tokens == 0);  // a new load: a new namespace
+  CHECK(tokens(reloaded) == tokens(lora_run));
+  e.load_lora(2, lora_spec{"bad", base_file.path, 1.0f});
+  CHECK(outs.wait_lora(2, 1).find("expected 'adapter'") != std::string::npos);
 }
 
 TEST_CASE("lora engine: an adapter that does not load fails the engine's load with its message") {

@@ -25,6 +25,11 @@ export interface ServerEngineOptions {
   servedModelNames: string[];
   /** Refuse (404) a request whose `model` is not a served name, as vLLM does (--strict-model-name); default: any name. */
   strictModelName?: boolean;
+  /**
+   * vLLM's runtime LoRA updating (VLLM_ALLOW_RUNTIME_LORA_UPDATING): /v1/load_lora_adapter and /v1/unload_lora_adapter
+   * change the adapters while the server runs (default false: those routes answer 404 saying how to turn them on).
+   */
+  allowRuntimeLoraUpdating?: boolean;
   /** The weights are random (the built-in demo model): said in /v1/models and the log. */
   randomWeights?: boolean;
   /** Sequences allowed to wait beyond the running ones before 429 (--max-queued-requests). */
@@ -51,6 +56,7 @@ export class ServerEngine {
   readonly core: EngineCore;
   readonly servedModelNames: string[];
   readonly strictModelName: boolean;
+  readonly allowRuntimeLoraUpdating: boolean;
   readonly randomWeights: boolean;
   readonly created = Math.floor(Date.now() / 1000); // unix seconds
   readonly maxNumSeqs: number;
@@ -70,6 +76,7 @@ export class ServerEngine {
   constructor(options: ServerEngineOptions) {
     this.servedModelNames = options.servedModelNames;
     this.strictModelName = options.strictModelName ?? false;
+    this.allowRuntimeLoraUpdating = options.allowRuntimeLoraUpdating ?? false;
     this.randomWeights = options.randomWeights ?? false;
     this.maxNumSeqs = options.engine.maxNumSeqs;
     this.maxQueuedRequests = options.maxQueuedRequests ?? 256;
@@ -115,11 +122,12 @@ export class ServerEngine {
 
   /**
    * Whether a request may name its model `name`: while one model is served any name is (LM Studio clients send
-   * 'local-model', vLLM clients the hub id); with strictModelName, or with LoRA adapters (where a mistyped adapter
-   * name must not quietly run the base model), only a served name, with or without ':latest' (adapters: loraFor).
+   * 'local-model', vLLM clients the hub id); with strictModelName, or with LoRA adapters or runtime LoRA updating
+   * (where a mistyped adapter name must not quietly run the base model), only a served name, with or without
+   * ':latest' (adapters: loraFor).
    */
   acceptsModel(name: string): boolean {
-    if (!this.strictModelName && this.core.options.loraModules.length === 0) return true;
+    if (!this.strictModelName && this.core.options.loraModules.length === 0 && !this.allowRuntimeLoraUpdating) return true;
     const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
     return this.servedModelNames.includes(name) || this.servedModelNames.includes(bare);
   }
@@ -127,12 +135,12 @@ export class ServerEngine {
   /** The LoRA adapter (--lora-modules) a request's model name selects (with or without ':latest'), or null. */
   loraFor(name: string): string | null {
     const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
-    return this.core.options.loraModules.find((m) => m.name === name || m.name === bare)?.name ?? null;
+    return this.core.loraModules.find((m) => m.name === name || m.name === bare)?.name ?? null;
   }
 
   /** Every name a request may give: the served names, then the adapters'. */
   get modelNames(): string[] {
-    return [...this.servedModelNames, ...this.core.options.loraModules.map((m) => m.name)];
+    return [...this.servedModelNames, ...this.core.loraModules.map((m) => m.name)];
   }
 
   /** The loaded model, or a 503 ApiError when loading failed or the server is shutting down. */

@@ -26,7 +26,7 @@ async function modelCard(engine: ServerEngine, id: string): Promise<Record<strin
 
 // A LoRA adapter's card, as vLLM lists one: its path as root, the served model as parent.
 async function adapterCard(engine: ServerEngine, name: string): Promise<Record<string, unknown>> {
-  const module = engine.core.options.loraModules.find((m) => m.name === name)!;
+  const module = engine.core.loraModules.find((m) => m.name === name)!;
   return { ...await modelCard(engine, name), root: module.path, parent: engine.modelName };
 }
 
@@ -36,7 +36,7 @@ export default async function modelsRoute(app: FastifyInstance): Promise<void> {
     data: app.store ? storeModelCards(app.store)
       : await Promise.all([
         ...app.engine.servedModelNames.map((name) => modelCard(app.engine, name)),
-        ...app.engine.core.options.loraModules.map((m) => adapterCard(app.engine, m.name)),
+        ...app.engine.core.loraModules.map((m) => adapterCard(app.engine, m.name)),
       ]),
   }));
   // '*': store names may hold slashes (hf.co/org/repo:Q4_K_M, namespace/name)
