@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model_reference.h"
 #include "model_test_gguf.h"
+#include "moe_test_gguf.h"
 
 using namespace spindle;
 
@@ -120,10 +121,11 @@ std::unique_ptr<model> load(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("lora: a model with an adapter computes the merged weights W + scale * B A (llama, qwen3)") {
-  for (const char* arch : {"llama", "qwen3"}) {
+TEST_CASE("lora: a model with an adapter computes the merged weights W + scale * B A (llama, qwen2, qwen3)") {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
     model_test::spec s;
     s.arch = arch;
+    s.qkv_bias = std::string(arch) == "qwen2";  // the delta goes before the bias, as llama.cpp adds it
     const model_test::built base = model_test::build(s);
     adapter_spec a;
     a.arch = arch;
@@ -218,6 +220,46 @@ TEST_CASE("lora: lfm2 adapts its short-convolution projections, attention and FF
   const double with = max_diff(logits_of(*m, tokens, lora.get()), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens));
   CHECK_NEAR(with, 0.0, 2e-3);
   CHECK(max_diff(logits_of(*m, tokens, nullptr), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens)) > 0.05);
+}
+
+TEST_CASE("lora: qwen3moe takes attention adapters (rows as alone when mixed); expert and router adapters are refused") {
+  moe_test::moe_spec ms;
+  const model_test::built base = moe_test::build_qwen3moe(ms);
+  adapter_spec a;
+  a.arch = "qwen3moe";
+  a.targets = {"blk.0.attn_q.weight", "blk.1.attn_output.weight"};
+  const model_test::built ad = build_adapter(base, a);
+  temp_file base_file(base, "lora-moe"), ad_file(ad, "lora-moe-adapter");
+  auto m = load(base_file.path);
+  auto lora = m->load_lora(ad_file.path, 1);
+  const std::vector<int32_t> t1 = some_tokens(6, base.n_vocab, 1), t2 = some_tokens(5, base.n_vocab, 2);
+  const std::vector<float> with = logits_of(*m, t1, lora.get()), without = logits_of(*m, t1, nullptr);
+  double d = 0;
+  for (size_t i = 0; i < with.size(); ++i) d = std::max(d, double(std::fabs(with[i] - without[i])));
+  CHECK(d > 1e-3);
+  const int64_t V = base.n_vocab;
+  auto kv = m->new_kv_cache(2, 16);
+  std::vector<int32_t> tab0 = {0}, tab1 = {1};
+  batch_sequence b1{t1.data(), (int32_t)t1.size(), 0, tab0.data(), 1, (int32_t)t1.size()};
+  batch_sequence b2{t2.data(), (int32_t)t2.size(), 0, tab1.data(), 1, (int32_t)t2.size()};
+  b1.lora = lora.get();
+  std::vector<float> all((t1.size() + t2.size()) * V);
+  m->forward_batch({b1, b2}, *kv, all.data());
+  const std::vector<float> alone2 = logits_of(*m, t2, nullptr);
+  CHECK(std::equal(with.begin(), with.end(), all.begin()));
+  CHECK(std::equal(alone2.begin(), alone2.end(), all.begin() + t1.size() * V));
+  for (const char* name : {"blk.0.ffn_gate_inp.weight", "blk.0.ffn_up_exps.weight"}) {
+    adapter_spec x = a;
+    x.targets = {};
+    const model_test::tensor_data& w = base.tensors.at(name);
+    x.edit = [&](std::vector<gguf_test::tensor_spec>& t) {
+      t.push_back({std::string(name) + ".lora_a", {w.ne[0], 4}, ggml_type::F32});
+      t.push_back({std::string(name) + ".lora_b", {4, w.ne[1]}, ggml_type::F32});
+    };
+    const model_test::built bad = build_adapter(base, x);
+    temp_file f(bad, "lora-moe-bad");
+    CHECK_THROWS_WITH(m->load_lora(f.path, 1), "adapting MoE experts and routers is not supported");
+  }
 }
 
 TEST_CASE("lora: files that do not fit the model are refused with a message naming the problem") {
