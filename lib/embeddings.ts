@@ -67,6 +67,9 @@ export function l2Normalized(v: ArrayLike<number>): number[] {
 export async function embed(core: EngineCore, inputs: readonly (string | readonly number[])[], options: EmbedOptions = {},
   what = 'input'): Promise<EmbedResult> {
   const { info, tokenizer } = await core.ready();
+  if (core.modelfileAdapter) {
+    throw new EmbeddingInputError("this model runs with a LoRA adapter (its Modelfile's ADAPTER), which applies to generation only; embed with its base model", 'model');
+  }
   const pooling = resolvePooling(info, options.pooling, core.options.pooling);
   const dims = options.dimensions ?? null;
   if (dims !== null && (!Number.isInteger(dims) || dims < 1 || dims > info.nEmbd)) {

@@ -5,6 +5,7 @@
 // every submitted request settles exactly once (finish, error, or abort at close); ready() is rejected
 // (never unhandled) when the model fails to load.
 import { AsyncQueue } from './async-queue.js';
+import { existsSync } from 'node:fs';
 import type { EngineOptions, LoraModule } from './engine-options.js';
 import {
   loadNative,
@@ -30,7 +31,7 @@ export type CorePrompt = readonly number[] | MultimodalPrompt;
 
 /** A runtime LoRA change that failed: the message, and the HTTP status a server answers it with (400, or 404). */
 export class LoraUpdateError extends Error {
-  constructor(message: string, readonly status: 400 | 404) {
+  constructor(message: string, readonly status: 400 | 404 | 503) {
     super(message);
   }
 }
@@ -355,6 +356,9 @@ export class EngineCore {
     });
   }
 
+  /** Whether every request runs with the model's Modelfile ADAPTER (known once ready). */
+  get modelfileAdapter(): boolean { return this.#defaultLora >= 0; }
+
   /** The LoRA adapters requests may name now: loraModules and the runtime loads (not a Modelfile ADAPTER). */
   get loraModules(): LoraModule[] {
     const all = this.#native ? this.#loras : this.options.loraModules;
@@ -367,11 +371,18 @@ export class EngineCore {
    * model is not loaded, or the file is no adapter of this model (the engine's message).
    */
   async loadLora(name: string, path: string, scale = 1): Promise<void> {
-    await this.ready();
+    try {
+      await this.ready();
+    } catch (e) {
+      throw new LoraUpdateError(`the model is not available: ${(e as Error).message}`, 503);
+    }
+    if (this.#closing) throw new LoraUpdateError('the engine is closing', 503);
+    if (!existsSync(path)) throw new LoraUpdateError(`No adapter found for ${path}: no such file`, 404);
     if (this.#loraBusy.has(name)) throw new LoraUpdateError(`the LoRA adapter '${name}' is being loaded or unloaded`, 400);
     if (this.#loras.some((m) => m?.name === name)) throw new LoraUpdateError(`the LoRA adapter '${name}' has already been loaded`, 400);
     let slot = 0; // the first empty slot no other change holds
     while ((slot < this.#loras.length && this.#loras[slot] !== null) || this.#loraOps.has(slot)) slot++;
+    if (slot >= 32766) throw new LoraUpdateError('too many LoRA adapters are loaded (32766 at most); unload one first', 400);
     const module = { name, path, scale };
     this.#loraBusy.add(name);
     try {
@@ -379,6 +390,7 @@ export class EngineCore {
       while (this.#loras.length <= slot) this.#loras.push(null);
       this.#loras[slot] = module;
     } finally {
+      this.#loraOps.delete(slot); // only now: the slot stays reserved until #loras says it is taken
       this.#loraBusy.delete(name);
     }
   }
@@ -407,14 +419,23 @@ export class EngineCore {
    * name not loaded at runtime or by loraModules.
    */
   async unloadLora(name: string): Promise<void> {
-    await this.ready();
+    try {
+      await this.ready();
+    } catch (e) {
+      throw new LoraUpdateError(`the model is not available: ${(e as Error).message}`, 503);
+    }
     const slot = this.#loras.findIndex((m) => m?.name === name && m.name !== MODELFILE_ADAPTER);
     if (slot < 0 || this.#loraBusy.has(name)) throw new LoraUpdateError(`the LoRA adapter '${name}' cannot be found`, 404);
+    const module = this.#loras[slot];
+    this.#loras[slot] = null; // new requests no longer find it (the slot stays reserved by the op)
     this.#loraBusy.add(name);
     try {
       await this.#loraOp(slot, () => this.#native!.unloadLora(slot));
-      this.#loras[slot] = null;
+    } catch (e) {
+      this.#loras[slot] = module; // the engine kept it
+      throw e;
     } finally {
+      this.#loraOps.delete(slot);
       this.#loraBusy.delete(name);
     }
   }
@@ -587,15 +608,14 @@ export class EngineCore {
         }
         break;
       case 'lora': {
-        const op = this.#loraOps.get(ev.slot);
-        this.#loraOps.delete(ev.slot);
+        const op = this.#loraOps.get(ev.slot); // deleted by its loadLora / unloadLora once #loras is up to date
         if (ev.error === null) op?.resolve();
         else op?.reject(new LoraUpdateError(ev.error, 400));
         break;
       }
       case 'closed':
         this.#closed = true;
-        for (const op of this.#loraOps.values()) op.reject(new Error('the engine closed before the LoRA adapter change'));
+        for (const op of this.#loraOps.values()) op.reject(new LoraUpdateError('the engine closed before the LoRA adapter change', 503));
         this.#loraOps.clear();
         rejectReady(this.#loadError ?? new Error('the engine was closed before the model finished loading'));
         for (const handle of this.#requests.values()) handle.finish(); // the engine reported aborts already

@@ -5,7 +5,7 @@
 // adapters under their names (vLLM's --lora-modules), lists them in /v1/models, keeps prefix caches apart
 // (cache_salt too), and refuses them where they do not apply; SGLang's lora_path; option and flag errors.
 import t from 'tap';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -244,6 +244,16 @@ t.test("Ollama's Modelfile ADAPTER: spindle create, the store model runs with it
   writeFileSync(join(dir, 'Bad'), `FROM ${modelPath}\nADAPTER ${modelPath}\n`);
   t.equal(await createMain(['bad', '-f', join(dir, 'Bad')], io), 1);
   t.match(out.join(''), /is not a LoRA adapter \(general\.type 'model'\)/);
+  const llamaAdapter = join(dir, 'llama-a.gguf'); // the first case's llama adapter: another architecture
+  writeFileSync(join(dir, 'Arch'), `FROM ${modelPath}\nADAPTER ${llamaAdapter}\n`);
+  const blobs = () => readdirSync(join(home, 'models', 'blobs')).length;
+  const before = blobs();
+  t.equal(await createMain(['arch', '-f', join(dir, 'Arch')], io), 1);
+  t.match(out.join(''), /was made for architecture 'llama', the model is 'qwen3'/);
+  t.equal(blobs(), before, 'nothing written to the store on a refusal');
+  writeFileSync(join(dir, 'Over'), 'FROM sqlmodel\nADAPTER ./qwen3-chat.gguf\n');
+  t.equal(await createMain(['over', '-f', join(dir, 'Over')], io), 1);
+  t.match(out.join(''), /FROM sqlmodel has an ADAPTER already; a model takes one/);
   writeFileSync(join(dir, 'Two'), `FROM ${modelPath}\nADAPTER ./qwen3-sql.gguf\nADAPTER ./qwen3-chat.gguf\n`);
   t.equal(await createMain(['two', '-f', join(dir, 'Two')], io), 1);
   t.match(out.join(''), /a Modelfile takes one ADAPTER \(got 2\)/);
@@ -259,6 +269,7 @@ t.test("Ollama's Modelfile ADAPTER: spindle create, the store model runs with it
   t.teardown(() => byName.close());
   const [got] = await byName.generate('Hello there', { maxTokens: 6, temperature: 0 });
   t.equal(got.outputs[0].text, want.outputs[0].text, 'LLM on the store name runs with its ADAPTER');
+  await t.rejects(byName.embed('hi'), /runs with a LoRA adapter \(its Modelfile's ADAPTER\), which applies to generation only/);
   t.not(got.outputs[0].text, base.outputs[0].text);
 
   const store = new ModelStore(home);
@@ -330,6 +341,9 @@ t.test("runtime adapters: vLLM's LoRARequest loads its path on first use; /v1/lo
   t.match((await post('/v1/load_lora_adapter', { lora_name: 'sql', lora_path: adapterA })).text, /has already been loaded/);
   t.equal((await post('/v1/load_lora_adapter', { lora_name: 'base', lora_path: adapterA })).status, 400, 'not under a served name');
   t.match((await post('/v1/load_lora_adapter', { lora_name: 'x' })).text, /Both 'lora_name' and 'lora_path' must be provided/);
+  const missing = await post('/v1/load_lora_adapter', { lora_name: 'x', lora_path: join(dir, 'nope.gguf') });
+  t.equal(missing.status, 404);
+  t.match(missing.text, /No adapter found/);
   const bad = await post('/v1/load_lora_adapter', { lora_name: 'bad', lora_path: modelPath });
   t.equal(bad.status, 400);
   t.match(bad.text, /expected 'adapter'/);

@@ -87,7 +87,7 @@ export class ModelStore {
 
   /** Whether every file of `m` is present (blobs complete, external paths still there). */
   complete(m: Manifest): boolean {
-    return [m.model, m.mmproj].every((f) => f === null || existsSync(this.filePath(f)));
+    return [m.model, m.mmproj, m.adapter ?? null].every((f) => f === null || existsSync(this.filePath(f)));
   }
 
   write(k: StoreKey, m: Manifest): void {
@@ -109,7 +109,7 @@ export class ModelStore {
             const key: StoreKey = { host, namespace, name, tag };
             const manifest = this.read(key);
             if (!manifest) continue;
-            const size = manifest.model.size + (manifest.mmproj?.size ?? 0);
+            const size = manifest.model.size + (manifest.mmproj?.size ?? 0) + (manifest.adapter?.size ?? 0);
             out.push({ key, manifest, size, modifiedAt: statSync(join(dir, tag)).mtime });
           }
         }

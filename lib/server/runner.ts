@@ -135,18 +135,18 @@ export class ModelRunner {
     }
   }
 
-  /** keep_alive 0 with no prompt: unloads every engine of `model`'s file now, or once its requests finish. */
+  /** keep_alive 0 with no prompt: unloads every engine of `model`'s file (and adapter) now, or once its requests finish. */
   async expire(model: StoreModel): Promise<void> {
-    const mine = [...this.#entries.values()].filter((e) => e.model.file === model.file && !e.unloading);
+    const mine = [...this.#entries.values()].filter((e) => e.model.file === model.file && e.model.adapter === model.adapter && !e.unloading);
     await Promise.all(mine.map((e) => {
       e.keepAliveMs = 0;
       return e.leases === 0 ? this.#unload(e) : Promise.resolve();
     }));
   }
 
-  /** Unloads (once idle) the engines whose model file is gone (after /api/delete). */
+  /** Unloads (once idle) the engines whose model or adapter file is gone (after /api/delete). */
   async forgetMissing(exists: (path: string) => boolean): Promise<void> {
-    const gone = [...this.#entries.values()].filter((e) => !exists(e.model.file));
+    const gone = [...this.#entries.values()].filter((e) => !exists(e.model.file) || (e.model.adapter !== null && !exists(e.model.adapter)));
     await Promise.all(gone.map((e) => this.#unload(e)));
   }
 

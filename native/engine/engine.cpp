@@ -114,8 +114,8 @@ static model_info describe(const model& m, int32_t max_model_len) {
 
 engine::engine(loader_fn loader, engine_options options, sink_fn sink)
     : loader_(std::move(loader)), options_(options), sink_(std::move(sink)) {
-  if (options_.loras.size() >= k_max_loras) {
-    throw error("at most " + std::to_string(k_max_loras - 1) + " LoRA adapters, got " + std::to_string(options_.loras.size()));
+  if (options_.loras.size() >= k_max_loras - 1) {
+    throw error("at most " + std::to_string(k_max_loras - 2) + " LoRA adapters, got " + std::to_string(options_.loras.size()));
   }
   std::random_device rd;
   for (uint64_t& k : salt_key_) k = (uint64_t(rd()) << 32) ^ rd();

@@ -51,7 +51,7 @@ struct sequence;
 // The default tokens per step on the CPU (engine_options::max_num_batched_tokens = 0).
 constexpr int32_t k_cpu_step_tokens = 256;
 
-// Adapters an engine takes, plus one: the adapter index + 1 is the top 16 bits of a prefix-cache namespace.
+// Adapter slots an engine has, plus one (slots 0 .. k_max_loras - 2).
 constexpr size_t k_max_loras = 1 << 15;
 
 // A LoRA adapter file the engine loads with its model (model/lora.h); requests pick it by index (request::lora).

@@ -53,7 +53,8 @@ std::string errno_text(int e) { return std::error_code(e, std::generic_category(
 }  // namespace
 
 std::unique_ptr<gguf_file> gguf_file::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named as a model must not block the opening thread (it is refused just below)
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw error(path + ": cannot open: " + errno_text(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {

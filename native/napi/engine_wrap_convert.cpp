@@ -207,7 +207,7 @@ std::vector<lora_spec> loras_field(const Napi::Object& o, const char* key) {
   if (absent(v)) return out;
   if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { name, path, scale }");
   Napi::Array a = v.As<Napi::Array>();
-  if (a.Length() >= k_max_loras) throw Napi::RangeError::New(env, std::string(key) + ": at most " + std::to_string(k_max_loras - 2) + " adapters");
+  if (a.Length() >= k_max_loras - 1) throw Napi::RangeError::New(env, std::string(key) + ": at most " + std::to_string(k_max_loras - 2) + " adapters");
   for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(parse_lora_spec(a.Get(i), std::string(key) + "[" + std::to_string(i) + "]"));
   return out;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -45,7 +46,7 @@ TEST_CASE("cpu lora_add: the reference, the default ops, rows alone, threads") {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const lora_case c : {lora_case{ggml_type::F32, 64, 8, 1000}, lora_case{ggml_type::F16, 96, 16, 2050},
                             lora_case{ggml_type::BF16, 64, 7, 300}}) {
-    const int64_t n_rows = 5;
+    const int64_t n_rows = 19;  // a task of 16 rows (passes of 4) and one of 3
     std::vector<float> av(size_t(c.rank * c.n_in)), bv(size_t(c.n_out * c.rank)), x(size_t(n_rows * c.n_in)), y0(size_t(n_rows * c.n_out));
     for (auto* v : {&av, &bv, &x, &y0}) for (float& f : *v) f = u(rng);
     const std::vector<uint8_t> a_bytes = store(c.type, av), b_bytes = store(c.type, bv);
@@ -81,7 +82,9 @@ TEST_CASE("cpu lora_add: the reference, the default ops, rows alone, threads") {
     CHECK_NEAR(max_ref, 0.0, c.type == ggml_type::F32 ? 1e-4 : 1e-2);  // f16 / bf16: a rounding of low may flip
     CHECK_NEAR(max_plain, 0.0, c.type == ggml_type::F32 ? 1e-5 : 1e-5);
     CHECK(run(one, false, 0, n_rows) == fast);  // thread count
-    const std::vector<float> row3 = run(two, false, 3, 1);
-    CHECK(std::equal(row3.begin(), row3.end(), fast.begin() + 3 * c.n_out));  // a row alone
+    for (const auto [row0, rows] : {std::pair<int64_t, int64_t>{3, 1}, {5, 2}, {17, 2}, {9, 3}}) {  // rows alone, in 1..3-row passes
+      const std::vector<float> part = run(two, false, row0, rows);
+      CHECK(std::equal(part.begin(), part.end(), fast.begin() + row0 * c.n_out));
+    }
   }
 }

@@ -25,6 +25,12 @@ reference; TEMPLATE (Go template), SYSTEM, PARAMETER, MESSAGE, LICENSE, ADAPTER 
 GGUF format, a path relative to the Modelfile: every request of the model runs with it).
 `;
 
+/** The ADAPTER must be made for the FROM model's architecture (its tensors are checked when the model loads it). */
+function checkAdapterArch(adapter: string, model: string): void {
+  const a = readModelFileInfo(adapter).arch, m = readModelFileInfo(model).arch;
+  if (a !== m) throw new ModelRefError(`ADAPTER ${adapter} was made for architecture '${a}', the model is '${m}'`);
+}
+
 /** A Modelfile ADAPTER must be a LoRA adapter in llama.cpp's GGUF format (its tensors are checked when a model loads it). */
 function checkAdapterFile(file: string): void {
   let kind: string | null;
@@ -63,29 +69,33 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     }
     const mf = parseModelfile(text);
     for (const w of mf.warnings) io.stderr.write(`spindle create: warning: ${w}\n`);
+    // the ADAPTER is checked before anything is written to the store
+    if (mf.adapters.length > 1) throw new ModelRefError(`a Modelfile takes one ADAPTER (got ${mf.adapters.length})`);
+    const adapterFile = mf.adapters.length === 1 ? (isAbsolute(mf.adapters[0]) ? mf.adapters[0] : join(dirname(path), mf.adapters[0])) : null;
+    if (adapterFile !== null) checkAdapterFile(adapterFile);
     const store = openStore();
     const fromRef = parseModelRef(mf.from);
     let base: Partial<Manifest> = {};
     let model, mmproj;
     if (fromRef.kind === 'path') {
       const file = isAbsolute(fromRef.path) ? fromRef.path : join(dirname(path), fromRef.path);
+      if (adapterFile !== null) checkAdapterArch(adapterFile, file);
       io.stderr.write(`importing ${file}\n`);
       model = await store.importFile(file, file.split(/[\\/]/).pop()!);
       const beside = findMmproj(file, () => loadNative().NativeEngine.inspect(file).info.nEmbd).path;
       mmproj = beside ? await store.importFile(beside, beside.split(/[\\/]/).pop()!) : null;
     } else {
       const r = await resolveModel(mf.from, { store, onProgress: progressPrinter(io) });
+      if (adapterFile !== null) checkAdapterArch(adapterFile, r.model);
       base = r.manifest ?? {};
       model = r.manifest!.model;
       mmproj = r.manifest!.mmproj;
     }
-    if (mf.adapters.length > 1) throw new ModelRefError(`a Modelfile takes one ADAPTER (got ${mf.adapters.length})`);
     let adapter = base.adapter ?? null;
-    if (mf.adapters.length === 1) {
-      const file = isAbsolute(mf.adapters[0]) ? mf.adapters[0] : join(dirname(path), mf.adapters[0]);
-      checkAdapterFile(file);
-      io.stderr.write(`importing adapter ${file}\n`);
-      adapter = await store.importFile(file, file.split(/[\\/]/).pop()!);
+    if (adapterFile !== null) {
+      if (adapter) throw new ModelRefError(`FROM ${mf.from} has an ADAPTER already; a model takes one`);
+      io.stderr.write(`importing adapter ${adapterFile}\n`);
+      adapter = await store.importFile(adapterFile, adapterFile.split(/[\\/]/).pop()!);
     }
     const name = `${target.namespace ? `${target.namespace}/` : ''}${target.name}:${target.tag}`;
     const manifest: Manifest = {

@@ -2,6 +2,10 @@
 // with fp-contract off: every product, sum, scale and add is rounded on its own, as without FMA.
 #include "backend/cpu/lora_kernel.h"
 
+#if defined(__clang__)
+#pragma clang fp contract(off)  // GCC: the optimize attribute on the row kernels
+#endif
+
 #include <algorithm>
 
 #include "backend/cpu/cpu_features.h"
@@ -80,15 +84,24 @@ inline void lora_rows_r(const float* low, int64_t r, const float* bt, int64_t n_
     default: break;                                                                                          \
   }
 
-__attribute__((optimize("fp-contract=off"))) void lora_rows_baseline(const float* low, int64_t n_rows, int64_t r,
-    const float* bt, int64_t n_out, int64_t o0, int64_t o1, float scale, float* y) {
+#if defined(__clang__)
+#define SPINDLE_NO_CONTRACT  // clang: the pragma at the top of the file
+#else
+#define SPINDLE_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+
+SPINDLE_NO_CONTRACT void lora_rows_baseline(const float* low, int64_t n_rows, int64_t r, const float* bt, int64_t n_out,
+                                            int64_t o0, int64_t o1, float scale, float* y) {
   SPINDLE_LORA_ROWS_BODY
 }
 
-__attribute__((target("avx2,fma"), optimize("fp-contract=off"))) void lora_rows_avx2(const float* low, int64_t n_rows,
-    int64_t r, const float* bt, int64_t n_out, int64_t o0, int64_t o1, float scale, float* y) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define SPINDLE_LORA_AVX2 1
+__attribute__((target("avx2,fma"))) SPINDLE_NO_CONTRACT void lora_rows_avx2(const float* low, int64_t n_rows, int64_t r,
+    const float* bt, int64_t n_out, int64_t o0, int64_t o1, float scale, float* y) {
   SPINDLE_LORA_ROWS_BODY
 }
+#endif
 
 #undef SPINDLE_LORA_ROWS_BODY
 
@@ -96,8 +109,10 @@ __attribute__((target("avx2,fma"), optimize("fp-contract=off"))) void lora_rows_
 
 void cpu_lora_add_rows(const float* low, int64_t n_rows, int64_t r, const float* bt, int64_t n_out, int64_t o0,
                        int64_t o1, float scale, float* y) {
-  if (cpu_active_level() >= cpu_level::avx2) lora_rows_avx2(low, n_rows, r, bt, n_out, o0, o1, scale, y);
-  else lora_rows_baseline(low, n_rows, r, bt, n_out, o0, o1, scale, y);
+#if SPINDLE_LORA_AVX2
+  if (cpu_active_level() >= cpu_level::avx2) return lora_rows_avx2(low, n_rows, r, bt, n_out, o0, o1, scale, y);
+#endif
+  lora_rows_baseline(low, n_rows, r, bt, n_out, o0, o1, scale, y);
 }
 
 }  // namespace spindle

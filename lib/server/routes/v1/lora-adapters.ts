@@ -26,7 +26,9 @@ async function run(change: () => Promise<void>): Promise<void> {
   try {
     await change();
   } catch (e) {
-    if (e instanceof LoraUpdateError) throw new ApiError(e.status, e.message, { code: e.status === 404 ? 'not_found' : 'invalid_value' });
+    if (e instanceof LoraUpdateError) {
+      throw new ApiError(e.status, e.message, { code: e.status === 404 ? 'not_found' : e.status === 503 ? 'model_unavailable' : 'invalid_value' });
+    }
     throw e;
   }
 }
