@@ -489,33 +489,30 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
   }
 }
 
-void engine::load_lora(int32_t slot, lora_spec spec) {
-  if (slot < 0 || slot >= int32_t(k_max_loras) - 1) {
-    throw error("load_lora: slot " + std::to_string(slot) + " is out of range [0, " + std::to_string(k_max_loras - 2) + "]");
+void engine::queue_lora(message m, const char* what) {
+  if (m.slot < 0 || m.slot >= int32_t(k_max_loras) - 1) {
+    throw error(std::string(what) + ": slot " + std::to_string(m.slot) + " is out of range [0, " + std::to_string(k_max_loras - 2) + "]");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) throw error("the engine is closed");
   if (!ready_) throw error("the engine is not ready (the model is still loading)");
-  message m;
-  m.type = message::kind::load_lora;
-  m.slot = slot;
-  m.lora = std::move(spec);
   inbox_.push_back(std::move(m));
   cv_.notify_one();
 }
 
+void engine::load_lora(int32_t slot, lora_spec spec) {
+  message m;
+  m.type = message::kind::load_lora;
+  m.slot = slot;
+  m.lora = std::move(spec);
+  queue_lora(std::move(m), "load_lora");
+}
+
 void engine::unload_lora(int32_t slot) {
-  if (slot < 0 || slot >= int32_t(k_max_loras) - 1) {
-    throw error("unload_lora: slot " + std::to_string(slot) + " is out of range [0, " + std::to_string(k_max_loras - 2) + "]");
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closing_) throw error("the engine is closed");
-  if (!ready_) throw error("the engine is not ready (the model is still loading)");
   message m;
   m.type = message::kind::unload_lora;
   m.slot = slot;
-  inbox_.push_back(std::move(m));
-  cv_.notify_one();
+  queue_lora(std::move(m), "unload_lora");
 }
 
 // Between steps, on the engine thread: no forward pass is using the adapters.

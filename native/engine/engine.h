@@ -208,6 +208,7 @@ class engine {
     int32_t slot = -1;  // load_lora / unload_lora
     lora_spec lora;   // load_lora
   };
+  void queue_lora(message m, const char* what);  // checks the slot and the state, then queues a lora message
   void handle_lora(message& m);  // engine thread: a load or unload, reported as an event
 
   void thread_main();

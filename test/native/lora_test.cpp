@@ -105,14 +105,6 @@ std::vector<float> logits_of(model& m, const std::vector<int32_t>& tokens, const
   return logits;
 }
 
-double max_diff(const std::vector<float>& ours, const std::vector<model_test::dvec>& ref) {
-  double d = 0;
-  const size_t V = ref[0].size();
-  for (size_t t = 0; t < ref.size(); ++t)
-    for (size_t v = 0; v < V; ++v) d = std::max(d, std::fabs(ours[t * V + v] - ref[t][v]));
-  return d;
-}
-
 std::unique_ptr<model> load(const std::string& path) {
   model_options o;
   o.threads = 2;
@@ -137,13 +129,13 @@ TEST_CASE("lora: a model with an adapter computes the merged weights W + scale *
     for (float user_scale : {1.0f, 0.5f}) {
       std::shared_ptr<lora_adapter> lora = m->load_lora(ad_file.path, user_scale);
       CHECK(lora->n_pairs() == a.targets.size());
-      const double with = max_diff(logits_of(*m, tokens, lora.get()), model_test::reference_forward(merged(base, ad, a, user_scale), s, tokens));
+      const double with = model_test::max_logit_diff(logits_of(*m, tokens, lora.get()), model_test::reference_forward(merged(base, ad, a, user_scale), s, tokens));
       CHECK_NEAR(with, 0.0, 2e-3);
     }
     // the adapter changes the logits (the check above is not vacuous), and no adapter is the base model
-    const double base_vs_merged = max_diff(logits_of(*m, tokens, nullptr), model_test::reference_forward(merged(base, ad, a, 1), s, tokens));
+    const double base_vs_merged = model_test::max_logit_diff(logits_of(*m, tokens, nullptr), model_test::reference_forward(merged(base, ad, a, 1), s, tokens));
     CHECK(base_vs_merged > 0.05);
-    CHECK(max_diff(logits_of(*m, tokens, nullptr), model_test::reference_forward(base, s, tokens)) < 2e-3);
+    CHECK(model_test::max_logit_diff(logits_of(*m, tokens, nullptr), model_test::reference_forward(base, s, tokens)) < 2e-3);
   }
 }
 
@@ -160,7 +152,7 @@ TEST_CASE("lora: alpha 0 means scale = the user scale; an adapter of some weight
   adapter_spec as_if = a;
   as_if.alpha = float(a.rank);  // user_scale * alpha / rank == user_scale
   const std::vector<int32_t> tokens = some_tokens(7, base.n_vocab);
-  CHECK(max_diff(logits_of(*m, tokens, lora.get()), model_test::reference_forward(merged(base, ad, as_if, 0.75f), s, tokens)) < 2e-3);
+  CHECK(model_test::max_logit_diff(logits_of(*m, tokens, lora.get()), model_test::reference_forward(merged(base, ad, as_if, 0.75f), s, tokens)) < 2e-3);
 }
 
 TEST_CASE("lora: adapters mixed in one batch give every sequence exactly its logits alone") {
@@ -217,9 +209,9 @@ TEST_CASE("lora: lfm2 adapts its short-convolution projections, attention and FF
   CHECK(m->lora_targets().size() == a.targets.size());  // tied: no output.weight
   auto lora = m->load_lora(ad_file.path, 1);
   const std::vector<int32_t> tokens = some_tokens(8, base.n_vocab);
-  const double with = max_diff(logits_of(*m, tokens, lora.get()), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens));
+  const double with = model_test::max_logit_diff(logits_of(*m, tokens, lora.get()), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens));
   CHECK_NEAR(with, 0.0, 2e-3);
-  CHECK(max_diff(logits_of(*m, tokens, nullptr), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens)) > 0.05);
+  CHECK(model_test::max_logit_diff(logits_of(*m, tokens, nullptr), lfm2_test::reference_forward(merged(base, ad, a, 1), s, tokens)) > 0.05);
 }
 
 TEST_CASE("lora: qwen3moe takes attention adapters (rows as alone when mixed); expert and router adapters are refused") {

@@ -50,15 +50,6 @@ std::vector<float> run_all(model& m, const std::vector<int32_t>& tokens, const s
   return out;
 }
 
-// Max |ours - reference| over every position and vocabulary entry.
-double max_diff(const std::vector<float>& ours, const std::vector<model_test::dvec>& ref) {
-  double d = 0;
-  const size_t V = ref[0].size();
-  for (size_t t = 0; t < ref.size(); ++t)
-    for (size_t v = 0; v < V; ++v) d = std::max(d, std::fabs(ours[t * V + v] - ref[t][v]));
-  return d;
-}
-
 void check_against_reference(model_test::spec s, double tol) {
   const model_test::built b = model_test::build(s);
   auto l = load_spec(s, b, 2);
@@ -68,7 +59,7 @@ void check_against_reference(model_test::spec s, double tol) {
   double spread = 0;  // logits must not be degenerate for the comparison to mean anything
   for (size_t v = 1; v < ref[8].size(); ++v) spread = std::max(spread, std::fabs(ref[8][v] - ref[8][0]));
   CHECK(spread > 0.1);
-  const double d = max_diff(ours, ref);
+  const double d = model_test::max_logit_diff(ours, ref);
   if (!(d <= tol)) harness::fail(__FILE__, __LINE__, s.arch + ": max |logit diff| " + std::to_string(d));
 }
 

@@ -110,4 +110,13 @@ inline std::vector<dvec> reference_forward(const built& b, const spec& s, const 
   return logits;
 }
 
+// Max |ours - ref| over every position and vocabulary entry.   ours: [positions * n_vocab], ref: [positions][n_vocab]
+inline double max_logit_diff(const std::vector<float>& ours, const std::vector<dvec>& ref) {
+  double d = 0;
+  const size_t V = ref[0].size();
+  for (size_t t = 0; t < ref.size(); ++t)
+    for (size_t v = 0; v < V; ++v) d = std::max(d, std::fabs(ours[t * V + v] - ref[t][v]));
+  return d;
+}
+
 }  // namespace model_test
