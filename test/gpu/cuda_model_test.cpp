@@ -12,9 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <utility>
 
 #include "gpu_test_util.h"
 #include "lfm2_test_gguf.h"
+#include "lora_test_gguf.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "moe_test_gguf.h"
 
@@ -331,6 +334,57 @@ TEST_CASE("cuda models: lfm2, qwen3moe and lfm2moe logits vs the CPU backend") {
     compare("qwen3moe", t, f.path);
     file g(lfm2_test::build(lfm2moe_spec(t)), "lfm2moe");
     compare("lfm2moe", t, g.path);
+  }
+}
+
+// LoRA adapters on the GPU (backend::lora_add's default there: matmul, matmul, scale, add) against the CPU backend's
+// (its own rank-one kernel: the same products, another summation order): an F32 / F16 adapter of rank 8 / 16 on
+// every projection and the output head of a Q4_K and an F16 model, within the weight type's tolerance; rows with and
+// without the adapter mixed in one batch get their bits alone.
+TEST_CASE("cuda models: LoRA adapters vs the CPU backend; mixed rows as alone") {
+  REQUIRE_GPU();
+  for (ggml_type t : {ggml_type::Q4_K, ggml_type::F16}) {
+    const model_test::spec s = dense_spec("llama", t);
+    const model_test::built base = model_test::build(s);
+    for (const auto& [type, rank] : {std::pair<ggml_type, int>{ggml_type::F32, 8}, {ggml_type::F16, 16}}) {
+      lora_test::adapter_spec a;
+      a.type = type;
+      a.rank = rank;
+      a.alpha = float(rank);
+      a.targets = {"output.weight"};
+      for (int il = 0; il < s.n_layer; ++il) {
+        for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+          a.targets.push_back("blk." + std::to_string(il) + "." + n + ".weight");
+        }
+      }
+      file f(base, "llama-lora"), af(lora_test::build_adapter(base, a), "llama-lora-adapter");
+      auto cpu = load_on(f.path, "cpu");
+      auto gpu = load_on(f.path, "cuda");
+      auto lc = cpu->load_lora(af.path, 1), lg = gpu->load_lora(af.path, 1);
+      const int64_t V = cpu->hparams().n_vocab;
+      const std::vector<int32_t> t1 = prompt(12, (int)V, 3), t2 = prompt(9, (int)V, 4);
+      const auto run = [&](model& m, const lora_adapter* l1, bool with_other) {
+        auto kv = m.new_kv_cache(2, 32);
+        std::vector<int32_t> tab0 = {0}, tab1 = {1};
+        std::vector<batch_sequence> batch;
+        batch_sequence b1{t1.data(), (int32_t)t1.size(), 0, tab0.data(), 1, (int32_t)t1.size()};
+        b1.lora = l1;
+        batch.push_back(b1);
+        if (with_other) batch.push_back(batch_sequence{t2.data(), (int32_t)t2.size(), 0, tab1.data(), 1, (int32_t)t2.size()});
+        std::vector<float> out((t1.size() + (with_other ? t2.size() : 0)) * V);
+        m.forward_batch(batch, *kv, out.data());
+        out.resize(t1.size() * V);
+        return out;
+      };
+      const std::vector<float> c = run(*cpu, lc.get(), false), g = run(*gpu, lg.get(), false);
+      const std::vector<float> base_g = run(*gpu, nullptr, false);
+      const double rel = max_rel(g, c), moved = max_rel(base_g, c);
+      std::printf("  lora %s model, %s adapter rank %d: max |gpu - cpu| / max |cpu| = %.2e (tol %.0e); the adapter moves %.2e\n",
+                  ggml_type_info((uint32_t)t)->name, ggml_type_info((uint32_t)type)->name, rank, rel, tolerance(t), moved);
+      CHECK(rel <= tolerance(t));
+      CHECK(moved > 10 * tolerance(t));  // the comparison is not vacuous
+      CHECK(run(*gpu, lg.get(), true) == g);  // beside a base-model sequence: the same bits
+    }
   }
 }
 

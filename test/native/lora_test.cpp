@@ -14,12 +14,16 @@
 #include "model/lora.h"
 #include "model/model.h"
 #include "model_reference.h"
+#include "lora_test_gguf.h"
 #include "model_test_gguf.h"
 #include "moe_test_gguf.h"
 
 using namespace spindle;
 
 namespace {
+
+using lora_test::adapter_spec;
+using lora_test::build_adapter;
 
 struct temp_file {
   std::string path;
@@ -29,32 +33,6 @@ struct temp_file {
     std::filesystem::remove(path, ec);
   }
 };
-
-struct adapter_spec {
-  std::string arch = "llama";
-  std::string general_type = "adapter";
-  float alpha = 8;
-  int rank = 4;
-  std::vector<std::string> targets;  // base tensor names
-  uint32_t seed = 9;
-  std::function<void(std::vector<gguf_test::tensor_spec>&)> edit;  // break the file on purpose
-};
-
-// An adapter file for a model built from `base` (shapes read from it).
-model_test::built build_adapter(const model_test::built& base, const adapter_spec& a) {
-  std::vector<gguf_test::tensor_spec> t;
-  for (const std::string& name : a.targets) {
-    const model_test::tensor_data& w = base.tensors.at(name);
-    t.push_back({name + ".lora_a", {w.ne[0], a.rank}, ggml_type::F32});
-    t.push_back({name + ".lora_b", {a.rank, w.ne[1]}, ggml_type::F32});
-  }
-  gguf_test::writer kvs;
-  kvs.kv_str("general.architecture", a.arch);
-  kvs.kv_str("general.type", a.general_type);
-  kvs.kv_str("adapter.type", "lora");
-  kvs.kv<float>("adapter.lora.alpha", gguf_value_type::FLOAT32, a.alpha);
-  return model_test::build_file(t, a.edit, a.seed, kvs, 4, base.n_vocab);
-}
 
 // base with every adapted W replaced by W + scale * B A (scale = user_scale * alpha / rank), for the reference.
 model_test::built merged(const model_test::built& base, const model_test::built& adapter, const adapter_spec& a,
