@@ -228,9 +228,12 @@ class backend {
   }
   // LoRA (llama.cpp's build_lora_mm): y += scale * (b . (a . x)): the low-rank product low = a . x (matmul),
   // delta = b . low, scaled (rounded), then added to y. a: [rank rows of n_in], b: [n_out rows of rank].
-  // x: [n_rows, a.n_in], y: [n_rows, b.n_out]; low, delta: scratch of n_rows * a.n_out and n_rows * b.n_out floats.
+  // x: [n_rows, a.n_in], y: [n_rows, b.n_out]; low, delta: scratch of n_rows * a.n_out and n_rows * b.n_out floats
+  // (delta may be null where lora_add_in_place(b)).
   // The default runs exactly those ops; a backend may sum b's products in another order (the CPU backend does: b's
   // rows are too short for its dot kernels) but forms the same products and keeps row r a function of row r.
+  // Whether lora_add with this b needs no delta scratch (it may then be null).
+  virtual bool lora_add_in_place(const backend_weight& b) const { return false; }
   virtual void lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows,
                         float* y, float* low, float* delta) {
     matmul(a, x, n_rows, low);

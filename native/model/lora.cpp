@@ -162,8 +162,10 @@ void lora_rows::add(backend& be, const backend_weight& w, const float* x, float*
     for (int64_t row0 = r.row0; row0 < r.row0 + r.n_rows; row0 += k_tile_rows) {  // row-wise: tiles change nothing
       const int64_t rows = std::min(k_tile_rows, r.row0 + r.n_rows - row0);
       if (low_.size() < rows * rank) low_ = backend_buffer(be, k_tile_rows * int64_t(r.adapter->max_rank()));
-      if (delta_.size() < rows * n_out) delta_ = backend_buffer(be, rows * n_out);
-      be.lora_add(p->a, p->b, p->scale, x + row0 * w.n_in, rows, y + row0 * n_out, low_.data(), delta_.data());
+      const bool in_place = be.lora_add_in_place(p->b);  // the CPU kernel: no [rows, n_out] scratch
+      if (!in_place && delta_.size() < rows * n_out) delta_ = backend_buffer(be, rows * n_out);
+      be.lora_add(p->a, p->b, p->scale, x + row0 * w.n_in, rows, y + row0 * n_out, low_.data(),
+                  in_place ? nullptr : delta_.data());
     }
   }
 }

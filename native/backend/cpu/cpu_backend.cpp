@@ -163,6 +163,8 @@ const std::vector<float>* cpu_backend::lora_bt_for(const backend_weight& b) {
   return &it->second;
 }
 
+bool cpu_backend::lora_add_in_place(const backend_weight& b) const { return cpu_lora_kernel_type(b.type); }
+
 void cpu_backend::lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows,
                            float* y, float* low, float* delta) {
   const std::vector<float>* bt = lora_bt_for(b);

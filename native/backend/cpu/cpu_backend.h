@@ -43,6 +43,7 @@ class cpu_backend final : public backend {
   void scale_rows(float* x, const float* s, int64_t n_rows, int64_t n) override;  // cpu_backend_moe.cpp
   void lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows, float* y,
                 float* low, float* delta) override;  // lora_kernel.h
+  bool lora_add_in_place(const backend_weight& b) const override;
   void add_row_vector(float* x, const float* b, int64_t n_rows, int64_t n) override;
   void add(const float* a, const float* b, float* y, int64_t n) override;
   void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
