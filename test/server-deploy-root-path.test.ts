@@ -25,6 +25,8 @@ const ROUTES: Call[] = [
   { method: 'GET', url: '/health' },
   { method: 'GET', url: '/v1/models' },
   { method: 'GET', url: '/v1/models/m' },
+  { method: 'POST', url: '/v1/load_lora_adapter', payload: { lora_name: 'a', lora_path: '/nonexistent.gguf' } },  // off: a 404 that says so
+  { method: 'POST', url: '/v1/unload_lora_adapter', payload: { lora_name: 'a' } },
   { method: 'POST', url: '/v1/chat/completions', payload: { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, temperature: 0 } },
   { method: 'POST', url: '/v1/completions', payload: { model: 'm', prompt: 'hi', max_tokens: 2, temperature: 0 } },
   { method: 'POST', url: '/tokenize', payload: { prompt: 'hello world' } },
