@@ -159,6 +159,11 @@ TEST_CASE("gguf robust: open() reports missing path, directory, empty file, non-
   const std::string junk = dir + "/junk.gguf";
   write_file(junk, std::vector<uint8_t>(100, 'x'));
   CHECK(open_error(junk).rfind(junk + ": bad magic 'xxxx'", 0) == 0);
+  // a FIFO with no writer: refused at once (a blocking open would wait for a writer forever)
+  const std::string fifo = dir + "/fifo.gguf";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_EQ(open_error(fifo), fifo + ": is not a regular file");
+  std::remove(fifo.c_str());
   std::remove(empty.c_str());
   std::remove(junk.c_str());
   rmdir(dir.c_str());
