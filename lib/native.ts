@@ -189,7 +189,7 @@ export interface NativeEngineOptions {
   imageMinTokens?: number; // 0 / absent: the projector's default
   imageMaxTokens?: number;
   // LoRA adapters loaded after the model (llama.cpp's GGUF adapter files); requests pick one by index
-  loras?: readonly { name: string; path: string; scale: number }[];
+  loras?: readonly { path: string; scale: number }[];
 }
 
 /** native/napi/engine_wrap.cpp */
@@ -197,7 +197,7 @@ export interface NativeEngine {
   submit(spec: NativeSubmitSpec): number;
   abort(id: number): void;
   /** Queue loading a LoRA adapter into an empty slot / emptying a slot; the result is a 'lora' event for the slot. */
-  loadLora(slot: number, spec: { name: string; path: string; scale: number }): void;
+  loadLora(slot: number, spec: { path: string; scale: number }): void;
   unloadLora(slot: number): void;
   stats(): NativeEngineStats;
   close(options?: { drain?: boolean }): Promise<void>;

@@ -232,8 +232,6 @@ class backend {
   // (delta may be null where lora_add_in_place(b)).
   // The default runs exactly those ops; a backend may sum b's products in another order (the CPU backend does: b's
   // rows are too short for its dot kernels) but forms the same products and keeps row r a function of row r.
-  // Whether lora_add with this b needs no delta scratch (it may then be null).
-  virtual bool lora_add_in_place(const backend_weight& b) const { return false; }
   virtual void lora_add(const backend_weight& a, const backend_weight& b, float scale, const float* x, int64_t n_rows,
                         float* y, float* low, float* delta) {
     matmul(a, x, n_rows, low);
@@ -242,6 +240,8 @@ class backend {
     scale_rows(delta, scales.data(), n_rows, b.n_out);
     add(y, delta, y, n_rows * b.n_out);
   }
+  // Whether lora_add with this b needs no delta scratch (it may then be null).
+  virtual bool lora_add_in_place(const backend_weight& b) const { return false; }
   // gate = swiglu(gate, up), then y = w . gate (matmul).   gate, up: [n_rows, w.n_in], y: [n_rows, w.n_out]
   virtual void swiglu_matmul(const backend_weight& w, float* gate, const float* up, int64_t n_rows, float* y) {
     swiglu(gate, up, gate, n_rows * w.n_in);

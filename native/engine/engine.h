@@ -56,7 +56,6 @@ constexpr size_t k_max_loras = 1 << 15;
 
 // A LoRA adapter file the engine loads with its model (model/lora.h); requests pick it by index (request::lora).
 struct lora_spec {
-  std::string name;  // for messages
   std::string path;
   float scale = 1.0f;  // the user scale (llama.cpp's --lora-scaled): the delta is scale * alpha / rank * B A x
 };

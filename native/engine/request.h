@@ -80,7 +80,7 @@ struct request {
   // != none: an embedding request: the prompt is computed, nothing is generated, and the finish output carries
   // the pooled hidden state (request_output::embedding); sampling parameters are not used.
   pooling_type pooling = pooling_type::none;
-  // A LoRA adapter: index into engine_options::loras (-1: the base model).
+  // A LoRA adapter: an engine adapter slot (engine_options::loras first, then runtime loads; -1: the base model).
   int32_t lora = -1;
   // vLLM's cache_salt: a request reuses cached prefix blocks only of requests with the same salt (and adapter).
   std::string cache_salt;

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
+#include "model/model_tensors.h"
 
 namespace spindle {
 
@@ -17,16 +18,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string shape_of(const gguf_tensor& t) {
-  std::string s = "[";
-  for (uint32_t i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
-  return s + "]";
-}
-
-const char* type_name(ggml_type t) {
-  const ggml_type_traits* info = ggml_type_info((uint32_t)t);
-  return info ? info->name : "unknown";
-}
+std::string shape_of(const gguf_tensor& t) { return shape_str(t.ne, int(t.n_dims)); }
 
 }  // namespace
 
@@ -99,8 +91,6 @@ std::shared_ptr<lora_adapter> lora_adapter::load(const std::string& path, float 
   }
 
   std::shared_ptr<lora_adapter> ad(new lora_adapter());
-  ad->path_ = path;
-  ad->alpha_ = float(alpha);
   ad->be_ = &be;
   for (const checked& c : todo) {
     pair p;

@@ -51,15 +51,11 @@ class lora_adapter {
     auto it = pairs_.find(&w);
     return it == pairs_.end() ? nullptr : &it->second;
   }
-  const std::string& path() const { return path_; }
-  float alpha() const { return alpha_; }
   int32_t max_rank() const { return max_rank_; }
   size_t n_pairs() const { return pairs_.size(); }
 
  private:
   lora_adapter() = default;
-  std::string path_;
-  float alpha_ = 0;
   int32_t max_rank_ = 0;
   std::unique_ptr<gguf_file> file_;  // the CPU backend's weights point into its mapping
   backend* be_ = nullptr;

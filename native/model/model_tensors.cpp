@@ -12,8 +12,6 @@
 
 namespace spindle {
 
-namespace {
-
 std::string shape_str(const int64_t* ne, int n) {
   std::ostringstream os;
   os << "[";
@@ -26,8 +24,6 @@ const char* type_name(ggml_type t) {
   const ggml_type_traits* info = ggml_type_info((uint32_t)t);
   return info ? info->name : "unknown";
 }
-
-}  // namespace
 
 std::unique_ptr<backend> make_backend_for_file(const gguf_file& file, const std::string& device, int n_threads) {
   std::vector<ggml_type> types;

@@ -41,6 +41,11 @@ class tensor_table {
   std::string arch_;
 };
 
+// "[n0, n1, ...]": a tensor shape (ne, n dims) for load errors.
+std::string shape_str(const int64_t* ne, int n);
+// A weight type's GGUF name ("q4_K"), "unknown" for an id with none (for load errors).
+const char* type_name(ggml_type t);
+
 // "f32, f16, q4_0, ...": the weight types `be` computes with, in GGUF id order (for load errors).
 std::string supported_type_names(const backend& be);
 

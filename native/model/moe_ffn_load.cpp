@@ -3,7 +3,6 @@
 // Invariant: a returned config has 1 <= n_expert_used <= n_expert <= 1024 and n_ff_exp >= 1; every returned
 // tensor has exactly the shape cfg implies and a type the backend computes with; anything else throws
 // spindle::error naming the file and the key or tensor.
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,28 +40,19 @@ int64_t uniform_count(const gguf_file& f, const std::string& key, int32_t n_laye
   return v[0];
 }
 
-std::string shape_str(const std::vector<int64_t>& ne) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < ne.size(); ++i) os << (i ? ", " : "") << ne[i];
-  os << "]";
-  return os.str();
-}
-
 // A stacked expert tensor ne = [n_in, n_out, n_expert] as one weight of n_out * n_expert rows.
 backend_weight stacked(tensor_table& t, const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) {
   const gguf_file& f = t.file();
   const std::vector<int64_t> want = {n_in, n_out, n_expert};
   const gguf_tensor* g = f.find_tensor(name);
-  if (!g) fail(f, "tensor '" + name + "' not found (required by the MoE layers, expected shape " + shape_str(want) + ")");
+  if (!g) fail(f, "tensor '" + name + "' not found (required by the MoE layers, expected shape " + shape_str(want.data(), int(want.size())) + ")");
   if (g->ne[0] != n_in || g->ne[1] != n_out || g->ne[2] != n_expert || g->ne[3] != 1) {
     fail(f, "tensor '" + name + "' has wrong shape " +
-                shape_str(std::vector<int64_t>(g->ne, g->ne + g->n_dims)) + ", expected " + shape_str(want));
+                shape_str(g->ne, int(g->n_dims)) + ", expected " + shape_str(want.data(), int(want.size())));
   }
   backend& be = t.compute_backend();
   if (!be.supports_type(g->type)) {
-    const ggml_type_traits* info = ggml_type_info((uint32_t)g->type);
-    fail(f, "tensor '" + name + "' has type " + (info ? info->name : "unknown") + ", which the " + be.name() +
+    fail(f, "tensor '" + name + "' has type " + type_name(g->type) + ", which the " + be.name() +
                 " backend does not support (supported: " + supported_type_names(be) + ")");
   }
   const uint64_t rows = checked_mul((uint64_t)n_out, (uint64_t)n_expert, "expert rows");

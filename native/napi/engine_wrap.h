@@ -6,7 +6,7 @@
 //   stats() -> { ready, closed, running, waiting, promptTokens, generatedTokens, requestsFinished, steps }
 //   close({ drain? }) -> Promise<void>   resolves after the engine thread has exited
 //   imageLayout(width, height) -> Int32Array   an image's prompt positions (marker ids, -1 per embedding)
-//   loadLora(slot, { name, path, scale? }) / unloadLora(slot)   queue a runtime LoRA adapter change of that slot;
+//   loadLora(slot, { path, scale? }) / unloadLora(slot)   queue a runtime LoRA adapter change of that slot;
 //                               the result comes as { type: 'lora', slot, error } (error null on success)
 //   NativeEngine.inspect(path) -> { info, tokenizer }   synchronous: GGUF metadata + tokenizer, no weights
 //
@@ -77,7 +77,7 @@ struct native_engine_options {
 };
 native_engine_options parse_engine_options(const Napi::Value& options);
 request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field
-lora_spec parse_lora_spec(const Napi::Value& v, const std::string& at);  // { name, path, scale? }
+lora_spec parse_lora_spec(const Napi::Value& v, const std::string& at);  // { path, scale? }
 Napi::Object info_object(Napi::Env env, const model_info& info);
 // The addon's `limits` export: engine/limits.h's table (bounds and range texts), counts, engine defaults.
 Napi::Object limits_object(Napi::Env env);

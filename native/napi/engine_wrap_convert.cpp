@@ -199,13 +199,13 @@ std::vector<request_image> images_field(const Napi::Object& o, const char* key) 
   return out;
 }
 
-// loras: [{ name, path, scale? }] (scale: a finite number, 1 by default)
+// loras: [{ path, scale? }] (scale: a finite number, 1 by default; other keys, such as the TS layer's name, ignored)
 std::vector<lora_spec> loras_field(const Napi::Object& o, const char* key) {
   Napi::Env env = o.Env();
   Napi::Value v = o.Get(key);
   std::vector<lora_spec> out;
   if (absent(v)) return out;
-  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { name, path, scale }");
+  if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of { path, scale }");
   Napi::Array a = v.As<Napi::Array>();
   if (a.Length() >= k_max_loras - 1) throw Napi::RangeError::New(env, std::string(key) + ": at most " + std::to_string(k_max_loras - 2) + " adapters");
   for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(parse_lora_spec(a.Get(i), std::string(key) + "[" + std::to_string(i) + "]"));
@@ -216,10 +216,9 @@ std::vector<lora_spec> loras_field(const Napi::Object& o, const char* key) {
 
 lora_spec parse_lora_spec(const Napi::Value& e, const std::string& at) {
   Napi::Env env = e.Env();
-  if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object { name, path, scale }");
+  if (!e.IsObject()) throw Napi::TypeError::New(env, at + " must be an object { path, scale }");
   Napi::Object lo = e.As<Napi::Object>();
   lora_spec l;
-  l.name = string_field(lo, "name");
   l.path = string_field(lo, "path");
   if (l.path.empty()) throw Napi::TypeError::New(env, at + ".path must be the adapter's GGUF file");
   const double scale = number_field(lo, "scale", 1.0);

@@ -286,7 +286,7 @@ TEST_CASE("lora engine: requests pick adapters by index; the prefix cache never 
   engine_options o;
   o.max_model_len = 64;
   o.block_size = 8;
-  o.loras.push_back(lora_spec{"a", ad_file.path, 1.0f});
+  o.loras.push_back(lora_spec{ad_file.path, 1.0f});
   engine e([&] { return std::shared_ptr<model>(load(base_file.path)); }, o, outs.sink());
   REQUIRE(outs.wait_ready());
   const auto gen = [&](int32_t lora, const std::string& salt = "") {
@@ -337,7 +337,7 @@ TEST_CASE("lora engine: requests pick adapters by index; the prefix cache never 
 
   // runtime loads: slot 1 gets the same file (its own namespace: nothing cached yet), then slot 0 is unloaded while
   // a request runs with it (that request finishes with it), and loaded again (a new namespace again)
-  e.load_lora(1, lora_spec{"again", ad_file.path, 1.0f});
+  e.load_lora(1, lora_spec{ad_file.path, 1.0f});
   CHECK(outs.wait_lora(1, 1) == "");
   const auto slot1 = gen(1);
   CHECK(slot1.front().cached_tokens == 0);
@@ -359,14 +359,14 @@ TEST_CASE("lora engine: requests pick adapters by index; the prefix cache never 
   CHECK(after.back().error.find("LoRA adapter slot 0 holds no adapter (never loaded, or unloaded)") != std::string::npos);
   e.unload_lora(0);
   CHECK(outs.wait_lora(0, 2) == "LoRA adapter slot 0 holds no adapter");
-  e.load_lora(0, lora_spec{"again", ad_file.path, 1.0f});
+  e.load_lora(0, lora_spec{ad_file.path, 1.0f});
   CHECK(outs.wait_lora(0, 3) == "");
-  e.load_lora(0, lora_spec{"twice", ad_file.path, 1.0f});
+  e.load_lora(0, lora_spec{ad_file.path, 1.0f});
   CHECK(outs.wait_lora(0, 4) == "LoRA adapter slot 0 already holds an adapter");
   const auto reloaded = gen(0);
   CHECK(reloaded.front().cached_tokens == 0);  // a new load: a new namespace
   CHECK(tokens(reloaded) == tokens(lora_run));
-  e.load_lora(2, lora_spec{"bad", base_file.path, 1.0f});
+  e.load_lora(2, lora_spec{base_file.path, 1.0f});
   CHECK(outs.wait_lora(2, 1).find("expected 'adapter'") != std::string::npos);
 }
 
@@ -377,7 +377,7 @@ TEST_CASE("lora engine: an adapter that does not load fails the engine's load wi
   engine_test::outputs outs;
   engine_options o;
   o.max_model_len = 64;
-  o.loras.push_back(lora_spec{"missing", "/nonexistent/adapter.gguf", 1.0f});
+  o.loras.push_back(lora_spec{"/nonexistent/adapter.gguf", 1.0f});
   engine e([&] { return std::shared_ptr<model>(load(base_file.path)); }, o, outs.sink());
   CHECK(!outs.wait_ready());
   CHECK(outs.load_error.find("/nonexistent/adapter.gguf") != std::string::npos);
