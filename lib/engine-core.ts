@@ -29,7 +29,7 @@ import { placeImages, spliceImages, type MultimodalPrompt } from './vision/multi
 /** A prompt as the engine takes it: token ids, or token ids with images (multimodal-prompt.ts). */
 export type CorePrompt = readonly number[] | MultimodalPrompt;
 
-/** A runtime LoRA change that failed: the message, and the HTTP status a server answers it with (400, or 404). */
+/** A runtime LoRA change that failed: the message, and the HTTP status a server answers it with. */
 export class LoraUpdateError extends Error {
   constructor(message: string, readonly status: 400 | 404 | 503) {
     super(message);
@@ -356,13 +356,17 @@ export class EngineCore {
     });
   }
 
+  /** The adapter slots: the native engine's, or loraModules before it exists (a reference still resolving). */
+  get #slots(): readonly (LoraModule | null)[] {
+    return this.#native ? this.#loras : this.options.loraModules;
+  }
+
   /** Whether every request runs with the model's Modelfile ADAPTER (known once ready). */
   get modelfileAdapter(): boolean { return this.#defaultLora >= 0; }
 
   /** The LoRA adapters requests may name now: loraModules and the runtime loads (not a Modelfile ADAPTER). */
   get loraModules(): LoraModule[] {
-    const all = this.#native ? this.#loras : this.options.loraModules;
-    return all.filter((m): m is LoraModule => m !== null && m.name !== MODELFILE_ADAPTER);
+    return this.#slots.filter((m): m is LoraModule => m !== null && m.name !== MODELFILE_ADAPTER);
   }
 
   /**
@@ -487,7 +491,7 @@ export class EngineCore {
   loraIndex(ref: string | readonly string[] | null): number {
     if (ref === null) return this.#defaultLora;
     const refs = typeof ref === 'string' ? [ref] : ref;
-    const modules = this.#native ? this.#loras : this.options.loraModules;
+    const modules = this.#slots;
     for (const r of refs) {
       const i = modules.findIndex((m) => m?.name === r);
       if (i >= 0) return i;
@@ -508,9 +512,6 @@ export class EngineCore {
   async embedMany(prompts: readonly (readonly number[])[], pooling: 'mean' | 'cls' | 'last',
     signal?: AbortSignal): Promise<{ embedding: Float32Array; cachedTokens: number }[]> {
     if (signal?.aborted) throw new Error('the embedding request was aborted'); // before anything is queued
-    if (this.#defaultLora >= 0) {
-      throw new Error("this model runs with a LoRA adapter (its Modelfile's ADAPTER), which applies to generation only; embed with its base model");
-    }
     const handles: RequestHandle[] = [];
     try {
       for (const ids of prompts) handles.push(this.submit({ promptTokenIds: ids, pooling }, false));

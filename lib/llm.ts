@@ -79,30 +79,29 @@ export type LoraRequestInput = string | {
   loraName?: string; lora_name?: string; loraIntId?: number; lora_int_id?: number; loraPath?: string; lora_path?: string;
 };
 
-/** A LoRARequest's name and path (null when not given); a string names a loaded adapter (by name or path). */
-function loraParts(r: LoraRequestInput | null | undefined): { name: string | null; path: string | null } {
-  if (r === undefined || r === null || typeof r === 'string') return { name: null, path: null };
-  const o = r as Record<string, unknown>;
-  const name = o.loraName ?? o.lora_name, path = o.loraPath ?? o.lora_path;
-  return { name: typeof name === 'string' && name !== '' ? name : null, path: typeof path === 'string' && path !== '' ? path : null };
+/**
+ * A loraRequest read: the names EngineCore.loraIndex tries (a string as given; a LoRARequest's name, then its path),
+ * and a LoRARequest's name and path (null when not given), which EngineCore.ensureLora loads on first use.
+ */
+export interface LoraRef {
+  refs: string[];
+  name: string | null;
+  path: string | null;
 }
 
-/**
- * The adapter a loraRequest names: a module's name or path, or for a LoRARequest its name, else its path
- * (EngineCore.loraIndex tries them in order); null: none.
- */
-export function loraOf(what: string, r: LoraRequestInput | null | undefined): string | string[] | null {
+export function loraOf(what: string, r: LoraRequestInput | null | undefined): LoraRef | null {
   if (r === undefined || r === null) return null;
-  if (typeof r === 'string') return r;
+  if (typeof r === 'string') return { refs: [r], name: null, path: null };
   if (typeof r !== 'object' || Array.isArray(r)) throw new TypeError(`${what}: loraRequest must be an adapter name or { loraName, loraPath }`);
   const o = r as Record<string, unknown>;
   const name = o.loraName ?? o.lora_name, path = o.loraPath ?? o.lora_path;
   for (const [k, v] of [['loraName', name], ['loraPath', path]] as const) {
     if (v !== undefined && typeof v !== 'string') throw new TypeError(`${what}: loraRequest.${k} must be a string`);
   }
-  const refs = [name, path].filter((x): x is string => typeof x === 'string' && x !== '');
-  if (refs.length === 0) throw new TypeError(`${what}: loraRequest needs loraName (a loaded adapter's name) or loraPath`);
-  return refs;
+  const given = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
+  const ref = { refs: [given(name), given(path)].filter((x): x is string => x !== null), name: given(name), path: given(path) };
+  if (ref.refs.length === 0) throw new TypeError(`${what}: loraRequest needs loraName (a loaded adapter's name) or loraPath`);
+  return ref;
 }
 
 export interface EmbedOptions extends SignalOptions {
@@ -191,7 +190,7 @@ function stopReasonOf(r: RequestResult, p: SamplingParams, eosId: number | null)
 
 /** Submits every prompt (n samples each), follows `signal`, and collects results in input order. */
 export async function runBatch(core: EngineCore, tokenizer: Tokenizer, prompts: PreparedPrompt[],
-  params: SamplingParams[], signal: AbortSignal | undefined, lora: string | string[] | null = null): Promise<RequestOutput[]> {
+  params: SamplingParams[], signal: AbortSignal | undefined, lora: string[] | null = null): Promise<RequestOutput[]> {
   const submission = core.submitMany(prompts.map((p) => p.multimodal ?? p.promptTokenIds), params, { stream: false, signal, lora });
   const results = await submission.results();
   return results.map((row, i) => ({
@@ -222,6 +221,14 @@ export class LLM {
     this.#core = new EngineCore(normalizeEngineOptions(options, 'LLM'));
   }
 
+  /** The names a call's loraRequest gives the engine (null: none), its adapter loaded first when it names a path. */
+  async #lora(what: string, r: LoraRequestInput | null | undefined): Promise<string[] | null> {
+    const ref = loraOf(what, r);
+    if (ref === null) return null;
+    await this.#core.ensureLora(ref.name, ref.path);
+    return ref.refs;
+  }
+
   /** Resolves when the model is loaded; rejects with the load error. */
   async ready(): Promise<void> {
     await this.#core.ready();
@@ -247,8 +254,7 @@ export class LLM {
   async generate(prompts: PromptInput | PromptInput[], params?: SamplingParamsInput | SamplingParamsInput[],
     options: GenerateOptions = {}): Promise<RequestOutput[]> {
     checkOptions('generate', options, ['signal', 'loraRequest']);
-    const lora = loraOf('generate', options.loraRequest);
-    if (lora !== null) await this.#core.ensureLora(loraParts(options.loraRequest).name, loraParts(options.loraRequest).path);
+    const lora = await this.#lora('generate', options.loraRequest);
     const list = Array.isArray(prompts) ? prompts : [prompts];
     if (list.length === 0) return [];
     const aligned = alignParams(params, list.length);
@@ -269,8 +275,7 @@ export class LLM {
   async chat(conversations: ChatMessage[] | ChatMessage[][], params?: SamplingParamsInput | SamplingParamsInput[],
     options: ChatOptions = {}): Promise<RequestOutput[]> {
     checkOptions('chat', options, ['signal', 'loraRequest', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
-    const lora = loraOf('chat', options.loraRequest);
-    if (lora !== null) await this.#core.ensureLora(loraParts(options.loraRequest).name, loraParts(options.loraRequest).path);
+    const lora = await this.#lora('chat', options.loraRequest);
     if (!Array.isArray(conversations) || conversations.length === 0) {
       throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
     }

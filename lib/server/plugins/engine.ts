@@ -52,6 +52,11 @@ export interface ReadyTimings {
   warmupMs: number;
 }
 
+/** A model name without Ollama's ':latest' tag (clients add it to names that have none). */
+function withoutLatestTag(name: string): string {
+  return name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
+}
+
 export class ServerEngine {
   readonly core: EngineCore;
   readonly servedModelNames: string[];
@@ -128,13 +133,12 @@ export class ServerEngine {
    */
   acceptsModel(name: string): boolean {
     if (!this.strictModelName && this.core.options.loraModules.length === 0 && !this.allowRuntimeLoraUpdating) return true;
-    const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
-    return this.servedModelNames.includes(name) || this.servedModelNames.includes(bare);
+    return this.servedModelNames.includes(name) || this.servedModelNames.includes(withoutLatestTag(name));
   }
 
   /** The LoRA adapter (--lora-modules) a request's model name selects (with or without ':latest'), or null. */
   loraFor(name: string): string | null {
-    const bare = name.endsWith(':latest') ? name.slice(0, -':latest'.length) : name;
+    const bare = withoutLatestTag(name);
     return this.core.loraModules.find((m) => m.name === name || m.name === bare)?.name ?? null;
   }
 
