@@ -40,9 +40,17 @@ export class LoraUpdateError extends Error {
  * it apart from store names and --lora-modules names). */
 export const MODELFILE_ADAPTER = 'modelfile@adapter';
 
+/** What a prefix-cache flush did: flushed, and how many cached blocks it dropped; or why it did nothing. */
+export interface CacheFlushResult {
+  flushed: boolean;
+  blocks: number;
+  reason: string | null; // not flushed: requests were running or waiting
+}
+
 /** Where a submission runs: a LoRA adapter by name (null / absent: the base model) and vLLM's cache_salt. */
 export interface SubmitTarget {
   lora?: string | readonly string[] | null; // several: the first loaded one (a LoRARequest's name, then its path)
+  promptLoras?: readonly (string | null)[]; // one adapter per prompt (SGLang's lora_path list); wins over lora
   cacheSalt?: string | null;
 }
 
@@ -225,12 +233,15 @@ export class Submission {
   constructor(core: EngineCore, prompts: readonly CorePrompt[], params: readonly SamplingParams[],
     stream: boolean, signal: AbortSignal | undefined, target: SubmitTarget = {}) {
     if (params.length !== prompts.length) throw new Error('submitMany: one SamplingParams per prompt');
-    const lora = core.loraIndex(target.lora ?? null);
+    if (target.promptLoras && target.promptLoras.length !== prompts.length) throw new Error('submitMany: one LoRA adapter (or null) per prompt');
+    const shared = target.promptLoras ? -1 : core.loraIndex(target.lora ?? null);
+    const loras = prompts.map((_, i) => (target.promptLoras ? core.loraIndex(target.promptLoras[i]) : shared)); // checked before queueing
     try {
       prompts.forEach((ids, i) => {
         const row: RequestHandle[] = [];
         this.handles.push(row);
         const prediction = predictionIds(core, params[i]);
+        const lora = loras[i];
         for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j, prediction, lora, target.cacheSalt), stream));
       });
     } catch (e) {
@@ -284,6 +295,7 @@ export class EngineCore {
   #loraOps = new Map<number, { resolve: () => void; reject: (e: Error) => void }>(); // a load / unload per slot in flight
   #loraBusy = new Set<string>(); // names being loaded or unloaded
   #loraLoads = new Map<string, Promise<void>>(); // ensureLora's loads in flight, by name
+  #flushes: { resolve: (r: CacheFlushResult) => void; reject: (e: Error) => void }[] = []; // flushCache calls in flight, in order
   #defaultLora = -1; // the index of the Modelfile ADAPTER a request without one runs with (-1: none)
   #closing: Promise<void> | undefined;
   #closed = false;
@@ -442,6 +454,26 @@ export class EngineCore {
       this.#loraOps.delete(slot);
       this.#loraBusy.delete(name);
     }
+  }
+
+  /**
+   * Empties the prefix cache (SGLang's flush_cache, vLLM's reset_prefix_cache): every cached block no request holds
+   * is forgotten, so later prompts compute their KV again. Done only while no request is running or waiting (as both
+   * engines refuse it then): resolves `{ flushed: false, reason }` otherwise. Rejects when the engine is closed or
+   * failed to load.
+   */
+  async flushCache(): Promise<CacheFlushResult> {
+    await this.ready();
+    if (this.#closing) throw new Error('the engine is closed');
+    return new Promise<CacheFlushResult>((resolve, reject) => {
+      this.#flushes.push({ resolve, reject });
+      try {
+        this.#native!.flushCache();
+      } catch (e) {
+        this.#flushes.pop();
+        reject(e);
+      }
+    });
   }
 
   #loraOp(slot: number, start: () => void): Promise<void> {
@@ -614,8 +646,14 @@ export class EngineCore {
         else op?.reject(new LoraUpdateError(ev.error, 400));
         break;
       }
+      case 'cache_flush': // the engine answers flushes in the order they were asked
+        this.#flushes.shift()?.resolve(ev.error === null ? { flushed: true, blocks: ev.blocks, reason: null }
+          : { flushed: false, blocks: 0, reason: ev.error });
+        break;
       case 'closed':
         this.#closed = true;
+        for (const f of this.#flushes) f.reject(new Error('the engine closed before the prefix cache was flushed'));
+        this.#flushes = [];
         for (const op of this.#loraOps.values()) op.reject(new LoraUpdateError('the engine closed before the LoRA adapter change', 503));
         this.#loraOps.clear();
         rejectReady(this.#loadError ?? new Error('the engine was closed before the model finished loading'));

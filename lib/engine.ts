@@ -5,14 +5,14 @@
 // last chunk carries metaInfo.finishReason; leaving a for-await early aborts the request; generate() never
 // throws synchronously (bad input rejects the promise, or throws from the stream's first next()).
 import { embed, type Pooling } from './embeddings.js';
-import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
+import { EngineCore, type CorePrompt, type RequestResult, type SubmitTarget } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import { alignParams } from './llm.js';
 import { loadNative, type FinishReason, type NativeEngineStats, type NativeModelInfo } from './native.js';
 import type { SamplingParams, SamplingParamsInput } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
 import type { ImageSource } from './vision/image-input.js';
-import { markRawPrompt } from './vision/multimodal-prompt.js';
+import { alignImages, sglangPrompts } from './sglang-prompts.js';
 
 export type EngineConstructorOptions = EngineOptionsInput;
 
@@ -33,9 +33,10 @@ export interface EngineGenerateInput {
   image_data?: ImageSource | ImageSource[] | (ImageSource | ImageSource[] | null)[];
   stream?: boolean;
   signal?: AbortSignal;
-  /** SGLang's lora_path: a LoRA adapter of the engine's loraModules, by name or path (one for the whole call). */
-  loraPath?: string | null;
-  lora_path?: string | null;
+  /** SGLang's lora_path: a LoRA adapter of the engine's loraModules, by name or path: one for the whole call, or one
+   * (or null) per prompt of a batch. */
+  loraPath?: string | (string | null)[] | null;
+  lora_path?: string | (string | null)[] | null;
 }
 
 /** SGLang's finish_reason object. */
@@ -85,25 +86,6 @@ const ENCODE_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'pooling', 'norm
 
 const INPUT_KEYS = ['prompt', 'text', 'inputIds', 'input_ids', 'samplingParams', 'sampling_params', 'imageData', 'image_data', 'stream', 'signal', 'loraPath', 'lora_path'];
 
-const isImage = (x: unknown): x is ImageSource => typeof x === 'string' || x instanceof Uint8Array;
-
-/** imageData aligned with the prompts: one list of images per prompt. */
-function alignImages(data: unknown, count: number, batch: boolean): ImageSource[][] {
-  if (data === undefined || data === null) return new Array<ImageSource[]>(count).fill([]);
-  const bad = (): never => {
-    throw new TypeError('generate: imageData must be an image (URL, data URL, path or bytes), a list of images, or for a batch one such entry (or null) per prompt');
-  };
-  if (!batch) {
-    if (isImage(data)) return [[data]];
-    if (Array.isArray(data) && data.every(isImage)) return [data];
-    return bad();
-  }
-  if (!Array.isArray(data) || data.length !== count) {
-    throw new TypeError(`generate: with a batch of ${count} prompts, imageData must have one entry per prompt`);
-  }
-  return data.map((d) => (d === null || d === undefined ? [] : isImage(d) ? [d] : Array.isArray(d) && d.every(isImage) ? d : bad()));
-}
-
 function pick<T>(input: Record<string, unknown>, a: string, b: string, what = 'generate'): T | undefined {
   if (input[a] !== undefined && input[b] !== undefined) throw new TypeError(`${what}: give ${a} or ${b}, not both`);
   return (input[a] ?? input[b]) as T | undefined;
@@ -123,12 +105,19 @@ function checkInput(input: unknown): asserts input is EngineGenerateInput {
   const { stream, signal } = input as EngineGenerateInput;
   if (stream !== undefined && typeof stream !== 'boolean') throw new TypeError('generate: stream must be a boolean');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('generate: signal must be an AbortSignal');
-  const lora = loraPathOf(input as EngineGenerateInput);
-  if (lora !== null && typeof lora !== 'string') throw new TypeError('generate: loraPath must be a loaded LoRA adapter\'s name or path');
+  const lora = (input as EngineGenerateInput).loraPath ?? (input as EngineGenerateInput).lora_path ?? null;
+  const isRef = (x: unknown): boolean => x === null || typeof x === 'string';
+  if (lora !== null && typeof lora !== 'string' && !(Array.isArray(lora) && lora.every(isRef))) {
+    throw new TypeError('generate: loraPath must be a loaded LoRA adapter\'s name or path, or a list of them (or null) with one per prompt');
+  }
 }
 
-function loraPathOf(input: EngineGenerateInput): string | null {
-  return input.loraPath ?? input.lora_path ?? null;
+/** Where the prompts run: SGLang's lora_path, one adapter for all or one per prompt (count of them). */
+function loraTarget(input: EngineGenerateInput, count: number): SubmitTarget {
+  const lora = input.loraPath ?? input.lora_path ?? null;
+  if (!Array.isArray(lora)) return { lora };
+  if (lora.length !== count) throw new TypeError(`generate: loraPath has ${lora.length} entries for ${count} prompts (give one per prompt)`);
+  return { promptLoras: lora };
 }
 
 export class Engine {
@@ -198,6 +187,15 @@ export class Engine {
     return stream ? this.#stream(input) : this.#generate(input);
   }
 
+  /**
+   * SGLang's Engine.flush_cache(): forgets every cached prefix (the radix cache), only while no request is running
+   * or waiting. Resolves `{ success, message }` as SGLang's FlushCacheReqOutput (message: why it was not done).
+   */
+  async flushCache(): Promise<{ success: boolean; message: string }> {
+    const r = await this.#core.flushCache();
+    return { success: r.flushed, message: r.reason ?? `flushed ${r.blocks} cached blocks` };
+  }
+
   /** Engine counters: running / waiting requests, KV blocks, tokens, steps, images encoded and their encode time. */
   stats(): NativeEngineStats { return this.#core.stats(); }
 
@@ -238,15 +236,9 @@ export class Engine {
     }
     const params = alignParams(paramsIn, count);
     const images = alignImages(pick<unknown>(raw, 'imageData', 'image_data'), count, batch);
-    const { tokenizer } = await this.#core.ready();
-    let ids: CorePrompt[];
+    let prompts: { text: string[] } | { ids: number[][] };
     if (text !== undefined) {
-      const texts = Array.isArray(text) ? text : [text];
-      ids = await Promise.all(texts.map(async (t, i) => {
-        if (images[i].length === 0) return tokenizer.encodePrompt(t); // no second BOS after a rendered template
-        return this.#core.multimodalPrompt(markRawPrompt(t, images[i].length), images[i], batch ? `imageData[${i}]` : 'imageData',
-          false, this.#core.offlineMediaFetch);
-      }));
+      prompts = { text: Array.isArray(text) ? text : [text] };
     } else {
       const rows = (batch ? inputIds : [inputIds]) as number[][];
       rows.forEach((row, i) => {
@@ -254,18 +246,16 @@ export class Engine {
           throw new TypeError(`generate: inputIds[${i}] must be an array of integer token ids`);
         }
       });
-      // With images, the ids hold one -1 per image embedding (engine.imageLayout gives an image's positions).
-      ids = await Promise.all(rows.map(async (row, i) => (images[i].length === 0 ? row
-        : this.#core.multimodalPrompt(row, images[i], batch ? `imageData[${i}]` : 'imageData', false,
-          this.#core.offlineMediaFetch))));
+      prompts = { ids: rows };
     }
+    const ids = await sglangPrompts(this.#core, prompts, images, this.#core.offlineMediaFetch, 'imageData');
     const promptTokens = ids.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as number[]).length));
     return { ids, promptTokens, batch, params };
   }
 
   async #generate(input: EngineGenerateInput): Promise<EngineResult | EngineResult[]> {
     const { ids, promptTokens, batch, params } = await this.#prepare(input);
-    const submission = this.#core.submitMany(ids, params, { stream: false, signal: input.signal, lora: loraPathOf(input) });
+    const submission = this.#core.submitMany(ids, params, { stream: false, signal: input.signal, ...loraTarget(input, ids.length) });
     const results = await submission.results();
     const out = results.flatMap((row, i) => row.map((r, j) => this.#result(r, submission.handles[i][j].id, promptTokens[i])));
     return batch || out.length > 1 ? out : out[0];
@@ -289,7 +279,7 @@ export class Engine {
   async *#stream(input: EngineGenerateInput): AsyncGenerator<EngineChunk> {
     const { ids, promptTokens, params } = await this.#prepare(input);
     if (ids.length !== 1 || params[0].n !== 1) throw new TypeError('generate: stream supports one prompt with n = 1');
-    const submission = this.#core.submitMany(ids, params, { stream: true, signal: input.signal, lora: loraPathOf(input) });
+    const submission = this.#core.submitMany(ids, params, { stream: true, signal: input.signal, ...loraTarget(input, ids.length) });
     const handle = submission.handles[0][0];
     const start = performance.now();
     let completion = 0;

@@ -250,6 +250,14 @@ export class LLM {
   /** Engine counters: running / waiting requests, KV blocks used / free, preemptions, tokens, steps. */
   stats(): NativeEngineStats { return this.#core.stats(); }
 
+  /**
+   * vLLM's LLM.reset_prefix_cache(): forgets every cached prefix, so later prompts compute their KV again (e.g.
+   * between benchmark runs). Done only while no request of this LLM is running or waiting; resolves whether it was.
+   */
+  async resetPrefixCache(): Promise<boolean> {
+    return (await this.#core.flushCache()).flushed;
+  }
+
   /** Raw prompts (no chat template; BOS added where the model asks for it, unless the text starts with it) or { promptTokenIds }. */
   async generate(prompts: PromptInput | PromptInput[], params?: SamplingParamsInput | SamplingParamsInput[],
     options: GenerateOptions = {}): Promise<RequestOutput[]> {

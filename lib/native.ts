@@ -94,6 +94,7 @@ export type NativeEvent =
   | { type: 'loadError'; message: string }
   | { type: 'step'; outputs: NativeStepOutput[] }
   | { type: 'lora'; slot: number; error: string | null } // a loadLora / unloadLora finished (error: why it failed)
+  | { type: 'cache_flush'; blocks: number; error: string | null } // a flushCache finished (error: why it did nothing)
   | { type: 'closed' };
 
 /** Field names and meanings as in lib/sampling-params.ts; absent = default. */
@@ -199,6 +200,8 @@ export interface NativeEngine {
   /** Queue loading a LoRA adapter into an empty slot / emptying a slot; the result is a 'lora' event for the slot. */
   loadLora(slot: number, spec: { path: string; scale: number }): void;
   unloadLora(slot: number): void;
+  /** Queue emptying the prefix cache (only while no request is running or waiting); a 'cache_flush' event follows. */
+  flushCache(): void;
   stats(): NativeEngineStats;
   close(options?: { drain?: boolean }): Promise<void>;
   /** The prompt positions of a width x height image: marker token ids and -1 per image embedding. Throws when

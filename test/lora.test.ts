@@ -144,6 +144,9 @@ t.test("SGLang's Engine: lora_path per generate call", async (t) => {
   const [ref] = await llm.generate('Hello there', { maxTokens: 8, temperature: 0 }, { loraRequest: 'sql' });
   t.equal((sql as { text: string }).text, ref.outputs[0].text, 'the same text as LLM with the adapter');
   t.not((sql as { text: string }).text, (base as { text: string }).text);
+  const both = await engine.generate({ prompt: ['Hello there', 'Hello there'], samplingParams: { max_new_tokens: 8, temperature: 0 }, lora_path: [null, 'sql'] });
+  t.same((both as { text: string }[]).map((o) => o.text), [(base as { text: string }).text, ref.outputs[0].text], 'lora_path: one per prompt of a batch');
+  await t.rejects(engine.generate({ prompt: ['a', 'b'], lora_path: ['sql'] }), /loraPath has 1 entries for 2 prompts/);
 });
 
 t.test('options: adapters are checked where they are given; a file that is no adapter fails the load by name', async (t) => {
@@ -212,6 +215,10 @@ t.test('server: adapters by model name, /v1/models, prefix caches apart, cache_s
   t.equal(completion.choices[0].text, offlineChat.outputs[0].text, '/v1/completions with the chat adapter (scale 0.5)');
   const ollama = await fetch(`${base}/api/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat', prompt: 'Hello there', raw: true, stream: false, options: { num_predict: 6, temperature: 0, repeat_penalty: 1 } }) });
   t.equal((await ollama.json() as { response: string }).response, offlineChat.outputs[0].text, "Ollama's /api/generate names adapters the same way");
+  const [offlinePlain] = await llm.generate('Hello there', { maxTokens: 6, temperature: 0 });
+  const sglang = await fetch(`${base}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: ['Hello there', 'Hello there'], sampling_params: { max_new_tokens: 6, temperature: 0 }, lora_path: ['chat', null] }) });
+  t.same((await sglang.json() as { text: string }[]).map((o) => o.text), [offlineChat.outputs[0].text, offlinePlain.outputs[0].text],
+    "SGLang's /generate: lora_path per prompt (an adapter, and null: the base model)");
   const bad = async (path: string, body: Record<string, unknown>, status: number, re: RegExp) => {
     const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     t.equal(r.status, status, `${path} ${JSON.stringify(body).slice(0, 60)}: ${status}`);

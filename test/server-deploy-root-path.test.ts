@@ -54,6 +54,17 @@ const ROUTES: Call[] = [
   { method: 'GET', url: '/api/ps' },
   { method: 'POST', url: '/api/pull', payload: { model: 'x', stream: false } },
   { method: 'DELETE', url: '/api/delete', payload: { model: 'x' } },
+  { method: 'POST', url: '/generate', payload: { text: 'hi', rid: 'r', sampling_params: { max_new_tokens: 2, temperature: 0 } } },
+  { method: 'POST', url: '/abort_request', payload: { rid: 'r' } },
+  { method: 'GET', url: '/flush_cache' },
+  { method: 'POST', url: '/flush_cache' },
+  { method: 'POST', url: '/reset_prefix_cache' },
+  { method: 'GET', url: '/get_model_info' },
+  { method: 'GET', url: '/model_info' },
+  { method: 'GET', url: '/get_server_info' },
+  { method: 'GET', url: '/server_info' },
+  { method: 'GET', url: '/health_generate' },
+  { method: 'POST', url: '/encode', payload: { text: 'hello world', rid: 'e' } },
 ];
 
 const NO_ROUTE = /"no route /; // the body of a request that reached no route (plugins/errors.ts)
@@ -65,7 +76,7 @@ function registeredRouteCount(tree: string): number {
 
 /** A response's comparable part: status, and the body without the fields that change per request. */
 function shape(r: { statusCode: number; body: string }): string {
-  return `${r.statusCode} ${r.body.replace(/"(id|created|created_at|expires_at|total_duration|load_duration|prompt_eval_duration|eval_duration|system_fingerprint)":("[^"]*"|\d+)/g, '"$1":_')
+  return `${r.statusCode} ${r.body.replace(/"(id|created|created_at|expires_at|total_duration|load_duration|prompt_eval_duration|eval_duration|system_fingerprint|e2e_latency)":("[^"]*"|[\d.e+-]+)/g, '"$1":_')
     .replace(/spindle_[a-z_]+(seconds|bytes)[^\n]*/g, '')}`;
 }
 

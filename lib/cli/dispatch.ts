@@ -1,18 +1,10 @@
 // The `spindle` command dispatcher: picks the longest registered command whose words start argv, and
 // hands it the rest; prints the command list for --help, a bare group ('spindle bench') or a typo.
 // Invariant: returns an exit code (0 ok, 2 usage error) and never calls process.exit itself.
-import { readFileSync } from 'node:fs';
+import { spindleVersion } from '../version.js';
 import { COMMANDS, type CommandEntry } from './commands.js';
 import type { CommandIo } from './io.js';
 
-function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
 
 /** Leading argv words that are not flags. */
 function words(argv: string[]): string[] {
@@ -47,7 +39,7 @@ export function findCommand(argv: string[], commands: CommandEntry[] = COMMANDS)
 export async function runCli(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr },
   commands: CommandEntry[] = COMMANDS): Promise<number> {
   if (argv[0] === '--version' || argv[0] === '-V') {
-    io.stdout.write(`spindle ${version()}\n`);
+    io.stdout.write(`spindle ${spindleVersion()}\n`);
     return 0;
   }
   const found = findCommand(argv, commands);

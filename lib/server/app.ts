@@ -34,6 +34,7 @@ import modelsRoute from './routes/v1/models.js';
 import loraAdapterRoutes from './routes/v1/lora-adapters.js';
 import healthRoute from './routes/health.js';
 import tokenizeRoute from './routes/tokenize.js';
+import sglangRoutes from './routes/sglang.js';
 import uiRoute from './routes/ui.js';
 
 export const BODY_LIMIT = 40 * 1024 * 1024; // bytes: room for a data-URL image at the 20 MiB image limit
@@ -108,6 +109,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(responsesRoute);
   await app.register(ollamaEmbedRoute);
   await app.register(tokenizeRoute);
+  await app.register(sglangRoutes);
   await app.register(metricsRoute);
   await app.register(ollamaGenerateRoute);
   await app.register(ollamaChatRoute);

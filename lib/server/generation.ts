@@ -99,7 +99,7 @@ export interface GenerationObserver {
 export interface JobRequest {
   handle: RequestHandle;
   prompt: number; // index of the prompt
-  index: number; // choice index: prompt * n + sample
+  index: number; // choice index: prompt * n + sample (samples of earlier prompts before it)
   firstTokenAt: number | null; // performance.now() ms of the first delta with tokens
   lastTokenAt: number | null; // performance.now() ms of the latest delta with tokens
   finishedAt: number | null; // performance.now() ms of the finishing delta (or the failure)
@@ -114,22 +114,27 @@ export class Job {
   readonly #observer: GenerationObserver | null;
   #release: () => void;
 
-  /** Reserves admission for every sample of every prompt, then queues them all (or none). */
-  constructor(engine: ServerEngine, prompts: CorePrompt[], params: SamplingParams, observer: GenerationObserver | null = null,
-    target: SubmitTarget = {}) {
+  /**
+   * Reserves admission for every sample of every prompt, then queues them all (or none). params: one for every
+   * prompt, or one per prompt (SGLang's sampling_params list).
+   */
+  constructor(engine: ServerEngine, prompts: CorePrompt[], params: SamplingParams | readonly SamplingParams[],
+    observer: GenerationObserver | null = null, target: SubmitTarget = {}) {
     this.promptTokens = prompts.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as readonly number[]).length));
     this.#observer = observer;
-    this.#release = engine.begin(prompts.length * params.n);
+    const perPrompt = Array.isArray(params) ? params as readonly SamplingParams[] : prompts.map(() => params as SamplingParams);
+    this.#release = engine.begin(perPrompt.reduce((a, p) => a + p.n, 0));
     let submission: Submission;
     try {
-      submission = engine.core.submitMany(prompts, prompts.map(() => params), { stream: true, ...target });
+      submission = engine.core.submitMany(prompts, perPrompt, { stream: true, ...target });
     } catch (e) {
       this.#release();
       throw badRequest((e as Error).message);
     }
-    submission.handles.forEach((row, p) => row.forEach((handle, j) => {
+    let index = 0;
+    submission.handles.forEach((row, p) => row.forEach((handle) => {
       this.requests.push({
-        handle, prompt: p, index: p * params.n + j, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false, phases: {},
+        handle, prompt: p, index: index++, firstTokenAt: null, lastTokenAt: null, finishedAt: null, read: false, phases: {},
       });
     }));
     void Promise.allSettled(this.requests.map((r) => r.handle.result)).then(() => this.#release());

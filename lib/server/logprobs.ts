@@ -107,3 +107,17 @@ export function completionLogprobs(list: readonly NativeLogprob[] | undefined, t
   }
   return out;
 }
+
+/** SGLang's logprob entry: `[logprob, token id, text]` (text null unless return_text_in_logprobs; logprob null for
+ * a prompt's first scored token). */
+export type SglangLogprob = [number | null, number, string | null];
+
+/** One SGLang entry per token of `list` (the sampled or prompt token), and its top alternatives (best first). */
+export function sglangLogprobs(list: readonly NativeLogprob[], tokenizer: Tokenizer, withText: boolean):
+  { tokens: SglangLogprob[]; tops: SglangLogprob[][] } {
+  const entry = (lp: number, id: number): SglangLogprob => [finite(lp), id, withText ? tokenizer.decode([id]) : null];
+  return {
+    tokens: list.map((lp) => entry(lp.logprob, lp.tokenId)),
+    tops: list.map((lp) => lp.topTokenIds.map((id, k) => entry(lp.topLogprobs[k], id))),
+  };
+}

@@ -117,6 +117,19 @@ void block_manager::set_prefix_caching(bool on) {
   caching_ = on;
 }
 
+int32_t block_manager::drop_cached() {
+  int32_t n = 0;
+  while (lru_head_ >= 0) {
+    const int32_t b = lru_head_;
+    lru_unlink(b);
+    cached_.erase(hash_[size_t(b)]);
+    committed_[size_t(b)] = 0;
+    free_blocks_.push_back(b);
+    ++n;
+  }
+  return n;
+}
+
 std::vector<int32_t> block_manager::cached_prefix(const int32_t* tokens, int32_t max_blocks, uint64_t salt) const {
   std::vector<int32_t> out;
   if (!caching_) return out;

@@ -77,6 +77,9 @@ class block_manager {
   // sequence's namespace (cached_prefix), the same on every call for one sequence.
   void commit_full_blocks(uint64_t seq_id, const int32_t* tokens, int32_t n_computed, uint64_t salt = 0);
   int32_t num_cached_blocks() const { return int32_t(cached_.size()); }  // committed blocks, in use or not
+  // Forgets every cached block no table holds (SGLang's /flush_cache, vLLM's reset_prefix_cache): each becomes a
+  // plain free block and no later lookup matches it. Blocks in use stay committed. Returns how many were dropped.
+  int32_t drop_cached();
 
   const std::vector<int32_t>& block_table(uint64_t seq_id) const;  // throws for an unknown seq_id
   int32_t num_tokens(uint64_t seq_id) const;                       // slots reserved; 0 for an unknown id

@@ -422,6 +422,7 @@ bool engine::wait_and_drain(std::vector<request_output>& outs) {
       case message::kind::submit: start_request(std::move(m.req), outs); break;
       case message::kind::load_lora:
       case message::kind::unload_lora: handle_lora(m); break;
+      case message::kind::flush_cache: handle_flush(); break;
     }
   }
   if (closing && !drain) return false;
@@ -493,11 +494,37 @@ void engine::queue_lora(message m, const char* what) {
   if (m.slot < 0 || m.slot >= int32_t(k_max_loras) - 1) {
     throw error(std::string(what) + ": slot " + std::to_string(m.slot) + " is out of range [0, " + std::to_string(k_max_loras - 2) + "]");
   }
+  queue_control(std::move(m));
+}
+
+void engine::queue_control(message m) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) throw error("the engine is closed");
   if (!ready_) throw error("the engine is not ready (the model is still loading)");
   inbox_.push_back(std::move(m));
   cv_.notify_one();
+}
+
+void engine::flush_prefix_cache() {
+  message m;
+  m.type = message::kind::flush_cache;
+  queue_control(std::move(m));
+}
+
+// Between steps, on the engine thread. Messages are handled in order, so requests submitted before the flush
+// count as waiting.
+void engine::handle_flush() {
+  engine_event ev;
+  ev.type = engine_event::kind::cache_flush;
+  const size_t busy = seqs_.size();
+  if (busy > 0) {
+    ev.message = "the prefix cache was not flushed: " + std::to_string(busy) + " request" + (busy == 1 ? " is" : "s are") +
+                 " running or waiting";
+  } else {
+    ev.blocks_dropped = sched_->drop_cached_prefixes();
+    update_stats();
+  }
+  sink_(std::move(ev));
 }
 
 void engine::load_lora(int32_t slot, lora_spec spec) {

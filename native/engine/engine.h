@@ -130,11 +130,12 @@ class tokenizer;
 model_info describe_file(const gguf_file& file, const tokenizer& tok);
 
 struct engine_event {
-  enum class kind : uint8_t { ready, load_error, step, closed, lora };
+  enum class kind : uint8_t { ready, load_error, step, closed, lora, cache_flush };
   kind type = kind::step;
   model_info info;                      // ready
-  std::string message;                  // load_error; lora: "" when the load / unload succeeded, else why not
+  std::string message;                  // load_error; lora, cache_flush: "" when it succeeded, else why not
   int32_t lora_slot = -1;               // lora: the adapter slot the event is about
+  int32_t blocks_dropped = 0;           // cache_flush: cached prefix blocks forgotten
   std::vector<request_output> outputs;  // step: one entry per request that changed this step
 };
 
@@ -198,10 +199,15 @@ class engine {
   // Empties `slot` (an event as above): requests already started keep the adapter until they finish; its cached
   // prefix blocks are never matched again (each load is a namespace of its own).
   void unload_lora(int32_t slot);
+  // Empties the prefix cache (SGLang's /flush_cache, vLLM's reset_prefix_cache): the engine thread forgets every
+  // cached block between steps, only while no request is running or waiting (one that is would lose nothing, but
+  // its blocks would stay cached), and reports an engine_event::kind::cache_flush ("" or why not). Throws
+  // spindle::error when the engine is not ready or closed.
+  void flush_prefix_cache();
 
  private:
   struct message {
-    enum class kind : uint8_t { submit, abort, load_lora, unload_lora } type = kind::submit;
+    enum class kind : uint8_t { submit, abort, load_lora, unload_lora, flush_cache } type = kind::submit;
     uint64_t id = 0;
     request req;      // submit
     int32_t slot = -1;  // load_lora / unload_lora
@@ -209,6 +215,8 @@ class engine {
   };
   void queue_lora(message m, const char* what);  // checks the slot and the state, then queues a lora message
   void handle_lora(message& m);  // engine thread: a load or unload, reported as an event
+  void queue_control(message m);  // checks the state, then queues a message that is no request
+  void handle_flush();            // engine thread: a prefix-cache flush, reported as an event
 
   void thread_main();
   // The prefix-cache namespace of a request: 0 for the base model without a cache_salt, else a keyed hash of the

@@ -142,6 +142,8 @@ class scheduler {
   std::vector<uint64_t> running_ids() const;      // arrival order
   std::vector<uint64_t> waiting_ids() const;      // queue order, front first
   const block_manager& blocks() const { return blocks_; }
+  // Drops every cached prefix block no sequence holds (block_manager::drop_cached); returns how many.
+  int32_t drop_cached_prefixes() { return blocks_.drop_cached(); }
   const state_slot_pool& state_slots() const { return slots_; }
   const scheduler_config& config() const { return config_; }
   scheduler_stats stats() const;

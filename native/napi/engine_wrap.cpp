@@ -50,6 +50,7 @@ Napi::Function engine_wrap::define(Napi::Env env) {
                          InstanceMethod<&engine_wrap::abort>("abort"),
                          InstanceMethod<&engine_wrap::load_lora>("loadLora"),
                          InstanceMethod<&engine_wrap::unload_lora>("unloadLora"),
+                         InstanceMethod<&engine_wrap::flush_cache>("flushCache"),
                          InstanceMethod<&engine_wrap::stats>("stats"),
                          InstanceMethod<&engine_wrap::close>("close"),
                          InstanceMethod<&engine_wrap::image_layout>("imageLayout"),
@@ -175,6 +176,12 @@ void engine_wrap::deliver(Napi::Env env, Napi::Function callback, engine_event& 
       js.Set("slot", Napi::Number::New(env, ev.lora_slot));
       js.Set("error", ev.message.empty() ? env.Null() : Napi::Value(Napi::String::New(env, ev.message)));
       break;
+    case engine_event::kind::cache_flush:
+      pending_--;
+      js = event_object(env, "cache_flush");
+      js.Set("blocks", Napi::Number::New(env, ev.blocks_dropped));
+      js.Set("error", ev.message.empty() ? env.Null() : Napi::Value(Napi::String::New(env, ev.message)));
+      break;
     case engine_event::kind::closed:
       js = event_object(env, "closed");
       on_closed(env);
@@ -250,6 +257,14 @@ Napi::Value engine_wrap::load_lora(const Napi::CallbackInfo& info) {
   const int32_t slot = slot_arg(info, "loadLora");
   lora_spec spec = parse_lora_spec(info.Length() > 1 ? info[1] : env.Undefined(), "loadLora(slot, spec): spec");
   guarded(env, [&] { engine_->load_lora(slot, std::move(spec)); return 0; });
+  pending_++;  // until its event
+  set_busy(env);
+  return env.Undefined();
+}
+
+Napi::Value engine_wrap::flush_cache(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  guarded(env, [&] { engine_->flush_prefix_cache(); return 0; });
   pending_++;  // until its event
   set_busy(env);
   return env.Undefined();

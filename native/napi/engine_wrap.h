@@ -45,6 +45,7 @@ class engine_wrap : public Napi::ObjectWrap<engine_wrap> {
   Napi::Value abort(const Napi::CallbackInfo& info);
   Napi::Value load_lora(const Napi::CallbackInfo& info);
   Napi::Value unload_lora(const Napi::CallbackInfo& info);
+  Napi::Value flush_cache(const Napi::CallbackInfo& info);  // flushCache(): a 'cache_flush' event follows
   Napi::Value stats(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value image_layout(const Napi::CallbackInfo& info);

@@ -2,7 +2,7 @@
 // Invariant: main() never throws and never prints a stack trace; it returns 0 after a complete run, 2 for bad
 // flags or an unusable model file (missing, not GGUF, too short a context, fails to load), 1 when a
 // measurement fails (the tests finished before are still printed as a complete document).
-import { readFileSync } from 'node:fs';
+import { spindleVersion } from '../../version.js';
 import type { CommandIo } from '../../cli/io.js';
 import { ArgsError, HELP, parseBenchArgs, type BenchConfig } from './args.js';
 import { ModelFileError, readModelFileInfo, type ModelFileInfo } from '../../gguf/file-info.js';
@@ -15,14 +15,6 @@ export type Io = CommandIo;
 /** A problem with the model given to -m: exit code 2. */
 class ModelArgError extends Error {}
 
-function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
 
 /** Reads and checks every model before anything runs, so a typo in the last -m fails at once. */
 export function inspectModels(cfg: BenchConfig): ModelFileInfo[] {
@@ -46,7 +38,7 @@ export function inspectModels(cfg: BenchConfig): ModelFileInfo[] {
 /** Runs the whole benchmark, printing as it goes; returns the records. Throws on failure. */
 export async function runBench(cfg: BenchConfig, io: Io): Promise<TestRecord[]> {
   const models = inspectModels(cfg);
-  const v = version();
+  const v = spindleVersion();
   const printer = createPrinter(cfg.output, { version: v, bandwidth: cfg.bandwidthGBps !== null });
   const records: TestRecord[] = [];
   const onRecord = (r: TestRecord) => {

@@ -1,6 +1,6 @@
-// API-key auth (--api-key, repeatable): `/v1/*`, `/api/*`, `/metrics`, `/tokenize` and `/detokenize` need
-// `Authorization: Bearer <key>` or `Authorization: Key <key>`; `/health` and the web UI's static files (`/`,
-// `/ui/*`: they hold no data, and the app asks the user for the key) stay open.
+// API-key auth (--api-key, repeatable): every route needs `Authorization: Bearer <key>` or `Authorization: Key
+// <key>` except the health checks (`/health`, SGLang's `/health_generate`, as SGLang leaves them open for probes) and
+// the web UI's static files (`/`, `/ui/*`: they hold no data, and the app asks the user for the key).
 // Invariant: keys are compared in constant time (SHA-256 digests of equal length through timingSafeEqual,
 // every configured key checked, no early exit); a missing header, a wrong scheme or a wrong key => 401.
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../api-error.js';
 import { sharedPlugin } from '../plugin.js';
 
-const OPEN_PATHS = new Set(['/health']);
+const OPEN_PATHS = new Set(['/health', '/health_generate']);
 const isUiFile = (method: string, path: string): boolean => (method === 'GET' || method === 'HEAD') && (path === '/' || path.startsWith('/ui/'));
 
 function digest(s: string): Buffer {

@@ -4,7 +4,7 @@
 // Invariant: the file's header is read once per app (never the weights); `digest` identifies the file version
 // (sha256 of path, size and mtime), it is not a hash of the file's bytes.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { spindleVersion } from '../../../version.js';
 import { stat } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { readModelFileInfo, type ModelFileInfo } from '../../../gguf/file-info.js';
@@ -45,21 +45,8 @@ export function modelFacts(engine: ServerEngine): Promise<ModelFacts> {
 
 export const tagged = (name: string): string => (name.includes(':') ? name : `${name}:latest`);
 
-let cachedVersion: string | undefined;
-function spindleVersion(): string {
-  if (cachedVersion === undefined) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version?: string };
-      cachedVersion = pkg.version ?? '0.0.0';
-    } catch {
-      cachedVersion = '0.0.0';
-    }
-  }
-  return cachedVersion;
-}
-
 export default async function ollamaModelsRoute(app: FastifyInstance): Promise<void> {
-  app.get('/api/version', async () => ({ version: spindleVersion() }));
+  app.get('/api/version', async () => ({ version: spindleVersion('0.0.0') }));
 
   app.get('/api/tags', async () => {
     if (app.store) return storeTags(app.store);
