@@ -234,7 +234,7 @@ t.test('flags: vLLM defaults, aliases, validation messages', async (t) => {
   t.equal(parseBenchServeArgs(['--host', '10.0.0.2', '--port', '9000'], {})!.baseUrl, 'http://10.0.0.2:9000');
   t.equal(parseBenchServeArgs(['--help'], {}), null);
   const bad: [string[], RegExp][] = [
-    [['--backend', 'tgi'], /--backend must be one of openai-chat, openai, ollama/],
+    [['--backend', 'tgi'], /--backend must be one of openai-chat, openai, ollama, sglang/],
     [['--random-range-ratio', '1'], /--random-range-ratio must be in \[0, 1\)/],
     [['--max-concurrency', '0'], /--max-concurrency must be in \[1, /],
     [['--num-prompts', '2.5'], /--num-prompts must be an integer/],

@@ -10,6 +10,9 @@ import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { Engine } from '../lib/engine.js';
 import { LLM } from '../lib/llm.js';
+import { Writable } from 'node:stream';
+import { parseBenchServeArgs } from '../lib/bench/serve/args.js';
+import { runBenchServe } from '../lib/bench/serve/command.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 const SMALL = { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11 } as const;
@@ -292,4 +295,18 @@ t.test('offline: Engine.flushCache (SGLang) and LLM.resetPrefixCache (vLLM)', as
   while (llm.stats().running === 0) await new Promise((r) => setTimeout(r, 5));
   t.equal(await llm.resetPrefixCache(), false, 'not while a request runs');
   await busy;
+});
+
+t.test("spindle bench serve --backend sglang (SGLang's bench_serving default) against /generate", async (t) => {
+  const quiet = (): Writable => new Writable({ write(_c, _e, cb) { cb(); } });
+  for (const extra of [[], ['--random-token-ids', '500']]) {
+    const cfg = parseBenchServeArgs(['--base-url', base, '--backend', 'sglang', '--num-prompts', '4', '--random-input-len', '8',
+      '--random-output-len', '5', '--ignore-eos', '--api-key', 'k', '--disable-progress', ...extra], {})!;
+    const { metrics: m, result } = await runBenchServe(cfg, { stdout: quiet(), stderr: quiet() });
+    t.equal(m.completed, 4, `every request completed ${extra.join(' ')}`);
+    t.equal(m.failed, 0);
+    t.equal(m.totalOutput, 20, "output tokens from meta_info.completion_tokens");
+    t.same(result.token_counts, { prompt: 'server', output: 'server' });
+    if (extra.length > 0) t.equal(m.totalInput, 4 * 8, 'token-id prompts: exactly the asked lengths');
+  }
 });

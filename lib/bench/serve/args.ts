@@ -22,7 +22,7 @@ export interface BenchServeConfig {
   randomOutputLen: number; // tokens
   randomRangeRatio: number; // [0, 1)
   randomPrefixLen: number; // tokens of one fixed prefix before every prompt's random part (vLLM's flag)
-  randomTokenIds: number; // > 0: random prompts as token ids in [0, randomTokenIds) (openai backend only); 0: words
+  randomTokenIds: number; // > 0: random prompts as token ids in [0, randomTokenIds) (openai and sglang backends); 0: words
   dataset: 'random' | 'multi-turn' | 'edit';
   editLen: number; // edit dataset: tokens of the text each request rewrites (and predicts back)
   // multi-turn: conversations sharing one system prompt, each sending its turns one after another with the whole
@@ -50,8 +50,9 @@ taken from the server's usage fields and the report says which counts were used.
   --base-url URL             server root (default http://HOST:PORT)
   --host HOST, --port PORT   used when --base-url is not given (default 127.0.0.1, 8000)
   --backend NAME             openai (/v1/completions, default) | openai-chat (/v1/chat/completions) |
-                             ollama (/api/generate; --endpoint /api/chat for chat); aliases as SGLang and
-                             vLLM spell them: sglang-oai, vllm = openai; sglang-oai-chat, vllm-chat = openai-chat
+                             ollama (/api/generate; --endpoint /api/chat for chat) | sglang (SGLang's native
+                             /generate); aliases as SGLang and vLLM spell them: sglang-oai, vllm = openai;
+                             sglang-oai-chat, vllm-chat = openai-chat
   --endpoint PATH            override the backend's endpoint path (or a full URL)
   --model NAME               default: first id of GET /v1/models (ollama: GET /api/tags)
   --api-key KEY              sends Authorization: Bearer KEY (default: $OPENAI_API_KEY)
@@ -174,8 +175,8 @@ export function parseBenchServeArgs(argv: string[], env: NodeJS.ProcessEnv = pro
   if (temperature !== null && temperature < 0) throw new ArgsError(`--temperature must be >= 0, got ${temperature}`);
   const maxConc = s('max-concurrency');
   const tokenIds = int('random-token-ids', s('random-token-ids'), 0, 2);
-  if (s('random-token-ids') !== undefined && (dataset !== 'random' || backend !== 'openai')) {
-    throw new ArgsError('--random-token-ids needs --dataset-name random and --backend openai (/v1/completions takes token ids)');
+  if (s('random-token-ids') !== undefined && (dataset !== 'random' || (backend !== 'openai' && backend !== 'sglang'))) {
+    throw new ArgsError('--random-token-ids needs --dataset-name random and --backend openai or sglang (/v1/completions and /generate take token ids)');
   }
   return {
     backend,

@@ -2,6 +2,7 @@
 // Invariant: adding a backend is one entry here plus its send function.
 import { sendOllama } from './backend-ollama.js';
 import { sendOpenAiChat, sendOpenAiCompletions } from './backend-openai.js';
+import { sendSglang } from './backend-sglang.js';
 import type { Agents } from './http.js';
 import type { BackendName, RequestInput, RequestOutput } from './types.js';
 
@@ -30,6 +31,7 @@ export const BACKENDS: Record<BackendName, Backend> = {
   'openai-chat': { defaultEndpoint: '/v1/chat/completions', modelsPath: '/v1/models', firstModel: openAiFirstModel, send: sendOpenAiChat },
   openai: { defaultEndpoint: '/v1/completions', modelsPath: '/v1/models', firstModel: openAiFirstModel, send: sendOpenAiCompletions },
   ollama: { defaultEndpoint: '/api/generate', modelsPath: '/api/tags', firstModel: ollamaFirstModel, send: sendOllama },
+  sglang: { defaultEndpoint: '/generate', modelsPath: '/v1/models', firstModel: openAiFirstModel, send: sendSglang },
 };
 
 export const BACKEND_NAMES = Object.keys(BACKENDS) as BackendName[];

@@ -3,7 +3,7 @@
 // per-request arrays of the result JSON read like vLLM's (ttfts, itls, latencies in s) and the
 // aggregate *_ms fields are these times * 1000.
 
-export type BackendName = 'openai-chat' | 'openai' | 'ollama';
+export type BackendName = 'openai-chat' | 'openai' | 'ollama' | 'sglang';
 
 /** One benchmark prompt. */
 export interface SampleRequest {
