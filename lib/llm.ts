@@ -128,7 +128,9 @@ export interface EmbeddingRequestOutput {
 }
 
 export interface ChatOptions extends GenerateOptions {
-  addGenerationPrompt?: boolean;
+  addGenerationPrompt?: boolean; // default true (false with continueFinalMessage)
+  /** vLLM's continue_final_message: the model continues the final message (an assistant prefill). */
+  continueFinalMessage?: boolean;
   tools?: unknown[];
   chatTemplate?: string;
   chatTemplateKwargs?: Record<string, unknown>;
@@ -282,7 +284,7 @@ export class LLM {
   /** One conversation (Message[]) or a batch (Message[][]), rendered with the model's chat template. */
   async chat(conversations: ChatMessage[] | ChatMessage[][], params?: SamplingParamsInput | SamplingParamsInput[],
     options: ChatOptions = {}): Promise<RequestOutput[]> {
-    checkOptions('chat', options, ['signal', 'loraRequest', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
+    checkOptions('chat', options, ['signal', 'loraRequest', 'addGenerationPrompt', 'continueFinalMessage', 'tools', 'chatTemplate', 'chatTemplateKwargs']);
     const lora = await this.#lora('chat', options.loraRequest);
     if (!Array.isArray(conversations) || conversations.length === 0) {
       throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
@@ -294,7 +296,8 @@ export class LLM {
     const prepared = await Promise.all(batch.map(async (messages, i): Promise<PreparedPrompt> => {
       const prompt = tokenizer.applyChatTemplate(messages, {
         tokenize: false,
-        addGenerationPrompt: options.addGenerationPrompt ?? true,
+        addGenerationPrompt: options.addGenerationPrompt,
+        continueFinalMessage: options.continueFinalMessage,
         tools: options.tools,
         chatTemplate: options.chatTemplate,
         chatTemplateKwargs: options.chatTemplateKwargs,

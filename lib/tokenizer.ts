@@ -34,6 +34,10 @@ export interface ApplyChatTemplateOptions {
   /** Vision models: the text that stands for each image part in the rendered prompt. */
   mediaMarker?: string;
   media_marker?: string;
+  /** transformers' continue_final_message: the prompt ends after the final message's text, which the model continues
+   * (an assistant prefill); addGenerationPrompt then defaults to false (true with it is an error). */
+  continueFinalMessage?: boolean;
+  continue_final_message?: boolean;
 }
 
 const snakeCase = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -114,10 +118,14 @@ export class Tokenizer {
   applyChatTemplate(messages: readonly ChatMessage[], options?: ApplyChatTemplateOptions & { tokenize?: true }): number[];
   applyChatTemplate(messages: readonly ChatMessage[], options?: ApplyChatTemplateOptions): number[] | string;
   applyChatTemplate(messages: readonly ChatMessage[], options: ApplyChatTemplateOptions = {}): number[] | string {
-    const o = readOptions('applyChatTemplate', options, ['tokenize', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs', 'mediaMarker']);
+    const o = readOptions('applyChatTemplate', options, ['tokenize', 'addGenerationPrompt', 'tools', 'chatTemplate', 'chatTemplateKwargs',
+      'mediaMarker', 'continueFinalMessage']);
     const tokenize = optionalBool('applyChatTemplate', 'tokenize', o.tokenize, true);
+    const continueFinalMessage = optionalBool('applyChatTemplate', 'continueFinalMessage', o.continueFinalMessage, false);
+    // continuing the final message: no generation prompt unless one is asked for (which is then an error)
     const text = renderChatTemplate((o.chatTemplate as string | undefined) ?? this.#info.chatTemplate ?? '', messages, {
-      addGenerationPrompt: optionalBool('applyChatTemplate', 'addGenerationPrompt', o.addGenerationPrompt, true),
+      continueFinalMessage,
+      addGenerationPrompt: optionalBool('applyChatTemplate', 'addGenerationPrompt', o.addGenerationPrompt, !continueFinalMessage),
       bosToken: this.#info.bosToken,
       eosToken: this.#info.eosToken,
       tools: o.tools as unknown[] | undefined,

@@ -181,3 +181,34 @@ t.test('an assistant message with tool calls may have no content', async (t) => 
   t.match(out, /<tool_call>\n\{"name": "get_weather", "arguments": \{"city": "Oslo"\}\}\n<\/tool_call>/);
   t.match(out, /<tool_response>\n\{"temp": 3\}\n<\/tool_response>/);
 });
+
+t.test("continue_final_message: the prompt ends after the final message's text, as transformers cuts it", async (t) => {
+  const convo = (last: ChatMessage['content'], role: ChatMessage['role'] = 'assistant'): ChatMessage[] =>
+    [{ role: 'user', content: 'What is 2 + 2?' }, { role, content: last }];
+  const l3 = family('llama3');
+  const open = renderChatTemplate(l3.template, convo('The answer is'), { bosToken: l3.bos, continueFinalMessage: true });
+  const header = renderChatTemplate(l3.template, convo('x', 'user').slice(0, 1), { bosToken: l3.bos, addGenerationPrompt: true });
+  t.equal(open, header + 'The answer is', 'llama3: the assistant header, then the text, no <|eot_id|>');
+  const trailing = renderChatTemplate(l3.template, convo('The answer is '), { bosToken: l3.bos, continueFinalMessage: true });
+  t.equal(trailing, open, 'a template that trims the text: cut after the trimmed text (transformers)');
+  const parts = renderChatTemplate(l3.template, convo([{ type: 'text', text: 'The answer' }, { type: 'text', text: 'is' }]),
+    { bosToken: l3.bos, continueFinalMessage: true });
+  t.ok(parts.endsWith('The answer\nis'), 'content parts: cut after the last text part');
+  const q3 = family('qwen3');
+  const qwen = renderChatTemplate(q3.template, convo('Sure, here'), { continueFinalMessage: true });
+  t.ok(qwen.endsWith('<|im_start|>assistant\nSure, here') || qwen.endsWith('</think>\n\nSure, here'), JSON.stringify(qwen.slice(-60)));
+  t.notOk(qwen.endsWith('<|im_end|>\n'));
+  const user = renderChatTemplate(q3.template, convo('Finish this sentence: the sky', 'user'), { continueFinalMessage: true });
+  t.ok(user.endsWith('Finish this sentence: the sky'), 'any role, as transformers');
+  t.throws(() => renderChatTemplate(l3.template, convo('x'), { continueFinalMessage: true, addGenerationPrompt: true }),
+    /continue_final_message and add_generation_prompt cannot both be true/);
+  t.throws(() => renderChatTemplate(l3.template, convo('  '), { continueFinalMessage: true }), /the final message has no text to continue/);
+  const changing = "{% for m in messages %}{{ m.role }}: {{ m.content | replace('x', 'y') }}\n{% endfor %}";
+  t.equal(renderChatTemplate(changing, convo('xx'), { continueFinalMessage: true }), 'user: What is 2 + 2?\nassistant: yy',
+    "a template that changes the text: cut after the template's version of it");
+  const dropping = "{% for m in messages %}{{ m.role }}\n{% endfor %}";
+  t.throws(() => renderChatTemplate(dropping, convo('xx'), { continueFinalMessage: true }),
+    /the final message does not appear in the rendered chat/);
+  const image = convo([{ type: 'text', text: 'Look:' }, { type: 'image_url', image_url: 'data:image/png;base64,AA' }]);
+  t.throws(() => renderChatTemplate(l3.template, image, { continueFinalMessage: true, mediaMarker: '<m>' }), /it must end with text/);
+});

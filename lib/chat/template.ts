@@ -45,6 +45,11 @@ export interface RenderOptions {
   chatTemplateKwargs?: Record<string, unknown>;
   /** The text that stands for each image (vision models); absent: image parts are refused. */
   mediaMarker?: string;
+  /**
+   * transformers' / vLLM's continue_final_message: the prompt ends right after the final message's text (no
+   * end-of-turn after it), so the model continues that message (an assistant prefill). Not with addGenerationPrompt.
+   */
+  continueFinalMessage?: boolean;
 }
 
 export class ChatTemplateError extends Error {
@@ -177,6 +182,12 @@ export function renderChatTemplate(template: string, messages: readonly ChatMess
   if (typeof template !== 'string' || template.length === 0) {
     throw new ChatTemplateError('this model has no chat template (GGUF tokenizer.chat_template); use generate() with a raw prompt');
   }
+  if (options.continueFinalMessage) {
+    if (options.addGenerationPrompt === true) {
+      throw new ChatTemplateError('continue_final_message and add_generation_prompt cannot both be true: continue the final message, or start a new assistant message');
+    }
+    return continueFinalMessage((m) => renderChatTemplate(template, m, { ...options, continueFinalMessage: false, addGenerationPrompt: false }), messages);
+  }
   const context: Record<string, unknown> = {
     ...(options.chatTemplateKwargs ?? {}),
     messages: normalizeMessages(messages, options.mediaMarker),
@@ -194,4 +205,54 @@ export function renderChatTemplate(template: string, messages: readonly ChatMess
   } catch (e) {
     throw new ChatTemplateError(`the chat template failed to render: ${(e as Error).message}`);
   }
+}
+
+/** The text of the final message: its content, or its last part when that is text ('' otherwise). */
+export function finalMessageText(messages: readonly ChatMessage[]): string {
+  const content = messages.at(-1)?.content;
+  if (typeof content === 'string') return content;
+  const last = Array.isArray(content) ? content.at(-1) : undefined;
+  return last?.type === 'text' && typeof last.text === 'string' ? last.text : '';
+}
+
+// Appended to the final message's text to find where the template put its end: invisible separators around a name.
+const FINAL_MARK = '\u2063spindle-final-message-end\u2063';
+
+/** `messages` with `suffix` after the final message's text (its last part, which finalMessageText found to be text). */
+function withFinalSuffix(messages: readonly ChatMessage[], suffix: string): ChatMessage[] {
+  const out = [...messages];
+  const last = out[out.length - 1];
+  const content = last.content;
+  out[out.length - 1] = typeof content === 'string' ? { ...last, content: content + suffix }
+    : { ...last, content: [...content!.slice(0, -1), { type: 'text', text: (content!.at(-1) as TextPart).text + suffix }] };
+  return out;
+}
+
+/**
+ * transformers' continue_final_message: the chat `render` gives (no generation prompt), cut right after the final
+ * message's text, so the model continues that message. The end is found by rendering once more with a mark after
+ * the text (never confused with the same words later in the prompt, such as an `assistant` header), and a template
+ * that trims the text's trailing whitespace gets the cut after the trimmed text, as transformers cuts it. Where a
+ * template drops the mark, transformers' own search: the last place the text (or its trimmed form) appears.
+ */
+export function continueFinalMessage(render: (messages: readonly ChatMessage[]) => string, messages: readonly ChatMessage[]): string {
+  const text = finalMessageText(messages);
+  if (text.trim() === '') throw new ChatTemplateError('continue_final_message: the final message has no text to continue (it must end with text)');
+  const plain = render(messages);
+  const marked = render(withFinalSuffix(messages, FINAL_MARK));
+  const at = marked.indexOf(FINAL_MARK);
+  if (at >= 0 && marked.indexOf(FINAL_MARK, at + 1) < 0) {
+    const cut = marked.slice(0, at);
+    const trailing = text.length - text.trimEnd().length;
+    return trailing > 0 && !plain.includes(text) && cut.endsWith(text) ? cut.slice(0, cut.length - trailing) : cut;
+  }
+  const end = plain.lastIndexOf(text);
+  if (end >= 0) return plain.slice(0, end + text.length);
+  const trimmed = text.trim();
+  const loc = plain.lastIndexOf(trimmed);
+  if (loc < 0) {
+    throw new ChatTemplateError('continue_final_message: the final message does not appear in the rendered chat (the chat template changes its text)');
+  }
+  const lead = text.trimStart();
+  return plain.slice(0, loc + (plain.startsWith(lead, loc) ? lead.length : trimmed.length));
 }

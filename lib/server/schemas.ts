@@ -98,6 +98,7 @@ export const chatCompletionSchema = {
     logprobs: nullable({ type: 'boolean' }),
     top_logprobs: integer(0, maxLogprobs()),
     add_generation_prompt: nullable({ type: 'boolean' }),
+    continue_final_message: nullable({ type: 'boolean' }),
     chat_template_kwargs: nullable({ type: 'object', maxProperties: 64 }),
     reasoning_effort: nullable({ type: 'string', maxLength: 16 }),
     response_format: nullable({ type: 'object', maxProperties: 8, properties: { type: text(64) } }),
@@ -207,6 +208,7 @@ export const tokenizeSchema = {
     messages: { type: 'array', minItems: 1, maxItems: MAX_MESSAGES, items: message },
     add_special_tokens: nullable({ type: 'boolean' }),
     add_generation_prompt: nullable({ type: 'boolean' }),
+    continue_final_message: nullable({ type: 'boolean' }),
   },
 } as const;
 

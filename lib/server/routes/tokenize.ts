@@ -18,6 +18,7 @@ interface TokenizeBody {
   messages?: ChatMessage[];
   add_special_tokens?: boolean | null;
   add_generation_prompt?: boolean | null;
+  continue_final_message?: boolean | null;
 }
 
 export default async function tokenizeRoute(app: FastifyInstance): Promise<void> {
@@ -28,7 +29,7 @@ export default async function tokenizeRoute(app: FastifyInstance): Promise<void>
     if ((body.prompt === undefined) === (body.messages === undefined)) throw badRequest('give exactly one of prompt or messages', 'prompt');
     let tokens: number[];
     if (body.messages !== undefined) {
-      const options = { addGenerationPrompt: body.add_generation_prompt ?? true };
+      const options = { addGenerationPrompt: body.add_generation_prompt ?? undefined, continueFinalMessage: body.continue_final_message === true };
       const text = use.model ? modelfileChatText(tokenizer, body.messages, options, use.model.manifest, undefined, 'messages')
         : tokenizer.applyChatTemplate(body.messages, { ...options, tokenize: false });
       tokens = tokenizer.encode(text, { addSpecialTokens: body.add_special_tokens ?? false });

@@ -8,9 +8,10 @@
 // results. Images (base64, Ollama's `images`) go before the message text, for models with a vision projector
 // (a text-only model refuses them by name). A reasoning model's thinking comes in `message.thinking` (`think`: see
 // thinkKwargs); history messages' `thinking` reaches the template as reasoning_content (Qwen3's renders it for the
-// turns after the last user message).
+// turns after the last user message). A final assistant message with text is a prefill: the model continues it
+// (transformers' continue_final_message), as Ollama's own templates leave a last assistant message open.
 import type { FastifyInstance } from 'fastify';
-import type { ChatMessage, Role } from '../../../chat/template.js';
+import { finalMessageText, type ChatMessage, type Role } from '../../../chat/template.js';
 import { badRequest } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
 import { checkPrompt, Job } from '../../generation.js';
@@ -70,8 +71,12 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const kwargs = thinkKwargs(body, reasoningParserOf(engine, template) !== null);
     const tools = chatTools(engine, template, body.tools, undefined, undefined);
     useToolGrammar(params, tools, () => badRequest('tools and format cannot both constrain the output; give one', 'format'));
+    // a final assistant message with text is a prefill the model continues, as Ollama's templates render it
+    const last = messages.at(-1);
+    const prefill = last?.role === 'assistant' && !(last.tool_calls?.length) && finalMessageText(messages).trim() !== '';
     const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, messages,
-      { addGenerationPrompt: true, tools: tools?.templateTools, chatTemplateKwargs: kwargs }, 'messages', use.model?.manifest ?? null);
+      { addGenerationPrompt: !prefill, continueFinalMessage: prefill, tools: tools?.templateTools, chatTemplateKwargs: kwargs },
+      'messages', use.model?.manifest ?? null);
     const reasoning = requestReasoning(engine, template, text);
     constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict', images > 0);

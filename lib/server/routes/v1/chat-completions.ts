@@ -29,6 +29,7 @@ interface ChatBody extends Record<string, unknown> {
   logprobs?: boolean | null;
   top_logprobs?: number | null;
   add_generation_prompt?: boolean | null;
+  continue_final_message?: boolean | null;
   chat_template_kwargs?: Record<string, unknown> | null;
   response_format?: unknown;
   tools?: unknown[] | null;
@@ -133,7 +134,8 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     const tools = chatTools(engine, template, body.tools, body.tool_choice, body.parallel_tool_calls);
     useToolGrammar(params, tools, params.grammar?.kind === 'json' || params.grammar?.kind === 'json_object' ? 'response_format' : 'a structured output');
     const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
-      addGenerationPrompt: body.add_generation_prompt ?? true,
+      addGenerationPrompt: body.add_generation_prompt ?? undefined, // true, or false with continue_final_message
+      continueFinalMessage: body.continue_final_message === true,
       chatTemplateKwargs: thinkingKwargs(body.reasoning_effort, body.chat_template_kwargs),
       tools: tools?.templateTools,
     }, 'messages', use.model?.manifest ?? null);
