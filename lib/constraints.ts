@@ -15,6 +15,9 @@ export interface OutputGrammar {
   kind: ConstraintKind;
   gbnf: string;
   triggers: GrammarTrigger[];
+  /** A lazy grammar of a reasoning model: its triggers count only in the answer, after the thinking block (inBlock:
+   * the output starts inside it; else the block is the output's own when it begins with startTag). */
+  reasoning?: { startTag: string; endTag: string; inBlock: boolean };
 }
 
 export type ConstraintKind = 'json' | 'regex' | 'choice' | 'grammar' | 'json_object' | 'tools';

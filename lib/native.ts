@@ -119,6 +119,7 @@ export interface NativeSubmitSpec {
   skipSpecialTokens?: boolean; // default true: control tokens add no text
   grammar?: string; // GBNF the output must match
   grammarTriggers?: readonly { text: string; atStart?: boolean }[]; // lazy grammar: free until a trigger appears
+  grammarReasoning?: { startTag: string; endTag: string; inBlock: boolean }; // lazy grammar: triggers count after the thinking block
   logitBias?: readonly (readonly [number, number])[]; // [tokenId, bias in [-100, 100]]
   images?: readonly NativeImage[]; // in prompt order; promptTokenIds holds each one's layout (imageLayout) at `position`
   predictionTokenIds?: Int32Array | readonly number[]; // the output expected (Predicted Outputs): speculative drafts

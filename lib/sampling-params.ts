@@ -368,6 +368,7 @@ export function toNativeSpec(ids: readonly number[], p: SamplingParams, j = 0): 
     skipSpecialTokens: p.skipSpecialTokens,
     grammar: p.grammar?.gbnf,
     grammarTriggers: p.grammar?.triggers,
+    grammarReasoning: p.grammar?.reasoning,
     logitBias: p.logitBias.length > 0 ? p.logitBias : undefined,
     speculative: p.speculative,
   };

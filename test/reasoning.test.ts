@@ -133,7 +133,10 @@ t.test('withReasoning: free reasoning, then exactly the original grammar', async
   const regex = { kind: 'regex' as const, gbnf: compileRegex('yes|no'), triggers: [] };
   t.equal(withReasoning(regex, qwen3, 'content'), regex, 'a prompt that closed the block: unchanged');
   const lazy = { kind: 'tools' as const, gbnf: regex.gbnf, triggers: [{ text: '<tool_call>', atStart: false }] };
-  t.equal(withReasoning(lazy, qwen3, 'by-output'), lazy, 'a lazy grammar: unchanged');
+  t.same(withReasoning(lazy, qwen3, 'by-output'), { ...lazy, reasoning: { startTag: '<think>', endTag: '</think>', inBlock: false } },
+    'a lazy grammar: the same grammar, its triggers looked for after the thinking block (the engine)');
+  t.same(withReasoning(lazy, qwen3, 'reasoning').reasoning, { startTag: '<think>', endTag: '</think>', inBlock: true });
+  t.equal(withReasoning(lazy, qwen3, 'content'), lazy, 'a prompt that closed the block: unchanged');
 });
 
 t.test("an assistant turn's reasoning reaches Qwen3's template by either name (it renders it within a tool loop)", async (t) => {

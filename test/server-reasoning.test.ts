@@ -109,6 +109,21 @@ t.test('a JSON answer and a required tool call are constrained after the reasoni
   t.equal(c.choices[0].finish_reason, 'tool_calls');
 });
 
+t.test("tool_choice auto: a trigger written while thinking starts no call; the answer's text stays free", async (t) => {
+  // the reasoning spells `<tool_call>` (in pieces), then the answer is plain text
+  const script = ['<think>', 'I', 'Ġcould', '<', 'tool', '_call', '>', '</think>', 'ĊĊ', 'Hello', 'Ġworld', '!', '<|im_end|>'].map(id);
+  const path = await writeScriptedModel(join(dir, 'scripted-trigger.gguf'), chain(id('Ċ'), script));
+  const url = await serve({}, path);
+  const c = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const tools = [{ type: 'function' as const, function: { name: 'wave', parameters: { type: 'object', properties: {} } } }];
+  const r = await c.chat.completions.create({ ...greedy, messages: user, tools, tool_choice: 'auto' });
+  const m = r.choices[0].message as Message;
+  t.equal(m.reasoning_content, 'I could<tool_call>', 'the reasoning as the model wrote it');
+  t.equal(m.content, 'Hello world!', 'the answer, unconstrained');
+  t.notOk(m.tool_calls?.length, 'no call');
+  t.equal(r.choices[0].finish_reason, 'stop');
+});
+
 t.test('ollama: message.thinking / thinking, streamed and whole; think false; capabilities', async (t) => {
   const options = { temperature: 0, num_predict: 32 };
   const chat = await ollama.chat({ model: 'scripted', messages: user, options });

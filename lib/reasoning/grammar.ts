@@ -73,7 +73,9 @@ function mapWords(gbnf: string, f: (word: string) => string): string {
 
 /** `grammar` for a request whose output starts at `start` (reasoningStart); unchanged where nothing comes first. */
 export function withReasoning(grammar: OutputGrammar, parser: ReasoningParser, start: ReasoningStart): OutputGrammar {
-  if (start === 'content' || grammar.triggers.length > 0) return grammar;
+  if (start === 'content') return grammar;
+  // a lazy grammar (tool_choice auto) stays lazy; the engine looks for its triggers only after the thinking block
+  if (grammar.triggers.length > 0) return { ...grammar, reasoning: { startTag: parser.startTag, endTag: parser.endTag, inBlock: start === 'reasoning' } };
   // names the grammar does not use (a user's GBNF may name its rules anything)
   const used = ruleWords(grammar.gbnf);
   let prefix = 'reasoning';

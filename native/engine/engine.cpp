@@ -454,7 +454,8 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
       if (!r.compiled_grammar) r.compiled_grammar = std::make_shared<const grammar>(grammar_parse(r.params.grammar));
       if (!grammar_vocab_) grammar_vocab_ = std::make_unique<grammar_vocab>(model_->vocab(), n_vocab_);
       constraint = std::make_unique<output_constraint>(
-          grammar_vocab_->cache_for(r.params.grammar, r.compiled_grammar, !r.params.skip_special), r.params.grammar_triggers);
+          grammar_vocab_->cache_for(r.params.grammar, r.compiled_grammar, !r.params.skip_special), r.params.grammar_triggers,
+          r.params.grammar_reasoning);
     }
     std::shared_ptr<const lora_adapter> lora;
     uint64_t lora_uid = 0;

@@ -5,14 +5,17 @@
 
 #include <algorithm>
 #include <limits>
+#include <string_view>
 
 namespace spindle {
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-output_constraint::output_constraint(std::shared_ptr<grammar_token_cache> cache, std::vector<grammar_trigger> triggers)
-    : cache_(std::move(cache)), triggers_(std::move(triggers)) {
+output_constraint::output_constraint(std::shared_ptr<grammar_token_cache> cache, std::vector<grammar_trigger> triggers,
+                                     reasoning_block reasoning)
+    : cache_(std::move(cache)), triggers_(std::move(triggers)), reasoning_(std::move(reasoning)) {
   if (triggers_.empty()) matcher_ = std::make_unique<grammar_matcher>(cache_->rules_ptr());
+  else if (!reasoning_.end_tag.empty()) gate_ = reasoning_.in_block ? gate::thinking : gate::undecided;
 }
 
 int32_t output_constraint::apply(float* logits, int32_t n_vocab, const std::vector<int32_t>& end_ids,
@@ -60,6 +63,43 @@ bool output_constraint::advance(int32_t token, bool is_end) {
     error_ = "the grammar does not allow token " + std::to_string(token);
     return false;
   }
+  if (gate_ != gate::answer) {
+    std::string answer;
+    if (!past_reasoning(bytes, answer)) return true;
+    return look_for_triggers(answer);
+  }
+  return look_for_triggers(bytes);
+}
+
+bool output_constraint::past_reasoning(const std::string& bytes, std::string& answer) {
+  gate_buf_ += bytes;
+  if (gate_ == gate::undecided) {  // the output's own block: only when it begins (after whitespace) with the start tag
+    const size_t first = gate_buf_.find_first_not_of(" \t\n\r");
+    if (first == std::string::npos) return false;
+    const std::string_view rest = std::string_view(gate_buf_).substr(first);
+    const std::string& tag = reasoning_.start_tag;
+    if (rest.size() < tag.size() && tag.compare(0, rest.size(), rest) == 0) return false;  // maybe the tag, cut
+    if (rest.compare(0, tag.size(), tag) != 0) {  // no block: all of it is the answer
+      gate_ = gate::answer;
+      answer.swap(gate_buf_);
+      return true;
+    }
+    gate_ = gate::thinking;
+    gate_buf_.erase(0, first + tag.size());
+  }
+  const std::string& end = reasoning_.end_tag;
+  const size_t at = gate_buf_.find(end);
+  if (at == std::string::npos) {  // keep what could be the start of the end tag
+    if (gate_buf_.size() >= end.size()) gate_buf_.erase(0, gate_buf_.size() - (end.size() - 1));
+    return false;
+  }
+  gate_ = gate::answer;
+  answer = gate_buf_.substr(at + end.size());  // the answer so far (an at_start trigger is at its start)
+  gate_buf_.clear();
+  return true;
+}
+
+bool output_constraint::look_for_triggers(const std::string& bytes) {
   pending_ += bytes;
   if (start_at_trigger()) return error_.empty();
   size_t longest = 0;

@@ -68,6 +68,14 @@ static void validate_constraints(const sampling_params& p) {
       throw error("each grammar trigger must be at most " + std::to_string(max_stop_string_bytes) + " bytes");
     }
   }
+  const reasoning_block& gr = p.grammar_reasoning;
+  if (!gr.start_tag.empty() || !gr.end_tag.empty() || gr.in_block) {
+    if (p.grammar_triggers.empty()) throw error("grammarReasoning applies to a lazy grammar (one with grammarTriggers)");
+    if (gr.start_tag.empty() || gr.end_tag.empty()) throw error("grammarReasoning needs both startTag and endTag");
+    if (gr.start_tag.size() > size_t(max_stop_string_bytes) || gr.end_tag.size() > size_t(max_stop_string_bytes)) {
+      throw error("grammarReasoning tags must be at most " + std::to_string(max_stop_string_bytes) + " bytes");
+    }
+  }
   if (p.logit_bias.size() > size_t(max_logit_bias)) {
     throw error("logitBias must hold at most " + std::to_string(max_logit_bias) + " entries (got " +
                 std::to_string(p.logit_bias.size()) + ")");

@@ -29,6 +29,16 @@ struct grammar_trigger {
   bool at_start = false; // only when nothing but whitespace precedes it in the output
 };
 
+// A reasoning model's thinking block before its answer (lazy grammars only): triggers written inside the block are
+// not calls, so a lazy grammar looks for its triggers only in the answer, which starts after end_tag. in_block: the
+// output starts inside the block (the prompt opened it); else the block is the output's own, when it begins (after
+// whitespace) with start_tag. An at_start trigger is then at the start of the answer.
+struct reasoning_block {
+  std::string start_tag;  // e.g. "<think>"; empty: no reasoning block (the triggers count from the first token)
+  std::string end_tag;    // e.g. "</think>"
+  bool in_block = false;
+};
+
 // Ranges: engine/limits.h (one entry per field).
 struct sampling_params {
   float temperature = 1.0f;        // >= 0; 0 = greedy
@@ -52,6 +62,7 @@ struct sampling_params {
   int32_t prompt_logprobs = -1;
   std::string grammar;             // GBNF the output must match; empty = unconstrained
   std::vector<grammar_trigger> grammar_triggers;       // non-empty: the grammar is lazy (see grammar_trigger)
+  reasoning_block grammar_reasoning;                 // lazy grammars: where the answer (and the triggers) start
   std::vector<std::pair<int32_t, float>> logit_bias;   // (id, added to its logit), OpenAI's logit_bias
   bool skip_special = true;        // control tokens add no text (their text is shown, and grammar-visible, if false)
 };

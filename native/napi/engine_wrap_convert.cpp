@@ -135,6 +135,19 @@ std::vector<grammar_trigger> triggers_field(const Napi::Object& o, const char* k
   return out;
 }
 
+// { startTag: string, endTag: string, inBlock?: boolean } (absent: none; the engine checks the tags)
+reasoning_block reasoning_field(const Napi::Object& o, const char* key) {
+  Napi::Value v = o.Get(key);
+  reasoning_block out;
+  if (absent(v)) return out;
+  if (!v.IsObject() || v.IsArray()) throw Napi::TypeError::New(o.Env(), std::string(key) + " must be an object { startTag, endTag, inBlock }");
+  Napi::Object r = v.As<Napi::Object>();
+  out.start_tag = string_field(r, "startTag");
+  out.end_tag = string_field(r, "endTag");
+  out.in_block = bool_field(r, "inBlock", false);
+  return out;
+}
+
 // [[tokenId, bias], ...]
 std::vector<std::pair<int32_t, float>> logit_bias_field(const Napi::Object& o, const char* key) {
   Napi::Env env = o.Env();
@@ -303,6 +316,7 @@ request parse_request(const Napi::Value& spec_value) {
   p.skip_special = bool_field(s, "skipSpecialTokens", true);
   p.grammar = string_field(s, "grammar");
   p.grammar_triggers = triggers_field(s, "grammarTriggers");
+  p.grammar_reasoning = reasoning_field(s, "grammarReasoning");
   p.logit_bias = logit_bias_field(s, "logitBias");
   r.images = images_field(s, "images");
   r.prediction = ids_field(s, "predictionTokenIds", size_t(max_prediction_tokens));

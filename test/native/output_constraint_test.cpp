@@ -91,3 +91,69 @@ TEST_CASE("output_constraint: long free output keeps only a trigger-sized tail")
   REQUIRE(c.advance(3, false));
   CHECK(c.active());
 }
+
+namespace {
+
+// ids: 0 "" (EOG), 1 "a", 2 "<t>" (the trigger), 3 "<r>" (thinking starts), 4 "</r>" (ends), 5 "x", 6 " ", 7 "</",
+// 8 "r>", 9 "<", 10 "t>"
+std::shared_ptr<grammar_token_cache> thinking_cache() {
+  auto tokens = std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"", "a", "<t>", "<r>", "</r>", "x", " ", "</", "r>", "<", "t>"});
+  auto trie = std::make_shared<const vocab_trie>(vocab_trie_build(*tokens));
+  return std::make_shared<grammar_token_cache>(std::make_shared<const grammar>(grammar_parse("root ::= \"<t>\" \"a\"+")), trie, tokens);
+}
+
+output_constraint thinking(bool in_block, bool at_start = false) {
+  return output_constraint(thinking_cache(), {{"<t>", at_start}}, reasoning_block{"<r>", "</r>", in_block});
+}
+
+bool feed(output_constraint& c, const std::vector<int32_t>& ids) {
+  for (int32_t id : ids)
+    if (!c.advance(id, false)) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("output_constraint: a lazy grammar looks for triggers only after the reasoning block") {
+  output_constraint opened = thinking(true);  // the prompt opened the block
+  REQUIRE(feed(opened, {5, 2, 5}));           // "x<t>x": a trigger while thinking starts nothing
+  CHECK(!(opened.active()));
+  REQUIRE(feed(opened, {7, 8, 6}));           // "</" "r>": the end tag across two tokens, then " "
+  CHECK(!(opened.active()));
+  REQUIRE(feed(opened, {2}));                 // "<t>" in the answer
+  CHECK(opened.active());
+
+  output_constraint own = thinking(false);   // the output's own block
+  REQUIRE(feed(own, {6, 3, 2, 1, 4}));        // " <r><t>a</r>"
+  CHECK(!(own.active()));
+  REQUIRE(feed(own, {5, 2, 1}));
+  CHECK(own.active());
+  CHECK(own.complete());
+
+  output_constraint none = thinking(false);  // no block: the answer from the first byte
+  REQUIRE(feed(none, {5, 2}));
+  CHECK(none.active());
+  output_constraint cut = thinking(false);   // "<" could start "<r>": undecided until "t>" says otherwise
+  REQUIRE(feed(cut, {9}));
+  CHECK(!(cut.active()));
+  REQUIRE(feed(cut, {10}));
+  CHECK(cut.active());
+  output_constraint same_token = thinking(true);  // the end tag and the trigger in one step's bytes
+  REQUIRE(feed(same_token, {5}));
+  REQUIRE(same_token.advance(4, false));
+  REQUIRE(same_token.advance(2, false));
+  CHECK(same_token.active());
+}
+
+TEST_CASE("output_constraint: an at-start trigger after reasoning is at the start of the answer") {
+  output_constraint first = thinking(true, true);
+  REQUIRE(feed(first, {5, 4, 6, 2}));  // "x</r> <t>": only whitespace before it in the answer
+  CHECK(first.active());
+  output_constraint later = thinking(true, true);
+  REQUIRE(feed(later, {4, 5, 2}));     // "</r>x<t>": text before it
+  CHECK(!(later.active()));
+  output_constraint no_block = thinking(false, true);
+  REQUIRE(feed(no_block, {6, 2}));     // " <t>"
+  CHECK(no_block.active());
+}
