@@ -28,6 +28,7 @@ export interface SamplingParamsInput {
   stopTokenIds?: readonly number[] | null;
   ignoreEos?: boolean | null;
   seed?: number | null;
+  sampling_seed?: number | null; // SGLang's name for seed
   n?: number | null;
   logprobs?: number | null;
   promptLogprobs?: number | null; // vLLM's prompt_logprobs
@@ -137,7 +138,7 @@ const ALIASES: Record<string, Field> = {
   stop: 'stop',
   stopTokenIds: 'stopTokenIds', stop_token_ids: 'stopTokenIds',
   ignoreEos: 'ignoreEos', ignore_eos: 'ignoreEos',
-  seed: 'seed',
+  seed: 'seed', sampling_seed: 'seed', // SGLang's name
   n: 'n',
   logprobs: 'logprobs',
   promptLogprobs: 'promptLogprobs', prompt_logprobs: 'promptLogprobs',

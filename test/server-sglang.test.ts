@@ -13,6 +13,10 @@ import { LLM } from '../lib/llm.js';
 import { Writable } from 'node:stream';
 import { parseBenchServeArgs } from '../lib/bench/serve/args.js';
 import { runBenchServe } from '../lib/bench/serve/command.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { localKey, ModelStore } from '../lib/models/store.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
 const SMALL = { nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11 } as const;
@@ -200,7 +204,11 @@ t.test('/generate: refusals by name', async (t) => {
     [{ text: 'x', sampling_params: { temperatur: 0 } }, /sampling_params: .*temperatur/],
     [{ text: 'x', sampling_params: { structural_tag: '{}' } }, /structural_tag is not supported/],
     [{ text: 'x', sampling_params: { temperature: -1 } }, /temperature must be/],
-    [{ text: ['x', 'y'], rid: ['r', 'r'] }, /request ids must be unique/],
+    [{ text: ['x', 'y'], rid: ['r', 'r'] }, /request ids .* must be unique/],
+    [{ text: ['x', 'y'], rid: ['a', 'a_0'], sampling_params: { n: 2 } }, /request ids .* must be unique/],
+    [{ text: 'x', image_data: 'data:image/png;base64,iVBORw0KGgo=' }, /image_data: this model takes text only/],
+    [{ text: 'x', sampling_params: { seed: 1, sampling_seed: 2 } }, /seed/],
+    [{ text: 'x', extra_key: '' }, /extra_key \(cache_salt\) must be a non-empty string/],
     [{ text: ['x', 'y'], sampling_params: [{}] }, /sampling_params has 1 entries for 2 prompts/],
     [{ input_ids: [1, 999999] }, /token id 999999 at position 1 is outside the vocabulary/],
     [{ text: 'x', lora_path: 'nope' }, /the LoRA adapter 'nope' is not loaded/],
@@ -309,4 +317,66 @@ t.test("spindle bench serve --backend sglang (SGLang's bench_serving default) ag
     t.same(result.token_counts, { prompt: 'server', output: 'server' });
     if (extra.length > 0) t.equal(m.totalInput, 4 * 8, 'token-id prompts: exactly the asked lengths');
   }
+});
+
+t.test('/generate: rids as SGLang expands them; ids stay unique among running requests', async (t) => {
+  const outs = await generate({ text: ['a', 'b'], rid: 'batch', sampling_params: greedy(2) }) as Out[];
+  t.same(outs.map((o) => o.meta_info.id), ['batch_0', 'batch_1'], 'one rid for a batch: <rid>_<i>');
+  const pending = streamFrames({ text: PROMPT, rid: 'x_0', sampling_params: { temperature: 0, ignore_eos: true, max_new_tokens: 400 } });
+  await waitRunning();
+  const clash = await post('/generate', { text: PROMPT, rid: 'x', sampling_params: { ...greedy(2), n: 2 } });
+  t.equal(clash.status, 400, "a sample id (x_0) of a running request's id is refused");
+  t.match(clash.text, /rid: 'x_0' is the id of a request still running/);
+  await post('/abort_request', { rid: 'x_0' });
+  const { frames } = await pending;
+  t.match(frames.at(-1)!.meta_info.finish_reason, { type: 'abort' }, 'and the abort reached the right request');
+});
+
+t.test('/generate: max_new_tokens 0 scores the prompt only; min_new_tokens cut with the context; extra_key', async (t) => {
+  const ids = ((await post('/tokenize', { prompt: PROMPT })).json as { tokens: number[] }).tokens;
+  const scored = await generate({ text: PROMPT, sampling_params: { max_new_tokens: 0 }, return_logprob: true, logprob_start_len: 0 }) as Out;
+  t.equal(scored.text, '');
+  t.same(scored.output_ids, []);
+  t.match(scored.meta_info, { completion_tokens: 0, finish_reason: { type: 'length', length: 0 } });
+  t.equal(scored.meta_info.input_token_logprobs!.length, ids.length, 'the prompt scored');
+  t.same(scored.meta_info.output_token_logprobs, []);
+  const long = Array.from({ length: CTX - 3 }, (_, i) => 100 + (i % 50));
+  const cut = await generate({ input_ids: long, sampling_params: { temperature: 0, max_new_tokens: 50, min_new_tokens: 10 } }) as Out;
+  t.equal(cut.meta_info.completion_tokens, 3, 'min_new_tokens cut to the room too');
+  const text = 'Salted prefixes stay apart. '.repeat(8);
+  await generate({ text, sampling_params: greedy(1) });
+  const salted = await generate({ text, sampling_params: greedy(1), extra_key: 'tenant' }) as Out;
+  t.equal(salted.meta_info.cached_tokens, 0, "extra_key: another cache namespace (vLLM's cache_salt)");
+  const again = await generate({ text, sampling_params: greedy(1), extra_key: 'tenant' }) as Out;
+  t.ok(again.meta_info.cached_tokens > 0, 'its own prefix is found');
+});
+
+t.test('/health_generate while the engine is busy: progress counts; /encode refuses bad input_ids', async (t) => {
+  const pending = streamFrames({ text: PROMPT, rid: 'busy-health', sampling_params: { temperature: 0, ignore_eos: true, max_new_tokens: 200 } });
+  await waitRunning();
+  t.equal((await fetch(base + '/health_generate')).status, 200, 'a busy engine that makes progress is healthy');
+  await post('/abort_request', { rid: 'busy-health' });
+  await pending;
+  const bad = await post('/encode', { input_ids: [[1, 2], 3] });
+  t.equal(bad.status, 400);
+  t.match(bad.text, /input_ids/, "a 400 naming input_ids, not a 500");
+});
+
+t.test('runner mode: /generate names a store model; /health_generate and /flush_cache load nothing', async (t) => {
+  const store = new ModelStore(mkdtempSync(join(tmpdir(), 'spindle-sglang-home-')));
+  const blob = await store.importFile(path, 'tiny.gguf');
+  store.write(localKey(null, 'tiny', 'latest'), { schemaVersion: 1, name: 'tiny:latest', createdAt: new Date().toISOString(), source: path,
+    model: blob, mmproj: null, template: null, system: null, parameters: {}, messages: [], license: [] });
+  const runner = await buildApp({ engine: normalizeEngineOptions({ model: 'runner', maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: [], runner: { store } });
+  t.teardown(() => runner.close());
+  t.equal((await runner.inject({ method: 'GET', url: '/health_generate' })).statusCode, 200, 'nothing loaded: the server is up');
+  t.equal((await runner.inject({ method: 'POST', url: '/flush_cache' })).statusCode, 200, 'nothing loaded: nothing to flush');
+  const missing = await runner.inject({ method: 'POST', url: '/generate', payload: { text: 'hi' } });
+  t.equal(missing.statusCode, 400);
+  t.match(missing.body, /model is required/);
+  const r = await runner.inject({ method: 'POST', url: '/generate', payload: { model: 'tiny', text: 'hi', sampling_params: greedy(3) } });
+  t.equal(r.statusCode, 200);
+  t.equal((JSON.parse(r.body) as Out).meta_info.completion_tokens, 3);
+  t.equal((await runner.inject({ method: 'GET', url: '/health_generate' })).statusCode, 200, 'the loaded model answers');
+  t.equal((await runner.inject({ method: 'POST', url: '/flush_cache' })).statusCode, 200);
 });

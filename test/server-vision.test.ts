@@ -125,3 +125,25 @@ t.test('an image over the byte limit, and a text-only model', async (t) => {
   t.equal(o.statusCode, 400);
   t.match(o.json().error, /text only/);
 });
+
+t.test("SGLang's /generate with image_data: a data URL or plain base64, its <image> markers; bad layouts are 400s", async (t) => {
+  const gen = (payload: Record<string, unknown>) => app.inject({ method: 'POST', url: '/generate', payload });
+  const params = { temperature: 0, max_new_tokens: 4 };
+  const byUrl = await gen({ text: '<image>What colour is it?', image_data: dataUrl, sampling_params: params });
+  t.equal(byUrl.statusCode, 200, byUrl.body.slice(0, 200));
+  const byBase64 = await gen({ text: '<image>What colour is it?', image_data: png.toString('base64'), sampling_params: params });
+  t.equal(byBase64.statusCode, 200, 'plain base64, as SGLang takes it');
+  t.equal(JSON.parse(byBase64.body).text, JSON.parse(byUrl.body).text, 'the same image, the same answer');
+  const prompt = JSON.parse(byUrl.body).meta_info.prompt_tokens as number;
+  t.ok(prompt > 20, `the image's embeddings count as prompt tokens (${prompt})`);
+  for (const [payload, re] of [
+    [{ text: '<image> a <image> b', image_data: dataUrl }, /image/],
+    [{ input_ids: [1, 2, 3], image_data: dataUrl }, /image/],
+    [{ text: 'x', image_data: 'not-a-file.png' }, /image_data/],
+  ] as [Record<string, unknown>, RegExp][]) {
+    const r = await gen({ ...payload, sampling_params: params });
+    t.equal(r.statusCode, 400, `${JSON.stringify(payload).slice(0, 60)}: ${r.body.slice(0, 160)}`);
+    t.match(r.body, re);
+    t.match(JSON.parse(r.body), { error: { param: 'image_data' } });
+  }
+});

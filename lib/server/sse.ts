@@ -41,7 +41,12 @@ export class SseStream {
 
   /** One `data:` frame. */
   send(value: unknown): void {
-    this.#write(`data: ${JSON.stringify(value)}\n\n`);
+    this.sendJson(JSON.stringify(value));
+  }
+
+  /** One `data:` frame of JSON text the caller serialized. */
+  sendJson(json: string): void {
+    this.#write(`data: ${json}\n\n`);
   }
 
   /** One named event: `event: <name>` then its `data:` line (the Responses API's stream). */

@@ -7,9 +7,12 @@
 // - GET|POST /flush_cache: empties the prefix cache (SGLang's radix cache) when no request runs: 200 `Cache flushed.`,
 //   else 400 saying why. POST /reset_prefix_cache is vLLM's name for it.
 // - GET /get_model_info (/model_info), GET /get_server_info (/server_info), GET /health_generate, POST|PUT /encode.
-// Runner mode: `model` (a body field, or ?model= on GETs) names the store model; /flush_cache flushes every loaded one.
-// Invariants: every request of a /generate is registered under its rid until it settles (so /abort_request finds
-// it) and aborted when the client goes away; admission, metrics and LoRA adapters are the OpenAI routes'.
+// Runner mode: `model` (a body field, or ?model= on GETs) names the store model; /flush_cache flushes every loaded one
+// and /health_generate checks the loaded ones (it never loads a model).
+// Invariants: every request of a /generate is registered under its ids (each prompt's rid and, with n > 1, each
+// sample's <rid>_<j>) until it settles, ids unique among running requests (so /abort_request finds exactly it), and
+// aborted when the client goes away; admission, metrics and LoRA adapters are the OpenAI routes'; a stream frame is
+// sent at most once per event-loop turn per output (deltas that came meanwhile are merged into it).
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { RequestHandle } from '../../engine-core.js';
 import { embed } from '../../embeddings.js';
@@ -17,55 +20,62 @@ import { normalizeSamplingParams } from '../../sampling-params.js';
 import { spindleVersion } from '../../version.js';
 import { ApiError, badRequest } from '../api-error.js';
 import { serverPooled } from '../embedding.js';
-import { checkModel, Job } from '../generation.js';
+import { checkModel, Job, randomHex } from '../generation.js';
 import { useModel, type ModelUse } from '../model-use.js';
 import type { ServerEngine } from '../plugins/engine.js';
+import { MAX_PROMPT_IDS, MAX_PROMPTS } from '../schemas.js';
 import { SseStream } from '../sse.js';
-import { SglangAnswer, WEIGHT_VERSION, type SglangOutput } from '../sglang/generate-output.js';
-import { readGenerateRequest, type GenerateBody, type GenerateRequest } from '../sglang/generate-request.js';
+import { SglangAnswer, WEIGHT_VERSION } from '../sglang/generate-output.js';
+import { inputsOf, readGenerateRequest, type GenerateBody } from '../sglang/generate-request.js';
 
 const HEALTH_TIMEOUT_MS = 20_000; // SGLang's HEALTH_CHECK_TIMEOUT
+
+const INT32_MAX = 2 ** 31 - 1;
+// input_ids: token ids (-1: an image embedding's place, with image_data), one list or a batch of them
+const idRow = { type: 'array', maxItems: MAX_PROMPT_IDS, items: { type: 'integer', minimum: -1, maximum: INT32_MAX } };
+const inputIds = { anyOf: [idRow, { type: 'array', maxItems: MAX_PROMPTS, items: idRow }, { type: 'null' }] };
+const texts = { anyOf: [{ type: 'string' }, { type: 'array', maxItems: MAX_PROMPTS, items: { type: 'string' } }, { type: 'null' }] };
+const perPrompt = (type: string) => ({ anyOf: [{ type }, { type: 'array', maxItems: MAX_PROMPTS, items: { type: [type, 'null'] } }, { type: 'null' }] });
+const rid = { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'array', maxItems: MAX_PROMPTS, items: { type: 'string', maxLength: 256 } }, { type: 'null' }] };
 
 const generateSchema = {
   type: 'object',
   properties: {
-    text: { anyOf: [{ type: 'string' }, { type: 'array', maxItems: 4096, items: { type: 'string' } }, { type: 'null' }] },
-    input_ids: { anyOf: [{ type: 'array', maxItems: 1 << 20 }, { type: 'null' }] },
-    sampling_params: { anyOf: [{ type: 'object' }, { type: 'array', items: { type: 'object' } }, { type: 'null' }] },
-    return_logprob: { anyOf: [{ type: 'boolean' }, { type: 'array', items: { type: ['boolean', 'null'] } }, { type: 'null' }] },
-    logprob_start_len: { anyOf: [{ type: 'integer' }, { type: 'array', items: { type: ['integer', 'null'] } }, { type: 'null' }] },
-    top_logprobs_num: { anyOf: [{ type: 'integer' }, { type: 'array', items: { type: ['integer', 'null'] } }, { type: 'null' }] },
+    text: texts,
+    input_ids: inputIds,
+    sampling_params: { anyOf: [{ type: 'object' }, { type: 'array', maxItems: MAX_PROMPTS, items: { type: 'object' } }, { type: 'null' }] },
+    return_logprob: perPrompt('boolean'),
+    logprob_start_len: perPrompt('integer'),
+    top_logprobs_num: perPrompt('integer'),
     return_text_in_logprobs: { type: ['boolean', 'null'] },
     stream: { type: ['boolean', 'null'] },
-    lora_path: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: ['string', 'null'] } }, { type: 'null' }] },
-    rid: { anyOf: [{ type: 'string', maxLength: 256 }, { type: 'array', items: { type: 'string', maxLength: 256 } }, { type: 'null' }] },
+    lora_path: perPrompt('string'),
+    rid,
+    extra_key: { type: ['string', 'null'], maxLength: 1024 },
+    cache_salt: { type: ['string', 'null'], maxLength: 1024 },
     model: { type: ['string', 'null'] },
   },
 } as const;
 
-const encodeSchema = {
-  type: 'object',
-  properties: {
-    text: { anyOf: [{ type: 'string' }, { type: 'array', maxItems: 2048, items: { type: 'string' } }, { type: 'null' }] },
-    input_ids: { anyOf: [{ type: 'array', maxItems: 1 << 20 }, { type: 'null' }] },
-    rid: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }, { type: 'null' }] },
-    model: { type: ['string', 'null'] },
-  },
-} as const;
+const encodeSchema = { type: 'object', properties: { text: texts, input_ids: inputIds, rid, model: { type: ['string', 'null'] } } } as const;
 
-/** /generate requests still running, by rid: their engine requests (all n samples of a prompt under its rid too). */
+/** /generate requests still running, by id: their engine requests (a prompt's rid holds all its n samples). */
 class RunningRids {
-  readonly #byRid = new Map<string, RequestHandle[]>();
+  readonly #byId = new Map<string, RequestHandle[]>();
 
-  has(rid: string): boolean { return this.#byRid.has(rid); }
+  /** Ids of `ids` a running request holds. */
+  taken(ids: readonly string[]): string[] { return ids.filter((id) => this.#byId.has(id)); }
 
-  add(rid: string, handles: RequestHandle[]): void {
-    this.#byRid.set(rid, handles);
-    void Promise.allSettled(handles.map((h) => h.result)).then(() => { if (this.#byRid.get(rid) === handles) this.#byRid.delete(rid); });
+  /** Registers every entry (ids checked free by taken(), synchronously before); each leaves when its requests settle. */
+  add(entries: readonly [string, RequestHandle[]][]): void {
+    for (const [id, handles] of entries) {
+      this.#byId.set(id, handles);
+      void Promise.allSettled(handles.map((h) => h.result)).then(() => { if (this.#byId.get(id) === handles) this.#byId.delete(id); });
+    }
   }
 
-  abort(rid: string | null): void {
-    const lists = rid === null ? [...this.#byRid.values()] : [this.#byRid.get(rid) ?? []];
+  abort(id: string | null): void {
+    const lists = id === null ? [...this.#byId.values()] : [this.#byId.get(id) ?? []];
     for (const list of lists) for (const h of list) h.abort();
   }
 }
@@ -75,39 +85,42 @@ function use(app: FastifyInstance, reply: FastifyReply, model: unknown, adapters
   return useModel(app, reply, model, { single: (e) => checkModel(e, model), adapters });
 }
 
-/** The output ids of request k of a job: sample j of prompt i has the prompt's rid, with `_j` after it when n > 1. */
-function ridOf(req: GenerateRequest, prompt: number, sample: number): string {
-  return req.n > 1 ? `${req.rids[prompt]}_${sample}` : req.rids[prompt];
-}
-
 async function generate(app: FastifyInstance, body: GenerateBody, reply: FastifyReply, running: RunningRids): Promise<unknown> {
   const u = await use(app, reply, body.model, true);
   const { tokenizer, info } = await u.engine.ready();
-  const req = await readGenerateRequest(body, u.engine.core, info.maxModelLen, tokenizer.vocabSize, (rid) => running.has(rid));
-  const target = req.loras ? { promptLoras: req.loras.map((l) => l ?? u.lora) } : { lora: u.lora };
+  const req = await readGenerateRequest(body, u.engine.core, info.maxModelLen, tokenizer.vocabSize);
+  const taken = running.taken(req.n > 1 ? [...req.rids, ...req.ids] : req.rids);
+  if (taken.length > 0) throw badRequest(`rid: '${taken[0]}' is the id of a request still running`, 'rid');
+  const target = { ...(req.loras ? { promptLoras: req.loras.map((l) => l ?? u.lora) } : { lora: u.lora }), cacheSalt: req.cacheSalt };
   const job = new Job(u.engine, req.prompts, req.params, app.metrics, target);
   job.bindToReply(reply);
-  const answers = job.requests.map((r) => {
-    const sample = r.index - r.prompt * req.n;
-    return new SglangAnswer(ridOf(req, r.prompt, sample), req.promptIds[r.prompt], req.logprobs[r.prompt], req.noStopTrim[r.prompt], tokenizer);
-  });
-  req.rids.forEach((rid, p) => running.add(rid, job.requests.filter((r) => r.prompt === p).map((r) => r.handle)));
-  if (req.n > 1) job.requests.forEach((r, k) => running.add(answers[k].rid, [r.handle]));
+  const answers = job.requests.map((r, k) => new SglangAnswer({
+    rid: req.ids[k], promptIds: req.promptIds[r.prompt], logprobs: req.logprobs[r.prompt], noStopTrim: req.noStopTrim[r.prompt],
+    zeroTokens: req.zeroTokens[r.prompt], tokenizer,
+  }));
+  running.add([
+    ...req.rids.map((rid, p): [string, RequestHandle[]] => [rid, job.requests.filter((r) => r.prompt === p).map((r) => r.handle)]),
+    ...(req.n > 1 ? job.requests.map((r, k): [string, RequestHandle[]] => [req.ids[k], [r.handle]]) : []),
+  ]);
   if (!req.stream) {
     const results = await job.results();
     results.forEach((r, k) => answers[k].setResult(r));
-    const out = answers.map((a) => a.toJSON());
-    return req.batch ? out : out[0];
+    reply.type('application/json; charset=utf-8');
+    return req.batch ? `[${answers.map((a) => a.json()).join(',')}]` : answers[0].json();
   }
   const sse = new SseStream(reply);
+  const frame = (k: number): void => sse.sendJson(answers[k].json(req.batch ? k : undefined));
   try {
     await Promise.all(job.requests.map(async (r, k) => {
+      let queued = false; // a frame waits for the next turn of the event loop, taking the deltas that come meanwhile
       for await (const d of job.deltas(r)) {
         answers[k].add(d, r.handle.cachedTokens, (performance.now() - job.started) / 1000);
-        const frame: SglangOutput = answers[k].toJSON();
-        if (req.batch) frame.index = k;
-        sse.send(frame);
+        if (!queued && !answers[k].finished) {
+          queued = true;
+          setImmediate(() => { queued = false; if (!answers[k].finished) frame(k); });
+        }
       }
+      if (answers[k].finished) frame(k);
     }));
   } catch (e) {
     job.abort();
@@ -159,14 +172,62 @@ function serverInfo(engine: ServerEngine): Record<string, unknown> {
   };
 }
 
-/** Flushes the prefix cache of every engine (the one, or each loaded one in runner mode); the reasons of those that did not. */
+/** The engines a server-wide operation reaches: the one, or (runner mode) each loaded one not unloading. */
+function servedEngines(app: FastifyInstance): ServerEngine[] {
+  if (!app.runner) return [app.engine];
+  return app.runner.entries.filter((e) => e.engine !== null && e.unloading === null).map((e) => e.engine!);
+}
+
+/** Flushes the prefix cache of every engine; the reasons of those that did not flush. */
 async function flushAll(app: FastifyInstance): Promise<string[]> {
-  const engines = app.runner ? app.runner.entries.map((e) => e.engine!).filter(Boolean) : [app.engine];
-  const results = await Promise.all(engines.map(async (e) => {
-    await e.ready();
-    return e.core.flushCache();
+  const results = await Promise.all(servedEngines(app).map(async (e) => {
+    try {
+      await e.ready();
+      return await e.core.flushCache();
+    } catch (err) {
+      return { flushed: false, blocks: 0, reason: (err as Error).message }; // closing or failed: nothing to flush
+    }
   }));
   return results.filter((r) => !r.flushed).map((r) => r.reason!);
+}
+
+/**
+ * SGLang's /health_generate for one engine: healthy when it makes progress within 20 s (any engine step, as SGLang
+ * counts any output); an idle engine gets one greedy token to make (one probe at a time per engine; outside admission
+ * and metrics); a failed forward pass or a model not ready is unhealthy at once.
+ */
+const probes = new WeakMap<ServerEngine, Promise<boolean>>();
+function probe(engine: ServerEngine): Promise<boolean> {
+  if (engine.state !== 'ready' || engine.failedSteps > 0) return Promise.resolve(false);
+  let p = probes.get(engine);
+  if (!p) {
+    p = runProbe(engine).finally(() => probes.delete(engine));
+    probes.set(engine, p);
+  }
+  return p;
+}
+
+async function runProbe(engine: ServerEngine): Promise<boolean> {
+  const stats = (): { steps: number; busy: number } => {
+    const s = engine.statsOrNull();
+    return { steps: s?.steps ?? 0, busy: (s?.running ?? 0) + (s?.waiting ?? 0) };
+  };
+  const before = stats();
+  const info = engine.core.readyValue?.info;
+  const submission = before.busy === 0 && info
+    ? engine.core.submitMany([[info.bosId >= 0 ? info.bosId : 0]], [normalizeSamplingParams({ temperature: 0, maxTokens: 1, ignoreEos: true })], { stream: false })
+    : null;
+  const deadline = performance.now() + HEALTH_TIMEOUT_MS;
+  try {
+    while (performance.now() < deadline) {
+      if (engine.failedSteps > 0) return false;
+      if (stats().steps > before.steps) return true;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return false;
+  } finally {
+    submission?.abort();
+  }
 }
 
 export default async function sglangRoutes(app: FastifyInstance): Promise<void> {
@@ -220,39 +281,23 @@ export default async function sglangRoutes(app: FastifyInstance): Promise<void> 
   app.get('/get_server_info', serverInfoRoute);
   app.get('/server_info', serverInfoRoute);
 
-  // One greedy token from the engine within 20 s: 200, else 503 (SGLang's /health_generate; outside admission and metrics).
-  app.get('/health_generate', async (request, reply) => {
-    const engine = await engineFor(app, reply, (request.query as { model?: string }).model);
-    if (engine.state !== 'ready') return reply.code(503).send();
-    const { info } = await engine.ready();
-    const params = normalizeSamplingParams({ temperature: 0, maxTokens: 1, ignoreEos: true });
-    const submission = engine.core.submitMany([[info.bosId >= 0 ? info.bosId : 0]], [params], { stream: false });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), HEALTH_TIMEOUT_MS); });
-    try {
-      const ok = await Promise.race([submission.results().then(() => true, () => false), timeout]);
-      return reply.code(ok ? 200 : 503).send();
-    } finally {
-      clearTimeout(timer);
-      submission.abort();
-    }
+  // SGLang's health check through the engine (probe); runner mode: every loaded model (none loaded: the server is up)
+  app.get('/health_generate', async (_request, reply) => {
+    const engines = servedEngines(app);
+    const ok = (await Promise.all(engines.map(probe))).every(Boolean);
+    return reply.code(ok ? 200 : 503).send();
   });
 
   // SGLang's embeddings: `{ text | input_ids }` -> `{ embedding, meta_info: { id, prompt_tokens } }`, a list for a list.
   const encode = async (request: { body: unknown }, reply: FastifyReply): Promise<unknown> => {
-    const body = request.body as { text?: string | string[] | null; input_ids?: number[] | number[][] | null; rid?: string | string[] | null; model?: string | null };
-    const hasText = body.text != null;
-    if (hasText === (body.input_ids != null)) throw badRequest('give exactly one of text or input_ids', 'text');
-    const batch = hasText ? Array.isArray(body.text) : Array.isArray((body.input_ids as unknown[])[0]);
-    const inputs: (string | number[])[] = hasText ? (batch ? body.text as string[] : [body.text as string])
-      : batch ? body.input_ids as number[][] : [body.input_ids as number[]];
-    const rids = body.rid == null ? inputs.map(() => null) : Array.isArray(body.rid) ? body.rid : [body.rid];
+    const body = request.body as { text?: unknown; input_ids?: unknown; rid?: string | string[] | null; model?: string | null };
+    const { input, batch } = inputsOf(body);
+    const inputs: (string | number[])[] = 'text' in input ? input.text : input.ids;
+    const rids = body.rid == null ? inputs.map(() => randomHex(16)) : Array.isArray(body.rid) ? body.rid : [body.rid];
     if (rids.length !== inputs.length) throw badRequest(`rid has ${rids.length} entries for ${inputs.length} inputs`, 'rid');
     const { engine } = await use(app, reply, body.model, false);
-    const r = await serverPooled(engine, reply, inputs.length, (signal) => embed(engine.core, inputs, { signal }, hasText ? 'text' : 'input_ids'), app.metrics);
-    const out = r.embeddings.map((embedding, i) => ({
-      embedding, meta_info: { id: rids[i] ?? `${Date.now().toString(16)}${i}`, prompt_tokens: r.promptTokenIds[i].length },
-    }));
+    const r = await serverPooled(engine, reply, inputs.length, (signal) => embed(engine.core, inputs, { signal }, 'text' in input ? 'text' : 'input_ids'), app.metrics);
+    const out = r.embeddings.map((embedding, i) => ({ embedding, meta_info: { id: rids[i], prompt_tokens: r.promptTokenIds[i].length } }));
     return batch ? out : out[0];
   };
   app.post('/encode', { schema: { body: encodeSchema } }, encode);

@@ -6,6 +6,8 @@
 // cached_tokens, e2e_latency (seconds, on the last); with return_logprob: input_token_logprobs (one entry per prompt
 // token from logprob_start_len, the first with a null logprob, as SGLang's), output_token_logprobs, and with
 // top_logprobs_num > 0 input_top_logprobs / output_top_logprobs. Entries are `[logprob, token id, text or null]`.
+// Invariant: a frame costs the bytes it sends, not a conversion of everything so far: every logprob entry is
+// converted and serialized once, when it arrives, and frames are joined from those pieces.
 import type { RequestDelta, RequestResult } from '../../engine-core.js';
 import type { FinishReason, NativeLogprob } from '../../native.js';
 import type { Tokenizer } from '../../tokenizer.js';
@@ -18,27 +20,6 @@ export type SglangFinishReason =
   | { type: 'length'; length: number }
   | { type: 'abort'; message: string };
 
-export interface SglangMetaInfo {
-  id: string;
-  finish_reason: SglangFinishReason | null;
-  prompt_tokens: number;
-  weight_version: string;
-  input_token_logprobs?: SglangLogprob[];
-  output_token_logprobs?: SglangLogprob[];
-  input_top_logprobs?: (SglangLogprob[] | null)[];
-  output_top_logprobs?: SglangLogprob[][];
-  completion_tokens: number;
-  cached_tokens: number;
-  e2e_latency?: number;
-}
-
-export interface SglangOutput {
-  text: string;
-  output_ids: number[];
-  meta_info: SglangMetaInfo;
-  index?: number; // streamed batches: which output of the batch the frame is about
-}
-
 export const WEIGHT_VERSION = 'default'; // SGLang's until weights are updated; Spindle's weights never change
 
 function finishOf(reason: FinishReason, stopReason: string | number | null, completion: number): SglangFinishReason {
@@ -47,70 +28,102 @@ function finishOf(reason: FinishReason, stopReason: string | number | null, comp
   return { type: 'abort', message: 'the request was aborted' };
 }
 
-/** One request's answer, fed its deltas (stream) or its result (not streamed). */
+/** A JSON array built up one serialized element at a time. */
+class JsonList {
+  #body = '';
+  #count = 0;
+  push(json: string): void {
+    this.#body += this.#count++ === 0 ? json : `,${json}`;
+  }
+  get length(): number { return this.#count; }
+  toString(): string { return `[${this.#body}]`; }
+}
+
+export interface AnswerOptions {
+  rid: string;
+  promptIds: readonly number[];
+  logprobs: LogprobRequest;
+  noStopTrim: boolean;
+  zeroTokens: boolean; // max_new_tokens 0: the one token the engine ran is not reported
+  tokenizer: Tokenizer;
+}
+
+/** One request's answer, fed its deltas (stream) or its result (not streamed); serialized with json(). */
 export class SglangAnswer {
+  readonly rid: string;
+  readonly #o: AnswerOptions;
   #text = '';
-  #ids: number[] = [];
-  #outLps: NativeLogprob[] = [];
-  #promptLps: NativeLogprob[] | undefined;
+  readonly #ids = new JsonList();
+  readonly #outTokens = new JsonList();
+  readonly #outTops = new JsonList();
+  #inputFields: string | undefined; // the serialized input logprob fields, made once
   #finish: SglangFinishReason | null = null;
+  #completion = 0;
   #cached = 0;
   #latency: number | undefined;
 
-  constructor(readonly rid: string, readonly promptIds: readonly number[], readonly logprobs: LogprobRequest,
-    readonly noStopTrim: boolean, readonly tokenizer: Tokenizer) {}
-
-  add(d: RequestDelta, cachedTokens: number, seconds: number): void {
-    this.#text += d.text;
-    this.#ids.push(...d.tokenIds);
-    if (d.logprobs) this.#outLps.push(...d.logprobs);
-    if (d.promptLogprobs) this.#promptLps = d.promptLogprobs;
-    this.#cached = cachedTokens;
-    if (d.finishReason !== null) this.#end(d.finishReason, d.stopReason, seconds);
-  }
-
-  setResult(r: RequestResult): void {
-    this.#text = r.text;
-    this.#ids = r.tokenIds;
-    this.#outLps = r.logprobs ?? [];
-    this.#promptLps = r.promptLogprobs;
-    this.#cached = r.cachedTokens;
-    this.#end(r.finishReason, r.stopReason, r.latencySeconds);
-  }
-
-  #end(reason: FinishReason, stopReason: string | number | null, seconds: number): void {
-    this.#finish = finishOf(reason, stopReason, this.#ids.length);
-    this.#latency = seconds;
-    if (this.noStopTrim && typeof stopReason === 'string') this.#text += stopReason; // SGLang's no_stop_trim
+  constructor(o: AnswerOptions) {
+    this.rid = o.rid;
+    this.#o = o;
   }
 
   get finished(): boolean { return this.#finish !== null; }
 
-  /** The answer so far (the whole answer once finished). */
-  toJSON(): SglangOutput {
-    const meta: SglangMetaInfo = {
-      id: this.rid, finish_reason: this.#finish, prompt_tokens: this.promptIds.length, weight_version: WEIGHT_VERSION,
-      ...(this.logprobs.want ? this.#logprobFields() : {}),
-      completion_tokens: this.#ids.length, cached_tokens: this.#cached,
-      ...(this.#latency !== undefined ? { e2e_latency: this.#latency } : {}),
-    };
-    return { text: this.#text, output_ids: [...this.#ids], meta_info: meta };
+  add(d: RequestDelta, cachedTokens: number, seconds: number): void {
+    this.#cached = cachedTokens;
+    if (d.promptLogprobs && this.#o.logprobs.want) this.#inputFields = this.#inputLogprobs(d.promptLogprobs);
+    if (!this.#o.zeroTokens) {
+      this.#text += d.text;
+      for (const id of d.tokenIds) this.#ids.push(String(id));
+      this.#completion += d.tokenIds.length;
+      if (this.#o.logprobs.want && d.logprobs) this.#addOutputLogprobs(d.logprobs);
+    }
+    if (d.finishReason !== null) this.#end(d.finishReason, d.stopReason, seconds);
   }
 
-  #logprobFields(): Partial<SglangMetaInfo> {
-    const { start, top, withText } = this.logprobs;
-    const ids = this.promptIds;
-    // prompt positions start+1.. are scored by the engine's prompt logprobs (one per token after the first); the
-    // first reported one never is (SGLang's: its logits row is the one before the start)
-    const scored = this.#promptLps?.slice(start) ?? [];
-    const prompt = sglangLogprobs(scored, this.tokenizer, withText);
+  setResult(r: RequestResult): void {
+    this.add({ tokenIds: r.tokenIds, text: r.text, logprobs: r.logprobs, promptLogprobs: r.promptLogprobs, finishReason: r.finishReason,
+      stopReason: r.stopReason }, r.cachedTokens, r.latencySeconds);
+  }
+
+  #end(reason: FinishReason, stopReason: string | number | null, seconds: number): void {
+    // max_new_tokens 0 ends where SGLang's prompt-only request ends: length, nothing generated
+    this.#finish = this.#o.zeroTokens && reason !== 'abort' ? { type: 'length', length: 0 } : finishOf(reason, stopReason, this.#completion);
+    this.#latency = seconds;
+    if (this.#o.noStopTrim && typeof stopReason === 'string') this.#text += stopReason; // SGLang's no_stop_trim
+  }
+
+  #addOutputLogprobs(list: readonly NativeLogprob[]): void {
+    const { top, withText } = this.#o.logprobs;
+    const out = sglangLogprobs(list, this.#o.tokenizer, withText);
+    for (const e of out.tokens) this.#outTokens.push(JSON.stringify(e));
+    if (top > 0) for (const l of out.tops) this.#outTops.push(JSON.stringify(l));
+  }
+
+  // prompt positions start+1.. are scored by the engine's prompt logprobs (one per token after the first); the first
+  // reported one never is (SGLang's: its logits row is the one before the start)
+  #inputLogprobs(promptLps: readonly NativeLogprob[] | undefined): string {
+    const { start, top, withText } = this.#o.logprobs;
+    const ids = this.#o.promptIds;
+    const prompt = sglangLogprobs(promptLps?.slice(start) ?? [], this.#o.tokenizer, withText);
     const firstId = ids[start] < 0 ? 0 : ids[start]; // an image's place: SGLang reports id 0
-    const first: SglangLogprob = [null, firstId, withText ? this.tokenizer.decode([firstId]) : null];
-    const out = sglangLogprobs(this.#outLps, this.tokenizer, withText);
-    return {
-      input_token_logprobs: [first, ...prompt.tokens],
-      output_token_logprobs: out.tokens,
-      ...(top > 0 ? { input_top_logprobs: [null, ...prompt.tops], output_top_logprobs: out.tops } : {}),
-    };
+    const first: SglangLogprob = [null, firstId, withText ? this.#o.tokenizer.decode([firstId]) : null];
+    const fields = `"input_token_logprobs":${JSON.stringify([first, ...prompt.tokens])}`;
+    return top > 0 ? `${fields},"input_top_logprobs":${JSON.stringify([null, ...prompt.tops])}` : fields;
+  }
+
+  /** The answer so far (the whole answer once finished) as JSON text; `index`: a streamed batch's output number. */
+  json(index?: number): string {
+    const lp = this.#o.logprobs;
+    let logprobs = '';
+    if (lp.want) {
+      this.#inputFields ??= this.#inputLogprobs(undefined); // no prompt logprobs asked: the last prompt token only
+      logprobs = `,${this.#inputFields},"output_token_logprobs":${this.#outTokens}${lp.top > 0 ? `,"output_top_logprobs":${this.#outTops}` : ''}`;
+    }
+    const meta = `{"id":${JSON.stringify(this.rid)},"finish_reason":${JSON.stringify(this.#finish)},` +
+      `"prompt_tokens":${this.#o.promptIds.length},"weight_version":"${WEIGHT_VERSION}"${logprobs},` +
+      `"completion_tokens":${this.#completion},"cached_tokens":${this.#cached}` +
+      `${this.#latency !== undefined ? `,"e2e_latency":${this.#latency}` : ''}}`;
+    return `{"text":${JSON.stringify(this.#text)},"output_ids":${this.#ids},"meta_info":${meta}${index !== undefined ? `,"index":${index}` : ''}}`;
   }
 }

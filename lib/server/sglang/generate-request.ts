@@ -5,11 +5,12 @@
 // Invariants: every field SGLang would act on and Spindle cannot is refused by name (a 400), never ignored; a
 // per-prompt list (sampling_params, return_logprob, logprob_start_len, top_logprobs_num, lora_path, rid) must hold
 // one entry per prompt; n is the same for every prompt (SGLang's rule), and sample j of prompt i is output
-// i * n + j.
+// i * n + j; anything wrong with the prompts or their images is a 400 naming the field, never a 500.
 import type { CorePrompt, EngineCore } from '../../engine-core.js';
+import { limitRefusal } from '../../native.js';
 import { normalizeSamplingParams, SamplingParamsError, type SamplingParams } from '../../sampling-params.js';
 import { alignImages, sglangPrompts } from '../../sglang-prompts.js';
-import type { ImageSource } from '../../vision/image-input.js';
+import { ImageInputError, type ImageSource } from '../../vision/image-input.js';
 import { ApiError, badRequest } from '../api-error.js';
 import { randomHex } from '../generation.js';
 
@@ -25,6 +26,8 @@ export interface GenerateBody {
   image_data?: unknown;
   lora_path?: string | (string | null)[] | null;
   rid?: string | string[] | null;
+  extra_key?: string | null; // SGLang's cache namespace (vLLM's cache_salt, also taken)
+  cache_salt?: string | null;
   model?: string | null;
   [key: string]: unknown;
 }
@@ -39,11 +42,14 @@ export interface LogprobRequest {
 
 export interface GenerateRequest {
   prompts: CorePrompt[];
+  ids: string[]; // one per output (i * n + j): the prompt's rid, with _j after it when n > 1
+  cacheSalt: string | null;
+  zeroTokens: boolean[]; // per prompt: max_new_tokens 0 (SGLang scores the prompt only: no output is reported)
   promptIds: number[][]; // the prompts' token ids (-1 where an image embedding goes)
   params: SamplingParams[]; // one per prompt
   noStopTrim: boolean[]; // per prompt: SGLang's no_stop_trim (the matched stop string stays in the text)
   logprobs: LogprobRequest[]; // per prompt
-  rids: string[]; // per prompt
+  rids: string[]; // per prompt (a single rid for a batch becomes <rid>_<i>, as SGLang's)
   loras: (string | null)[] | null; // per prompt (null: lora_path not given)
   n: number;
   batch: boolean; // the answer is a list (a batch, or n > 1)
@@ -83,47 +89,62 @@ function perPrompt<T>(v: T | T[] | null | undefined, count: number, field: strin
 }
 
 /** One prompt's sampling_params in SGLang's names, normalized (max_new_tokens 128 unless given). */
-function samplingOf(sp: Record<string, unknown>, field: string): { params: SamplingParams; noStopTrim: boolean } {
+function samplingOf(sp: Record<string, unknown>, field: string): { params: SamplingParams; noStopTrim: boolean; zero: boolean } {
   if (typeof sp !== 'object' || sp === null || Array.isArray(sp)) throw badRequest(`${field} must be an object`, field);
   const input: Record<string, unknown> = {};
   let noStopTrim = false;
+  const zero = sp.max_new_tokens === 0; // SGLang's prompt-only request: run for one token, report none
+  let untilFull = sp.max_new_tokens === null; // SGLang: None = until the context is full
   for (const [k, v] of Object.entries(sp)) {
     if (v === undefined || v === null) continue;
+    if (k === 'max_new_tokens' && v === 0) continue;
     if (k in REFUSED_SAMPLING) throw badRequest(`${field}.${REFUSED_SAMPLING[k]}`, `${field}.${k}`, 'unsupported_parameter');
     if (k === 'no_stop_trim' || k === 'spaces_between_special_tokens') {
       if (typeof v !== 'boolean') throw badRequest(`${field}.${k} must be a boolean`, `${field}.${k}`);
       if (k === 'no_stop_trim') noStopTrim = v;
       continue; // spaces_between_special_tokens: GGUF detokenization joins pieces as they are (SGLang's default, true, for fast tokenizers)
     }
-    input[k === 'sampling_seed' ? 'seed' : k] = v;
+    input[k] = v;
   }
+  if (zero) { input.max_new_tokens = 1; untilFull = false; }
   try {
-    return { params: normalizeSamplingParams(input, { defaultMaxTokens: SGLANG_DEFAULT_MAX_NEW_TOKENS }), noStopTrim };
+    const params = normalizeSamplingParams(input, { defaultMaxTokens: untilFull ? null : SGLANG_DEFAULT_MAX_NEW_TOKENS });
+    return { params, noStopTrim, zero };
   } catch (e) {
     if (e instanceof SamplingParamsError) throw badRequest(`${field}: ${e.message}`, `${field}.${e.param}`);
     throw e;
   }
 }
 
-/** SGLang's image_data strings: a URL, data URL, file path, or plain base64 bytes (which SGLang takes too). */
+// The first bytes of the image formats the decoder reads (PNG, JPEG, GIF, WebP's RIFF, BMP).
+const IMAGE_MAGIC = [[0x89, 0x50, 0x4e, 0x47], [0xff, 0xd8, 0xff], [0x47, 0x49, 0x46], [0x52, 0x49, 0x46, 0x46], [0x42, 0x4d]];
+
+/**
+ * SGLang's image_data strings: a URL, data URL or file path, or plain base64 bytes (which SGLang takes too): a
+ * string that is strict base64 of an image (its first bytes say which format) is its bytes; anything else is left
+ * to the image loader (a path only under --allowed-local-media-path).
+ */
 function imageOf(x: ImageSource): ImageSource {
-  if (typeof x !== 'string' || /^(https?|data|file):/i.test(x) || /\.(png|jpe?g|webp|gif|bmp)$/i.test(x)) return x;
+  if (typeof x !== 'string' || /^(https?|data|file):/i.test(x)) return x;
   const compact = x.replace(/\s+/g, '');
-  return compact.length >= 16 && compact.length % 4 === 0 && /^[A-Za-z0-9+/]+=*$/.test(compact) ? Buffer.from(compact, 'base64') : x;
+  if (compact.length < 16 || compact.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(compact)) return x;
+  const bytes = Buffer.from(compact, 'base64');
+  return IMAGE_MAGIC.some((m) => m.every((b, i) => bytes[i] === b)) ? bytes : x;
 }
 
-/** The prompts' texts or ids, and whether the input was a batch. */
-function inputsOf(body: GenerateBody): { input: { text: string[] } | { ids: number[][] }; batch: boolean } {
+/** The prompts' texts or ids (SGLang's text / input_ids, also /encode's), and whether the input was a batch. */
+export function inputsOf(body: { text?: unknown; input_ids?: unknown }): { input: { text: string[] } | { ids: number[][] }; batch: boolean } {
   const hasText = body.text !== undefined && body.text !== null;
   const hasIds = body.input_ids !== undefined && body.input_ids !== null;
   if (hasText === hasIds) throw badRequest('give exactly one of text or input_ids', hasText ? 'input_ids' : 'text');
   if (hasText) {
-    const list = Array.isArray(body.text) ? body.text : [body.text as string];
+    const list = (Array.isArray(body.text) ? body.text : [body.text]) as unknown[];
     if (list.length === 0) throw badRequest('text is an empty list', 'text');
-    return { input: { text: list }, batch: Array.isArray(body.text) };
+    if (!list.every((x) => typeof x === 'string')) throw badRequest('text must be a string or a list of strings', 'text');
+    return { input: { text: list as string[] }, batch: Array.isArray(body.text) };
   }
-  const ids = body.input_ids as number[] | number[][];
-  if (ids.length === 0) throw badRequest('input_ids cannot be empty', 'input_ids');
+  const ids = body.input_ids as unknown[];
+  if (!Array.isArray(ids) || ids.length === 0) throw badRequest('input_ids cannot be empty', 'input_ids');
   const batch = Array.isArray(ids[0]);
   const rows = (batch ? ids : [ids]) as unknown[];
   rows.forEach((row, i) => {
@@ -134,12 +155,30 @@ function inputsOf(body: GenerateBody): { input: { text: string[] } | { ids: numb
   return { input: { ids: rows as number[][] }, batch };
 }
 
-/**
- * Reads a /generate body. `room`: the context length; `vocab`: the tokenizer's size; `inUse`: whether a request id
- * is taken by a request still running.
- */
-export async function readGenerateRequest(body: GenerateBody, core: EngineCore, maxModelLen: number, vocab: number,
-  inUse: (rid: string) => boolean): Promise<GenerateRequest> {
+/** The prompts with their images; a problem with either is a 400 naming image_data (or the prompt). */
+async function promptsOf(core: EngineCore, input: { text: string[] } | { ids: number[][] }, images: ImageSource[][]): Promise<CorePrompt[]> {
+  if (images.some((list) => list.length > 0) && !core.acceptsImages) {
+    throw badRequest('image_data: this model takes text only (it has no vision projector; start the server with --mmproj)', 'image_data', 'unsupported_parameter');
+  }
+  try {
+    return await sglangPrompts(core, input, images, {}, 'image_data');
+  } catch (e) {
+    if (e instanceof ImageInputError) throw badRequest(e.message, 'image_data', e.code);
+    if (e instanceof ApiError) throw e;
+    throw badRequest((e as Error).message, 'image_data'); // a layout the prompt does not fit (placeholders, markers)
+  }
+}
+
+/** One string for the whole request (SGLang's extra_key, vLLM's cache_salt), or null. */
+function cacheSaltOf(body: GenerateBody): string | null {
+  const v = body.extra_key ?? body.cache_salt ?? null;
+  if (v === null) return null;
+  if (typeof v !== 'string' || v === '') throw badRequest('extra_key (cache_salt) must be a non-empty string, one for the whole request', 'extra_key');
+  return v;
+}
+
+/** Reads a /generate body. maxModelLen: the context length; vocab: the tokenizer's size. */
+export async function readGenerateRequest(body: GenerateBody, core: EngineCore, maxModelLen: number, vocab: number): Promise<GenerateRequest> {
   for (const [k, why] of Object.entries(REFUSED)) if (isSet(body[k])) throw badRequest(why, k, 'unsupported_parameter');
   const { input, batch: listInput } = inputsOf(body);
   const count = 'text' in input ? input.text.length : input.ids.length;
@@ -154,22 +193,16 @@ export async function readGenerateRequest(body: GenerateBody, core: EngineCore, 
   } catch (e) {
     throw badRequest((e as Error).message, 'image_data');
   }
-  const prompts = await sglangPrompts(core, input, images, {}, 'image_data');
+  const prompts = await promptsOf(core, input, images);
   const promptIds = prompts.map((p) => [...('tokenIds' in p ? p.tokenIds : p as readonly number[])]);
   const want = perPrompt<boolean>(body.return_logprob, count, 'return_logprob', false);
   const starts = perPrompt<number>(body.logprob_start_len, count, 'logprob_start_len', -1);
   const tops = perPrompt<number>(body.top_logprobs_num, count, 'top_logprobs_num', 0);
-  const logprobs = promptIds.map((ids, i): LogprobRequest => {
-    const at = (f: string): string => (count > 1 ? `${f}[${i}]` : f);
-    const start = starts[i] === -1 ? ids.length - 1 : starts[i];
-    if (!Number.isInteger(starts[i]) || start < 0 || start >= ids.length) {
-      throw badRequest(`${at('logprob_start_len')} must be -1 or a prompt position in [0, ${ids.length - 1}] (got ${starts[i]})`, 'logprob_start_len');
-    }
-    return { want: want[i] === true, start, top: tops[i], withText: body.return_text_in_logprobs === true };
-  });
+  const at = (f: string, i: number): string => (count > 1 ? `${f}[${i}]` : f);
+  const logprobs: LogprobRequest[] = [];
   const params = sampling.map(({ params: p }, i) => {
     const ids = promptIds[i];
-    const what = count > 1 ? `text[${i}]` : body.text != null ? 'text' : 'input_ids';
+    const what = count > 1 ? `${body.text != null ? 'text' : 'input_ids'}[${i}]` : body.text != null ? 'text' : 'input_ids';
     if (ids.length === 0) throw badRequest(`${what} is empty (0 tokens)`, what);
     for (let k = 0; k < ids.length; k++) {
       if (ids[k] === -1 && images[i].length > 0) continue; // an image embedding's place
@@ -179,36 +212,41 @@ export async function readGenerateRequest(body: GenerateBody, core: EngineCore, 
       throw new ApiError(400, `The input (${ids.length} tokens) is longer than the model's context length (${maxModelLen} tokens).`,
         { param: what, code: 'context_length_exceeded' });
     }
-    const lp = logprobs[i];
-    const out: SamplingParams = { ...p, maxTokens: Math.min(p.maxTokens ?? Infinity, maxModelLen - ids.length) }; // SGLang cuts it to the room left
+    // SGLang cuts max_new_tokens to the room the context leaves (min_new_tokens with it)
+    const room = maxModelLen - ids.length;
+    const out: SamplingParams = { ...p, maxTokens: Math.min(p.maxTokens ?? room, room), minTokens: Math.min(p.minTokens, room) };
+    const lp: LogprobRequest = { want: want[i] === true, start: ids.length - 1, top: tops[i], withText: body.return_text_in_logprobs === true };
     if (lp.want) {
-      out.logprobs = checkedTop(lp.top, count > 1 ? `top_logprobs_num[${i}]` : 'top_logprobs_num');
-      if (lp.start < ids.length - 1) {
+      const start = starts[i] === -1 ? ids.length - 1 : starts[i];
+      if (!Number.isInteger(starts[i]) || start < 0 || start >= ids.length) {
+        throw badRequest(`${at('logprob_start_len', i)} must be -1 or a prompt position in [0, ${ids.length - 1}] (got ${starts[i]})`, 'logprob_start_len');
+      }
+      const refusal = limitRefusal('logprobs', lp.top);
+      if (refusal !== null) throw badRequest(`${at('top_logprobs_num', i)} must be ${refusal} (got ${lp.top})`, 'top_logprobs_num');
+      lp.start = start;
+      out.logprobs = lp.top;
+      if (start < ids.length - 1) {
         if (images[i].length > 0) throw badRequest('logprob_start_len: prompt logprobs cannot be combined with images', 'logprob_start_len');
-        out.promptLogprobs = out.logprobs;
+        out.promptLogprobs = lp.top;
       }
     }
+    logprobs.push(lp);
     return out;
   });
-  const rids = perPrompt<string>(body.rid, count, 'rid', '').map((r) => {
-    if (typeof r !== 'string') throw badRequest('rid must be a string or a list of strings', 'rid');
-    return r === '' ? randomHex(16) : r;
-  });
-  if (new Set(rids).size !== rids.length) throw badRequest('rid: request ids must be unique within a batch', 'rid');
-  const taken = rids.find(inUse);
-  if (taken !== undefined) throw badRequest(`rid: '${taken}' is the id of a request still running`, 'rid');
+  const ridIn = body.rid ?? null;
+  if (Array.isArray(ridIn) && ridIn.length !== count) throw badRequest(`rid has ${ridIn.length} entries for ${count} prompts (give one per prompt)`, 'rid');
+  const rids = Array.isArray(ridIn) ? ridIn : ridIn === null ? prompts.map(() => randomHex(16))
+    : listInput ? prompts.map((_, i) => `${ridIn}_${i}`) : [ridIn]; // one rid for a batch: <rid>_<i>, as SGLang's
+  if (!rids.every((r) => typeof r === 'string' && r !== '')) throw badRequest('rid must be a non-empty string or a list of them', 'rid');
+  const ids = rids.flatMap((r) => (n > 1 ? Array.from({ length: n }, (_, j) => `${r}_${j}`) : [r]));
+  if (new Set([...rids, ...ids]).size !== (n > 1 ? rids.length + ids.length : rids.length)) {
+    throw badRequest('rid: request ids (and the <rid>_<j> of n samples) must be unique within a request', 'rid');
+  }
   const loras = body.lora_path === undefined || body.lora_path === null ? null
     : perPrompt<string | null>(body.lora_path, count, 'lora_path', null);
   return {
-    prompts, promptIds, params, noStopTrim: sampling.map((s) => s.noStopTrim), logprobs, rids, loras, n, batch, stream: body.stream === true,
+    prompts, ids, cacheSalt: cacheSaltOf(body), zeroTokens: sampling.map((s) => s.zero), promptIds, params,
+    noStopTrim: sampling.map((s) => s.noStopTrim), logprobs, rids, loras, n, batch, stream: body.stream === true,
   };
 }
 
-function checkedTop(top: number, field: string): number {
-  try {
-    return normalizeSamplingParams({ logprobs: top }).logprobs!;
-  } catch (e) {
-    if (e instanceof SamplingParamsError) throw badRequest(e.message.replace(/^logprobs/, field), field);
-    throw e;
-  }
-}
