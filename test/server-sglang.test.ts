@@ -380,3 +380,21 @@ t.test('runner mode: /generate names a store model; /health_generate and /flush_
   t.equal((await runner.inject({ method: 'GET', url: '/health_generate' })).statusCode, 200, 'the loaded model answers');
   t.equal((await runner.inject({ method: 'POST', url: '/flush_cache' })).statusCode, 200);
 });
+
+t.test("--incremental-streaming-output: frames carry what they add (SGLang's flag)", async (t) => {
+  const { parseServeArgs } = await import('../lib/server/command.js');
+  t.equal(parseServeArgs(['m.gguf', '--incremental-streaming-output'], {})!.serve.incrementalStreamingOutput, true);
+  t.equal(parseServeArgs(['m.gguf'], {})!.serve.incrementalStreamingOutput, false);
+  const inc = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['tiny'],
+    incrementalStreamingOutput: true });
+  t.teardown(() => inc.close());
+  const body = { text: PROMPT, sampling_params: greedy(10), return_logprob: true, stream: true };
+  const r = await inc.inject({ method: 'POST', url: '/generate', payload: body });
+  const frames = r.body.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)) as Out);
+  const whole = await generate({ ...body, stream: false }) as Out;
+  t.equal(frames.map((f) => f.text).join(''), whole.text, 'the texts join to the whole');
+  t.same(frames.flatMap((f) => f.output_ids), whole.output_ids, 'so do the output ids');
+  t.same(frames.flatMap((f) => f.meta_info.output_token_logprobs!.map((e) => e[1])), whole.output_ids, 'and the output logprobs');
+  t.ok(frames.every((f) => f.meta_info.input_token_logprobs!.length === 1), "the prompt's logprobs in every frame, as SGLang's");
+  t.equal(frames.at(-1)!.meta_info.completion_tokens, 10, 'meta_info counts stay cumulative');
+});

@@ -53,6 +53,8 @@ export interface AppOptions extends ServerEngineOptions {
   bodyLimit?: number; // bytes
   /** The web UI at `/` (default true; `spindle serve --no-ui`: false). */
   ui?: boolean;
+  /** SGLang's --incremental-streaming-output: /generate stream frames carry what they add, not the whole answer. */
+  incrementalStreamingOutput?: boolean;
   /**
    * Runner mode (`spindle serve --ollama`): requests name models of the store, loaded on first use; `engine` then
    * carries the flags' engine options (its model is ignored) and servedModelNames is ignored.
@@ -109,7 +111,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(responsesRoute);
   await app.register(ollamaEmbedRoute);
   await app.register(tokenizeRoute);
-  await app.register(sglangRoutes);
+  await app.register(sglangRoutes, { incrementalStreamingOutput: options.incrementalStreamingOutput });
   await app.register(metricsRoute);
   await app.register(ollamaGenerateRoute);
   await app.register(ollamaChatRoute);

@@ -110,6 +110,8 @@ Flags (vLLM spelling first, SGLang alias after):
   --enable-lora                       accepted for vLLM compatibility (adapters are on with --lora-modules)
   --max-lora-rank N, --max-loras N    accepted for vLLM compatibility; no effect (any rank, every adapter loaded)
   --enable-torch-compile              accepted for SGLang compatibility; no effect here
+  --incremental-streaming-output      SGLang's: streamed /generate frames carry only what they add (text,
+                                      output_ids, output logprobs), not the whole answer so far
   -h, --help                          this text
 
 Environment (a flag on the command line wins over its variable; a variable wins over the default):
@@ -150,7 +152,7 @@ const OPTIONS = {
   'speculative-num-draft-tokens': { type: 'string' }, 'speculative-model': { type: 'string' },
   'speculative-draft-model-path': { type: 'string' }, 'num-speculative-tokens': { type: 'string' },
   'no-ui': { type: 'boolean' }, 'root-path': { type: 'string' }, 'log-format': { type: 'string' },
-  'skip-server-warmup': { type: 'boolean' },
+  'skip-server-warmup': { type: 'boolean' }, 'incremental-streaming-output': { type: 'boolean' },
   'lora-modules': { type: 'string', multiple: true }, 'lora-paths': { type: 'string', multiple: true },
   'enable-lora': { type: 'boolean' }, 'max-lora-rank': { type: 'string' }, 'max-loras': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -325,6 +327,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       toolCallParser: toolParser,
       reasoningParser,
       ui: v['no-ui'] !== true,
+      incrementalStreamingOutput: v['incremental-streaming-output'] === true,
     },
     engine: {
       maxModelLen: engineInt('max-model-len', 'maxModelLen', s('max-model-len') ?? s('context-length')),

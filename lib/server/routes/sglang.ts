@@ -1,7 +1,8 @@
 // SGLang's native HTTP API, for clients written against `python -m sglang.launch_server` (port 30000):
 // - POST|PUT /generate: GenerateReqInput (generate-request.ts) -> `{ text, output_ids, meta_info }`, a list for a
 //   batch or n > 1 (sample j of prompt i at i * n + j); `stream: true`: SSE frames `data: {...}` each carrying the
-//   whole answer so far (SGLang's default; batches add `index`), then `data: [DONE]`; an error after the stream
+//   whole answer so far (SGLang's default; --incremental-streaming-output: what each adds; batches add `index`),
+//   then `data: [DONE]`; an error after the stream
 //   started is one `data: {"error": {"message"}}` frame before [DONE].
 // - POST /abort_request `{ rid, abort_all }`: aborts running /generate requests by their rid (200 either way).
 // - GET|POST /flush_cache: empties the prefix cache (SGLang's radix cache) when no request runs: 200 `Cache flushed.`,
@@ -85,7 +86,8 @@ function use(app: FastifyInstance, reply: FastifyReply, model: unknown, adapters
   return useModel(app, reply, model, { single: (e) => checkModel(e, model), adapters });
 }
 
-async function generate(app: FastifyInstance, body: GenerateBody, reply: FastifyReply, running: RunningRids): Promise<unknown> {
+async function generate(app: FastifyInstance, body: GenerateBody, reply: FastifyReply, running: RunningRids,
+  incremental: boolean): Promise<unknown> {
   const u = await use(app, reply, body.model, true);
   const { tokenizer, info } = await u.engine.ready();
   const req = await readGenerateRequest(body, u.engine.core, info.maxModelLen, tokenizer.vocabSize);
@@ -109,7 +111,7 @@ async function generate(app: FastifyInstance, body: GenerateBody, reply: Fastify
     return req.batch ? `[${answers.map((a) => a.json()).join(',')}]` : answers[0].json();
   }
   const sse = new SseStream(reply);
-  const frame = (k: number): void => sse.sendJson(answers[k].json(req.batch ? k : undefined));
+  const frame = (k: number): void => sse.sendJson(answers[k].json(req.batch ? k : undefined, incremental));
   try {
     await Promise.all(job.requests.map(async (r, k) => {
       let queued = false; // a frame waits for the next turn of the event loop, taking the deltas that come meanwhile
@@ -230,11 +232,17 @@ async function runProbe(engine: ServerEngine): Promise<boolean> {
   }
 }
 
-export default async function sglangRoutes(app: FastifyInstance): Promise<void> {
+export interface SglangRouteOptions {
+  /** SGLang's --incremental-streaming-output: stream frames carry what they add, not the whole answer so far. */
+  incrementalStreamingOutput?: boolean;
+}
+
+export default async function sglangRoutes(app: FastifyInstance, opts: SglangRouteOptions): Promise<void> {
   const running = new RunningRids();
+  const incremental = opts.incrementalStreamingOutput === true;
   const generateRoute = { schema: { body: generateSchema } };
-  app.post('/generate', generateRoute, (request, reply) => generate(app, request.body as GenerateBody, reply, running));
-  app.put('/generate', generateRoute, (request, reply) => generate(app, request.body as GenerateBody, reply, running));
+  app.post('/generate', generateRoute, (request, reply) => generate(app, request.body as GenerateBody, reply, running, incremental));
+  app.put('/generate', generateRoute, (request, reply) => generate(app, request.body as GenerateBody, reply, running, incremental));
 
   app.post('/abort_request', async (request, reply) => {
     const body = (request.body ?? {}) as { rid?: unknown; abort_all?: unknown };

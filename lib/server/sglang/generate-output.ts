@@ -1,6 +1,7 @@
 // SGLang's /generate answer for one request: `{ text, output_ids, meta_info }`, built up delta by delta. Streamed,
 // every frame carries everything so far (SGLang's default: the whole text and output_ids, the logprob lists from the
-// start), meta_info.finish_reason null until the last frame.
+// start; SGLang's --incremental-streaming-output: only what each frame adds), meta_info.finish_reason null until the
+// last frame.
 // meta_info: id (the rid), finish_reason (`{ type: 'stop', matched }` with the stop string or token id, `{ type:
 // 'length', length }`, `{ type: 'abort', message }`), prompt_tokens, weight_version, completion_tokens,
 // cached_tokens, e2e_latency (seconds, on the last); with return_logprob: input_token_logprobs (one entry per prompt
@@ -28,15 +29,22 @@ function finishOf(reason: FinishReason, stopReason: string | number | null, comp
   return { type: 'abort', message: 'the request was aborted' };
 }
 
-/** A JSON array built up one serialized element at a time. */
+/** A JSON array built up one serialized element at a time; the whole of it, or the part after a given element. */
 class JsonList {
-  #body = '';
-  #count = 0;
-  push(json: string): void {
-    this.#body += this.#count++ === 0 ? json : `,${json}`;
+  readonly #items: string[] = [];
+  #joined = ''; // the items before #joinedCount, joined
+  #joinedCount = 0;
+  push(json: string): void { this.#items.push(json); }
+  get length(): number { return this.#items.length; }
+  toString(): string {
+    if (this.#joinedCount < this.#items.length) {
+      const rest = this.#items.slice(this.#joinedCount).join(',');
+      this.#joined = this.#joinedCount === 0 ? rest : `${this.#joined},${rest}`;
+      this.#joinedCount = this.#items.length;
+    }
+    return `[${this.#joined}]`;
   }
-  get length(): number { return this.#count; }
-  toString(): string { return `[${this.#body}]`; }
+  from(start: number): string { return `[${this.#items.slice(start).join(',')}]`; }
 }
 
 export interface AnswerOptions {
@@ -61,6 +69,7 @@ export class SglangAnswer {
   #completion = 0;
   #cached = 0;
   #latency: number | undefined;
+  #sent = { text: 0, ids: 0, logprobs: 0 }; // what incremental frames have carried so far
 
   constructor(o: AnswerOptions) {
     this.rid = o.rid;
@@ -112,18 +121,27 @@ export class SglangAnswer {
     return top > 0 ? `${fields},"input_top_logprobs":${JSON.stringify([null, ...prompt.tops])}` : fields;
   }
 
-  /** The answer so far (the whole answer once finished) as JSON text; `index`: a streamed batch's output number. */
-  json(index?: number): string {
+  /**
+   * The answer so far (the whole answer once finished) as JSON text; `index`: a streamed batch's output number.
+   * incremental (SGLang's --incremental-streaming-output): the text, output_ids and output logprobs added since the
+   * previous frame instead (the prompt's logprobs whole in every frame, as SGLang's).
+   */
+  json(index?: number, incremental = false): string {
     const lp = this.#o.logprobs;
+    const sent = this.#sent;
     let logprobs = '';
     if (lp.want) {
       this.#inputFields ??= this.#inputLogprobs(undefined); // no prompt logprobs asked: the last prompt token only
-      logprobs = `,${this.#inputFields},"output_token_logprobs":${this.#outTokens}${lp.top > 0 ? `,"output_top_logprobs":${this.#outTops}` : ''}`;
+      const list = (l: JsonList): string => (incremental ? l.from(sent.logprobs) : l.toString());
+      logprobs = `,${this.#inputFields},"output_token_logprobs":${list(this.#outTokens)}${lp.top > 0 ? `,"output_top_logprobs":${list(this.#outTops)}` : ''}`;
     }
+    const text = incremental ? this.#text.slice(sent.text) : this.#text;
+    const ids = incremental ? this.#ids.from(sent.ids) : this.#ids.toString();
+    if (incremental) this.#sent = { text: this.#text.length, ids: this.#ids.length, logprobs: this.#outTokens.length };
     const meta = `{"id":${JSON.stringify(this.rid)},"finish_reason":${JSON.stringify(this.#finish)},` +
       `"prompt_tokens":${this.#o.promptIds.length},"weight_version":"${WEIGHT_VERSION}"${logprobs},` +
       `"completion_tokens":${this.#completion},"cached_tokens":${this.#cached}` +
       `${this.#latency !== undefined ? `,"e2e_latency":${this.#latency}` : ''}}`;
-    return `{"text":${JSON.stringify(this.#text)},"output_ids":${this.#ids},"meta_info":${meta}${index !== undefined ? `,"index":${index}` : ''}}`;
+    return `{"text":${JSON.stringify(text)},"output_ids":${ids},"meta_info":${meta}${index !== undefined ? `,"index":${index}` : ''}}`;
   }
 }
