@@ -2,6 +2,7 @@
 export { LLM } from './llm.js';
 export type { LLMOptions, RequestOutput, CompletionOutput, Logprob, PromptInput, GenerateOptions, ChatOptions, EmbedOptions, EmbeddingRequestOutput, ScoringRequestOutput, LoraRequestInput } from './llm.js';
 export type { Pooling } from './embeddings.js';
+export type { BeamSearchParamsInput, BeamSearchOutput, BeamSearchSequence } from './beam-search.js';
 export { Engine } from './engine.js';
 export type {
   EngineConstructorOptions, EngineGenerateInput, EngineResult, EngineChunk, EngineMetaInfo, EngineFinishReason,

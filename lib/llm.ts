@@ -6,6 +6,7 @@
 import { imageSources, type ChatMessage } from './chat/template.js';
 import { embed as embedInputs, type Pooling } from './embeddings.js';
 import { scorePairs, scoringPairNames, scoringPairs } from './scoring.js';
+import { beamSearch, normalizeBeamSearchParams, type BeamSearchOutput, type BeamSearchParamsInput } from './beam-search.js';
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import type { FinishReason, NativeEngineStats, NativeLogprob, NativeModelInfo } from './native.js';
@@ -279,6 +280,25 @@ export class LLM {
       return { prompt: plain.prompt, promptTokenIds: mm.tokenIds, multimodal: mm };
     }));
     return runBatch(this.#core, tokenizer, prepared, aligned, options.signal, lora);
+  }
+
+  /**
+   * vLLM's LLM.beam_search: the beamWidth best continuations of each prompt (lib/beam-search.ts), best first, each
+   * with its tokens (prompt included), per-step candidate logprobs, cumulative logprob and text. Text prompts (or
+   * token ids; no images) and a loraRequest as generate() takes them.
+   */
+  async beamSearch(prompts: PromptInput | PromptInput[], params: BeamSearchParamsInput, options: GenerateOptions = {}): Promise<BeamSearchOutput[]> {
+    checkOptions('beamSearch', options, ['signal', 'loraRequest']);
+    const p = normalizeBeamSearchParams(params);
+    const lora = await this.#lora('beamSearch', options.loraRequest);
+    const list = Array.isArray(prompts) ? prompts : [prompts];
+    const { tokenizer, info } = await this.#core.ready();
+    const ids = list.map((x, i) => {
+      if (promptImages(x, i).length > 0) throw new TypeError(`beamSearch: prompts[${i}] has images; beam search takes text prompts only`);
+      return preparePrompt(x, i, tokenizer).promptTokenIds;
+    });
+    return beamSearch({ core: this.#core, tokenizer, eogIds: info.eogIds, maxModelLen: info.maxModelLen, signal: options.signal,
+      target: { lora } }, ids, p);
   }
 
   /** One conversation (Message[]) or a batch (Message[][]), rendered with the model's chat template. */

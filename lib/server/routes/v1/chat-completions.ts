@@ -4,14 +4,16 @@
 // Invariants: a streamed response is a role chunk per choice, content deltas, one finish chunk per choice,
 // a `choices: []` usage chunk when stream_options.include_usage, then `data: [DONE]`; a failure after the
 // stream started is one `data: {"error": ...}` frame; fields we know but do not support are 400s naming them.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ChatMessage } from '../../../chat/template.js';
-import type { SamplingParams } from '../../../sampling-params.js';
+import { normalizeSamplingParams, type SamplingParams } from '../../../sampling-params.js';
+import type { NativeModelInfo } from '../../../native.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { chatPrompt } from '../../chat-prompt.js';
-import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, type JobRequest } from '../../generation.js';
+import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, usageOf, type JobRequest } from '../../generation.js';
+import { serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
 import { chatLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { constrainAfterReasoning, OutputSplitter, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
@@ -19,7 +21,7 @@ import { constrainAfterReasoning, OutputSplitter, reasoningFields, reasoningToke
 import { splitReasoning, type SplitReasoning } from '../../../reasoning/index.js';
 import { ChatDeltas, chatTools, openAiToolCalls, toolFinishReason, useToolGrammar, type ChatTools } from '../../tool-calls.js';
 import { chatCompletionSchema } from '../../schemas.js';
-import { openAiDefaults, useModel } from '../../model-use.js';
+import { openAiDefaults, useModel, type ModelUse } from '../../model-use.js';
 
 interface ChatBody extends Record<string, unknown> {
   model?: string | null;
@@ -115,6 +117,30 @@ function chatMessage(text: string, reason: string, tools: ChatTools | null, spli
   };
 }
 
+/** vLLM's use_beam_search: the n best beams of the rendered conversation as the choices (lib/server/beam-search.ts). */
+async function beamChat(body: ChatBody, use: ModelUse, reply: FastifyReply, tokenizer: Tokenizer, info: NativeModelInfo): Promise<unknown> {
+  const { engine } = use;
+  const { ids, images, text } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
+    addGenerationPrompt: body.add_generation_prompt ?? undefined, continueFinalMessage: body.continue_final_message === true,
+    chatTemplateKwargs: thinkingKwargs(body.reasoning_effort, body.chat_template_kwargs),
+  }, 'messages', use.model?.manifest ?? null);
+  if (images > 0) throw badRequest('use_beam_search takes text conversations only (no images)', 'messages', 'unsupported_parameter');
+  checkPrompt(ids, normalizeSamplingParams({ maxTokens: 1 }), info.maxModelLen, tokenizer.vocabSize, 'messages');
+  const [out] = await serverBeamSearch(engine, reply, [ids], body, 'max_completion_tokens', { lora: use.lora, cacheSalt: cacheSaltOf(body) });
+  const reasoning = requestReasoning(engine, use.model?.manifest.template ?? info.chatTemplate, text);
+  return {
+    id: requestId('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: use.name,
+    choices: out.sequences.map((s, index) => {
+      const split = reasoning ? splitReasoning(reasoning.parser, reasoning.start, s.outputText) : { reasoning: null, content: s.outputText };
+      return {
+        index, finish_reason: s.finishReason, stop_reason: s.stopReason, logprobs: null,
+        message: { role: 'assistant', content: split.content, ...(split.reasoning ? reasoningFields(split.reasoning) : {}) },
+      };
+    }),
+    usage: usageOf(ids.length, out.sequences.reduce((a, s) => a + s.outputTokenIds.length, 0)),
+  };
+}
+
 export default async function chatCompletionsRoute(app: FastifyInstance): Promise<void> {
   app.post('/v1/chat/completions', { schema: { body: chatCompletionSchema } }, async (request, reply) => {
     const body = request.body as ChatBody;
@@ -123,6 +149,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     const { engine, name: model } = use;
     const { tokenizer, info } = await engine.ready();
     if (body.top_logprobs != null && body.logprobs !== true) throw badRequest('top_logprobs needs logprobs: true', 'top_logprobs');
+    if (wantsBeamSearch(body)) return beamChat(body, use, reply, tokenizer, info);
     // As vLLM: max_completion_tokens replaces the deprecated max_tokens, which is ignored when both are given
     // (benchmark clients, ours included, send both for servers that know only the old name).
     const sampling = body.max_completion_tokens != null ? { ...body, max_tokens: undefined } : body;

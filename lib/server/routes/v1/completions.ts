@@ -7,17 +7,18 @@
 // `data: [DONE]`); the prompt is tokenized as LLM.generate does (BOS where the model asks for it, unless the
 // text starts with it). `suffix`: fill-in-the-middle with the vocabulary's FIM tokens (lib/fim.ts; a model
 // without them is a 400). Runner mode: `model` names a store model; its Modelfile PARAMETERs are the defaults.
-import type { FastifyInstance } from 'fastify';
-import type { SamplingParams } from '../../../sampling-params.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { normalizeSamplingParams, type SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
-import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom } from '../../generation.js';
+import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, usageOf } from '../../generation.js';
+import { serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
 import { completionLogprobs, joinCompletionLogprobs, promptCompletionLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
 import { fimPrompt, fimTokens } from '../../../fim.js';
-import { openAiDefaults, useModel } from '../../model-use.js';
+import { openAiDefaults, useModel, type ModelUse } from '../../model-use.js';
 
 interface CompletionBody extends Record<string, unknown> {
   model?: string | null;
@@ -90,12 +91,30 @@ function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: st
   };
 }
 
+/** vLLM's use_beam_search: each prompt's n best beams as its choices (lib/server/beam-search.ts). */
+async function beamCompletion(body: CompletionBody, use: ModelUse, reply: FastifyReply, tokenizer: Tokenizer, maxModelLen: number): Promise<unknown> {
+  const { ids } = promptsOf(body.prompt, tokenizer);
+  const one = normalizeSamplingParams({ maxTokens: 1 });
+  ids.forEach((p, i) => checkPrompt(p, one, maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
+  const outs = await serverBeamSearch(use.engine, reply, ids, body, 'max_tokens', { lora: use.lora, cacheSalt: cacheSaltOf(body) });
+  const n = (body.n ?? 1) as number;
+  const completion = outs.reduce((a, o) => a + o.sequences.reduce((b, s) => b + s.outputTokenIds.length, 0), 0);
+  return {
+    id: requestId('cmpl'), object: 'text_completion', created: Math.floor(Date.now() / 1000), model: use.name,
+    choices: outs.flatMap((o, i) => o.sequences.map((s, j) => ({
+      index: i * n + j, text: s.outputText, logprobs: null, finish_reason: s.finishReason, stop_reason: s.stopReason,
+    }))),
+    usage: usageOf(ids.reduce((a, p) => a + p.length, 0), completion),
+  };
+}
+
 export default async function completionsRoute(app: FastifyInstance): Promise<void> {
   app.post('/v1/completions', { schema: { body: completionSchema } }, async (request, reply) => {
     const body = request.body as CompletionBody;
     const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { engine, name: model } = use;
     const { tokenizer, info } = await engine.ready();
+    if (wantsBeamSearch(body)) return beamCompletion(body, use, reply, tokenizer, info.maxModelLen);
     const params = samplingFrom(body, {
       ...(body.logprobs != null ? { logprobs: body.logprobs } : {}),
       ...responseFormatSampling(body.response_format),
