@@ -209,6 +209,26 @@ t.test("continue_final_message: the prompt ends after the final message's text, 
   const dropping = "{% for m in messages %}{{ m.role }}\n{% endfor %}";
   t.throws(() => renderChatTemplate(dropping, convo('xx'), { continueFinalMessage: true }),
     /the final message does not appear in the rendered chat/);
+  const sys = (system: string): ChatMessage[] => [{ role: 'system', content: system }, { role: 'user', content: 'go' }, { role: 'assistant', content: 'Hello ' }];
+  t.ok(renderChatTemplate(l3.template, sys('Say Hello then stop.'), { bosToken: l3.bos, continueFinalMessage: true }).endsWith('\n\nHello'),
+    'trailing whitespace the template trims: cut after the trimmed text, whatever else the prompt holds');
+  t.ok(renderChatTemplate(l3.template, sys('Say hi.'), { bosToken: l3.bos, continueFinalMessage: true }).endsWith('\n\nHello'));
+  const question = "{% for m in messages %}{{ m.role }}: {% if m.content.endswith('?') %}Q:{% endif %}{{ m.content }}\n{% endfor %}";
+  t.equal(renderChatTemplate(question, convo('Why?'), { continueFinalMessage: true }), 'user: Q:What is 2 + 2?\nassistant: Q:Why?',
+    'a template that renders the text differently with the mark after it: the real render, cut as transformers does');
+  const calls = [...convo('Let me check.'), ] as ChatMessage[];
+  calls[1] = { ...calls[1], tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] };
+  t.throws(() => renderChatTemplate(q3.template, calls, { continueFinalMessage: true }), /the final message has tool calls/);
   const image = convo([{ type: 'text', text: 'Look:' }, { type: 'image_url', image_url: 'data:image/png;base64,AA' }]);
   t.throws(() => renderChatTemplate(l3.template, image, { continueFinalMessage: true, mediaMarker: '<m>' }), /it must end with text/);
+});
+
+t.test('continue_final_message through a Modelfile Go TEMPLATE: cut after the text; add_generation_prompt true refused', async (t) => {
+  const { modelfileChatText } = await import('../lib/server/modelfile-prompt.js');
+  const manifest = { template: '{{ range .Messages }}<{{ .Role }}>{{ .Content }}</{{ .Role }}>{{ end }}<assistant>' } as never;
+  const messages: ChatMessage[] = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello there' }];
+  t.equal(modelfileChatText(null as never, messages, { continueFinalMessage: true }, manifest, undefined, 'messages'),
+    '<user>Hi</user><assistant>Hello there');
+  t.throws(() => modelfileChatText(null as never, messages, { continueFinalMessage: true, addGenerationPrompt: true }, manifest, undefined, 'messages'),
+    /continue_final_message and add_generation_prompt cannot both be true/);
 });

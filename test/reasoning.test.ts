@@ -151,3 +151,13 @@ t.test("an assistant turn's reasoning reaches Qwen3's template by either name (i
     t.match(text, /<\|im_start\|>assistant\n<think>\nI should wave once.\n<\/think>\n\n<tool_call>/, key);
   }
 });
+
+t.test('reasoningStart of a continued final message: its own tags decide; plain text is an answer', async (t) => {
+  const qwen3 = getReasoningParser('qwen3')!;
+  const r1 = getReasoningParser('deepseek_r1')!;
+  t.equal(reasoningStart(qwen3, '<|im_start|>assistant\n<think>\nLet me', '<think>\nLet me'), 'reasoning', 'an open block in the prefill');
+  t.equal(reasoningStart(r1, 'x</think>\n\nThe answer is', '</think>\n\nThe answer is'), 'content', 'a closed block: the answer');
+  t.equal(reasoningStart(r1, '<|Assistant|>Sure,', 'Sure,'), 'content', 'plain text: an answer being written, whatever the parser');
+  t.equal(reasoningStart(qwen3, '<|im_start|>assistant\n<think>\nHmm', 'Hmm'), 'reasoning', 'plain text right after an open block the prompt holds');
+  t.equal(reasoningStart(qwen3, '<|im_start|>assistant\n'), 'by-output', 'not continuing: the prompt decides, as before');
+});

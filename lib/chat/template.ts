@@ -183,9 +183,7 @@ export function renderChatTemplate(template: string, messages: readonly ChatMess
     throw new ChatTemplateError('this model has no chat template (GGUF tokenizer.chat_template); use generate() with a raw prompt');
   }
   if (options.continueFinalMessage) {
-    if (options.addGenerationPrompt === true) {
-      throw new ChatTemplateError('continue_final_message and add_generation_prompt cannot both be true: continue the final message, or start a new assistant message');
-    }
+    checkContinueOptions(options);
     return continueFinalMessage((m) => renderChatTemplate(template, m, { ...options, continueFinalMessage: false, addGenerationPrompt: false }), messages);
   }
   const context: Record<string, unknown> = {
@@ -228,23 +226,36 @@ function withFinalSuffix(messages: readonly ChatMessage[], suffix: string): Chat
   return out;
 }
 
+/** continue_final_message with add_generation_prompt true is a contradiction (transformers and vLLM refuse it). */
+export function checkContinueOptions(o: { continueFinalMessage?: boolean; addGenerationPrompt?: boolean }): void {
+  if (o.continueFinalMessage && o.addGenerationPrompt === true) {
+    throw new ChatTemplateError('continue_final_message and add_generation_prompt cannot both be true: continue the final message, or start a new assistant message');
+  }
+}
+
 /**
  * transformers' continue_final_message: the chat `render` gives (no generation prompt), cut right after the final
- * message's text, so the model continues that message. The end is found by rendering once more with a mark after
- * the text (never confused with the same words later in the prompt, such as an `assistant` header), and a template
- * that trims the text's trailing whitespace gets the cut after the trimmed text, as transformers cuts it. Where a
- * template drops the mark, transformers' own search: the last place the text (or its trimmed form) appears.
+ * message's text, so the model continues that message. The end is found by rendering once more with a mark after the
+ * text (never confused with the same words elsewhere in the prompt, such as an `assistant` header), and kept where
+ * the real render has that very prefix; a template that trims the text's trailing whitespace gets the cut after the
+ * trimmed text, as transformers cuts it. Otherwise (a template that drops the mark, or renders differently with it)
+ * transformers' own search: the last place the text (or its trimmed form) appears. A final message with tool calls
+ * cannot be continued (its calls would be cut off).
  */
 export function continueFinalMessage(render: (messages: readonly ChatMessage[]) => string, messages: readonly ChatMessage[]): string {
   const text = finalMessageText(messages);
   if (text.trim() === '') throw new ChatTemplateError('continue_final_message: the final message has no text to continue (it must end with text)');
+  const calls = messages.at(-1)?.tool_calls;
+  if (Array.isArray(calls) && calls.length > 0) throw new ChatTemplateError('continue_final_message: the final message has tool calls; only its text could be continued');
   const plain = render(messages);
   const marked = render(withFinalSuffix(messages, FINAL_MARK));
   const at = marked.indexOf(FINAL_MARK);
   if (at >= 0 && marked.indexOf(FINAL_MARK, at + 1) < 0) {
     const cut = marked.slice(0, at);
+    if (plain.startsWith(cut)) return cut;
     const trailing = text.length - text.trimEnd().length;
-    return trailing > 0 && !plain.includes(text) && cut.endsWith(text) ? cut.slice(0, cut.length - trailing) : cut;
+    const trimmed = cut.slice(0, cut.length - trailing);
+    if (trailing > 0 && cut.endsWith(text) && plain.startsWith(trimmed)) return trimmed;
   }
   const end = plain.lastIndexOf(text);
   if (end >= 0) return plain.slice(0, end + text.length);

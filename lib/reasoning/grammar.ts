@@ -3,8 +3,8 @@
 // as vLLM applies structured outputs only once the reasoning has ended.
 // Invariants: the answer part is exactly the original grammar (its root renamed, nothing else touched); the
 // reasoning part accepts any text that does not contain the end tag, then the end tag and optional whitespace;
-// a lazy grammar (tool_choice auto) is returned unchanged (its triggers already leave free text, the reasoning
-// included, unconstrained until a call starts).
+// a lazy grammar (tool_choice auto) keeps its rules and gets a `reasoning` field: the engine then looks for its
+// triggers only in the answer, after the thinking block (native/engine/output_constraint.h).
 import type { OutputGrammar } from '../constraints.js';
 import { literal } from '../structured/gbnf.js';
 import type { ReasoningParser, ReasoningStart } from './parsers.js';

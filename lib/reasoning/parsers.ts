@@ -50,9 +50,19 @@ export type ReasoningStart = 'reasoning' | 'content' | 'by-output';
 /**
  * From the rendered prompt: one that ends with an open block (Qwen3-Thinking, R1: `<think>\n`) starts in the
  * reasoning; one that ends with a closed block (Qwen3 with enable_thinking false: `<think>\n\n</think>\n\n`) in
- * the answer; otherwise the parser's default.
+ * the answer; otherwise the parser's default. `continued`: the final message's text when the prompt continues it.
  */
-export function reasoningStart(parser: ReasoningParser, promptText: string): ReasoningStart {
+export function reasoningStart(parser: ReasoningParser, promptText: string, continued: string | null = null): ReasoningStart {
+  if (continued !== null) {
+    // a continued final message (continue_final_message, an Ollama prefill): its own tags say where it stands; text
+    // without tags is an answer being written, unless the prompt opened a block right before it
+    const open = continued.lastIndexOf(parser.startTag);
+    const close = continued.lastIndexOf(parser.endTag);
+    if (open > close) return 'reasoning';
+    if (close >= 0) return 'content';
+    const before = promptText.endsWith(continued) ? promptText.slice(0, promptText.length - continued.length) : promptText;
+    return before.trimEnd().endsWith(parser.startTag) ? 'reasoning' : 'content';
+  }
   const tail = promptText.trimEnd();
   if (tail.endsWith(parser.startTag)) return 'reasoning';
   if (tail.endsWith(parser.endTag)) return 'content';

@@ -5,7 +5,7 @@
 // link-local or metadata addresses).
 // Invariant: anything the client got wrong (an image that cannot be fetched or decoded, an image for a text-only
 // model) is a 400 ApiError naming the image and the problem.
-import { imageSources, type ChatMessage } from '../chat/template.js';
+import { finalMessageText, imageSources, type ChatMessage } from '../chat/template.js';
 import type { CorePrompt } from '../engine-core.js';
 import type { ApplyChatTemplateOptions, Tokenizer } from '../tokenizer.js';
 import { ImageInputError, type ImageSource } from '../vision/image-input.js';
@@ -56,4 +56,15 @@ export async function chatPrompt(engine: ServerEngine, tokenizer: Tokenizer, mes
   const text = modelfile ? modelfileChatText(tokenizer, messages, options, modelfile, marker, param)
     : tokenizer.applyChatTemplate(messages, { ...options, tokenize: false, mediaMarker: marker });
   return renderedPrompt(engine, tokenizer, text, vision ? imageSources(messages) : [], param);
+}
+
+/** vLLM's add_generation_prompt and continue_final_message from a request (the generation prompt: true by default,
+ * false when continuing), and the continued text the reasoning split starts from (null when not continuing). */
+export function turnOptions(body: { add_generation_prompt?: boolean | null; continue_final_message?: boolean | null },
+  messages: readonly ChatMessage[]): { addGenerationPrompt: boolean | undefined; continueFinalMessage: boolean; continued: string | null } {
+  const continueFinalMessage = body.continue_final_message === true;
+  return {
+    addGenerationPrompt: body.add_generation_prompt ?? undefined, continueFinalMessage,
+    continued: continueFinalMessage ? finalMessageText(messages) : null,
+  };
 }

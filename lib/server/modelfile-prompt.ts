@@ -5,7 +5,7 @@
 // system message of its own (/api/generate: its `system`, else the SYSTEM).
 // Invariant: images become `marker` in the text, one per image in message order (imageSources' order); a template
 // that fails on the request's data is a 400 naming the problem.
-import { continueFinalMessage, type ChatMessage } from '../chat/template.js';
+import { checkContinueOptions, continueFinalMessage, type ChatMessage } from '../chat/template.js';
 import { renderOllamaGenerate, renderOllamaTemplate, TemplateError, type ModelfileMessage, type ThinkValue } from '../modelfile/index.js';
 import type { Manifest } from '../models/store.js';
 import type { ApplyChatTemplateOptions, Tokenizer } from '../tokenizer.js';
@@ -48,6 +48,7 @@ export function modelfileChatText(tokenizer: Tokenizer, messages: readonly ChatM
       system: m.system, messages: (m.messages ?? []) as ModelfileMessage[], tools: options.tools ?? null,
       imageMarker: marker ? () => marker : undefined, think: ollamaThink(options.chatTemplateKwargs),
     }), param);
+    checkContinueOptions(options);
     return options.continueFinalMessage ? continueFinalMessage(render, messages) : render(messages);
   }
   return tokenizer.applyChatTemplate(modelfileMessages(messages, m), { ...options, tokenize: false, mediaMarker: marker });

@@ -23,9 +23,10 @@ export function reasoningParserOf(engine: Pick<ServerEngine, 'reasoningParser'>,
 }
 
 /** A request's reasoning from its rendered prompt; null when the model has no reasoning parser. */
-export function requestReasoning(engine: ServerEngine, chatTemplate: string | null, promptText: string): RequestReasoning | null {
+export function requestReasoning(engine: ServerEngine, chatTemplate: string | null, promptText: string,
+  continued: string | null = null): RequestReasoning | null {
   const parser = reasoningParserOf(engine, chatTemplate);
-  return parser ? { parser, start: reasoningStart(parser, promptText) } : null;
+  return parser ? { parser, start: reasoningStart(parser, promptText, continued) } : null;
 }
 
 /** Moves the request's output constraint (if any) after the reasoning block. */

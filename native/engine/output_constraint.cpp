@@ -11,6 +11,32 @@ namespace spindle {
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+// Bytes of leading whitespace in `s` as JavaScript's trimStart() sees it (the TS reasoning parser's rule, so both decide
+// alike where a block opens): ASCII \t \n \v \f \r and space, and U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029,
+// U+202F, U+205F, U+3000, U+FEFF in UTF-8. `partial`: s ends inside a UTF-8 sequence right after that whitespace
+// (more bytes are needed to know).
+static size_t leading_space(std::string_view s, bool& partial) {
+  partial = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c == ' ' || (c >= 0x09 && c <= 0x0D)) { ++i; continue; }
+      return i;
+    }
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (len == 1) return i;  // a stray continuation byte: not whitespace
+    if (i + len > s.size()) { partial = true; return i; }
+    uint32_t cp = c & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    const bool space = cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+                       cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
+    if (!space) return i;
+    i += len;
+  }
+  return i;
+}
+
 output_constraint::output_constraint(std::shared_ptr<grammar_token_cache> cache, std::vector<grammar_trigger> triggers,
                                      reasoning_block reasoning)
     : cache_(std::move(cache)), triggers_(std::move(triggers)), reasoning_(std::move(reasoning)) {
@@ -74,18 +100,18 @@ bool output_constraint::advance(int32_t token, bool is_end) {
 bool output_constraint::past_reasoning(const std::string& bytes, std::string& answer) {
   gate_buf_ += bytes;
   if (gate_ == gate::undecided) {  // the output's own block: only when it begins (after whitespace) with the start tag
-    const size_t first = gate_buf_.find_first_not_of(" \t\n\r");
-    if (first == std::string::npos) return false;
-    const std::string_view rest = std::string_view(gate_buf_).substr(first);
+    bool partial = false;
+    gate_buf_.erase(0, leading_space(gate_buf_, partial));  // leading whitespace decides nothing (and is not kept)
+    if (gate_buf_.empty() || partial) return false;
     const std::string& tag = reasoning_.start_tag;
-    if (rest.size() < tag.size() && tag.compare(0, rest.size(), rest) == 0) return false;  // maybe the tag, cut
-    if (rest.compare(0, tag.size(), tag) != 0) {  // no block: all of it is the answer
+    if (gate_buf_.size() < tag.size() && tag.compare(0, gate_buf_.size(), gate_buf_) == 0) return false;  // maybe the tag, cut
+    if (gate_buf_.compare(0, tag.size(), tag) != 0) {  // no block: all of it is the answer
       gate_ = gate::answer;
       answer.swap(gate_buf_);
       return true;
     }
     gate_ = gate::thinking;
-    gate_buf_.erase(0, first + tag.size());
+    gate_buf_.erase(0, tag.size());
   }
   const std::string& end = reasoning_.end_tag;
   const size_t at = gate_buf_.find(end);

@@ -157,3 +157,26 @@ TEST_CASE("output_constraint: an at-start trigger after reasoning is at the star
   REQUIRE(feed(no_block, {6, 2}));     // " <t>"
   CHECK(no_block.active());
 }
+
+TEST_CASE("output_constraint: the reasoning gate skips whitespace as JavaScript's trimStart, and keeps none of it") {
+  auto tokens = std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"", "a", "<t>", "<r>", "</r>", "\xC2\xA0", "\xC2", "\xA0", "\xEF\xBB\xBF", " ", "x"});
+  auto trie = std::make_shared<const vocab_trie>(vocab_trie_build(*tokens));
+  auto cache = std::make_shared<grammar_token_cache>(std::make_shared<const grammar>(grammar_parse("root ::= \"<t>\" \"a\"+")), trie, tokens);
+  auto gated = [&] { return output_constraint(cache, {{"<t>", false}}, reasoning_block{"<r>", "</r>", false}); };
+  output_constraint nbsp = gated();  // U+00A0, then the block: its trigger counts for nothing
+  for (int32_t id : {5, 3, 2}) REQUIRE(nbsp.advance(id, false));
+  CHECK(!(nbsp.active()));
+  REQUIRE(nbsp.advance(4, false));
+  REQUIRE(nbsp.advance(2, false));
+  CHECK(nbsp.active());
+  output_constraint split = gated();  // U+00A0 across two tokens, then a BOM, then the block
+  for (int32_t id : {6, 7, 8, 3, 2}) REQUIRE(split.advance(id, false));
+  CHECK(!(split.active()));
+  output_constraint spaces = gated();  // whitespace only, for long: nothing decided, then an answer with a trigger
+  for (int i = 0; i < 1000; ++i) REQUIRE(spaces.advance(9, false));
+  CHECK(!(spaces.active()));
+  REQUIRE(spaces.advance(10, false));
+  REQUIRE(spaces.advance(2, false));
+  CHECK(spaces.active());
+}

@@ -9,6 +9,7 @@ import type { ChatMessage } from '../../chat/template.js';
 import { badRequest } from '../api-error.js';
 import { checkModel } from '../generation.js';
 import { useModel } from '../model-use.js';
+import { turnOptions } from '../chat-prompt.js';
 import { modelfileChatText } from '../modelfile-prompt.js';
 import { detokenizeSchema, tokenizeSchema } from '../schemas.js';
 
@@ -29,7 +30,8 @@ export default async function tokenizeRoute(app: FastifyInstance): Promise<void>
     if ((body.prompt === undefined) === (body.messages === undefined)) throw badRequest('give exactly one of prompt or messages', 'prompt');
     let tokens: number[];
     if (body.messages !== undefined) {
-      const options = { addGenerationPrompt: body.add_generation_prompt ?? undefined, continueFinalMessage: body.continue_final_message === true };
+      const { addGenerationPrompt, continueFinalMessage } = turnOptions(body, body.messages);
+      const options = { addGenerationPrompt, continueFinalMessage };
       const text = use.model ? modelfileChatText(tokenizer, body.messages, options, use.model.manifest, undefined, 'messages')
         : tokenizer.applyChatTemplate(body.messages, { ...options, tokenize: false });
       tokens = tokenizer.encode(text, { addSpecialTokens: body.add_special_tokens ?? false });

@@ -77,7 +77,7 @@ export default async function ollamaChatRoute(app: FastifyInstance): Promise<voi
     const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, messages,
       { addGenerationPrompt: !prefill, continueFinalMessage: prefill, tools: tools?.templateTools, chatTemplateKwargs: kwargs },
       'messages', use.model?.manifest ?? null);
-    const reasoning = requestReasoning(engine, template, text);
+    const reasoning = requestReasoning(engine, template, text, prefill ? finalMessageText(messages) : null);
     constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages', 'options.num_predict', images > 0);
     const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora });

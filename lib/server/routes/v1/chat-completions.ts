@@ -11,7 +11,7 @@ import type { NativeModelInfo } from '../../../native.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
-import { chatPrompt } from '../../chat-prompt.js';
+import { chatPrompt, turnOptions } from '../../chat-prompt.js';
 import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, usageOf, type JobRequest } from '../../generation.js';
 import { serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
 import { chatLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
@@ -120,14 +120,16 @@ function chatMessage(text: string, reason: string, tools: ChatTools | null, spli
 /** vLLM's use_beam_search: the n best beams of the rendered conversation as the choices (lib/server/beam-search.ts). */
 async function beamChat(body: ChatBody, use: ModelUse, reply: FastifyReply, tokenizer: Tokenizer, info: NativeModelInfo): Promise<unknown> {
   const { engine } = use;
-  const { ids, images, text } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
-    addGenerationPrompt: body.add_generation_prompt ?? undefined, continueFinalMessage: body.continue_final_message === true,
+  const messages = templateMessages(body.messages);
+  const turn = turnOptions(body, messages);
+  const { ids, images, text } = await chatPrompt(engine, tokenizer, messages, {
+    addGenerationPrompt: turn.addGenerationPrompt, continueFinalMessage: turn.continueFinalMessage,
     chatTemplateKwargs: thinkingKwargs(body.reasoning_effort, body.chat_template_kwargs),
   }, 'messages', use.model?.manifest ?? null);
   if (images > 0) throw badRequest('use_beam_search takes text conversations only (no images)', 'messages', 'unsupported_parameter');
   checkPrompt(ids, normalizeSamplingParams({ maxTokens: 1 }), info.maxModelLen, tokenizer.vocabSize, 'messages');
   const [out] = await serverBeamSearch(engine, reply, [ids], body, 'max_completion_tokens', { lora: use.lora, cacheSalt: cacheSaltOf(body) });
-  const reasoning = requestReasoning(engine, use.model?.manifest.template ?? info.chatTemplate, text);
+  const reasoning = requestReasoning(engine, use.model?.manifest.template ?? info.chatTemplate, text, turn.continued);
   return {
     id: requestId('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: use.name,
     choices: out.sequences.map((s, index) => {
@@ -160,13 +162,14 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     const template = use.model?.manifest.template ?? info.chatTemplate;
     const tools = chatTools(engine, template, body.tools, body.tool_choice, body.parallel_tool_calls);
     useToolGrammar(params, tools, params.grammar?.kind === 'json' || params.grammar?.kind === 'json_object' ? 'response_format' : 'a structured output');
-    const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, templateMessages(body.messages), {
-      addGenerationPrompt: body.add_generation_prompt ?? undefined, // true, or false with continue_final_message
-      continueFinalMessage: body.continue_final_message === true,
+    const messages = templateMessages(body.messages);
+    const turn = turnOptions(body, messages);
+    const { ids, prompt, images, text } = await chatPrompt(engine, tokenizer, messages, {
+      addGenerationPrompt: turn.addGenerationPrompt, continueFinalMessage: turn.continueFinalMessage,
       chatTemplateKwargs: thinkingKwargs(body.reasoning_effort, body.chat_template_kwargs),
       tools: tools?.templateTools,
     }, 'messages', use.model?.manifest ?? null);
-    const reasoning = requestReasoning(engine, template, text);
+    const reasoning = requestReasoning(engine, template, text, turn.continued);
     constrainAfterReasoning(params, reasoning);
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
       body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens', images > 0);
