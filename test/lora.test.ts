@@ -298,7 +298,7 @@ t.test("Ollama's Modelfile ADAPTER: spindle create, the store model runs with it
   t.match(JSON.stringify(emb.body), /has a LoRA adapter/);
   const upload = await post('/api/create', { model: 'x', from: 'sqlmodel', adapters: { 'a.gguf': 'sha256:00' }, stream: false });
   t.equal(upload.status, 400);
-  t.match(JSON.stringify(upload.body), /uploaded adapter blobs are not supported/);
+  t.match(JSON.stringify(upload.body), /adapters\.a\.gguf must be a blob digest 'sha256:<64 hex digits>'/);
   const adapterBlob = store.read(localKey(null, 'sqlmodel', 'latest'))!.adapter!;
   store.remove(localKey(null, 'child', 'latest'));
   t.ok(existsSync(store.filePath(adapterBlob)), 'the adapter blob stays while a model uses it');

@@ -16,7 +16,7 @@ const engine = () => normalizeEngineOptions({ model: path, maxModelLen: 512, thr
 const js = readdirSync(join(repoRoot, 'dist', 'ui', 'assets')).find((f) => f.endsWith('.js'))!;
 const ROOT = '/org/app';
 
-type Call = { method: 'GET' | 'POST' | 'DELETE'; url: string; payload?: Record<string, unknown> };
+type Call = { method: 'GET' | 'POST' | 'DELETE'; url: string; payload?: Record<string, unknown> | string };
 // Every route of single-model mode (docs/api.md), with a body that reaches the handler (the model management
 // routes answer that they need runner mode).
 const ROUTES: Call[] = [
@@ -54,6 +54,7 @@ const ROUTES: Call[] = [
   { method: 'GET', url: '/api/ps' },
   { method: 'POST', url: '/api/pull', payload: { model: 'x', stream: false } },
   { method: 'DELETE', url: '/api/delete', payload: { model: 'x' } },
+  { method: 'POST', url: `/api/blobs/sha256:${'0'.repeat(64)}`, payload: 'x' },
   { method: 'POST', url: '/generate', payload: { text: 'hi', rid: 'r', sampling_params: { max_new_tokens: 2, temperature: 0 } } },
   { method: 'POST', url: '/abort_request', payload: { rid: 'r' } },
   { method: 'GET', url: '/flush_cache' },

@@ -19,6 +19,7 @@ import { requestId } from './request-id.js';
 import { stripRootPath } from './root-path.js';
 import { ModelRunner } from './runner.js';
 import ollamaManageRoute from './routes/ollama/manage.js';
+import ollamaBlobRoutes from './routes/ollama/blobs.js';
 import ollamaPsRoute from './routes/ollama/ps.js';
 import ollamaChatRoute from './routes/ollama/chat.js';
 import ollamaGenerateRoute from './routes/ollama/generate.js';
@@ -118,6 +119,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(ollamaModelsRoute);
   await app.register(ollamaPsRoute);
   await app.register(ollamaManageRoute);
+  await app.register(ollamaBlobRoutes, {
+    store: () => {
+      if (!store) throw new ApiError(404, '/api/blobs: model management needs runner mode (spindle serve --ollama); this server serves one model', { code: 'not_found' });
+      return store;
+    },
+  });
   if (options.ui !== false) await app.register(uiRoute, { rootPath });
   return app;
 }

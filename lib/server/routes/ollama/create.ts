@@ -2,14 +2,18 @@
 // or a hub reference pulled before), with template, system, parameters, messages and license over what that model
 // already had (Ollama's inheritance: a parameter given here replaces the inherited one), as `spindle create` does.
 // `modelfile` (Ollama's older API) is accepted too: its FROM / TEMPLATE / SYSTEM / PARAMETER / MESSAGE / LICENSE,
-// under the JSON fields. Streamed (the default) as NDJSON { status } lines ending with { status: 'success' }.
+// under the JSON fields. `files` / `adapters` (what the `ollama create` CLI sends after uploading its files with
+// POST /api/blobs): `{ "<file name>": "sha256:<hex>" }` naming blobs of the store: one GGUF model (and a vision
+// projector), and one LoRA adapter. Streamed (the default) as NDJSON { status } lines ending with { status: 'success' }.
 // Invariants: everything is checked before the manifest is written (a bad field is a 400 naming it, an unknown FROM
 // Ollama's 404), and nothing is written on a refusal; FROM never names a file of the server; nothing is pulled.
 import type { FastifyInstance } from 'fastify';
 import { DEPRECATED_PARAMETERS, ModelfileError, parseModelfile, PARAMETER_TYPES, type Modelfile } from '../../../modelfile/index.js';
 import { parseParameterValue } from '../../../modelfile/parameters.js';
 import { ModelRefError, parseModelRef } from '../../../models/ref.js';
-import { localKey, type Manifest, type ModelStore } from '../../../models/store.js';
+import { localKey, type Manifest, type ManifestFile, type ModelStore } from '../../../models/store.js';
+import { readModelFileInfo } from '../../../gguf/file-info.js';
+import { statSync } from 'node:fs';
 import { ApiError, badRequest } from '../../api-error.js';
 import { findStoreModel } from '../../store-catalog.js';
 import { SseStream } from '../../sse.js';
@@ -83,13 +87,67 @@ function parsedModelfile(text: string | undefined): Modelfile | null {
 
 function refuseUnsupported(body: CreateBody): void {
   if (body.quantize) throw badRequest('quantize: this server does not quantize models', 'quantize', 'unsupported_parameter');
-  if (body.files && Object.keys(body.files).length > 0) {
-    throw badRequest('files: uploaded blobs are not supported; create FROM a model of the store (spindle create takes local .gguf files)', 'files', 'unsupported_parameter');
+}
+
+/** Ollama's blob digest ('sha256:<hex>', or the store's 'sha256-<hex>') as the store names it, or null. */
+export function blobDigest(v: unknown): string | null {
+  const m = typeof v === 'string' ? /^sha256[:-]([0-9a-f]{64})$/.exec(v) : null;
+  return m ? `sha256-${m[1]}` : null;
+}
+
+interface Uploaded {
+  model: ManifestFile | null;
+  mmproj: ManifestFile | null;
+  adapter: ManifestFile | null;
+  arch: string | null; // the uploaded model's
+  adapterArch: string | null; // the uploaded adapter's
+}
+
+/** One uploaded blob of `field` (a GGUF file of the store): its manifest entry and what its header says. */
+function uploadedFile(store: ModelStore, field: string, file: string, digestIn: unknown): { entry: ManifestFile; arch: string; type: string | null } {
+  const at = `${field}.${file}`;
+  const digest = blobDigest(digestIn);
+  if (digest === null) throw badRequest(`${at} must be a blob digest 'sha256:<64 hex digits>' (got ${JSON.stringify(digestIn)})`, at);
+  const path = store.blobPath(digest);
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch {
+    throw badRequest(`${at}: blob ${digestIn} not found; upload it first (POST /api/blobs/${digestIn})`, at);
   }
-  if (body.adapters && Object.keys(body.adapters).length > 0) {
-    throw badRequest('adapters: uploaded adapter blobs are not supported; `spindle create` takes a Modelfile ADAPTER (a local ' +
-      'LoRA adapter file), and a model created FROM one keeps its adapter', 'adapters', 'unsupported_parameter');
+  try {
+    const info = readModelFileInfo(path);
+    return { entry: { digest, size, file }, arch: info.arch, type: info.type };
+  } catch (e) {
+    throw badRequest(`${at}: not a GGUF file this server reads: ${(e as Error).message}`, at);
   }
+}
+
+/** `files` (a model, and a vision projector) and `adapters` (one LoRA adapter), uploaded with POST /api/blobs. */
+function uploads(store: ModelStore, body: CreateBody): Uploaded {
+  const out: Uploaded = { model: null, mmproj: null, adapter: null, arch: null, adapterArch: null };
+  for (const [file, digest] of Object.entries(body.files ?? {})) {
+    const f = uploadedFile(store, 'files', file, digest);
+    if (f.type === 'adapter') throw badRequest(`files.${file} is a LoRA adapter; give it in adapters`, `files.${file}`);
+    const projector = f.type === 'mmproj' || f.arch === 'clip';
+    if (projector ? out.mmproj : out.model) {
+      throw badRequest(`files: one ${projector ? 'vision projector' : 'model file'} at most (split GGUF files are not supported)`, 'files');
+    }
+    if (projector) out.mmproj = f.entry;
+    else { out.model = f.entry; out.arch = f.arch; }
+  }
+  if (out.mmproj && !out.model) throw badRequest('files: a vision projector needs its model file beside it', 'files');
+  const adapters = Object.entries(body.adapters ?? {});
+  if (adapters.length > 1) throw badRequest(`adapters: a model takes one LoRA adapter (got ${adapters.length})`, 'adapters');
+  for (const [file, digest] of adapters) {
+    const f = uploadedFile(store, 'adapters', file, digest);
+    if (f.type !== 'adapter') {
+      throw badRequest(`adapters.${file} is not a LoRA adapter (general.type ${f.type === null ? 'absent' : `'${f.type}'`}); convert one with llama.cpp's convert_lora_to_gguf.py`, `adapters.${file}`);
+    }
+    out.adapter = f.entry;
+    out.adapterArch = f.arch;
+  }
+  return out;
 }
 
 /** The manifest the request describes, checked whole. */
@@ -97,16 +155,27 @@ function manifestOf(store: ModelStore, body: CreateBody, name: string): Manifest
   refuseUnsupported(body);
   const mf = parsedModelfile(body.modelfile);
   if (mf?.adapters.length) {
-    throw badRequest('modelfile: ADAPTER names a file, and this server reads no file a request names; `spindle create` ' +
-      'takes a Modelfile ADAPTER, and a model created FROM one keeps its adapter', 'modelfile', 'unsupported_parameter');
+    throw badRequest('modelfile: ADAPTER names a file, and this server reads no file a request names; upload the adapter ' +
+      '(POST /api/blobs) and give it in adapters, as the ollama CLI does', 'modelfile', 'unsupported_parameter');
   }
+  const up = uploads(store, body);
   const from = body.from || mf?.from;
-  if (!from) throw new ApiError(400, 'from is required (the model to build on: a store name, or a hub reference pulled before)', { param: 'from', code: 'missing_required_parameter' });
-  const base = findStoreModel(store, from, 'from').manifest;
+  if (!from && !up.model) {
+    throw new ApiError(400, 'from is required (the model to build on: a store name, or a hub reference pulled before), or files with an uploaded model', { param: 'from', code: 'missing_required_parameter' });
+  }
+  // uploaded files make a new model (its own template and settings unless given here); else FROM's, inherited
+  const base: Partial<Manifest> = up.model ? {} : findStoreModel(store, from!, 'from').manifest;
+  const model = up.model ?? base.model!;
+  if (up.adapter) {
+    if (base.adapter) throw badRequest(`adapters: FROM ${from} has a LoRA adapter already; a model takes one`, 'adapters');
+    const arch = up.arch ?? readModelFileInfo(store.filePath(model)).arch;
+    if (up.adapterArch !== arch) throw badRequest(`adapters: the LoRA adapter was made for architecture '${up.adapterArch}', the model is '${arch}'`, 'adapters');
+  }
   const messages = body.messages?.length ? checkMessages(body.messages) : mf?.messages.length ? mf.messages : base.messages ?? [];
   const license = typeof body.license === 'string' ? [body.license] : body.license?.length ? body.license : mf?.license.length ? mf.license : base.license ?? [];
   return {
-    schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${from}`, model: base.model, mmproj: base.mmproj, adapter: base.adapter ?? null,
+    schemaVersion: 1, name, createdAt: new Date().toISOString(), source: up.model ? `uploaded ${up.model.file}` : `FROM ${from}`,
+    model, mmproj: up.model ? up.mmproj : base.mmproj ?? null, adapter: up.adapter ?? base.adapter ?? null,
     template: body.template ?? mf?.template ?? base.template ?? null,
     system: body.system ?? mf?.system ?? base.system ?? null,
     parameters: { ...(base.parameters ?? {}), ...(mf?.parameters as Parameters | undefined), ...checkParameters(body.parameters ?? {}) },

@@ -1,0 +1,63 @@
+// Ollama's blob upload (runner mode), what the `ollama create` CLI does before /api/create with `files` / `adapters`:
+// HEAD /api/blobs/sha256:<hex> answers 200 when the store holds that blob, else 404; POST /api/blobs/sha256:<hex>
+// streams the body into the store, hashing it on the way: 201 when its SHA-256 is the digest (200, body unread, when
+// the blob is there already), else 400 saying both digests, and nothing is kept.
+// Invariants: the body is never held in memory (an encapsulated raw-stream parser, no body limit: a model file is
+// gigabytes), written to a temporary name and renamed only once verified; a client that goes away leaves no file.
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync, rmSync, renameSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyInstance } from 'fastify';
+import { ApiError, badRequest } from '../../api-error.js';
+import type { ModelStore } from '../../../models/store.js';
+import { blobDigest } from './create.js';
+
+export default async function blobRoutes(app: FastifyInstance, opts: { store: () => ModelStore }): Promise<void> {
+  app.removeAllContentTypeParsers(); // this plugin only: bodies stay streams, whatever their type
+  app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+  const digestOf = (params: unknown): { digest: string; name: string } => {
+    const name = (params as { digest: string }).digest;
+    const digest = blobDigest(name);
+    if (digest === null) throw badRequest(`invalid digest '${name}': expected sha256:<64 hex digits>`, 'digest');
+    return { digest, name };
+  };
+
+  app.head('/api/blobs/:digest', async (request, reply) => {
+    const store = opts.store();
+    const { digest, name } = digestOf(request.params);
+    if (!existsSync(store.blobPath(digest))) throw new ApiError(404, `blob "${name}" not found`, { code: 'not_found' });
+    return reply.code(200).send();
+  });
+
+  app.post('/api/blobs/:digest', async (request, reply) => {
+    const store = opts.store();
+    const { digest, name } = digestOf(request.params);
+    const blob = store.blobPath(digest);
+    const body = (request.body ?? request.raw) as Readable | IncomingMessage;
+    if (existsSync(blob)) {
+      body.resume(); // not needed: the store has it
+      return reply.code(200).send();
+    }
+    mkdirSync(store.blobs, { recursive: true });
+    const tmp = `${blob}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    const hash = createHash('sha256');
+    const hashing = new Transform({ transform(chunk: Buffer, _enc, cb) { hash.update(chunk); cb(null, chunk); } });
+    try {
+      await pipeline(body, hashing, createWriteStream(tmp));
+    } catch (e) {
+      rmSync(tmp, { force: true });
+      throw badRequest(`the upload of ${name} did not complete: ${(e as Error).message}`, 'body');
+    }
+    const got = `sha256:${hash.digest('hex')}`;
+    if (got !== name.replace('sha256-', 'sha256:')) {
+      rmSync(tmp, { force: true });
+      throw badRequest(`digest mismatch, expected "${name}", got "${got}"`, 'digest');
+    }
+    renameSync(tmp, blob);
+    return reply.code(201).send();
+  });
+}
