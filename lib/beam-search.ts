@@ -5,8 +5,11 @@
 // completed list (unless ignoreEos); after maxTokens steps (or when no beam is left) the beamWidth best of the
 // completed and live beams are the answer. Score = cumulative logprob / length ** lengthPenalty, the length counting
 // the prompt and not a final end-of-generation token (vLLM's get_beam_search_score, after transformers').
-// Invariants: logprobs are the raw logits' (the engine's), so the search is deterministic and the same whatever else
-// runs; ties keep the earlier beam's extension first (a stable sort); every step's requests are aborted when `signal`
+// Invariants: logprobs are the raw logits' (the engine's), so with temperature 0 (or a seed) the search is
+// deterministic and the same whatever else runs (temperature > 0 adds each step's sampled token as one more candidate,
+// as vLLM's); ties keep the earlier beam's extension first (a stable sort); at most beamWidth completed beams are
+// kept per prompt (a completed beam's score never changes, so the answer is the same) and only the surviving
+// extensions are built, so memory stays O(beamWidth x length); every step's requests are aborted when `signal`
 // fires, and the search then rejects.
 import type { CorePrompt, EngineCore, SubmitTarget } from './engine-core.js';
 import type { NativeLogprob } from './native.js';
@@ -21,7 +24,8 @@ export interface BeamSearchParamsInput {
   max_tokens?: number;
   ignoreEos?: boolean;
   ignore_eos?: boolean;
-  temperature?: number; // accepted as vLLM's (its steps sample with it; the beams follow the logprobs either way)
+  temperature?: number; // 0 (default): the candidates are the top logprobs; > 0: each step's sampled token joins them
+  seed?: number; // the sampled tokens' seed (temperature > 0)
   lengthPenalty?: number;
   length_penalty?: number;
   includeStopStrInOutput?: boolean; // the end-of-generation token's text stays in `text`
@@ -33,6 +37,7 @@ export interface BeamSearchParams {
   maxTokens: number;
   ignoreEos: boolean;
   temperature: number;
+  seed: number | null;
   lengthPenalty: number;
   includeStopStrInOutput: boolean;
 }
@@ -40,11 +45,12 @@ export interface BeamSearchParams {
 /** One beam: the prompt's tokens and the generated ones, as vLLM's BeamSearchSequence. */
 export interface BeamSearchSequence {
   tokens: number[]; // prompt + generated
-  outputTokenIds: number[]; // the generated ones
+  outputTokenIds: number[]; // the generated ones (an ending end-of-generation token included)
   logprobs: Array<Record<number, number>>; // per generated token: the candidates' logprobs, keyed by token id
   cumLogprob: number;
   text: string; // vLLM's: the whole sequence, prompt included, decoded (special tokens too, as transformers' decode)
-  outputText: string; // the generated part (an ending end-of-generation token's text only with includeStopStrInOutput)
+  outputText: string; // the generated part, special tokens skipped (an ending end-of-generation token's text only with
+  // includeStopStrInOutput)
   finishReason: 'stop' | 'length';
   stopReason: number | null; // the end-of-generation token that ended it
 }
@@ -53,7 +59,7 @@ export interface BeamSearchOutput {
   sequences: BeamSearchSequence[]; // best first
 }
 
-const KEYS = ['beamWidth', 'maxTokens', 'ignoreEos', 'temperature', 'lengthPenalty', 'includeStopStrInOutput'];
+const KEYS = ['beamWidth', 'maxTokens', 'ignoreEos', 'temperature', 'seed', 'lengthPenalty', 'includeStopStrInOutput'];
 const snake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 function fail(name: string, message: string): never {
@@ -79,29 +85,37 @@ export function normalizeBeamSearchParams(input: BeamSearchParamsInput): BeamSea
   if (!Number.isInteger(width) || (width as number) < 1 || (width as number) > maxWidth) {
     fail(names.beamWidth ?? 'beam_width', `${names.beamWidth ?? 'beam_width'} must be an integer in [1, ${maxWidth}] (got ${String(width)})`);
   }
-  const sampling = normalizeSamplingParams({ maxTokens: v.maxTokens ?? 16, temperature: v.temperature ?? 0 });
+  const name = (k: string): string => names[k] ?? snake(k);
+  const maxTokens = v.maxTokens ?? 16;
+  if (!Number.isSafeInteger(maxTokens) || (maxTokens as number) < 1) fail(name('maxTokens'), `${name('maxTokens')} must be an integer >= 1 (got ${String(maxTokens)})`);
+  const temperature = v.temperature ?? 0;
+  if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature < 0) {
+    fail(name('temperature'), `${name('temperature')} must be a number >= 0 (got ${String(temperature)})`);
+  }
+  const seed = v.seed ?? null;
+  if (seed !== null) normalizeSamplingParams({ seed }); // its range, as sampling's
   const penalty = v.lengthPenalty ?? 1;
-  if (typeof penalty !== 'number' || !Number.isFinite(penalty)) fail(names.lengthPenalty ?? 'length_penalty', 'length_penalty must be a finite number');
+  if (typeof penalty !== 'number' || !Number.isFinite(penalty)) fail(name('lengthPenalty'), `${name('lengthPenalty')} must be a finite number`);
   for (const k of ['ignoreEos', 'includeStopStrInOutput']) {
-    if (v[k] !== undefined && typeof v[k] !== 'boolean') fail(names[k], `${names[k]} must be a boolean`);
+    if (v[k] !== undefined && typeof v[k] !== 'boolean') fail(name(k), `${name(k)} must be a boolean`);
   }
   return {
-    beamWidth: width as number, maxTokens: sampling.maxTokens ?? 16, ignoreEos: v.ignoreEos === true, temperature: sampling.temperature,
+    beamWidth: width as number, maxTokens: maxTokens as number, ignoreEos: v.ignoreEos === true, temperature, seed: seed as number | null,
     lengthPenalty: penalty, includeStopStrInOutput: v.includeStopStrInOutput === true,
   };
 }
 
 interface Beam {
   tokens: number[];
-  promptLength: number;
   logprobs: Array<Record<number, number>>;
   cumLogprob: number;
   eog: number | null; // the end-of-generation token that completed it
+  score: number;
 }
 
-function score(b: Beam, lengthPenalty: number): number {
-  const len = Math.max(b.tokens.length - (b.eog !== null ? 1 : 0), 1);
-  return b.cumLogprob / len ** lengthPenalty;
+/** vLLM's get_beam_search_score: cumulative logprob / length ^ lengthPenalty, the length without a final EOG token. */
+function scoreOf(length: number, eog: boolean, cumLogprob: number, lengthPenalty: number): number {
+  return cumLogprob / Math.max(length - (eog ? 1 : 0), 1) ** lengthPenalty;
 }
 
 /** The candidates of one step's logprob entry: the top alternatives and the sampled token, by id. */
@@ -110,6 +124,15 @@ function candidates(lp: NativeLogprob): Map<number, number> {
   lp.topTokenIds.forEach((id, k) => out.set(id, lp.topLogprobs[k]));
   if (!out.has(lp.tokenId)) out.set(lp.tokenId, lp.logprob);
   return out;
+}
+
+/** An extension before it is built: its parent, the token, and its numbers. */
+interface Extension { parent: Beam; id: number; cumLogprob: number; score: number; entry: Record<number, number> }
+
+const byScore = <T extends { score: number }>(a: T, b: T): number => b.score - a.score; // Array#sort is stable: ties keep their order
+
+function build(x: Extension, eog: boolean): Beam {
+  return { tokens: [...x.parent.tokens, x.id], logprobs: [...x.parent.logprobs, x.entry], cumLogprob: x.cumLogprob, eog: eog ? x.id : null, score: x.score };
 }
 
 export interface BeamSearchRun {
@@ -121,12 +144,18 @@ export interface BeamSearchRun {
   target?: SubmitTarget;
 }
 
-/** Runs beam search for every prompt (token ids); one output per prompt, in order. */
+/** Runs beam search for every prompt (token ids); one output per prompt, in order. Throws for a prompt that leaves no
+ * room in the context, as generate does. */
 export async function beamSearch(run: BeamSearchRun, prompts: readonly (readonly number[])[], p: BeamSearchParams): Promise<BeamSearchOutput[]> {
   const { core, tokenizer } = run;
+  prompts.forEach((ids, i) => {
+    if (ids.length >= run.maxModelLen) {
+      throw new RangeError(`beam search: prompt ${i} has ${ids.length} tokens; maxModelLen is ${run.maxModelLen}, so no token can follow it`);
+    }
+  });
   const eog = new Set(run.eogIds);
-  const step = normalizeSamplingParams({ maxTokens: 1, temperature: p.temperature, logprobs: 2 * p.beamWidth, ignoreEos: true });
-  const live: Beam[][] = prompts.map((ids) => [{ tokens: [...ids], promptLength: ids.length, logprobs: [], cumLogprob: 0, eog: null }]);
+  const step = normalizeSamplingParams({ maxTokens: 1, temperature: p.temperature, logprobs: 2 * p.beamWidth, ignoreEos: true, seed: p.seed });
+  const live: Beam[][] = prompts.map((ids) => [{ tokens: [...ids], logprobs: [], cumLogprob: 0, eog: null, score: 0 }]);
   const completed: Beam[][] = prompts.map(() => []);
   for (let t = 0; t < p.maxTokens; t++) {
     run.signal?.throwIfAborted();
@@ -135,34 +164,41 @@ export async function beamSearch(run: BeamSearchRun, prompts: readonly (readonly
     const submission = core.submitMany(beams.map(({ b }) => b.tokens as CorePrompt), beams.map(() => step),
       { stream: false, signal: run.signal, ...run.target });
     const results = await submission.results();
-    if (run.signal?.aborted) run.signal.throwIfAborted();
-    const next: Beam[][] = prompts.map(() => []);
+    run.signal?.throwIfAborted();
+    const next: Extension[][] = prompts.map(() => []);
+    const done: Extension[][] = prompts.map(() => []);
     beams.forEach(({ i, b }, k) => {
       const lp = results[k][0].logprobs?.[0];
       if (!lp) return;
       const cands = candidates(lp);
       const entry = Object.fromEntries(cands);
       for (const [id, logprob] of cands) {
-        const ext: Beam = { tokens: [...b.tokens, id], promptLength: b.promptLength, logprobs: [...b.logprobs, entry], cumLogprob: b.cumLogprob + logprob, eog: null };
-        if (eog.has(id) && !p.ignoreEos) completed[i].push({ ...ext, eog: id });
-        else next[i].push(ext);
+        const ends = eog.has(id) && !p.ignoreEos;
+        const cumLogprob = b.cumLogprob + logprob;
+        const x = { parent: b, id, cumLogprob, score: scoreOf(b.tokens.length + 1, ends, cumLogprob, p.lengthPenalty), entry };
+        (ends ? done : next)[i].push(x);
       }
     });
     live.forEach((list, i) => {
       const full = list.filter((b) => b.tokens.length >= run.maxModelLen); // out of context: they stay as they are
-      live[i] = [...full, ...next[i]].sort((a, c) => score(c, p.lengthPenalty) - score(a, p.lengthPenalty)).slice(0, p.beamWidth);
+      const kept = [...full.map((b) => ({ score: b.score, beam: b })), ...next[i].map((x) => ({ score: x.score, x }))].sort(byScore).slice(0, p.beamWidth);
+      live[i] = kept.map((e) => ('beam' in e ? e.beam : build(e.x, false)));
+      // completed beams: only those among the best beamWidth so far are kept (a completed beam's score is final)
+      const best = [...completed[i].map((b) => ({ score: b.score, beam: b })), ...done[i].map((x) => ({ score: x.score, x }))].sort(byScore).slice(0, p.beamWidth);
+      completed[i] = best.map((e) => ('beam' in e ? e.beam : build(e.x, true)));
     });
   }
   return live.map((list, i) => ({
-    sequences: [...completed[i], ...list].sort((a, c) => score(c, p.lengthPenalty) - score(a, p.lengthPenalty)).slice(0, p.beamWidth)
-      .map((b): BeamSearchSequence => {
-        const output = b.tokens.slice(b.promptLength);
-        const shown = b.eog !== null && !p.includeStopStrInOutput ? output.slice(0, -1) : output;
-        return {
-          tokens: b.tokens, outputTokenIds: output, logprobs: b.logprobs, cumLogprob: b.cumLogprob,
-          text: tokenizer.decode(b.tokens), outputText: tokenizer.decode(shown, { skipSpecialTokens: !p.includeStopStrInOutput }),
-          finishReason: b.eog !== null ? 'stop' : 'length', stopReason: b.eog,
-        };
-      }),
+    sequences: [...completed[i], ...list].sort(byScore).slice(0, p.beamWidth).map((b): BeamSearchSequence => {
+      const promptLength = prompts[i].length;
+      const output = b.tokens.slice(promptLength);
+      const body = tokenizer.decode(b.eog !== null ? output.slice(0, -1) : output, { skipSpecialTokens: true });
+      return {
+        tokens: b.tokens, outputTokenIds: output, logprobs: b.logprobs, cumLogprob: b.cumLogprob,
+        text: tokenizer.decode(b.tokens),
+        outputText: b.eog !== null && p.includeStopStrInOutput ? body + tokenizer.decode([b.eog]) : body,
+        finishReason: b.eog !== null ? 'stop' : 'length', stopReason: b.eog,
+      };
+    }),
   }));
 }

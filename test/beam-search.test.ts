@@ -7,6 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LLM } from '../lib/llm.js';
+import { beamSearch, normalizeBeamSearchParams } from '../lib/beam-search.js';
+import type { EngineCore } from '../lib/engine-core.js';
+import type { Tokenizer } from '../lib/tokenizer.js';
 import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { tokenizerGguf } from '../lib/random-model/tokenizer.js';
@@ -35,12 +38,12 @@ t.test('width 1 is greedy decoding; every beam scores what the model gives it; b
     t.ok(Math.abs(model - s.cumLogprob) < 1e-4, `cumLogprob ${s.cumLogprob.toFixed(5)} = the model's ${model.toFixed(5)}`);
     t.equal(s.logprobs.length, 5);
     t.equal(s.finishReason, 'length');
-    t.equal(s.text, llm.tokenizer.decode(s.tokens), "text: the whole sequence, as vLLM's");
+    t.ok(s.text.includes('capital of France') && s.text.endsWith(s.outputText), "text: the whole sequence, prompt included, as vLLM's");
   }
   const two = await llm.beamSearch([PROMPT, 'Once upon a time'], { beamWidth: 2, maxTokens: 3, ignoreEos: true });
   t.equal(two.length, 2, 'one output per prompt');
   await t.rejects(llm.beamSearch(PROMPT, { beamWidth: 11, maxTokens: 2 }), /beamWidth must be an integer in \[1, 10\]/);
-  await t.rejects(llm.beamSearch(PROMPT, { beamWidth: 2, maxTokens: 2, lengthPenalty: Infinity }), /length_penalty must be a finite number/);
+  await t.rejects(llm.beamSearch(PROMPT, { beamWidth: 2, maxTokens: 2, lengthPenalty: Infinity }), /lengthPenalty must be a finite number/);
   await t.rejects(llm.beamSearch(PROMPT, { beamWidth: 2, best: 1 } as never), /unknown beam search parameter 'best'/);
 });
 
@@ -91,4 +94,74 @@ t.test("vLLM's use_beam_search on /v1/completions and /v1/chat/completions", asy
     t.equal(r.status, 400, JSON.stringify(payload));
     t.match(JSON.stringify(r.body), re);
   }
+});
+
+// A fake engine whose next-token logprobs are a function of the sequence: the search's own arithmetic, exactly.
+function fakeRun(next: (tokens: readonly number[]) => [number, number][], eogIds: number[] = [9], maxModelLen = 100) {
+  let steps = 0;
+  const core = {
+    submitMany: (prompts: number[][]) => {
+      steps++;
+      return { results: async () => prompts.map((p) => {
+        const c = next(p);
+        return [{ logprobs: [{ tokenId: c[0][0], logprob: c[0][1], rank: 1, topTokenIds: c.map((x) => x[0]), topLogprobs: c.map((x) => x[1]) }] }];
+      }) };
+    },
+  } as unknown as EngineCore;
+  const tokenizer = { decode: (ids: readonly number[]) => ids.map((i) => (i === 9 ? '<eos>' : String.fromCharCode(96 + i))).join('') } as unknown as Tokenizer;
+  return { run: { core, tokenizer, eogIds, maxModelLen }, steps: () => steps };
+}
+
+t.test('completed beams against live ones: the length penalty decides; only the best are kept', async (t) => {
+  // from the prompt: EOS at -1.0 (a 2-token sequence, 1 without the EOS), or token 1 at -0.7 then token 2 at -0.7
+  const next = (tokens: readonly number[]): [number, number][] => (tokens.length === 1 ? [[1, -0.7], [9, -1.0]] : [[2, -0.7], [3, -3]]);
+  const p = (lengthPenalty: number) => normalizeBeamSearchParams({ beamWidth: 1, maxTokens: 2, lengthPenalty });
+  // penalty 0: scores are cumulative logprobs: EOS -1.0 beats -1.4
+  const [flat] = await beamSearch(fakeRun(next).run, [[5]], p(0));
+  t.same(flat.sequences[0].outputTokenIds, [9]);
+  t.equal(flat.sequences[0].finishReason, 'stop');
+  t.equal(flat.sequences[0].stopReason, 9);
+  t.equal(flat.sequences[0].outputText, '', 'the EOS text is not shown');
+  // penalty 2: -1.0 / 1^2 = -1 against -1.4 / 3^2 = -0.156: the longer live beam wins
+  const [long] = await beamSearch(fakeRun(next).run, [[5]], p(2));
+  t.same(long.sequences[0].outputTokenIds, [1, 2]);
+  t.equal(long.sequences[0].finishReason, 'length');
+  t.ok(Math.abs(long.sequences[0].cumLogprob + 1.4) < 1e-12);
+  const [shown] = await beamSearch(fakeRun(next).run, [[5]], normalizeBeamSearchParams({ beamWidth: 1, maxTokens: 2, lengthPenalty: 0, includeStopStrInOutput: true }));
+  t.equal(shown.sequences[0].outputText, '<eos>', 'include_stop_str_in_output shows it');
+  // an EOS candidate every step, 200 steps, width 2: at most 2 completed beams are kept, and the answer is width 2
+  const always = (): [number, number][] => [[1, -0.1], [2, -0.2], [9, -0.05]];
+  const fake = fakeRun(always, [9], 1000);
+  const [many] = await beamSearch(fake.run, [[5]], normalizeBeamSearchParams({ beamWidth: 2, maxTokens: 200, lengthPenalty: 0 }));
+  t.equal(fake.steps(), 200);
+  t.equal(many.sequences.length, 2);
+  t.same(many.sequences[0].outputTokenIds, [9], 'the best: EOS at once (-0.05)');
+});
+
+t.test('the context limit: beams stop there (length); a prompt with no room is refused', async (t) => {
+  const fake = fakeRun(() => [[1, -0.1], [2, -0.2]], [9], 8);
+  const [out] = await beamSearch(fake.run, [[5, 5, 5, 5, 5]], normalizeBeamSearchParams({ beamWidth: 2, maxTokens: 10 }));
+  t.ok(out.sequences.every((s) => s.tokens.length === 8 && s.finishReason === 'length'), 'three tokens fit');
+  t.equal(fake.steps(), 3, 'no step once every beam is full');
+  await t.rejects(beamSearch(fakeRun(() => [[1, 0]], [9], 4).run, [[1, 2, 3, 4]], normalizeBeamSearchParams({ beamWidth: 1, maxTokens: 2 })),
+    /prompt 0 has 4 tokens; maxModelLen is 4, so no token can follow it/);
+  await t.rejects(llm.beamSearch({ promptTokenIds: Array.from({ length: 256 }, () => 100) }, { beamWidth: 1, maxTokens: 2 }), /maxModelLen is 256/);
+});
+
+t.test("use_beam_search: explicit defaults pass, several prompts' choices numbered prompt * n + beam", async (t) => {
+  const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['m'] });
+  t.teardown(() => app.close());
+  const r = await app.inject({ method: 'POST', url: '/v1/completions', payload: {
+    prompt: ['a', 'b'], use_beam_search: true, n: 2, max_tokens: 2, ignore_eos: true, temperature: 0,
+    top_p: 1, frequency_penalty: 0, presence_penalty: 0, stream: false, logprobs: null, best_of: 2,
+  } });
+  t.equal(r.statusCode, 200, r.body.slice(0, 200));
+  t.same((JSON.parse(r.body).choices as { index: number }[]).map((c) => c.index), [0, 1, 2, 3]);
+  for (const [field, value] of [['top_p', 0.5], ['repeat_penalty', 2], ['skip_special_tokens', false], ['best_of', 3]] as const) {
+    const bad = await app.inject({ method: 'POST', url: '/v1/completions', payload: { prompt: 'a', use_beam_search: true, n: 2, max_tokens: 2, [field]: value } });
+    t.equal(bad.statusCode, 400, `${field}: ${value}`);
+    t.match(bad.body, new RegExp(`${field} cannot be combined with use_beam_search`));
+  }
+  const defaulted = await app.inject({ method: 'POST', url: '/v1/completions', payload: { prompt: 'a', use_beam_search: true, ignore_eos: true, temperature: 0 } });
+  t.equal(JSON.parse(defaulted.body).usage.completion_tokens, 16, "max_tokens 16 when absent, as vLLM's completions");
 });

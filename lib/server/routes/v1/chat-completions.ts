@@ -13,7 +13,7 @@ import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { chatPrompt, turnOptions } from '../../chat-prompt.js';
 import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, usageOf, type JobRequest } from '../../generation.js';
-import { serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
+import { beamTokens, serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
 import { chatLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { constrainAfterReasoning, OutputSplitter, reasoningFields, reasoningTokenCount, requestReasoning, thinkingKwargs,
@@ -128,7 +128,8 @@ async function beamChat(body: ChatBody, use: ModelUse, reply: FastifyReply, toke
   }, 'messages', use.model?.manifest ?? null);
   if (images > 0) throw badRequest('use_beam_search takes text conversations only (no images)', 'messages', 'unsupported_parameter');
   checkPrompt(ids, normalizeSamplingParams({ maxTokens: 1 }), info.maxModelLen, tokenizer.vocabSize, 'messages');
-  const [out] = await serverBeamSearch(engine, reply, [ids], body, 'max_completion_tokens', { lora: use.lora, cacheSalt: cacheSaltOf(body) });
+  const [out] = await serverBeamSearch(engine, reply, [ids], body, 'max_completion_tokens', null, { lora: use.lora, cacheSalt: cacheSaltOf(body) },
+    openAiDefaults(use.model));
   const reasoning = requestReasoning(engine, use.model?.manifest.template ?? info.chatTemplate, text, turn.continued);
   return {
     id: requestId('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: use.name,
@@ -139,7 +140,7 @@ async function beamChat(body: ChatBody, use: ModelUse, reply: FastifyReply, toke
         message: { role: 'assistant', content: split.content, ...(split.reasoning ? reasoningFields(split.reasoning) : {}) },
       };
     }),
-    usage: usageOf(ids.length, out.sequences.reduce((a, s) => a + s.outputTokenIds.length, 0)),
+    usage: usageOf(ids.length, out.sequences.reduce((a, s) => a + beamTokens(s, body), 0)),
   };
 }
 

@@ -13,7 +13,7 @@ import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
 import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, requestId, samplingFrom, usageOf } from '../../generation.js';
-import { serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
+import { beamTokens, serverBeamSearch, wantsBeamSearch } from '../../beam-search.js';
 import { completionLogprobs, joinCompletionLogprobs, promptCompletionLogprobs, vllmPromptLogprobs } from '../../logprobs.js';
 import { streamChoices, type ChoiceFormat } from '../../openai-stream.js';
 import { completionSchema } from '../../schemas.js';
@@ -96,9 +96,10 @@ async function beamCompletion(body: CompletionBody, use: ModelUse, reply: Fastif
   const { ids } = promptsOf(body.prompt, tokenizer);
   const one = normalizeSamplingParams({ maxTokens: 1 });
   ids.forEach((p, i) => checkPrompt(p, one, maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
-  const outs = await serverBeamSearch(use.engine, reply, ids, body, 'max_tokens', { lora: use.lora, cacheSalt: cacheSaltOf(body) });
+  const outs = await serverBeamSearch(use.engine, reply, ids, body, 'max_tokens', 16, { lora: use.lora, cacheSalt: cacheSaltOf(body) },
+    openAiDefaults(use.model));
   const n = (body.n ?? 1) as number;
-  const completion = outs.reduce((a, o) => a + o.sequences.reduce((b, s) => b + s.outputTokenIds.length, 0), 0);
+  const completion = outs.reduce((a, o) => a + o.sequences.reduce((b, s) => b + beamTokens(s, body), 0), 0);
   return {
     id: requestId('cmpl'), object: 'text_completion', created: Math.floor(Date.now() / 1000), model: use.name,
     choices: outs.flatMap((o, i) => o.sequences.map((s, j) => ({
