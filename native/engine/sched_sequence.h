@@ -27,6 +27,9 @@ struct sched_sequence {
   uint64_t cache_salt = 0;
   // Prompt logprobs: its prompt chunks get a logits row per token, so they count against the step's scored rows
   bool scores_prompt = false;
+  // Chain hashes (block_manager::chain_hash from cache_salt) of the prompt's full blocks a later sequence could
+  // take from the cache (up to an image placeholder); empty when prefix caching is off
+  std::vector<uint64_t> prompt_block_hashes;
   sched_status status = sched_status::waiting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }

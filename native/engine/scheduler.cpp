@@ -58,6 +58,16 @@ void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_ca
   s->use_prefix_cache = use_prefix_cache;
   s->scores_prompt = scores_prompt;
   s->cache_salt = cache_salt;
+  if (blocks_.prefix_caching()) {
+    const int32_t bs = blocks_.block_size();
+    uint64_t h = cache_salt;
+    for (int32_t k = 0; (k + 1) * bs <= s->num_prompt_tokens; ++k) {
+      const int32_t* t = s->token_ids.data() + size_t(k) * size_t(bs);
+      if (std::any_of(t, t + bs, [](int32_t id) { return id < 0; })) break;  // an image: the chain stops
+      h = block_manager::chain_hash(h, t, bs);
+      s->prompt_block_hashes.push_back(h);
+    }
+  }
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -145,14 +155,37 @@ void scheduler::schedule_decode(schedule_output& out, int32_t& budget, sched_seq
 }
 
 // Admits waiting sequences from the front while a sequence slot, budget and free blocks last.
+// Whether waiting sequence s, whose first `hit` prompt blocks are cached, should wait a step because a running
+// sequence is still computing s's next block of prompt (same tokens after the same prefix, same namespace): admitted
+// now, s would compute that block again; a step or more later the cache holds it. In-batch prefix sharing (SGLang's):
+// n samples of one prompt, or requests that arrive together with one long system prompt, compute it once.
+bool scheduler::waits_for_shared_prefix(const sched_sequence& s, size_t hit) const {
+  if (!s.use_prefix_cache || hit >= s.prompt_block_hashes.size()) return false;
+  if (int64_t(hit + 1) * blocks_.block_size() > s.num_tokens() - 1) return false;  // the last token is always computed
+  const uint64_t h = s.prompt_block_hashes[hit];
+  for (const sched_sequence* r : running_) {
+    if (r->prompt_block_hashes.size() > hit && r->prompt_block_hashes[hit] == h &&
+        r->num_computed_tokens < int32_t(hit + 1) * blocks_.block_size()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// FCFS over the waiting queue; a sequence whose next prompt block a running one is computing is passed over for this
+// step (it keeps its place), the ones behind it may go.
 void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
-  while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < config_.max_num_seqs) {
-    sched_sequence* s = waiting_.front();
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && int32_t(running_.size()) < config_.max_num_seqs;) {
+    sched_sequence* s = *it;
     // the cached prefix (whole blocks, leaving at least one token to compute); waiting sequences hold no KV,
     // so they start from 0 or from that prefix
     std::vector<int32_t> shared;
     if (blocks_.prefix_caching() && s->use_prefix_cache) {
       shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size(), s->cache_salt);
+    }
+    if (s->num_preemptions == 0 && waits_for_shared_prefix(*s, shared.size())) {
+      ++it;
+      continue;
     }
     const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
     const bool scoring = s->scoring();
@@ -172,7 +205,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
       prefix_queries_ += uint64_t(s->num_tokens());
       prefix_hits_ += uint64_t(hit);
     }
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     s->status = sched_status::running;
     insert_running(s);
     push_chunk(out, budget, *s, n, /*is_decode=*/false);

@@ -153,6 +153,7 @@ class scheduler {
  private:
   void schedule_running(schedule_output& out, int32_t& budget, bool decodes);
   void schedule_waiting(schedule_output& out, int32_t& budget);
+  bool waits_for_shared_prefix(const sched_sequence& s, size_t hit) const;
   int32_t prefill_chunk(const sched_sequence& s, int32_t budget) const;  // 0: does not fit this step
   int32_t scored_rows_left_ = 0;  // of k_max_scored_rows, in the step being scheduled
   int32_t chunk_of(int32_t remaining, int32_t budget) const;             // prefill_chunk of `remaining` tokens

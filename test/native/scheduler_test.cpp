@@ -383,6 +383,40 @@ TEST_CASE("scheduler: prefix caching starts a sequence after its cached blocks, 
   s.check_invariants();
 }
 
+TEST_CASE("scheduler: a sequence whose next prompt block a running one is computing waits for the cache; others go by") {
+  scheduler s = caching_sched(8, 64, 32);  // blocks of 4, 8-token chunks, budget 64
+  s.add(1, tokens(20, 500));               // 5 full blocks
+  s.add(2, tokens(20, 500));               // the same prompt (n = 2 of one request)
+  s.add(3, tokens(10, 900));               // another prompt, behind them in the queue
+  schedule_output out = run_step(s);
+  std::set<uint64_t> admitted;
+  for (const scheduled_chunk& c : out.chunks) admitted.insert(c.seq_id);
+  CHECK(admitted == std::set<uint64_t>({1, 3}));  // 2 waits: 1 computes its blocks; 3 is not held up
+  CHECK(s.find(2)->status == sched_status::waiting);
+  out = run_step(s);                       // 1: tokens 8..15 (blocks 2, 3); 2 still waits (1 computes its block 2)
+  for (const scheduled_chunk& c : out.chunks) CHECK(c.seq_id != uint64_t(2));
+  out = s.schedule();                      // the 4 blocks 2 can take ((20 - 1) / 4) are cached: it starts after them
+  bool found = false;
+  for (const scheduled_chunk& c : out.chunks) {
+    if (c.seq_id != 2) continue;
+    found = true;
+    CHECK_EQ(c.first_pos, 16);
+    CHECK_EQ(c.n_tokens, 4);
+  }
+  CHECK(found);
+  CHECK_EQ(s.find(2)->num_cached_tokens, 16);
+  finish_step(s, out, {3});
+  run_step(s, {1, 2});
+  // a different salt (another adapter / cache_salt) never waits on it
+  s.add(4, tokens(20, 700), true, false, 0);
+  s.add(5, tokens(20, 700), true, false, 77);
+  out = run_step(s);
+  admitted.clear();
+  for (const scheduled_chunk& c : out.chunks) admitted.insert(c.seq_id);
+  CHECK(admitted.count(4) == 1);
+  CHECK(admitted.count(5) == 1);
+}
+
 TEST_CASE("scheduler: a preempted sequence finds its own blocks in the prefix cache") {
   scheduler s = caching_sched(64, 32, 9);
   s.add(1, tokens(12, 1));
