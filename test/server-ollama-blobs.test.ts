@@ -47,6 +47,7 @@ t.test('blobs: upload, present, refused on a wrong digest', async (t) => {
   t.notOk(existsSync(store.blobPath(`sha256-${'0'.repeat(64)}`)), 'nothing kept');
   t.notOk(readdirSync(store.blobs).some((f) => f.endsWith('.tmp')), 'no temporary file left');
   t.equal((await fetch(`${base}/api/blobs/sha256:xyz`, { method: 'HEAD' })).status, 400, 'a malformed digest');
+  t.equal((await fetch(`${base}/api/blobs/${digest.toUpperCase().replace('SHA256', 'sha256')}`, { method: 'HEAD' })).status, 200, 'upper-case hex too, as Ollama');
   const typed = await fetch(`${base}/api/blobs/${digestOf(Buffer.from('x'))}`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: 'x' });
   t.equal(typed.status, 201, 'whatever the content type');
 });
@@ -84,6 +85,9 @@ t.test('create from uploads: refusals name the field', async (t) => {
     [{ model: 'x', files: { 'a.gguf': model, 'b.gguf': model } }, /files: one model file at most/],
     [{ model: 'x' }, /from is required/],
     [{ model: 'x', from: 'adapted', adapters: { 'a.gguf': adapter } }, /has a LoRA adapter already/],
+    [{ model: 'x', from: 'uploaded', files: { 'm.gguf': model } }, /give from \(a store model\) or files with a model, not both/],
+    [{ model: 'x', from: 'uploaded', draft_files: { 'd.gguf': model } }, /draft_files: draft models are not kept/],
+    [{ model: 'x', from: 'uploaded', renderer: 'qwen3' }, /renderer: custom renderers are not supported/],
   ];
   for (const [body, re] of cases) {
     const r = await post('/api/create', { ...body, stream: false });

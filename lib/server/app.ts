@@ -78,7 +78,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     genReqId: requestId,
     rewriteUrl: rootPath === '' ? undefined : (req) => stripRootPath(req.url ?? '/', rootPath),
     bodyLimit: options.bodyLimit ?? BODY_LIMIT,
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    // runner mode takes model uploads (POST /api/blobs: gigabytes, minutes), which the whole-request limit would cut
+    // off; those uploads get an idle limit of their own (blobs.ts), and headers keep Node's 60 s limit
+    requestTimeout: options.runner ? 0 : REQUEST_TIMEOUT_MS,
     return503OnClosing: true,
     forceCloseConnections: true, // serve.ts drains requests first; then no client keeps close() waiting
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },

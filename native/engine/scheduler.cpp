@@ -163,9 +163,12 @@ bool scheduler::waits_for_shared_prefix(const sched_sequence& s, size_t hit) con
   if (!s.use_prefix_cache || hit >= s.prompt_block_hashes.size()) return false;
   if (int64_t(hit + 1) * blocks_.block_size() > s.num_tokens() - 1) return false;  // the last token is always computed
   const uint64_t h = s.prompt_block_hashes[hit];
+  const int32_t bs = blocks_.block_size();
   for (const sched_sequence* r : running_) {
+    // r is at that block now (not still computing blocks s has cached: a recompute, or a sequence that does not read
+    // the cache), and will commit it when its chunk ends
     if (r->prompt_block_hashes.size() > hit && r->prompt_block_hashes[hit] == h &&
-        r->num_computed_tokens < int32_t(hit + 1) * blocks_.block_size()) {
+        r->num_computed_tokens >= int32_t(hit) * bs && r->num_computed_tokens < int32_t(hit + 1) * bs) {
       return true;
     }
   }
@@ -173,9 +176,12 @@ bool scheduler::waits_for_shared_prefix(const sched_sequence& s, size_t hit) con
 }
 
 // FCFS over the waiting queue; a sequence whose next prompt block a running one is computing is passed over for this
-// step (it keeps its place), the ones behind it may go.
+// step, and keeps its place: the ones behind it may go only with a running slot and the KV blocks of its first chunk
+// still left for each sequence passed over (so it starts as soon as the cache holds its block, never behind them).
 void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
-  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && int32_t(running_.size()) < config_.max_num_seqs;) {
+  int32_t held_slots = 0;   // sequences passed over this step
+  int64_t held_blocks = 0;  // the blocks their first chunks would take
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && int32_t(running_.size()) + held_slots < config_.max_num_seqs;) {
     sched_sequence* s = *it;
     // the cached prefix (whole blocks, leaving at least one token to compute); waiting sequences hold no KV,
     // so they start from 0 or from that prefix
@@ -183,14 +189,18 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     if (blocks_.prefix_caching() && s->use_prefix_cache) {
       shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size(), s->cache_salt);
     }
+    const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
     if (s->num_preemptions == 0 && waits_for_shared_prefix(*s, shared.size())) {
+      held_slots += 1;
+      const int32_t rest = s->num_tokens() - hit;
+      held_blocks += blocks_.blocks_for_tokens(config_.chunked_prefill_size < 0 ? rest : std::min(rest, config_.chunked_prefill_size));
       ++it;
       continue;
     }
-    const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
     const bool scoring = s->scoring();
     const int32_t n = std::min(chunk_of(s->num_tokens() - hit, budget), scoring ? scored_rows_left_ : INT32_MAX);
     if (n == 0 || !blocks_.can_allocate_shared(shared, int64_t(hit) + n)) break;
+    if (held_blocks > 0 && blocks_.num_free_blocks() - blocks_.blocks_for_tokens(int64_t(hit) + n) < held_blocks) break;
     s->state_slot = slots_.acquire(s->id);  // one is free: running_.size() < max_num_seqs slots
     try {
       blocks_.allocate_shared(s->id, shared, hit + n);

@@ -417,6 +417,36 @@ TEST_CASE("scheduler: a sequence whose next prompt block a running one is comput
   CHECK(admitted.count(5) == 1);
 }
 
+TEST_CASE("scheduler: sequences passed over keep their running slots; later ones do not take them") {
+  scheduler s = caching_sched(16, 64, 64);  // 4 sequences at most
+  for (uint64_t id = 1; id <= 4; ++id) s.add(id, tokens(40, 500));  // n = 4 samples of one prompt
+  for (uint64_t id = 5; id <= 7; ++id) s.add(id, tokens(8, 900 + int32_t(id) * 10));
+  schedule_output out = run_step(s);
+  CHECK_EQ(out.chunks.size(), size_t(1));  // 1 computes; 2..4 wait for its blocks and hold 3 slots: 5..7 wait too
+  for (int i = 0; i < 3; ++i) run_step(s);
+  CHECK(s.running_ids() == std::vector<uint64_t>({1, 2, 3, 4}));
+  CHECK(s.waiting_ids() == std::vector<uint64_t>({5, 6, 7}));
+  CHECK(s.find(2)->num_cached_tokens == 36);
+}
+
+TEST_CASE("scheduler: no wait on a running sequence that is still computing blocks the waiting one has cached") {
+  scheduler s = caching_sched(8, 80, 64);
+  s.add(9, tokens(33, 500));
+  for (int i = 0; i < 5; ++i) run_step(s, {9});  // its 8 full blocks go to the cache
+  CHECK(s.find(9) == nullptr);
+  s.add(1, tokens(64, 500), /*use_prefix_cache=*/false);  // computes from 0 (as prompt logprobs do)
+  s.add(2, tokens(64, 500));
+  schedule_output out = s.schedule();
+  bool two = false;
+  for (const scheduled_chunk& c : out.chunks) {
+    if (c.seq_id != 2) continue;
+    two = true;
+    CHECK_EQ(c.first_pos, 32);
+  }
+  CHECK(two);
+  finish_step(s, out);
+}
+
 TEST_CASE("scheduler: a preempted sequence finds its own blocks in the prefix cache") {
   scheduler s = caching_sched(64, 32, 9);
   s.add(1, tokens(12, 1));

@@ -3,7 +3,9 @@
 // streams the body into the store, hashing it on the way: 201 when its SHA-256 is the digest (200, body unread, when
 // the blob is there already), else 400 saying both digests, and nothing is kept.
 // Invariants: the body is never held in memory (an encapsulated raw-stream parser, no body limit: a model file is
-// gigabytes), written to a temporary name and renamed only once verified; a client that goes away leaves no file.
+// gigabytes), written to a temporary name and renamed only once verified; a client that goes away, or sends nothing
+// for UPLOAD_IDLE_MS, leaves no file; a failure to write (disk full, permissions) is the server's 5xx, a broken upload
+// the client's 400.
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, rmSync, renameSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
@@ -14,6 +16,16 @@ import type { FastifyInstance } from 'fastify';
 import { ApiError, badRequest } from '../../api-error.js';
 import type { ModelStore } from '../../../models/store.js';
 import { blobDigest } from './create.js';
+
+const UPLOAD_IDLE_MS = 120_000; // an upload that sends nothing for this long is dropped (the server has no whole-request limit in runner mode)
+
+/** A failed write of the store's own (not the client's upload breaking off). */
+function serverSide(e: unknown): ApiError | null {
+  const code = (e as { code?: string }).code ?? '';
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new ApiError(507, `the store has no space left for this blob: ${(e as Error).message}`, { code: 'insufficient_storage' });
+  if (['EACCES', 'EPERM', 'EROFS', 'EIO', 'EMFILE', 'ENFILE'].includes(code)) return new ApiError(500, `the store could not write the blob: ${(e as Error).message}`);
+  return null;
+}
 
 export default async function blobRoutes(app: FastifyInstance, opts: { store: () => ModelStore }): Promise<void> {
   app.removeAllContentTypeParsers(); // this plugin only: bodies stay streams, whatever their type
@@ -42,18 +54,22 @@ export default async function blobRoutes(app: FastifyInstance, opts: { store: ()
       body.resume(); // not needed: the store has it
       return reply.code(200).send();
     }
-    mkdirSync(store.blobs, { recursive: true });
     const tmp = `${blob}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     const hash = createHash('sha256');
     const hashing = new Transform({ transform(chunk: Buffer, _enc, cb) { hash.update(chunk); cb(null, chunk); } });
+    const socket = request.raw.socket;
+    socket.setTimeout(UPLOAD_IDLE_MS, () => request.raw.destroy(new Error(`nothing received for ${UPLOAD_IDLE_MS / 1000} s`)));
     try {
+      mkdirSync(store.blobs, { recursive: true });
       await pipeline(body, hashing, createWriteStream(tmp));
     } catch (e) {
       rmSync(tmp, { force: true });
-      throw badRequest(`the upload of ${name} did not complete: ${(e as Error).message}`, 'body');
+      throw serverSide(e) ?? badRequest(`the upload of ${name} did not complete: ${(e as Error).message}`, 'body');
+    } finally {
+      socket.setTimeout(0); // the connection may carry other requests
     }
     const got = `sha256:${hash.digest('hex')}`;
-    if (got !== name.replace('sha256-', 'sha256:')) {
+    if (got !== `sha256:${digest.slice('sha256-'.length)}`) {
       rmSync(tmp, { force: true });
       throw badRequest(`digest mismatch, expected "${name}", got "${got}"`, 'digest');
     }

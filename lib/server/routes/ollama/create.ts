@@ -33,6 +33,7 @@ interface CreateBody {
   quantize?: string | null;
   files?: Record<string, unknown> | null;
   adapters?: Record<string, unknown> | null;
+  [other: string]: unknown;
 }
 
 type Parameters = NonNullable<Manifest['parameters']>;
@@ -85,14 +86,27 @@ function parsedModelfile(text: string | undefined): Modelfile | null {
   }
 }
 
+/** Fields of Ollama's create request this server cannot honour: refused by name when they ask for anything. */
+const REFUSED: Record<string, string> = {
+  quantize: 'this server does not quantize models',
+  draft_files: 'draft models are not kept with a store model (give --speculative-model to spindle serve instead)',
+  renderer: 'custom renderers are not supported (the TEMPLATE or the GGUF chat template renders the prompt)',
+  parser: 'custom output parsers are not supported (--tool-call-parser and --reasoning-parser are server flags)',
+  requires: 'version requirements are not supported',
+};
+
 function refuseUnsupported(body: CreateBody): void {
-  if (body.quantize) throw badRequest('quantize: this server does not quantize models', 'quantize', 'unsupported_parameter');
+  for (const [k, why] of Object.entries(REFUSED)) {
+    const v = body[k];
+    if (v === undefined || v === null || v === '' || (typeof v === 'object' && Object.keys(v as object).length === 0)) continue;
+    throw badRequest(`${k}: ${why}`, k, 'unsupported_parameter');
+  }
 }
 
 /** Ollama's blob digest ('sha256:<hex>', or the store's 'sha256-<hex>') as the store names it, or null. */
 export function blobDigest(v: unknown): string | null {
-  const m = typeof v === 'string' ? /^sha256[:-]([0-9a-f]{64})$/.exec(v) : null;
-  return m ? `sha256-${m[1]}` : null;
+  const m = typeof v === 'string' ? /^sha256[:-]([0-9a-fA-F]{64})$/.exec(v) : null;
+  return m ? `sha256-${m[1].toLowerCase()}` : null;
 }
 
 interface Uploaded {
@@ -129,7 +143,7 @@ function uploads(store: ModelStore, body: CreateBody): Uploaded {
   for (const [file, digest] of Object.entries(body.files ?? {})) {
     const f = uploadedFile(store, 'files', file, digest);
     if (f.type === 'adapter') throw badRequest(`files.${file} is a LoRA adapter; give it in adapters`, `files.${file}`);
-    const projector = f.type === 'mmproj' || f.arch === 'clip';
+    const projector = f.type === 'mmproj' || f.type === 'projector' || f.arch === 'clip';
     if (projector ? out.mmproj : out.model) {
       throw badRequest(`files: one ${projector ? 'vision projector' : 'model file'} at most (split GGUF files are not supported)`, 'files');
     }
@@ -160,6 +174,7 @@ function manifestOf(store: ModelStore, body: CreateBody, name: string): Manifest
   }
   const up = uploads(store, body);
   const from = body.from || mf?.from;
+  if (from && up.model) throw badRequest('give from (a store model) or files with a model, not both', 'files');
   if (!from && !up.model) {
     throw new ApiError(400, 'from is required (the model to build on: a store name, or a hub reference pulled before), or files with an uploaded model', { param: 'from', code: 'missing_required_parameter' });
   }
