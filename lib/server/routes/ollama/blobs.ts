@@ -58,7 +58,9 @@ export default async function blobRoutes(app: FastifyInstance, opts: { store: ()
     const hash = createHash('sha256');
     const hashing = new Transform({ transform(chunk: Buffer, _enc, cb) { hash.update(chunk); cb(null, chunk); } });
     const socket = request.raw.socket;
-    socket.setTimeout(UPLOAD_IDLE_MS, () => request.raw.destroy(new Error(`nothing received for ${UPLOAD_IDLE_MS / 1000} s`)));
+    const onIdle = (): void => { request.raw.destroy(new Error(`nothing received for ${UPLOAD_IDLE_MS / 1000} s`)); };
+    socket.setTimeout(UPLOAD_IDLE_MS);
+    socket.once('timeout', onIdle);
     try {
       mkdirSync(store.blobs, { recursive: true });
       await pipeline(body, hashing, createWriteStream(tmp));
@@ -67,6 +69,7 @@ export default async function blobRoutes(app: FastifyInstance, opts: { store: ()
       throw serverSide(e) ?? badRequest(`the upload of ${name} did not complete: ${(e as Error).message}`, 'body');
     } finally {
       socket.setTimeout(0); // the connection may carry other requests
+      socket.off('timeout', onIdle);
     }
     const got = `sha256:${hash.digest('hex')}`;
     if (got !== `sha256:${digest.slice('sha256-'.length)}`) {
