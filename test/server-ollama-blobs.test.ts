@@ -95,3 +95,23 @@ t.test('create from uploads: refusals name the field', async (t) => {
     t.match(r.text, re);
   }
 });
+
+t.test("prune (at a runner's start, as Ollama's): unused blobs and stale temporary files go, the models' stay", async (t) => {
+  const { utimesSync, writeFileSync } = await import('node:fs');
+  const unused = store.blobPath(`sha256-${createHash('sha256').update(Buffer.from('x')).digest('hex')}`);
+  t.ok(existsSync(unused), 'an upload no model uses');
+  const stale = join(store.blobs, 'sha256-abc.1.0000.tmp');
+  const fresh = join(store.blobs, 'sha256-def.1.0000.tmp');
+  writeFileSync(stale, 'partial');
+  writeFileSync(fresh, 'partial');
+  const old = new Date(Date.now() - 2 * 24 * 3600_000);
+  utimesSync(stale, old, old);
+  const pruned = store.prune();
+  t.same(pruned, { blobs: 1, bytes: 1, tmp: 1 });
+  t.notOk(existsSync(unused));
+  t.notOk(existsSync(stale));
+  t.ok(existsSync(fresh), 'a recent temporary file may be an upload still running');
+  const gen = await post('/api/generate', { model: 'adapted', prompt: 'Hello', raw: true, stream: false, options: { num_predict: 2 } });
+  t.equal(gen.status, 200, "the models' blobs stayed");
+  rmSync(fresh);
+});

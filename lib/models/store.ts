@@ -141,6 +141,43 @@ export class ModelStore {
     return { digest, size, file };
   }
 
+  /**
+   * What Ollama's server does at start: removes the blobs no manifest uses (uploads never created into a model, a
+   * model's files after a crash between its blob and its manifest) and temporary files older than `tmpAgeMs` (an
+   * interrupted download or upload; newer ones may belong to one still running). Returns what went.
+   */
+  prune(tmpAgeMs = 24 * 3600_000): { blobs: number; bytes: number; tmp: number } {
+    const out = { blobs: 0, bytes: 0, tmp: 0 };
+    const used = new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj, manifest.adapter])
+      .filter((f): f is ManifestFile & { digest: string } => !!f && 'digest' in f).map((f) => f.digest));
+    let entries: string[];
+    try {
+      entries = readdirSync(this.blobs);
+    } catch {
+      return out; // no store yet
+    }
+    const now = Date.now();
+    for (const name of entries) {
+      const path = join(this.blobs, name);
+      try {
+        const st = statSync(path);
+        if (!st.isFile()) continue;
+        if (name.endsWith('.tmp')) {
+          if (now - st.mtimeMs < tmpAgeMs) continue;
+          rmSync(path, { force: true });
+          out.tmp++;
+        } else if (/^sha256-[0-9a-f]{64}$/.test(name) && !used.has(name)) {
+          rmSync(path, { force: true });
+          out.blobs++;
+          out.bytes += st.size;
+        }
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return out;
+  }
+
   /** Removes a name; then every blob of it that no other manifest uses. Returns false when the name is unknown. */
   remove(k: StoreKey): boolean {
     const m = this.read(k);

@@ -393,6 +393,13 @@ async function serveRunner(cfg: ServeConfig, runner: NonNullable<ServeConfig['ru
   slog: ServeLog): Promise<number> {
   try {
     const store = new ModelStore();
+    // as Ollama's server: unused blobs and stale temporary files go at start, unless SPINDLE_NOPRUNE / OLLAMA_NOPRUNE
+    if (!process.env.SPINDLE_NOPRUNE && !process.env.OLLAMA_NOPRUNE) {
+      const pruned = store.prune();
+      if (pruned.blobs + pruned.tmp > 0) {
+        slog.info(`pruned ${pruned.blobs} unused blob(s) (${(pruned.bytes / 1e6).toFixed(1)} MB) and ${pruned.tmp} stale temporary file(s) from ${store.blobs}`);
+      }
+    }
     const server = await startServer({ ...cfg.serve, engine, servedModelNames: [], runner: { store, ...runner }, loggerInstance: slog.requestLogger ?? undefined });
     slog.info(`runner mode: ${store.list().length} model(s) in the store ${store.home}; each loads on first use, ` +
       `at most ${runner.maxLoaded} at once, unloaded ${seconds(runner.keepAliveMs)} after its last request`);
