@@ -58,3 +58,16 @@ t.test("Ollama's /api/chat continues a final assistant message; LLM.chat takes c
   const tokenizer = llm.tokenizer;
   t.same(tokenizer.applyChatTemplate(messages as never, { continue_final_message: true }), ids, 'tokenizer.applyChatTemplate too');
 });
+
+t.test("vLLM's echo on chat: a continued assistant message comes back whole", async (t) => {
+  const base = await post('/v1/chat/completions', { messages, continue_final_message: true, max_tokens: 6, temperature: 0 });
+  const plain = (base.body.choices as { message: { content: string } }[])[0].message.content;
+  const echoed = await post('/v1/chat/completions', { messages, continue_final_message: true, echo: true, max_tokens: 6, temperature: 0 });
+  t.equal((echoed.body.choices as { message: { content: string } }[])[0].message.content, PREFILL + plain, 'the prefill, then the continuation');
+  const r = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { messages, continue_final_message: true, echo: true, max_tokens: 6, temperature: 0, stream: true } });
+  const chunks = r.body.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)) as { choices: { delta: { content?: string } }[] });
+  t.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), PREFILL + plain, 'streamed: the echo comes with the role');
+  const userLast = await post('/v1/chat/completions', { messages: [messages[0]], echo: true, max_tokens: 3, temperature: 0 });
+  t.notOk(((userLast.body.choices as { message: { content: string } }[])[0].message.content).startsWith('What is'), 'a final user message is not echoed (another role)');
+  t.equal((await post('/v1/chat/completions', { messages, echo: 'yes' })).status, 400);
+});

@@ -5,7 +5,7 @@
 // a `choices: []` usage chunk when stream_options.include_usage, then `data: [DONE]`; a failure after the
 // stream started is one `data: {"error": ...}` frame; fields we know but do not support are 400s naming them.
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import type { ChatMessage } from '../../../chat/template.js';
+import { finalMessageText, type ChatMessage } from '../../../chat/template.js';
 import { normalizeSamplingParams, type SamplingParams } from '../../../sampling-params.js';
 import type { NativeModelInfo } from '../../../native.js';
 import type { Tokenizer } from '../../../tokenizer.js';
@@ -32,6 +32,7 @@ interface ChatBody extends Record<string, unknown> {
   top_logprobs?: number | null;
   add_generation_prompt?: boolean | null;
   continue_final_message?: boolean | null;
+  echo?: boolean | null;
   chat_template_kwargs?: Record<string, unknown> | null;
   response_format?: unknown;
   tools?: unknown[] | null;
@@ -62,7 +63,8 @@ function templateMessages(messages: ChatMessage[]): ChatMessage[] {
 
 /** Chat chunks: a role chunk per choice, `delta.content` pieces (or reasoning, or tool-call deltas), an empty delta
  * with the finish reason. */
-function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null, reasoning: RequestReasoning | null): ChoiceFormat {
+function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatTools | null, reasoning: RequestReasoning | null,
+  echo: string): ChoiceFormat {
   const wantLogprobs = params.logprobs !== null;
   const parser = tools?.parser ?? null;
   const plain = !parser && !reasoning; // the model's text is the content, delta for delta
@@ -76,7 +78,7 @@ function chatFormat(params: SamplingParams, tokenizer: Tokenizer, tools: ChatToo
   };
   return {
     object: 'chat.completion.chunk',
-    opening: () => ({ delta: { role: 'assistant', content: '' }, logprobs: null }),
+    opening: () => ({ delta: { role: 'assistant', content: echo }, logprobs: null }), // vLLM's echo comes with the role
     content: (r, d) => {
       const logprobs = wantLogprobs ? chatLogprobs(d.logprobs, tokenizer) : null;
       if (plain) return { delta: { content: d.text }, logprobs };
@@ -115,6 +117,14 @@ function chatMessage(text: string, reason: string, tools: ChatTools | null, spli
     message: { role: 'assistant', content: parsed.content.length > 0 ? parsed.content : null, ...thought, tool_calls: openAiToolCalls(parsed.toolCalls) },
     finish: toolFinishReason(reason, parsed.toolCalls.length, tools),
   };
+}
+
+/** vLLM's `echo`: the final message's text, when it is an assistant message (the answer's role), to go before the
+ * answer (a continued prefill comes back whole); '' otherwise. */
+function echoText(body: ChatBody, messages: readonly ChatMessage[]): string {
+  if (body.echo !== undefined && body.echo !== null && typeof body.echo !== 'boolean') throw badRequest('echo must be a boolean', 'echo');
+  if (body.echo !== true) return '';
+  return messages.at(-1)?.role === 'assistant' ? finalMessageText(messages) : '';
 }
 
 /** vLLM's use_beam_search: the n best beams of the rendered conversation as the choices (lib/server/beam-search.ts). */
@@ -175,11 +185,12 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     checkPrompt(ids, params, info.maxModelLen, tokenizer.vocabSize, 'messages',
       body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens', images > 0);
     const stream = body.stream === true;
+    const echo = echoText(body, messages);
     const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora, cacheSalt: cacheSaltOf(body) });
     job.bindToReply(reply);
     const head = { id: requestId('chatcmpl'), created: Math.floor(Date.now() / 1000), model };
     if (stream) {
-      return streamChoices(reply, job, head, chatFormat(params, tokenizer, tools, reasoning),
+      return streamChoices(reply, job, head, chatFormat(params, tokenizer, tools, reasoning, echo),
         { includeUsage: body.stream_options?.include_usage === true, wantLogprobs: params.logprobs !== null });
     }
     const results = await job.results();
@@ -193,6 +204,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
       model,
       choices: results.map((r, index) => {
         const { message, finish } = chatMessage(r.text, r.finishReason, tools, splits[index]);
+        if (echo) message.content = echo + ((message.content as string | null) ?? '');
         return { index, message, logprobs: params.logprobs !== null ? chatLogprobs(r.logprobs, tokenizer) : null, finish_reason: finish };
       }),
       usage: withReasoningTokens(jobUsage(job, results.reduce((a, r) => a + r.tokenIds.length, 0)), reasoningTokens),
