@@ -112,8 +112,9 @@ export interface NormalizeOptions {
   defaultMaxTokens?: number | null;
 }
 
-/** Samples per prompt (n): submitted as separate requests by the TypeScript layer, so its limit lives here. */
-export const MAX_N = 8;
+/** Samples per prompt (n): submitted as separate requests by the TypeScript layer, so its limit lives here. OpenAI's
+ * limit; the samples of one prompt compute it once (the scheduler's in-batch prefix sharing). */
+export const MAX_N = 128;
 /** The engine's alternatives-per-token limit (native/engine/limits.h). */
 export function maxLogprobs(): number { return nativeLimits().maxLogprobs; }
 

@@ -80,8 +80,8 @@ t.test('every invalid field names itself and its range', async (t) => {
     [{ ignoreEos: 'yes' }, /^ignoreEos must be a boolean \(got "yes"\)$/],
     [{ seed: -1 }, /^seed must be an integer in \[0, 4294967295\] \(got -1\)$/],
     [{ seed: 2 ** 32 }, /^seed must be an integer in \[0, 4294967295\]/],
-    [{ n: 0 }, /^n must be an integer in \[1, 8\] \(got 0\)$/],
-    [{ n: 9 }, /^n must be an integer in \[1, 8\] \(got 9\)$/],
+    [{ n: 0 }, /^n must be an integer in \[1, 128\] \(got 0\)$/],
+    [{ n: 129 }, /^n must be an integer in \[1, 128\] \(got 129\)$/],
     [{ logprobs: 21 }, /^logprobs must be an integer in \[0, 20\] \(got 21\)$/],
     [{ logprobs: true }, /^logprobs must be an integer in \[0, 20\] \(got true\)$/],
   ];

@@ -398,3 +398,15 @@ t.test("--incremental-streaming-output: frames carry what they add (SGLang's fla
   t.ok(frames.every((f) => f.meta_info.input_token_logprobs!.length === 1), "the prompt's logprobs in every frame, as SGLang's");
   t.equal(frames.at(-1)!.meta_info.completion_tokens, 10, 'meta_info counts stay cumulative');
 });
+
+t.test('n up to 128 (OpenAI\'s limit); a request over 2048 sequences (prompts x n) is a 400', async (t) => {
+  const r = await post('/v1/completions', { prompt: PROMPT, n: 16, max_tokens: 2, temperature: 1, seed: 3 });
+  t.equal(r.status, 200, r.text.slice(0, 200));
+  t.equal((r.json as { choices: unknown[] }).choices.length, 16);
+  const g = await generate({ text: PROMPT, sampling_params: { n: 16, max_new_tokens: 2, sampling_seed: 3 } }) as Out[];
+  t.equal(g.length, 16, '/generate too');
+  const big = await post('/v1/completions', { prompt: Array.from({ length: 20 }, () => 'x'), n: 128, max_tokens: 1 });
+  t.equal(big.status, 400);
+  t.match(big.text, /a request may run at most 2048 sequences \(prompts x n\); this one asks for 2560/);
+  t.equal((await post('/v1/completions', { prompt: 'x', n: 129 })).status, 400);
+});

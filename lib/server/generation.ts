@@ -13,6 +13,10 @@ import { normalizeSamplingParams, type SamplingParams } from '../sampling-params
 import { ApiError, badRequest } from './api-error.js';
 import type { ServerEngine } from './plugins/engine.js';
 
+/** Sequences one HTTP request may run (prompts x n): each holds its sampler's tables while it waits, so a single
+ * request stays bounded whatever its n and prompt count. */
+export const MAX_REQUEST_SEQUENCES = 2048;
+
 /** Body fields that are sampling parameters, under the spelling the client used. */
 export const SAMPLING_KEYS = [
   'temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty', 'repeat_penalty', 'presence_penalty',
@@ -123,7 +127,11 @@ export class Job {
     this.promptTokens = prompts.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as readonly number[]).length));
     this.#observer = observer;
     const perPrompt = Array.isArray(params) ? params as readonly SamplingParams[] : prompts.map(() => params as SamplingParams);
-    this.#release = engine.begin(perPrompt.reduce((a, p) => a + p.n, 0));
+    const sequences = perPrompt.reduce((a, p) => a + p.n, 0);
+    if (sequences > MAX_REQUEST_SEQUENCES) {
+      throw badRequest(`a request may run at most ${MAX_REQUEST_SEQUENCES} sequences (prompts x n); this one asks for ${sequences}`, 'n');
+    }
+    this.#release = engine.begin(sequences);
     let submission: Submission;
     try {
       submission = engine.core.submitMany(prompts, perPrompt, { stream: true, ...target });
