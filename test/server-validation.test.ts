@@ -37,7 +37,7 @@ const CASES: Array<[string, string, string, number, (string | null)?, (string | 
   ['negative temperature', '/v1/chat/completions', chat({ temperature: -1 }), 400, 'temperature'],
   ['top_p above 1', '/v1/chat/completions', chat({ top_p: 1.5 }), 400, 'top_p'],
   ['top_k -2', '/v1/chat/completions', chat({ top_k: -2 }), 400, 'top_k'],
-  ['n = 9', '/v1/chat/completions', chat({ n: 9 }), 400, 'n'],
+  ['n = 129', '/v1/chat/completions', chat({ n: 129 }), 400, 'n'],
   ['negative seed', '/v1/chat/completions', chat({ seed: -1 }), 400, 'seed'],
   ['top_logprobs 21', '/v1/chat/completions', chat({ logprobs: true, top_logprobs: 21 }), 400, 'top_logprobs'],
   ['17 stop strings', '/v1/chat/completions', chat({ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) }), 400, 'stop'],
