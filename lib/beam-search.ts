@@ -80,12 +80,12 @@ export function normalizeBeamSearchParams(input: BeamSearchParamsInput): BeamSea
     v[name] = value;
     names[name] = key;
   }
+  const name = (k: string): string => names[k] ?? snake(k); // as the caller spelled it
   const maxWidth = Math.floor(maxLogprobs() / 2);
   const width = v.beamWidth;
   if (!Number.isInteger(width) || (width as number) < 1 || (width as number) > maxWidth) {
-    fail(names.beamWidth ?? 'beam_width', `${names.beamWidth ?? 'beam_width'} must be an integer in [1, ${maxWidth}] (got ${String(width)})`);
+    fail(name('beamWidth'), `${name('beamWidth')} must be an integer in [1, ${maxWidth}] (got ${String(width)})`);
   }
-  const name = (k: string): string => names[k] ?? snake(k);
   const maxTokens = v.maxTokens ?? 16;
   if (!Number.isSafeInteger(maxTokens) || (maxTokens as number) < 1) fail(name('maxTokens'), `${name('maxTokens')} must be an integer >= 1 (got ${String(maxTokens)})`);
   const temperature = v.temperature ?? 0;

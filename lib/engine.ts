@@ -12,7 +12,7 @@ import { loadNative, type FinishReason, type NativeEngineStats, type NativeModel
 import type { SamplingParams, SamplingParamsInput } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
 import type { ImageSource } from './vision/image-input.js';
-import { alignImages, sglangPrompts } from './sglang-prompts.js';
+import { alignImages, PromptInputError, promptInputs, sglangPrompts } from './sglang-prompts.js';
 
 export type EngineConstructorOptions = EngineOptionsInput;
 
@@ -218,36 +218,17 @@ export class Engine {
   async #prepare(input: EngineGenerateInput): Promise<{ ids: CorePrompt[]; promptTokens: number[]; batch: boolean; params: SamplingParams[] }> {
     checkInput(input);
     const raw = input as Record<string, unknown>;
-    const text = pick<string | string[]>(raw, 'prompt', 'text');
-    const inputIds = pick<number[] | number[][]>(raw, 'inputIds', 'input_ids');
-    if ((text === undefined) === (inputIds === undefined)) throw new TypeError('generate: give exactly one of prompt (text) or inputIds');
     const paramsIn = pick<SamplingParamsInput | SamplingParamsInput[]>(raw, 'samplingParams', 'sampling_params');
-    let batch: boolean;
-    let count: number;
-    if (text !== undefined) {
-      batch = Array.isArray(text);
-      const list = Array.isArray(text) ? text : [text];
-      if (!list.every((t) => typeof t === 'string')) throw new TypeError('generate: prompt must be a string or an array of strings');
-      count = list.length;
-    } else {
-      if (!Array.isArray(inputIds)) throw new TypeError('generate: inputIds must be an array of token ids (or of such arrays)');
-      batch = Array.isArray(inputIds[0]);
-      count = batch ? inputIds.length : 1;
+    let read: ReturnType<typeof promptInputs>;
+    try {
+      read = promptInputs(pick<unknown>(raw, 'prompt', 'text'), pick<unknown>(raw, 'inputIds', 'input_ids'), { text: 'prompt (text)', ids: 'inputIds' });
+    } catch (e) {
+      throw e instanceof PromptInputError ? new TypeError(`generate: ${e.message}`) : e;
     }
+    const { input: prompts, batch } = read;
+    const count = 'text' in prompts ? prompts.text.length : prompts.ids.length;
     const params = alignParams(paramsIn, count);
     const images = alignImages(pick<unknown>(raw, 'imageData', 'image_data'), count, batch);
-    let prompts: { text: string[] } | { ids: number[][] };
-    if (text !== undefined) {
-      prompts = { text: Array.isArray(text) ? text : [text] };
-    } else {
-      const rows = (batch ? inputIds : [inputIds]) as number[][];
-      rows.forEach((row, i) => {
-        if (!Array.isArray(row) || !row.every((x) => Number.isInteger(x))) {
-          throw new TypeError(`generate: inputIds[${i}] must be an array of integer token ids`);
-        }
-      });
-      prompts = { ids: rows };
-    }
     const ids = await sglangPrompts(this.#core, prompts, images, this.#core.offlineMediaFetch, 'imageData');
     const promptTokens = ids.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as number[]).length));
     return { ids, promptTokens, batch, params };

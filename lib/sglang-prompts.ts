@@ -10,6 +10,38 @@ import { markRawPrompt } from './vision/multimodal-prompt.js';
 
 const isImage = (x: unknown): x is ImageSource => typeof x === 'string' || x instanceof Uint8Array;
 
+/** A `text` / `input_ids` value that is not one of the shapes promptInputs takes; `param` names the field. */
+export class PromptInputError extends TypeError {
+  constructor(message: string, readonly param: string) {
+    super(message);
+  }
+}
+
+/**
+ * SGLang's prompt fields read: `text` (a string or a batch of them) or `ids` (token ids, or a batch of such lists),
+ * exactly one of them, each id an integer; whether the input was a batch. `names` are the fields as the caller's users
+ * spell them (errors name them).
+ */
+export function promptInputs(text: unknown, ids: unknown, names: { text: string; ids: string }):
+  { input: { text: string[] } | { ids: number[][] }; batch: boolean } {
+  const hasText = text !== undefined && text !== null;
+  if (hasText === (ids !== undefined && ids !== null)) throw new PromptInputError(`give exactly one of ${names.text} or ${names.ids}`, hasText ? names.ids : names.text);
+  if (hasText) {
+    const list = (Array.isArray(text) ? text : [text]) as unknown[];
+    if (!list.every((x) => typeof x === 'string')) throw new PromptInputError(`${names.text} must be a string or an array of strings`, names.text);
+    return { input: { text: list as string[] }, batch: Array.isArray(text) };
+  }
+  if (!Array.isArray(ids)) throw new PromptInputError(`${names.ids} must be an array of token ids (or of such arrays)`, names.ids);
+  const batch = Array.isArray(ids[0]);
+  const rows = (batch ? ids : [ids]) as unknown[];
+  rows.forEach((row, i) => {
+    if (!Array.isArray(row) || !row.every((x) => Number.isInteger(x))) {
+      throw new PromptInputError(`${names.ids}[${i}] must be an array of integer token ids`, names.ids);
+    }
+  });
+  return { input: { ids: rows as number[][] }, batch };
+}
+
 /**
  * image_data aligned with the prompts: one list of images per prompt. For one prompt: an image or a list of
  * images; for a batch: one entry (an image, a list, or null) per prompt. `what` names the field in errors.

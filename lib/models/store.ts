@@ -141,6 +141,12 @@ export class ModelStore {
     return { digest, size, file };
   }
 
+  /** The blobs some manifest names. */
+  #usedDigests(): Set<string> {
+    return new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj, manifest.adapter])
+      .filter((f): f is ManifestFile & { digest: string } => !!f && 'digest' in f).map((f) => f.digest));
+  }
+
   /**
    * What Ollama's server does at start: removes the blobs no manifest uses (uploads never created into a model, a
    * model's files after a crash between its blob and its manifest) and temporary files older than `tmpAgeMs` (an
@@ -148,8 +154,7 @@ export class ModelStore {
    */
   prune(tmpAgeMs = 24 * 3600_000): { blobs: number; bytes: number; tmp: number } {
     const out = { blobs: 0, bytes: 0, tmp: 0 };
-    const used = new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj, manifest.adapter])
-      .filter((f): f is ManifestFile & { digest: string } => !!f && 'digest' in f).map((f) => f.digest));
+    const used = this.#usedDigests();
     let entries: string[];
     try {
       entries = readdirSync(this.blobs);
@@ -183,7 +188,7 @@ export class ModelStore {
     const m = this.read(k);
     if (!m) return false;
     rmSync(this.#manifestPath(k), { force: true });
-    const used = new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj, manifest.adapter]).filter((f) => f && 'digest' in f).map((f) => (f as { digest: string }).digest));
+    const used = this.#usedDigests();
     for (const f of [m.model, m.mmproj, m.adapter]) {
       if (f && 'digest' in f && !used.has(f.digest)) rmSync(this.blobPath(f.digest), { force: true });
     }

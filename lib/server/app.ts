@@ -121,12 +121,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(ollamaModelsRoute);
   await app.register(ollamaPsRoute);
   await app.register(ollamaManageRoute);
-  await app.register(ollamaBlobRoutes, {
-    store: () => {
-      if (!store) throw new ApiError(404, '/api/blobs: model management needs runner mode (spindle serve --ollama); this server serves one model', { code: 'not_found' });
-      return store;
-    },
-  });
+  await app.register(ollamaBlobRoutes);
   if (options.ui !== false) await app.register(uiRoute, { rootPath });
   return app;
 }

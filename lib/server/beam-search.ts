@@ -8,7 +8,9 @@
 import type { FastifyReply } from 'fastify';
 import { beamSearch, normalizeBeamSearchParams, type BeamSearchOutput, type BeamSearchSequence } from '../beam-search.js';
 import type { SubmitTarget } from '../engine-core.js';
+import { normalizeSamplingParams } from '../sampling-params.js';
 import { badRequest } from './api-error.js';
+import { checkPrompt } from './generation.js';
 import type { ServerEngine } from './plugins/engine.js';
 
 const absent = (x: unknown): boolean => x === undefined || x === null;
@@ -55,13 +57,17 @@ export function beamTokens(s: BeamSearchSequence, body: Record<string, unknown>)
 }
 
 /**
- * Beam search over `prompts` (token ids) for one request: one output per prompt. maxTokensField: the body's name of
+ * Beam search over `prompts` (token ids) for one request: one output per prompt (each checked as every route checks
+ * a prompt, promptParam naming it). maxTokensField: the body's name of
  * max_tokens (chat: max_completion_tokens first); defaultMaxTokens: null for the rest of the context; defaults: a
  * store model's Modelfile values (temperature, max_tokens) under the request's.
  */
-export async function serverBeamSearch(engine: ServerEngine, reply: FastifyReply, prompts: number[][], body: Record<string, unknown>,
-  maxTokensField: string, defaultMaxTokens: number | null, target: SubmitTarget, defaults: Record<string, unknown> = {}): Promise<BeamSearchOutput[]> {
+export async function serverBeamSearch(engine: ServerEngine, reply: FastifyReply, prompts: number[][], promptParam: (i: number) => string,
+  body: Record<string, unknown>, maxTokensField: string, defaultMaxTokens: number | null, target: SubmitTarget,
+  defaults: Record<string, unknown> = {}): Promise<BeamSearchOutput[]> {
   const { tokenizer, info } = await engine.ready();
+  const oneToken = normalizeSamplingParams({ maxTokens: 1 }); // every prompt needs room for a token after it
+  prompts.forEach((p, i) => checkPrompt(p, oneToken, info.maxModelLen, tokenizer.vocabSize, promptParam(i)));
   const longest = Math.max(...prompts.map((p) => p.length));
   const maxTokens = body[maxTokensField] ?? body.max_tokens ?? defaults.max_tokens ?? defaultMaxTokens ?? Math.max(info.maxModelLen - longest, 1);
   const params = normalizeBeamSearchParams({

@@ -63,17 +63,21 @@ void block_manager::lru_push_back(int32_t b) {
   ++lru_size_;
 }
 
+int32_t block_manager::evict_lru_head() {
+  const int32_t b = lru_head_;
+  lru_unlink(b);
+  cached_.erase(hash_[size_t(b)]);
+  committed_[size_t(b)] = 0;
+  return b;
+}
+
 int32_t block_manager::take_free_block() {
   if (!free_blocks_.empty()) {
     const int32_t b = free_blocks_.back();
     free_blocks_.pop_back();
     return b;
   }
-  const int32_t b = lru_head_;  // evict the least recently freed cached block
-  lru_unlink(b);
-  cached_.erase(hash_[size_t(b)]);
-  committed_[size_t(b)] = 0;
-  return b;
+  return evict_lru_head();  // the least recently freed cached block
 }
 
 void block_manager::take_new_blocks(table& t, int32_t n) {
@@ -103,11 +107,7 @@ void block_manager::set_prefix_caching(bool on) {
   if (on) {
     block_tokens_.assign(size_t(num_blocks()) * size_t(block_size_), 0);
   } else {
-    while (lru_head_ >= 0) {
-      const int32_t b = lru_head_;
-      lru_unlink(b);
-      free_blocks_.push_back(b);
-    }
+    drop_cached();  // the free cached blocks; the ones in use are uncommitted below
     std::fill(committed_.begin(), committed_.end(), 0);
     cached_.clear();
     for (auto& kv : tables_) kv.second.hashes.clear();
@@ -119,15 +119,20 @@ void block_manager::set_prefix_caching(bool on) {
 
 int32_t block_manager::drop_cached() {
   int32_t n = 0;
-  while (lru_head_ >= 0) {
-    const int32_t b = lru_head_;
-    lru_unlink(b);
-    cached_.erase(hash_[size_t(b)]);
-    committed_[size_t(b)] = 0;
-    free_blocks_.push_back(b);
-    ++n;
-  }
+  for (; lru_head_ >= 0; ++n) free_blocks_.push_back(evict_lru_head());
   return n;
+}
+
+std::vector<uint64_t> block_manager::chain_hashes(const int32_t* tokens, int32_t n_tokens, uint64_t salt) const {
+  std::vector<uint64_t> out;
+  uint64_t h = salt;  // the first block's chain starts at its namespace
+  for (int32_t k = 0; int64_t(k + 1) * block_size_ <= n_tokens; ++k) {
+    const int32_t* t = tokens + size_t(k) * size_t(block_size_);
+    if (std::any_of(t, t + block_size_, [](int32_t id) { return id < 0; })) break;  // an image placeholder: the chain stops
+    h = chain_hash(h, t, block_size_);
+    out.push_back(h);
+  }
+  return out;
 }
 
 std::vector<int32_t> block_manager::cached_prefix(const int32_t* tokens, int32_t max_blocks, uint64_t salt) const {

@@ -80,6 +80,9 @@ class block_manager {
   // Forgets every cached block no table holds (SGLang's /flush_cache, vLLM's reset_prefix_cache): each becomes a
   // plain free block and no later lookup matches it. Blocks in use stay committed. Returns how many were dropped.
   int32_t drop_cached();
+  // Chain hashes of the full blocks of tokens[0, n_tokens) from namespace `salt` (as cached_prefix and
+  // commit_full_blocks chain them), up to the first block holding an image placeholder (a negative id).
+  std::vector<uint64_t> chain_hashes(const int32_t* tokens, int32_t n_tokens, uint64_t salt) const;
 
   const std::vector<int32_t>& block_table(uint64_t seq_id) const;  // throws for an unknown seq_id
   int32_t num_tokens(uint64_t seq_id) const;                       // slots reserved; 0 for an unknown id
@@ -96,6 +99,7 @@ class block_manager {
   const table& find(uint64_t seq_id, const char* what) const;
   int32_t new_blocks_needed(const table& t, int32_t n_new_tokens) const;  // throws on a shared tail
   int32_t take_free_block();        // a never-committed free block, else the least recently freed cached one
+  int32_t evict_lru_head();         // the least recently freed cached block, uncommitted and out of the LRU list
   void take_new_blocks(table& t, int32_t n);  // n free blocks (ref_count 1) onto the end of t (callers checked room)
   void release_block(int32_t b);    // ref_count reached 0: cached (LRU tail) if committed, else free
   void lru_unlink(int32_t b);

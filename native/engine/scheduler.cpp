@@ -58,16 +58,7 @@ void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_ca
   s->use_prefix_cache = use_prefix_cache;
   s->scores_prompt = scores_prompt;
   s->cache_salt = cache_salt;
-  if (blocks_.prefix_caching()) {
-    const int32_t bs = blocks_.block_size();
-    uint64_t h = cache_salt;
-    for (int32_t k = 0; (k + 1) * bs <= s->num_prompt_tokens; ++k) {
-      const int32_t* t = s->token_ids.data() + size_t(k) * size_t(bs);
-      if (std::any_of(t, t + bs, [](int32_t id) { return id < 0; })) break;  // an image: the chain stops
-      h = block_manager::chain_hash(h, t, bs);
-      s->prompt_block_hashes.push_back(h);
-    }
-  }
+  if (blocks_.prefix_caching()) s->prompt_block_hashes = blocks_.chain_hashes(s->token_ids.data(), s->num_prompt_tokens, cache_salt);
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
 }
@@ -192,8 +183,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
     if (s->num_preemptions == 0 && waits_for_shared_prefix(*s, shared.size())) {
       held_slots += 1;
-      const int32_t rest = s->num_tokens() - hit;
-      held_blocks += blocks_.blocks_for_tokens(config_.chunked_prefill_size < 0 ? rest : std::min(rest, config_.chunked_prefill_size));
+      held_blocks += blocks_.blocks_for_tokens(chunk_of(s->num_tokens() - hit, INT32_MAX));
       ++it;
       continue;
     }

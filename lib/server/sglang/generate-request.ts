@@ -9,10 +9,10 @@
 import type { CorePrompt, EngineCore } from '../../engine-core.js';
 import { limitRefusal } from '../../native.js';
 import { normalizeSamplingParams, SamplingParamsError, type SamplingParams } from '../../sampling-params.js';
-import { alignImages, sglangPrompts } from '../../sglang-prompts.js';
+import { alignImages, PromptInputError, promptInputs, sglangPrompts } from '../../sglang-prompts.js';
 import { ImageInputError, type ImageSource } from '../../vision/image-input.js';
 import { ApiError, badRequest } from '../api-error.js';
-import { randomHex } from '../generation.js';
+import { checkPrompt, randomHex } from '../generation.js';
 
 export interface GenerateBody {
   text?: string | string[];
@@ -132,27 +132,17 @@ function imageOf(x: ImageSource): ImageSource {
   return IMAGE_MAGIC.some((m) => m.every((b, i) => bytes[i] === b)) ? bytes : x;
 }
 
-/** The prompts' texts or ids (SGLang's text / input_ids, also /encode's), and whether the input was a batch. */
+/** The prompts' texts or ids (SGLang's text / input_ids, also /encode's), and whether the input was a batch; a 400
+ * naming the field otherwise (an empty list too). */
 export function inputsOf(body: { text?: unknown; input_ids?: unknown }): { input: { text: string[] } | { ids: number[][] }; batch: boolean } {
-  const hasText = body.text !== undefined && body.text !== null;
-  const hasIds = body.input_ids !== undefined && body.input_ids !== null;
-  if (hasText === hasIds) throw badRequest('give exactly one of text or input_ids', hasText ? 'input_ids' : 'text');
-  if (hasText) {
-    const list = (Array.isArray(body.text) ? body.text : [body.text]) as unknown[];
-    if (list.length === 0) throw badRequest('text is an empty list', 'text');
-    if (!list.every((x) => typeof x === 'string')) throw badRequest('text must be a string or a list of strings', 'text');
-    return { input: { text: list as string[] }, batch: Array.isArray(body.text) };
+  if (Array.isArray(body.text) && body.text.length === 0) throw badRequest('text is an empty list', 'text');
+  if (Array.isArray(body.input_ids) && body.input_ids.length === 0) throw badRequest('input_ids cannot be empty', 'input_ids');
+  try {
+    return promptInputs(body.text, body.input_ids, { text: 'text', ids: 'input_ids' });
+  } catch (e) {
+    if (e instanceof PromptInputError) throw badRequest(e.message, e.param);
+    throw e;
   }
-  const ids = body.input_ids as unknown[];
-  if (!Array.isArray(ids) || ids.length === 0) throw badRequest('input_ids cannot be empty', 'input_ids');
-  const batch = Array.isArray(ids[0]);
-  const rows = (batch ? ids : [ids]) as unknown[];
-  rows.forEach((row, i) => {
-    if (!Array.isArray(row) || !row.every((x) => Number.isInteger(x))) {
-      throw badRequest(`input_ids${batch ? `[${i}]` : ''} must be a list of integer token ids`, 'input_ids');
-    }
-  });
-  return { input: { ids: rows as number[][] }, batch };
 }
 
 /** The prompts with their images; a problem with either is a 400 naming image_data (or the prompt). */
@@ -203,18 +193,15 @@ export async function readGenerateRequest(body: GenerateBody, core: EngineCore, 
   const params = sampling.map(({ params: p }, i) => {
     const ids = promptIds[i];
     const what = count > 1 ? `${body.text != null ? 'text' : 'input_ids'}[${i}]` : body.text != null ? 'text' : 'input_ids';
-    if (ids.length === 0) throw badRequest(`${what} is empty (0 tokens)`, what);
-    for (let k = 0; k < ids.length; k++) {
-      if (ids[k] === -1 && images[i].length > 0) continue; // an image embedding's place
-      if (ids[k] < 0 || ids[k] >= vocab) throw badRequest(`${what}: token id ${ids[k]} at position ${k} is outside the vocabulary [0, ${vocab})`, what, 'invalid_token_id');
-    }
     if (ids.length >= maxModelLen) {
       throw new ApiError(400, `The input (${ids.length} tokens) is longer than the model's context length (${maxModelLen} tokens).`,
         { param: what, code: 'context_length_exceeded' });
     }
-    // SGLang cuts max_new_tokens to the room the context leaves (min_new_tokens with it)
+    // SGLang cuts max_new_tokens to the room the context leaves (min_new_tokens with it); the rest of the checks are
+    // every route's (empty prompt, ids outside the vocabulary, stop ids)
     const room = maxModelLen - ids.length;
     const out: SamplingParams = { ...p, maxTokens: Math.min(p.maxTokens ?? room, room), minTokens: Math.min(p.minTokens, room) };
+    checkPrompt(ids, out, maxModelLen, vocab, what, 'max_new_tokens', images[i].length > 0);
     const lp: LogprobRequest = { want: want[i] === true, start: ids.length - 1, top: tops[i], withText: body.return_text_in_logprobs === true };
     if (lp.want) {
       const start = starts[i] === -1 ? ids.length - 1 : starts[i];

@@ -14,8 +14,8 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { ApiError, badRequest } from '../../api-error.js';
-import type { ModelStore } from '../../../models/store.js';
 import { blobDigest } from './create.js';
+import { runnerStore } from './manage.js';
 
 const UPLOAD_IDLE_MS = 120_000; // an upload that sends nothing for this long is dropped (the server has no whole-request limit in runner mode)
 
@@ -27,7 +27,7 @@ function serverSide(e: unknown): ApiError | null {
   return null;
 }
 
-export default async function blobRoutes(app: FastifyInstance, opts: { store: () => ModelStore }): Promise<void> {
+export default async function blobRoutes(app: FastifyInstance): Promise<void> {
   app.removeAllContentTypeParsers(); // this plugin only: bodies stay streams, whatever their type
   app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
@@ -39,14 +39,14 @@ export default async function blobRoutes(app: FastifyInstance, opts: { store: ()
   };
 
   app.head('/api/blobs/:digest', async (request, reply) => {
-    const store = opts.store();
+    const store = runnerStore(app, '/api/blobs');
     const { digest, name } = digestOf(request.params);
     if (!existsSync(store.blobPath(digest))) throw new ApiError(404, `blob "${name}" not found`, { code: 'not_found' });
     return reply.code(200).send();
   });
 
   app.post('/api/blobs/:digest', async (request, reply) => {
-    const store = opts.store();
+    const store = runnerStore(app, '/api/blobs');
     const { digest, name } = digestOf(request.params);
     const blob = store.blobPath(digest);
     const body = (request.body ?? request.raw) as Readable | IncomingMessage;

@@ -20,14 +20,17 @@ function nameOf(body: { model?: string; name?: string }): string {
   return name;
 }
 
+/** The store a model management route works on, or (single-model mode) the 404 saying it needs runner mode. */
+export function runnerStore(app: FastifyInstance, route: string): ModelStore {
+  if (!app.store) {
+    throw new ApiError(404, `${route}: model management needs runner mode (spindle serve --ollama); this server serves one model`,
+      { code: 'not_found' });
+  }
+  return app.store;
+}
+
 export default async function ollamaManageRoute(app: FastifyInstance): Promise<void> {
-  const runnerOnly = (route: string): ModelStore => {
-    if (!app.store) {
-      throw new ApiError(404, `${route}: model management needs runner mode (spindle serve --ollama); this server serves one model`,
-        { code: 'not_found' });
-    }
-    return app.store;
-  };
+  const runnerOnly = (route: string): ModelStore => runnerStore(app, route);
   registerPull(app, runnerOnly);
   registerCreate(app, runnerOnly);
 

@@ -6,7 +6,7 @@
 // stream started is one `data: {"error": ...}` frame; fields we know but do not support are 400s naming them.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { finalMessageText, type ChatMessage } from '../../../chat/template.js';
-import { normalizeSamplingParams, type SamplingParams } from '../../../sampling-params.js';
+import type { SamplingParams } from '../../../sampling-params.js';
 import type { NativeModelInfo } from '../../../native.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
@@ -137,9 +137,8 @@ async function beamChat(body: ChatBody, use: ModelUse, reply: FastifyReply, toke
     chatTemplateKwargs: thinkingKwargs(body.reasoning_effort, body.chat_template_kwargs),
   }, 'messages', use.model?.manifest ?? null);
   if (images > 0) throw badRequest('use_beam_search takes text conversations only (no images)', 'messages', 'unsupported_parameter');
-  checkPrompt(ids, normalizeSamplingParams({ maxTokens: 1 }), info.maxModelLen, tokenizer.vocabSize, 'messages');
-  const [out] = await serverBeamSearch(engine, reply, [ids], body, 'max_completion_tokens', null, { lora: use.lora, cacheSalt: cacheSaltOf(body) },
-    openAiDefaults(use.model));
+  const [out] = await serverBeamSearch(engine, reply, [ids], () => 'messages', body, 'max_completion_tokens', null,
+    { lora: use.lora, cacheSalt: cacheSaltOf(body) }, openAiDefaults(use.model));
   const reasoning = requestReasoning(engine, use.model?.manifest.template ?? info.chatTemplate, text, turn.continued);
   return {
     id: requestId('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: use.name,

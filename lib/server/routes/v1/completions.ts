@@ -8,7 +8,7 @@
 // text starts with it). `suffix`: fill-in-the-middle with the vocabulary's FIM tokens (lib/fim.ts; a model
 // without them is a 400). Runner mode: `model` names a store model; its Modelfile PARAMETERs are the defaults.
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { normalizeSamplingParams, type SamplingParams } from '../../../sampling-params.js';
+import type { SamplingParams } from '../../../sampling-params.js';
 import type { Tokenizer } from '../../../tokenizer.js';
 import { badRequest } from '../../api-error.js';
 import { responseFormatSampling } from '../../response-format.js';
@@ -92,12 +92,10 @@ function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: st
 }
 
 /** vLLM's use_beam_search: each prompt's n best beams as its choices (lib/server/beam-search.ts). */
-async function beamCompletion(body: CompletionBody, use: ModelUse, reply: FastifyReply, tokenizer: Tokenizer, maxModelLen: number): Promise<unknown> {
+async function beamCompletion(body: CompletionBody, use: ModelUse, reply: FastifyReply, tokenizer: Tokenizer): Promise<unknown> {
   const { ids } = promptsOf(body.prompt, tokenizer);
-  const one = normalizeSamplingParams({ maxTokens: 1 });
-  ids.forEach((p, i) => checkPrompt(p, one, maxModelLen, tokenizer.vocabSize, ids.length > 1 ? `prompt[${i}]` : 'prompt'));
-  const outs = await serverBeamSearch(use.engine, reply, ids, body, 'max_tokens', 16, { lora: use.lora, cacheSalt: cacheSaltOf(body) },
-    openAiDefaults(use.model));
+  const outs = await serverBeamSearch(use.engine, reply, ids, (i) => (ids.length > 1 ? `prompt[${i}]` : 'prompt'), body, 'max_tokens', 16,
+    { lora: use.lora, cacheSalt: cacheSaltOf(body) }, openAiDefaults(use.model));
   const n = (body.n ?? 1) as number;
   const completion = outs.reduce((a, o) => a + o.sequences.reduce((b, s) => b + beamTokens(s, body), 0), 0);
   return {
@@ -115,7 +113,7 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
     const use = await useModel(app, reply, body.model, { single: (e) => checkModel(e, body.model), adapters: true });
     const { engine, name: model } = use;
     const { tokenizer, info } = await engine.ready();
-    if (wantsBeamSearch(body)) return beamCompletion(body, use, reply, tokenizer, info.maxModelLen);
+    if (wantsBeamSearch(body)) return beamCompletion(body, use, reply, tokenizer);
     const params = samplingFrom(body, {
       ...(body.logprobs != null ? { logprobs: body.logprobs } : {}),
       ...responseFormatSampling(body.response_format),
