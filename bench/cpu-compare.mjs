@@ -3,7 +3,8 @@
 // the same run, alternating engine by engine per repetition so machine noise hits both alike.
 // Measures, per model:  pp  = prompt tokens/s for one prompt of --pp tokens (time to the first output token);
 //                       tg  = decode tokens/s of one sequence ((n - 1) tokens over first -> last token, both
-//                             engines timed inside one streamed run);
+//                             engines timed inside one streamed run) after a prompt of --depth tokens (default 8;
+//                             llama-bench's "tg128 @ d4096": decode reading a long context's K / V);
 //                       batch = total output tokens/s of --seqs sequences decoding --tg tokens each, and
 //                       batch decode = the same after each sequence's first token (prefill excluded, as in tg).
 // Models are performance-shaped random-weight fixtures (test/tooling/fixtures, compiled into dist-tooling/ by
@@ -13,7 +14,8 @@
 // with MoE experts at their used share), and Spindle's batched/single decode scaling.
 // Usage: node bench/cpu-compare.mjs [--models llama1b-q4_k_m,llama1b-q8_0,qwen3-0.6b-q8_0] [--threads 2]
 //        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--markdown BENCHMARKS.md]
-//        [--skip-batch] [--generate-only]
+//        [--skip-batch] [--generate-only] [--depth 8] [--dtype auto|float16|bfloat16|float32]
+// --dtype is Spindle's KV cache type (llama.cpp keeps its default, an F16 KV cache).
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -35,10 +37,12 @@ const { values: args } = parseArgs({
     markdown: { type: 'string' },
     'skip-batch': { type: 'boolean', default: false },
     'generate-only': { type: 'boolean', default: false },
+    depth: { type: 'string', default: '8' },
+    dtype: { type: 'string', default: 'auto' },
   },
 });
 const threads = Number(args.threads), ppLen = Number(args.pp), tgLen = Number(args.tg);
-const nSeqs = Number(args.seqs), reps = Number(args.reps);
+const nSeqs = Number(args.seqs), reps = Number(args.reps), depth = Number(args.depth);
 
 // Batched figures from per-sequence runs { tFirst, tLast, n } started at t0 (ms): total output tokens/s including
 // the prompts' prefill, and decode tokens/s after each sequence's first token (as tg is timed).
@@ -54,7 +58,10 @@ function batchFigures(runs, t0) {
 // Prefix caching off: every repetition's prompt is the same, and a cached prompt would time a cache hit, not
 // prefill (llama.cpp's side starts each repetition with an empty context too).
 async function spindleRun(path) {
-  const engine = new Engine({ modelPath: path, threads, enablePrefixCaching: false });
+  const engine = new Engine({
+    modelPath: path, threads, enablePrefixCaching: false, dtype: args.dtype,
+    contextLength: Math.max(4096, ppLen + 16, depth + tgLen + 16),
+  });
   await engine.ready();
   const greedy = { temperature: 0, ignoreEos: true };
   // Streams one request; resolves to { tFirst, tLast, n }: times of its first and last token, tokens received.
@@ -73,7 +80,7 @@ async function spindleRun(path) {
       return ppLen / ((performance.now() - t0) / 1000);
     },
     async tg() {
-      const { tFirst, tLast, n } = await decode(promptIds(8, 2), tgLen + 1);
+      const { tFirst, tLast, n } = await decode(promptIds(depth, 2), tgLen + 1);
       return (n - 1) / ((tLast - tFirst) / 1000);
     },
     async batch() {
@@ -89,7 +96,9 @@ let llamaInstance;
 async function llamaCppRun(path) {
   llamaInstance ??= await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   const model = await llamaInstance.loadModel({ modelPath: path });
-  const ctx = await model.createContext({ contextSize: Math.max(1024, ppLen + 16), batchSize: 512, threads, flashAttention: false });
+  const ctx = await model.createContext({
+    contextSize: Math.max(1024, ppLen + 16, depth + tgLen + 16), batchSize: 512, threads, flashAttention: false,
+  });
   const seq = ctx.getSequence();
   const decode = async (s, ids, n) => {
     let count = 0, tFirst = 0;
@@ -108,7 +117,7 @@ async function llamaCppRun(path) {
     },
     async tg() {
       await seq.clearHistory();
-      const { tFirst, tLast } = await decode(seq, promptIds(8, 2), tgLen + 1);
+      const { tFirst, tLast } = await decode(seq, promptIds(depth, 2), tgLen + 1);
       return tgLen / ((tLast - tFirst) / 1000);
     },
     async batch() {
@@ -150,7 +159,7 @@ for (const name of args.models.split(',')) {
   for (const e of Object.values(engines)) await e.close();
   // bytes one decoded token reads: the file less an untied embedding table, experts at their used share
   const decodeBytes = decodeBytesPerToken(readModelFileInfo(path));
-  const row = { model: name, bytes, decode_bytes: decodeBytes, threads, pp: ppLen, tg: tgLen, seqs: nSeqs };
+  const row = { model: name, bytes, decode_bytes: decodeBytes, threads, pp: ppLen, tg: tgLen, seqs: nSeqs, depth, dtype: args.dtype };
   for (const kind of kinds) {
     row[`${kind}_spindle`] = median(figures.spindle[kind]);
     row[`${kind}_llamacpp`] = median(figures.llamacpp[kind]);
@@ -175,7 +184,7 @@ for (const r of results) {
 
 const f1 = (x) => x.toFixed(1);
 const lines = [
-  `| model | MB | pp${ppLen} Spindle | llama.cpp | ratio | tg${tgLen} Spindle | llama.cpp | ratio | Spindle % floor | llama.cpp % floor |` +
+  `| model | MB | pp${ppLen} Spindle | llama.cpp | ratio | tg${tgLen}${depth !== 8 ? ` @ d${depth}` : ''} Spindle | llama.cpp | ratio | Spindle % floor | llama.cpp % floor |` +
     (args['skip-batch'] ? '' : ` ${nSeqs}-seq Spindle | llama.cpp | ratio | ${nSeqs}-seq decode Spindle | llama.cpp | ` +
       `Spindle ${nSeqs}-seq / 1-seq (decode) |`),
   '|---|---|---|---|---|---|---|---|---|---|' + (args['skip-batch'] ? '' : '---|---|---|---|---|---|'),

@@ -45,6 +45,8 @@ struct model_options {
   std::string device = "cpu";  // "cpu", "cuda" or "auto" (make_backend in backend/backend.h)
   // The K / V store type wanted (--dtype float16 / bfloat16); a backend without 16-bit stores keeps f32 (kv_dtype()).
   kv_type kv = kv_type::f32;
+  // --dtype auto: the device's default instead of kv (model::want_kv_dtype_auto).
+  bool kv_auto = false;
 };
 
 // Paged KV storage of every attention layer: per layer K [n_blocks * block_size, n_head_kv * head_dim_k] and
@@ -123,6 +125,13 @@ class model {
   void want_kv_dtype(kv_type wanted) {
     backend* be = compute_backend();
     kv_ = be != nullptr && be->supports_kv(wanted) ? wanted : kv_type::f32;
+  }
+  // --dtype auto: float16 K / V on the CPU (llama.cpp's and Ollama's default: half the memory per token, and a long
+  // context decodes faster, as attention reads half the bytes), float32 on a GPU until its 16-bit attention is timed.
+  void want_kv_dtype_auto() { want_kv_dtype(std::string(device_name()) == "cpu" ? kv_type::f16 : kv_type::f32); }
+  void want_kv_dtype(const model_options& o) {
+    if (o.kv_auto) want_kv_dtype_auto();
+    else want_kv_dtype(o.kv);
   }
   virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
   // The backend the model computes on, for companions that run on the same device (the vision encoder);

@@ -49,8 +49,8 @@ struct attn_data {
 };
 
 // The per-item kernel for every (token, head) over rows row(j) (contiguous when table is empty).
-std::vector<float> per_item(const attn_data& a, const std::vector<const float*>& kt,
-                            const std::vector<const float*>& vt) {
+std::vector<float> per_item(const attn_data& a, const std::vector<const void*>& kt,
+                            const std::vector<const void*>& vt) {
   const attention_params& p = a.p;
   const int32_t group = p.n_head / p.n_head_kv;
   std::vector<float> out((size_t)(p.n_tokens * p.n_head * p.head_dim_v));
@@ -123,7 +123,7 @@ TEST_CASE("attention tiled: paged attention equals the per-item avx2 kernel over
     pp.block_table = table.data();
     pp.n_table = (int32_t)n_used;
     std::vector<float> ks((size_t)(n_used * bs * a.p.k_row_stride)), vs((size_t)(n_used * bs * a.p.v_row_stride));
-    std::vector<const float*> kt((size_t)n_pos), vt((size_t)n_pos);
+    std::vector<const void*> kt((size_t)n_pos), vt((size_t)n_pos);
     for (int64_t j = 0; j < n_pos; ++j) {
       const int64_t row = attention_paged_row(pp, j);
       std::memcpy(&ks[row * a.p.k_row_stride], &a.k[j * a.p.k_row_stride], a.p.k_row_stride * sizeof(float));

@@ -23,11 +23,13 @@ struct loaded {
   ~loaded() { std::error_code ec; std::filesystem::remove(path, ec); }
 };
 
-std::unique_ptr<loaded> load(const lfm2_test::spec& s, const model_test::built& b, int threads = 2) {
+std::unique_ptr<loaded> load(const lfm2_test::spec& s, const model_test::built& b, int threads = 2,
+                             kv_type kv = kv_type::f32) {
   auto l = std::make_unique<loaded>();
   l->path = model_test::write_temp(b, "lfm2");
   model_options o;
   o.threads = threads;
+  o.kv = kv;
   l->m = model::load(l->path, o);
   return l;
 }
@@ -104,9 +106,10 @@ TEST_CASE("lfm2: forward equals the double-precision reference (F32, F16; l_cach
 namespace {
 
 // Many sequences in mixed chunks and decodes, each in its own slot, batched == each alone, bitwise.
-void check_batch_invariance(const lfm2_test::spec& s) {
+void check_batch_invariance(const lfm2_test::spec& s, kv_type kv_dtype = kv_type::f32) {
   const model_test::built b = lfm2_test::build(s);
-  auto l = load(s, b);
+  auto l = load(s, b, 2, kv_dtype);
+  CHECK(l->m->kv_dtype() == kv_dtype);
   model& m = *l->m;
   const int64_t V = b.n_vocab;
   const int n_seq = 5, block = 4;
@@ -154,6 +157,11 @@ void check_batch_invariance(const lfm2_test::spec& s) {
 
 TEST_CASE("lfm2: forward_batch of many sequences (chunks, decodes, own slots) equals each alone, bitwise") {
   check_batch_invariance(lfm2_test::spec{});
+}
+
+TEST_CASE("lfm2: with 16-bit KV caches (f16, bf16) too, batched equals alone, bitwise") {
+  check_batch_invariance(lfm2_test::spec{}, kv_type::f16);
+  check_batch_invariance(lfm2_test::spec{}, kv_type::bf16);
 }
 
 TEST_CASE("lfm2moe test model: a leading dense layer, MoE layers with a selection bias; batched == alone, bitwise") {

@@ -1,6 +1,8 @@
 // model::forward_batch: several sequences in one call (prefill chunks and decodes mixed) give bitwise the
 // logits of each sequence run alone through forward(); scattered block tables equal contiguous ones; bad
 // batches throw.
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -21,7 +23,7 @@ struct loaded_model {
   ~loaded_model() { std::error_code ec; std::filesystem::remove(path, ec); }
 };
 
-std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type) {
+std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32) {
   model_test::spec s;
   s.arch = arch;
   s.weight_type = type;
@@ -30,6 +32,7 @@ std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type)
   l->path = model_test::write_temp(b, s.arch + "-batch");
   model_options o;
   o.threads = 2;
+  o.kv = kv;
   l->m = model::load(l->path, o);
   return l;
 }
@@ -85,8 +88,8 @@ std::vector<std::vector<float>> batched(model& m, kv_cache& kv, const std::vecto
   return out;
 }
 
-void check_batch_equals_alone(const std::string& arch, ggml_type type) {
-  auto l = load_arch(arch, type);
+void check_batch_equals_alone(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32) {
+  auto l = load_arch(arch, type, kv);
   model& m = *l->m;
   const int V = m.hparams().n_vocab;
   const std::vector<std::vector<int32_t>> seqs = {seq_tokens(13, V, 1), seq_tokens(3, V, 2), seq_tokens(9, V, 3),
@@ -266,4 +269,27 @@ TEST_CASE("model forward_batch: hidden rows are the states the logits come from;
     else CHECK(first == hidden);
   }
   std::filesystem::remove(path, ec);
+}
+
+TEST_CASE("model forward_batch: 16-bit KV caches (f16, bf16) keep batch invariance, near the f32 cache's logits") {
+  for (kv_type kv : {kv_type::f16, kv_type::bf16}) {
+    check_batch_equals_alone("llama", ggml_type::F32, kv);
+    check_batch_equals_alone("qwen2", ggml_type::F16, kv);
+    auto l16 = load_arch("llama", ggml_type::F32, kv);
+    auto l32 = load_arch("llama", ggml_type::F32);
+    CHECK(l16->m->kv_dtype() == kv);
+    CHECK(l32->m->kv_dtype() == kv_type::f32);
+    const auto toks = seq_tokens(40, l16->m->hparams().n_vocab, 9);
+    const auto a = alone(*l16->m, toks), b = alone(*l32->m, toks);
+    double d = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      d = std::max(d, (double)std::fabs(a[i] - b[i]));
+      scale = std::max(scale, (double)std::fabs(b[i]));
+    }
+    // K / V rounded to 2^-11 (f16) / 2^-8 (bf16) relative: the logits move by about that much of their scale
+    const double tol = (kv == kv_type::f16 ? 2e-3 : 2e-2) * scale;
+    std::printf("  kv %s: max |dlogit| %.3g of logit scale %.3g\n", kv == kv_type::f16 ? "f16" : "bf16", d, scale);
+    CHECK(d < tol);
+    CHECK(d > 0);  // the cache really is 16-bit
+  }
 }

@@ -4,24 +4,53 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cpu/ops.h"
 #include "backend/cpu/vec_dot_avx2.h"
 
 namespace spindle {
 
-// Row accessors with the row form fixed at compile time (no per-row branch): contiguous cache rows at
-// base + j * stride, or rows anywhere through a table of row starts (paged store read in place).
+// Row accessors with the row form and element type (float, kv_f16, kv_bf16) fixed at compile time (no per-row
+// branch): contiguous cache rows at base + j * stride, or rows anywhere through a table of row starts (paged
+// store read in place). Pointers and counts in elements of E.
+template <class E>
 struct strided_rows {
-  const float* base;
+  const E* base;
   int64_t stride;
-  const float* operator()(int64_t j) const { return base + j * stride; }
+  const E* operator()(int64_t j) const { return base + j * stride; }
 };
+template <class E>
 struct table_rows {
-  const float* const* table;
+  const void* const* table;
   int64_t offset;
-  const float* operator()(int64_t j) const { return table[j] + offset; }
+  const E* operator()(int64_t j) const { return static_cast<const E*>(table[j]) + offset; }
 };
+template <class E>
+strided_rows<E> strided_of(const kv_rows& r) {
+  return {static_cast<const E*>(r.base) + r.offset, r.stride};
+}
+template <class E>
+table_rows<E> table_of(const kv_rows& r) {
+  return {r.table, r.offset};
+}
 
 #if SPINDLE_HAVE_X86_KERNELS
+// 8 consecutive K / V elements widened to f32 (exact: F16C's vcvtph2ps, or bfloat16 bits shifted up).
+SPINDLE_AVX2 static inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+SPINDLE_AVX2 static inline __m256 load8(const kv_f16* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+SPINDLE_AVX2 static inline __m256 load8(const kv_bf16* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+// Hardware prefetch of one row of n elements of E, a cache line at a time.
+template <class E>
+SPINDLE_AVX2 static inline void prefetch_elems(const E* r, int32_t n) {
+  const char* c = reinterpret_cast<const char*>(r);
+  for (int64_t b = 0; b < (int64_t)n * (int64_t)sizeof(E); b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+}
+
 // ggml_vec_dot_f32's sum of one 32-multiple-long row: 4 accumulators over 32-float steps, then
 // (s0 + s2) + (s1 + s3), the 128-bit halves added, two hadds (ops_dot_f32_avx2 without its tail).
 SPINDLE_AVX2 static inline float dot32_reduce(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {

@@ -197,9 +197,9 @@ SPINDLE_AVX2 void attention_bidir_tile_avx2(const attention_params& p, const att
                                             const kv_rows& k, const kv_rows& v, float* scratch, float* out) {
   if (p.n_past + p.n_tokens <= 0) return;
   if (k.table) {
-    bidir_tile(p, tile, q, table_rows{k.table, k.offset}, table_rows{v.table, v.offset}, scratch, out);
+    bidir_tile(p, tile, q, table_of<float>(k), table_of<float>(v), scratch, out);
   } else {
-    bidir_tile(p, tile, q, strided_rows{k.base, k.stride}, strided_rows{v.base, v.stride}, scratch, out);
+    bidir_tile(p, tile, q, strided_of<float>(k), strided_of<float>(v), scratch, out);
   }
 }
 

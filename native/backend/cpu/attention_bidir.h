@@ -20,7 +20,7 @@ namespace spindle {
 int64_t attention_bidir_scratch(const attention_params& p, const attention_tiling& tl);
 
 // out rows of the tile's queries (q: [n_tokens, n_head * head_dim_k], out: [n_tokens, n_head * head_dim_v]) against
-// positions [0, n_past + n_tokens). k / v: the tile's KV head rows (offset applied). Any head dims. The tile must
+// positions [0, n_past + n_tokens). k / v: the tile's KV head rows, float32 (an encoder's own K / V). Any head dims. The tile must
 // come from attention_make_tiling(p) (p.causal false). Only call when cpu_level_supported(cpu_level::avx2).
 void attention_bidir_tile_avx2(const attention_params& p, const attention_tile& tile, const float* q,
                                const kv_rows& k, const kv_rows& v, float* scratch, float* out);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/fp16.h"
 #include "common/checked_math.h"
 #include "common/error.h"
 
@@ -21,7 +22,6 @@ void attention_paged_check(const paged_attention_params& p) {
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
   }
-  if (a.kv != kv_type::f32) throw error("attention_paged: the CPU backend's K / V stores are float32");
   if (a.k_row_stride < (int64_t)a.n_head_kv * a.head_dim_k || a.v_row_stride < (int64_t)a.n_head_kv * a.head_dim_v) {
     throw error("attention_paged: row stride smaller than a KV row");
   }
@@ -46,6 +46,23 @@ int64_t attention_paged_row(const paged_attention_params& p, int64_t pos) {
   return (int64_t)p.block_table[pos / p.block_size] * p.block_size + pos % p.block_size;
 }
 
+namespace {
+
+// Bytes of one K / V element of type t.
+int64_t kv_elem_bytes(kv_type t) { return t == kv_type::f32 ? 4 : 2; }
+
+// Element i of a K / V store of type t, widened to f32.
+double kv_at(const float* store, kv_type t, int64_t i) {
+  switch (t) {
+    case kv_type::f16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
+    case kv_type::bf16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
+    case kv_type::f32: break;
+  }
+  return store[i];
+}
+
+}  // namespace
+
 void attention_paged_ref(const paged_attention_params& p, const float* q, const float* k_store,
                          const float* v_store, float* out) {
   attention_paged_check(p);
@@ -59,9 +76,9 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
       std::vector<double> s((size_t)n_kv);
       double mx = -INFINITY;
       for (int64_t j = 0; j < n_kv; ++j) {
-        const float* kj = k_store + attention_paged_row(p, j) * a.k_row_stride + (int64_t)hkv * a.head_dim_k;
+        const int64_t kj = attention_paged_row(p, j) * a.k_row_stride + (int64_t)hkv * a.head_dim_k;
         double d = 0;
-        for (int32_t i = 0; i < a.head_dim_k; ++i) d += (double)qh[i] * kj[i];
+        for (int32_t i = 0; i < a.head_dim_k; ++i) d += (double)qh[i] * kv_at(k_store, a.kv, kj + i);
         s[j] = d * a.scale;
         mx = std::max(mx, s[j]);
       }
@@ -71,7 +88,7 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
       for (int32_t d = 0; d < a.head_dim_v; ++d) {
         double acc = 0;
         for (int64_t j = 0; j < n_kv; ++j) {
-          acc += s[j] * v_store[attention_paged_row(p, j) * a.v_row_stride + (int64_t)hkv * a.head_dim_v + d];
+          acc += s[j] * kv_at(v_store, a.kv, attention_paged_row(p, j) * a.v_row_stride + (int64_t)hkv * a.head_dim_v + d);
         }
         oh[d] = (float)(acc / sum);
       }
@@ -85,12 +102,16 @@ void cpu_backend::attention_paged(const paged_attention_params& p, const float* 
   const int64_t n_pos = p.attn.n_past + p.attn.n_tokens;
   if (n_pos == 0) return;
   // Row starts of every position in the store: the kernels read K / V in place (no copy of the cache).
-  thread_local std::vector<const float*> k_rows, v_rows;  // per calling thread: engines may run concurrently
+  thread_local std::vector<const void*> k_rows, v_rows;  // per calling thread: engines may run concurrently
   if ((int64_t)k_rows.size() < n_pos) k_rows.resize((size_t)n_pos), v_rows.resize((size_t)n_pos);
+  const int64_t k_row_bytes = p.attn.k_row_stride * kv_elem_bytes(p.attn.kv);
+  const int64_t v_row_bytes = p.attn.v_row_stride * kv_elem_bytes(p.attn.kv);
+  const char* k_bytes = reinterpret_cast<const char*>(k_store);
+  const char* v_bytes = reinterpret_cast<const char*>(v_store);
   for (int64_t pos = 0; pos < n_pos; ++pos) {
     const int64_t row = attention_paged_row(p, pos);
-    k_rows[pos] = k_store + row * p.attn.k_row_stride;
-    v_rows[pos] = v_store + row * p.attn.v_row_stride;
+    k_rows[pos] = k_bytes + row * k_row_bytes;
+    v_rows[pos] = v_bytes + row * v_row_bytes;
   }
   attention_rows(p.attn, q, nullptr, k_rows.data(), nullptr, v_rows.data(), out);
 }

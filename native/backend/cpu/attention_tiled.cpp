@@ -62,11 +62,8 @@ int64_t attention_tile_scratch(const attention_params& p, const attention_tiling
 
 namespace {
 
-// K / V rows are 4 KiB or more apart (all KV heads of a position in one row): fetched ahead by hand.
+// K / V rows are 2 KiB or more apart (all KV heads of a position in one row): fetched ahead by hand.
 constexpr int64_t k_prefetch_rows = 4;
-SPINDLE_AVX2 inline void prefetch_row(const float* r, int32_t n) {
-  for (int32_t e = 0; e < n; e += 16) _mm_prefetch((const char*)(r + e), _MM_HINT_T0);
-}
 
 // The lanes of (s0 + s2) + (s1 + s3) with the 128-bit halves added: dot32_reduce up to its two hadds.
 SPINDLE_AVX2 inline __m128 dot32_halves(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
@@ -77,8 +74,8 @@ SPINDLE_AVX2 inline __m128 dot32_halves(__m256 s0, __m256 s1, __m256 s2, __m256 
 // ps[i][j] = dot(k_j, qs[i]) * scale for NQ <= 3 queries and one key row, n % 32 == 0: the key's loads shared.
 // Each dot is dot32_reduce's: its two hadds are done for the NQ dots at once (hadd(ta, tb) holds
 // [a0 + a1, a2 + a3, b0 + b1, b2 + b3]; a second hadd gives (a0 + a1) + (a2 + a3), ... : the same operations).
-template <int NQ>
-SPINDLE_AVX2 inline void qk_group(const float* const* qs, const float* kr, int32_t n, float scale, float* const* ps,
+template <int NQ, class E>
+SPINDLE_AVX2 inline void qk_group(const float* const* qs, const E* kr, int32_t n, float scale, float* const* ps,
                                   int64_t j) {
   __m256 s[NQ][4];
 #pragma GCC unroll 4
@@ -88,7 +85,7 @@ SPINDLE_AVX2 inline void qk_group(const float* const* qs, const float* kr, int32
   for (int32_t e = 0; e < n; e += 32) {
 #pragma GCC unroll 4
     for (int m = 0; m < 4; ++m) {
-      const __m256 kv = _mm256_loadu_ps(kr + e + 8 * m);
+      const __m256 kv = load8(kr + e + 8 * m);
 #pragma GCC unroll 4
       for (int i = 0; i < NQ; ++i) s[i][m] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(qs[i] + e + 8 * m), s[i][m]);
     }
@@ -110,8 +107,8 @@ SPINDLE_AVX2 void qk_tile(const float* const* qs, const int64_t* nkv, int32_t nq
   int32_t first = 0;
   for (int64_t j = 0; j < nkv[nq - 1]; ++j) {
     while (nkv[first] <= j) ++first;
-    const float* kr = k(j);
-    if (j + k_prefetch_rows < nkv[nq - 1]) prefetch_row(k(j + k_prefetch_rows), n);
+    const auto* kr = k(j);
+    if (j + k_prefetch_rows < nkv[nq - 1]) prefetch_elems(k(j + k_prefetch_rows), n);
     int32_t i = first;
     for (; i + 3 <= nq; i += 3) qk_group<3>(qs + i, kr, n, scale, ps + i, j);
     if (nq - i == 2) qk_group<2>(qs + i, kr, n, scale, ps + i, j);
@@ -126,11 +123,11 @@ template <int W, class Rows>
 SPINDLE_AVX2 void pack_v_block(Rows v, int64_t jb, int64_t je, int32_t dv, float* vp) {
   constexpr int64_t lb = k_block / 8;
   for (int64_t j = jb; j < je; ++j) {
-    const float* r = v(j);
-    if (j + k_prefetch_rows < je) prefetch_row(v(j + k_prefetch_rows), dv);
+    const auto* r = v(j);
+    if (j + k_prefetch_rows < je) prefetch_elems(v(j + k_prefetch_rows), dv);
     float* dst = vp + ((j % 8) * lb + (j - jb) / 8) * W;
     for (int32_t d = 0; d < dv; d += W, dst += 8 * lb * W)
-      for (int c = 0; c < W; c += 8) _mm256_storeu_ps(dst + c, _mm256_loadu_ps(r + d + c));
+      for (int c = 0; c < W; c += 8) _mm256_storeu_ps(dst + c, load8(r + d + c));
   }
 }
 
@@ -222,6 +219,20 @@ SPINDLE_AVX2 void kqv_tile(const float* const* ps, const int64_t* nkv, int32_t n
   for (int32_t i = 0; i < nq; ++i) kqv_reduce(acc[i], dv, outs[i]);
 }
 
+// The tile's scores (key-major), each query's softmax, then its outputs over packed V blocks, with K / V rows of
+// element type E in either row form. acc: [nq][8][dv] lane sums (zeroed here), vp: [k_block * dv].
+template <class E>
+SPINDLE_AVX2 void scores_then_outputs(const attention_params& p, const float* const* qs, const int64_t* nkv,
+                                      int32_t nq, const kv_rows& k, const kv_rows& v, float* const* ps,
+                                      float* const* acc, float* vp, float* const* outs) {
+  if (k.table) qk_tile(qs, nkv, nq, table_of<E>(k), p.head_dim_k, p.scale, ps);
+  else qk_tile(qs, nkv, nq, strided_of<E>(k), p.head_dim_k, p.scale, ps);
+  for (int32_t i = 0; i < nq; ++i) ops_attention_softmax_avx2(ps[i], nkv[i]);
+  std::fill(acc[0], acc[0] + (int64_t)nq * 8 * p.head_dim_v, 0.0f);
+  if (v.table) kqv_tile(ps, nkv, nq, table_of<E>(v), p.head_dim_v, vp, acc, outs);
+  else kqv_tile(ps, nkv, nq, strided_of<E>(v), p.head_dim_v, vp, acc, outs);
+}
+
 }  // namespace
 
 // Scores of all queries (key-major), softmax per query, then the outputs over packed V blocks.
@@ -258,15 +269,14 @@ SPINDLE_AVX2 void attention_tile_avx2(const attention_params& p, const attention
     }
     return;
   }
-  if (k.table) qk_tile(qs, nkv, nq, table_rows{k.table, k.offset}, p.head_dim_k, p.scale, ps);
-  else qk_tile(qs, nkv, nq, strided_rows{k.base, k.stride}, p.head_dim_k, p.scale, ps);
-  for (int32_t i = 0; i < nq; ++i) ops_attention_softmax_avx2(ps[i], nkv[i]);
   float* acc[k_attention_tile_max_queries];
   for (int32_t i = 0; i < nq; ++i) acc[i] = item_scratch + (int64_t)i * 8 * p.head_dim_v;
-  std::fill(acc[0], acc[0] + (int64_t)nq * 8 * p.head_dim_v, 0.0f);
   float* vp = item_scratch + (int64_t)nq * 8 * p.head_dim_v;  // [k_block * head_dim_v]
-  if (v.table) kqv_tile(ps, nkv, nq, table_rows{v.table, v.offset}, p.head_dim_v, vp, acc, outs);
-  else kqv_tile(ps, nkv, nq, strided_rows{v.base, v.stride}, p.head_dim_v, vp, acc, outs);
+  switch (k.type) {
+    case kv_type::f32: return scores_then_outputs<float>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
+    case kv_type::f16: return scores_then_outputs<kv_f16>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
+    case kv_type::bf16: return scores_then_outputs<kv_bf16>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
+  }
 }
 
 #else  // no x86 kernels: never called (cpu_level_supported(avx2) is false); the per-item kernel query by query

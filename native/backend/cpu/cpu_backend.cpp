@@ -269,13 +269,13 @@ void cpu_backend::attention(const attention_params& p, const float* q, const flo
   attention_rows(p, q, k_cache, nullptr, v_cache, nullptr, out);
 }
 
-void cpu_backend::attention_rows(const attention_params& p, const float* q, const float* k_base,
-                                 const float* const* k_table, const float* v_base, const float* const* v_table,
+void cpu_backend::attention_rows(const attention_params& p, const float* q, const void* k_base,
+                                 const void* const* k_table, const void* v_base, const void* const* v_table,
                                  float* out) {
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_tokens < 0 || p.n_past < 0) {
     throw error("attention: invalid head counts or token range");
   }
-  if (p.kv != kv_type::f32) throw error("attention: the CPU backend's K / V stores are float32");
+  if (!p.causal && p.kv != kv_type::f32) throw error("attention: non-causal attention reads float32 K / V only");
   if (avx2_) {
     attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
     return;
@@ -292,8 +292,8 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
     float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
     const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
-    const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
-    const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
+    const kv_rows k{k_base, p.k_row_stride, k_table, k_off, p.kv};
+    const kv_rows v{v_base, p.v_row_stride, v_table, v_off, p.kv};
     const int64_t n_kv = p.causal ? p.n_past + t + 1 : n_kv_max;
     ops_attention_head_kv(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
   };
@@ -315,8 +315,8 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
 // tile; tiles go out one at a time from a shared counter, costliest (last tokens) first, so the threads finish
 // together. Causal tiles' outputs are bitwise the per-item kernel's, non-causal ones follow attention_bidir.h's
 // fixed order, whichever thread runs them.
-void cpu_backend::attention_tiles(const attention_params& p, const float* q, const float* k_base,
-                                  const float* const* k_table, const float* v_base, const float* const* v_table,
+void cpu_backend::attention_tiles(const attention_params& p, const float* q, const void* k_base,
+                                  const void* const* k_table, const void* v_base, const void* const* v_table,
                                   float* out) {
   if (p.n_tokens == 0) return;
   const attention_tiling tl = attention_make_tiling(p);
@@ -331,8 +331,8 @@ void cpu_backend::attention_tiles(const attention_params& p, const float* q, con
       const attention_tile tile = tl.tile(p, i);
       const int32_t hkv = tile.h0 / group;
       const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
-      const kv_rows k = k_table ? kv_rows{nullptr, 0, k_table, k_off} : kv_rows{k_base + k_off, p.k_row_stride};
-      const kv_rows v = v_table ? kv_rows{nullptr, 0, v_table, v_off} : kv_rows{v_base + v_off, p.v_row_stride};
+      const kv_rows k{k_base, p.k_row_stride, k_table, k_off, p.kv};
+      const kv_rows v{v_base, p.v_row_stride, v_table, v_off, p.kv};
       if (p.causal) attention_tile_avx2(p, tile, q, k, v, ts, out);
       else attention_bidir_tile_avx2(p, tile, q, k, v, ts, out);
     }

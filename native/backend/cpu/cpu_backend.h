@@ -23,6 +23,7 @@ class cpu_backend final : public backend {
   const char* name() const override { return "cpu"; }
   int n_threads() const override { return pool_.size(); }
   bool supports_type(ggml_type type) const override;
+  bool supports_kv(kv_type) const override { return true; }  // f32, f16 and bf16 K / V stores (kv_store.cpp)
 
   float* alloc_f32(int64_t n) override;
   void free_f32(float* p) override;
@@ -55,6 +56,9 @@ class cpu_backend final : public backend {
   void gelu(const float* x, float* y, int64_t n) override;
   void gelu_quick(const float* x, float* y, int64_t n) override;
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
+  // Rows into f32 stores as copies, into 16-bit ones rounded to nearest even (kv_store.cpp).
+  void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new, int64_t n,
+                int64_t k_dim, int64_t v_dim, kv_type kv) override;
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,
                  float* out) override;
   void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
@@ -70,11 +74,11 @@ class cpu_backend final : public backend {
   float* scratch(int64_t n);  // per-op scratch of at least n floats, grown only (ops never run concurrently)
   // attention() over K / V rows at base + position * row stride (tables null) or at table[position] (paged
   // store read in place, attention_paged.cpp); tables hold n_past + n_tokens row starts.
-  void attention_rows(const attention_params& p, const float* q, const float* k_base, const float* const* k_table,
-                      const float* v_base, const float* const* v_table, float* out);
+  void attention_rows(const attention_params& p, const float* q, const void* k_base, const void* const* k_table,
+                      const void* v_base, const void* const* v_table, float* out);
   // attention_rows on the AVX2 path: tiles of queries sharing K / V rows (attention_tiled.h), same bits.
-  void attention_tiles(const attention_params& p, const float* q, const float* k_base, const float* const* k_table,
-                       const float* v_base, const float* const* v_table, float* out);
+  void attention_tiles(const attention_params& p, const float* q, const void* k_base, const void* const* k_table,
+                       const void* v_base, const void* const* v_table, float* out);
   thread_pool pool_;
   // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels, layer_norm / gelu / non-causal attention
   // the AVX2 ones of their own (cpu_active_level() >= avx2)

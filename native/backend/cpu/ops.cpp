@@ -1,7 +1,10 @@
 // Float kernels of the CPU backend (see ops.h). Invariant: fixed reduction order in every function; no state.
 #include "backend/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 namespace spindle {
 
@@ -120,15 +123,43 @@ void ops_add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
-void ops_attention_head_kv(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t head_dim_k,
-                           int32_t head_dim_v, float scale, float* scores, float* out) {
-  for (int64_t j = 0; j < n_kv; ++j) scores[j] = ops_dot_f32(q, k.row(j), head_dim_k);
+namespace {
+
+// f32 rows are read in place; a 16-bit row is widened into `wide` first (exact), so the sums are the f32 ones.
+template <class E>
+const float* widened_row(const kv_rows& r, int64_t j, int32_t n, std::vector<float>& wide) {
+  const E* x = r.row_as<E>(j);
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    for (int32_t i = 0; i < n; ++i) wide[(size_t)i] = kv_to_f32(x[i]);
+    return wide.data();
+  }
+}
+
+template <class E>
+void attention_head_rows(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t head_dim_k,
+                         int32_t head_dim_v, float scale, float* scores, float* out) {
+  thread_local std::vector<float> wide;
+  if (wide.size() < (size_t)std::max(head_dim_k, head_dim_v)) wide.resize((size_t)std::max(head_dim_k, head_dim_v));
+  for (int64_t j = 0; j < n_kv; ++j) scores[j] = ops_dot_f32(q, widened_row<E>(k, j, head_dim_k, wide), head_dim_k);
   ops_softmax_row(scores, n_kv, scale);
   for (int32_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     const float pj = scores[j];
-    const float* vj = v.row(j);
+    const float* vj = widened_row<E>(v, j, head_dim_v, wide);
     for (int32_t d = 0; d < head_dim_v; ++d) out[d] += pj * vj[d];
+  }
+}
+
+}  // namespace
+
+void ops_attention_head_kv(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t head_dim_k,
+                           int32_t head_dim_v, float scale, float* scores, float* out) {
+  switch (k.type) {
+    case kv_type::f32: return attention_head_rows<float>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
+    case kv_type::f16: return attention_head_rows<kv_f16>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
+    case kv_type::bf16: return attention_head_rows<kv_bf16>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "backend/cpu/fp16.h"
 
 namespace spindle {
 
@@ -47,14 +48,31 @@ void ops_swiglu(const float* gate, const float* up, float* y, int64_t n);
 // y = a + b.   n elements; y may alias a or b.
 void ops_add(const float* a, const float* b, float* y, int64_t n);
 
-// Where position j's K (or V) head starts: base + j * stride (a contiguous cache) or, when table is set,
-// table[j] + offset (a paged store read in place; table[j] = the start of position j's row).
+// 16-bit K / V elements as the store holds them (kv_type f16 / bf16): the bits of an IEEE half or a bfloat16.
+// kv_to_f32 widens one exactly, so every kernel computes on the same f32 values whatever the store type.
+struct kv_f16 {
+  uint16_t bits;
+};
+struct kv_bf16 {
+  uint16_t bits;
+};
+inline float kv_to_f32(float x) { return x; }
+inline float kv_to_f32(kv_f16 x) { return fp16_to_f32(x.bits); }
+inline float kv_to_f32(kv_bf16 x) { return bf16_to_f32(x.bits); }
+
+// Where position j's K (or V) head starts: base + j * stride + offset (a contiguous cache) or, when table is set,
+// table[j] + offset (a paged store read in place; table[j] = the start of position j's row). Elements of `type`
+// (float, kv_f16 or kv_bf16): stride and offset count elements.
 struct kv_rows {
-  const float* base = nullptr;
+  const void* base = nullptr;
   int64_t stride = 0;
-  const float* const* table = nullptr;
+  const void* const* table = nullptr;
   int64_t offset = 0;
-  const float* row(int64_t j) const { return table ? table[j] + offset : base + j * stride; }
+  kv_type type = kv_type::f32;
+  template <class E>
+  const E* row_as(int64_t j) const {
+    return (table ? static_cast<const E*>(table[j]) : static_cast<const E*>(base) + j * stride) + offset;
+  }
 };
 
 // One query head against positions [0, n_kv) of its KV head:

@@ -7,6 +7,7 @@
 #include "backend/cpu/ops.h"
 
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/attention_avx2_inl.h"
 #include "backend/cpu/expf_avx2_inl.h"
@@ -104,18 +105,18 @@ SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int
   for (int32_t d = 0; d < d8; d += 8) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (int64_t j = 0; j < j8; j += 8) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 0) + d), _mm256_broadcast_ss(p + j + 0), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 1) + d), _mm256_broadcast_ss(p + j + 1), a1);
-      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 2) + d), _mm256_broadcast_ss(p + j + 2), a2);
-      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 3) + d), _mm256_broadcast_ss(p + j + 3), a3);
-      a4 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 4) + d), _mm256_broadcast_ss(p + j + 4), a4);
-      a5 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 5) + d), _mm256_broadcast_ss(p + j + 5), a5);
-      a6 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 6) + d), _mm256_broadcast_ss(p + j + 6), a6);
-      a7 = _mm256_fmadd_ps(_mm256_loadu_ps(v(j + 7) + d), _mm256_broadcast_ss(p + j + 7), a7);
+      a0 = _mm256_fmadd_ps(load8(v(j + 0) + d), _mm256_broadcast_ss(p + j + 0), a0);
+      a1 = _mm256_fmadd_ps(load8(v(j + 1) + d), _mm256_broadcast_ss(p + j + 1), a1);
+      a2 = _mm256_fmadd_ps(load8(v(j + 2) + d), _mm256_broadcast_ss(p + j + 2), a2);
+      a3 = _mm256_fmadd_ps(load8(v(j + 3) + d), _mm256_broadcast_ss(p + j + 3), a3);
+      a4 = _mm256_fmadd_ps(load8(v(j + 4) + d), _mm256_broadcast_ss(p + j + 4), a4);
+      a5 = _mm256_fmadd_ps(load8(v(j + 5) + d), _mm256_broadcast_ss(p + j + 5), a5);
+      a6 = _mm256_fmadd_ps(load8(v(j + 6) + d), _mm256_broadcast_ss(p + j + 6), a6);
+      a7 = _mm256_fmadd_ps(load8(v(j + 7) + d), _mm256_broadcast_ss(p + j + 7), a7);
     }
     __m256 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     for (int64_t j = j8; j < n_kv; ++j)
-      a[j % 8] = _mm256_fmadd_ps(_mm256_loadu_ps(v(j) + d), _mm256_broadcast_ss(p + j), a[j % 8]);
+      a[j % 8] = _mm256_fmadd_ps(load8(v(j) + d), _mm256_broadcast_ss(p + j), a[j % 8]);
     const __m256 s04 = _mm256_add_ps(a[0], a[4]), s15 = _mm256_add_ps(a[1], a[5]);
     const __m256 s26 = _mm256_add_ps(a[2], a[6]), s37 = _mm256_add_ps(a[3], a[7]);
     _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(s04, s26), _mm256_add_ps(s15, s37)));
@@ -125,9 +126,9 @@ SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int
   for (int64_t i = 0; i < 8 * (int64_t)nt; ++i) tail[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     float* a = tail + (j % 8) * nt;
-    const float* vj = v(j) + d8;
+    const auto* vj = v(j) + d8;
     for (int32_t d = 0; d < nt; ++d)
-      a[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(vj[d]), _mm_set_ss(p[j]), _mm_set_ss(a[d])));
+      a[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(kv_to_f32(vj[d])), _mm_set_ss(p[j]), _mm_set_ss(a[d])));
   }
   for (int32_t d = 0; d < nt; ++d) {
     const float s04 = tail[0 * nt + d] + tail[4 * nt + d], s15 = tail[1 * nt + d] + tail[5 * nt + d];
@@ -138,8 +139,27 @@ SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int
 
 SPINDLE_AVX2 static void kqv_avx2(const float* p, const kv_rows& v, int64_t n_kv, int32_t head_dim_v, float* tail,
                                   float* out) {
-  if (v.table) kqv_rows_avx2(p, table_rows{v.table, v.offset}, n_kv, head_dim_v, tail, out);
-  else kqv_rows_avx2(p, strided_rows{v.base, v.stride}, n_kv, head_dim_v, tail, out);
+  switch (v.type) {
+    case kv_type::f32:
+      if (v.table) return kqv_rows_avx2(p, table_of<float>(v), n_kv, head_dim_v, tail, out);
+      return kqv_rows_avx2(p, strided_of<float>(v), n_kv, head_dim_v, tail, out);
+    case kv_type::f16:
+      if (v.table) return kqv_rows_avx2(p, table_of<kv_f16>(v), n_kv, head_dim_v, tail, out);
+      return kqv_rows_avx2(p, strided_of<kv_f16>(v), n_kv, head_dim_v, tail, out);
+    case kv_type::bf16:
+      if (v.table) return kqv_rows_avx2(p, table_of<kv_bf16>(v), n_kv, head_dim_v, tail, out);
+      return kqv_rows_avx2(p, strided_of<kv_bf16>(v), n_kv, head_dim_v, tail, out);
+  }
+}
+
+// ops_dot_f32_avx2(a, b, n) for n % 32 == 0 with a's elements widened from E (the same fmas and reduction).
+template <class E>
+SPINDLE_AVX2 static float dot32_avx2(const E* a, const float* b, int32_t n) {
+  __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int32_t i = 0; i < n; i += 32)
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) s[m] = _mm256_fmadd_ps(load8(a + i + 8 * m), _mm256_loadu_ps(b + i + 8 * m), s[m]);
+  return dot32_reduce(s[0], s[1], s[2], s[3]);
 }
 
 // p[j] = ops_dot_f32_avx2(k_j, q, n) * scale for every position, n % 32 == 0: two positions per step (two
@@ -148,27 +168,50 @@ template <class Rows>
 SPINDLE_AVX2 static void qk_dots32_rows_avx2(const float* q, Rows k, int64_t n_kv, int32_t n, float scale, float* p) {
   int64_t j = 0;
   for (; j + 2 <= n_kv; j += 2) {
-    const float *a = k(j), *b = k(j + 1);
+    const auto *a = k(j), *b = k(j + 1);
     __m256 s[4], t[4];
     for (int m = 0; m < 4; ++m) s[m] = t[m] = _mm256_setzero_ps();
     for (int32_t i = 0; i < n; i += 32) {
 #pragma GCC unroll 4
       for (int m = 0; m < 4; ++m) {
         const __m256 qv = _mm256_loadu_ps(q + i + 8 * m);
-        s[m] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * m), qv, s[m]);
-        t[m] = _mm256_fmadd_ps(_mm256_loadu_ps(b + i + 8 * m), qv, t[m]);
+        s[m] = _mm256_fmadd_ps(load8(a + i + 8 * m), qv, s[m]);
+        t[m] = _mm256_fmadd_ps(load8(b + i + 8 * m), qv, t[m]);
       }
     }
     p[j] = dot32_reduce(s[0], s[1], s[2], s[3]) * scale;
     p[j + 1] = dot32_reduce(t[0], t[1], t[2], t[3]) * scale;
   }
-  for (; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k(j), q, n) * scale;
+  for (; j < n_kv; ++j) p[j] = dot32_avx2(k(j), q, n) * scale;
 }
 
 SPINDLE_AVX2 static void qk_dots32_avx2(const float* q, const kv_rows& k, int64_t n_kv, int32_t n, float scale,
                                         float* p) {
-  if (k.table) qk_dots32_rows_avx2(q, table_rows{k.table, k.offset}, n_kv, n, scale, p);
-  else qk_dots32_rows_avx2(q, strided_rows{k.base, k.stride}, n_kv, n, scale, p);
+  switch (k.type) {
+    case kv_type::f32:
+      if (k.table) return qk_dots32_rows_avx2(q, table_of<float>(k), n_kv, n, scale, p);
+      return qk_dots32_rows_avx2(q, strided_of<float>(k), n_kv, n, scale, p);
+    case kv_type::f16:
+      if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_f16>(k), n_kv, n, scale, p);
+      return qk_dots32_rows_avx2(q, strided_of<kv_f16>(k), n_kv, n, scale, p);
+    case kv_type::bf16:
+      if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_bf16>(k), n_kv, n, scale, p);
+      return qk_dots32_rows_avx2(q, strided_of<kv_bf16>(k), n_kv, n, scale, p);
+  }
+}
+
+// One K row as f32 for the dims the 32-wide kernels do not cover: f32 rows in place, 16-bit ones widened into wide.
+static const float* k_row_f32(const kv_rows& k, int64_t j, int32_t n, std::vector<float>& wide) {
+  if (k.type == kv_type::f32) return k.row_as<float>(j);
+  if (wide.size() < (size_t)n) wide.resize((size_t)n);
+  if (k.type == kv_type::f16) {
+    const kv_f16* x = k.row_as<kv_f16>(j);
+    for (int32_t i = 0; i < n; ++i) wide[(size_t)i] = kv_to_f32(x[i]);
+  } else {
+    const kv_bf16* x = k.row_as<kv_bf16>(j);
+    for (int32_t i = 0; i < n; ++i) wide[(size_t)i] = kv_to_f32(x[i]);
+  }
+  return wide.data();
 }
 
 // soft_max_ext of one row of scaled scores as llama.cpp's AVX2 build: the max, ggml_v_expf over 8-groups aligned
@@ -205,7 +248,8 @@ SPINDLE_AVX2 void ops_attention_head_kv_avx2(const float* q, const kv_rows& k, c
   if (head_dim_k % 32 == 0) {
     qk_dots32_avx2(q, k, n_kv, head_dim_k, scale, p);
   } else {
-    for (int64_t j = 0; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k.row(j), q, head_dim_k) * scale;
+    thread_local std::vector<float> wide;
+    for (int64_t j = 0; j < n_kv; ++j) p[j] = ops_dot_f32_avx2(k_row_f32(k, j, head_dim_k, wide), q, head_dim_k) * scale;
   }
   ops_attention_softmax_avx2(p, n_kv);
   kqv_avx2(p, v, n_kv, head_dim_v, acc, out);
