@@ -6,7 +6,7 @@
 // (never unhandled) when the model fails to load.
 import { AsyncQueue } from './async-queue.js';
 import { existsSync } from 'node:fs';
-import type { EngineOptions, LoraModule } from './engine-options.js';
+import { kvCacheType, type EngineOptions, type LoraModule } from './engine-options.js';
 import {
   loadNative,
   type FinishReason,
@@ -242,7 +242,8 @@ export class Submission {
         this.handles.push(row);
         const prediction = predictionIds(core, params[i]);
         const lora = loras[i];
-        for (let j = 0; j < params[i].n; j++) row.push(core.submit(specOf(ids, params[i], j, prediction, lora, target.cacheSalt), stream));
+        const p = core.seeded(params[i]); // a seed from the engine's, if it has one and the request has none
+        for (let j = 0; j < p.n; j++) row.push(core.submit(specOf(ids, p, j, prediction, lora, target.cacheSalt), stream));
       });
     } catch (e) {
       this.abort();
@@ -299,10 +300,12 @@ export class EngineCore {
   #defaultLora = -1; // the index of the Modelfile ADAPTER a request without one runs with (-1: none)
   #closing: Promise<void> | undefined;
   #closed = false;
+  #seedState: number | null; // options.seed's generator (mulberry32), which seeds requests that bring none
 
   constructor(options: EngineOptions) {
     this.modelPath = options.model;
     this.options = options;
+    this.#seedState = options.seed === null ? null : options.seed >>> 0;
     let resolveReady!: (r: CoreReady) => void;
     let rejectReady!: (e: Error) => void;
     this.#ready = new Promise<CoreReady>((resolve, reject) => {
@@ -330,7 +333,7 @@ export class EngineCore {
       chunkedPrefillSize: options.chunkedPrefillSize ?? undefined,
       kvCacheMemory: options.kvCacheMemory ?? undefined,
       device: options.device,
-      dtype: options.dtype,
+      dtype: kvCacheType(options),
       mmproj: resolveMmproj(options, modelFile, mmproj),
       enablePrefixCaching: options.enablePrefixCaching,
       speculativeMethod: options.speculativeConfig?.method === 'ngram' ? 'ngram' : undefined,
@@ -507,6 +510,32 @@ export class EngineCore {
   }
 
   /**
+   * The model's info as this engine presents it: a chatTemplate option replaces the GGUF's everywhere the template
+   * is read (prompts, tool and reasoning parser detection, /tokenizer_info, capabilities).
+   */
+  withOptions(info: NativeModelInfo): NativeModelInfo {
+    const template = this.options.chatTemplate;
+    return template === null ? info : { ...info, chatTemplate: template };
+  }
+
+  /**
+   * params with a seed drawn from the engine's seed (vLLM's `seed` engine argument: sampled requests without a seed
+   * of their own get seeds from one generator started at it, so a run of the same requests in the same order draws
+   * the same tokens); params as they are when the engine has no seed (each request then seeds itself at random),
+   * when they have a seed, or when they are greedy.
+   */
+  seeded(params: SamplingParams): SamplingParams {
+    // greedy requests draw nothing (the server's warm-up, health probes, greedy beam steps): they leave the
+    // sequence of the sampled requests' seeds as it would be without them
+    if (this.#seedState === null || params.seed !== null || params.temperature === 0) return params;
+    // mulberry32: a 32-bit state stepped by a constant, mixed into the next 32-bit seed
+    const s = (this.#seedState = (this.#seedState + 0x6d2b79f5) >>> 0);
+    let t = Math.imul(s ^ (s >>> 15), s | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return { ...params, seed: (t ^ (t >>> 14)) >>> 0 };
+  }
+
+  /**
    * The one submission path of LLM, Engine and the server: params[i].n samples of every prompt i (sample j gets
    * seed + j), all queued or none, aborted together when `signal` fires. Throws synchronously like submit().
    */
@@ -624,10 +653,12 @@ export class EngineCore {
 
   #onEvent(ev: NativeEvent, resolveReady: (r: CoreReady) => void, rejectReady: (e: Error) => void): void {
     switch (ev.type) {
-      case 'ready':
-        this.#readyValue = { info: ev.info, tokenizer: new Tokenizer(ev.tokenizer, ev.info) };
+      case 'ready': {
+        const info = this.withOptions(ev.info);
+        this.#readyValue = { info, tokenizer: new Tokenizer(ev.tokenizer, info) };
         resolveReady(this.#readyValue);
         break;
+      }
       case 'loadError':
         this.#loadError = new Error(ev.message);
         rejectReady(this.#loadError);

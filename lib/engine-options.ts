@@ -1,21 +1,25 @@
 // Engine options shared by LLM (vLLM spelling) and Engine (SGLang spelling), camelCase or snake_case.
 // Invariant: normalizeEngineOptions returns checked values or throws a TypeError / RangeError naming the option;
-// unknown options are rejected. The native engine acts on every one of them: maxNumSeqs, maxNumBatchedTokens,
+// unknown options are rejected. The native engine acts on every one of them (seed and chatTemplate act in
+// engine-core.ts: the seeds of requests without one, the template the model info presents): maxNumSeqs, maxNumBatchedTokens,
 // chunkedPrefillSize and kvCacheMemory drive the scheduler and the paged KV cache; device picks the backend
 // ('auto': CUDA when this build has it and a usable GPU and driver are present, else the CPU; 'cuda' without
 // them fails the load with "device 'cuda' is not available: ..."). kvCacheMemory on a GPU is vLLM's
 // gpu_memory_utilization (fraction of the device's total memory, weights included; default 0.9); on the CPU
 // it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
-// spells it (auto, float16 or its alias half, bfloat16, float32): float16 / bfloat16 keep the KV cache in that type on
-// a GPU (half the memory per token); activations are float32, the CPU's KV cache too, and auto means float32 for now
-// (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
+// spells it (auto, float16 or its alias half, bfloat16, float32): the KV cache's type (float16 / bfloat16: half the
+// memory per token), on the CPU and on a GPU; auto is float16 on the CPU and float32 on a GPU for now; kvCacheDtype
+// sets the cache's type alone. Activations are float32 (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
 // prefill on, a prompt taking up to a step's whole budget as in vLLM V1; -1 turns it off) are the engine's own,
 // read from the addon's limits table, so every layer agrees.
 
+import { Template } from '@huggingface/jinja';
 import { limitRefusal, nativeLimits } from './native.js';
 
 /** vLLM's --dtype values ('half' is accepted as float16). */
 export const DTYPES: readonly string[] = ['auto', 'float16', 'half', 'bfloat16', 'float32'];
+// kv_cache_dtype's short names of the 16-bit types (vLLM's fp16 / SGLang's bf16).
+const KV_ALIASES: Record<string, Dtype> = { fp16: 'float16', bf16: 'bfloat16' };
 export type Dtype = 'auto' | 'float16' | 'bfloat16' | 'float32';
 
 export interface EngineOptionsInput {
@@ -67,7 +71,17 @@ export interface EngineOptionsInput {
   lora_paths?: LoraModuleInput[];
   enableLora?: boolean; // vLLM's enable_lora: accepted (adapters are on whenever loraModules names some)
   enable_lora?: boolean;
+  seed?: number; // vLLM's seed (SGLang's random_seed): requests without a seed draw theirs from it
+  randomSeed?: number;
+  random_seed?: number;
+  kvCacheDtype?: Dtype | 'half' | 'fp16' | 'bf16'; // vLLM's / SGLang's kv_cache_dtype (auto: dtype decides)
+  kv_cache_dtype?: Dtype | 'half' | 'fp16' | 'bf16';
+  chatTemplate?: string; // SGLang's chat_template (vLLM's --chat-template): the Jinja text used instead of the GGUF's
+  chat_template?: string;
 }
+
+/** The KV cache types kvCacheDtype takes ('auto': as dtype says): dtype's, and vLLM's / SGLang's short names. */
+export const KV_CACHE_DTYPES: readonly string[] = [...DTYPES, 'fp16', 'bf16'];
 
 /** A LoRA adapter: { name, path, scale? } (vLLM's { name, path, base_model_name } too), 'name=path', or a path (its own name, SGLang's). */
 export type LoraModuleInput = string | { name: string; path: string; scale?: number; base_model_name?: string; baseModelName?: string };
@@ -131,6 +145,9 @@ export interface EngineOptions {
   // LoRA adapters (llama.cpp's GGUF adapter files), loaded with the model; a request picks one by name (the
   // server: its `model`). Names are unique.
   loraModules: LoraModule[];
+  seed: number | null; // requests without a seed get one from a generator started here; null: each draws at random
+  kvCacheDtype: Dtype; // the KV cache's type when not 'auto' (wins over dtype, which otherwise decides)
+  chatTemplate: string | null; // the chat template used instead of the GGUF's tokenizer.chat_template; null: the GGUF's
 }
 
 type Key = keyof EngineOptions;
@@ -156,6 +173,9 @@ const ALIASES: Record<string, Key> = {
   speculativeConfig: 'speculativeConfig', speculative_config: 'speculativeConfig',
   pooling: 'pooling',
   loraModules: 'loraModules', lora_modules: 'loraModules', loraPaths: 'loraModules', lora_paths: 'loraModules',
+  seed: 'seed', randomSeed: 'seed', random_seed: 'seed',
+  kvCacheDtype: 'kvCacheDtype', kv_cache_dtype: 'kvCacheDtype',
+  chatTemplate: 'chatTemplate', chat_template: 'chatTemplate',
 };
 const ACCEPTED_ONLY = new Set(['enableLora', 'enable_lora']); // checked as booleans, no effect of their own
 // SGLang's flat spellings, folded into speculativeConfig before the options are checked.
@@ -189,9 +209,12 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
       }
       return v;
     case 'dtype':
-      if (v === 'half') return 'float16';
-      if (v === 'auto' || v === 'float16' || v === 'bfloat16' || v === 'float32') return v;
-      throw new RangeError(`${name} must be one of ${DTYPES.join(', ')} (got ${String(v)})`);
+    case 'kvCacheDtype': {
+      const t = v === 'half' ? 'float16' : key === 'kvCacheDtype' && typeof v === 'string' ? KV_ALIASES[v] ?? v : v;
+      if (t === 'auto' || t === 'float16' || t === 'bfloat16' || t === 'float32') return t;
+      if (key === 'dtype') throw new RangeError(`${name} must be one of ${DTYPES.join(', ')} (got ${String(v)})`);
+      throw new RangeError(`${name} must be one of ${KV_CACHE_DTYPES.join(', ')} (got ${String(v)}; fp8 caches are not supported)`);
+    }
     case 'device':
       if (v === 'auto' || v === 'cpu' || v === 'cuda') return v;
       throw new RangeError(`${name} must be 'auto', 'cpu' or 'cuda' (got ${String(v)})`);
@@ -216,6 +239,17 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
       if (v === 'mean' || v === 'cls' || v === 'last') return v;
       throw new RangeError(`${name} must be 'mean', 'cls' or 'last' (got ${String(v)})`);
     case 'loraModules': return loraModules(name, v);
+    case 'seed':
+      if (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
+      throw new RangeError(`${name} must be an integer in [0, 4294967295] (got ${String(v)})`);
+    case 'chatTemplate':
+      if (typeof v !== 'string' || v.trim().length === 0) throw new TypeError(`${name} must be the text of a Jinja chat template`);
+      try {
+        new Template(v); // a broken template fails here, not at the first chat request
+      } catch (e) {
+        throw new TypeError(`${name}: the chat template does not parse: ${(e as Error).message}`);
+      }
+      return v;
   }
 }
 
@@ -341,6 +375,9 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     speculativeConfig: null,
     pooling: null,
     loraModules: [],
+    seed: null,
+    kvCacheDtype: 'auto',
+    chatTemplate: null,
   };
   input = foldSglangSpeculative(input, what);
   const seen = new Map<Key, string>();
@@ -363,4 +400,9 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     throw new RangeError(`${what}: imageMinTokens (${out.imageMinTokens}) is above imageMaxTokens (${out.imageMaxTokens})`);
   }
   return out;
+}
+
+/** The KV cache type the engine is asked for: kvCacheDtype unless 'auto', else dtype. */
+export function kvCacheType(o: Pick<EngineOptions, 'dtype' | 'kvCacheDtype'>): Dtype {
+  return o.kvCacheDtype !== 'auto' ? o.kvCacheDtype : o.dtype;
 }

@@ -143,7 +143,7 @@ export class Engine {
       const file = this.#core.modelFile;
       if (file === null) throw new Error('engine.tokenizer: the model reference is still being resolved; await engine.ready() first');
       const { info, tokenizer } = loadNative().NativeEngine.inspect(file);
-      this.#earlyTokenizer = new Tokenizer(tokenizer, info);
+      this.#earlyTokenizer = new Tokenizer(tokenizer, this.#core.withOptions(info));
     }
     return this.#earlyTokenizer;
   }

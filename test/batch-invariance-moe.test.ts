@@ -17,8 +17,9 @@ const SPECS: { label: string; spec: ModelSpec; headDim: number }[] = [
 ];
 for (const { label, spec, headDim } of SPECS) {
   t.test(`qwen3moe ${label}: 32 mixed prompts batched == one at a time (greedy + seeded), chunked on/off, tight KV with preemption`, async (t) => {
-    // KV for just 2 max-length sequences (f32 K and V of every layer), so 32 requests must queue and preempt
-    const bytesPerToken = spec.nLayer * spec.nHeadKv * headDim * 2 * 4;
+    // KV for just 2 max-length sequences (float16 K and V of every layer: the CPU's default), so 32 requests must
+    // queue and preempt
+    const bytesPerToken = spec.nLayer * spec.nHeadKv * headDim * 2 * 2;
     await checkBatchInvariance(t, await fixtureModel(spec), {
       minDistinct: 32,
       tight: { chunkedPrefillSize: 32, maxNumBatchedTokens: 128, kvCacheMemory: 2 * MAX_LEN * bytesPerToken },

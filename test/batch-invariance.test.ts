@@ -8,8 +8,9 @@ import { fixtureModel } from './helpers/fixtures.js';
 
 const SPEC = { arch: 'llama', tokenizer: 'llama2', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 21 } as const;
 t.test('32 mixed prompts: batched == one at a time (greedy + seeded), tight KV with preemption, chunked on/off', async (t) => {
-  // KV for just 2 max-length sequences (f32 K and V of every layer), so 32 requests must queue and preempt
-  const bytesPerToken = SPEC.nLayer * SPEC.nHeadKv * (SPEC.nEmbd / SPEC.nHead) * 2 * 4;
+  // KV for just 2 max-length sequences (float16 K and V of every layer: the CPU's default), so 32 requests must
+  // queue and preempt
+  const bytesPerToken = SPEC.nLayer * SPEC.nHeadKv * (SPEC.nEmbd / SPEC.nHead) * 2 * 2;
   await checkBatchInvariance(t, await fixtureModel(SPEC), {
     tight: { chunkedPrefillSize: 32, maxNumBatchedTokens: 128, kvCacheMemory: 2 * MAX_LEN * bytesPerToken },
   });

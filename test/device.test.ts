@@ -147,17 +147,22 @@ t.test('spindle bench --device: validated, passed to the engine, the backend col
   t.equal(cuda.out, '', 'no report');
 });
 
-t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU, float32 on the CPU; modelInfo says which', async (t) => {
+t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU and on the CPU (auto: the CPU\'s default); modelInfo says which', async (t) => {
   for (const dtype of [undefined, 'float32', 'float16', 'half', 'bfloat16'] as const) {
     for (const device of ['cpu', auto] as const) {
       const llm = new LLM({ model: path, maxModelLen: 64, threads: 2, device: device as 'cpu' | 'cuda', dtype });
       t.teardown(() => llm.close());
       await llm.ready();
-      const want = device === 'cuda' && dtype && dtype !== 'float32' ? (dtype === 'half' ? 'float16' : dtype) : 'float32';
+      // auto: float16 on the CPU (llama.cpp's default), float32 on a GPU for now
+      const want = dtype === undefined ? (device === 'cpu' ? 'float16' : 'float32') : dtype === 'half' ? 'float16' : dtype;
       t.equal(llm.modelInfo.kvCacheDtype, want, `dtype ${dtype ?? '(default)'} on ${device}`);
       const [out] = await llm.generate('Hello', { temperature: 0, maxTokens: 4, ignoreEos: true });
       t.equal(out.outputs[0].tokenIds.length, 4);
     }
   }
+  const kv = new LLM({ model: path, maxModelLen: 64, threads: 2, device: 'cpu', dtype: 'float16', kvCacheDtype: 'bf16' });
+  t.teardown(() => kv.close());
+  await kv.ready();
+  t.equal(kv.modelInfo.kvCacheDtype, 'bfloat16', 'kvCacheDtype (vLLM\'s kv_cache_dtype) wins over dtype for the cache');
   t.equal(loadNative().NativeEngine.inspect(path).info.kvCacheDtype, null, 'inspect() loads nothing: kvCacheDtype null');
 });

@@ -63,7 +63,8 @@ for (const c of CASES) {
     const adapter = await adapterFor(c.spec, `${c.label.split(' ')[0]}-a`, {
       type: c.type, seed: 5, std: 0.2 / Math.sqrt(8), targets: c.output ? (n) => n === 'output.weight' || /^blk\.\d+\./.test(n) : undefined,
     });
-    const llm = new LLM({ model: path, maxModelLen: 256, threads: 2, loraModules: [{ name: 'a', path: adapter }] });
+    // float32 K / V: llama.cpp below runs with an F32 KV cache (the comparison tier's tolerances assume both)
+    const llm = new LLM({ model: path, maxModelLen: 256, threads: 2, dtype: 'float32', loraModules: [{ name: 'a', path: adapter }] });
     t.teardown(() => llm.close());
     await llm.ready();
     const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: true });

@@ -31,10 +31,10 @@ async function chatWorkload(llm: LLM, params: object): Promise<{ outputs: number
   return { outputs, cached };
 }
 
-// KV bytes per token: attention layers only (lfm2: 2 of 6), plus lfm2's conv-state checkpoint per block
-// (4 conv layers x 2 rows x 64 floats per 16 tokens)
-const KV_PER_TOKEN: Record<string, number> = { llama: 2 * 2 * 16 * 2 * 4, qwen3moe: 2 * 2 * 16 * 2 * 4,
-  lfm2: 2 * 2 * 16 * 2 * 4 + (4 * 2 * 64 * 4) / 16, lfm2moe: 2 * 2 * 16 * 2 * 4 + (4 * 2 * 64 * 4) / 16 };
+// KV bytes per token: attention layers only (lfm2: 2 of 6; float16 K and V, the CPU's default), plus lfm2's f32
+// conv-state checkpoint per block (4 conv layers x 2 rows x 64 floats per 16 tokens)
+const KV_PER_TOKEN: Record<string, number> = { llama: 2 * 2 * 16 * 2 * 2, qwen3moe: 2 * 2 * 16 * 2 * 2,
+  lfm2: 2 * 2 * 16 * 2 * 2 + (4 * 2 * 64 * 4) / 16, lfm2moe: 2 * 2 * 16 * 2 * 2 + (4 * 2 * 64 * 4) / 16 };
 const STATE_PER_SEQ: Record<string, number> = { llama: 0, qwen3moe: 0, lfm2: 4 * 2 * 64 * 4, lfm2moe: 4 * 2 * 64 * 4 };
 
 for (const [label, spec] of [['llama', DENSE], ['qwen3moe', MOE], ['lfm2', LFM2], ['lfm2moe', LFM2MOE]] as const) {

@@ -20,7 +20,8 @@ import { completionLogprobs, promptCompletionLogprobs, vllmPromptLogprobs } from
 
 const path = await fixtureModel({ nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 11, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
 const TEXT = 'The quick brown fox jumps over the lazy dog. Once upon a time there was';
-const llm = new LLM({ model: path, maxModelLen: 256, threads: 2 });
+// float32 K / V: the llama.cpp reference below runs with an F32 KV cache (the tolerances assume both)
+const llm = new LLM({ model: path, maxModelLen: 256, threads: 2, dtype: 'float32' });
 t.teardown(() => llm.close());
 await llm.ready();
 const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: false });
@@ -61,7 +62,7 @@ t.test('offline: llama.cpp log-softmax at every prompt position; null first; the
   }
 });
 
-const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 256, threads: 2 }, 'serve'), servedModelNames: ['m'] });
+const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 256, threads: 2, dtype: 'float32' }, 'serve'), servedModelNames: ['m'] });
 await app.listen({ host: '127.0.0.1', port: 0 });
 t.teardown(() => app.close());
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0 });

@@ -66,7 +66,7 @@ for (const [label, spec] of [['llama', DENSE], ['qwen3moe', MOE], ['lfm2', LFM2]
 t.test('drafts under preemption and prefix caching: same tokens, counters consistent', async (t) => {
   const model = await fixtureModel(LFM2);
   // KV for one max-length sequence (16 blocks of 16) across 4 sequences: the batch preempts while drafting
-  const kv = MAX_LEN * (2 * 2 * 16 * 2 * 4 + (4 * 2 * 64 * 4) / 16) + 4 * 4 * 2 * 64 * 4;
+  const kv = MAX_LEN * (2 * 2 * 16 * 2 * 2 + (4 * 2 * 64 * 4) / 16) + 4 * 4 * 2 * 64 * 4; // float16 K / V (the CPU's default)
   const base = { model, maxModelLen: MAX_LEN, threads: 2, maxNumSeqs: 4, kvCacheMemory: kv };
   const plain = new LLM(base);
   const spec = new LLM({ ...base, speculativeConfig: { method: 'ngram', promptLookupMin: 1 } });

@@ -49,6 +49,8 @@ export interface AppOptions extends ServerEngineOptions {
   logger?: FastifyServerOptions['logger'];
   /** A pino logger for the request lines (`--log-format json`); give this or `logger`, not both. */
   loggerInstance?: FastifyBaseLogger;
+  /** false (--disable-log-requests): no `incoming request` / `request completed` lines; errors are still logged. */
+  logRequests?: boolean;
   /** --root-path, normalized by parseRootPath ('' or absent: none): every route also answers under it. */
   rootPath?: string;
   bodyLimit?: number; // bytes
@@ -75,6 +77,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const rootPath = options.rootPath ?? '';
   const app = Fastify({
     ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: options.logger ?? false }),
+    disableRequestLogging: options.logRequests === false,
     genReqId: requestId,
     rewriteUrl: rootPath === '' ? undefined : (req) => stripRootPath(req.url ?? '/', rootPath),
     bodyLimit: options.bodyLimit ?? BODY_LIMIT,

@@ -25,6 +25,7 @@ import { DEFAULT_KEEP_ALIVE_MS, parseKeepAliveFlag } from './keep-alive.js';
 import { serveLog, type LogFormat, type ServeLog } from './log-format.js';
 import { listening, readyLine } from './serve-lines.js';
 import { apiKeysFrom, logFormatFrom, modelFrom, rootPathFrom } from './serve-env.js';
+import { COMPAT_OPTIONS, COMPAT_PAIRS, commaList, compatSettings, expandShortFlags, type LogLevel } from './launch-compat.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
        spindle serve --ollama [flags]
@@ -81,9 +82,12 @@ Flags (vLLM spelling first, SGLang alias after):
                                       use (weights + KV cache, as vLLM; default 0.9); on the CPU, the
                                       fraction of free memory for the KV cache (default 0.25, at most 2 GiB)
   --dtype auto|float16|bfloat16|float32   KV cache type (half = float16): float16 / bfloat16 keep it in
-                                      16 bits on a GPU (twice the tokens per byte); the CPU's KV cache and
-                                      activations stay float32, auto is float32 (a note says which at
-                                      startup); weights keep their GGUF type
+                                      16 bits (twice the tokens per byte, half the bytes attention reads),
+                                      on a GPU and on the CPU; auto is float16 on the CPU (llama.cpp's
+                                      default) and float32 on a GPU for now (a line says which at startup);
+                                      activations are float32, weights keep their GGUF type
+  --kv-cache-dtype auto|float16|bfloat16|float32   the KV cache type alone (fp16 / bf16 too; auto: as
+                                      --dtype says); fp8 is refused
   --pooling mean|cls|last             how /v1/embeddings and /api/embed pool the hidden states (llama.cpp's
                                       --pooling; default: the model file's pooling type, else last)
   --threads N                         engine threads (default ${availableParallelism()})
@@ -112,6 +116,23 @@ Flags (vLLM spelling first, SGLang alias after):
   --enable-torch-compile              accepted for SGLang compatibility; no effect here
   --incremental-streaming-output      SGLang's: streamed /generate frames carry only what they add (text,
                                       output_ids, output logprobs), not the whole answer so far
+  --chat-template FILE|TEXT           a Jinja chat template used instead of the GGUF's (a file, or the
+                                      template itself), checked at startup
+  --seed, --random-seed N             requests without a seed draw theirs from a generator started at N, so
+                                      the same requests in the same order sample the same tokens
+  --enforce-eager, --disable-cuda-graph   no CUDA graphs (each decode step launches its kernels)
+  --log-level L                       SGLang's: trace, debug, info (default), warning, error, critical; the
+                                      server's own lines below L are not written (errors always are)
+  --uvicorn-log-level, --log-level-http L   the per-request lines' level (--log-format json)
+  --disable-log-requests, --disable-uvicorn-access-log   no per-request lines (errors are still logged)
+  --allowed-origins JSON              vLLM's CORS list ('["*"]'), the same as --cors-origins
+  Accepted as in vLLM / SGLang where they can mean only what Spindle does (a note says so when they ask for
+  something): --enable-auto-tool-choice, --enable-metrics, --disable-log-stats, --disable-fastapi-docs,
+  --enable-log-requests, --scheduling-policy fcfs,
+  --trust-remote-code, --tokenizer / --tokenizer-path, --generation-config auto|vllm, --swap-space,
+  --stream-interval, --attention-backend, --sampling-backend, --max-cpu-loras, --lora-dtype, --quantization gguf,
+  --load-format auto|gguf, --schedule-policy fcfs, and -tp / --tensor-parallel-size / --tp-size / --tp,
+  -pp / --pipeline-parallel-size, -dp / --data-parallel-size / --dp-size / --dp at 1 (one device per server)
   -h, --help                          this text
 
 Environment (a flag on the command line wins over its variable; a variable wins over the default):
@@ -128,7 +149,7 @@ class FlagError extends Error {}
 
 const PAIRS: Array<[string, string]> = [
   ['model', 'model-path'], ['max-model-len', 'context-length'], ['max-num-seqs', 'max-running-requests'],
-  ['gpu-memory-utilization', 'mem-fraction-static'],
+  ['gpu-memory-utilization', 'mem-fraction-static'], ['cors-origins', 'allowed-origins'], ...COMPAT_PAIRS,
 ];
 
 const DEVICES: readonly string[] = ['auto', 'cpu', 'cuda'];
@@ -156,6 +177,7 @@ const OPTIONS = {
   'lora-modules': { type: 'string', multiple: true }, 'lora-paths': { type: 'string', multiple: true },
   'enable-lora': { type: 'boolean' }, 'max-lora-rank': { type: 'string' }, 'max-loras': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+  ...COMPAT_OPTIONS, // vLLM's and SGLang's other launch-line flags (launch-compat.ts)
 } as const;
 
 // An engine option's flag: an integer the engine's limits table allows (the same check and range text as every
@@ -184,6 +206,9 @@ export interface ServeConfig {
   servedModelNames: string[] | null;
   notes: string[]; // accepted flags without effect
   logFormat: LogFormat;
+  logLevel: LogLevel | null; // SGLang's --log-level: the server's own lines; null: info
+  httpLogLevel: LogLevel | null; // vLLM's --uvicorn-log-level, SGLang's --log-level-http: the request lines (json)
+  env: Record<string, string>; // set in the process before the engine loads (--enforce-eager)
 }
 
 /** Runner mode's settings, or null (single-model mode); refuses the flags that belong to the other mode. */
@@ -265,7 +290,7 @@ function loraModulesFrom(entries: string[] | undefined): LoraModuleInput[] | und
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServeConfig | 'help' {
   let parsed;
   try {
-    parsed = parseArgs({ args: joinNegativeValues(spreadLoraModules(argv), OPTIONS), options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: joinNegativeValues(spreadLoraModules(expandShortFlags(argv)), OPTIONS), options: OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
     throw new FlagError((e as Error).message);
   }
@@ -308,6 +333,14 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const cors = s('cors-origins');
   const model = modelFrom(flagModel ?? parsed.positionals[0], v.ollama === true, env);
   const runner = runnerConfig(v, model, env);
+  const logFormat = logFormatFrom(s('log-format'), env);
+  let compat;
+  try {
+    compat = compatSettings(v, runner !== null, logFormat === 'text');
+  } catch (e) {
+    throw new FlagError((e as Error).message);
+  }
+  notes.push(...compat.notes);
   const listen = address(s('host'), int('port', s('port'), 0, 65535), runner !== null, env);
   return {
     model: model ?? null,
@@ -319,7 +352,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       rootPath: rootPathFrom(s('root-path'), env),
       warmup: v['skip-server-warmup'] !== true,
       maxQueuedRequests: int('max-queued-requests', s('max-queued-requests'), 0, 1 << 20) ?? 256,
-      corsOrigins: cors === undefined ? [] : cors.split(',').map((o) => o.trim()).filter(Boolean),
+      corsOrigins: compat.corsOrigins ?? (cors === undefined ? [] : commaList(cors)),
+      logRequests: compat.logRequests,
       drainTimeoutMs: drain === undefined ? undefined : drain * 1000,
       strictModelName: v['strict-model-name'] === true,
       // vLLM's switch for /v1/load_lora_adapter and /v1/unload_lora_adapter ('1' or 'true', as vLLM reads it)
@@ -343,14 +377,18 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       imageMinTokens: int('image-min-tokens', s('image-min-tokens'), 1, 65536),
       imageMaxTokens: int('image-max-tokens', s('image-max-tokens'), 1, 65536),
       allowedLocalMediaPath: s('allowed-local-media-path'),
-      allowedMediaDomains: domains === undefined ? undefined : domains.split(',').map((d) => d.trim()).filter(Boolean),
+      allowedMediaDomains: domains === undefined ? undefined : commaList(domains),
       enablePrefixCaching: cacheOff ? false : undefined,
       speculativeConfig: speculative, // checked by normalizeEngineOptions
       loraModules: loraModulesFrom(loraModules.length > 0 ? loraModules : undefined), // checked by normalizeEngineOptions
+      ...compat.engine,
     },
     servedModelNames: (v['served-model-name'] as string[] | undefined) ?? null,
     notes,
-    logFormat: logFormatFrom(s('log-format'), env),
+    logFormat,
+    logLevel: compat.logLevel,
+    httpLogLevel: compat.httpLogLevel,
+    env: compat.env,
   };
 }
 
@@ -427,9 +465,10 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     io.stderr.write(`spindle serve: ${(e as Error).message}\n\n${HELP}\n`);
     return 2;
   }
-  const slog = serveLog(cfg.logFormat, io.stdout, io.stderr);
+  const slog = serveLog(cfg.logFormat, io.stdout, io.stderr, { level: cfg.logLevel ?? 'info', httpLevel: cfg.httpLogLevel ?? undefined });
   const log = slog.info;
-  for (const note of cfg.notes) log(note);
+  for (const note of cfg.notes) slog.warn(note);
+  Object.assign(process.env, cfg.env); // read by the engine when it loads (--enforce-eager: SPINDLE_CUDA_GRAPHS=0)
   if (cfg.runner) return serveRunner(cfg, cfg.runner, engine, io, slog);
   const demo = cfg.model === null;
   try {
@@ -451,15 +490,13 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
       await server.shutdown();
       return 1;
     }
-    if (demo) log(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
+    if (demo) slog.warn(`serving the built-in demo model '${names[0]}': RANDOM WEIGHTS, its answers are nonsense; pass a .gguf file for a real model`);
     const device = server.app.engine.core.readyValue?.info.device ?? 'an unknown device';
     log(`model '${names[0]}' from ${engine.model} on ${device}`);
     const mmproj = server.app.engine.core.readyValue?.info.mmproj;
     if (mmproj) log(`vision projector ${mmproj}: the model takes images`);
-    if (engine.dtype === 'float16' || engine.dtype === 'bfloat16') {
-      const kv = server.app.engine.core.readyValue?.info.kvCacheDtype ?? 'float32';
-      log(`--dtype ${engine.dtype}: the KV cache is ${kv} on ${device}; activations are float32 (weights keep their GGUF types)`);
-    }
+    const kv = server.app.engine.core.readyValue?.info.kvCacheDtype ?? 'float32';
+    log(`the KV cache is ${kv} on ${device}; activations are float32 (weights keep their GGUF types)`);
     readyLine(slog, server.app.engine.readyTimings);
     const base = `${server.url}${cfg.serve.rootPath ?? ''}`;
     const ui = cfg.serve.ui === false ? '' : `; web UI: ${base}/`;

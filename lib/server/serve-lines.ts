@@ -7,7 +7,7 @@ import type { ReadyTimings } from './plugins/engine.js';
 /** The line that says where the server listens (tests and scripts wait for `listening on <url> `). */
 export function listening(slog: ServeLog, io: CommandIo, format: LogFormat, base: string, apis: string): void {
   const line = `listening on ${base} (${apis})`;
-  if (format === 'json') slog.info(line, { url: base });
+  if (format === 'json') slog.announce(line, { url: base });
   else io.stdout.write(`spindle serve: ${line}\n`);
 }
 

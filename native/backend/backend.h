@@ -52,8 +52,8 @@ struct attention_params {
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
-  int64_t k_row_stride = 0;  // floats between consecutive positions in the K cache (>= n_head_kv * head_dim_k)
-  int64_t v_row_stride = 0;  // floats between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
+  int64_t k_row_stride = 0;  // elements (of kv) between consecutive positions in the K cache (>= n_head_kv * head_dim_k)
+  int64_t v_row_stride = 0;  // elements (of kv) between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
   float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
   bool causal = true;        // false: bidirectional, every query attends to every cache row
   kv_type kv = kv_type::f32; // the element type of the K / V cache (strides in its elements)
@@ -79,7 +79,8 @@ class backend {
   virtual int n_threads() const = 0;
   // True for the weight types matmul and get_rows accept.
   virtual bool supports_type(ggml_type type) const = 0;
-  // True for the K / V store types store_kv, rope_store_kv and the paged attention ops take (f32 everywhere).
+  // True for the K / V store types store_kv, rope_store_kv and the paged attention ops take (f32 everywhere; the CPU
+  // and CUDA backends take f16 and bf16 too).
   virtual bool supports_kv(kv_type t) const { return t == kv_type::f32; }
   // Free and total bytes of the device memory the backend allocates from; false when it has no such limit
   // of its own (CPU: host memory).

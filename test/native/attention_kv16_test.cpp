@@ -1,8 +1,8 @@
 // 16-bit K / V stores on the CPU (kv_type f16 / bf16): store_kv rounds each value to nearest even (fp16.h's
 // bits), and attention over a 16-bit store gives, bit for bit, attention over an f32 store holding the same
-// rounded values, on every path (the active level's tiled or per-item kernels through attention_paged with 1 and
-// 2 threads, the AVX2 per-item kernel, the portable kernel), for head dims the fast kernels cover and ones they
-// leave to fallbacks; and the plain reference reads the 16-bit store too.
+// rounded values, on every path (the active level's tiled or per-item kernels through attention_paged and
+// attention() over a contiguous cache with 1 and 2 threads, the AVX2 per-item kernel, the portable kernel), for head
+// dims the fast kernels cover and ones they leave to fallbacks; and the plain reference reads the 16-bit store too.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -33,6 +33,21 @@ const shape k_shapes[] = {
     {4, 1, 36, 12, 2, 3},       // dv % 8 != 0: the per-item kernel's scalar tail
 };
 
+// The attention parameters of a shape; row strides padded by k_pad / v_pad elements.
+attention_params params_of(const shape& s, int64_t k_pad = 0, int64_t v_pad = 0) {
+  attention_params a;
+  a.n_head = s.n_head;
+  a.n_head_kv = s.n_head_kv;
+  a.head_dim_k = s.dk;
+  a.head_dim_v = s.dv;
+  a.n_past = s.n_past;
+  a.n_tokens = s.n_tokens;
+  a.k_row_stride = (int64_t)s.n_head_kv * s.dk + k_pad;
+  a.v_row_stride = (int64_t)s.n_head_kv * s.dv + v_pad;
+  a.scale = 1.0f / std::sqrt((float)s.dk);
+  return a;
+}
+
 float widen(kv_type t, uint16_t bits) { return t == kv_type::f16 ? fp16_to_f32(bits) : bf16_to_f32(bits); }
 uint16_t round16(kv_type t, float x) { return t == kv_type::f16 ? f32_to_fp16(x) : f32_to_bf16(x); }
 
@@ -45,15 +60,7 @@ struct paged_pair {
   paged_pair(cpu_backend& be, const shape& s, kv_type t, uint32_t seed) {
     const int32_t bs = 16;
     const int64_t n_pos = s.n_past + s.n_tokens, n_used = (n_pos + bs - 1) / bs;
-    p.attn.n_head = s.n_head;
-    p.attn.n_head_kv = s.n_head_kv;
-    p.attn.head_dim_k = s.dk;
-    p.attn.head_dim_v = s.dv;
-    p.attn.n_past = s.n_past;
-    p.attn.n_tokens = s.n_tokens;
-    p.attn.k_row_stride = (int64_t)s.n_head_kv * s.dk;
-    p.attn.v_row_stride = (int64_t)s.n_head_kv * s.dv;
-    p.attn.scale = 1.0f / std::sqrt((float)s.dk);
+    p.attn = params_of(s);
     p.block_size = bs;
     p.n_blocks = (int32_t)n_used;
     table.resize((size_t)n_used);
@@ -188,6 +195,42 @@ TEST_CASE("kv16: the per-item kernels (portable and AVX2) read 16-bit rows as th
         ops_attention_head_kv(q, k, v, n_kv, dk, dv, scale, scratch, out);
       });
       if (cpu_level_supported(cpu_level::avx2)) check_per_item(pp, ops_attention_head_kv_avx2);
+    }
+  }
+}
+
+TEST_CASE("kv16: attention() over a contiguous 16-bit cache (padded, odd row strides) equals the f32 cache of its values") {
+  const shape shapes[] = {{32, 8, 64, 64, 600, 1}, {16, 8, 128, 128, 0, 37}, {4, 2, 40, 20, 5, 11}, {4, 1, 36, 12, 2, 3},
+                          {8, 2, 80, 80, 300, 1}};
+  cpu_backend one(1), two(2);
+  uint32_t seed = 90;
+  for (kv_type t : {kv_type::f16, kv_type::bf16}) {
+    for (const shape& s : shapes) {
+      const attention_params a = params_of(s, 3, 5);  // odd strides: 16-bit rows start at any 2-byte boundary
+      const int64_t n_pos = s.n_past + s.n_tokens;
+      std::mt19937 g(seed++);
+      std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+      std::vector<float> q((size_t)(s.n_tokens * s.n_head * s.dk)), kf((size_t)(n_pos * a.k_row_stride)),
+          vf((size_t)(n_pos * a.v_row_stride));
+      for (float& x : q) x = 4.0f * d(g);
+      for (float& x : kf) x = d(g);
+      for (float& x : vf) x = d(g);
+      std::vector<float> k16((size_t)kv_store_floats(t, (int64_t)kf.size())), v16((size_t)kv_store_floats(t, (int64_t)vf.size()));
+      one.store_kv(k16.data(), v16.data(), nullptr, kf.data(), vf.data(), n_pos, a.k_row_stride, a.v_row_stride, t);
+      const uint16_t* kb = reinterpret_cast<const uint16_t*>(k16.data());
+      const uint16_t* vb = reinterpret_cast<const uint16_t*>(v16.data());
+      for (size_t i = 0; i < kf.size(); ++i) kf[i] = widen(t, kb[i]);
+      for (size_t i = 0; i < vf.size(); ++i) vf[i] = widen(t, vb[i]);
+      const size_t n_out = (size_t)(s.n_tokens * s.n_head * s.dv);
+      std::vector<float> want(n_out, NAN);
+      one.attention(a, q.data(), kf.data(), vf.data(), want.data());
+      attention_params a16 = a;
+      a16.kv = t;
+      for (cpu_backend* be : {&one, &two}) {
+        std::vector<float> got(n_out, NAN);
+        be->attention(a16, q.data(), k16.data(), v16.data(), got.data());
+        CHECK(same_bits(got, want));
+      }
     }
   }
 }

@@ -279,6 +279,10 @@ TEST_CASE("model forward_batch: 16-bit KV caches (f16, bf16) keep batch invarian
     auto l32 = load_arch("llama", ggml_type::F32);
     CHECK(l16->m->kv_dtype() == kv);
     CHECK(l32->m->kv_dtype() == kv_type::f32);
+    model_options auto_kv;  // --dtype auto: float16 on the CPU
+    auto_kv.threads = 1;
+    auto_kv.kv_auto = true;
+    CHECK(model::load(l16->path, auto_kv)->kv_dtype() == kv_type::f16);
     const auto toks = seq_tokens(40, l16->m->hparams().n_vocab, 9);
     const auto a = alone(*l16->m, toks), b = alone(*l32->m, toks);
     double d = 0, scale = 0;

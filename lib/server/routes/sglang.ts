@@ -156,6 +156,8 @@ function serverInfo(engine: ServerEngine): Record<string, unknown> {
     device: info?.device ?? null,
     dtype: o.dtype,
     kv_cache_dtype: info?.kvCacheDtype ?? null,
+    random_seed: o.seed,
+    chat_template: o.chatTemplate,
     speculative_algorithm: spec?.method === 'ngram' ? 'NGRAM' : spec?.method === 'draft_model' ? 'STANDALONE' : null,
     speculative_num_draft_tokens: spec ? spec.numSpeculativeTokens ?? 16 : null,
     speculative_draft_model_path: spec?.model ?? null,

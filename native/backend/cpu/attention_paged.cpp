@@ -22,6 +22,9 @@ void attention_paged_check(const paged_attention_params& p) {
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
   }
+  if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16) {
+    throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
+  }
   if (a.k_row_stride < (int64_t)a.n_head_kv * a.head_dim_k || a.v_row_stride < (int64_t)a.n_head_kv * a.head_dim_v) {
     throw error("attention_paged: row stride smaller than a KV row");
   }

@@ -200,17 +200,20 @@ SPINDLE_AVX2 static void qk_dots32_avx2(const float* q, const kv_rows& k, int64_
   }
 }
 
-// One K row as f32 for the dims the 32-wide kernels do not cover: f32 rows in place, 16-bit ones widened into wide.
-static const float* k_row_f32(const kv_rows& k, int64_t j, int32_t n, std::vector<float>& wide) {
+// One K row as f32 for the dims the 32-wide kernels do not cover: f32 rows in place, 16-bit ones widened into wide
+// (8 at a time with load8, the rest one by one: the same exact values).
+template <class E>
+SPINDLE_AVX2 static void widen_row(const E* x, int32_t n, float* out) {
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load8(x + i));
+  for (; i < n; ++i) out[i] = kv_to_f32(x[i]);
+}
+
+SPINDLE_AVX2 static const float* k_row_f32(const kv_rows& k, int64_t j, int32_t n, std::vector<float>& wide) {
   if (k.type == kv_type::f32) return k.row_as<float>(j);
   if (wide.size() < (size_t)n) wide.resize((size_t)n);
-  if (k.type == kv_type::f16) {
-    const kv_f16* x = k.row_as<kv_f16>(j);
-    for (int32_t i = 0; i < n; ++i) wide[(size_t)i] = kv_to_f32(x[i]);
-  } else {
-    const kv_bf16* x = k.row_as<kv_bf16>(j);
-    for (int32_t i = 0; i < n; ++i) wide[(size_t)i] = kv_to_f32(x[i]);
-  }
+  if (k.type == kv_type::f16) widen_row(k.row_as<kv_f16>(j), n, wide.data());
+  else widen_row(k.row_as<kv_bf16>(j), n, wide.data());
   return wide.data();
 }
 
