@@ -7,6 +7,7 @@
 import { AsyncQueue } from './async-queue.js';
 import { existsSync } from 'node:fs';
 import { kvCacheType, type EngineOptions, type LoraModule } from './engine-options.js';
+import { readModelFileInfo, type GgufSampling } from './gguf/file-info.js';
 import {
   loadNative,
   type FinishReason,
@@ -301,6 +302,7 @@ export class EngineCore {
   #closing: Promise<void> | undefined;
   #closed = false;
   #seedState: number | null; // options.seed's generator (mulberry32), which seeds requests that bring none
+  #sampling: GgufSampling | undefined; // modelSampling()'s, read once
 
   constructor(options: EngineOptions) {
     this.modelPath = options.model;
@@ -507,6 +509,22 @@ export class EngineCore {
     const handle = new RequestHandle(this, id, stream);
     this.#requests.set(id, handle);
     return handle;
+  }
+
+  /**
+   * The model maker's recommended sampling (the GGUF's general.sampling.*), read from the file's header once the
+   * model file is known; {} with generationConfig 'vllm', before the file is known, or when the header cannot be read.
+   */
+  modelSampling(): GgufSampling {
+    if (this.options.generationConfig === 'vllm' || this.#modelFile === null) return {};
+    if (this.#sampling === undefined) {
+      try {
+        this.#sampling = readModelFileInfo(this.#modelFile).sampling;
+      } catch {
+        this.#sampling = {}; // the load reports a bad file; defaults are not the place to fail
+      }
+    }
+    return this.#sampling;
   }
 
   /**

@@ -78,6 +78,10 @@ export interface EngineOptionsInput {
   kv_cache_dtype?: Dtype | 'half' | 'fp16' | 'bf16';
   chatTemplate?: string; // SGLang's chat_template (vLLM's --chat-template): the Jinja text used instead of the GGUF's
   chat_template?: string;
+  generationConfig?: 'auto' | 'vllm'; // vLLM's generation_config: 'auto' applies the GGUF's general.sampling.*
+  generation_config?: 'auto' | 'vllm';
+  samplingDefaults?: 'model' | 'openai'; // SGLang's sampling_defaults: 'model' = 'auto', 'openai' = 'vllm'
+  sampling_defaults?: 'model' | 'openai';
 }
 
 /** The KV cache types kvCacheDtype takes ('auto': as dtype says): dtype's, and vLLM's / SGLang's short names. */
@@ -148,6 +152,9 @@ export interface EngineOptions {
   seed: number | null; // requests without a seed get one from a generator started here; null: each draws at random
   kvCacheDtype: Dtype; // the KV cache's type when not 'auto' (wins over dtype, which otherwise decides)
   chatTemplate: string | null; // the chat template used instead of the GGUF's tokenizer.chat_template; null: the GGUF's
+  // 'auto': the model maker's recommended sampling (the GGUF's general.sampling.*, copied from generation_config.json
+  // by llama.cpp's converter) is the default of the fields a request leaves out; 'vllm': the API's own defaults.
+  generationConfig: 'auto' | 'vllm';
 }
 
 type Key = keyof EngineOptions;
@@ -176,6 +183,8 @@ const ALIASES: Record<string, Key> = {
   seed: 'seed', randomSeed: 'seed', random_seed: 'seed',
   kvCacheDtype: 'kvCacheDtype', kv_cache_dtype: 'kvCacheDtype',
   chatTemplate: 'chatTemplate', chat_template: 'chatTemplate',
+  generationConfig: 'generationConfig', generation_config: 'generationConfig',
+  samplingDefaults: 'generationConfig', sampling_defaults: 'generationConfig',
 };
 const ACCEPTED_ONLY = new Set(['enableLora', 'enable_lora']); // checked as booleans, no effect of their own
 // SGLang's flat spellings, folded into speculativeConfig before the options are checked.
@@ -242,6 +251,11 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'seed':
       if (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
       throw new RangeError(`${name} must be an integer in [0, 4294967295] (got ${String(v)})`);
+    case 'generationConfig': {
+      const t = v === 'model' ? 'auto' : v === 'openai' ? 'vllm' : v; // SGLang's sampling_defaults
+      if (t === 'auto' || t === 'vllm') return t;
+      throw new RangeError(`${name} must be 'auto' or 'vllm' (SGLang's sampling_defaults: 'model' or 'openai'; got ${String(v)})`);
+    }
     case 'chatTemplate':
       if (typeof v !== 'string' || v.trim().length === 0) throw new TypeError(`${name} must be the text of a Jinja chat template`);
       try {
@@ -378,6 +392,7 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     seed: null,
     kvCacheDtype: 'auto',
     chatTemplate: null,
+    generationConfig: 'auto',
   };
   input = foldSglangSpeculative(input, what);
   const seen = new Map<Key, string>();

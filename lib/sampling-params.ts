@@ -149,6 +149,19 @@ const ALIASES: Record<string, Field> = {
   speculative: 'speculative',
 };
 
+/**
+ * input with each default whose parameter input does not give (under any spelling, null counting as not given)
+ * added under the default's own name: model defaults (the GGUF's general.sampling.*, Modelfile PARAMETERs) under
+ * a request's fields.
+ */
+export function withSamplingDefaults(input: Record<string, unknown>, defaults: Record<string, unknown>): Record<string, unknown> {
+  const given = new Set<string>();
+  for (const [k, v] of Object.entries(input)) if (v !== undefined && v !== null) given.add(ALIASES[k] ?? k);
+  const out = { ...input };
+  for (const [k, v] of Object.entries(defaults)) if (!given.has(ALIASES[k] ?? k)) out[k] = v;
+  return out;
+}
+
 function fail(param: string, message: string): never {
   throw new SamplingParamsError(param, message);
 }

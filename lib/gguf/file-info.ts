@@ -28,6 +28,21 @@ export interface ModelFileInfo {
   tensors: TensorExtent[]; // in file order
   expertCount: number | null; // {arch}.expert_count (MoE)
   expertUsedCount: number | null; // {arch}.expert_used_count (MoE)
+  sampling: GgufSampling; // general.sampling.*: the model maker's recommended sampling ({} when absent)
+}
+
+/**
+ * The recommended sampling parameters llama.cpp's convert_hf_to_gguf.py copies from the model's
+ * generation_config.json into general.sampling.* (llama.cpp applies them under the user's own settings), in
+ * Spindle's names; a key the file lacks (or holds with another type) is absent.
+ */
+export interface GgufSampling {
+  temperature?: number; // general.sampling.temp
+  topK?: number; // general.sampling.top_k
+  topP?: number; // general.sampling.top_p
+  minP?: number; // general.sampling.min_p
+  repetitionPenalty?: number; // general.sampling.penalty_repeat
+  repeatLastN?: number; // general.sampling.penalty_last_n
 }
 
 export interface TensorExtent {
@@ -77,6 +92,7 @@ class Cursor {
 
   u32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readUInt32LE(at); }
   i32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readInt32LE(at); }
+  f32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readFloatLE(at); }
 
   /** A u64 that must fit a safe integer (counts, lengths, dimensions). */
   u64(what: string): number {
@@ -104,7 +120,7 @@ class Cursor {
 
 // gguf_type -> bytes of one scalar (0: not a fixed-size scalar)
 const SCALAR_BYTES = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8];
-const T_UINT32 = 4, T_INT32 = 5, T_STRING = 8, T_ARRAY = 9;
+const T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9;
 
 type Value = number | string | Int32Array | null; // null: a value this reader does not keep
 
@@ -136,13 +152,38 @@ function readValue(c: Cursor, type: number, key: string, keep: boolean): Value {
   if (bytes === 0) throw new ModelFileError(`${key}: unknown value type ${type}`);
   if (type === T_UINT32) return c.u32(key);
   if (type === T_INT32) return c.i32(key);
+  if (type === T_FLOAT32 && keep) return c.f32(key);
   c.skip(bytes, key);
   return null;
 }
 
 const KEPT = new Set(['general.architecture', 'general.type', 'general.name', 'general.license', 'general.size_label', 'general.file_type', 'general.alignment',
   'tokenizer.ggml.token_type']);
-const keep = (key: string) => KEPT.has(key) || key.endsWith('.context_length');
+const keep = (key: string) => KEPT.has(key) || key.endsWith('.context_length') || key.startsWith('general.sampling.');
+
+// general.sampling.* key -> GgufSampling field (integers for top_k / penalty_last_n, finite numbers for the rest).
+const SAMPLING_KEYS: Array<[string, keyof GgufSampling, 'int' | 'float']> = [
+  ['temp', 'temperature', 'float'], ['top_k', 'topK', 'int'], ['top_p', 'topP', 'float'], ['min_p', 'minP', 'float'],
+  ['penalty_repeat', 'repetitionPenalty', 'float'], ['penalty_last_n', 'repeatLastN', 'int'],
+];
+
+function samplingOf(num: (k: string) => number | null): GgufSampling {
+  const out: GgufSampling = {};
+  for (const [key, field, kind] of SAMPLING_KEYS) {
+    const v = num(`general.sampling.${key}`);
+    if (v !== null && Number.isFinite(v) && (kind === 'float' || Number.isInteger(v))) out[field] = kind === 'float' ? shortestF32(v) : v;
+  }
+  return out;
+}
+
+// The shortest decimal that is the same float32 (0.6 rather than 0.6000000238418579): what the converter wrote.
+function shortestF32(v: number): number {
+  for (let digits = 1; digits < 9; digits++) {
+    const d = Number(v.toPrecision(digits));
+    if (Math.fround(d) === v) return d;
+  }
+  return v;
+}
 
 function readHeader(c: Cursor, path: string): ModelFileInfo {
   if (c.size < 24 || c.u32('magic') !== 0x46554747) throw new ModelFileError('not a GGUF file (bad magic)');
@@ -187,6 +228,7 @@ function readHeader(c: Cursor, path: string): ModelFileInfo {
     weightBytes, ctxTrain: num(`${arch}.context_length`),
     tokenTypes: tokenTypes instanceof Int32Array ? tokenTypes : null, tensors,
     expertCount: num(`${arch}.expert_count`), expertUsedCount: num(`${arch}.expert_used_count`),
+    sampling: samplingOf(num),
   };
 }
 

@@ -25,6 +25,7 @@ import { DEFAULT_KEEP_ALIVE_MS, parseKeepAliveFlag } from './keep-alive.js';
 import { serveLog, type LogFormat, type ServeLog } from './log-format.js';
 import { listening, readyLine } from './serve-lines.js';
 import { apiKeysFrom, logFormatFrom, modelFrom, rootPathFrom } from './serve-env.js';
+import { modelSamplingFields } from './model-use.js';
 import { COMPAT_OPTIONS, COMPAT_PAIRS, commaList, compatSettings, expandShortFlags, type LogLevel } from './launch-compat.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
@@ -120,6 +121,10 @@ Flags (vLLM spelling first, SGLang alias after):
                                       template itself), checked at startup
   --seed, --random-seed N             requests without a seed draw theirs from a generator started at N, so
                                       the same requests in the same order sample the same tokens
+  --generation-config auto|vllm, --sampling-defaults model|openai   auto / model (default): the model maker's
+                                      recommended sampling (the GGUF's general.sampling.*: temperature, top_p,
+                                      top_k, min_p, repetition penalty) is the default of what a request leaves
+                                      out (/v1 routes, /generate); vllm / openai: the API's own defaults
   --enforce-eager, --disable-cuda-graph   no CUDA graphs (each decode step launches its kernels)
   --log-level L                       SGLang's: trace, debug, info (default), warning, error, critical; the
                                       server's own lines below L are not written (errors always are)
@@ -129,7 +134,7 @@ Flags (vLLM spelling first, SGLang alias after):
   Accepted as in vLLM / SGLang where they can mean only what Spindle does (a note says so when they ask for
   something): --enable-auto-tool-choice, --enable-metrics, --disable-log-stats, --disable-fastapi-docs,
   --enable-log-requests, --scheduling-policy fcfs,
-  --trust-remote-code, --tokenizer / --tokenizer-path, --generation-config auto|vllm, --swap-space,
+  --trust-remote-code, --tokenizer / --tokenizer-path, --swap-space,
   --stream-interval, --attention-backend, --sampling-backend, --max-cpu-loras, --lora-dtype, --quantization gguf,
   --load-format auto|gguf, --schedule-policy fcfs, and -tp / --tensor-parallel-size / --tp-size / --tp,
   -pp / --pipeline-parallel-size, -dp / --data-parallel-size / --dp-size / --dp at 1 (one device per server)
@@ -495,6 +500,12 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     log(`model '${names[0]}' from ${engine.model} on ${device}`);
     const mmproj = server.app.engine.core.readyValue?.info.mmproj;
     if (mmproj) log(`vision projector ${mmproj}: the model takes images`);
+    const recommended = Object.entries(modelSamplingFields(server.app.engine.core.modelSampling()));
+    if (recommended.length > 0) {
+      // vLLM's startup warning when a generation config overrides its defaults
+      slog.warn(`the model's recommended sampling (general.sampling.*) is the default of requests that leave it out: ` +
+        `${recommended.map(([k, v]) => `${k} ${v}`).join(', ')} (--generation-config vllm: the API's own defaults)`);
+    }
     const kv = server.app.engine.core.readyValue?.info.kvCacheDtype ?? 'float32';
     log(`the KV cache is ${kv} on ${device}; activations are float32 (weights keep their GGUF types)`);
     readyLine(slog, server.app.engine.readyTimings);

@@ -9,7 +9,7 @@
 import type { FastifyReply } from 'fastify';
 import type { CorePrompt, RequestDelta, RequestHandle, RequestPhases, RequestResult, Submission, SubmitTarget } from '../engine-core.js';
 import type { FinishReason } from '../native.js';
-import { normalizeSamplingParams, type SamplingParams } from '../sampling-params.js';
+import { normalizeSamplingParams, withSamplingDefaults, type SamplingParams } from '../sampling-params.js';
 import { ApiError, badRequest } from './api-error.js';
 import type { ServerEngine } from './plugins/engine.js';
 
@@ -26,12 +26,6 @@ export const SAMPLING_KEYS = [
   'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'regex', 'ebnf', 'json_schema',
 ] as const;
 
-// Spellings of one parameter: a default is dropped when the request gives any of them.
-const SAME_AS: Record<string, readonly string[]> = {
-  repetition_penalty: ['repetition_penalty', 'repeat_penalty'],
-  max_tokens: ['max_tokens', 'max_completion_tokens'],
-};
-
 /**
  * Normalizes the sampling fields of `body` (+ `extra`, already in normalizer spelling), over `defaults` (a store
  * model's Modelfile parameters in snake_case; a field the request gives wins); HTTP default maxTokens: rest of the
@@ -41,10 +35,7 @@ export function samplingFrom(body: Record<string, unknown>, extra: Record<string
   defaults: Record<string, unknown> = {}): SamplingParams {
   const input: Record<string, unknown> = {};
   for (const k of SAMPLING_KEYS) if (body[k] !== undefined && body[k] !== null) input[k] = body[k];
-  for (const [k, v] of Object.entries(defaults)) {
-    if (!(SAME_AS[k] ?? [k]).some((name) => input[name] !== undefined || extra[name] !== undefined)) input[k] = v;
-  }
-  return normalizeSamplingParams({ ...input, ...extra }, { defaultMaxTokens: null });
+  return normalizeSamplingParams(withSamplingDefaults({ ...input, ...extra }, defaults), { defaultMaxTokens: null });
 }
 
 /**

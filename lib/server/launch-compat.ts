@@ -1,7 +1,7 @@
 // vLLM's and SGLang's launch-line flags beyond Spindle's own, so that `vllm serve ...` / `python -m
 // sglang.launch_server ...` lines work as typed (docs/api.md, "Launch lines from vLLM and SGLang").
 // Invariant: every flag here either does what it does there (--chat-template, --seed, --kv-cache-dtype,
-// --enforce-eager, --log-level, --disable-log-requests, --allowed-origins), or is accepted only where it can mean
+// --generation-config / --sampling-defaults, --enforce-eager, --log-level, --disable-log-requests, --allowed-origins), or is accepted only where it can mean
 // nothing but what Spindle does anyway (a startup note says so when the flag asks for something), or is refused
 // with the values that are allowed (tensor parallelism over several GPUs, fp8 caches, another quantization
 // method): none is silently dropped while asking for something else.
@@ -21,7 +21,7 @@ export const COMPAT_OPTIONS = {
   'pipeline-parallel-size': { type: 'string' }, 'pp-size': { type: 'string' },
   'data-parallel-size': { type: 'string' }, 'dp-size': { type: 'string' }, dp: { type: 'string' },
   quantization: { type: 'string' }, 'load-format': { type: 'string' },
-  'generation-config': { type: 'string' },
+  'generation-config': { type: 'string' }, 'sampling-defaults': { type: 'string' },
   'schedule-policy': { type: 'string' }, 'scheduling-policy': { type: 'string' },
   'enable-auto-tool-choice': { type: 'boolean' }, 'enable-metrics': { type: 'boolean' },
   'disable-fastapi-docs': { type: 'boolean' },
@@ -39,7 +39,7 @@ const PARALLEL: readonly (readonly string[])[] = [
 export const COMPAT_PAIRS: Array<[string, string]> = [
   ['seed', 'random-seed'], ['tokenizer', 'tokenizer-path'], ['uvicorn-log-level', 'log-level-http'],
   ['schedule-policy', 'scheduling-policy'], ['disable-log-requests', 'disable-uvicorn-access-log'],
-  ['enforce-eager', 'disable-cuda-graph'],
+  ['enforce-eager', 'disable-cuda-graph'], ['generation-config', 'sampling-defaults'],
   ...PARALLEL.flatMap((names) => names.flatMap((a, i) => names.slice(i + 1).map((b): [string, string] => [a, b]))),
 ];
 
@@ -66,7 +66,7 @@ export function commaList(value: string): string[] {
 
 /** What the compat flags set: engine options, log settings, and process environment for the engine. */
 export interface CompatSettings {
-  engine: Pick<EngineOptionsInput, 'seed' | 'kvCacheDtype' | 'chatTemplate'>; // checked by normalizeEngineOptions
+  engine: Pick<EngineOptionsInput, 'seed' | 'kvCacheDtype' | 'chatTemplate' | 'generationConfig'>; // checked by normalizeEngineOptions
   logLevel: LogLevel | null; // SGLang's --log-level: the server's own lines
   httpLogLevel: LogLevel | null; // vLLM's --uvicorn-log-level, SGLang's --log-level-http: the request lines
   logRequests: boolean; // false: no per-request lines (errors are still logged)
@@ -133,8 +133,18 @@ export function compatSettings(v: Values, runner: boolean, textLog: boolean): Co
     throw new Error(`--load-format must be auto or gguf (got '${format}'): Spindle loads GGUF files`);
   }
   const generation = s('generation-config');
-  if (generation !== undefined && !['auto', 'vllm'].includes(generation.trim().toLowerCase())) {
-    throw new Error(`--generation-config must be auto or vllm (got '${generation}'): a GGUF file is the whole model, with no generation_config.json beside it`);
+  if (generation !== undefined) {
+    const g = generation.trim().toLowerCase();
+    if (g !== 'auto' && g !== 'vllm') {
+      throw new Error(`--generation-config must be auto or vllm (got '${generation}'): a GGUF file carries the model's generation config itself (general.sampling.*)`);
+    }
+    out.engine.generationConfig = g;
+  }
+  const defaults = s('sampling-defaults');
+  if (defaults !== undefined) {
+    const d = defaults.trim().toLowerCase();
+    if (d !== 'model' && d !== 'openai') throw new Error(`--sampling-defaults must be model or openai (got '${defaults}')`);
+    out.engine.generationConfig = d === 'model' ? 'auto' : 'vllm';
   }
   const policyFlag = s('schedule-policy') !== undefined ? 'schedule-policy' : 'scheduling-policy';
   const policy = s(policyFlag);
@@ -154,9 +164,8 @@ export function compatSettings(v: Values, runner: boolean, textLog: boolean): Co
     if (s(f) !== undefined) notes.push(`--${f} has no effect here (every adapter stays loaded in its file's type); accepted for vLLM compatibility`);
   }
   // --enable-auto-tool-choice (tool_choice 'auto' is always on), --enable-metrics (/metrics is always served),
-  // --disable-log-stats (no periodic stats lines are written), --disable-fastapi-docs (no /docs route) and
-  // --generation-config vllm / auto (requests keep the OpenAI / vLLM sampling defaults; a GGUF's general.sampling.*
-  // keys are not read) ask for what Spindle does: accepted without a note.
+  // --disable-log-stats (no periodic stats lines are written) and --disable-fastapi-docs (no /docs route) ask for
+  // what Spindle does: accepted without a note.
   return out;
 }
 

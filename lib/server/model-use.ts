@@ -10,6 +10,7 @@ import { ApiError, badRequest } from './api-error.js';
 import { KeepAliveError, parseKeepAlive } from './keep-alive.js';
 import type { ServerEngine } from './plugins/engine.js';
 import { MODELFILE_ADAPTER } from '../engine-core.js';
+import type { GgufSampling } from '../gguf/file-info.js';
 import type { OllamaOptions } from './routes/ollama/ollama.js';
 import { findStoreModel, type StoreModel } from './store-catalog.js';
 
@@ -81,6 +82,18 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
 // Modelfile PARAMETERs the engine takes at load time (the runner applies num_ctx); never sampling defaults.
 const LOAD_TIME = new Set(['num_ctx', 'num_batch', 'num_gpu', 'main_gpu', 'use_mmap', 'num_thread', 'num_keep', 'draft_num_predict']);
 
+/** GGUF general.sampling.* (EngineCore.modelSampling) as the request fields they default, in the API's names. */
+export function modelSamplingFields(s: GgufSampling): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (s.temperature !== undefined) out.temperature = s.temperature;
+  if (s.topP !== undefined) out.top_p = s.topP;
+  if (s.topK !== undefined) out.top_k = s.topK;
+  if (s.minP !== undefined) out.min_p = s.minP;
+  if (s.repetitionPenalty !== undefined) out.repetition_penalty = s.repetitionPenalty;
+  if (s.repeatLastN !== undefined) out.repeat_last_n = s.repeatLastN;
+  return out;
+}
+
 /** Ollama `options`: the model's Modelfile PARAMETERs under the request's own (Ollama's precedence). */
 export function withModelOptions(model: StoreModel | null, options: OllamaOptions | null | undefined): OllamaOptions | null | undefined {
   const params = model?.manifest.parameters;
@@ -98,10 +111,14 @@ const OPENAI_FIELDS: Record<string, string> = {
   seed: 'seed', stop: 'stop', num_predict: 'max_tokens',
 };
 
-/** The /v1 routes' sampling defaults from the model's Modelfile PARAMETERs (none in single-model mode). */
-export function openAiDefaults(model: StoreModel | null): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(model?.manifest.parameters ?? {})) {
+/**
+ * The /v1 routes' sampling defaults: the model maker's recommended sampling (the GGUF's general.sampling.*, as vLLM
+ * applies generation_config.json; none with --generation-config vllm), then the store model's Modelfile PARAMETERs
+ * over them (runner mode). A field the request gives wins over both (samplingFrom).
+ */
+export function openAiDefaults(use: Pick<ModelUse, 'engine' | 'model'>): Record<string, unknown> {
+  const out: Record<string, unknown> = modelSamplingFields(use.engine.core.modelSampling());
+  for (const [k, v] of Object.entries(use.model?.manifest.parameters ?? {})) {
     const field = OPENAI_FIELDS[k];
     if (!field) continue;
     if ((k === 'num_predict' || k === 'seed') && typeof v === 'number' && v < 0) continue; // Ollama: -1 = unlimited / random

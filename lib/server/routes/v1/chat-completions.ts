@@ -138,7 +138,7 @@ async function beamChat(body: ChatBody, use: ModelUse, reply: FastifyReply, toke
   }, 'messages', use.model?.manifest ?? null);
   if (images > 0) throw badRequest('use_beam_search takes text conversations only (no images)', 'messages', 'unsupported_parameter');
   const [out] = await serverBeamSearch(engine, reply, [ids], () => 'messages', body, 'max_completion_tokens', null,
-    { lora: use.lora, cacheSalt: cacheSaltOf(body) }, openAiDefaults(use.model));
+    { lora: use.lora, cacheSalt: cacheSaltOf(body) }, openAiDefaults(use));
   const reasoning = requestReasoning(engine, use.model?.manifest.template ?? info.chatTemplate, text, turn.continued);
   return {
     id: requestId('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: use.name,
@@ -168,7 +168,7 @@ export default async function chatCompletionsRoute(app: FastifyInstance): Promis
     const params = samplingFrom(sampling, {
       ...(body.logprobs === true ? { logprobs: body.top_logprobs ?? 0 } : {}),
       ...responseFormatSampling(body.response_format),
-    }, openAiDefaults(use.model));
+    }, openAiDefaults(use));
     const template = use.model?.manifest.template ?? info.chatTemplate;
     const tools = chatTools(engine, template, body.tools, body.tool_choice, body.parallel_tool_calls);
     useToolGrammar(params, tools, params.grammar?.kind === 'json' || params.grammar?.kind === 'json_object' ? 'response_format' : 'a structured output');

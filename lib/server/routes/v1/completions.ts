@@ -95,7 +95,7 @@ function completionFormat(params: SamplingParams, tokenizer: Tokenizer, echo: st
 async function beamCompletion(body: CompletionBody, use: ModelUse, reply: FastifyReply, tokenizer: Tokenizer): Promise<unknown> {
   const { ids } = promptsOf(body.prompt, tokenizer);
   const outs = await serverBeamSearch(use.engine, reply, ids, (i) => (ids.length > 1 ? `prompt[${i}]` : 'prompt'), body, 'max_tokens', 16,
-    { lora: use.lora, cacheSalt: cacheSaltOf(body) }, openAiDefaults(use.model));
+    { lora: use.lora, cacheSalt: cacheSaltOf(body) }, openAiDefaults(use));
   const n = (body.n ?? 1) as number;
   const completion = outs.reduce((a, o) => a + o.sequences.reduce((b, s) => b + beamTokens(s, body), 0), 0);
   return {
@@ -117,7 +117,7 @@ export default async function completionsRoute(app: FastifyInstance): Promise<vo
     const params = samplingFrom(body, {
       ...(body.logprobs != null ? { logprobs: body.logprobs } : {}),
       ...responseFormatSampling(body.response_format),
-    }, openAiDefaults(use.model));
+    }, openAiDefaults(use));
     // echo with logprobs: the prompt's logprobs too, with as many alternatives as the generated tokens get
     const echoScores = body.echo === true && params.logprobs !== null;
     if (echoScores) params.promptLogprobs = Math.max(params.promptLogprobs ?? 0, params.logprobs!);

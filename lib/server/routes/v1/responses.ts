@@ -79,7 +79,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     const messages: ChatMessage[] = [...(body.instructions ? [{ role: 'system' as const, content: body.instructions }] : []), ...conversation];
 
     const params = samplingFrom({ ...body, max_tokens: body.max_output_tokens }, responseFormatSampling(responseFormatOf(body.text)),
-      openAiDefaults(use.model));
+      openAiDefaults(use));
     const template = use.model?.manifest.template ?? info.chatTemplate;
     const tools = chatTools(engine, template, chatToolsOf(body.tools),
       chatToolChoiceOf(body.tool_choice), body.parallel_tool_calls);
