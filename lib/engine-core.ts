@@ -19,7 +19,7 @@ import {
   type NativeSubmitSpec,
   type NativeEngineStats,
 } from './native.js';
-import { toNativeSpec, type SamplingParams } from './sampling-params.js';
+import { normalizeSamplingParams, toNativeSpec, type SamplingParams } from './sampling-params.js';
 import { Tokenizer } from './tokenizer.js';
 import { parseModelRef, type ModelRef } from './models/ref.js';
 import { resolveModel } from './models/resolve.js';
@@ -303,6 +303,7 @@ export class EngineCore {
   #closed = false;
   #seedState: number | null; // options.seed's generator (mulberry32), which seeds requests that bring none
   #sampling: GgufSampling | undefined; // modelSampling()'s, read once
+  #samplingRefused: string[] = [];
 
   constructor(options: EngineOptions) {
     this.modelPath = options.model;
@@ -514,18 +515,33 @@ export class EngineCore {
   /**
    * The model maker's recommended sampling (the GGUF's general.sampling.*), read from the file's header once the
    * model file is known; {} with generationConfig 'vllm', before the file is known, or when the header cannot be read.
+   * A value the sampling parameters' own check refuses (top_p 0, a negative temperature) is left out and listed in
+   * modelSamplingRefused, so a file's odd recommendation never turns requests into errors.
    */
   modelSampling(): GgufSampling {
     if (this.options.generationConfig === 'vllm' || this.#modelFile === null) return {};
     if (this.#sampling === undefined) {
+      let read: GgufSampling = {};
       try {
-        this.#sampling = readModelFileInfo(this.#modelFile).sampling;
+        read = readModelFileInfo(this.#modelFile).sampling;
       } catch {
-        this.#sampling = {}; // the load reports a bad file; defaults are not the place to fail
+        // the load reports a bad file; defaults are not the place to fail
+      }
+      this.#sampling = {};
+      for (const [k, v] of Object.entries(read) as Array<[keyof GgufSampling, number]>) {
+        try {
+          normalizeSamplingParams({ [k]: v });
+          this.#sampling[k] = v;
+        } catch (e) {
+          this.#samplingRefused.push(`${k} ${v}: ${(e as Error).message}`);
+        }
       }
     }
     return this.#sampling;
   }
+
+  /** The general.sampling.* values modelSampling() left out, each with the reason. */
+  get modelSamplingRefused(): readonly string[] { return this.#samplingRefused; }
 
   /**
    * The model's info as this engine presents it: a chatTemplate option replaces the GGUF's everywhere the template

@@ -227,11 +227,9 @@ export class Engine {
     }
     const { input: prompts, batch } = read;
     const count = 'text' in prompts ? prompts.text.length : prompts.ids.length;
-    alignParams(paramsIn, count); // checked before anything loads or is fetched
+    const params = alignParams(paramsIn, count);
     const images = alignImages(pick<unknown>(raw, 'imageData', 'image_data'), count, batch);
     const ids = await sglangPrompts(this.#core, prompts, images, this.#core.offlineMediaFetch, 'imageData');
-    // SGLang's --sampling-defaults model: the model's recommended sampling under each request's own parameters
-    const params = alignParams(paramsIn, count, { ...this.#core.modelSampling() });
     const promptTokens = ids.map((p) => ('tokenIds' in p ? p.tokenIds.length : (p as number[]).length));
     return { ids, promptTokens, batch, params };
   }

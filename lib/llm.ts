@@ -10,7 +10,7 @@ import { beamSearch, normalizeBeamSearchParams, type BeamSearchOutput, type Beam
 import { EngineCore, type CorePrompt, type RequestResult } from './engine-core.js';
 import { normalizeEngineOptions, type EngineOptionsInput } from './engine-options.js';
 import type { FinishReason, NativeEngineStats, NativeLogprob, NativeModelInfo } from './native.js';
-import { normalizeSamplingParams, withSamplingDefaults, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
+import { normalizeSamplingParams, type SamplingParams, type SamplingParamsInput } from './sampling-params.js';
 import type { Tokenizer } from './tokenizer.js';
 import type { ImageSource } from './vision/image-input.js';
 import { markRawPrompt, MEDIA_MARKER } from './vision/multimodal-prompt.js';
@@ -152,21 +152,16 @@ function checkOptions(what: string, options: object, known: readonly string[]): 
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`${what}: signal must be an AbortSignal`);
 }
 
-/**
- * One params object for all prompts, or an array aligned with them; `defaults` (a model's recommended sampling) fill
- * in the parameters an object leaves out (SGLang's per-field merge).
- */
-export function alignParams(params: SamplingParamsInput | SamplingParamsInput[] | undefined, count: number,
-  defaults: Record<string, unknown> = {}): SamplingParams[] {
-  const one = (p: SamplingParamsInput | undefined) =>
-    normalizeSamplingParams(withSamplingDefaults({ ...(p as Record<string, unknown> | undefined) }, defaults));
+/** One params object for all prompts, or an array aligned with them. */
+export function alignParams(params: SamplingParamsInput | SamplingParamsInput[] | undefined, count: number): SamplingParams[] {
   if (Array.isArray(params)) {
     if (params.length !== count) {
       throw new RangeError(`params has ${params.length} entries but there are ${count} prompts (give one object, or one per prompt)`);
     }
-    return params.map(one);
+    return params.map((p) => normalizeSamplingParams(p));
   }
-  return new Array<SamplingParams>(count).fill(one(params));
+  const one = normalizeSamplingParams(params);
+  return new Array<SamplingParams>(count).fill(one);
 }
 
 /** vLLM's logprob entries: per token the top alternatives and the token itself, keyed by token id. */
@@ -259,10 +254,6 @@ export class LLM {
   stats(): NativeEngineStats { return this.#core.stats(); }
 
   /**
-   * vLLM's LLM.reset_prefix_cache(): forgets every cached prefix, so later prompts compute their KV again (e.g.
-   * between benchmark runs). Done only while no request of this LLM is running or waiting; resolves whether it was.
-   */
-  /**
    * vLLM's LLM.get_default_sampling_params: what generate() and chat() use when they are given no params, the model
    * maker's recommended sampling (the GGUF's general.sampling.* temperature, top_p, top_k, min_p, repetition
    * penalty) over the defaults; the defaults alone with generationConfig 'vllm' or a file without those keys.
@@ -272,6 +263,10 @@ export class LLM {
     return { ...this.#core.modelSampling() };
   }
 
+  /**
+   * vLLM's LLM.reset_prefix_cache(): forgets every cached prefix, so later prompts compute their KV again (e.g.
+   * between benchmark runs). Done only while no request of this LLM is running or waiting; resolves whether it was.
+   */
   async resetPrefixCache(): Promise<boolean> {
     return (await this.#core.flushCache()).flushed;
   }
@@ -283,7 +278,7 @@ export class LLM {
     const lora = await this.#lora('generate', options.loraRequest);
     const list = Array.isArray(prompts) ? prompts : [prompts];
     if (list.length === 0) return [];
-    const given = params === undefined ? null : alignParams(params, list.length);
+    const given = params === undefined || params === null ? null : alignParams(params, list.length);
     const { tokenizer } = await this.#core.ready();
     const aligned = given ?? alignParams(await this.getDefaultSamplingParams(), list.length);
     const prepared = await Promise.all(list.map(async (p, i) => {
@@ -326,7 +321,7 @@ export class LLM {
       throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
     }
     const batch = (Array.isArray(conversations[0]) ? conversations : [conversations]) as ChatMessage[][];
-    const given = params === undefined ? null : alignParams(params, batch.length);
+    const given = params === undefined || params === null ? null : alignParams(params, batch.length);
     const { tokenizer } = await this.#core.ready();
     const aligned = given ?? alignParams(await this.getDefaultSamplingParams(), batch.length);
     const vision = this.#core.acceptsImages;

@@ -1,8 +1,10 @@
 // The model maker's recommended sampling (GGUF general.sampling.*, which llama.cpp's converter copies from
 // generation_config.json) as the default of what a request leaves out: vLLM's --generation-config auto (the /v1
-// routes, LLM.generate / chat without params, LLM.getDefaultSamplingParams), SGLang's --sampling-defaults model
-// (/generate, Engine.generate, per field); 'vllm' / 'openai' turn it off. The fixture recommends temperature 0, so
-// a request that leaves temperature out is greedy: its tokens equal an explicit temperature-0 request's.
+// routes, LLM.generate / chat without params, LLM.getDefaultSamplingParams; SGLang's --sampling-defaults model is
+// the same switch); 'vllm' / 'openai' turn it off; SGLang's native /generate and Engine.generate never take them, as
+// in SGLang. The fixture recommends temperature 0, so a request that leaves temperature out is greedy: its tokens
+// equal an explicit temperature-0 request's. Values Hugging Face defaults to are dropped (as vLLM), values out of
+// range are left out (a warning), never turning requests into errors.
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
@@ -17,20 +19,22 @@ const SPEC = { arch: 'llama', tokenizer: 'llama3', weights: 'F32', nEmbd: 64, nL
   tiedEmbeddings: true, seed: 11 } as const;
 const path = await fixtureModel({ ...SPEC, sampling: { temp: 0, topK: 20, topP: 0.95, minP: 0.05, penaltyLastN: 64 } });
 const plain = await fixtureModel(SPEC);
+const odd = await fixtureModel({ ...SPEC, sampling: { temp: 0.7, topK: 50, topP: 0 } });
 const greedyOf = async (llm: LLM, prompt: string, max: number) =>
   (await llm.generate(prompt, { temperature: 0, maxTokens: max, ignoreEos: true }))[0].outputs[0].tokenIds;
 
 t.test('the GGUF header: general.sampling.* read as the converter wrote them', async (t) => {
-  t.same(readModelFileInfo(path).sampling, { temperature: 0, topK: 20, topP: 0.95, minP: 0.05, repeatLastN: 64 },
-    'float32 values as their shortest decimals');
+  t.same(readModelFileInfo(path).sampling, { temperature: 0, topK: 20, topP: 0.95, minP: 0.05 },
+    'float32 values as their shortest decimals; penalty_last_n is not a generation config field (vLLM takes none)');
   t.same(readModelFileInfo(plain).sampling, {}, 'a file without the keys: none');
+  t.same(readModelFileInfo(odd).sampling, { temperature: 0.7, topP: 0 }, 'top_k 50 is Hugging Face\'s default: dropped, as vLLM');
 });
 
 t.test('offline: LLM without params samples as the model recommends; generationConfig vllm does not', async (t) => {
   const llm = new LLM({ model: path, maxModelLen: 128, threads: 1 });
   const vllm = new LLM({ model: path, maxModelLen: 128, threads: 1, generationConfig: 'vllm', seed: 3 });
   t.teardown(() => Promise.all([llm.close(), vllm.close()]));
-  t.same(await llm.getDefaultSamplingParams(), { temperature: 0, topK: 20, topP: 0.95, minP: 0.05, repeatLastN: 64 });
+  t.same(await llm.getDefaultSamplingParams(), { temperature: 0, topK: 20, topP: 0.95, minP: 0.05 });
   t.same(await vllm.getDefaultSamplingParams(), {});
   const greedy = await greedyOf(llm, 'Once upon a time', 256);
   const [out] = await llm.generate('Once upon a time');
@@ -40,20 +44,24 @@ t.test('offline: LLM without params samples as the model recommends; generationC
   t.same(chat.outputs[0].tokenIds, chatGreedy.outputs[0].tokenIds);
   const [sampled] = await vllm.generate('Once upon a time', { maxTokens: 12, ignoreEos: true });
   t.not(sampled.outputs[0].tokenIds.join(), greedy.slice(0, 12).join(), 'vllm: temperature 1, sampled');
+  const oddLlm = new LLM({ model: odd, maxModelLen: 128, threads: 1 });
+  t.teardown(() => oddLlm.close());
+  t.same(await oddLlm.getDefaultSamplingParams(), { temperature: 0.7 }, 'top_p 0 is out of range: left out');
+  t.ok((await oddLlm.generate('Hi', { maxTokens: 2 }))[0].outputs[0].tokenIds.length > 0, 'requests still run');
   t.throws(() => normalizeEngineOptions({ model: path, generationConfig: 'folder' as never }, 'LLM'),
     /generationConfig must be 'auto' or 'vllm' \(SGLang's sampling_defaults: 'model' or 'openai'; got folder\)/);
   t.equal(normalizeEngineOptions({ model: path, sampling_defaults: 'openai' }, 'Engine').generationConfig, 'vllm');
 });
 
-t.test('offline Engine (SGLang): the defaults fill in each field a request leaves out', async (t) => {
-  const engine = new Engine({ modelPath: path, contextLength: 128, threads: 1 });
+t.test('offline Engine (SGLang): Engine.generate keeps its own defaults (SGLang applies model defaults to chat only)', async (t) => {
+  const engine = new Engine({ modelPath: path, contextLength: 128, threads: 1, randomSeed: 2 });
   t.teardown(() => engine.shutdown());
   const a = await engine.generate({ prompt: 'The sky', samplingParams: { maxNewTokens: 10, ignoreEos: true } });
   const b = await engine.generate({ prompt: 'The sky', samplingParams: { temperature: 0, maxNewTokens: 10, ignoreEos: true } });
-  t.same((a as { outputIds: number[] }).outputIds, (b as { outputIds: number[] }).outputIds);
+  t.not((a as { outputIds: number[] }).outputIds.join(), (b as { outputIds: number[] }).outputIds.join(), 'temperature 1: sampled');
 });
 
-t.test('server: /v1 and /generate requests without temperature get the model\'s; --generation-config vllm, the API\'s', async (t) => {
+t.test('server: /v1 requests without temperature get the model\'s; --generation-config vllm, the API\'s; /generate neither', async (t) => {
   const serve = async (generationConfig?: 'vllm') => {
     const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 128, threads: 1, seed: 9,
       ...(generationConfig ? { generationConfig } : {}) }, 'serve'), servedModelNames: ['m'] });
@@ -79,7 +87,7 @@ t.test('server: /v1 and /generate requests without temperature get the model\'s;
   t.equal(await comp(model, {}), await comp(model, { temperature: 0 }), 'completions too');
   const gen = async (url: string, sp: object) =>
     (await post(url + '/generate', { text: 'Once', sampling_params: { max_new_tokens: 8, ignore_eos: true, ...sp } })).output_ids;
-  t.same(await gen(model, {}), await gen(model, { temperature: 0 }), 'SGLang /generate: --sampling-defaults model');
+  t.same(await gen(model, { seed: 6 }), await gen(api, { seed: 6 }), 'SGLang /generate: SGLang\'s own defaults, as SGLang');
 });
 
 t.test('--generation-config / --sampling-defaults: parsed, exclusive, and said at startup', async (t) => {
@@ -96,5 +104,8 @@ t.test('--generation-config / --sampling-defaults: parsed, exclusive, and said a
   t.throws(() => engineOf(['--sampling-defaults', 'hf']), /--sampling-defaults must be model or openai/);
   const s = await startServe([path, '--threads', '1', '--max-model-len', '128', '--skip-server-warmup']);
   await s.stop();
-  t.match(s.stderr(), /the model's recommended sampling \(general\.sampling\.\*\) is the default of requests that leave it out: temperature 0, top_p 0\.95, top_k 20, min_p 0\.05, repeat_last_n 64/);
+  t.match(s.stderr(), /the model's recommended sampling \(general\.sampling\.\*\) is the default of requests that leave it out: temperature 0, top_p 0\.95, top_k 20, min_p 0\.05 /);
+  const o = await startServe([odd, '--threads', '1', '--max-model-len', '128', '--skip-server-warmup']);
+  await o.stop();
+  t.match(o.stderr(), /the model's general\.sampling\.\* value topP 0: .*not applied/);
 });

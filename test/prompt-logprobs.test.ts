@@ -1,7 +1,8 @@
 // Prompt logprobs: each prompt token's logprob given the tokens before it (vLLM's prompt_logprobs; OpenAI's
 // legacy completions with echo and logprobs, which lm-evaluation-harness uses to score loglikelihoods). Offline
 // (llm.generate with promptLogprobs) they match llama.cpp's log-softmax of its logits at every position (F32
-// fixture: within 2e-3, the approximate tier's logit tolerance of 1e-3 on both terms; 1e-5 on the exact tier); over
+// fixture: within 2e-3, the approximate tier's logit tolerance of 1e-3 on both terms; 1e-5 on the exact tier; with
+// the CPU's default float16 KV cache, within 2e-2 of llama.cpp's default F16 cache and of float32 caches); over
 // HTTP (the openai client) echo + logprobs gives the prompt's entries first (the first null) equal to the offline
 // values, streamed as non-streamed, lm-eval's request and parsing work, vLLM's prompt_logprobs shape on completions
 // and chat, lm-evaluation-harness's remote tokenizer (GET /tokenizer_info, /tokenize, /detokenize) and
@@ -25,6 +26,10 @@ const llm = new LLM({ model: path, maxModelLen: 256, threads: 2, dtype: 'float32
 t.teardown(() => llm.close());
 await llm.ready();
 const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: false });
+// Stated tolerance of the 16-bit cache's prompt logprobs (against llama.cpp's F16 cache, and against float32 caches):
+// K / V rounded to 2^-11 relative (and llama.cpp's q and probabilities too) move a logprob by about that much of the
+// logits' scale (about 5 on these fixtures); measured 7.3e-3 against llama.cpp and 6.1e-3 against float32 (AVX-512).
+const F16_TOLERANCE = 2e-2;
 
 t.test('offline: llama.cpp log-softmax at every prompt position; null first; the token and its alternatives', async (t) => {
   const [out] = await llm.generate({ promptTokenIds: ids }, { promptLogprobs: 3, maxTokens: 1, temperature: 0 });
@@ -56,6 +61,40 @@ t.test('offline: llama.cpp log-softmax at every prompt position; null first; the
       maxDiff = Math.max(maxDiff, Math.abs(plps[p]![ids[p]].logprob - ref));
     }
     t.ok(maxDiff <= tolerance, `max |logprob difference| over ${ids.length - 1} positions: ${maxDiff.toExponential(2)} (${tier} tier, <= ${tolerance})`);
+  } finally {
+    await ctx.dispose();
+    await model.dispose();
+  }
+});
+
+t.test("the CPU's default float16 KV cache against llama.cpp's default F16 cache: prompt logprobs within a stated tolerance", async (t) => {
+  // Both caches hold K / V rounded to half precision; llama.cpp's attention also rounds q and the softmax
+  // probabilities to half for its f16 matmuls, where Spindle keeps them float32: the logprobs differ by that rounding.
+  const f16 = new LLM({ model: path, maxModelLen: 256, threads: 2 });
+  t.teardown(() => f16.close());
+  await f16.ready();
+  t.equal(f16.modelInfo.kvCacheDtype, f16.modelInfo.device === 'cpu' ? 'float16' : 'float32', 'auto: float16 on the CPU');
+  const [out] = await f16.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+  const [ref32] = await llm.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
+  const model = await llama.loadModel({ modelPath: path });
+  const ctx = await model.createContext({ contextSize: 128, batchSize: 128, threads: 1, flashAttention: false });
+  try {
+    const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
+    let vsLlama = 0, vsF32 = 0;
+    for (let p = 1; p < ids.length; ++p) {
+      const logits = res[p - 1]!.next.logits!;
+      let max = -Infinity;
+      for (const v of logits.values()) max = Math.max(max, v);
+      let sum = 0;
+      for (const v of logits.values()) sum += Math.exp(v - max);
+      const ref = logits.get(ids[p] as Token)! - max - Math.log(sum);
+      const mine = out.promptLogprobs![p]![ids[p]].logprob;
+      vsLlama = Math.max(vsLlama, Math.abs(mine - ref));
+      vsF32 = Math.max(vsF32, Math.abs(mine - ref32.promptLogprobs![p]![ids[p]].logprob));
+    }
+    t.ok(vsLlama <= F16_TOLERANCE, `max |logprob - llama.cpp's (F16 cache)| over ${ids.length - 1} positions: ${vsLlama.toExponential(2)} (<= ${F16_TOLERANCE})`);
+    t.ok(vsF32 > 0 && vsF32 <= F16_TOLERANCE, `against Spindle's float32 cache: ${vsF32.toExponential(2)} (the cache really is 16-bit)`);
   } finally {
     await ctx.dispose();
     await model.dispose();

@@ -148,6 +148,8 @@ t.test('temperature and max tokens from the settings panel are in the request', 
   await lastReply(page).getByTestId('reply-stats').waitFor();
   t.equal(bodies.length, 1);
   t.match(bodies[0], { temperature: 0.35, max_tokens: 7, top_k: 20, seed: 1234, model: MODEL });
+  // the panel's "off" values are sent too, so a model's recommended sampling (server defaults) never mixes in
+  t.match(bodies[0], { top_p: 1, min_p: 0, repetition_penalty: 1 });
   t.same(bodies[0].messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello' }]);
   const stats = await lastReply(page).getByTestId('reply-stats').textContent();
   const tokens = Number(/(\d+) tokens(?! ·)|· (\d+) tokens/.exec(stats ?? '')?.slice(1).find(Boolean));

@@ -34,7 +34,10 @@ export interface ModelFileInfo {
 /**
  * The recommended sampling parameters llama.cpp's convert_hf_to_gguf.py copies from the model's
  * generation_config.json into general.sampling.* (llama.cpp applies them under the user's own settings), in
- * Spindle's names; a key the file lacks (or holds with another type) is absent.
+ * Spindle's names: the ones vLLM takes from a generation config (temperature, top_k, top_p, min_p, repetition
+ * penalty; not penalty_last_n, xtc or mirostat). A key the file lacks, or holds as a non-number, is absent; so is a
+ * value equal to Hugging Face's own default (temperature 1, top_k 50, top_p 1, repetition penalty 1), which vLLM
+ * drops too (generation config's to_diff_dict). Ranges are the caller's to check (EngineCore.modelSampling).
  */
 export interface GgufSampling {
   temperature?: number; // general.sampling.temp
@@ -42,7 +45,6 @@ export interface GgufSampling {
   topP?: number; // general.sampling.top_p
   minP?: number; // general.sampling.min_p
   repetitionPenalty?: number; // general.sampling.penalty_repeat
-  repeatLastN?: number; // general.sampling.penalty_last_n
 }
 
 export interface TensorExtent {
@@ -93,6 +95,13 @@ class Cursor {
   u32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readUInt32LE(at); }
   i32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readInt32LE(at); }
   f32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readFloatLE(at); }
+  f64(what: string): number { const at = this.#need(8, what); this.pos += 8; return this.#buf.readDoubleLE(at); }
+  /** A 64-bit integer as a number (exact up to 2^53; beyond, the nearest double). */
+  i64(what: string, unsigned: boolean): number {
+    const at = this.#need(8, what);
+    this.pos += 8;
+    return Number(unsigned ? this.#buf.readBigUInt64LE(at) : this.#buf.readBigInt64LE(at));
+  }
 
   /** A u64 that must fit a safe integer (counts, lengths, dimensions). */
   u64(what: string): number {
@@ -120,7 +129,7 @@ class Cursor {
 
 // gguf_type -> bytes of one scalar (0: not a fixed-size scalar)
 const SCALAR_BYTES = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8];
-const T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9;
+const T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9, T_UINT64 = 10, T_INT64 = 11, T_FLOAT64 = 12;
 
 type Value = number | string | Int32Array | null; // null: a value this reader does not keep
 
@@ -152,7 +161,9 @@ function readValue(c: Cursor, type: number, key: string, keep: boolean): Value {
   if (bytes === 0) throw new ModelFileError(`${key}: unknown value type ${type}`);
   if (type === T_UINT32) return c.u32(key);
   if (type === T_INT32) return c.i32(key);
-  if (type === T_FLOAT32 && keep) return c.f32(key);
+  if (keep && type === T_FLOAT32) return c.f32(key);
+  if (keep && type === T_FLOAT64) return c.f64(key);
+  if (keep && (type === T_INT64 || type === T_UINT64)) return c.i64(key, type === T_UINT64);
   c.skip(bytes, key);
   return null;
 }
@@ -162,16 +173,19 @@ const KEPT = new Set(['general.architecture', 'general.type', 'general.name', 'g
 const keep = (key: string) => KEPT.has(key) || key.endsWith('.context_length') || key.startsWith('general.sampling.');
 
 // general.sampling.* key -> GgufSampling field (integers for top_k / penalty_last_n, finite numbers for the rest).
-const SAMPLING_KEYS: Array<[string, keyof GgufSampling, 'int' | 'float']> = [
-  ['temp', 'temperature', 'float'], ['top_k', 'topK', 'int'], ['top_p', 'topP', 'float'], ['min_p', 'minP', 'float'],
-  ['penalty_repeat', 'repetitionPenalty', 'float'], ['penalty_last_n', 'repeatLastN', 'int'],
+// general.sampling.* key -> GgufSampling field, integer or not, and Hugging Face's default of it (dropped, as vLLM).
+const SAMPLING_KEYS: Array<[string, keyof GgufSampling, 'int' | 'float', number | null]> = [
+  ['temp', 'temperature', 'float', 1], ['top_k', 'topK', 'int', 50], ['top_p', 'topP', 'float', 1],
+  ['min_p', 'minP', 'float', null], ['penalty_repeat', 'repetitionPenalty', 'float', 1],
 ];
 
 function samplingOf(num: (k: string) => number | null): GgufSampling {
   const out: GgufSampling = {};
-  for (const [key, field, kind] of SAMPLING_KEYS) {
-    const v = num(`general.sampling.${key}`);
-    if (v !== null && Number.isFinite(v) && (kind === 'float' || Number.isInteger(v))) out[field] = kind === 'float' ? shortestF32(v) : v;
+  for (const [key, field, kind, hfDefault] of SAMPLING_KEYS) {
+    const raw = num(`general.sampling.${key}`);
+    if (raw === null || !Number.isFinite(raw) || (kind === 'int' && !Number.isInteger(raw))) continue;
+    const v = kind === 'float' ? shortestF32(raw) : raw;
+    if (v !== hfDefault) out[field] = v;
   }
   return out;
 }

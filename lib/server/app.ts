@@ -6,7 +6,7 @@
 // (request-id.ts), sent back in `x-request-id` and logged as `reqId` when a logger is given (--log-format json).
 // Invariants: request bodies are JSON objects up to 2 MiB validated with coercion off (a string is never
 // taken for a number); the app owns its engines and closes them in onClose.
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ApiError } from './api-error.js';
 import { authPlugin } from './plugins/auth.js';
 import { corsPlugin } from './plugins/cors.js';
@@ -77,7 +77,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const rootPath = options.rootPath ?? '';
   const app = Fastify({
     ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: options.logger ?? false }),
-    disableRequestLogging: options.logRequests === false,
+    ...(options.logRequests === false ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
     genReqId: requestId,
     rewriteUrl: rootPath === '' ? undefined : (req) => stripRootPath(req.url ?? '/', rootPath),
     bodyLimit: options.bodyLimit ?? BODY_LIMIT,

@@ -501,6 +501,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     const mmproj = server.app.engine.core.readyValue?.info.mmproj;
     if (mmproj) log(`vision projector ${mmproj}: the model takes images`);
     const recommended = Object.entries(modelSamplingFields(server.app.engine.core.modelSampling()));
+    for (const refused of server.app.engine.core.modelSamplingRefused) slog.warn(`the model's general.sampling.* value ${refused}: not applied`);
     if (recommended.length > 0) {
       // vLLM's startup warning when a generation config overrides its defaults
       slog.warn(`the model's recommended sampling (general.sampling.*) is the default of requests that leave it out: ` +

@@ -90,7 +90,6 @@ export function modelSamplingFields(s: GgufSampling): Record<string, number> {
   if (s.topK !== undefined) out.top_k = s.topK;
   if (s.minP !== undefined) out.min_p = s.minP;
   if (s.repetitionPenalty !== undefined) out.repetition_penalty = s.repetitionPenalty;
-  if (s.repeatLastN !== undefined) out.repeat_last_n = s.repeatLastN;
   return out;
 }
 

@@ -1,5 +1,5 @@
 // The sampling settings of the settings panel, kept in localStorage, and how they become request fields.
-// An empty value (max tokens 0, top-k 0, seed empty) is left out so the server's default applies.
+// Max tokens 0 and an empty seed are left out so the server's default applies; the sampling knobs are always sent.
 
 export interface Settings {
   temperature: number;
@@ -29,13 +29,17 @@ export function saveSettings(s: Settings): void {
   localStorage.setItem(KEY, JSON.stringify(s));
 }
 
-/** The OpenAI request fields (plus the server's top_k, min_p, repetition_penalty extras). */
+/**
+ * The OpenAI request fields (plus the server's top_k, min_p, repetition_penalty extras). The sampling knobs are
+ * always sent, their "off" values included (top_k -1 for 0), so the panel's settings are what samples: a model's
+ * recommended sampling, which the server applies to fields a request leaves out, never mixes in.
+ */
 export function requestFields(s: Settings): Record<string, number> {
-  const fields: Record<string, number> = { temperature: s.temperature, top_p: s.topP };
+  const fields: Record<string, number> = {
+    temperature: s.temperature, top_p: s.topP, top_k: s.topK > 0 ? s.topK : -1, min_p: s.minP,
+    repetition_penalty: s.repetitionPenalty,
+  };
   if (s.maxTokens > 0) fields.max_tokens = s.maxTokens; // 0: no limit but the model's context (the server's default)
-  if (s.topK > 0) fields.top_k = s.topK;
-  if (s.minP > 0) fields.min_p = s.minP;
-  if (s.repetitionPenalty !== 1) fields.repetition_penalty = s.repetitionPenalty;
   if (s.seed.trim() !== '') fields.seed = Number(s.seed);
   return fields;
 }

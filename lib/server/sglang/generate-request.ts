@@ -8,8 +8,7 @@
 // i * n + j; anything wrong with the prompts or their images is a 400 naming the field, never a 500.
 import type { CorePrompt, EngineCore } from '../../engine-core.js';
 import { limitRefusal } from '../../native.js';
-import { normalizeSamplingParams, SamplingParamsError, withSamplingDefaults, type SamplingParams } from '../../sampling-params.js';
-import { modelSamplingFields } from '../model-use.js';
+import { normalizeSamplingParams, SamplingParamsError, type SamplingParams } from '../../sampling-params.js';
 import { alignImages, PromptInputError, promptInputs, sglangPrompts } from '../../sglang-prompts.js';
 import { ImageInputError, type ImageSource } from '../../vision/image-input.js';
 import { ApiError, badRequest } from '../api-error.js';
@@ -90,10 +89,10 @@ function perPrompt<T>(v: T | T[] | null | undefined, count: number, field: strin
 }
 
 /**
- * One prompt's sampling_params in SGLang's names, normalized (max_new_tokens 128 unless given) over `defaults`
- * (the model's recommended sampling: SGLang's --sampling-defaults model).
+ * One prompt's sampling_params in SGLang's names, normalized (max_new_tokens 128 unless given). No model defaults:
+ * SGLang's --sampling-defaults model feeds its chat route only, never the native /generate.
  */
-function samplingOf(sp: Record<string, unknown>, field: string, defaults: Record<string, unknown>): { params: SamplingParams; noStopTrim: boolean; zero: boolean } {
+function samplingOf(sp: Record<string, unknown>, field: string): { params: SamplingParams; noStopTrim: boolean; zero: boolean } {
   if (typeof sp !== 'object' || sp === null || Array.isArray(sp)) throw badRequest(`${field} must be an object`, field);
   const input: Record<string, unknown> = {};
   let noStopTrim = false;
@@ -112,7 +111,7 @@ function samplingOf(sp: Record<string, unknown>, field: string, defaults: Record
   }
   if (zero) { input.max_new_tokens = 1; untilFull = false; }
   try {
-    const params = normalizeSamplingParams(withSamplingDefaults(input, defaults), { defaultMaxTokens: untilFull ? null : SGLANG_DEFAULT_MAX_NEW_TOKENS });
+    const params = normalizeSamplingParams(input, { defaultMaxTokens: untilFull ? null : SGLANG_DEFAULT_MAX_NEW_TOKENS });
     return { params, noStopTrim, zero };
   } catch (e) {
     if (e instanceof SamplingParamsError) throw badRequest(`${field}: ${e.message}`, `${field}.${e.param}`);
@@ -177,8 +176,7 @@ export async function readGenerateRequest(body: GenerateBody, core: EngineCore, 
   const { input, batch: listInput } = inputsOf(body);
   const count = 'text' in input ? input.text.length : input.ids.length;
   const sps = perPrompt<Record<string, unknown>>(body.sampling_params, count, 'sampling_params', {});
-  const defaults = modelSamplingFields(core.modelSampling());
-  const sampling = sps.map((sp, i) => samplingOf(sp, Array.isArray(body.sampling_params) ? `sampling_params[${i}]` : 'sampling_params', defaults));
+  const sampling = sps.map((sp, i) => samplingOf(sp, Array.isArray(body.sampling_params) ? `sampling_params[${i}]` : 'sampling_params'));
   const n = sampling[0].params.n;
   if (sampling.some((s) => s.params.n !== n)) throw badRequest('sampling_params: n must be the same for every prompt', 'sampling_params');
   const batch = listInput || n > 1;
