@@ -161,3 +161,35 @@ t.test('--log-format json --disable-log-requests: no request lines, errors still
   const cfg = parse([path, '--log-format', 'json', '--disable-log-requests']);
   t.equal(cfg.serve.logRequests, false, 'Fastify keeps its logger (5xx lines) and drops only the request lines');
 });
+
+t.test("runner mode reads Ollama's server variables where the flags are absent; single-model mode never does", async (t) => {
+  const env = {
+    OLLAMA_HOST: '0.0.0.0:11500', OLLAMA_KEEP_ALIVE: '10m', OLLAMA_MAX_LOADED_MODELS: '2', OLLAMA_NUM_PARALLEL: '4',
+    OLLAMA_MAX_QUEUE: '100', OLLAMA_CONTEXT_LENGTH: '2048', OLLAMA_ORIGINS: 'http://a.example,http://b.example', OLLAMA_KV_CACHE_TYPE: 'f16',
+  };
+  const cfg = parse(['--ollama'], env);
+  t.same([cfg.serve.host, cfg.serve.port], ['0.0.0.0', 11500], 'OLLAMA_HOST');
+  t.equal(cfg.runner!.keepAliveMs, 600_000);
+  t.equal(cfg.runner!.maxLoaded, 2);
+  t.equal(cfg.engine.maxNumSeqs, 4);
+  t.equal(cfg.serve.maxQueuedRequests, 100);
+  t.equal(cfg.engine.maxModelLen, 2048);
+  t.same(cfg.serve.corsOrigins, ['http://a.example', 'http://b.example']);
+  t.equal(cfg.engine.kvCacheDtype, 'float16');
+  t.match(cfg.notes.join('\n'), /Ollama's environment applies: OLLAMA_KEEP_ALIVE=10m, OLLAMA_MAX_LOADED_MODELS=2, OLLAMA_NUM_PARALLEL=4/);
+  const flags = parse(['--ollama', '--keep-alive', '1m', '--max-running-requests', '8', '--host', '127.0.0.1', '--cors-origins', 'x'], env);
+  t.same([flags.runner!.keepAliveMs, flags.engine.maxNumSeqs, flags.serve.host, flags.serve.port], [60_000, 8, '127.0.0.1', 11500],
+    'a flag, in any spelling, wins over its variable (the port still comes from OLLAMA_HOST, as from SPINDLE_HOST)');
+  t.same(flags.serve.corsOrigins, ['x']);
+  t.equal(parse(['--ollama'], { ...env, SPINDLE_HOST: '127.0.0.1:9000' }).serve.port, 9000, 'SPINDLE_HOST wins over OLLAMA_HOST');
+  const single = parse(['m.gguf'], env);
+  t.same([single.serve.host, single.serve.port, single.engine.maxNumSeqs, single.serve.corsOrigins], ['127.0.0.1', 8000, undefined, []],
+    "a single-model server ignores them (an ollama client's OLLAMA_HOST must not move it)");
+  const auto = parse(['--ollama'], { OLLAMA_NUM_PARALLEL: '0', OLLAMA_MAX_LOADED_MODELS: '0', OLLAMA_KV_CACHE_TYPE: 'q8_0' });
+  t.same([auto.engine.maxNumSeqs, auto.runner!.maxLoaded, auto.engine.kvCacheDtype], [undefined, 1, undefined], "0: Ollama's automatic choice");
+  t.match(auto.notes.join('\n'), /OLLAMA_KV_CACHE_TYPE=q8_0: quantized K \/ V caches are not supported; the KV cache stays float16/);
+  t.throws(() => parse(['--ollama'], { OLLAMA_NUM_PARALLEL: 'four' }), /OLLAMA_NUM_PARALLEL must be a whole number \(got 'four'\)/);
+  t.throws(() => parse(['--ollama'], { OLLAMA_KV_CACHE_TYPE: 'f32' }), /OLLAMA_KV_CACHE_TYPE must be f16, q8_0 or q4_0/);
+  t.throws(() => parse(['--ollama'], { OLLAMA_KEEP_ALIVE: 'soon' }), /--keep-alive must be a duration/);
+  t.throws(() => parse(['--ollama'], { OLLAMA_HOST: 'ftp://x' }), /OLLAMA_HOST: the scheme 'ftp' is not http or https/);
+});

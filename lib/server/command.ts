@@ -26,6 +26,7 @@ import { serveLog, type LogFormat, type ServeLog } from './log-format.js';
 import { listening, readyLine } from './serve-lines.js';
 import { apiKeysFrom, logFormatFrom, modelFrom, rootPathFrom } from './serve-env.js';
 import { modelSamplingFields } from './model-use.js';
+import { ollamaEnv } from './ollama-env.js';
 import { COMPAT_OPTIONS, COMPAT_PAIRS, commaList, compatSettings, expandShortFlags, type LogLevel } from './launch-compat.js';
 
 export const HELP = `Usage: spindle serve [model.gguf] [flags]
@@ -148,6 +149,10 @@ Environment (a flag on the command line wins over its variable; a variable wins 
   SPINDLE_HOST                        [scheme://]host[:port] to listen on (and runner mode when no model is given)
   SPINDLE_ALLOW_RUNTIME_LORA_UPDATING 'true' (or vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING): POST /v1/load_lora_adapter
                                       and /v1/unload_lora_adapter change the LoRA adapters of the running server
+  Runner mode also reads Ollama's server variables where the flags are absent: OLLAMA_HOST (when SPINDLE_HOST is
+  not set), OLLAMA_KEEP_ALIVE, OLLAMA_MAX_LOADED_MODELS, OLLAMA_NUM_PARALLEL (--max-num-seqs), OLLAMA_MAX_QUEUE,
+  OLLAMA_CONTEXT_LENGTH (--max-model-len), OLLAMA_ORIGINS (--cors-origins), OLLAMA_KV_CACHE_TYPE (f16; q8_0 / q4_0
+  are not supported: a warning says so)
 `;
 
 class FlagError extends Error {}
@@ -243,14 +248,19 @@ function runnerConfig(v: Record<string, string | string[] | boolean | undefined>
   return { maxLoaded: int('max-loaded-models', s('max-loaded-models'), 1, 64) ?? 1, keepAliveMs };
 }
 
-/** Where to listen: --host / --port, else SPINDLE_HOST's address, else 127.0.0.1 and 8000 (runner mode: 11434). */
-function address(host: string | undefined, port: number | undefined, runner: boolean, env: NodeJS.ProcessEnv): { host: string; port: number } {
+/**
+ * Where to listen: --host / --port, else SPINDLE_HOST's address (runner mode: else OLLAMA_HOST's, ollamaHost), else
+ * 127.0.0.1 and 8000 (runner mode: 11434).
+ */
+function address(host: string | undefined, port: number | undefined, runner: boolean, env: NodeJS.ProcessEnv,
+  ollamaHost: string | null = null): { host: string; port: number } {
   let fromEnv: { host: string; port: number } | null = null;
-  if ((env.SPINDLE_HOST ?? '') !== '') {
+  const [name, value] = (env.SPINDLE_HOST ?? '') !== '' ? ['SPINDLE_HOST', env.SPINDLE_HOST!] : ['OLLAMA_HOST', ollamaHost ?? ''];
+  if (value !== '') {
     try {
-      fromEnv = parseHostEnv(env.SPINDLE_HOST!);
+      fromEnv = parseHostEnv(value);
     } catch (e) {
-      throw new FlagError((e as Error).message);
+      throw new FlagError((e as Error).message.replace(/^SPINDLE_HOST/, name));
     }
   }
   return { host: host ?? fromEnv?.host ?? '127.0.0.1', port: port ?? fromEnv?.port ?? (runner ? OLLAMA_PORT : 8000) };
@@ -299,19 +309,34 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   } catch (e) {
     throw new FlagError((e as Error).message);
   }
-  const v = parsed.values as Record<string, string | string[] | boolean | undefined>;
+  let v = parsed.values as Record<string, string | string[] | boolean | undefined>;
   if (v.help) return 'help';
   for (const [a, b] of PAIRS) if (v[a] !== undefined && v[b] !== undefined) throw new FlagError(`--${a} and --${b} are the same flag; give one`);
   if (parsed.positionals.length > 1) throw new FlagError(`one model please (got ${parsed.positionals.join(', ')})`);
   const flagModel = (v.model ?? v['model-path']) as string | undefined;
   if (flagModel !== undefined && parsed.positionals.length > 0) throw new FlagError('give the model as an argument or with --model, not both');
+  const model = modelFrom(flagModel ?? parsed.positionals[0], v.ollama === true, env);
+  const notes: string[] = [];
+  let ollamaHost: string | null = null;
+  if (model === undefined && (v.ollama === true || (env.SPINDLE_HOST ?? '') !== '')) {
+    // runner mode, the drop-in for `ollama serve`: Ollama's variables fill in the flags a command line leaves out
+    let oe;
+    try {
+      oe = ollamaEnv(v, env);
+    } catch (e) {
+      throw new FlagError((e as Error).message);
+    }
+    v = oe.values;
+    ollamaHost = oe.host;
+    notes.push(...oe.notes);
+    if (oe.applied.length > 0) notes.push(`Ollama's environment applies: ${oe.applied.join(', ')}`);
+  }
   const s = (k: string) => v[k] as string | undefined;
   const fraction = s('gpu-memory-utilization') ?? s('mem-fraction-static');
   const kv = fraction === undefined ? undefined : Number(fraction);
   if (kv !== undefined && !(kv > 0 && kv <= 1)) throw new FlagError(`--gpu-memory-utilization must be a fraction in (0, 1] (got '${fraction}')`);
   const device = s('device');
   if (device !== undefined && !DEVICES.includes(device)) throw new FlagError(`--device must be one of ${DEVICES.join(', ')} (got '${device}')`);
-  const notes: string[] = [];
   for (const f of ['max-lora-rank', 'max-loras']) {
     if (v[f] !== undefined) notes.push(`--${f} has no effect here (adapters of any rank load, all of them at start); accepted for vLLM compatibility`);
   }
@@ -336,7 +361,6 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     s('speculative-num-draft-tokens') ?? s('num-speculative-tokens'), draftModel);
   const domains = s('allowed-media-domains');
   const cors = s('cors-origins');
-  const model = modelFrom(flagModel ?? parsed.positionals[0], v.ollama === true, env);
   const runner = runnerConfig(v, model, env);
   const logFormat = logFormatFrom(s('log-format'), env);
   let compat;
@@ -346,7 +370,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     throw new FlagError((e as Error).message);
   }
   notes.push(...compat.notes);
-  const listen = address(s('host'), int('port', s('port'), 0, 65535), runner !== null, env);
+  const listen = address(s('host'), int('port', s('port'), 0, 65535), runner !== null, env, ollamaHost);
   return {
     model: model ?? null,
     runner,
