@@ -3,6 +3,8 @@
 // models/blobs/sha256-<hex>, shared by every name that uses them (Ollama's layout).
 // Hosts: 'hf.co' for hub pulls (namespace = org, name = repo, tag = quantization), 'local' for names made here
 // ('library' is the namespace of names without one). Keys are lower case: names and tags are case-insensitive.
+// With OLLAMA_MODELS set, Ollama's own store is read beside this one (ollama-store.ts): its names the store lacks
+// are listed and served in place, read-only (remove() refuses them; prune() never looks there).
 // Invariants: a manifest or blob appears only complete (written to a temporary name, then renamed); a blob is
 // named by the sha256 of its bytes; removing a name removes only the blobs no other manifest uses; two
 // processes may read and write the store at once (the last manifest write of a name wins, whole).
@@ -11,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { listOllama, ollamaModelsDir, readOllama } from './ollama-store.js';
 
 /** A file of a model: a blob of the store, or (files found in the Hugging Face cache) a path used in place. */
 export type ManifestFile = { digest: string; size: number; file: string } | { path: string; size: number; file: string };
@@ -29,6 +32,7 @@ export interface Manifest {
   parameters?: Record<string, number | string | string[]>;
   messages?: { role: string; content: string }[];
   license?: string[];
+  external?: 'ollama'; // a model of Ollama's own store (OLLAMA_MODELS), read in place and never changed
 }
 
 export interface StoreKey {
@@ -51,15 +55,23 @@ export function hubKey(repo: string, quant: string | null): StoreKey {
   return { host: 'hf.co', namespace, name, tag: quant ? quant.toUpperCase() : 'latest' };
 }
 
+/** remove() of a model that belongs to Ollama's store. */
+export class ReadOnlyModelError extends Error {
+  override name = 'ReadOnlyModelError';
+}
+
 export class ModelStore {
   readonly home: string;
   readonly blobs: string;
   readonly manifests: string;
+  /** Ollama's models directory read beside the store (OLLAMA_MODELS), or null. */
+  readonly ollamaModels: string | null;
 
-  constructor(home: string = spindleHome()) {
+  constructor(home: string = spindleHome(), ollamaModels: string | null = ollamaModelsDir()) {
     this.home = home;
     this.blobs = join(home, 'models', 'blobs');
     this.manifests = join(home, 'models', 'manifests');
+    this.ollamaModels = ollamaModels;
   }
 
   blobPath(digest: string): string {
@@ -76,7 +88,12 @@ export class ModelStore {
     return join(this.manifests, k.host, k.namespace.toLowerCase(), k.name.toLowerCase(), k.tag.toLowerCase());
   }
 
+  /** The manifest of `k`: the store's own, else (with ollamaModels) Ollama's, else null. */
   read(k: StoreKey): Manifest | null {
+    return this.#readOwn(k) ?? (this.ollamaModels === null ? null : readOllama(this.ollamaModels, k));
+  }
+
+  #readOwn(k: StoreKey): Manifest | null {
     try {
       const m = JSON.parse(readFileSync(this.#manifestPath(k), 'utf8')) as Manifest;
       return m && m.schemaVersion === 1 && m.model ? m : null;
@@ -98,21 +115,27 @@ export class ModelStore {
     renameSync(tmp, path);
   }
 
-  /** Every manifest: its key, content and the bytes of its files. */
+  /** Every manifest (the store's own, then Ollama's names the store lacks): its key, content and files' bytes. */
   list(): { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] {
     const out: { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] = [];
+    const sizeOf = (m: Manifest) => m.model.size + (m.mmproj?.size ?? 0) + (m.adapter?.size ?? 0);
     for (const host of ['hf.co', 'local'] as const) {
       for (const namespace of dirs(join(this.manifests, host))) {
         for (const name of dirs(join(this.manifests, host, namespace))) {
           const dir = join(this.manifests, host, namespace, name);
           for (const tag of files(dir)) {
             const key: StoreKey = { host, namespace, name, tag };
-            const manifest = this.read(key);
+            const manifest = this.#readOwn(key);
             if (!manifest) continue;
-            const size = manifest.model.size + (manifest.mmproj?.size ?? 0) + (manifest.adapter?.size ?? 0);
-            out.push({ key, manifest, size, modifiedAt: statSync(join(dir, tag)).mtime });
+            out.push({ key, manifest, size: sizeOf(manifest), modifiedAt: statSync(join(dir, tag)).mtime });
           }
         }
+      }
+    }
+    if (this.ollamaModels !== null) {
+      const own = new Set(out.map((e) => keyString(e.key)));
+      for (const e of listOllama(this.ollamaModels)) {
+        if (!own.has(keyString(e.key))) out.push({ ...e, size: sizeOf(e.manifest) });
       }
     }
     return out.sort((a, b) => b.modifiedAt.getTime() - a.modifiedAt.getTime());
@@ -185,8 +208,14 @@ export class ModelStore {
 
   /** Removes a name; then every blob of it that no other manifest uses. Returns false when the name is unknown. */
   remove(k: StoreKey): boolean {
-    const m = this.read(k);
-    if (!m) return false;
+    const m = this.#readOwn(k);
+    if (!m) {
+      const theirs = this.ollamaModels === null ? null : readOllama(this.ollamaModels, k);
+      if (theirs) {
+        throw new ReadOnlyModelError(`'${theirs.name}' belongs to Ollama's store (OLLAMA_MODELS=${this.ollamaModels}), which Spindle reads without changing it; remove it with \`ollama rm\``);
+      }
+      return false;
+    }
     rmSync(this.#manifestPath(k), { force: true });
     const used = this.#usedDigests();
     for (const f of [m.model, m.mmproj, m.adapter]) {
@@ -194,6 +223,10 @@ export class ModelStore {
     }
     return true;
   }
+}
+
+function keyString(k: StoreKey): string {
+  return [k.host, k.namespace, k.name, k.tag].join('/').toLowerCase();
 }
 
 function dirs(p: string): string[] {

@@ -149,6 +149,8 @@ Environment (a flag on the command line wins over its variable; a variable wins 
   SPINDLE_HOST                        [scheme://]host[:port] to listen on (and runner mode when no model is given)
   SPINDLE_ALLOW_RUNTIME_LORA_UPDATING 'true' (or vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING): POST /v1/load_lora_adapter
                                       and /v1/unload_lora_adapter change the LoRA adapters of the running server
+  OLLAMA_MODELS                       Ollama's models directory (e.g. ~/.ollama/models): the models \`ollama pull\`
+                                      downloaded are served too, in place and read-only, with their templates
   Runner mode also reads Ollama's server variables where the flags are absent: OLLAMA_HOST (when SPINDLE_HOST is
   not set), OLLAMA_KEEP_ALIVE, OLLAMA_MAX_LOADED_MODELS, OLLAMA_NUM_PARALLEL (--max-num-seqs), OLLAMA_MAX_QUEUE,
   OLLAMA_CONTEXT_LENGTH (--max-model-len), OLLAMA_ORIGINS (--cors-origins), OLLAMA_KV_CACHE_TYPE (f16; q8_0 / q4_0
@@ -468,7 +470,8 @@ async function serveRunner(cfg: ServeConfig, runner: NonNullable<ServeConfig['ru
       }
     }
     const server = await startServer({ ...cfg.serve, engine, servedModelNames: [], runner: { store, ...runner }, loggerInstance: slog.requestLogger ?? undefined });
-    slog.info(`runner mode: ${store.list().length} model(s) in the store ${store.home}; each loads on first use, ` +
+    const ollamaStore = store.ollamaModels === null ? '' : ` and Ollama's store ${store.ollamaModels} (OLLAMA_MODELS, read-only)`;
+    slog.info(`runner mode: ${store.list().length} model(s) in the store ${store.home}${ollamaStore}; each loads on first use, ` +
       `at most ${runner.maxLoaded} at once, unloaded ${seconds(runner.keepAliveMs)} after its last request`);
     const base = `${server.url}${cfg.serve.rootPath ?? ''}`;
     const ui = cfg.serve.ui === false ? '' : `; web UI: ${base}/`;

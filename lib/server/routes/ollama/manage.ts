@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { ModelRefError, parseModelRef } from '../../../models/ref.js';
-import { localKey, type ModelStore } from '../../../models/store.js';
+import { localKey, ReadOnlyModelError, type ModelStore } from '../../../models/store.js';
 import { ApiError, badRequest } from '../../api-error.js';
 import { keysOf, lookupStoreModel } from '../../store-catalog.js';
 import { registerCreate } from './create.js';
@@ -39,7 +39,12 @@ export default async function ollamaManageRoute(app: FastifyInstance): Promise<v
     const name = nameOf(request.body as { model?: string; name?: string });
     const key = keysOf(name).find((k) => store.read(k) !== null);
     if (!key) throw new ApiError(404, `model '${name}' not found`, { param: 'model', code: 'model_not_found' });
-    store.remove(key);
+    try {
+      store.remove(key);
+    } catch (e) {
+      if (e instanceof ReadOnlyModelError) throw new ApiError(400, e.message, { param: 'model', code: 'read_only_model' });
+      throw e;
+    }
     void app.runner?.forgetMissing(existsSync); // unloads (once its requests finish) an engine whose file is gone
     return {};
   });

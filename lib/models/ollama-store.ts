@@ -1,0 +1,145 @@
+// Ollama's own model store (OLLAMA_MODELS, e.g. ~/.ollama/models), read in place so that `spindle serve --ollama`
+// serves the models `ollama pull` already downloaded: manifests/<host>/<namespace>/<name>/<tag> are OCI image
+// manifests whose layers name blobs/sha256-<hex> by media type (application/vnd.ollama.image.model, .template,
+// .system, .params, .messages, .license, .projector, .adapter). registry.ollama.ai names become local names
+// ('llama3.2:latest', 'user/model:tag'), hf.co ones hub names ('hf.co/org/repo:Q4_K_M').
+// Invariants: nothing here writes, moves or removes anything under that directory (ModelStore refuses to remove
+// these names); a manifest that cannot be read, or whose model blob is missing, is skipped, never an error; names are
+// matched case-insensitively, as the store's own.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Manifest, ManifestFile, StoreKey } from './store.js';
+
+/** The Ollama models directory to read: OLLAMA_MODELS when set, else none (Ollama's store is read only when asked). */
+export function ollamaModelsDir(env: NodeJS.ProcessEnv = process.env): string | null {
+  const v = env.OLLAMA_MODELS?.trim();
+  return v ? v : null;
+}
+
+const LAYER = 'application/vnd.ollama.image.';
+// Our key's host -> Ollama's manifest host directory
+const HOSTS: Record<StoreKey['host'], string> = { local: 'registry.ollama.ai', 'hf.co': 'hf.co' };
+
+interface OciLayer { mediaType?: unknown; digest?: unknown; size?: unknown }
+
+/** A directory entry of `dir` equal to `name` but for case, or null. */
+function entry(dir: string, name: string): string | null {
+  try {
+    const names = readdirSync(dir);
+    return names.find((n) => n === name) ?? names.find((n) => n.toLowerCase() === name.toLowerCase()) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function subdirs(p: string): string[] {
+  try {
+    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  } catch {
+    return [];
+  }
+}
+
+function files(p: string): string[] {
+  try {
+    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isFile()).map((d) => d.name);
+  } catch {
+    return [];
+  }
+}
+
+/** The name Ollama shows for a manifest path's parts. */
+function displayName(host: string, namespace: string, name: string, tag: string): string {
+  if (host === 'hf.co') return `hf.co/${namespace}/${name}:${tag}`;
+  return namespace === 'library' ? `${name}:${tag}` : `${namespace}/${name}:${tag}`;
+}
+
+/** Reads the manifest file at `path` (parts: its host, namespace, name, tag) as the store's Manifest, or null. */
+function readAt(dir: string, path: string, parts: [string, string, string, string]): Manifest | null {
+  let oci: { layers?: OciLayer[] };
+  try {
+    oci = JSON.parse(readFileSync(path, 'utf8')) as { layers?: OciLayer[] };
+  } catch {
+    return null;
+  }
+  if (!oci || !Array.isArray(oci.layers)) return null;
+  const layer = (kind: string): { file: string; size: number } | null => {
+    const l = oci.layers!.find((x) => x.mediaType === LAYER + kind);
+    if (!l || typeof l.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(l.digest)) return null;
+    const file = join(dir, 'blobs', l.digest.replace(':', '-'));
+    return { file, size: typeof l.size === 'number' ? l.size : 0 };
+  };
+  const text = (kind: string): string | null => {
+    const l = layer(kind);
+    if (!l) return null;
+    try {
+      return readFileSync(l.file, 'utf8');
+    } catch {
+      return null;
+    }
+  };
+  const json = (kind: string): unknown => {
+    const t = text(kind);
+    try {
+      return t === null ? null : JSON.parse(t);
+    } catch {
+      return null;
+    }
+  };
+  const asFile = (l: { file: string; size: number } | null, name: string): ManifestFile | null =>
+    l ? { path: l.file, size: l.size, file: name } : null;
+  const modelLayer = layer('model');
+  if (!modelLayer || !existsSync(modelLayer.file)) return null;
+  const model = asFile(modelLayer, 'model.gguf')!;
+  const params = json('params');
+  const messages = json('messages');
+  const license = text('license');
+  return {
+    schemaVersion: 1,
+    name: displayName(...parts),
+    createdAt: statSync(path).mtime.toISOString(),
+    source: `ollama:${path}`,
+    external: 'ollama',
+    model,
+    mmproj: asFile(layer('projector'), 'mmproj.gguf'),
+    adapter: asFile(layer('adapter'), 'adapter.gguf'),
+    template: text('template'),
+    system: text('system'),
+    ...(params && typeof params === 'object' && !Array.isArray(params) ? { parameters: params as Manifest['parameters'] } : {}),
+    ...(Array.isArray(messages) ? { messages: messages as Manifest['messages'] } : {}),
+    ...(license !== null ? { license: [license] } : {}),
+  };
+}
+
+/** The manifest of `k` in Ollama's store `dir`, or null. */
+export function readOllama(dir: string, k: StoreKey): Manifest | null {
+  let at = join(dir, 'manifests');
+  const parts: string[] = [];
+  for (const part of [HOSTS[k.host], k.namespace, k.name, k.tag]) {
+    const found = entry(at, part);
+    if (found === null) return null;
+    at = join(at, found);
+    parts.push(found);
+  }
+  return readAt(dir, at, parts as [string, string, string, string]);
+}
+
+/** Every readable manifest of Ollama's store `dir`, with its key (lower case, as the store's own keys). */
+export function listOllama(dir: string): { key: StoreKey; manifest: Manifest; modifiedAt: Date }[] {
+  const out: { key: StoreKey; manifest: Manifest; modifiedAt: Date }[] = [];
+  for (const host of ['local', 'hf.co'] as const) {
+    const root = join(dir, 'manifests', HOSTS[host]);
+    for (const namespace of subdirs(root)) {
+      for (const name of subdirs(join(root, namespace))) {
+        for (const tag of files(join(root, namespace, name))) {
+          const path = join(root, namespace, name, tag);
+          const manifest = readAt(dir, path, [HOSTS[host], namespace, name, tag]);
+          if (!manifest) continue;
+          const key: StoreKey = { host, namespace: namespace.toLowerCase(), name: name.toLowerCase(), tag: tag.toLowerCase() };
+          out.push({ key, manifest, modifiedAt: new Date(manifest.createdAt) });
+        }
+      }
+    }
+  }
+  return out;
+}
