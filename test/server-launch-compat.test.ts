@@ -174,7 +174,9 @@ t.test("runner mode reads Ollama's server variables where the flags are absent; 
   t.equal(cfg.engine.maxNumSeqs, 4);
   t.equal(cfg.serve.maxQueuedRequests, 100);
   t.equal(cfg.engine.maxModelLen, 2048);
-  t.same(cfg.serve.corsOrigins, ['http://a.example', 'http://b.example']);
+  t.same(cfg.serve.corsOrigins.slice(0, 2), ['http://a.example', 'http://b.example']);
+  t.ok(cfg.serve.corsOrigins.includes('http://localhost:*') && cfg.serve.corsOrigins.includes('vscode-webview://*'),
+    "plus Ollama's default origins");
   t.equal(cfg.engine.kvCacheDtype, 'float16');
   t.match(cfg.notes.join('\n'), /Ollama's environment applies: OLLAMA_KEEP_ALIVE=10m, OLLAMA_MAX_LOADED_MODELS=2, OLLAMA_NUM_PARALLEL=4/);
   const flags = parse(['--ollama', '--keep-alive', '1m', '--max-running-requests', '8', '--host', '127.0.0.1', '--cors-origins', 'x'], env);
@@ -186,10 +188,29 @@ t.test("runner mode reads Ollama's server variables where the flags are absent; 
   t.same([single.serve.host, single.serve.port, single.engine.maxNumSeqs, single.serve.corsOrigins], ['127.0.0.1', 8000, undefined, []],
     "a single-model server ignores them (an ollama client's OLLAMA_HOST must not move it)");
   const auto = parse(['--ollama'], { OLLAMA_NUM_PARALLEL: '0', OLLAMA_MAX_LOADED_MODELS: '0', OLLAMA_KV_CACHE_TYPE: 'q8_0' });
-  t.same([auto.engine.maxNumSeqs, auto.runner!.maxLoaded, auto.engine.kvCacheDtype], [undefined, 1, undefined], "0: Ollama's automatic choice");
-  t.match(auto.notes.join('\n'), /OLLAMA_KV_CACHE_TYPE=q8_0: quantized K \/ V caches are not supported; the KV cache stays float16/);
+  t.same([auto.engine.maxNumSeqs, auto.runner!.maxLoaded], [undefined, 1], "0: Ollama's automatic choice");
+  t.equal(auto.engine.kvCacheDtype, 'float16', 'q8_0: float16, the smallest cache there is (also on a GPU)');
+  t.match(auto.notes.join('\n'), /OLLAMA_KV_CACHE_TYPE=q8_0: quantized K \/ V caches are not supported; the KV cache is float16 instead/);
+  t.same([parse(['--ollama'], { OLLAMA_HOST: ':11500' }).serve.host, parse(['--ollama'], { OLLAMA_HOST: '"0.0.0.0:11434"' }).serve.host],
+    ['0.0.0.0', '0.0.0.0'], "OLLAMA_HOST as Ollama's server reads it: an empty host is every interface; quotes dropped");
+  t.throws(() => parse(['--ollama'], { OLLAMA_MAX_LOADED_MODELS: '100' }), /OLLAMA_MAX_LOADED_MODELS must be in \[1, 64\] \(got '100'\)/);
+  t.throws(() => parse(['--ollama'], { OLLAMA_NUM_PARALLEL: '100000' }), /OLLAMA_NUM_PARALLEL must be /);
   t.throws(() => parse(['--ollama'], { OLLAMA_NUM_PARALLEL: 'four' }), /OLLAMA_NUM_PARALLEL must be a whole number \(got 'four'\)/);
   t.throws(() => parse(['--ollama'], { OLLAMA_KV_CACHE_TYPE: 'f32' }), /OLLAMA_KV_CACHE_TYPE must be f16, q8_0 or q4_0/);
-  t.throws(() => parse(['--ollama'], { OLLAMA_KEEP_ALIVE: 'soon' }), /--keep-alive must be a duration/);
+  t.throws(() => parse(['--ollama'], { OLLAMA_KEEP_ALIVE: 'soon' }), /OLLAMA_KEEP_ALIVE must be a duration/);
   t.throws(() => parse(['--ollama'], { OLLAMA_HOST: 'ftp://x' }), /OLLAMA_HOST: the scheme 'ftp' is not http or https/);
+});
+
+t.test('--cors-origins patterns: each * any run of characters (Ollama\'s OLLAMA_ORIGINS syntax)', async (t) => {
+  const { buildApp } = await import('../lib/server/app.js');
+  const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 64, threads: 1 }, 'serve'),
+    servedModelNames: ['m'], corsOrigins: ['chrome-extension://*', 'http://localhost:*', 'https://app.example'] });
+  t.teardown(() => app.close());
+  const allow = async (origin: string) => (await app.inject({ method: 'OPTIONS', url: '/v1/models', headers: { origin } }))
+    .headers['access-control-allow-origin'] ?? null;
+  t.equal(await allow('chrome-extension://abcdef'), 'chrome-extension://abcdef');
+  t.equal(await allow('http://localhost:5173'), 'http://localhost:5173');
+  t.equal(await allow('https://app.example'), 'https://app.example');
+  t.equal(await allow('https://evil.example'), null, 'anything else: no CORS header');
+  t.equal(await allow('http://localhost.evil.example:1'), null, 'a pattern matches the whole origin, dots literal');
 });

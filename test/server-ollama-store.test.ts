@@ -111,3 +111,35 @@ t.test('the store\'s own name wins over Ollama\'s of the same name', async (t) =
   t.ok(store.remove(localKey(null, 'tiny', 'latest')), 'the own one can be removed');
   t.equal(store.read(localKey(null, 'tiny', 'latest'))!.external, 'ollama', 'then Ollama\'s shows again');
 });
+
+t.test('Ollama\'s store in the same directory as Spindle\'s: its blobs are never pruned', async (t) => {
+  const shared = mkdtempSync(join(tmpdir(), 'spindle-shared-home-'));
+  t.teardown(() => rmSync(shared, { recursive: true, force: true }));
+  const bytes = readFileSync(modelPath);
+  const hex = createHash('sha256').update(bytes).digest('hex');
+  mkdirSync(join(shared, 'models', 'blobs'), { recursive: true });
+  writeFileSync(join(shared, 'models', 'blobs', `sha256-${hex}`), bytes);
+  mkdirSync(join(shared, 'models', 'manifests', 'registry.ollama.ai', 'library', 'm'), { recursive: true });
+  writeFileSync(join(shared, 'models', 'manifests', 'registry.ollama.ai', 'library', 'm', 'latest'), JSON.stringify({
+    schemaVersion: 2, layers: [{ mediaType: 'application/vnd.ollama.image.model', digest: `sha256:${hex}`, size: bytes.length }] }));
+  const store = new ModelStore(shared, join(shared, 'models'));
+  t.same(store.list().map((e) => e.manifest.name), ['m:latest']);
+  t.same(store.prune(0).blobs, 0);
+  t.ok(existsSync(join(shared, 'models', 'blobs', `sha256-${hex}`)), 'the blob an Ollama manifest names stays');
+});
+
+t.test('runner mode caps a context over the model\'s trained one (OLLAMA_CONTEXT_LENGTH, num_ctx), as Ollama', async (t) => {
+  const app = await buildApp({
+    engine: normalizeEngineOptions({ model: 'runner', maxModelLen: 8192, threads: 1 }, 'serve'), servedModelNames: [],
+    runner: { store: new ModelStore(home, ollamaDir), env: {} },
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const ollama = new Ollama({ host: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` });
+  const r = await ollama.generate({ model: 'tiny', prompt: 'Hi', options: { num_predict: 2 } });
+  t.equal(r.done, true, 'the 4096-token fixture loads at 4096, not 8192');
+  const big = await ollama.generate({ model: 'tiny', prompt: 'Hi', options: { num_predict: 2, num_ctx: 100000 } });
+  t.equal(big.done, true, 'a request num_ctx over it too');
+  const ps = await ollama.ps();
+  t.ok(ps.models.every((m) => (m as { context_length?: number }).context_length === 4096), 'loaded at the trained context');
+});

@@ -17,8 +17,8 @@ export function ollamaModelsDir(env: NodeJS.ProcessEnv = process.env): string | 
 }
 
 const LAYER = 'application/vnd.ollama.image.';
-// Our key's host -> Ollama's manifest host directory
-const HOSTS: Record<StoreKey['host'], string> = { local: 'registry.ollama.ai', 'hf.co': 'hf.co' };
+// Our key's host -> Ollama's manifest host directories (hub names pulled as hf.co/... or huggingface.co/...)
+const HOSTS: Record<StoreKey['host'], readonly string[]> = { local: ['registry.ollama.ai'], 'hf.co': ['hf.co', 'huggingface.co'] };
 
 interface OciLayer { mediaType?: unknown; digest?: unknown; size?: unknown }
 
@@ -50,7 +50,7 @@ function files(p: string): string[] {
 
 /** The name Ollama shows for a manifest path's parts. */
 function displayName(host: string, namespace: string, name: string, tag: string): string {
-  if (host === 'hf.co') return `hf.co/${namespace}/${name}:${tag}`;
+  if (host === 'hf.co' || host === 'huggingface.co') return `hf.co/${namespace}/${name}:${tag}`;
   return namespace === 'library' ? `${name}:${tag}` : `${namespace}/${name}:${tag}`;
 }
 
@@ -93,7 +93,14 @@ function readAt(dir: string, path: string, parts: [string, string, string, strin
   const model = asFile(modelLayer, 'model.gguf')!;
   const params = json('params');
   const messages = json('messages');
-  const license = text('license');
+  // every license layer (llama3.x ships two: the license and the use policy), as Ollama's /api/show joins them
+  const licenses = oci.layers.filter((x) => x.mediaType === LAYER + 'license').map((x) => {
+    try {
+      return typeof x.digest === 'string' && /^sha256:[0-9a-f]{64}$/.test(x.digest) ? readFileSync(join(dir, 'blobs', x.digest.replace(':', '-')), 'utf8') : null;
+    } catch {
+      return null;
+    }
+  }).filter((x): x is string => x !== null);
   return {
     schemaVersion: 1,
     name: displayName(...parts),
@@ -107,36 +114,46 @@ function readAt(dir: string, path: string, parts: [string, string, string, strin
     system: text('system'),
     ...(params && typeof params === 'object' && !Array.isArray(params) ? { parameters: params as Manifest['parameters'] } : {}),
     ...(Array.isArray(messages) ? { messages: messages as Manifest['messages'] } : {}),
-    ...(license !== null ? { license: [license] } : {}),
+    ...(licenses.length > 0 ? { license: licenses } : {}),
   };
 }
 
 /** The manifest of `k` in Ollama's store `dir`, or null. */
 export function readOllama(dir: string, k: StoreKey): Manifest | null {
-  let at = join(dir, 'manifests');
-  const parts: string[] = [];
-  for (const part of [HOSTS[k.host], k.namespace, k.name, k.tag]) {
-    const found = entry(at, part);
-    if (found === null) return null;
-    at = join(at, found);
-    parts.push(found);
+  for (const host of HOSTS[k.host]) {
+    let at = join(dir, 'manifests');
+    const parts: string[] = [];
+    for (const part of [host, k.namespace, k.name, k.tag]) {
+      const found = entry(at, part);
+      if (found === null) break;
+      at = join(at, found);
+      parts.push(found);
+    }
+    const m = parts.length === 4 ? readAt(dir, at, parts as [string, string, string, string]) : null;
+    if (m) return m;
   }
-  return readAt(dir, at, parts as [string, string, string, string]);
+  return null;
 }
 
 /** Every readable manifest of Ollama's store `dir`, with its key (lower case, as the store's own keys). */
 export function listOllama(dir: string): { key: StoreKey; manifest: Manifest; modifiedAt: Date }[] {
   const out: { key: StoreKey; manifest: Manifest; modifiedAt: Date }[] = [];
+  const seen = new Set<string>(); // names differing only by case are one name: the first found
   for (const host of ['local', 'hf.co'] as const) {
-    const root = join(dir, 'manifests', HOSTS[host]);
-    for (const namespace of subdirs(root)) {
-      for (const name of subdirs(join(root, namespace))) {
-        for (const tag of files(join(root, namespace, name))) {
-          const path = join(root, namespace, name, tag);
-          const manifest = readAt(dir, path, [HOSTS[host], namespace, name, tag]);
-          if (!manifest) continue;
-          const key: StoreKey = { host, namespace: namespace.toLowerCase(), name: name.toLowerCase(), tag: tag.toLowerCase() };
-          out.push({ key, manifest, modifiedAt: new Date(manifest.createdAt) });
+    for (const hostDir of HOSTS[host]) {
+      const root = join(dir, 'manifests', hostDir);
+      for (const namespace of subdirs(root)) {
+        for (const name of subdirs(join(root, namespace))) {
+          for (const tag of files(join(root, namespace, name))) {
+            const key: StoreKey = { host, namespace: namespace.toLowerCase(), name: name.toLowerCase(), tag: tag.toLowerCase() };
+            const id = `${host}/${key.namespace}/${key.name}/${key.tag}`;
+            if (seen.has(id)) continue;
+            const path = join(root, namespace, name, tag);
+            const manifest = readAt(dir, path, [hostDir, namespace, name, tag]);
+            if (!manifest) continue;
+            seen.add(id);
+            out.push({ key, manifest, modifiedAt: new Date(manifest.createdAt) });
+          }
         }
       }
     }

@@ -9,7 +9,7 @@ import { hubConfig, type HubConfig } from './hub-client.js';
 import type { Progress } from './download.js';
 import { pullHub } from './pull.js';
 import { ModelRefError, parseModelRef } from './ref.js';
-import { hubKey, localKey, ModelStore, type Manifest } from './store.js';
+import { hubKey, localKey, userStore, type ModelStore, type Manifest } from './store.js';
 
 export interface ResolvedModel {
   model: string; // GGUF path
@@ -35,7 +35,7 @@ function fromManifest(store: ModelStore, m: Manifest): ResolvedModel {
 
 export async function resolveModel(ref: string, opts: ResolveOptions = {}): Promise<ResolvedModel> {
   const r = parseModelRef(ref);
-  const store = opts.store ?? new ModelStore(undefined);
+  const store = opts.store ?? userStore();
   if (r.kind === 'path') {
     const path = r.path.startsWith('~/') ? homedir() + r.path.slice(1) : r.path;
     if (!existsSync(path)) throw new ModelRefError(`model file not found: ${r.path}`);

@@ -12,8 +12,13 @@ import { randomBytes } from 'node:crypto';
 import { createHash } from 'node:crypto';
 import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { listOllama, ollamaModelsDir, readOllama } from './ollama-store.js';
+
+/** The user's store: SPINDLE_HOME, with Ollama's store beside it when OLLAMA_MODELS is set. */
+export function userStore(env: NodeJS.ProcessEnv = process.env): ModelStore {
+  return new ModelStore(spindleHome(env), ollamaModelsDir(env));
+}
 
 /** A file of a model: a blob of the store, or (files found in the Hugging Face cache) a path used in place. */
 export type ManifestFile = { digest: string; size: number; file: string } | { path: string; size: number; file: string };
@@ -67,7 +72,7 @@ export class ModelStore {
   /** Ollama's models directory read beside the store (OLLAMA_MODELS), or null. */
   readonly ollamaModels: string | null;
 
-  constructor(home: string = spindleHome(), ollamaModels: string | null = ollamaModelsDir()) {
+  constructor(home: string = spindleHome(), ollamaModels: string | null = null) {
     this.home = home;
     this.blobs = join(home, 'models', 'blobs');
     this.manifests = join(home, 'models', 'manifests');
@@ -164,10 +169,21 @@ export class ModelStore {
     return { digest, size, file };
   }
 
-  /** The blobs some manifest names. */
+  /**
+   * The blobs some manifest names: by digest, or by path when the path is a blob of this store (Ollama's store in
+   * the same directory, OLLAMA_MODELS = SPINDLE_HOME/models: its blobs are this store's too, never pruned).
+   */
   #usedDigests(): Set<string> {
-    return new Set(this.list().flatMap(({ manifest }) => [manifest.model, manifest.mmproj, manifest.adapter])
-      .filter((f): f is ManifestFile & { digest: string } => !!f && 'digest' in f).map((f) => f.digest));
+    const blobs = resolve(this.blobs);
+    const used = new Set<string>();
+    for (const { manifest } of this.list()) {
+      for (const f of [manifest.model, manifest.mmproj, manifest.adapter]) {
+        if (!f) continue;
+        if ('digest' in f) used.add(f.digest);
+        else if (resolve(dirname(f.path)) === blobs) used.add(basename(f.path));
+      }
+    }
+    return used;
   }
 
   /**

@@ -14,7 +14,7 @@ import { enginePlugin, ServerEngine, type ServerEngineOptions } from './plugins/
 import { errorsPlugin } from './plugins/errors.js';
 import { metricsPlugin } from './plugins/metrics.js';
 import { ollamaBodyPlugin } from './plugins/ollama-body.js';
-import { ModelStore } from '../models/store.js';
+import { userStore, type ModelStore } from '../models/store.js';
 import { requestId } from './request-id.js';
 import { stripRootPath } from './root-path.js';
 import { ModelRunner } from './runner.js';
@@ -93,7 +93,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     maxQueuedRequests: options.maxQueuedRequests, toolCallParser: options.toolCallParser, reasoningParser: options.reasoningParser,
   }) : null;
   const engine = runner ? null : new ServerEngine(options);
-  const store = options.runner ? options.runner.store ?? new ModelStore() : null;
+  const store = options.runner ? options.runner.store ?? userStore() : null;
   const host = (runner ?? engine)!;
   app.addHook('onRequest', async (request, reply) => { reply.header('x-request-id', request.id); });
   await app.register(errorsPlugin);

@@ -19,7 +19,7 @@ import { shutdownOnSignals, startServer, type ServeOptions } from './serve.js';
 import { parseModelRef } from '../models/ref.js';
 import { resolveModel } from '../models/resolve.js';
 import { progressPrinter } from '../cli/models/progress.js';
-import { ModelStore } from '../models/store.js';
+import { userStore } from '../models/store.js';
 import { OLLAMA_PORT, parseHostEnv } from './host-env.js';
 import { DEFAULT_KEEP_ALIVE_MS, parseKeepAliveFlag } from './keep-alive.js';
 import { serveLog, type LogFormat, type ServeLog } from './log-format.js';
@@ -461,7 +461,7 @@ function seconds(ms: number): string {
 async function serveRunner(cfg: ServeConfig, runner: NonNullable<ServeConfig['runner']>, engine: EngineOptions, io: CommandIo,
   slog: ServeLog): Promise<number> {
   try {
-    const store = new ModelStore();
+    const store = userStore();
     // as Ollama's server: unused blobs and stale temporary files go at start, unless SPINDLE_NOPRUNE / OLLAMA_NOPRUNE
     if (!process.env.SPINDLE_NOPRUNE && !process.env.OLLAMA_NOPRUNE) {
       const pruned = store.prune();

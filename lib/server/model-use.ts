@@ -93,13 +93,16 @@ export function modelSamplingFields(s: GgufSampling): Record<string, number> {
   return out;
 }
 
-/** Ollama `options`: the model's Modelfile PARAMETERs under the request's own (Ollama's precedence). */
+/**
+ * Ollama `options`: the model's Modelfile PARAMETERs under the request's own (Ollama's precedence). Runner mode
+ * (a store model): num_ctx is not passed on, the runner loaded the engine at it (capped at the trained context, as
+ * Ollama caps it), so it is never refused against the loaded context.
+ */
 export function withModelOptions(model: StoreModel | null, options: OllamaOptions | null | undefined): OllamaOptions | null | undefined {
-  const params = model?.manifest.parameters;
-  if (!params || Object.keys(params).length === 0) return options;
+  if (model === null) return options;
   const out: OllamaOptions = {};
-  for (const [k, v] of Object.entries(params)) if (!LOAD_TIME.has(k)) out[k] = v;
-  for (const [k, v] of Object.entries(options ?? {})) if (v !== null && v !== undefined) out[k] = v;
+  for (const [k, v] of Object.entries(model.manifest.parameters ?? {})) if (!LOAD_TIME.has(k)) out[k] = v;
+  for (const [k, v] of Object.entries(options ?? {})) if (v !== null && v !== undefined && k !== 'num_ctx') out[k] = v;
   return out;
 }
 

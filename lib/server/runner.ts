@@ -84,21 +84,20 @@ export class ModelRunner {
   get entries(): RunnerEntry[] { return [...this.#entries.values()].filter((e) => e.loaded); }
 
   /**
-   * The context length a request gets: its num_ctx, else the Modelfile's, else --max-model-len, else 4096 or the
-   * model's trained context when smaller (as `spindle run`, and Ollama's default).
+   * The context length a request gets: its num_ctx, else the Modelfile's, else --max-model-len (OLLAMA_CONTEXT_LENGTH),
+   * else 4096; never more than the model's trained context (as Ollama caps num_ctx there).
    */
   contextFor(model: StoreModel, requested?: number | null): number {
-    if (typeof requested === 'number') return requested;
-    const fromModelfile = model.manifest.parameters?.num_ctx;
-    if (typeof fromModelfile === 'number') return fromModelfile;
-    if (this.#options.engine.maxModelLen !== null) return this.#options.engine.maxModelLen;
     let trained: number | null = null;
     try {
       trained = fileFacts(model.file).info.ctxTrain;
     } catch {
       // an unreadable file: its load fails with the reason
     }
-    return Math.min(DEFAULT_CONTEXT, trained ?? DEFAULT_CONTEXT);
+    const fromModelfile = model.manifest.parameters?.num_ctx;
+    const wanted = typeof requested === 'number' ? requested : typeof fromModelfile === 'number' ? fromModelfile
+      : this.#options.engine.maxModelLen ?? DEFAULT_CONTEXT;
+    return trained !== null && trained > 0 ? Math.min(wanted, trained) : wanted;
   }
 
   /** A lease on the engine of `model` at context `ctx`, loading it (and unloading others) first when needed. */

@@ -25,7 +25,9 @@ export function notFound(name: string): ApiError {
 }
 
 function digestOf(f: ManifestFile): string {
-  return 'digest' in f ? f.digest.slice('sha256-'.length) : createHash('sha256').update(f.path).digest('hex');
+  if ('digest' in f) return f.digest.slice('sha256-'.length);
+  const blob = /(?:^|[\\/])sha256-([0-9a-f]{64})$/.exec(f.path); // a blob of Ollama's store: its name is its digest
+  return blob ? blob[1] : createHash('sha256').update(f.path).digest('hex');
 }
 
 export function storeModel(store: ModelStore, key: StoreKey, manifest: Manifest): StoreModel {

@@ -1,11 +1,11 @@
 // What the model commands (pull, list, show, rm, cp, run, create) share: the store, reference -> store key,
 // error printing (one line naming the problem, exit code 1), and human-readable sizes and ages.
 import { ModelRefError, parseModelRef } from '../../models/ref.js';
-import { hubKey, localKey, ModelStore, type StoreKey } from '../../models/store.js';
+import { hubKey, localKey, userStore, type ModelStore, type StoreKey } from '../../models/store.js';
 import type { CommandIo } from '../io.js';
 
 export function openStore(): ModelStore {
-  return new ModelStore();
+  return userStore();
 }
 
 /** The store keys a reference may name, most specific first (a local name before the hub pull of org/repo). */

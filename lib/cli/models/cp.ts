@@ -15,7 +15,8 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     if (!from) throw new ModelRefError(`model '${argv[0]}' not found`);
     const dst = parseModelRef(argv[1]);
     if (dst.kind !== 'name') throw new ModelRefError(`'${argv[1]}' is not a valid model name (<name>[:<tag>] or <namespace>/<name>[:<tag>])`);
-    store.write(localKey(dst.namespace, dst.name, dst.tag), { ...from, name: `${dst.namespace ? `${dst.namespace}/` : ''}${dst.name}:${dst.tag}`, createdAt: new Date().toISOString() });
+    const { external: _external, ...copied } = from; // a copy is the store's own, even of Ollama's model
+    store.write(localKey(dst.namespace, dst.name, dst.tag), { ...copied, name: `${dst.namespace ? `${dst.namespace}/` : ''}${dst.name}:${dst.tag}`, createdAt: new Date().toISOString() });
     io.stdout.write(`copied '${argv[0]}' to '${argv[1]}'\n`);
     return 0;
   } catch (e) {

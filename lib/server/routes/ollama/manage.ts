@@ -63,7 +63,8 @@ export default async function ollamaManageRoute(app: FastifyInstance): Promise<v
     }
     if (dst.kind !== 'name') throw badRequest(`destination: '${destination}' is not a valid model name (<name>[:<tag>] or <namespace>/<name>[:<tag>])`, 'destination');
     const name = `${dst.namespace ? `${dst.namespace}/` : ''}${dst.name}:${dst.tag}`;
-    store.write(localKey(dst.namespace, dst.name, dst.tag), { ...from.manifest, name, createdAt: new Date().toISOString() });
+    const { external: _external, ...copied } = from.manifest; // a copy is the store's own, even of Ollama's model
+    store.write(localKey(dst.namespace, dst.name, dst.tag), { ...copied, name, createdAt: new Date().toISOString() });
     return {};
   });
 }
