@@ -31,6 +31,15 @@ const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: false });
 // logits' scale (about 5 on these fixtures); measured 7.3e-3 against llama.cpp and 6.1e-3 against float32 (AVX-512).
 const F16_TOLERANCE = 2e-2;
 
+/** log-softmax of llama.cpp's logits (node-llama-cpp's map of them) at token `id`. */
+function logSoftmaxAt(logits: Map<Token, number>, id: number): number {
+  let max = -Infinity;
+  for (const v of logits.values()) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of logits.values()) sum += Math.exp(v - max);
+  return logits.get(id as Token)! - max - Math.log(sum);
+}
+
 t.test('offline: llama.cpp log-softmax at every prompt position; null first; the token and its alternatives', async (t) => {
   const [out] = await llm.generate({ promptTokenIds: ids }, { promptLogprobs: 3, maxTokens: 1, temperature: 0 });
   const plps = out.promptLogprobs!;
@@ -52,12 +61,7 @@ t.test('offline: llama.cpp log-softmax at every prompt position; null first; the
     const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
     let maxDiff = 0;
     for (let p = 1; p < ids.length; ++p) {
-      const logits = res[p - 1]!.next.logits!;
-      let max = -Infinity;
-      for (const v of logits.values()) max = Math.max(max, v);
-      let sum = 0;
-      for (const v of logits.values()) sum += Math.exp(v - max);
-      const ref = logits.get(ids[p] as Token)! - max - Math.log(sum);
+      const ref = logSoftmaxAt(res[p - 1]!.next.logits!, ids[p]);
       maxDiff = Math.max(maxDiff, Math.abs(plps[p]![ids[p]].logprob - ref));
     }
     t.ok(maxDiff <= tolerance, `max |logprob difference| over ${ids.length - 1} positions: ${maxDiff.toExponential(2)} (${tier} tier, <= ${tolerance})`);
@@ -83,12 +87,7 @@ t.test("the CPU's default float16 KV cache against llama.cpp's default F16 cache
     const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
     let vsLlama = 0, vsF32 = 0;
     for (let p = 1; p < ids.length; ++p) {
-      const logits = res[p - 1]!.next.logits!;
-      let max = -Infinity;
-      for (const v of logits.values()) max = Math.max(max, v);
-      let sum = 0;
-      for (const v of logits.values()) sum += Math.exp(v - max);
-      const ref = logits.get(ids[p] as Token)! - max - Math.log(sum);
+      const ref = logSoftmaxAt(res[p - 1]!.next.logits!, ids[p]);
       const mine = out.promptLogprobs![p]![ids[p]].logprob;
       vsLlama = Math.max(vsLlama, Math.abs(mine - ref));
       vsF32 = Math.max(vsF32, Math.abs(mine - ref32.promptLogprobs![p]![ids[p]].logprob));

@@ -8,6 +8,7 @@
 // matched case-insensitively, as the store's own.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { files, subdirs } from './dir-entries.js';
 import type { Manifest, ManifestFile, StoreKey } from './store.js';
 
 /** The Ollama models directory to read: OLLAMA_MODELS when set, else none (Ollama's store is read only when asked). */
@@ -29,22 +30,6 @@ function entry(dir: string, name: string): string | null {
     return names.find((n) => n === name) ?? names.find((n) => n.toLowerCase() === name.toLowerCase()) ?? null;
   } catch {
     return null;
-  }
-}
-
-function subdirs(p: string): string[] {
-  try {
-    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-  } catch {
-    return [];
-  }
-}
-
-function files(p: string): string[] {
-  try {
-    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isFile()).map((d) => d.name);
-  } catch {
-    return [];
   }
 }
 

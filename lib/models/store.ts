@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
+import { files, subdirs } from './dir-entries.js';
 import { listOllama, ollamaModelsDir, readOllama } from './ollama-store.js';
 
 /** The user's store: SPINDLE_HOME, with Ollama's store beside it when OLLAMA_MODELS is set. */
@@ -125,8 +126,8 @@ export class ModelStore {
     const out: { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] = [];
     const sizeOf = (m: Manifest) => m.model.size + (m.mmproj?.size ?? 0) + (m.adapter?.size ?? 0);
     for (const host of ['hf.co', 'local'] as const) {
-      for (const namespace of dirs(join(this.manifests, host))) {
-        for (const name of dirs(join(this.manifests, host, namespace))) {
+      for (const namespace of subdirs(join(this.manifests, host))) {
+        for (const name of subdirs(join(this.manifests, host, namespace))) {
           const dir = join(this.manifests, host, namespace, name);
           for (const tag of files(dir)) {
             const key: StoreKey = { host, namespace, name, tag };
@@ -243,20 +244,4 @@ export class ModelStore {
 
 function keyString(k: StoreKey): string {
   return [k.host, k.namespace, k.name, k.tag].join('/').toLowerCase();
-}
-
-function dirs(p: string): string[] {
-  try {
-    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-  } catch {
-    return [];
-  }
-}
-
-function files(p: string): string[] {
-  try {
-    return readdirSync(p, { withFileTypes: true }).filter((d) => d.isFile() && !d.name.endsWith('.tmp')).map((d) => d.name);
-  } catch {
-    return [];
-  }
 }
