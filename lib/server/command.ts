@@ -125,7 +125,8 @@ Flags (vLLM spelling first, SGLang alias after):
   --generation-config auto|vllm, --sampling-defaults model|openai   auto / model (default): the model maker's
                                       recommended sampling (the GGUF's general.sampling.*: temperature, top_p,
                                       top_k, min_p, repetition penalty) is the default of what a request leaves
-                                      out (/v1 routes, /generate); vllm / openai: the API's own defaults
+                                      out (the /v1 routes; not SGLang's /generate, as SGLang); vllm / openai:
+                                      the API's own defaults
   --enforce-eager, --disable-cuda-graph   no CUDA graphs (each decode step launches its kernels)
   --log-level L                       SGLang's: trace, debug, info (default), warning, error, critical; the
                                       server's own lines below L are not written (errors always are)
@@ -153,8 +154,8 @@ Environment (a flag on the command line wins over its variable; a variable wins 
                                       downloaded are served too, in place and read-only, with their templates
   Runner mode also reads Ollama's server variables where the flags are absent: OLLAMA_HOST (when SPINDLE_HOST is
   not set), OLLAMA_KEEP_ALIVE, OLLAMA_MAX_LOADED_MODELS, OLLAMA_NUM_PARALLEL (--max-num-seqs), OLLAMA_MAX_QUEUE,
-  OLLAMA_CONTEXT_LENGTH (--max-model-len), OLLAMA_ORIGINS (--cors-origins), OLLAMA_KV_CACHE_TYPE (f16; q8_0 / q4_0
-  are not supported: a warning says so)
+  OLLAMA_CONTEXT_LENGTH (--max-model-len, capped at each model's trained context), OLLAMA_ORIGINS (--cors-origins,
+  plus Ollama's default origins), OLLAMA_KV_CACHE_TYPE (f16; q8_0 / q4_0 are not supported: float16, with a warning)
 `;
 
 class FlagError extends Error {}
