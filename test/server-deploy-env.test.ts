@@ -41,6 +41,12 @@ t.test('a flag wins over its variable', async (t) => {
   t.equal(parse(['--root-path', '/'], env).serve.rootPath, '', '--root-path / turns off a SPINDLE_ROOT_PATH');
 });
 
+t.test("vLLM's VLLM_API_KEY is the key when SPINDLE_API_KEY is not set", async (t) => {
+  t.same(parse([], { VLLM_API_KEY: 'v' }).serve.apiKeys, ['v']);
+  t.same(parse([], { VLLM_API_KEY: 'v', SPINDLE_API_KEY: 's' }).serve.apiKeys, ['s'], 'SPINDLE_API_KEY wins');
+  t.same(parse(['--api-key', 'f'], { VLLM_API_KEY: 'v' }).serve.apiKeys, ['f'], 'the flag wins');
+});
+
 t.test('blank variables are no value', async (t) => {
   const cfg = parse([], { SPINDLE_API_KEY: '', SPINDLE_ROOT_PATH: '  ', SPINDLE_LOG_FORMAT: '', SPINDLE_MODEL: ' ' });
   t.same(cfg.serve.apiKeys, []);

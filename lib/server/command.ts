@@ -144,7 +144,7 @@ Flags (vLLM spelling first, SGLang alias after):
 
 Environment (a flag on the command line wins over its variable; a variable wins over the default):
   SPINDLE_MODEL                       the model when none is given (not with --ollama)
-  SPINDLE_API_KEY                     --api-key (one key)
+  SPINDLE_API_KEY                     --api-key (one key; vLLM's VLLM_API_KEY when this is not set)
   SPINDLE_ROOT_PATH                   --root-path
   SPINDLE_LOG_FORMAT                  --log-format
   SPINDLE_HOST                        [scheme://]host[:port] to listen on (and runner mode when no model is given)

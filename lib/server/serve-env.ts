@@ -1,6 +1,6 @@
 // The environment variables `spindle serve` reads as defaults for its flags (what containers and platforms set):
 //   SPINDLE_MODEL       the model, when none is given as an argument or with --model (ignored with --ollama)
-//   SPINDLE_API_KEY     --api-key (one key)
+//   SPINDLE_API_KEY     --api-key (one key; vLLM's VLLM_API_KEY when SPINDLE_API_KEY is not set)
 //   SPINDLE_ROOT_PATH   --root-path
 //   SPINDLE_LOG_FORMAT  --log-format
 //   SPINDLE_HOST        the address (host-env.ts; also turns on runner mode when no model is given)
@@ -17,10 +17,10 @@ function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return v !== undefined && v.trim() !== '' ? v.trim() : undefined;
 }
 
-/** --api-key values, else SPINDLE_API_KEY as the one key, else none. */
+/** --api-key values, else SPINDLE_API_KEY (else vLLM's VLLM_API_KEY) as the one key, else none. */
 export function apiKeysFrom(flags: string[] | undefined, env: NodeJS.ProcessEnv): string[] {
   if (flags !== undefined) return flags;
-  const key = envValue(env, 'SPINDLE_API_KEY');
+  const key = envValue(env, 'SPINDLE_API_KEY') ?? envValue(env, 'VLLM_API_KEY');
   return key === undefined ? [] : [key];
 }
 
