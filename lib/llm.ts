@@ -263,6 +263,12 @@ export class LLM {
     return { ...this.#core.modelSampling() };
   }
 
+  /** generate() / chat()'s params aligned with the prompts; none given (undefined or null): the default ones. */
+  async #aligned(params: SamplingParamsInput | SamplingParamsInput[] | undefined | null, count: number): Promise<SamplingParams[]> {
+    if (params !== undefined && params !== null) return alignParams(params, count);
+    return alignParams(await this.getDefaultSamplingParams(), count);
+  }
+
   /**
    * vLLM's LLM.reset_prefix_cache(): forgets every cached prefix, so later prompts compute their KV again (e.g.
    * between benchmark runs). Done only while no request of this LLM is running or waiting; resolves whether it was.
@@ -278,9 +284,8 @@ export class LLM {
     const lora = await this.#lora('generate', options.loraRequest);
     const list = Array.isArray(prompts) ? prompts : [prompts];
     if (list.length === 0) return [];
-    const given = params === undefined || params === null ? null : alignParams(params, list.length);
+    const aligned = await this.#aligned(params, list.length);
     const { tokenizer } = await this.#core.ready();
-    const aligned = given ?? alignParams(await this.getDefaultSamplingParams(), list.length);
     const prepared = await Promise.all(list.map(async (p, i) => {
       const plain = preparePrompt(p, i, tokenizer);
       const images = promptImages(p, i);
@@ -321,9 +326,8 @@ export class LLM {
       throw new TypeError('chat: conversations must be a non-empty array of messages (or of conversations)');
     }
     const batch = (Array.isArray(conversations[0]) ? conversations : [conversations]) as ChatMessage[][];
-    const given = params === undefined || params === null ? null : alignParams(params, batch.length);
+    const aligned = await this.#aligned(params, batch.length);
     const { tokenizer } = await this.#core.ready();
-    const aligned = given ?? alignParams(await this.getDefaultSamplingParams(), batch.length);
     const vision = this.#core.acceptsImages;
     const prepared = await Promise.all(batch.map(async (messages, i): Promise<PreparedPrompt> => {
       const prompt = tokenizer.applyChatTemplate(messages, {

@@ -224,6 +224,12 @@ export interface ServeConfig {
   env: Record<string, string>; // set in the process before the engine loads (--enforce-eager)
 }
 
+/** Runner mode: no model (from the command line or SPINDLE_MODEL), with --ollama or SPINDLE_HOST set. */
+function isRunnerMode(v: Record<string, string | string[] | boolean | undefined>, model: string | undefined,
+  env: NodeJS.ProcessEnv): boolean {
+  return model === undefined && (v.ollama === true || (env.SPINDLE_HOST ?? '') !== '');
+}
+
 /** Runner mode's settings, or null (single-model mode); refuses the flags that belong to the other mode. */
 function runnerConfig(v: Record<string, string | string[] | boolean | undefined>, model: string | undefined,
   env: NodeJS.ProcessEnv): ServeConfig['runner'] {
@@ -231,8 +237,7 @@ function runnerConfig(v: Record<string, string | string[] | boolean | undefined>
   if (v.ollama && model !== undefined) {
     throw new FlagError(`--ollama serves the store's models on demand; give no model (got ${model}), or drop --ollama to serve one model`);
   }
-  const runner = model === undefined && (v.ollama === true || (env.SPINDLE_HOST ?? '') !== '');
-  if (!runner) {
+  if (!isRunnerMode(v, model, env)) {
     for (const f of ['max-loaded-models', 'keep-alive']) if (v[f] !== undefined) throw new FlagError(`--${f} needs runner mode (--ollama, and no model)`);
     return null;
   }
@@ -321,7 +326,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const model = modelFrom(flagModel ?? parsed.positionals[0], v.ollama === true, env);
   const notes: string[] = [];
   let ollamaHost: string | null = null;
-  if (model === undefined && (v.ollama === true || (env.SPINDLE_HOST ?? '') !== '')) {
+  if (isRunnerMode(v, model, env)) {
     // runner mode, the drop-in for `ollama serve`: Ollama's variables fill in the flags a command line leaves out
     let oe;
     try {

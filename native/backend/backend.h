@@ -40,6 +40,8 @@ struct rope_params {
 enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2 };
 // Floats of backend memory that n elements of type t take (alloc_f32 sizes a store by this).
 inline int64_t kv_store_floats(kv_type t, int64_t n) { return t == kv_type::f32 ? n : (n + 1) / 2; }
+// Bytes of one element of type t.
+inline int64_t kv_elem_bytes(kv_type t) { return t == kv_type::f32 ? 4 : 2; }
 
 // Attention of n_tokens query rows of one sequence against its KV cache. Causal (the default): query row i sits
 // at position n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).

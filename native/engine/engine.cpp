@@ -274,7 +274,7 @@ static uint64_t gpu_kv_budget(double fraction, uint64_t free_bytes, uint64_t tot
 static uint64_t kv_bytes_per_token(const model& m) {
   const model_hparams& hp = m.hparams();
   return block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer, hp.n_head_kv, hp.head_dim_k,
-                                       hp.head_dim_v, m.kv_dtype() == kv_type::f32 ? 4 : 2);
+                                       hp.head_dim_v, kv_elem_bytes(m.kv_dtype()));
 }
 
 void engine::make_cache(const model& m, int32_t max_len, const model* draft) {

@@ -51,9 +51,6 @@ int64_t attention_paged_row(const paged_attention_params& p, int64_t pos) {
 
 namespace {
 
-// Bytes of one K / V element of type t.
-int64_t kv_elem_bytes(kv_type t) { return t == kv_type::f32 ? 4 : 2; }
-
 // Element i of a K / V store of type t, widened to f32.
 double kv_at(const float* store, kv_type t, int64_t i) {
   switch (t) {
