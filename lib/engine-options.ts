@@ -8,7 +8,7 @@
 // gpu_memory_utilization (fraction of the device's total memory, weights included; default 0.9); on the CPU
 // it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
 // spells it (auto, float16 or its alias half, bfloat16, float32): the KV cache's type (float16 / bfloat16: half the
-// memory per token), on the CPU and on a GPU; auto is float16 on the CPU and float32 on a GPU for now; kvCacheDtype
+// memory per token), on the CPU and on a GPU; auto is float16 on both; kvCacheDtype
 // sets the cache's type alone. Activations are float32 (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
 // prefill on, a prompt taking up to a step's whole budget as in vLLM V1; -1 turns it off) are the engine's own,
 // read from the addon's limits table, so every layer agrees.

@@ -153,8 +153,8 @@ t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU and on t
       const llm = new LLM({ model: path, maxModelLen: 64, threads: 2, device: device as 'cpu' | 'cuda', dtype });
       t.teardown(() => llm.close());
       await llm.ready();
-      // auto: float16 on the CPU (llama.cpp's default), float32 on a GPU for now
-      const want = dtype === undefined ? (device === 'cpu' ? 'float16' : 'float32') : dtype === 'half' ? 'float16' : dtype;
+      // auto: float16 on the CPU and on a GPU (llama.cpp's default)
+      const want = dtype === undefined ? 'float16' : dtype === 'half' ? 'float16' : dtype;
       t.equal(llm.modelInfo.kvCacheDtype, want, `dtype ${dtype ?? '(default)'} on ${device}`);
       const [out] = await llm.generate('Hello', { temperature: 0, maxTokens: 4, ignoreEos: true });
       t.equal(out.outputs[0].tokenIds.length, 4);

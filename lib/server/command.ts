@@ -85,8 +85,8 @@ Flags (vLLM spelling first, SGLang alias after):
                                       fraction of free memory for the KV cache (default 0.25, at most 2 GiB)
   --dtype auto|float16|bfloat16|float32   KV cache type (half = float16): float16 / bfloat16 keep it in
                                       16 bits (twice the tokens per byte, half the bytes attention reads),
-                                      on a GPU and on the CPU; auto is float16 on the CPU (llama.cpp's
-                                      default) and float32 on a GPU for now (a line says which at startup);
+                                      on a GPU and on the CPU; auto is float16 (llama.cpp's default;
+                                      a line says which at startup);
                                       activations are float32, weights keep their GGUF type
   --kv-cache-dtype auto|float16|bfloat16|float32   the KV cache type alone (fp16 / bf16 too; auto: as
                                       --dtype says); fp8 is refused

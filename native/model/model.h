@@ -126,9 +126,11 @@ class model {
     backend* be = compute_backend();
     kv_ = be != nullptr && be->supports_kv(wanted) ? wanted : kv_type::f32;
   }
-  // --dtype auto: float16 K / V on the CPU (llama.cpp's and Ollama's default: half the memory per token, and a long
-  // context decodes faster, as attention reads half the bytes), float32 on a GPU until its 16-bit attention is timed.
-  void want_kv_dtype_auto() { want_kv_dtype(std::string(device_name()) == "cpu" ? kv_type::f16 : kv_type::f32); }
+  // --dtype auto: float16 K / V on every device (llama.cpp's and Ollama's default: half the memory per token, and
+  // attention reads half the bytes: on the CPU decode at depth 3840 ran 19% faster; on an H200 greedy TPOT 0.957 vs
+  // 1.028 ms, TTFT(1024) 18.36 vs 19.19 ms, 64 sequences 23488 vs 22319 tok/s); float32 where a backend has no
+  // 16-bit stores (want_kv_dtype).
+  void want_kv_dtype_auto() { want_kv_dtype(kv_type::f16); }
   void want_kv_dtype(const model_options& o) {
     if (o.kv_auto) want_kv_dtype_auto();
     else want_kv_dtype(o.kv);
