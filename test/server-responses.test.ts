@@ -1,9 +1,11 @@
-// The Responses API (POST /v1/responses, GET / DELETE /v1/responses/{id}) through the real `openai` client on a
+// The Responses API (POST /v1/responses, GET / DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel) through
+// the real `openai` client on a
 // real socket: the output equals the chat route's for the same messages (greedy), streamed events come in
 // OpenAI's order with increasing sequence numbers and assemble to the non-streamed output, previous_response_id
 // continues the stored conversation (and store: false keeps none), function tools give function_call items whose
 // arguments validate (streamed: arguments deltas), a function_call_output continues the turn, text.format
-// json_schema constrains the text, and what this server does not take is a 400 naming it; then the Vercel AI
+// json_schema constrains the text, background responses (queued at once, polled, cancelled) and GET of one still
+// streaming, and what this server does not take is a 400 naming it; then the Vercel AI
 // SDK's OpenAI provider (@ai-sdk/openai, which speaks the Responses API by default): text, stream, a tool loop.
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
@@ -162,8 +164,80 @@ t.test('what this server does not take is a 400 naming it', async (t) => {
     { status: 400, message: /tools\[0\]: tool type "web_search" is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] as never }),
     { status: 400, message: /input\[0\]\.content\[0\]: content part type "input_file" is not supported/ });
-  await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true }), { status: 400, message: /background/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true, store: false }), { status: 400, message: /background: a background response is stored/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true, stream: true }), { status: 400, message: /background: streaming a background response is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', reasoning: { effort: 'high' } }), { status: 400, message: /reasoning/ });
+});
+
+/** A response without the client's own output_text (the `openai` client adds it to create / retrieve, not cancel). */
+function bare(r: OpenAI.Responses.Response): Record<string, unknown> {
+  const { output_text: _, ...rest } = r;
+  return rest;
+}
+
+async function settled(id: string): Promise<OpenAI.Responses.Response> {
+  for (;;) {
+    const r = await client.responses.retrieve(id);
+    if (r.status !== 'queued' && r.status !== 'in_progress') return r;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+t.test('background: answered at once as queued, polled with GET, the same output as a foreground response', async (t) => {
+  const input = 'Spin a long yarn.';
+  const q = await client.responses.create({ model: MODEL, input, background: true, ...greedy, max_output_tokens: 24 });
+  t.match(q, { object: 'response', status: 'queued', background: true, output: [], usage: null });
+  const done = await settled(q.id);
+  const fg = await client.responses.create({ model: MODEL, input, ...greedy, max_output_tokens: 24 });
+  t.equal(fg.background, false);
+  t.ok(done.status === 'completed' || done.status === 'incomplete', `ended ${done.status}`);
+  t.equal(done.status, fg.status);
+  t.equal(done.output_text, fg.output_text, 'greedy: the text a foreground request gets');
+  t.same(done.usage, fg.usage);
+  t.same(bare(await client.responses.cancel(q.id)), bare(done), 'cancelling a finished background response returns it as it ended');
+  // continues like any stored response
+  const next = await client.responses.create({ model: MODEL, input: 'Go on.', previous_response_id: q.id, ...greedy });
+  t.equal(next.previous_response_id, q.id);
+});
+
+t.test('background: cancel stops the generation; the response is stored cancelled, with the output so far', async (t) => {
+  const q = await client.responses.create({ model: MODEL, input: 'Keep going.', background: true, temperature: 0,
+    max_output_tokens: 3000, ignore_eos: true } as never) as unknown as OpenAI.Responses.Response;
+  let seen: OpenAI.Responses.Response;
+  do seen = await client.responses.retrieve(q.id); while (seen.status === 'queued');
+  t.equal(seen.status, 'in_progress', 'GET while it runs');
+  const c = await client.responses.cancel(q.id);
+  t.equal(c.status, 'cancelled');
+  t.equal(c.error, null);
+  t.ok(c.usage!.output_tokens > 0 && c.usage!.output_tokens < 3000, `stopped after ${c.usage!.output_tokens} tokens`);
+  t.same(bare(await client.responses.retrieve(q.id)), bare(c), 'stored as cancelled');
+  t.same(bare(await client.responses.cancel(q.id)), bare(c), 'cancel again: the same');
+  await t.rejects(client.responses.cancel('resp_0'), { status: 404 });
+});
+
+t.test('GET shows a foreground response while it streams (in_progress, its items so far); cancel refuses it', async (t) => {
+  const stream = await client.responses.create({ model: MODEL, input: 'Stream on.', temperature: 0, max_output_tokens: 400,
+    ignore_eos: true, stream: true } as never) as unknown as AsyncIterable<OpenAI.Responses.ResponseStreamEvent>;
+  let id = '';
+  let checked = false;
+  for await (const e of stream) {
+    if (e.type === 'response.created') id = e.response.id;
+    if (e.type === 'response.output_text.delta' && !checked) {
+      checked = true;
+      const r = await client.responses.retrieve(id);
+      t.equal(r.status, 'in_progress');
+      t.equal(r.background, false);
+      t.equal(r.output[0]?.type, 'message', 'the message item being written');
+      await t.rejects(client.responses.cancel(id), { status: 400, message: /only responses created with background: true can be cancelled/ });
+      const del = await fetch(`${baseURL}/responses/${id}`, { method: 'DELETE' });
+      t.equal(del.status, 400, 'DELETE waits for the end');
+    }
+  }
+  t.ok(checked);
+  t.equal((await client.responses.retrieve(id)).status, 'incomplete', 'stored when done');
+  const resumed = await fetch(`${baseURL}/responses/${id}?stream=true`);
+  t.equal(resumed.status, 400, 'resuming as a stream is refused by name');
+  t.match(await resumed.json(), { error: { message: /stream: resuming a response as a stream is not supported/ } });
 });
 
 t.test('the store is bounded by count and by bytes: the oldest go first, their items too', async (t) => {

@@ -258,6 +258,18 @@ t.test('the OpenAI routes name store models', async (t) => {
   t.match(metrics, /spindle:generation_tokens_total\{model_name="runner"\} [1-9]/);
 });
 
+t.test('a background response in runner mode runs to its end while another model is asked for', async (t) => {
+  const q = await openai.responses.create({ model: 'alpha', input: 'Go on and on.', background: true, temperature: 0,
+    max_output_tokens: 300, ignore_eos: true } as never) as unknown as OpenAI.Responses.Response;
+  t.equal(q.status, 'queued');
+  // one model resident at a time: beta waits for alpha's background work instead of unloading it under it
+  const other = await openai.chat.completions.create({ model: BETA, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, temperature: 0 });
+  t.equal(other.model, BETA);
+  const done = await openai.responses.retrieve(q.id);
+  t.equal(done.status, 'incomplete', 'it ran to max_output_tokens (not failed by an unload)');
+  t.equal(done.usage!.output_tokens, 300);
+});
+
 t.test('single-model mode: management routes say they need runner mode', async (t) => {
   const single = await buildApp({ engine: normalizeEngineOptions({ model: alphaPath, maxModelLen: 256, threads: 1 }, 'serve'), servedModelNames: ['m'] });
   t.teardown(() => single.close());

@@ -1,8 +1,9 @@
 // The engine a request runs on. Single-model mode: the one engine, the request's model name checked by the
 // route's rule. Runner mode: the store model the request names, loaded on demand by the ModelRunner at the
 // request's context length (num_ctx) and kept for its keep_alive, leased until the response is sent or the client
-// goes away. Also what a store model's Modelfile PARAMETERs mean for a request: defaults under its own options.
-// Invariants: every lease taken here is released exactly once, on the response's 'close'; a bad keep_alive or
+// goes away, and past that until the work a route holds it for (ModelUse.hold: a background response) settles. Also what a store model's Modelfile PARAMETERs mean for a request: defaults under its own options.
+// Invariants: every lease taken here is released exactly once, on the response's 'close' or, when later, once every
+// hold has settled; a bad keep_alive or
 // num_ctx is a 400 naming the field; a model the store lacks is Ollama's 404 (never pulled on demand).
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { limitRefusal } from '../native.js';
@@ -19,6 +20,8 @@ export interface ModelUse {
   name: string; // the name responses echo
   model: StoreModel | null; // runner mode: the store model (its manifest: template, system, parameters, messages)
   lora: string | null; // the LoRA adapter the request's model name selects (null: the base model)
+  /** Keeps the model loaded until `work` settles, even after the response was sent (a background response). */
+  hold(work: Promise<unknown>): void;
 }
 
 export interface UseOptions {
@@ -55,7 +58,7 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
       throw badRequest(`the model '${name}' is a LoRA adapter; adapters apply to generation (chat, completions, responses, ` +
         `/api/chat, /api/generate), not here: name the base model '${app.engine.modelName}'`, 'model');
     }
-    return { engine: app.engine, name, model: null, lora };
+    return { engine: app.engine, name, model: null, lora, hold: () => {} };
   }
   const keepAliveMs = keepAliveOf(opts.keepAlive);
   const model = requestedModel(app, requested);
@@ -74,9 +77,19 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
     lease.release();
     throw badRequest('the client closed the connection before the model was ready');
   }
-  raw.once('close', lease.release);
+  let holds = 0, closed = false, released = false;
+  const releaseWhenFree = (): void => {
+    if (!closed || holds > 0 || released) return;
+    released = true;
+    lease.release();
+  };
+  raw.once('close', () => { closed = true; releaseWhenFree(); });
+  const hold = (work: Promise<unknown>): void => {
+    holds++;
+    void work.then(() => {}, () => {}).finally(() => { holds--; releaseWhenFree(); });
+  };
   // a Modelfile ADAPTER: the model's every request runs with it (its engine loaded it; runner.ts)
-  return { engine: lease.engine, name: requested as string, model, lora: model.adapter ? MODELFILE_ADAPTER : null };
+  return { engine: lease.engine, name: requested as string, model, lora: model.adapter ? MODELFILE_ADAPTER : null, hold };
 }
 
 // Modelfile PARAMETERs the engine takes at load time (the runner applies num_ctx); never sampling defaults.

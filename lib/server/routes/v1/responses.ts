@@ -3,11 +3,15 @@
 // `text.format` (json_object / json_schema), max_output_tokens, temperature, top_p (and vLLM's sampling extras);
 // non-streamed, or streamed as named SSE events (response.created, response.in_progress, the items' events,
 // then response.completed / response.incomplete); a reasoning model's thinking is a `reasoning` item first
-// (reasoning.effort: its chat template variables, as the chat route's reasoning_effort). GET /v1/responses/{id}
-// returns a stored response, DELETE forgets it; `item_reference` input items name output items of stored
-// responses. Runner mode: `model` names a store model, as in the chat route.
+// (reasoning.effort: its chat template variables, as the chat route's reasoning_effort). `background: true` answers
+// at once with the response `queued` and generates on, whether or not the client stays (OpenAI's background mode):
+// GET /v1/responses/{id} polls it (in_progress with the output so far, then its final status), POST
+// /v1/responses/{id}/cancel stops it (`cancelled`). GET returns a stored response, or one still being generated
+// (in_progress), DELETE forgets a stored one; `item_reference` input items name output items of stored responses.
+// Runner mode: `model` names a store model, as in the chat route (a background response keeps it loaded).
 // Invariants: the prompt is the chat route's for the same messages (same template, tools, Modelfile); stored
-// responses are in memory (the newest 1000, at most 64 MiB; `store: false` keeps none); a streamed response's
+// responses are in memory (the newest 1000, at most 64 MiB; `store: false` keeps none; a background response is
+// stored however it ends, a foreground one unless aborted); a streamed response's
 // items equal the non-streamed ones (responses/output.ts); a failure after the stream started is one `error`
 // event.
 import type { FastifyInstance } from 'fastify';
@@ -43,7 +47,12 @@ interface ResponsesBody extends Record<string, unknown> {
 }
 
 function refuseUnsupported(body: ResponsesBody): void {
-  if (body.background === true) throw badRequest('background: background responses are not supported by this server', 'background', 'unsupported_parameter');
+  if (body.background === true && body.store === false) {
+    throw badRequest('background: a background response is stored (to be polled with GET /v1/responses/{id}); store: false cannot be used with it', 'background');
+  }
+  if (body.background === true && body.stream === true) {
+    throw badRequest('background: streaming a background response is not supported; poll GET /v1/responses/{id} instead', 'background', 'unsupported_parameter');
+  }
   if (body.conversation != null) throw badRequest('conversation: the Conversations API is not supported; use previous_response_id', 'conversation', 'unsupported_parameter');
   if (body.prompt != null) throw badRequest('prompt: stored prompt templates are not supported', 'prompt', 'unsupported_parameter');
   if (body.n != null && body.n !== 1) throw badRequest('n: a response has one output; send n requests for more', 'n');
@@ -55,8 +64,17 @@ function outputMessages(items: readonly Item[]): ChatMessage[] {
   return itemsToMessages(items.map((i) => (i.type === 'message' ? { type: 'message', role: 'assistant', content: i.content } : i)), 'output');
 }
 
+/** A response still being generated: what GET shows of it, and (background ones) how to cancel it. */
+interface ActiveResponse {
+  snapshot(): Record<string, unknown>;
+  cancel: (() => Promise<Record<string, unknown>>) | null;
+}
+
+const notFound = (id: string): ApiError => new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
+
 export default async function responsesRoute(app: FastifyInstance): Promise<void> {
   const store = new ResponseStore();
+  const active = new Map<string, ActiveResponse>();
 
   app.post('/v1/responses', { schema: { body: responsesSchema } }, async (request, reply) => {
     const body = request.body as ResponsesBody;
@@ -96,9 +114,9 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
 
     const id = responseId('resp');
     const createdAt = Math.floor(Date.now() / 1000);
-    const storeIt = body.store !== false;
+    const storeIt = body.store !== false, background = body.background === true;
     const response = (status: string, output: Item[], extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-      id, object: 'response', created_at: createdAt, status, error: null, incomplete_details: null,
+      id, object: 'response', created_at: createdAt, status, background, error: null, incomplete_details: null,
       instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, model, output,
       parallel_tool_calls: body.parallel_tool_calls ?? true, previous_response_id: body.previous_response_id ?? null,
       reasoning: { effort, summary: null }, store: storeIt, temperature: params.temperature, text: body.text ?? { format: { type: 'text' } },
@@ -106,19 +124,22 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       user: body.user ?? null, metadata: body.metadata ?? {}, ...extra,
     });
     const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora, cacheSalt: cacheSaltOf(body) });
-    job.bindToReply(reply);
+    if (!background) job.bindToReply(reply);
     const r = job.requests[0];
+    let cancelled = false;
 
     /**
-     * The finished response object: completed, incomplete (max_output_tokens) or, for a request aborted before it
-     * finished (client gone, server draining), failed; stored unless store: false or failed.
+     * The finished response object: completed, incomplete (max_output_tokens), cancelled (a background response's
+     * cancel) or, for a request aborted before it finished (client gone, server draining), failed; stored unless
+     * store: false, or a foreground response failed.
      */
     const finished = (assembler: OutputAssembler, reason: string, outputIds: readonly number[]): Record<string, unknown> => {
       const outputTokens = outputIds.length;
       const reasoningTokens = reasoning ? reasoningTokenCount(tokenizer, reasoning, assembler.reasoned, outputIds) : 0;
       const usage = jobUsage(job, outputTokens);
-      const incomplete = reason === 'length', aborted = reason === 'abort';
-      const done = response(aborted ? 'failed' : incomplete ? 'incomplete' : 'completed', assembler.items, {
+      const incomplete = reason === 'length', aborted = reason === 'abort' && !cancelled;
+      const status = cancelled ? 'cancelled' : aborted ? 'failed' : incomplete ? 'incomplete' : 'completed';
+      const done = response(status, assembler.items, {
         incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
         error: aborted ? { code: 'request_aborted', message: 'the request was aborted before it finished' } : null,
         usage: {
@@ -126,16 +147,59 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
           output_tokens: usage.completion_tokens, output_tokens_details: { reasoning_tokens: reasoningTokens }, total_tokens: usage.total_tokens,
         },
       });
-      if (storeIt && !aborted) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
+      if (storeIt && (!aborted || background)) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
       return done;
     };
 
-    if (body.stream !== true) {
-      const [result] = await job.results();
+    if (background) {
+      // answered now; generated on, the output so far visible to GET, until it ends (stored whatever the end)
       const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
-      assembler.push(result.text);
-      assembler.finish(result.finishReason !== 'stop');
-      return finished(assembler, result.finishReason, result.tokenIds);
+      const outputIds: number[] = [];
+      let status = 'queued';
+      const work = (async (): Promise<Record<string, unknown>> => {
+        try {
+          for await (const d of job.deltas(r)) {
+            status = 'in_progress';
+            outputIds.push(...d.tokenIds);
+            assembler.push(d.text);
+            if (d.finishReason !== null) {
+              assembler.finish(d.finishReason !== 'stop');
+              return finished(assembler, d.finishReason, outputIds);
+            }
+          }
+          throw new Error('the generation ended without a finish reason');
+        } catch (e) {
+          const err = toApiError(e);
+          const failed = response('failed', assembler.items, { error: { code: err.code ?? 'server_error', message: err.message } });
+          store.put(id, { response: failed, conversation: [...conversation, ...outputMessages(assembler.items)] });
+          return failed;
+        } finally {
+          active.delete(id);
+        }
+      })();
+      active.set(id, {
+        snapshot: () => response(status, structuredClone(assembler.items)),
+        cancel: () => {
+          cancelled = true;
+          job.abort();
+          return work;
+        },
+      });
+      use.hold(work);
+      return response('queued', []);
+    }
+
+    if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null });
+    if (body.stream !== true) {
+      try {
+        const [result] = await job.results();
+        const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
+        assembler.push(result.text);
+        assembler.finish(result.finishReason !== 'stop');
+        return finished(assembler, result.finishReason, result.tokenIds);
+      } finally {
+        active.delete(id);
+      }
     }
 
     const sse = new SseStream(reply);
@@ -145,6 +209,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     emit('response.in_progress', { response: response('in_progress', []) });
     const assembler = new OutputAssembler(tools?.parser ?? null, emit, reasoning);
     const outputIds: number[] = [];
+    if (storeIt) active.set(id, { snapshot: () => response('in_progress', structuredClone(assembler.items)), cancel: null });
     try {
       for await (const d of job.deltas(r)) {
         outputIds.push(...d.tokenIds);
@@ -159,20 +224,40 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       job.abort();
       const err = toApiError(e);
       emit('error', { code: err.code ?? 'server_error', message: err.message, param: err.param ?? null });
+    } finally {
+      active.delete(id);
     }
     sse.end(false);
   });
 
   app.get('/v1/responses/:id', async (request) => {
     const { id } = request.params as { id: string };
+    const { stream } = request.query as { stream?: string };
+    if (stream === 'true') throw badRequest('stream: resuming a response as a stream is not supported; GET it without stream', 'stream', 'unsupported_parameter');
+    const running = active.get(id);
+    if (running) return running.snapshot();
     const entry = store.get(id);
-    if (!entry) throw new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
+    if (!entry) throw notFound(id);
     return entry.response;
+  });
+
+  app.post('/v1/responses/:id/cancel', async (request) => {
+    const { id } = request.params as { id: string };
+    const running = active.get(id);
+    const stored = running ? undefined : store.get(id);
+    if (!running && !stored) throw notFound(id);
+    const response = running ? running.snapshot() : stored!.response;
+    if (response.background !== true) throw badRequest(`Cannot cancel a synchronous response (only responses created with background: true can be cancelled)`, 'response_id');
+    // a finished background response is returned as it ended (cancel is idempotent)
+    return running?.cancel ? await running.cancel() : response;
   });
 
   app.delete('/v1/responses/:id', async (request) => {
     const { id } = request.params as { id: string };
-    if (!store.delete(id)) throw new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
+    if (active.has(id)) {
+      throw badRequest(`Response with id '${id}' is still being generated; cancel it (background) or wait for it to finish`, 'response_id');
+    }
+    if (!store.delete(id)) throw notFound(id);
     return { id, object: 'response', deleted: true };
   });
 }
