@@ -60,6 +60,15 @@ t.test('held: the close waits for the work; a rejection releases too', async (t)
   t.equal(releases, 1, 'released once the last hold settled');
 });
 
+t.test('hold after the lease went (the client left first) throws instead of running unheld', async (t) => {
+  releases = 0;
+  const { reply, raw } = replyOf();
+  const u = await use(reply);
+  raw.emit('close');
+  t.equal(releases, 1);
+  t.throws(() => u.hold(Promise.resolve()), /after the lease was released/);
+});
+
 t.test('held work that ends before the reply closes: released on the close', async (t) => {
   releases = 0;
   const { reply, raw } = replyOf();

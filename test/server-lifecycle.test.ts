@@ -60,6 +60,24 @@ t.test('shutdown lets short requests finish', async (t) => {
   t.same(await stopped, { drained: true });
 });
 
+t.test('shutdown: a background response is drained, and can still be polled and cancelled while the server drains', async (t) => {
+  const server = await startServer({
+    engine: normalizeEngineOptions({ model: path, maxModelLen: 4096, threads: 2 }, 'serve'),
+    servedModelNames: ['m'], port: 0, drainTimeoutMs: 20_000,
+  });
+  await server.app.engine.ready();
+  const client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'x', maxRetries: 0 });
+  const q = await client.responses.create({ model: 'm', input: 'Go on.', background: true, temperature: 0,
+    max_output_tokens: 3000, ignore_eos: true } as never) as unknown as OpenAI.Responses.Response;
+  const stopped = server.shutdown();
+  t.equal((await fetch(server.url + '/v1/models')).status, 503, 'new work is refused');
+  const polled = await client.responses.retrieve(q.id);
+  t.ok(polled.status === 'queued' || polled.status === 'in_progress', `polled while draining: ${polled.status}`);
+  const c = await client.responses.cancel(q.id);
+  t.equal(c.status, 'cancelled', 'cancelled while draining');
+  t.same(await stopped, { drained: true }, 'the drain ended with it');
+});
+
 t.test('admission: past max-num-seqs + max-queued-requests, 429 with Retry-After (typed client error)', async (t) => {
   const server = await startServer({
     engine: normalizeEngineOptions({ model: path, maxModelLen: 512, threads: 2, maxNumSeqs: 1 }, 'serve'),

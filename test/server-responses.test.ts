@@ -209,10 +209,20 @@ t.test('background: cancel stops the generation; the response is stored cancelle
   const c = await client.responses.cancel(q.id);
   t.equal(c.status, 'cancelled');
   t.equal(c.error, null);
-  t.ok(c.usage!.output_tokens > 0 && c.usage!.output_tokens < 3000, `stopped after ${c.usage!.output_tokens} tokens`);
+  t.ok(c.usage!.output_tokens < 3000, `stopped after ${c.usage!.output_tokens} tokens`);
+  t.equal(c.incomplete_details, null);
   t.same(bare(await client.responses.retrieve(q.id)), bare(c), 'stored as cancelled');
   t.same(bare(await client.responses.cancel(q.id)), bare(c), 'cancel again: the same');
   await t.rejects(client.responses.cancel('resp_0'), { status: 404 });
+  // a cancel racing the last step: cancelled (nothing more), or the response as it ended
+  const short = await Promise.all([1, 2, 3, 4, 5, 6].map(() => client.responses.create({ model: MODEL, input: 'Hi', background: true,
+    temperature: 0, max_output_tokens: 1 })));
+  for (const s of await Promise.all(short.map((r) => client.responses.cancel(r.id)))) {
+    if (s.status === 'cancelled') t.equal(s.incomplete_details, null, 'cancelled: no incomplete_details');
+    else t.same([s.status, s.incomplete_details], ['incomplete', { reason: 'max_output_tokens' }], 'ended first: as it ended');
+  }
+  // a background flag that is not a boolean is refused, not read as a foreground request
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: 'true' } as never), { status: 400, message: /background/ });
 });
 
 t.test('GET shows a foreground response while it streams (in_progress, its items so far); cancel refuses it', async (t) => {

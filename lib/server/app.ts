@@ -102,8 +102,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(metricsPlugin);
   await app.register(corsPlugin, { origins: options.corsOrigins ?? [] });
   await app.register(authPlugin, { apiKeys: options.apiKeys ?? [] });
+  // while draining, new work is refused; health, metrics and the polling / cancelling of background responses (the
+  // drain waits for those) still answer
+  const drainable = (method: string, route: string | undefined): boolean =>
+    (method === 'GET' && route === '/v1/responses/:id') || (method === 'POST' && route === '/v1/responses/:id/cancel');
   app.addHook('onRequest', async (request) => {
-    if (host.state === 'closing' && request.url !== '/health' && request.url !== '/metrics') {
+    if (host.state === 'closing' && request.url !== '/health' && request.url !== '/metrics' &&
+      !drainable(request.method, request.routeOptions.url)) {
       throw new ApiError(503, 'the server is shutting down', { code: 'server_shutting_down' });
     }
   });

@@ -85,6 +85,7 @@ export async function useModel(app: FastifyInstance, reply: FastifyReply, reques
   };
   raw.once('close', () => { closed = true; releaseWhenFree(); });
   const hold = (work: Promise<unknown>): void => {
+    if (released) throw new Error('useModel: hold() after the lease was released (the client went away first)');
     holds++;
     void work.then(() => {}, () => {}).finally(() => { holds--; releaseWhenFree(); });
   };

@@ -142,6 +142,7 @@ export const responsesSchema = {
     previous_response_id: nullable(text(256)),
     store: nullable({ type: 'boolean' }),
     stream: nullable({ type: 'boolean' }),
+    background: nullable({ type: 'boolean' }),
     max_output_tokens: integer(1, INT32_MAX),
     tools: nullable({ type: 'array', maxItems: 1024, items: { type: 'object' } }),
     parallel_tool_calls: nullable({ type: 'boolean' }),

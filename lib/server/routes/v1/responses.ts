@@ -123,6 +123,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: params.topP, truncation: 'disabled', usage: null,
       user: body.user ?? null, metadata: body.metadata ?? {}, ...extra,
     });
+    if (background && reply.raw.destroyed) throw badRequest('the client closed the connection before the background response was queued');
     const job = new Job(engine, [prompt], params, app.metrics, { lora: use.lora, cacheSalt: cacheSaltOf(body) });
     if (!background) job.bindToReply(reply);
     const r = job.requests[0];
@@ -137,8 +138,10 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       const outputTokens = outputIds.length;
       const reasoningTokens = reasoning ? reasoningTokenCount(tokenizer, reasoning, assembler.reasoned, outputIds) : 0;
       const usage = jobUsage(job, outputTokens);
-      const incomplete = reason === 'length', aborted = reason === 'abort' && !cancelled;
-      const status = cancelled ? 'cancelled' : aborted ? 'failed' : incomplete ? 'incomplete' : 'completed';
+      // a cancel that came after the last step leaves the response as it ended
+      const wasCancelled = cancelled && reason === 'abort';
+      const incomplete = reason === 'length', aborted = reason === 'abort' && !wasCancelled;
+      const status = wasCancelled ? 'cancelled' : aborted ? 'failed' : incomplete ? 'incomplete' : 'completed';
       const done = response(status, assembler.items, {
         incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
         error: aborted ? { code: 'request_aborted', message: 'the request was aborted before it finished' } : null,
@@ -170,6 +173,9 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
           throw new Error('the generation ended without a finish reason');
         } catch (e) {
           const err = toApiError(e);
+          try {
+            assembler.finish(true);  // held-back text flushed, the open item closed (incomplete)
+          } catch { /* the items stay as they were */ }
           const failed = response('failed', assembler.items, { error: { code: err.code ?? 'server_error', message: err.message } });
           store.put(id, { response: failed, conversation: [...conversation, ...outputMessages(assembler.items)] });
           return failed;
@@ -185,13 +191,14 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
           return work;
         },
       });
+      void work.catch(() => {});  // it never rejects (failures are stored); kept from being an unhandled rejection
       use.hold(work);
       return response('queued', []);
     }
 
-    if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null });
     if (body.stream !== true) {
       try {
+        if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null });
         const [result] = await job.results();
         const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
         assembler.push(result.text);
@@ -205,12 +212,12 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     const sse = new SseStream(reply);
     let seq = 0;
     const emit: Emit = (type, fields) => sse.event(type, { type, sequence_number: seq++, ...fields });
-    emit('response.created', { response: response('in_progress', []) });
-    emit('response.in_progress', { response: response('in_progress', []) });
     const assembler = new OutputAssembler(tools?.parser ?? null, emit, reasoning);
     const outputIds: number[] = [];
-    if (storeIt) active.set(id, { snapshot: () => response('in_progress', structuredClone(assembler.items)), cancel: null });
     try {
+      if (storeIt) active.set(id, { snapshot: () => response('in_progress', structuredClone(assembler.items)), cancel: null });
+      emit('response.created', { response: response('in_progress', []) });
+      emit('response.in_progress', { response: response('in_progress', []) });
       for await (const d of job.deltas(r)) {
         outputIds.push(...d.tokenIds);
         assembler.push(d.text);
