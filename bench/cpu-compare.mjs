@@ -14,8 +14,9 @@
 // with MoE experts at their used share), and Spindle's batched/single decode scaling.
 // Usage: node bench/cpu-compare.mjs [--models llama1b-q4_k_m,llama1b-q8_0,qwen3-0.6b-q8_0] [--threads 2]
 //        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--markdown BENCHMARKS.md]
-//        [--skip-batch] [--generate-only] [--depth 8] [--dtype auto|float16|bfloat16|float32]
-// --dtype is Spindle's KV cache type (llama.cpp keeps its default, an F16 KV cache).
+//        [--skip-batch] [--generate-only] [--depth 8] [--dtype auto|float16|bfloat16|float32] [--kv-cache-dtype q8_0]
+// --dtype is Spindle's KV cache type (llama.cpp keeps its default, an F16 KV cache). --kv-cache-dtype q8_0 gives both
+// a q8_0 cache (llama.cpp's -ctk q8_0 -ctv q8_0, with the flash attention its quantized V cache needs).
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +40,7 @@ const { values: args } = parseArgs({
     'generate-only': { type: 'boolean', default: false },
     depth: { type: 'string', default: '8' },
     dtype: { type: 'string', default: 'auto' },
+    'kv-cache-dtype': { type: 'string', default: 'auto' },
   },
 });
 const threads = Number(args.threads), ppLen = Number(args.pp), tgLen = Number(args.tg);
@@ -59,7 +61,7 @@ function batchFigures(runs, t0) {
 // prefill (llama.cpp's side starts each repetition with an empty context too).
 async function spindleRun(path) {
   const engine = new Engine({
-    modelPath: path, threads, enablePrefixCaching: false, dtype: args.dtype,
+    modelPath: path, threads, enablePrefixCaching: false, dtype: args.dtype, kvCacheDtype: args['kv-cache-dtype'],
     contextLength: Math.max(4096, ppLen + 16, depth + tgLen + 16),
   });
   await engine.ready();
@@ -93,11 +95,14 @@ async function spindleRun(path) {
 
 // ---- llama.cpp through node-llama-cpp ----
 let llamaInstance;
+const llamaKvCache = args['kv-cache-dtype'] === 'q8_0'
+  ? { flashAttention: true, experimentalKvCacheKeyType: 'Q8_0', experimentalKvCacheValueType: 'Q8_0' }
+  : { flashAttention: false };
 async function llamaCppRun(path) {
   llamaInstance ??= await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   const model = await llamaInstance.loadModel({ modelPath: path });
   const ctx = await model.createContext({
-    contextSize: Math.max(1024, ppLen + 16, depth + tgLen + 16), batchSize: 512, threads, flashAttention: false,
+    contextSize: Math.max(1024, ppLen + 16, depth + tgLen + 16), batchSize: 512, threads, ...llamaKvCache,
   });
   const seq = ctx.getSequence();
   const decode = async (s, ids, n) => {
@@ -159,7 +164,8 @@ for (const name of args.models.split(',')) {
   for (const e of Object.values(engines)) await e.close();
   // bytes one decoded token reads: the file less an untied embedding table, experts at their used share
   const decodeBytes = decodeBytesPerToken(readModelFileInfo(path));
-  const row = { model: name, bytes, decode_bytes: decodeBytes, threads, pp: ppLen, tg: tgLen, seqs: nSeqs, depth, dtype: args.dtype };
+  const row = { model: name, bytes, decode_bytes: decodeBytes, threads, pp: ppLen, tg: tgLen, seqs: nSeqs, depth, dtype: args.dtype,
+    kv_cache_dtype: args['kv-cache-dtype'] };
   for (const kind of kinds) {
     row[`${kind}_spindle`] = median(figures.spindle[kind]);
     row[`${kind}_llamacpp`] = median(figures.llamacpp[kind]);

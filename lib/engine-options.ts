@@ -9,7 +9,8 @@
 // it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
 // spells it (auto, float16 or its alias half, bfloat16, float32): the KV cache's type (float16 / bfloat16: half the
 // memory per token), on the CPU and on a GPU; auto is float16 on both; kvCacheDtype
-// sets the cache's type alone. Activations are float32 (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
+// sets the cache's type alone, and also takes llama.cpp's / Ollama's q8_0 (34 bytes per 32 values: CPU caches of head
+// dims that are multiples of 32; float16 elsewhere). Activations are float32 (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
 // prefill on, a prompt taking up to a step's whole budget as in vLLM V1; -1 turns it off) are the engine's own,
 // read from the addon's limits table, so every layer agrees.
 
@@ -21,6 +22,8 @@ export const DTYPES: readonly string[] = ['auto', 'float16', 'half', 'bfloat16',
 // kv_cache_dtype's short names of the 16-bit types (vLLM's fp16 / SGLang's bf16).
 const KV_ALIASES: Record<string, Dtype> = { fp16: 'float16', bf16: 'bfloat16' };
 export type Dtype = 'auto' | 'float16' | 'bfloat16' | 'float32';
+/** The KV cache's types: dtype's, and llama.cpp's / Ollama's q8_0. */
+export type KvCacheDtype = Dtype | 'q8_0';
 
 export interface EngineOptionsInput {
   model?: string;
@@ -74,8 +77,8 @@ export interface EngineOptionsInput {
   seed?: number; // vLLM's seed (SGLang's random_seed): requests without a seed draw theirs from it
   randomSeed?: number;
   random_seed?: number;
-  kvCacheDtype?: Dtype | 'half' | 'fp16' | 'bf16'; // vLLM's / SGLang's kv_cache_dtype (auto: dtype decides)
-  kv_cache_dtype?: Dtype | 'half' | 'fp16' | 'bf16';
+  kvCacheDtype?: KvCacheDtype | 'half' | 'fp16' | 'bf16'; // vLLM's / SGLang's kv_cache_dtype (auto: dtype decides)
+  kv_cache_dtype?: KvCacheDtype | 'half' | 'fp16' | 'bf16';
   chatTemplate?: string; // SGLang's chat_template (vLLM's --chat-template): the Jinja text used instead of the GGUF's
   chat_template?: string;
   generationConfig?: 'auto' | 'vllm'; // vLLM's generation_config: 'auto' applies the GGUF's general.sampling.*
@@ -84,8 +87,8 @@ export interface EngineOptionsInput {
   sampling_defaults?: 'model' | 'openai';
 }
 
-/** The KV cache types kvCacheDtype takes ('auto': as dtype says): dtype's, and vLLM's / SGLang's short names. */
-export const KV_CACHE_DTYPES: readonly string[] = [...DTYPES, 'fp16', 'bf16'];
+/** The KV cache types kvCacheDtype takes ('auto': as dtype says): dtype's, vLLM's / SGLang's short names, q8_0. */
+export const KV_CACHE_DTYPES: readonly string[] = [...DTYPES, 'fp16', 'bf16', 'q8_0'];
 
 /** A LoRA adapter: { name, path, scale? } (vLLM's { name, path, base_model_name } too), 'name=path', or a path (its own name, SGLang's). */
 export type LoraModuleInput = string | { name: string; path: string; scale?: number; base_model_name?: string; baseModelName?: string };
@@ -150,7 +153,7 @@ export interface EngineOptions {
   // server: its `model`). Names are unique.
   loraModules: LoraModule[];
   seed: number | null; // requests without a seed get one from a generator started here; null: each draws at random
-  kvCacheDtype: Dtype; // the KV cache's type when not 'auto' (wins over dtype, which otherwise decides)
+  kvCacheDtype: KvCacheDtype; // the KV cache's type when not 'auto' (wins over dtype, which otherwise decides)
   chatTemplate: string | null; // the chat template used instead of the GGUF's tokenizer.chat_template; null: the GGUF's
   // 'auto': the model maker's recommended sampling (the GGUF's general.sampling.*, copied from generation_config.json
   // by llama.cpp's converter) is the default of the fields a request leaves out; 'vllm': the API's own defaults.
@@ -221,6 +224,7 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'kvCacheDtype': {
       const t = v === 'half' ? 'float16' : key === 'kvCacheDtype' && typeof v === 'string' ? KV_ALIASES[v] ?? v : v;
       if (t === 'auto' || t === 'float16' || t === 'bfloat16' || t === 'float32') return t;
+      if (key === 'kvCacheDtype' && t === 'q8_0') return t;
       if (key === 'dtype') throw new RangeError(`${name} must be one of ${DTYPES.join(', ')} (got ${String(v)})`);
       throw new RangeError(`${name} must be one of ${KV_CACHE_DTYPES.join(', ')} (got ${String(v)}; fp8 caches are not supported)`);
     }
@@ -418,6 +422,6 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
 }
 
 /** The KV cache type the engine is asked for: kvCacheDtype unless 'auto', else dtype. */
-export function kvCacheType(o: Pick<EngineOptions, 'dtype' | 'kvCacheDtype'>): Dtype {
+export function kvCacheType(o: Pick<EngineOptions, 'dtype' | 'kvCacheDtype'>): KvCacheDtype {
   return o.kvCacheDtype !== 'auto' ? o.kvCacheDtype : o.dtype;
 }

@@ -165,4 +165,11 @@ t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU and on t
   await kv.ready();
   t.equal(kv.modelInfo.kvCacheDtype, 'bfloat16', 'kvCacheDtype (vLLM\'s kv_cache_dtype) wins over dtype for the cache');
   t.equal(loadNative().NativeEngine.inspect(path).info.kvCacheDtype, null, 'inspect() loads nothing: kvCacheDtype null');
+  // q8_0 (llama.cpp's / Ollama's): head dims of whole 32-value blocks on the CPU; this fixture's 16 get float16
+  const q8 = new LLM({ model: path, maxModelLen: 64, threads: 2, device: 'cpu', kvCacheDtype: 'q8_0' });
+  t.teardown(() => q8.close());
+  await q8.ready();
+  t.equal(q8.modelInfo.kvCacheDtype, 'float16', 'q8_0 with head dim 16: float16');
+  t.throws(() => new LLM({ model: path, dtype: 'q8_0' as never }), /dtype must be one of auto, float16, half, bfloat16, float32 \(got q8_0\)/,
+    'q8_0 is a cache type (kvCacheDtype), not a dtype');
 });

@@ -30,6 +30,11 @@ const ids = llm.tokenizer.encode(TEXT, { addSpecialTokens: false });
 // K / V rounded to 2^-11 relative (and llama.cpp's q and probabilities too) move a logprob by about that much of the
 // logits' scale (about 5 on these fixtures); measured 7.3e-3 against llama.cpp and 6.1e-3 against float32 (AVX-512).
 const F16_TOLERANCE = 2e-2;
+// The q8_0 cache's: each value within half a step (amax / 254) of its block, about 0.4% relative, which moves this
+// fixture's logprobs by about 0.1: measured 1.16e-1 from Spindle's float32 cache where llama.cpp's q8_0 cache moves
+// its own by 1.41e-1 (flash attention, F32 as the reference); Spindle's q8_0 against llama.cpp's 1.32e-1. The test
+// holds Spindle's deviation to 1.5x llama.cpp's (or this floor), and the two q8_0 caches to this plus llama.cpp's own.
+const Q8_TOLERANCE = 5e-2;
 
 /** log-softmax of llama.cpp's logits (node-llama-cpp's map of them) at token `id`. */
 function logSoftmaxAt(logits: Map<Token, number>, id: number): number {
@@ -77,7 +82,7 @@ t.test("the CPU's default float16 KV cache against llama.cpp's default F16 cache
   const f16 = new LLM({ model: path, maxModelLen: 256, threads: 2 });
   t.teardown(() => f16.close());
   await f16.ready();
-  t.equal(f16.modelInfo.kvCacheDtype, f16.modelInfo.device === 'cpu' ? 'float16' : 'float32', 'auto: float16 on the CPU');
+  t.equal(f16.modelInfo.kvCacheDtype, 'float16', 'auto: float16');
   const [out] = await f16.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
   const [ref32] = await llm.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
@@ -96,6 +101,52 @@ t.test("the CPU's default float16 KV cache against llama.cpp's default F16 cache
     t.ok(vsF32 > 0 && vsF32 <= F16_TOLERANCE, `against Spindle's float32 cache: ${vsF32.toExponential(2)} (the cache really is 16-bit)`);
   } finally {
     await ctx.dispose();
+    await model.dispose();
+  }
+});
+
+t.test("a q8_0 KV cache (kvCacheDtype, llama.cpp's -ctk / -ctv q8_0) against llama.cpp's q8_0 cache and float32: within a stated tolerance", async (t) => {
+  // head dim 32: whole q8_0 blocks. Both store K / V as llama.cpp's x86 quantize_row_q8_0 makes them; llama.cpp's
+  // flash attention (which its quantized V cache needs) also quantizes q to q8_0 and rounds the probabilities to
+  // half, where Spindle multiplies the stored values in float32.
+  const q8Path = await fixtureModel({ nEmbd: 128, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 12, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
+  const q8 = new LLM({ model: q8Path, maxModelLen: 256, threads: 2, kvCacheDtype: 'q8_0' });
+  const f32 = new LLM({ model: q8Path, maxModelLen: 256, threads: 2, dtype: 'float32' });
+  t.teardown(() => Promise.all([q8.close(), f32.close()]));
+  await Promise.all([q8.ready(), f32.ready()]);
+  if (q8.modelInfo.device !== 'cpu') {
+    t.equal(q8.modelInfo.kvCacheDtype, 'float16', 'a GPU has no q8_0 cache: float16');
+    return;
+  }
+  t.equal(q8.modelInfo.kvCacheDtype, 'q8_0');
+  const [out] = await q8.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+  const [ref32] = await f32.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
+  const model = await llama.loadModel({ modelPath: q8Path });
+  const logprobsOf = async (kv: 'Q8_0' | 'F32'): Promise<number[]> => {
+    const ctx = await model.createContext({ contextSize: 128, batchSize: 128, threads: 1, flashAttention: true,
+      experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv });
+    try {
+      const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
+      return ids.map((id, p) => (p === 0 ? 0 : logSoftmaxAt(res[p - 1]!.next.logits!, id)));
+    } finally {
+      await ctx.dispose();
+    }
+  };
+  try {
+    const [llamaQ8, llamaF32] = [await logprobsOf('Q8_0'), await logprobsOf('F32')];
+    let vsLlama = 0, vsF32 = 0, llamaOwn = 0;
+    for (let p = 1; p < ids.length; ++p) {
+      const mine = out.promptLogprobs![p]![ids[p]].logprob;
+      vsLlama = Math.max(vsLlama, Math.abs(mine - llamaQ8[p]));
+      vsF32 = Math.max(vsF32, Math.abs(mine - ref32.promptLogprobs![p]![ids[p]].logprob));
+      llamaOwn = Math.max(llamaOwn, Math.abs(llamaQ8[p] - llamaF32[p]));
+    }
+    t.comment(`q8_0 against float32: Spindle ${vsF32.toExponential(2)}, llama.cpp ${llamaOwn.toExponential(2)}; Spindle against llama.cpp (both q8_0) ${vsLlama.toExponential(2)}`);
+    t.ok(vsF32 > 0, 'the cache really is q8_0');
+    t.ok(vsF32 <= Math.max(Q8_TOLERANCE, 1.5 * llamaOwn), `q8_0 moves Spindle's logprobs (${vsF32.toExponential(2)}) no more than 1.5x what it moves llama.cpp's (${llamaOwn.toExponential(2)}), or ${Q8_TOLERANCE}`);
+    t.ok(vsLlama <= Q8_TOLERANCE + llamaOwn, `against llama.cpp's q8_0 cache: ${vsLlama.toExponential(2)} (<= ${Q8_TOLERANCE} + llama.cpp's own q8_0 deviation)`);
+  } finally {
     await model.dispose();
   }
 });

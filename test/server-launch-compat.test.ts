@@ -92,7 +92,7 @@ t.test('values Spindle cannot honour are refused by name, with what is allowed',
   for (const [args, want] of refused) t.throws(() => parse(['m.gguf', ...args]), want, args.join(' '));
   // values the engine options check (the same messages as LLM / Engine give): exit 2 from the command
   const engineOf = (args: string[]) => normalizeEngineOptions({ ...parse(['m.gguf', ...args]).engine, model: 'm.gguf' }, 'spindle serve');
-  t.throws(() => engineOf(['--kv-cache-dtype', 'fp8']), /kvCacheDtype must be one of auto, float16, half, bfloat16, float32, fp16, bf16 \(got fp8; fp8 caches are not supported\)/);
+  t.throws(() => engineOf(['--kv-cache-dtype', 'fp8']), /kvCacheDtype must be one of auto, float16, half, bfloat16, float32, fp16, bf16, q8_0 \(got fp8; fp8 caches are not supported\)/);
   t.throws(() => engineOf(['--seed', '4294967296']), /seed must be an integer in \[0, 4294967295\]/);
   t.throws(() => engineOf(['--chat-template', '{% if %}']), /chatTemplate: the chat template does not parse/);
   t.throws(() => new LLM({ model: path, chatTemplate: '{% for %}' }), /the chat template does not parse/, 'LLM checks it at construction');
@@ -189,8 +189,11 @@ t.test("runner mode reads Ollama's server variables where the flags are absent; 
     "a single-model server ignores them (an ollama client's OLLAMA_HOST must not move it)");
   const auto = parse(['--ollama'], { OLLAMA_NUM_PARALLEL: '0', OLLAMA_MAX_LOADED_MODELS: '0', OLLAMA_KV_CACHE_TYPE: 'q8_0' });
   t.same([auto.engine.maxNumSeqs, auto.runner!.maxLoaded], [undefined, 1], "0: Ollama's automatic choice");
-  t.equal(auto.engine.kvCacheDtype, 'float16', 'q8_0: float16, the smallest cache there is (also on a GPU)');
-  t.match(auto.notes.join('\n'), /OLLAMA_KV_CACHE_TYPE=q8_0: quantized K \/ V caches are not supported; the KV cache is float16 instead/);
+  t.equal(auto.engine.kvCacheDtype, 'q8_0', 'q8_0: a q8_0 cache');
+  t.notMatch(auto.notes.join('\n'), /not implemented/, 'no warning: it is what was asked');
+  const q4 = parse(['--ollama'], { OLLAMA_KV_CACHE_TYPE: 'q4_0' });
+  t.equal(q4.engine.kvCacheDtype, 'q8_0', 'q4_0: q8_0, the smallest cache there is');
+  t.match(q4.notes.join('\n'), /OLLAMA_KV_CACHE_TYPE=q4_0: q4_0 K \/ V caches are not implemented; the KV cache is q8_0 instead/);
   t.same([parse(['--ollama'], { OLLAMA_HOST: ':11500' }).serve.host, parse(['--ollama'], { OLLAMA_HOST: '"0.0.0.0:11434"' }).serve.host],
     ['0.0.0.0', '0.0.0.0'], "OLLAMA_HOST as Ollama's server reads it: an empty host is every interface; quotes dropped");
   t.throws(() => parse(['--ollama'], { OLLAMA_MAX_LOADED_MODELS: '100' }), /OLLAMA_MAX_LOADED_MODELS must be in \[1, 64\] \(got '100'\)/);

@@ -35,13 +35,25 @@ struct rope_params {
   const float* freq_factors = nullptr;  // [n_rot/2] backend memory, or nullptr (all 1)
 };
 
-// Element type of a K / V store: f32, or a 16-bit type that halves the cache (a value is rounded to nearest even
-// when stored; attention reads it back exactly and computes in f32). Strides and rows count elements.
-enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2 };
-// Floats of backend memory that n elements of type t take (alloc_f32 sizes a store by this).
-inline int64_t kv_store_floats(kv_type t, int64_t n) { return t == kv_type::f32 ? n : (n + 1) / 2; }
-// Bytes of one element of type t.
-inline int64_t kv_elem_bytes(kv_type t) { return t == kv_type::f32 ? 4 : 2; }
+// Element type of a K / V store: f32, a 16-bit type that halves the cache (a value is rounded to nearest even
+// when stored), or q8_0 (llama.cpp's block_q8_0: 32 values as an f16 scale and 32 int8, 34 bytes; a value is
+// quantized when stored). Attention reads the stored values back exactly (f32 of the 16-bit value, scale x int8)
+// and computes in f32. Strides and offsets count values; q8_0 rows and heads are whole blocks (multiples of 32).
+enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3 };
+// Values per storage block of type t: 32 for q8_0, 1 otherwise (row widths and head offsets are multiples of it).
+inline int64_t kv_block_values(kv_type t) { return t == kv_type::q8_0 ? 32 : 1; }
+// Bytes that n values of type t take (n a multiple of kv_block_values(t)).
+inline int64_t kv_bytes(kv_type t, int64_t n) {
+  switch (t) {
+    case kv_type::f16:
+    case kv_type::bf16: return 2 * n;
+    case kv_type::q8_0: return n / 32 * 34;
+    case kv_type::f32: break;
+  }
+  return 4 * n;
+}
+// Floats of backend memory that n values of type t take (alloc_f32 sizes a store by this).
+inline int64_t kv_store_floats(kv_type t, int64_t n) { return (kv_bytes(t, n) + 3) / 4; }
 
 // Attention of n_tokens query rows of one sequence against its KV cache. Causal (the default): query row i sits
 // at position n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).

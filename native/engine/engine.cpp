@@ -108,7 +108,10 @@ static model_info describe(const model& m, int32_t max_model_len) {
   info.n_embd = hp.n_embd;
   info.max_model_len = max_model_len;
   info.device = m.device_name();
-  info.kv_dtype = m.kv_dtype() == kv_type::f16 ? "float16" : m.kv_dtype() == kv_type::bf16 ? "bfloat16" : "float32";
+  info.kv_dtype = m.kv_dtype() == kv_type::f16    ? "float16"
+                  : m.kv_dtype() == kv_type::bf16 ? "bfloat16"
+                  : m.kv_dtype() == kv_type::q8_0 ? "q8_0"
+                                                  : "float32";
   return info;
 }
 
@@ -270,11 +273,13 @@ static uint64_t gpu_kv_budget(double fraction, uint64_t free_bytes, uint64_t tot
   return uint64_t(limit - used);
 }
 
-// KV bytes per token of a model's attention layers (its K / V element type: 4 bytes, or 2 for 16-bit stores).
+// KV bytes per token of a model's attention layers (its K / V element type: 4 bytes a value, 2 for 16-bit stores,
+// 34 per 32 for q8_0).
 static uint64_t kv_bytes_per_token(const model& m) {
   const model_hparams& hp = m.hparams();
-  return block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer, hp.n_head_kv, hp.head_dim_k,
-                                       hp.head_dim_v, kv_elem_bytes(m.kv_dtype()));
+  const uint64_t values = block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer, hp.n_head_kv,
+                                                        hp.head_dim_k, hp.head_dim_v, 1);
+  return (uint64_t)kv_bytes(m.kv_dtype(), (int64_t)values);
 }
 
 void engine::make_cache(const model& m, int32_t max_len, const model* draft) {

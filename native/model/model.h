@@ -43,7 +43,8 @@ struct model_hparams {
 struct model_options {
   int threads = 0;             // CPU threads; 0 = number of cores
   std::string device = "cpu";  // "cpu", "cuda" or "auto" (make_backend in backend/backend.h)
-  // The K / V store type wanted (--dtype float16 / bfloat16); a backend without 16-bit stores keeps f32 (kv_dtype()).
+  // The K / V store type wanted (--dtype float16 / bfloat16, kvCacheDtype q8_0); what the backend and the model's
+  // head dims cannot store falls back (kv_dtype(): model::want_kv_dtype).
   kv_type kv = kv_type::f32;
   // --dtype auto: the device's default instead of kv (model::want_kv_dtype_auto).
   bool kv_auto = false;
@@ -119,11 +120,18 @@ class model {
   // The backend the model computes on ("cpu", "cuda"), and its device memory (false: host memory, no limit of
   // its own; see backend::device_memory).
   virtual const char* device_name() const = 0;
-  // The element type of the K / V cache new_kv_cache makes: f32 unless want_kv_dtype asked for a 16-bit type the
+  // The element type of the K / V cache new_kv_cache makes: f32 unless want_kv_dtype asked for another type the
   // backend stores (model::load does, from model_options::kv).
   kv_type kv_dtype() const { return kv_; }
+  // q8_0 where the backend has q8_0 stores and the head dims are whole blocks (multiples of 32), else float16 as
+  // llama.cpp's default; a type the backend lacks, f32.
   void want_kv_dtype(kv_type wanted) {
     backend* be = compute_backend();
+    if (wanted == kv_type::q8_0) {
+      const model_hparams& hp = hparams();
+      const bool blocks = hp.head_dim_k % 32 == 0 && hp.head_dim_v % 32 == 0;
+      if (be == nullptr || !be->supports_kv(wanted) || !blocks) wanted = kv_type::f16;
+    }
     kv_ = be != nullptr && be->supports_kv(wanted) ? wanted : kv_type::f32;
   }
   // --dtype auto: float16 K / V on every device (llama.cpp's and Ollama's default: half the memory per token, and

@@ -97,7 +97,10 @@ engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engi
   const std::string device = opts.device;
   // --dtype float16 / bfloat16: 16-bit K / V stores where the backend has them; auto: the device's default
   // (model::want_kv_dtype_auto: float16 on the CPU and on a GPU)
-  const kv_type kv = opts.dtype == "float16" ? kv_type::f16 : opts.dtype == "bfloat16" ? kv_type::bf16 : kv_type::f32;
+  const kv_type kv = opts.dtype == "float16"    ? kv_type::f16
+                    : opts.dtype == "bfloat16" ? kv_type::bf16
+                    : opts.dtype == "q8_0"     ? kv_type::q8_0
+                                               : kv_type::f32;
   const bool kv_auto = opts.dtype == "auto";
   auto loader_of = [threads, device, kv, kv_auto](std::string file) {
     return [file, threads, device, kv, kv_auto]() -> std::shared_ptr<model> {

@@ -285,7 +285,7 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   out.threads = int(limited_field(o, k_threads, 0));  // 0: every core
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
   out.device = choice_field(o, "device", "auto", devices);
-  static const char* const dtypes[] = {"auto", "float16", "bfloat16", "float32", nullptr};
+  static const char* const dtypes[] = {"auto", "float16", "bfloat16", "float32", "q8_0", nullptr};  // the KV cache's
   out.dtype = choice_field(o, "dtype", "auto", dtypes);
   return out;
 }

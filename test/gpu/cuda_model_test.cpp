@@ -524,6 +524,17 @@ TEST_CASE("cuda models: 16-bit KV caches (f16, bf16) vs the CPU's float32 one; b
   }
 }
 
+TEST_CASE("cuda models: a q8_0 KV cache (the CPU's) asked on a GPU is float16; --dtype auto is float16 there") {
+  REQUIRE_GPU();
+  file d(model_test::build(dense_spec("llama", ggml_type::F32)), "llama");  // head dim 64: whole q8_0 blocks
+  CHECK(load_on(d.path, "cuda", kv_type::q8_0)->kv_dtype() == kv_type::f16);
+  CHECK(load_on(d.path, "cpu", kv_type::q8_0)->kv_dtype() == kv_type::q8_0);
+  model_options o;
+  o.device = "cuda";
+  o.kv_auto = true;
+  CHECK(model::load(d.path, o)->kv_dtype() == kv_type::f16);
+}
+
 TEST_CASE("cuda models: lfm2 prefix-cache checkpoints and speculative rollback continue with recomputation's logits, bitwise") {
   REQUIRE_GPU();
   file f(lfm2_test::build(lfm2_spec(ggml_type::Q4_K)), "lfm2");

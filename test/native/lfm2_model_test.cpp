@@ -164,6 +164,12 @@ TEST_CASE("lfm2: with 16-bit KV caches (f16, bf16) too, batched equals alone, bi
   check_batch_invariance(lfm2_test::spec{}, kv_type::bf16);
 }
 
+TEST_CASE("lfm2: with a q8_0 KV cache (head dim 32) too, batched equals alone, bitwise") {
+  lfm2_test::spec s;
+  s.n_embd = s.n_head * 32;
+  check_batch_invariance(s, kv_type::q8_0);
+}
+
 TEST_CASE("lfm2moe test model: a leading dense layer, MoE layers with a selection bias; batched == alone, bitwise") {
   lfm2_test::spec s;
   s.n_expert = 6;

@@ -23,10 +23,13 @@ struct loaded_model {
   ~loaded_model() { std::error_code ec; std::filesystem::remove(path, ec); }
 };
 
-std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32) {
+// head_dim: 0 keeps the fixture's (8); a q8_0 cache needs whole blocks of 32 (n_embd = 4 heads x head_dim).
+std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32,
+                                        int head_dim = 0) {
   model_test::spec s;
   s.arch = arch;
   s.weight_type = type;
+  if (head_dim > 0) s.n_embd = s.n_head * head_dim;
   const model_test::built b = model_test::build(s);
   auto l = std::make_unique<loaded_model>();
   l->path = model_test::write_temp(b, s.arch + "-batch");
@@ -88,9 +91,10 @@ std::vector<std::vector<float>> batched(model& m, kv_cache& kv, const std::vecto
   return out;
 }
 
-void check_batch_equals_alone(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32) {
-  auto l = load_arch(arch, type, kv);
+void check_batch_equals_alone(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32, int head_dim = 0) {
+  auto l = load_arch(arch, type, kv, head_dim);
   model& m = *l->m;
+  CHECK(m.kv_dtype() == kv);
   const int V = m.hparams().n_vocab;
   const std::vector<std::vector<int32_t>> seqs = {seq_tokens(13, V, 1), seq_tokens(3, V, 2), seq_tokens(9, V, 3),
                                                   seq_tokens(1, V, 4)};
@@ -296,4 +300,25 @@ TEST_CASE("model forward_batch: 16-bit KV caches (f16, bf16) keep batch invarian
     CHECK(d < tol);
     CHECK(d > 0);  // the cache really is 16-bit
   }
+}
+
+TEST_CASE("model forward_batch: a q8_0 KV cache keeps batch invariance, near the f32 cache's logits; other head dims get float16") {
+  check_batch_equals_alone("llama", ggml_type::F32, kv_type::q8_0, 32);
+  check_batch_equals_alone("qwen2", ggml_type::F16, kv_type::q8_0, 64);
+  auto q8 = load_arch("llama", ggml_type::F32, kv_type::q8_0, 32);
+  auto f32 = load_arch("llama", ggml_type::F32, kv_type::f32, 32);
+  CHECK(q8->m->kv_dtype() == kv_type::q8_0);
+  const auto toks = seq_tokens(40, q8->m->hparams().n_vocab, 9);
+  const auto a = alone(*q8->m, toks), b = alone(*f32->m, toks);
+  double d = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, (double)std::fabs(a[i] - b[i]));
+    scale = std::max(scale, (double)std::fabs(b[i]));
+  }
+  // each K / V value within half a step (amax / 254) of its block: about bf16's relative error
+  std::printf("  kv q8_0: max |dlogit| %.3g of logit scale %.3g\n", d, scale);
+  CHECK(d < 2e-2 * scale);
+  CHECK(d > 0);  // the cache really is quantized
+  CHECK(load_arch("llama", ggml_type::F32, kv_type::q8_0)->m->kv_dtype() == kv_type::f16);  // head dim 8
+  CHECK(load_arch("llama", ggml_type::F32, kv_type::q8_0, 48)->m->kv_dtype() == kv_type::f16);
 }

@@ -9,28 +9,30 @@
 
 namespace spindle {
 
-// Row accessors with the row form and element type (float, kv_f16, kv_bf16) fixed at compile time (no per-row
-// branch): contiguous cache rows at base + j * stride, or rows anywhere through a table of row starts (paged
-// store read in place). Pointers and counts in elements of E.
+// Row accessors with the row form and element type (float, kv_f16, kv_bf16, kv_q8) fixed at compile time (no
+// per-row branch): contiguous cache rows at base + j * stride, or rows anywhere through a table of row starts
+// (paged store read in place). They give kv_elem<E>::ptr (a pointer to the row's first value); base, stride and
+// offset here count storage units of E (values, or q8_0 blocks).
 template <class E>
 struct strided_rows {
   const E* base;
   int64_t stride;
-  const E* operator()(int64_t j) const { return base + j * stride; }
+  typename kv_elem<E>::ptr operator()(int64_t j) const { return kv_elem<E>::at(base + j * stride); }
 };
 template <class E>
 struct table_rows {
   const void* const* table;
   int64_t offset;
-  const E* operator()(int64_t j) const { return static_cast<const E*>(table[j]) + offset; }
+  typename kv_elem<E>::ptr operator()(int64_t j) const { return kv_elem<E>::at(static_cast<const E*>(table[j]) + offset); }
 };
 template <class E>
 strided_rows<E> strided_of(const kv_rows& r) {
-  return {static_cast<const E*>(r.base) + r.offset, r.stride};
+  constexpr int64_t u = kv_elem<E>::per_unit;
+  return {static_cast<const E*>(r.base) + r.offset / u, r.stride / u};
 }
 template <class E>
 table_rows<E> table_of(const kv_rows& r) {
-  return {r.table, r.offset};
+  return {r.table, r.offset / kv_elem<E>::per_unit};
 }
 
 #if SPINDLE_HAVE_X86_KERNELS
@@ -43,12 +45,25 @@ SPINDLE_AVX2 static inline __m256 load8(const kv_bf16* p) {
   const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
+// 8 values of a q8_0 row from value p.i (a multiple of 8: they share a block): d x int8, each product exact.
+SPINDLE_AVX2 static inline __m256 load8(kv_q8_ptr p) {
+  const kv_q8& blk = p.b[p.i / 32];
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + p.i % 32));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(blk.d)));
+}
 
-// Hardware prefetch of one row of n elements of E, a cache line at a time.
+// Hardware prefetch of one row of n values of E, a cache line at a time.
+template <class E>
+SPINDLE_AVX2 static inline void prefetch_bytes(const E* r, int64_t bytes) {
+  const char* c = reinterpret_cast<const char*>(r);
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+}
 template <class E>
 SPINDLE_AVX2 static inline void prefetch_elems(const E* r, int32_t n) {
-  const char* c = reinterpret_cast<const char*>(r);
-  for (int64_t b = 0; b < (int64_t)n * (int64_t)sizeof(E); b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  prefetch_bytes(r, (int64_t)n * (int64_t)sizeof(E));
+}
+SPINDLE_AVX2 static inline void prefetch_elems(kv_q8_ptr r, int32_t n) {
+  prefetch_bytes(r.b + r.i / 32, kv_bytes(kv_type::q8_0, n));
 }
 
 // ggml_vec_dot_f32's sum of one 32-multiple-long row: 4 accumulators over 32-float steps, then

@@ -22,8 +22,12 @@ void attention_paged_check(const paged_attention_params& p) {
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
   }
-  if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16) {
+  if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16 && a.kv != kv_type::q8_0) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
+  }
+  if (a.kv == kv_type::q8_0 && (a.head_dim_k % 32 != 0 || a.head_dim_v % 32 != 0 || a.k_row_stride % 32 != 0 ||
+                                a.v_row_stride % 32 != 0)) {
+    throw error("attention_paged: a q8_0 K / V store needs head dims and row strides that are multiples of 32");
   }
   if (a.k_row_stride < (int64_t)a.n_head_kv * a.head_dim_k || a.v_row_stride < (int64_t)a.n_head_kv * a.head_dim_v) {
     throw error("attention_paged: row stride smaller than a KV row");
@@ -51,11 +55,17 @@ int64_t attention_paged_row(const paged_attention_params& p, int64_t pos) {
 
 namespace {
 
-// Element i of a K / V store of type t, widened to f32.
+// Value i of a K / V store of type t, widened to f32 (q8_0: block i / 32's f16 scale times its int8 i % 32).
 double kv_at(const float* store, kv_type t, int64_t i) {
   switch (t) {
     case kv_type::f16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
     case kv_type::bf16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
+    case kv_type::q8_0: {
+      const unsigned char* b = reinterpret_cast<const unsigned char*>(store) + i / 32 * 34;
+      uint16_t d;
+      std::memcpy(&d, b, 2);
+      return (double)fp16_to_f32(d) * (double)(int8_t)b[2 + i % 32];
+    }
     case kv_type::f32: break;
   }
   return store[i];
@@ -104,8 +114,8 @@ void cpu_backend::attention_paged(const paged_attention_params& p, const float* 
   // Row starts of every position in the store: the kernels read K / V in place (no copy of the cache).
   thread_local std::vector<const void*> k_rows, v_rows;  // per calling thread: engines may run concurrently
   if ((int64_t)k_rows.size() < n_pos) k_rows.resize((size_t)n_pos), v_rows.resize((size_t)n_pos);
-  const int64_t k_row_bytes = p.attn.k_row_stride * kv_elem_bytes(p.attn.kv);
-  const int64_t v_row_bytes = p.attn.v_row_stride * kv_elem_bytes(p.attn.kv);
+  const int64_t k_row_bytes = kv_bytes(p.attn.kv, p.attn.k_row_stride);
+  const int64_t v_row_bytes = kv_bytes(p.attn.kv, p.attn.v_row_stride);
   const char* k_bytes = reinterpret_cast<const char*>(k_store);
   const char* v_bytes = reinterpret_cast<const char*>(v_store);
   for (int64_t pos = 0; pos < n_pos; ++pos) {

@@ -74,8 +74,8 @@ SPINDLE_AVX2 inline __m128 dot32_halves(__m256 s0, __m256 s1, __m256 s2, __m256 
 // ps[i][j] = dot(k_j, qs[i]) * scale for NQ <= 3 queries and one key row, n % 32 == 0: the key's loads shared.
 // Each dot is dot32_reduce's: its two hadds are done for the NQ dots at once (hadd(ta, tb) holds
 // [a0 + a1, a2 + a3, b0 + b1, b2 + b3]; a second hadd gives (a0 + a1) + (a2 + a3), ... : the same operations).
-template <int NQ, class E>
-SPINDLE_AVX2 inline void qk_group(const float* const* qs, const E* kr, int32_t n, float scale, float* const* ps,
+template <int NQ, class P>
+SPINDLE_AVX2 inline void qk_group(const float* const* qs, P kr, int32_t n, float scale, float* const* ps,
                                   int64_t j) {
   __m256 s[NQ][4];
 #pragma GCC unroll 4
@@ -107,7 +107,7 @@ SPINDLE_AVX2 void qk_tile(const float* const* qs, const int64_t* nkv, int32_t nq
   int32_t first = 0;
   for (int64_t j = 0; j < nkv[nq - 1]; ++j) {
     while (nkv[first] <= j) ++first;
-    const auto* kr = k(j);
+    const auto kr = k(j);
     if (j + k_prefetch_rows < nkv[nq - 1]) prefetch_elems(k(j + k_prefetch_rows), n);
     int32_t i = first;
     for (; i + 3 <= nq; i += 3) qk_group<3>(qs + i, kr, n, scale, ps + i, j);
@@ -123,7 +123,7 @@ template <int W, class Rows>
 SPINDLE_AVX2 void pack_v_block(Rows v, int64_t jb, int64_t je, int32_t dv, float* vp) {
   constexpr int64_t lb = k_block / 8;
   for (int64_t j = jb; j < je; ++j) {
-    const auto* r = v(j);
+    const auto r = v(j);
     if (j + k_prefetch_rows < je) prefetch_elems(v(j + k_prefetch_rows), dv);
     float* dst = vp + ((j % 8) * lb + (j - jb) / 8) * W;
     for (int32_t d = 0; d < dv; d += W, dst += 8 * lb * W)
@@ -276,6 +276,7 @@ SPINDLE_AVX2 void attention_tile_avx2(const attention_params& p, const attention
     case kv_type::f32: return scores_then_outputs<float>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
     case kv_type::f16: return scores_then_outputs<kv_f16>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
     case kv_type::bf16: return scores_then_outputs<kv_bf16>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
+    case kv_type::q8_0: return scores_then_outputs<kv_q8>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
   }
 }
 

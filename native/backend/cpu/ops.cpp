@@ -128,7 +128,7 @@ namespace {
 // f32 rows are read in place; a 16-bit row is widened into `wide` first (exact), so the sums are the f32 ones.
 template <class E>
 const float* widened_row(const kv_rows& r, int64_t j, int32_t n, std::vector<float>& wide) {
-  const E* x = r.row_as<E>(j);
+  const auto x = r.row_as<E>(j);
   if constexpr (std::is_same_v<E, float>) {
     return x;
   } else {
@@ -160,6 +160,7 @@ void ops_attention_head_kv(const float* q, const kv_rows& k, const kv_rows& v, i
     case kv_type::f32: return attention_head_rows<float>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
     case kv_type::f16: return attention_head_rows<kv_f16>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
     case kv_type::bf16: return attention_head_rows<kv_bf16>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
+    case kv_type::q8_0: return attention_head_rows<kv_q8>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
   }
 }
 

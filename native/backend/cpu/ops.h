@@ -60,9 +60,45 @@ inline float kv_to_f32(float x) { return x; }
 inline float kv_to_f32(kv_f16 x) { return fp16_to_f32(x.bits); }
 inline float kv_to_f32(kv_bf16 x) { return bf16_to_f32(x.bits); }
 
+// A block of a q8_0 K / V store (kv_type q8_0): llama.cpp's block_q8_0, value i = f16 d x qs[i] (exact in f32).
+struct kv_q8 {
+  uint16_t d;
+  int8_t qs[32];
+};
+static_assert(sizeof(kv_q8) == 34, "kv_q8 is block_q8_0's 34 bytes");
+// A value of a q8_0 row as a pointer to it: block b's value i (i counting on across the row's blocks), so the
+// kernels' `row + d` and `row[d]` read q8_0 rows as they read the others; value reads are exact.
+struct kv_q8_ptr {
+  const kv_q8* b;
+  int64_t i;
+  kv_q8_ptr operator+(int64_t n) const { return {b, i + n}; }
+  float operator[](int64_t n) const {
+    const kv_q8& blk = b[(i + n) / 32];
+    return fp16_to_f32(blk.d) * (float)blk.qs[(i + n) % 32];
+  }
+};
+
+// x [32 n_blocks] -> q8_0 blocks as llama.cpp's x86 quantize_row_q8_0 makes them (kv_store.cpp).
+void kv_quantize_q8_0(const float* x, kv_q8* out, int64_t n_blocks);
+
+// How a row of element type E is addressed: a pointer to its first value (const E*, or kv_q8_ptr for q8_0), and
+// values per storage unit (strides and offsets count values; a q8_0 row advances a block per 32).
+template <class E>
+struct kv_elem {
+  using ptr = const E*;
+  static constexpr int64_t per_unit = 1;
+  static ptr at(const E* unit) { return unit; }
+};
+template <>
+struct kv_elem<kv_q8> {
+  using ptr = kv_q8_ptr;
+  static constexpr int64_t per_unit = 32;
+  static ptr at(const kv_q8* unit) { return {unit, 0}; }
+};
+
 // Where position j's K (or V) head starts: base + j * stride + offset (a contiguous cache) or, when table is set,
-// table[j] + offset (a paged store read in place; table[j] = the start of position j's row). Elements of `type`
-// (float, kv_f16 or kv_bf16): stride and offset count elements.
+// table[j] + offset (a paged store read in place; table[j] = the start of position j's row). Values of `type`
+// (float, kv_f16, kv_bf16 or kv_q8 blocks): stride and offset count values (whole blocks for q8_0).
 struct kv_rows {
   const void* base = nullptr;
   int64_t stride = 0;
@@ -70,8 +106,10 @@ struct kv_rows {
   int64_t offset = 0;
   kv_type type = kv_type::f32;
   template <class E>
-  const E* row_as(int64_t j) const {
-    return (table ? static_cast<const E*>(table[j]) : static_cast<const E*>(base) + j * stride) + offset;
+  typename kv_elem<E>::ptr row_as(int64_t j) const {
+    constexpr int64_t u = kv_elem<E>::per_unit;
+    return kv_elem<E>::at((table ? static_cast<const E*>(table[j]) : static_cast<const E*>(base) + j * (stride / u)) +
+                          offset / u);
   }
 };
 

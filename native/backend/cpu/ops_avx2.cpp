@@ -126,7 +126,7 @@ SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int
   for (int64_t i = 0; i < 8 * (int64_t)nt; ++i) tail[i] = 0.0f;
   for (int64_t j = 0; j < n_kv; ++j) {
     float* a = tail + (j % 8) * nt;
-    const auto* vj = v(j) + d8;
+    const auto vj = v(j) + d8;
     for (int32_t d = 0; d < nt; ++d)
       a[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(kv_to_f32(vj[d])), _mm_set_ss(p[j]), _mm_set_ss(a[d])));
   }
@@ -149,12 +149,16 @@ SPINDLE_AVX2 static void kqv_avx2(const float* p, const kv_rows& v, int64_t n_kv
     case kv_type::bf16:
       if (v.table) return kqv_rows_avx2(p, table_of<kv_bf16>(v), n_kv, head_dim_v, tail, out);
       return kqv_rows_avx2(p, strided_of<kv_bf16>(v), n_kv, head_dim_v, tail, out);
+    case kv_type::q8_0:
+      if (v.table) return kqv_rows_avx2(p, table_of<kv_q8>(v), n_kv, head_dim_v, tail, out);
+      return kqv_rows_avx2(p, strided_of<kv_q8>(v), n_kv, head_dim_v, tail, out);
   }
 }
 
-// ops_dot_f32_avx2(a, b, n) for n % 32 == 0 with a's elements widened from E (the same fmas and reduction).
-template <class E>
-SPINDLE_AVX2 static float dot32_avx2(const E* a, const float* b, int32_t n) {
+// ops_dot_f32_avx2(a, b, n) for n % 32 == 0 with a's values widened from their type (P: kv_elem<E>::ptr; the
+// same fmas and reduction).
+template <class P>
+SPINDLE_AVX2 static float dot32_avx2(P a, const float* b, int32_t n) {
   __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int32_t i = 0; i < n; i += 32)
 #pragma GCC unroll 4
@@ -168,7 +172,7 @@ template <class Rows>
 SPINDLE_AVX2 static void qk_dots32_rows_avx2(const float* q, Rows k, int64_t n_kv, int32_t n, float scale, float* p) {
   int64_t j = 0;
   for (; j + 2 <= n_kv; j += 2) {
-    const auto *a = k(j), *b = k(j + 1);
+    const auto a = k(j), b = k(j + 1);
     __m256 s[4], t[4];
     for (int m = 0; m < 4; ++m) s[m] = t[m] = _mm256_setzero_ps();
     for (int32_t i = 0; i < n; i += 32) {
@@ -197,13 +201,16 @@ SPINDLE_AVX2 static void qk_dots32_avx2(const float* q, const kv_rows& k, int64_
     case kv_type::bf16:
       if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_bf16>(k), n_kv, n, scale, p);
       return qk_dots32_rows_avx2(q, strided_of<kv_bf16>(k), n_kv, n, scale, p);
+    case kv_type::q8_0:
+      if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_q8>(k), n_kv, n, scale, p);
+      return qk_dots32_rows_avx2(q, strided_of<kv_q8>(k), n_kv, n, scale, p);
   }
 }
 
-// One K row as f32 for the dims the 32-wide kernels do not cover: f32 rows in place, 16-bit ones widened into wide
-// (8 at a time with load8, the rest one by one: the same exact values).
-template <class E>
-SPINDLE_AVX2 static void widen_row(const E* x, int32_t n, float* out) {
+// One K row as f32 for the dims the 32-wide kernels do not cover: f32 rows in place, the others widened into wide
+// (8 at a time with load8, the rest one by one: the same exact values). P: kv_elem<E>::ptr.
+template <class P>
+SPINDLE_AVX2 static void widen_row(P x, int32_t n, float* out) {
   int32_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load8(x + i));
   for (; i < n; ++i) out[i] = kv_to_f32(x[i]);
@@ -213,6 +220,7 @@ SPINDLE_AVX2 static const float* k_row_f32(const kv_rows& k, int64_t j, int32_t 
   if (k.type == kv_type::f32) return k.row_as<float>(j);
   if (wide.size() < (size_t)n) wide.resize((size_t)n);
   if (k.type == kv_type::f16) widen_row(k.row_as<kv_f16>(j), n, wide.data());
+  else if (k.type == kv_type::q8_0) widen_row(k.row_as<kv_q8>(j), n, wide.data());
   else widen_row(k.row_as<kv_bf16>(j), n, wide.data());
   return wide.data();
 }

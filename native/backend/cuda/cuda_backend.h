@@ -60,7 +60,7 @@ class cuda_backend final : public backend {
   const char* name() const override { return "cuda"; }
   int n_threads() const override { return 1; }
   bool supports_type(ggml_type type) const override;
-  bool supports_kv(kv_type t) const override { return true; }  // f32, f16, bf16 stores
+  bool supports_kv(kv_type t) const override { return t != kv_type::q8_0; }  // f32, f16, bf16 stores
   bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override;
 
   float* alloc_f32(int64_t n) override;
