@@ -179,7 +179,8 @@ export interface NativeEngineOptions {
   // (0 / absent: 0.9).
   kvCacheMemory?: number;
   device?: 'auto' | 'cpu' | 'cuda'; // absent: 'auto' (CUDA when usable, else the CPU)
-  // the KV cache: 16-bit K / V stores ('float16', 'bfloat16') where the backend has them (CUDA); else float32
+  // the KV cache: 16-bit K / V stores ('float16', 'bfloat16'; CPU and CUDA), q8_0 (CPU, head dims multiples of 32,
+  // else float16), float32
   dtype?: 'auto' | 'float16' | 'bfloat16' | 'float32' | 'q8_0'; // the KV cache's type (kvCacheType)
   mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
   enablePrefixCaching?: boolean; // automatic prefix caching (default true)

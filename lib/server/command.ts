@@ -157,7 +157,8 @@ Environment (a flag on the command line wins over its variable; a variable wins 
   Runner mode also reads Ollama's server variables where the flags are absent: OLLAMA_HOST (when SPINDLE_HOST is
   not set), OLLAMA_KEEP_ALIVE, OLLAMA_MAX_LOADED_MODELS, OLLAMA_NUM_PARALLEL (--max-num-seqs), OLLAMA_MAX_QUEUE,
   OLLAMA_CONTEXT_LENGTH (--max-model-len, capped at each model's trained context), OLLAMA_ORIGINS (--cors-origins,
-  plus Ollama's default origins), OLLAMA_KV_CACHE_TYPE (f16; q8_0 / q4_0 are not supported: float16, with a warning)
+  plus Ollama's default origins), OLLAMA_KV_CACHE_TYPE (f16, q8_0; q4_0 is not implemented: q8_0 with a warning;
+  q8_0 is float16 on a GPU and for head dims that are not multiples of 32)
 `;
 
 class FlagError extends Error {}

@@ -76,7 +76,7 @@ export function ollamaEnv(v: Values, env: NodeJS.ProcessEnv): OllamaEnv {
     if (name === 'OLLAMA_KV_CACHE_TYPE') {
       const t = value.toLowerCase();
       if (t !== 'f16' && t !== 'q8_0' && t !== 'q4_0') throw new Error(`${name} must be f16, q8_0 or q4_0 (got '${value}')`);
-      if (t === 'q4_0') notes.push(`${name}=${value}: q4_0 K / V caches are not implemented; the KV cache is q8_0 instead (34 bytes per 32 values)`);
+      if (t === 'q4_0') notes.push(`${name}=${value}: q4_0 K / V caches are not implemented; the KV cache is q8_0 instead (34 bytes per 32 values; float16 on a GPU or for head dims that are not multiples of 32)`);
       use = t === 'f16' ? 'float16' : 'q8_0';
     }
     values[flag] = use;

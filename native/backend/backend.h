@@ -40,9 +40,7 @@ struct rope_params {
 // quantized when stored). Attention reads the stored values back exactly (f32 of the 16-bit value, scale x int8)
 // and computes in f32. Strides and offsets count values; q8_0 rows and heads are whole blocks (multiples of 32).
 enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3 };
-// Values per storage block of type t: 32 for q8_0, 1 otherwise (row widths and head offsets are multiples of it).
-inline int64_t kv_block_values(kv_type t) { return t == kv_type::q8_0 ? 32 : 1; }
-// Bytes that n values of type t take (n a multiple of kv_block_values(t)).
+// Bytes that n values of type t take (for q8_0 n is a multiple of 32: whole blocks).
 inline int64_t kv_bytes(kv_type t, int64_t n) {
   switch (t) {
     case kv_type::f16:
@@ -94,7 +92,7 @@ class backend {
   // True for the weight types matmul and get_rows accept.
   virtual bool supports_type(ggml_type type) const = 0;
   // True for the K / V store types store_kv, rope_store_kv and the paged attention ops take (f32 everywhere; the CPU
-  // and CUDA backends take f16 and bf16 too).
+  // and CUDA backends take f16 and bf16 too, the CPU q8_0).
   virtual bool supports_kv(kv_type t) const { return t == kv_type::f32; }
   // Free and total bytes of the device memory the backend allocates from; false when it has no such limit
   // of its own (CPU: host memory).

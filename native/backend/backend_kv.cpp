@@ -1,5 +1,5 @@
-// backend::store_kv's default (backend.h): row copies into f32 stores; 16-bit stores need a backend that has them
-// (supports_kv; the CPU and CUDA backends do, and model::want_kv_dtype never asks another for one).
+// backend::store_kv's default (backend.h): row copies into f32 stores; other store types need a backend that has
+// them (supports_kv; model::want_kv_dtype never asks a backend for a type it lacks).
 #include <string>
 
 #include "backend/backend.h"
@@ -10,7 +10,7 @@ namespace spindle {
 void backend::store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new,
                        int64_t n, int64_t k_dim, int64_t v_dim, kv_type kv) {
   if (kv != kv_type::f32) {
-    throw error(std::string("the ") + name() + " backend keeps the KV cache in float32 (it has no 16-bit K / V stores)");
+    throw error(std::string("the ") + name() + " backend keeps the KV cache in float32 (it has no 16-bit or q8_0 K / V stores)");
   }
   copy_rows(k_store, rows, k_new, nullptr, n, k_dim);
   copy_rows(v_store, rows, v_new, nullptr, n, v_dim);

@@ -135,15 +135,16 @@ void check_per_item(const paged_pair& pp, Kernel kernel) {
 
 }  // namespace
 
-TEST_CASE("kvq8: blocks as llama.cpp's x86 quantize_row_q8_0 makes them: scale amax / 127 in f16, ties to even") {
-  std::vector<float> x(96, 0.0f);
+TEST_CASE("kvq8: store_kv writes quantize_row_q8_0's blocks (llama.cpp's x86 quantizer): scale amax / 127, ties to even") {
+  std::vector<float> x(128, 0.0f);
   const float first[] = {127.0f, 2.5f, 3.5f, -2.5f, -127.0f, 63.5f, 0.49f, -0.5f};
   for (int i = 0; i < 8; ++i) x[i] = first[i];  // amax 127: id = 1, so q = round-half-even(x)
   std::mt19937 g(4);
   std::uniform_real_distribution<float> d(-3.0f, 3.0f);
   for (int i = 64; i < 96; ++i) x[i] = d(g);  // block 1 stays zero
-  std::vector<kv_q8> b(3);
-  kv_quantize_q8_0(x.data(), b.data(), 3);
+  for (int i = 96; i < 128; ++i) x[i] = d(g);
+  std::vector<kv_q8> b(4);
+  quantize_row_q8_0(x.data(), b.data(), 128);
   CHECK_EQ(b[0].d, f32_to_fp16(1.0f));
   const int8_t want[] = {127, 2, 4, -2, -127, 64, 0, 0};
   CHECK(std::memcmp(b[0].qs, want, 8) == 0);
@@ -157,14 +158,19 @@ TEST_CASE("kvq8: blocks as llama.cpp's x86 quantize_row_q8_0 makes them: scale a
   for (int i = 0; i < 32; ++i) worst = std::max(worst, (double)std::fabs(fp16_to_f32(b[2].d) * b[2].qs[i] - x[64 + i]));
   CHECK(worst <= 0.5 * amax / 127 * 1.001 + 1e-6);  // half a step (the f16 scale moves it by at most 2^-11)
 
-  cpu_backend be(1);  // store_kv: rows[i]'s blocks, other rows untouched; a width that is not whole blocks refused
+  // store_kv: token i's 64 values into row rows[i] (2 blocks a row), other rows untouched, K and V alike
+  cpu_backend be(1);
   const std::vector<int64_t> rows = {2, 0};
   std::vector<float> ks((size_t)kv_store_floats(kv_type::q8_0, 3 * 64), 0.0f), vs = ks;
-  be.store_kv(ks.data(), vs.data(), rows.data(), x.data(), x.data() + 32, 2, 64, 64, kv_type::q8_0);
-  const kv_q8* kb = reinterpret_cast<const kv_q8*>(ks.data());
-  CHECK(std::memcmp(&kb[4], &b[0], sizeof(kv_q8)) == 0);  // row 2 = token 0's x[0..64): blocks 0, 1
-  CHECK(std::memcmp(&kb[1], &b[2], 0) == 0);
-  CHECK_EQ(kb[2].d, 0);  // row 1 untouched
+  be.store_kv(ks.data(), vs.data(), rows.data(), x.data(), x.data(), 2, 64, 64, kv_type::q8_0);
+  for (const std::vector<float>* s : {&ks, &vs}) {
+    const kv_q8* kb = reinterpret_cast<const kv_q8*>(s->data());
+    CHECK(std::memcmp(&kb[4], &b[0], 2 * sizeof(kv_q8)) == 0);  // row 2 = token 0 = blocks 0, 1
+    CHECK(std::memcmp(&kb[0], &b[2], 2 * sizeof(kv_q8)) == 0);  // row 0 = token 1 = blocks 2, 3
+    const kv_q8 zero{};
+    CHECK(std::memcmp(&kb[2], &zero, sizeof(kv_q8)) == 0);      // row 1 untouched
+    CHECK(std::memcmp(&kb[3], &zero, sizeof(kv_q8)) == 0);
+  }
   CHECK_EQ(kv_bytes(kv_type::q8_0, 64), 68);
   CHECK_THROWS_WITH(be.store_kv(ks.data(), vs.data(), rows.data(), x.data(), x.data(), 1, 48, 48, kv_type::q8_0),
                     "multiple of 32");

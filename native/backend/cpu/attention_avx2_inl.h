@@ -55,8 +55,9 @@ SPINDLE_AVX2 static inline __m256 load8(kv_q8_ptr p) {
 // Hardware prefetch of one row of n values of E, a cache line at a time.
 template <class E>
 SPINDLE_AVX2 static inline void prefetch_bytes(const E* r, int64_t bytes) {
-  const char* c = reinterpret_cast<const char*>(r);
-  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  // every line the bytes touch, from the line of the first (rows need not start on a line)
+  const uintptr_t first = reinterpret_cast<uintptr_t>(r) & ~uintptr_t(63), end = reinterpret_cast<uintptr_t>(r) + bytes;
+  for (uintptr_t c = first; c < end; c += 64) _mm_prefetch(reinterpret_cast<const char*>(c), _MM_HINT_T0);
 }
 template <class E>
 SPINDLE_AVX2 static inline void prefetch_elems(const E* r, int32_t n) {

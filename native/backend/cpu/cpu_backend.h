@@ -56,7 +56,7 @@ class cpu_backend final : public backend {
   void gelu(const float* x, float* y, int64_t n) override;
   void gelu_quick(const float* x, float* y, int64_t n) override;
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
-  // Rows into f32 stores as copies, into 16-bit ones rounded to nearest even (kv_store.cpp).
+  // Rows into f32 stores as copies, into 16-bit ones rounded to nearest even, into q8_0 ones quantized (kv_store.cpp).
   void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new, int64_t n,
                 int64_t k_dim, int64_t v_dim, kv_type kv) override;
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,

@@ -1,39 +1,31 @@
 // The CPU's K / V stores: float32, 16-bit (IEEE half, bfloat16) at half the memory and half the bytes each
 // attention step reads, or q8_0 (34 bytes per 32 values). Invariant: a stored 16-bit element is its f32 value
 // rounded to nearest even (fp16.h, the same bits as F16C's vcvtps2ph and ggml's conversions); a q8_0 block is
-// llama.cpp's x86 quantize_row_q8_0 of its 32 values (d = amax / 127 stored as f16, q = round-half-even(x * (127 /
-// amax))); the attention kernels read both back exactly, so such a cache computes exactly what an f32 cache
+// quantize_row_q8_0 of its 32 values (quants.h: llama.cpp's x86 quantizer, d = amax / 127 stored as f16, q =
+// round-half-even(x * (127 / amax))); the attention kernels read both back exactly, so such a cache computes exactly what an f32 cache
 // holding the stored values computes.
-#include <cmath>
-#include <cstring>
+#include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/fp16.h"
-#include "backend/cpu/ops.h"
+#include "backend/cpu/quants.h"
+#include "backend/cpu/quants_avx2.h"
 #include "common/error.h"
 
 namespace spindle {
 
-void kv_quantize_q8_0(const float* x, kv_q8* out, int64_t n_blocks) {
-  for (int64_t b = 0; b < n_blocks; ++b, x += 32) {
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-    out[b].d = f32_to_fp16(amax / 127.0f);
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int i = 0; i < 32; ++i) {
-      const float q = std::nearbyint(x[i] * id);  // the default rounding mode: to nearest, ties to even
-      out[b].qs[i] = (int8_t)(q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q);
-    }
-  }
-}
-
 namespace {
 
-// Row rows[i] (row i when rows is null) of a q8_0 store = row i of src quantized, width values (whole blocks) a row.
-void store_rows_q8(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width) {
+// Row rows[i] (row i when rows is null) of a q8_0 store = row i of src quantized, width values (whole blocks) a row;
+// the AVX2 quantizer gives the scalar one's bits (quants_avx2.h).
+void store_rows_q8(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width, bool avx2) {
   if (width % 32 != 0) throw error("store_kv: a q8_0 K / V row needs a multiple of 32 values, got " + std::to_string(width));
-  kv_q8* dst = reinterpret_cast<kv_q8*>(store);
-  for (int64_t i = 0; i < n; ++i) kv_quantize_q8_0(src + i * width, dst + (rows ? rows[i] : i) * (width / 32), width / 32);
+  block_q8_0* dst = reinterpret_cast<block_q8_0*>(store);
+  for (int64_t i = 0; i < n; ++i) {
+    block_q8_0* row = dst + (rows ? rows[i] : i) * (width / 32);
+    if (avx2) quantize_row_q8_0_avx2(src + i * width, row, width);
+    else quantize_row_q8_0(src + i * width, row, width);
+  }
 }
 
 // Row rows[i] (row i when rows is null) of a 16-bit store = row i of src, width elements a row.
@@ -65,8 +57,8 @@ void cpu_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, 
       store_rows_16<f32_to_bf16>(v_store, rows, v_new, n, v_dim);
       return;
     case kv_type::q8_0:
-      store_rows_q8(k_store, rows, k_new, n, k_dim);
-      store_rows_q8(v_store, rows, v_new, n, v_dim);
+      store_rows_q8(k_store, rows, k_new, n, k_dim, avx2_);
+      store_rows_q8(v_store, rows, v_new, n, v_dim, avx2_);
       return;
   }
 }

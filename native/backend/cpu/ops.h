@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/fp16.h"
+#include "backend/cpu/quants.h"
 
 namespace spindle {
 
@@ -60,12 +61,10 @@ inline float kv_to_f32(float x) { return x; }
 inline float kv_to_f32(kv_f16 x) { return fp16_to_f32(x.bits); }
 inline float kv_to_f32(kv_bf16 x) { return bf16_to_f32(x.bits); }
 
-// A block of a q8_0 K / V store (kv_type q8_0): llama.cpp's block_q8_0, value i = f16 d x qs[i] (exact in f32).
-struct kv_q8 {
-  uint16_t d;
-  int8_t qs[32];
-};
-static_assert(sizeof(kv_q8) == 34, "kv_q8 is block_q8_0's 34 bytes");
+// A block of a q8_0 K / V store (kv_type q8_0): llama.cpp's block_q8_0 (quants.h), value i = f16 d x qs[i] (exact
+// in f32), made by quantize_row_q8_0 (the activations' quantizer, as llama.cpp's x86 one).
+using kv_q8 = block_q8_0;
+static_assert(sizeof(kv_q8) == 34, "block_q8_0 is 34 bytes");
 // A value of a q8_0 row as a pointer to it: block b's value i (i counting on across the row's blocks), so the
 // kernels' `row + d` and `row[d]` read q8_0 rows as they read the others; value reads are exact.
 struct kv_q8_ptr {
@@ -77,9 +76,6 @@ struct kv_q8_ptr {
     return fp16_to_f32(blk.d) * (float)blk.qs[(i + n) % 32];
   }
 };
-
-// x [32 n_blocks] -> q8_0 blocks as llama.cpp's x86 quantize_row_q8_0 makes them (kv_store.cpp).
-void kv_quantize_q8_0(const float* x, kv_q8* out, int64_t n_blocks);
 
 // How a row of element type E is addressed: a pointer to its first value (const E*, or kv_q8_ptr for q8_0), and
 // values per storage unit (strides and offsets count values; a q8_0 row advances a block per 32).
