@@ -9,21 +9,13 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/attention_paged.h"
-#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_features.h"
-#include "backend/cpu/fp16.h"
-#include "backend/cpu/ops.h"
-#include "harness.h"
+#include "kv_store_pair.h"
 
 using namespace spindle;
+using namespace kv_store_test;
 
 namespace {
-
-struct shape {
-  int32_t n_head, n_head_kv, dk, dv;
-  int64_t n_past, n_tokens;
-};
 
 const shape k_shapes[] = {
     {32, 8, 64, 64, 0, 40},     // llama-1B-like prompt
@@ -32,106 +24,6 @@ const shape k_shapes[] = {
     {4, 2, 96, 32, 7, 23},      // dv 32: one 32-wide V chunk
     {4, 1, 32, 64, 2, 3},       // MQA, dk 32
 };
-
-// Value i of a q8_0 store, as plain arithmetic (shares nothing with the kernels' readers).
-float dequant(const std::vector<float>& store, int64_t i) {
-  const unsigned char* b = reinterpret_cast<const unsigned char*>(store.data()) + i / 32 * 34;
-  uint16_t d;
-  std::memcpy(&d, b, 2);
-  return fp16_to_f32(d) * (float)(int8_t)b[2 + i % 32];
-}
-
-attention_params params_of(const shape& s, int64_t k_pad = 0, int64_t v_pad = 0) {
-  attention_params a;
-  a.n_head = s.n_head;
-  a.n_head_kv = s.n_head_kv;
-  a.head_dim_k = s.dk;
-  a.head_dim_v = s.dv;
-  a.n_past = s.n_past;
-  a.n_tokens = s.n_tokens;
-  a.k_row_stride = (int64_t)s.n_head_kv * s.dk + k_pad;
-  a.v_row_stride = (int64_t)s.n_head_kv * s.dv + v_pad;
-  a.scale = 1.0f / std::sqrt((float)s.dk);
-  return a;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// A paged q8_0 store (positions in reversed block order) written through store_kv, and the f32 store of its values.
-struct paged_pair {
-  paged_attention_params p;
-  std::vector<int32_t> table;
-  std::vector<float> kq, vq, k32, v32, q;
-  paged_pair(cpu_backend& be, const shape& s, uint32_t seed) {
-    const int32_t bs = 16;
-    const int64_t n_pos = s.n_past + s.n_tokens, n_used = (n_pos + bs - 1) / bs;
-    p.attn = params_of(s);
-    p.block_size = bs;
-    p.n_blocks = (int32_t)n_used;
-    table.resize((size_t)n_used);
-    for (int64_t b = 0; b < n_used; ++b) table[b] = (int32_t)(n_used - 1 - b);
-    p.block_table = table.data();
-    p.n_table = (int32_t)n_used;
-    std::mt19937 g(seed);
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    const int64_t kd = p.attn.k_row_stride, vd = p.attn.v_row_stride, rows = n_used * bs;
-    std::vector<float> k_new((size_t)(n_pos * kd)), v_new((size_t)(n_pos * vd));
-    for (float& x : k_new) x = d(g);
-    for (float& x : v_new) x = d(g);
-    q.resize((size_t)(s.n_tokens * s.n_head * s.dk));
-    for (float& x : q) x = 4.0f * d(g);
-    std::vector<int64_t> slot((size_t)n_pos);
-    for (int64_t j = 0; j < n_pos; ++j) slot[j] = attention_paged_row(p, j);
-    kq.assign((size_t)kv_store_floats(kv_type::q8_0, rows * kd), NAN);
-    vq.assign((size_t)kv_store_floats(kv_type::q8_0, rows * vd), NAN);
-    be.store_kv(kq.data(), vq.data(), slot.data(), k_new.data(), v_new.data(), n_pos, kd, vd, kv_type::q8_0);
-    p.attn.kv = kv_type::q8_0;
-    k32.assign((size_t)(rows * kd), NAN);
-    v32.assign((size_t)(rows * vd), NAN);
-    for (int64_t j = 0; j < n_pos; ++j) {
-      for (int64_t e = 0; e < kd; ++e) k32[slot[j] * kd + e] = dequant(kq, slot[j] * kd + e);
-      for (int64_t e = 0; e < vd; ++e) v32[slot[j] * vd + e] = dequant(vq, slot[j] * vd + e);
-    }
-  }
-  paged_attention_params f32_params() const {
-    paged_attention_params r = p;
-    r.attn.kv = kv_type::f32;
-    return r;
-  }
-};
-
-// Every (token, head) through one per-item kernel over the pair's q8_0 rows and over its f32 rows.
-template <class Kernel>
-void check_per_item(const paged_pair& pp, Kernel kernel) {
-  const attention_params& a = pp.p.attn;
-  const int32_t group = a.n_head / a.n_head_kv;
-  const int64_t n_pos = a.n_past + a.n_tokens;
-  std::vector<const void*> kq((size_t)n_pos), vq((size_t)n_pos), k32((size_t)n_pos), v32((size_t)n_pos);
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const int64_t r = attention_paged_row(pp.p, j);
-    kq[j] = reinterpret_cast<const char*>(pp.kq.data()) + kv_bytes(kv_type::q8_0, r * a.k_row_stride);
-    vq[j] = reinterpret_cast<const char*>(pp.vq.data()) + kv_bytes(kv_type::q8_0, r * a.v_row_stride);
-    k32[j] = pp.k32.data() + r * a.k_row_stride;
-    v32[j] = pp.v32.data() + r * a.v_row_stride;
-  }
-  std::vector<float> scratch((size_t)ops_attention_scratch(n_pos, a.head_dim_v) + 64);
-  std::vector<float> got((size_t)a.head_dim_v), want((size_t)a.head_dim_v);
-  bool all_same = true;
-  for (int64_t t = 0; t < a.n_tokens; ++t) {
-    for (int32_t h = 0; h < a.n_head; ++h) {
-      const int64_t ko = (int64_t)(h / group) * a.head_dim_k, vo = (int64_t)(h / group) * a.head_dim_v;
-      const float* qh = pp.q.data() + (t * a.n_head + h) * a.head_dim_k;
-      kernel(qh, kv_rows{nullptr, 0, kq.data(), ko, a.kv}, kv_rows{nullptr, 0, vq.data(), vo, a.kv},
-             a.n_past + t + 1, a.head_dim_k, a.head_dim_v, a.scale, scratch.data(), got.data());
-      kernel(qh, kv_rows{nullptr, 0, k32.data(), ko}, kv_rows{nullptr, 0, v32.data(), vo}, a.n_past + t + 1,
-             a.head_dim_k, a.head_dim_v, a.scale, scratch.data(), want.data());
-      all_same = all_same && same_bits(got, want);
-    }
-  }
-  CHECK(all_same);
-}
 
 }  // namespace
 
@@ -179,28 +71,14 @@ TEST_CASE("kvq8: store_kv writes quantize_row_q8_0's blocks (llama.cpp's x86 qua
 TEST_CASE("kvq8: paged attention over a q8_0 store equals the f32 store of its values bitwise") {
   cpu_backend one(1), two(2);
   uint32_t seed = 1;
-  for (const shape& s : k_shapes) {
-    const paged_pair pp(one, s, seed++);
-    const size_t n_out = (size_t)(s.n_tokens * s.n_head * s.dv);
-    std::vector<float> want(n_out, NAN), ref(n_out, NAN);
-    one.attention_paged(pp.f32_params(), pp.q.data(), pp.k32.data(), pp.v32.data(), want.data());
-    for (cpu_backend* be : {&one, &two}) {
-      std::vector<float> got(n_out, NAN);
-      be->attention_paged(pp.p, pp.q.data(), pp.kq.data(), pp.vq.data(), got.data());
-      CHECK(same_bits(got, want));
-    }
-    attention_paged_ref(pp.p, pp.q.data(), pp.kq.data(), pp.vq.data(), ref.data());
-    double d = 0;
-    for (size_t i = 0; i < n_out; ++i) d = std::max(d, (double)std::fabs(ref[i] - want[i]));
-    CHECK(d < 1e-5);
-  }
+  for (const shape& s : k_shapes) check_paged(one, two, paged_pair(one, s, kv_type::q8_0, seed++), s);
 }
 
 TEST_CASE("kvq8: the per-item kernels (portable and AVX2) read q8_0 rows as the f32 rows of their values") {
   uint32_t seed = 50;
   cpu_backend be(1);
   for (const shape& s : k_shapes) {
-    const paged_pair pp(be, s, seed++);
+    const paged_pair pp(be, s, kv_type::q8_0, seed++);
     check_per_item(pp, [](const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t dk, int32_t dv,
                           float scale, float* scratch, float* out) {
       ops_attention_head_kv(q, k, v, n_kv, dk, dv, scale, scratch, out);
@@ -213,32 +91,7 @@ TEST_CASE("kvq8: attention() over a contiguous q8_0 cache (padded rows) equals t
   const shape shapes[] = {{32, 8, 64, 64, 600, 1}, {16, 8, 128, 128, 0, 37}, {4, 2, 96, 32, 5, 11}};
   cpu_backend one(1), two(2);
   uint32_t seed = 90;
-  for (const shape& s : shapes) {
-    const attention_params a = params_of(s, 32, 64);  // padded by whole blocks
-    const int64_t n_pos = s.n_past + s.n_tokens;
-    std::mt19937 g(seed++);
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    std::vector<float> q((size_t)(s.n_tokens * s.n_head * s.dk)), kf((size_t)(n_pos * a.k_row_stride)),
-        vf((size_t)(n_pos * a.v_row_stride));
-    for (float& x : q) x = 4.0f * d(g);
-    for (float& x : kf) x = d(g);
-    for (float& x : vf) x = d(g);
-    std::vector<float> kq((size_t)kv_store_floats(kv_type::q8_0, (int64_t)kf.size()));
-    std::vector<float> vq((size_t)kv_store_floats(kv_type::q8_0, (int64_t)vf.size()));
-    one.store_kv(kq.data(), vq.data(), nullptr, kf.data(), vf.data(), n_pos, a.k_row_stride, a.v_row_stride, kv_type::q8_0);
-    for (size_t i = 0; i < kf.size(); ++i) kf[i] = dequant(kq, (int64_t)i);
-    for (size_t i = 0; i < vf.size(); ++i) vf[i] = dequant(vq, (int64_t)i);
-    const size_t n_out = (size_t)(s.n_tokens * s.n_head * s.dv);
-    std::vector<float> want(n_out, NAN);
-    one.attention(a, q.data(), kf.data(), vf.data(), want.data());
-    attention_params aq = a;
-    aq.kv = kv_type::q8_0;
-    for (cpu_backend* be : {&one, &two}) {
-      std::vector<float> got(n_out, NAN);
-      be->attention(aq, q.data(), kq.data(), vq.data(), got.data());
-      CHECK(same_bits(got, want));
-    }
-  }
+  for (const shape& s : shapes) check_contiguous(one, two, s, kv_type::q8_0, 32, 64, seed++);  // padded by whole blocks
 }
 
 TEST_CASE("kvq8: a paged q8_0 store needs whole blocks per head and row; the encoder refuses it by name") {
