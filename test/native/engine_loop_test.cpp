@@ -1,8 +1,10 @@
 // Engine loop tests on a scripted fake model: load events, FCFS generation, one event per step, abort,
 // close (abort and drain), forward failures, validation at submit.
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 
 #include "engine/engine.h"
@@ -207,11 +209,21 @@ TEST_CASE("engine: the model samples a sampled request's tokens, unless the requ
 
 TEST_CASE("engine: requests run batched; maxTokens and the context give length") {
   collector c;
-  engine e([] { return counting_model(); }, options(12), c.sink());
+  // the engine thread waits in its first output event until all three are queued (a fast step could otherwise run
+  // b to its end before d arrives, on a loaded machine)
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  std::atomic<bool> first{true};
+  auto collect = c.sink();
+  engine e([] { return counting_model(); }, options(12), [&, collect](engine_event&& ev) {
+    if (!ev.outputs.empty() && first.exchange(false)) gate.wait();
+    collect(std::move(ev));
+  });
   REQUIRE(c.wait_kind(engine_event::kind::ready));
   uint64_t a = e.submit(make_request({0, 3}, 3));
   uint64_t b = e.submit(make_request({0, 4}));  // runs until the context (12) is full
   uint64_t d = e.submit(make_request({0, 5}, 2));
+  go.set_value();
   REQUIRE(c.wait_finished(d));
   REQUIRE(c.wait_finished(a));
   REQUIRE(c.wait_finished(b));
