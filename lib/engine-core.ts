@@ -339,6 +339,7 @@ export class EngineCore {
       dtype: kvCacheType(options),
       mmproj: resolveMmproj(options, modelFile, mmproj),
       enablePrefixCaching: options.enablePrefixCaching,
+      enforceEager: options.enforceEager,
       speculativeMethod: options.speculativeConfig?.method === 'ngram' ? 'ngram' : undefined,
       numSpeculativeTokens: options.speculativeConfig?.numSpeculativeTokens,
       promptLookupMin: options.speculativeConfig?.promptLookupMin,

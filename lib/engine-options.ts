@@ -57,6 +57,10 @@ export interface EngineOptionsInput {
   allowed_media_domains?: string[];
   enablePrefixCaching?: boolean;
   enable_prefix_caching?: boolean;
+  enforceEager?: boolean; // vLLM's enforce_eager (SGLang's disable_cuda_graph): no CUDA graphs, every step op by op
+  enforce_eager?: boolean;
+  disableCudaGraph?: boolean;
+  disable_cuda_graph?: boolean;
   disableRadixCache?: boolean; // SGLang's spelling, inverted
   disable_radix_cache?: boolean;
   speculativeConfig?: SpeculativeConfigInput | null; // vLLM's speculative_config
@@ -145,6 +149,9 @@ export interface EngineOptions {
   // earlier prompts are reused by prompts that start with the same tokens. Models with recurrent state (LFM2)
   // keep a conv-state checkpoint per block for it (CPU; on CUDA they run without it for now).
   enablePrefixCaching: boolean;
+  // vLLM's enforce_eager / SGLang's disable_cuda_graph: decode steps run op by op instead of replaying CUDA graphs
+  // (the same bits either way; slower on a GPU, no effect on the CPU).
+  enforceEager: boolean;
   speculativeConfig: SpeculativeConfig | null; // null: drafts only from requests' predictions, at most 16 per step
   // How embeddings pool the hidden states when a request does not say (llama.cpp's --pooling); null: the model
   // file's {arch}.pooling_type where it names mean / cls / last, else 'last' (vLLM's default for decoder models).
@@ -180,6 +187,8 @@ const ALIASES: Record<string, Key> = {
   allowedMediaDomains: 'allowedMediaDomains', allowed_media_domains: 'allowedMediaDomains',
   enablePrefixCaching: 'enablePrefixCaching', enable_prefix_caching: 'enablePrefixCaching',
   disableRadixCache: 'enablePrefixCaching', disable_radix_cache: 'enablePrefixCaching',
+  enforceEager: 'enforceEager', enforce_eager: 'enforceEager',
+  disableCudaGraph: 'enforceEager', disable_cuda_graph: 'enforceEager',
   speculativeConfig: 'speculativeConfig', speculative_config: 'speculativeConfig',
   pooling: 'pooling',
   loraModules: 'loraModules', lora_modules: 'loraModules', loraPaths: 'loraModules', lora_paths: 'loraModules',
@@ -245,6 +254,7 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
       if (Array.isArray(v) && v.every((d) => typeof d === 'string' && d.length > 0)) return [...v] as string[];
       throw new TypeError(`${name} must be an array of host names`);
     case 'enablePrefixCaching':
+    case 'enforceEager':
       if (typeof v === 'boolean') return v;
       throw new TypeError(`${name} must be true or false (got ${String(v)})`);
     case 'speculativeConfig': return speculativeConfig(name, v);
@@ -390,6 +400,7 @@ export function normalizeEngineOptions(input: EngineOptionsInput, what: string):
     allowedLocalMediaPath: null,
     allowedMediaDomains: null,
     enablePrefixCaching: true,
+    enforceEager: false,
     speculativeConfig: null,
     pooling: null,
     loraModules: [],

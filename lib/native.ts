@@ -182,6 +182,7 @@ export interface NativeEngineOptions {
   // the KV cache: 16-bit K / V stores ('float16', 'bfloat16'; CPU and CUDA), q8_0 (CPU, head dims multiples of 32,
   // else float16), float32
   dtype?: 'auto' | 'float16' | 'bfloat16' | 'float32' | 'q8_0'; // the KV cache's type (kvCacheType)
+  enforceEager?: boolean; // no CUDA step graphs (model_options::step_graphs false)
   mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
   enablePrefixCaching?: boolean; // automatic prefix caching (default true)
   speculativeMethod?: 'none' | 'ngram'; // drafts for every request: prompt lookup (default 'none')

@@ -172,4 +172,11 @@ t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU and on t
   t.equal(q8.modelInfo.kvCacheDtype, 'float16', 'q8_0 with head dim 16: float16');
   t.throws(() => new LLM({ model: path, dtype: 'q8_0' as never }), /dtype must be one of auto, float16, half, bfloat16, float32 \(got q8_0\)/,
     'q8_0 is a cache type (kvCacheDtype), not a dtype');
+  // enforceEager (vLLM's enforce_eager): CUDA step graphs off for this engine; the CPU has none, the same tokens
+  const eager = new LLM({ model: path, maxModelLen: 64, threads: 2, enforceEager: true });
+  t.teardown(() => eager.close());
+  const [a] = await eager.generate('Hello', { temperature: 0, maxTokens: 6, ignoreEos: true });
+  const [b] = await q8.generate('Hello', { temperature: 0, maxTokens: 6, ignoreEos: true });
+  t.equal(a.outputs[0].tokenIds.length, 6);
+  if (eager.modelInfo.device === 'cpu') t.same(a.outputs[0].tokenIds, b.outputs[0].tokenIds, 'enforceEager: the same greedy tokens');
 });

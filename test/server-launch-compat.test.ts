@@ -40,7 +40,7 @@ t.test('whole vLLM and SGLang launch lines parse', async (t) => {
     '--swap-space', '4', '--chat-template', templateFile, '--disable-fastapi-docs']);
   t.equal(vllm.engine.seed, 0);
   t.equal(vllm.engine.chatTemplate, TEMPLATE, 'the file\'s text');
-  t.equal(vllm.env.SPINDLE_CUDA_GRAPHS, '0', '--enforce-eager turns CUDA graphs off');
+  t.equal(vllm.engine.enforceEager, true, '--enforce-eager: the engine option (CUDA graphs off for this engine)');
   t.equal(vllm.httpLogLevel, 'warning', "vLLM's --uvicorn-log-level: the request lines' level");
   t.equal(vllm.logLevel, null);
   t.equal(vllm.serve.logRequests, false);
@@ -56,7 +56,11 @@ t.test('whole vLLM and SGLang launch lines parse', async (t) => {
   t.equal(sglang.engine.chatTemplate, TEMPLATE, 'inline template text');
   t.equal(sglang.logLevel, 'warning', 'WARN reads as warning');
   t.equal(sglang.httpLogLevel, 'error');
-  t.equal(sglang.env.SPINDLE_CUDA_GRAPHS, '0');
+  t.equal(sglang.engine.enforceEager, true, "SGLang's --disable-cuda-graph: the same");
+  t.equal(normalizeEngineOptions({ ...sglang.engine, model: 'm.gguf' }, 'spindle serve').enforceEager, true);
+  t.equal(normalizeEngineOptions({ model: 'm.gguf', disable_cuda_graph: true }, 'LLM').enforceEager, true, 'SGLang\'s offline spelling');
+  t.equal(normalizeEngineOptions({ model: 'm.gguf' }, 'LLM').enforceEager, false);
+  t.throws(() => normalizeEngineOptions({ model: 'm.gguf', enforce_eager: 'yes' } as never, 'LLM'), /enforce_eager must be true or false \(got yes\)/);
   t.equal(normalizeEngineOptions({ ...sglang.engine, model: 'm.gguf' }, 'spindle serve').kvCacheDtype, 'bfloat16');
   t.match(sglang.notes.join('\n'), /--attention-backend has no effect/);
   t.match(sglang.notes.join('\n'), /--stream-interval has no effect/);

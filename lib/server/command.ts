@@ -224,7 +224,6 @@ export interface ServeConfig {
   logFormat: LogFormat;
   logLevel: LogLevel | null; // SGLang's --log-level: the server's own lines; null: info
   httpLogLevel: LogLevel | null; // vLLM's --uvicorn-log-level, SGLang's --log-level-http: the request lines (json)
-  env: Record<string, string>; // set in the process before the engine loads (--enforce-eager)
 }
 
 /** Runner mode: no model (from the command line or SPINDLE_MODEL), with --ollama or SPINDLE_HOST set. */
@@ -428,7 +427,6 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     logFormat,
     logLevel: compat.logLevel,
     httpLogLevel: compat.httpLogLevel,
-    env: compat.env,
   };
 }
 
@@ -509,7 +507,6 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
   const slog = serveLog(cfg.logFormat, io.stdout, io.stderr, { level: cfg.logLevel ?? 'info', httpLevel: cfg.httpLogLevel ?? undefined });
   const log = slog.info;
   for (const note of cfg.notes) slog.warn(note);
-  Object.assign(process.env, cfg.env); // read by the engine when it loads (--enforce-eager: SPINDLE_CUDA_GRAPHS=0)
   if (cfg.runner) return serveRunner(cfg, cfg.runner, engine, io, slog);
   const demo = cfg.model === null;
   try {

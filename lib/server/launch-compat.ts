@@ -64,14 +64,13 @@ export function commaList(value: string): string[] {
   return value.split(',').map((o) => o.trim()).filter(Boolean);
 }
 
-/** What the compat flags set: engine options, log settings, and process environment for the engine. */
+/** What the compat flags set: engine options and log settings. */
 export interface CompatSettings {
-  engine: Pick<EngineOptionsInput, 'seed' | 'kvCacheDtype' | 'chatTemplate' | 'generationConfig'>; // checked by normalizeEngineOptions
+  engine: Pick<EngineOptionsInput, 'seed' | 'kvCacheDtype' | 'chatTemplate' | 'generationConfig' | 'enforceEager'>; // checked by normalizeEngineOptions
   logLevel: LogLevel | null; // SGLang's --log-level: the server's own lines
   httpLogLevel: LogLevel | null; // vLLM's --uvicorn-log-level, SGLang's --log-level-http: the request lines
   logRequests: boolean; // false: no per-request lines (errors are still logged)
   corsOrigins: string[] | null; // --allowed-origins; null: not given
-  env: Record<string, string>; // variables the engine reads at load (--enforce-eager: SPINDLE_CUDA_GRAPHS=0)
   notes: string[];
 }
 
@@ -98,7 +97,7 @@ export function compatSettings(v: Values, runner: boolean, textLog: boolean): Co
     engine: {}, logLevel: logLevel('log-level', s('log-level')),
     httpLogLevel: logLevel(s('uvicorn-log-level') !== undefined ? 'uvicorn-log-level' : 'log-level-http', s('uvicorn-log-level') ?? s('log-level-http')),
     logRequests: v['disable-log-requests'] !== true && v['disable-uvicorn-access-log'] !== true,
-    corsOrigins: null, env: {}, notes,
+    corsOrigins: null, notes,
   };
   const template = s('chat-template');
   if (template !== undefined) {
@@ -112,7 +111,7 @@ export function compatSettings(v: Values, runner: boolean, textLog: boolean): Co
   }
   const kv = s('kv-cache-dtype');
   if (kv !== undefined) out.engine.kvCacheDtype = kv.trim().toLowerCase() as EngineOptionsInput['kvCacheDtype'];
-  if (v['enforce-eager'] === true || v['disable-cuda-graph'] === true) out.env.SPINDLE_CUDA_GRAPHS = '0';
+  if (v['enforce-eager'] === true || v['disable-cuda-graph'] === true) out.engine.enforceEager = true;
   if (v['enable-log-requests'] === true && textLog) notes.push('--enable-log-requests: a line per request is written with --log-format json (the text log has none)');
   const origins = s('allowed-origins');
   if (origins !== undefined) out.corsOrigins = allowedOrigins(origins);

@@ -314,6 +314,9 @@ class backend {
   // contract: host arguments are read before the op returns, results are visible after graph_end() through
   // download / sync. A step that needs the host mid-way (download, upload, sync, free) runs op by op instead.
   // graph_abort() drops a step that threw part-way (nothing recorded in it runs).
+  // Step graphs off for this backend (vLLM's enforce_eager, SGLang's disable_cuda_graph): every step op by op.
+  // Backends without step graphs ignore it.
+  virtual void set_step_graphs(bool on) { (void)on; }
   virtual void graph_begin(uint64_t key) { (void)key; }
   virtual void graph_end() {}
   virtual void graph_abort() {}

@@ -45,7 +45,7 @@ std::unique_ptr<model> model::load(const std::string& path, const model_options&
   const std::string arch = file->get_string("general.architecture");
   if (arch == "lfm2" || arch == "lfm2moe") {  // hybrid: its own class
     std::unique_ptr<model> m = load_lfm2_model(std::move(file), options);
-    m->want_kv_dtype(options);
+    m->apply_backend_options(options);
     return m;
   }
   const arch_entry& entry = find_arch(*file, arch);
@@ -56,7 +56,7 @@ std::unique_ptr<model> model::load(const std::string& path, const model_options&
   dense_weights w = entry.load(table, hp);
   std::unique_ptr<model> m = std::make_unique<dense_model>(std::move(file), std::move(vocab), std::move(be),
                                                            std::move(hp), std::move(w));
-  m->want_kv_dtype(options);
+  m->apply_backend_options(options);
   return m;
 }
 

@@ -48,6 +48,8 @@ struct model_options {
   kv_type kv = kv_type::f32;
   // --dtype auto: the device's default instead of kv (model::want_kv_dtype_auto).
   bool kv_auto = false;
+  // false: no step graphs (vLLM's enforce_eager, SGLang's disable_cuda_graph; backend::set_step_graphs).
+  bool step_graphs = true;
 };
 
 // Paged KV storage of every attention layer: per layer K [n_blocks * block_size, n_head_kv * head_dim_k] and
@@ -142,6 +144,11 @@ class model {
   void want_kv_dtype(const model_options& o) {
     if (o.kv_auto) want_kv_dtype_auto();
     else want_kv_dtype(o.kv);
+  }
+  // What model_options asks of the loaded model's backend: the KV cache's type, step graphs (model::load).
+  void apply_backend_options(const model_options& o) {
+    want_kv_dtype(o);
+    if (backend* be = compute_backend(); be != nullptr && !o.step_graphs) be->set_step_graphs(false);
   }
   virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
   // The backend the model computes on, for companions that run on the same device (the vision encoder);

@@ -101,14 +101,15 @@ engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engi
                     : opts.dtype == "bfloat16" ? kv_type::bf16
                     : opts.dtype == "q8_0"     ? kv_type::q8_0
                                                : kv_type::f32;
-  const bool kv_auto = opts.dtype == "auto";
-  auto loader_of = [threads, device, kv, kv_auto](std::string file) {
-    return [file, threads, device, kv, kv_auto]() -> std::shared_ptr<model> {
+  const bool kv_auto = opts.dtype == "auto", step_graphs = !opts.enforce_eager;
+  auto loader_of = [threads, device, kv, kv_auto, step_graphs](std::string file) {
+    return [file, threads, device, kv, kv_auto, step_graphs]() -> std::shared_ptr<model> {
       model_options mo;
       mo.threads = threads;
       mo.device = device;
       mo.kv = kv;
       mo.kv_auto = kv_auto;
+      mo.step_graphs = step_graphs;
       return std::shared_ptr<model>(model::load(file, mo));
     };
   };

@@ -75,6 +75,7 @@ struct native_engine_options {
   std::string device = "auto";  // "auto", "cpu" or "cuda" (model_options::device)
   std::string dtype = "auto";   // "auto", "float16", "bfloat16" or "float32": the KV cache (model_options::kv)
   std::string draft_model;      // speculative draft model file ("" = none), loaded like the model
+  bool enforce_eager = false;   // no step graphs (model_options::step_graphs = false)
 };
 native_engine_options parse_engine_options(const Napi::Value& options);
 request parse_request(const Napi::Value& spec);  // throws Napi::TypeError / RangeError naming the field

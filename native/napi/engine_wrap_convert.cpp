@@ -287,6 +287,7 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   out.device = choice_field(o, "device", "auto", devices);
   static const char* const dtypes[] = {"auto", "float16", "bfloat16", "float32", "q8_0", nullptr};  // the KV cache's
   out.dtype = choice_field(o, "dtype", "auto", dtypes);
+  out.enforce_eager = bool_field(o, "enforceEager", false);
   return out;
 }
 

@@ -32,11 +32,13 @@ struct file {
   ~file() { std::error_code ec; std::filesystem::remove(path, ec); }
 };
 
-std::unique_ptr<model> load_on(const std::string& path, const char* device, kv_type kv = kv_type::f32) {
+std::unique_ptr<model> load_on(const std::string& path, const char* device, kv_type kv = kv_type::f32,
+                               bool step_graphs = true) {
   model_options o;
   o.threads = 2;
   o.device = device;
   o.kv = kv;
+  o.step_graphs = step_graphs;
   return model::load(path, o);
 }
 
@@ -205,8 +207,8 @@ void batch_invariance(const std::string& path, kv_type kv_dtype = kv_type::f32) 
 // Greedy decoding of three sequences in one paged cache, batched, for 40 steps, with the batch changing shape
 // (a sequence leaves for 6 steps, then comes back): every step's logits, concatenated. Blocks of 4 positions,
 // so tables grow while decoding.
-std::vector<float> decode_run(const std::string& path, int n_seqs = 3) {
-  auto m = load_on(path, "cuda");
+std::vector<float> decode_run(const std::string& path, int n_seqs = 3, bool step_graphs = true) {
+  auto m = load_on(path, "cuda", kv_type::f32, step_graphs);
   const int64_t V = m->hparams().n_vocab;
   std::vector<std::vector<int32_t>> prompts = {prompt(9, (int)V, 5), prompt(20, (int)V, 6), prompt(3, (int)V, 7)};
   for (int s = 3; s < n_seqs; ++s) prompts.push_back(prompt(4 + s, (int)V, 5 + s));
@@ -333,6 +335,20 @@ TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-o
   check(m.path, "q4_K qwen3moe x8", 8);
   file lm(lfm2_test::build(lfm2moe_spec(ggml_type::Q4_K)), "lfm2moe");  // sigmoid gating and a selection bias
   check(lm.path, "q4_K lfm2moe");
+}
+
+TEST_CASE("cuda models: model_options step_graphs = false (enforceEager) runs that model's steps op by op, same bits") {
+  REQUIRE_GPU();
+  file d(model_test::build(dense_spec("llama", ggml_type::Q4_K)), "llama");
+  const cuda_graph_counts c0 = cuda_step_graph_counts();
+  const std::vector<float> eager = decode_run(d.path, 3, false);
+  const cuda_graph_counts c1 = cuda_step_graph_counts();
+  CHECK(c1.replayed == c0.replayed);
+  CHECK(c1.captured == c0.captured);
+  const std::vector<float> graphed = decode_run(d.path);
+  CHECK(cuda_step_graph_counts().replayed > c1.replayed);  // another model of the process still replays
+  REQUIRE(eager.size() == graphed.size());
+  CHECK(same_bits(eager.data(), graphed.data(), eager.size()));
 }
 
 TEST_CASE("cuda models: dense llama / qwen2 / qwen3 logits vs the CPU backend, every weight type") {

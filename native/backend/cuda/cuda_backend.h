@@ -127,6 +127,7 @@ class cuda_backend final : public backend {
                       const float* x, float* y) override;                                           // matmul.cu
   void moe_combine(float* y, const float* weights, int64_t n, int64_t k, int64_t n_embd, float* out) override;
                                                                                                     // moe_ops.cu
+  void set_step_graphs(bool on) override { graphs_enabled_ = graphs_enabled_ && on; }
   void graph_begin(uint64_t key) override;                                                          // step_graph.cu
   void graph_end() override;                                                                        // step_graph.cu
   void graph_abort() override;                                                                      // step_graph.cu
@@ -215,7 +216,7 @@ class cuda_backend final : public backend {
   std::vector<std::pair<size_t, size_t>> rec_stages_;  // (offset, bytes) of this step's staged arrays
   uint64_t graph_clock_ = 0;
   uint64_t rec_begin_ns_ = 0;              // when the step being recorded began (host clock)
-  bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 turns step graphs off
+  bool graphs_enabled_ = true;             // SPINDLE_CUDA_GRAPHS=0 or set_step_graphs(false) turns step graphs off
   bool pdl_ = false;                       // programmatic dependent launches (sm_90+; SPINDLE_CUDA_PDL=0: off)
   bool mmv8_ = true;                       // k-quant matvec with 8 lanes per row (SPINDLE_CUDA_MMV=x32: mmv_x32)
   bool moe_grouped_ = true;                // MoE experts in grouped launches (SPINDLE_CUDA_MOE=per-expert: off)
