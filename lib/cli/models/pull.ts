@@ -1,6 +1,8 @@
-// `spindle pull <ref>`: a hub reference (hf.co/org/repo[:quant], org/repo[:quant]) into the store, with progress;
-// a model already there is verified present and left alone.
+// `spindle pull <ref>`: a hub reference (hf.co/org/repo[:quant], org/repo[:quant]) or an Ollama name (llama3.2,
+// llama3.2:1b: Ollama's registry) into the store, with progress; a model already there is verified present and left
+// alone.
 import { parseArgs } from 'node:util';
+import { pullOllama } from '../../models/ollama-registry.js';
 import { pullHub } from '../../models/pull.js';
 import { hubConfig } from '../../models/hub-client.js';
 import { ModelRefError, parseModelRef } from '../../models/ref.js';
@@ -12,8 +14,11 @@ const HELP = `Usage: spindle pull <model>
 
 Downloads a GGUF model (and its mmproj, when the repository has one) from the Hugging Face hub into the
 store (SPINDLE_HOME, default ~/.spindle): hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>], Q4_K_M
-when no quantization is given. Resumes an interrupted download; verifies every file's sha256.
-HF_ENDPOINT sets the hub's URL, HF_TOKEN authenticates (gated and private repositories).
+when no quantization is given. A name without a slash (llama3.2, qwen3:0.6b) comes from Ollama's registry
+as \`ollama pull\` takes it: the model with its template, system prompt, parameters and license (and
+projector). Resumes an interrupted download; verifies every file's sha256.
+HF_ENDPOINT sets the hub's URL, HF_TOKEN authenticates (gated and private repositories); OLLAMA_REGISTRY
+sets the Ollama registry's URL (default https://registry.ollama.ai).
 `;
 
 export async function main(argv: string[], io: CommandIo = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
@@ -25,7 +30,11 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
   try {
     const r = parseModelRef(positionals[0]);
     if (r.kind === 'path') throw new ModelRefError(`'${positionals[0]}' is a file path; pull takes a hub reference (hf.co/<org>/<repo>[:<quant>])`);
-    if (r.kind === 'name' && !r.hubRepo) throw new ModelRefError(`'${positionals[0]}' is not a hub reference (hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>])`);
+    if (r.kind === 'name' && !r.hubRepo) {
+      const m = await pullOllama(openStore(), r.namespace, r.name, r.tag, { onProgress: progressPrinter(io) });
+      io.stdout.write(`success: ${m.name} (${m.model.file}${m.mmproj ? ` + ${m.mmproj.file}` : ''}, from Ollama's registry)\n`);
+      return 0;
+    }
     const repo = r.kind === 'hub' ? r.repo : r.hubRepo!;
     const quant = r.kind === 'hub' ? r.quant : r.explicitTag ? r.tag : null;
     const m = await pullHub(openStore(), repo, quant, { cfg: hubConfig(), onProgress: progressPrinter(io) });

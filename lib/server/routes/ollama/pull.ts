@@ -1,13 +1,15 @@
 // POST /api/pull (Ollama, runner mode): a hub reference (hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>])
-// into the store with lib/models pullHub, as `spindle pull` does. Streamed (the default) as Ollama's NDJSON progress:
+// into the store with lib/models pullHub, or an Ollama name without a slash (llama3.2[:tag]) from Ollama's registry
+// with pullOllama, as `spindle pull` does. Streamed (the default) as Ollama's NDJSON progress:
 // { status: 'pulling manifest' }, { status: 'pulling <digest12>', digest: 'sha256:<hex>', total, completed } per
 // file (at most every 100 ms, and at the end), { status: 'verifying sha256 digest' }, { status: 'writing manifest' },
 // { status: 'success' }; `stream: false` answers { status: 'success' } once done.
-// Invariants: a name that is not a hub reference is a 400 before anything starts; a failure after the stream
+// Invariants: a name that is neither is a 400 before anything starts; a failure after the stream
 // started is one { error } line; the client going away aborts the download (resumable later).
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DownloadError, type Progress } from '../../../models/download.js';
 import { HubError, hubConfig, listRepoFiles } from '../../../models/hub-client.js';
+import { pullOllama } from '../../../models/ollama-registry.js';
 import { pullHub } from '../../../models/pull.js';
 import { ModelRefError, parseModelRef } from '../../../models/ref.js';
 import type { ModelStore } from '../../../models/store.js';
@@ -17,8 +19,10 @@ import { ollamaPullSchema } from './schemas.js';
 
 const PROGRESS_EVERY_MS = 100;
 
-/** The hub repository and quantization a pull names, or a 400. */
-function hubTarget(name: string): { repo: string; quant: string | null } {
+type PullTarget = { kind: 'hub'; repo: string; quant: string | null } | { kind: 'ollama'; namespace: string | null; name: string; tag: string };
+
+/** The hub repository and quantization, or the Ollama name, a pull names; or a 400. */
+function pullTarget(name: string): PullTarget {
   let r;
   try {
     r = parseModelRef(name);
@@ -26,10 +30,11 @@ function hubTarget(name: string): { repo: string; quant: string | null } {
     if (e instanceof ModelRefError) throw badRequest(`model: ${e.message}`, 'model');
     throw e;
   }
-  if (r.kind === 'hub') return { repo: r.repo, quant: r.quant };
-  if (r.kind === 'name' && r.hubRepo) return { repo: r.hubRepo, quant: r.explicitTag ? r.tag : null };
-  throw badRequest(`model: '${name}' is not a hub reference; this server pulls GGUF models from the Hugging Face hub ` +
-    '(hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>])', 'model', 'invalid_value');
+  if (r.kind === 'hub') return { kind: 'hub', repo: r.repo, quant: r.quant };
+  if (r.kind === 'name' && r.hubRepo) return { kind: 'hub', repo: r.hubRepo, quant: r.explicitTag ? r.tag : null };
+  if (r.kind === 'name') return { kind: 'ollama', namespace: r.namespace, name: r.name, tag: r.tag };
+  throw badRequest(`model: '${name}' is a file path; this server pulls GGUF models from the Hugging Face hub ` +
+    "(hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>]) and Ollama's registry (<name>[:<tag>])", 'model', 'invalid_value');
 }
 
 /** A pull failure as the HTTP answer it deserves (the hub's 404 stays a 404; network trouble is a 502). */
@@ -66,19 +71,23 @@ function progressLines(send: (line: Record<string, unknown>) => void, digests: M
 }
 
 async function pull(app: FastifyInstance, store: ModelStore, reply: FastifyReply, name: string, stream: boolean): Promise<unknown> {
-  const { repo, quant } = hubTarget(name);
+  const target = pullTarget(name);
   const cfg = hubConfig(app.hubEnv);
   const controller = new AbortController();
   reply.raw.once('close', () => { if (!reply.raw.writableFinished) controller.abort(); });
   const digests = new Map<string, string>();
-  const run = (onProgress?: Progress) => pullHub(store, repo, quant, { cfg, env: app.hubEnv, onProgress, signal: controller.signal });
+  const run = (onProgress?: Progress) => target.kind === 'hub'
+    ? pullHub(store, target.repo, target.quant, { cfg, env: app.hubEnv, onProgress, signal: controller.signal })
+    : pullOllama(store, target.namespace, target.name, target.tag, {
+      env: app.hubEnv, onProgress, signal: controller.signal, onFiles: (fs) => fs.forEach((f) => digests.set(f.file, f.sha256)),
+    });
   if (!stream) {
     await run().catch((e: unknown) => { throw pullError(e); });
     return { status: 'success' };
   }
   const out = new SseStream(reply, { contentType: 'application/x-ndjson', keepAlive: false });
   out.line({ status: 'pulling manifest' });
-  listRepoFiles(repo, cfg).then((files) => files.forEach((f) => { if (f.sha256) digests.set(f.path, f.sha256); }), () => {});
+  if (target.kind === 'hub') listRepoFiles(target.repo, cfg).then((files) => files.forEach((f) => { if (f.sha256) digests.set(f.path, f.sha256); }), () => {});
   try {
     await run(progressLines((line) => out.line(line), digests));
     out.line({ status: 'writing manifest' });

@@ -1,0 +1,116 @@
+// Pulling a model by its Ollama name ('llama3.2', 'llama3.2:1b', 'user/model:tag') from Ollama's registry, as
+// `ollama pull` does: GET <registry>/v2/<namespace>/<name>/manifests/<tag> (an OCI image manifest, namespace
+// 'library' for bare names), then each layer's blob from /v2/<namespace>/<name>/blobs/sha256:<hex> (redirects
+// followed): the model, projector and adapter layers become verified blobs of the store; the template, system,
+// params, messages and license layers (small JSON or text, sha256-checked too) become the manifest's settings, as
+// ollama-store.ts reads them from Ollama's own store. OLLAMA_REGISTRY sets the registry's URL (default
+// https://registry.ollama.ai; tests point it at a local server).
+// Invariant: the manifest is written only after every layer is verified, so a failed pull leaves the store as it was
+// (apart from a resumable -partial file); every failure is a HubError (not_found, network, http, bad_response) or a
+// DownloadError naming the model.
+import { createHash } from 'node:crypto';
+import { ensureBlob, type Progress } from './download.js';
+import { HubError, hubFetch, type HubConfig } from './hub-client.js';
+import { localKey, ModelStore, type Manifest, type ManifestFile } from './store.js';
+
+export interface OllamaPullOptions {
+  env?: NodeJS.ProcessEnv;
+  onProgress?: Progress;
+  /** Called once the manifest is read: the files about to be pulled (display name, sha256), for progress lines. */
+  onFiles?: (files: { file: string; sha256: string }[]) => void;
+  signal?: AbortSignal;
+  freeBytes?: (dir: string) => number;
+}
+
+/** The registry's base URL: OLLAMA_REGISTRY, else Ollama's own. */
+export function ollamaRegistry(env: NodeJS.ProcessEnv = process.env): string {
+  return (env.OLLAMA_REGISTRY?.trim() || 'https://registry.ollama.ai').replace(/\/+$/, '');
+}
+
+interface Layer { mediaType: string; digest: string; size: number }
+
+const LAYER = 'application/vnd.ollama.image.';
+const BLOBS: Record<string, string> = { model: 'model.gguf', projector: 'mmproj.gguf', adapter: 'adapter.gguf' };
+
+function layersOf(body: unknown, what: string): Layer[] {
+  const layers = (body as { layers?: unknown } | null)?.layers;
+  if (!Array.isArray(layers)) throw new HubError('bad_response', `${what}: the registry's manifest has no layers`);
+  return layers.map((l: { mediaType?: unknown; digest?: unknown; size?: unknown }, i) => {
+    if (typeof l?.mediaType !== 'string' || typeof l.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(l.digest) ||
+      typeof l.size !== 'number' || !Number.isSafeInteger(l.size) || l.size < 0) {
+      throw new HubError('bad_response', `${what}: layer ${i} of the registry's manifest has no valid mediaType, sha256 digest and size`);
+    }
+    return { mediaType: l.mediaType, digest: l.digest, size: l.size };
+  });
+}
+
+/** Pulls `[namespace/]name:tag` from Ollama's registry into the store; returns the manifest written. */
+export async function pullOllama(store: ModelStore, namespace: string | null, name: string, tag: string,
+  opts: OllamaPullOptions = {}): Promise<Manifest> {
+  const base = ollamaRegistry(opts.env);
+  const ns = namespace ?? 'library';
+  const shown = `${ns === 'library' ? '' : `${ns}/`}${name}:${tag}`;
+  const cfg: HubConfig = { endpoint: base, token: null, timeoutMs: 30_000 };
+  const repo = `${base}/v2/${ns}/${name}`;
+  const res = await hubFetch(`${repo}/manifests/${encodeURIComponent(tag)}`, cfg, {
+    headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' }, signal: opts.signal,
+  });
+  if (res.status === 404) throw new HubError('not_found', `${shown} was not found in Ollama's registry (${new URL(base).host}); check the name and tag`);
+  if (!res.ok) throw new HubError('http', `${shown}: Ollama's registry answered HTTP ${res.status}`);
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    throw new HubError('bad_response', `${shown}: the registry's manifest is not JSON`);
+  }
+  const layers = layersOf(body, shown);
+  const of = (kind: string): Layer[] => layers.filter((l) => l.mediaType === LAYER + kind);
+  if (of('model').length !== 1) throw new HubError('bad_response', `${shown}: the registry's manifest has ${of('model').length} model layers (one is needed)`);
+  const hex = (l: Layer): string => l.digest.slice('sha256:'.length);
+  const blobLayers = Object.keys(BLOBS).flatMap((k) => of(k).slice(0, 1).map((l) => ({ kind: k, layer: l })));
+  opts.onFiles?.(blobLayers.map(({ kind, layer }) => ({ file: BLOBS[kind], sha256: hex(layer) })));
+  const blob = async (kind: string): Promise<ManifestFile | null> => {
+    const l = of(kind)[0];
+    if (!l) return null;
+    await ensureBlob(store.blobs, `${repo}/blobs/${l.digest}`, BLOBS[kind], l.size, hex(l),
+      { cfg, onProgress: opts.onProgress, signal: opts.signal, freeBytes: opts.freeBytes });
+    return { digest: `sha256-${hex(l)}`, size: l.size, file: BLOBS[kind] };
+  };
+  const text = async (l: Layer): Promise<string> => {
+    if (l.size > 1 << 20) throw new HubError('bad_response', `${shown}: its ${l.mediaType.slice(LAYER.length)} layer is ${l.size} bytes (at most 1 MiB)`);
+    const r = await hubFetch(`${repo}/blobs/${l.digest}`, cfg, { signal: opts.signal });
+    if (!r.ok) throw new HubError('http', `${shown}: Ollama's registry answered HTTP ${r.status} for its ${l.mediaType.slice(LAYER.length)} layer`);
+    const bytes = Buffer.from(await r.arrayBuffer());
+    if (createHash('sha256').update(bytes).digest('hex') !== hex(l)) {
+      throw new HubError('bad_response', `${shown}: its ${l.mediaType.slice(LAYER.length)} layer does not match its sha256 digest`);
+    }
+    return bytes.toString('utf8');
+  };
+  const json = async (kind: string): Promise<unknown> => {
+    const l = of(kind)[0];
+    if (!l) return undefined;
+    try {
+      return JSON.parse(await text(l));
+    } catch (e) {
+      if (e instanceof HubError) throw e;
+      throw new HubError('bad_response', `${shown}: its ${kind} layer is not JSON`);
+    }
+  };
+  const template = of('template')[0] ? await text(of('template')[0]) : null;
+  const system = of('system')[0] ? await text(of('system')[0]) : null;
+  const params = await json('params');
+  const messages = await json('messages');
+  const license = await Promise.all(of('license').map(text));
+  const model = (await blob('model'))!;
+  const mmproj = await blob('projector');
+  const adapter = await blob('adapter');
+  const manifest: Manifest = {
+    schemaVersion: 1, name: shown, createdAt: new Date().toISOString(), source: `ollama:${new URL(base).host}/${ns}/${name}:${tag}`,
+    model, mmproj, ...(adapter ? { adapter } : {}), template, system,
+    ...(params && typeof params === 'object' && !Array.isArray(params) ? { parameters: params as Manifest['parameters'] } : {}),
+    ...(Array.isArray(messages) ? { messages: messages as Manifest['messages'] } : {}),
+    ...(license.length > 0 ? { license } : {}),
+  };
+  store.write(localKey(ns === 'library' ? null : ns, name, tag), manifest);
+  return manifest;
+}
