@@ -127,7 +127,9 @@ t.test('unknown repository or quantization, network failure, full disk: clear er
   await t.rejects(resolveModel('hf.co/org/Tiny-GGUF:Q5_K_M', { store, hub: cfg, env: noCache }), { code: 'no_file', message: /no Q5_K_M GGUF; it has: Q4_K_M, Q8_0/ });
   await t.rejects(resolveModel('hf.co/org/Tiny-GGUF', { store, hub: { ...cfg, endpoint: 'http://127.0.0.1:1' }, env: noCache }), { code: 'network', message: /could not reach/ });
   await t.rejects(pullHub(store, 'org/Tiny-GGUF', null, { cfg, env: noCache, freeBytes: () => 1000 }), { name: 'DownloadError', code: 'disk_full', message: /not enough disk space/ });
-  await t.rejects(resolveModel('unknownname', { store, hub: cfg, env: noCache }), { name: 'ModelRefError', message: /not in the store/ });
+  await t.rejects(resolveModel('unknownname', { store, hub: cfg, env: { ...noCache, OLLAMA_REGISTRY: 'http://127.0.0.1:1' } }),
+    { name: 'ModelRefError', message: /not in the store .* nor in Ollama's registry \(could not reach/ });
+  await t.rejects(resolveModel('unknownname', { store, hub: cfg, env: noCache, pull: false }), { name: 'ModelRefError', message: /not in the store/ });
   t.same(store.list(), []);
   t.same(existsSync(store.blobs) ? readdirSync(store.blobs) : [], []);
   t.ok(HubError && DownloadError);

@@ -1,7 +1,8 @@
 // Pulling by Ollama name from Ollama's registry (lib/models/ollama-registry.ts) against a local registry: the OCI
 // manifest's model layer becomes a verified blob (fetched through a redirect, as the registry sends blobs to its
 // CDN), the template / system / params / messages / license layers the manifest's settings; a bare name reads
-// namespace 'library', 'user/model' is a hub reference as before; an unknown name is not_found, a corrupted
+// namespace 'library', 'user/model' is a hub reference as before; a name not in the store resolves by pulling it
+// (resolveModel, as `ollama run`); an unknown name is not_found, a corrupted
 // model blob or text layer fails verification with the store unchanged; `spindle pull llama3.2`, and POST /api/pull
 // in runner mode (NDJSON progress with the layers' digests), then the model serves with its Modelfile settings.
 import t from 'tap';
@@ -16,6 +17,7 @@ import { main as pullMain } from '../lib/cli/models/pull.js';
 import { DownloadError } from '../lib/models/download.js';
 import { HubError } from '../lib/models/hub-client.js';
 import { pullOllama } from '../lib/models/ollama-registry.js';
+import { resolveModel } from '../lib/models/resolve.js';
 import { localKey, ModelStore } from '../lib/models/store.js';
 import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
@@ -84,6 +86,16 @@ t.test('pull by Ollama name: the model as a verified blob (through the redirect)
   const other = await pullOllama(store, null, 'tiny', 'other', { env });
   t.equal(other.template, null);
   t.equal(log.filter((l) => l === `GET /cdn/sha256:${sha(gguf)}`).length, 1, 'a blob already in the store is not fetched again');
+});
+
+t.test('a name not in the store resolves by pulling it from the registry (as ollama run); pull: false does not', async (t) => {
+  const store = freshStore();
+  await t.rejects(resolveModel('tiny', { store, env, pull: false }), { name: 'ModelRefError', message: /not in the store/ });
+  const r = await resolveModel('tiny', { store, env });
+  t.equal(r.name, 'tiny:latest');
+  t.equal(r.model, store.blobPath(`sha256-${sha(gguf)}`));
+  t.equal(r.manifest?.system, 'You are terse.');
+  await t.rejects(resolveModel('nope', { store, env }), { name: 'ModelRefError', message: /'nope' is not in the store .* nor in Ollama's registry \(nope:latest was not found/ });
 });
 
 t.test('unknown names, corrupted blobs and layers: clear errors, nothing written', async (t) => {

@@ -85,7 +85,7 @@ t.test('pull from the hub with NDJSON progress, then list', async (t) => {
   t.same(names, ['alpha:latest', `${BETA}:Q4_K_M`, `${BETA}:latest`]);
   const again = await ollama.pull({ model: BETA, stream: false });
   t.equal(again.status, 'success', 'pulling again (non-streamed) answers success');
-  t.match(await failure(ollama.pull({ model: 'justaname' })), { status_code: 400 }, 'not a hub reference');
+  t.match(await failure(ollama.pull({ model: './m.gguf' })), { status_code: 400 }, 'a file path is no pull (bare names come from Ollama\'s registry: test/ollama-registry.test.ts)');
   t.match(await failure(ollama.pull({ model: 'hf.co/org/Missing-GGUF', stream: false })), { status_code: 404 });
 });
 

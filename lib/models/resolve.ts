@@ -1,12 +1,15 @@
-// A model reference (ref.ts) -> the files to load: a path as it is; a store name through its manifest; a hub
-// reference from the store when pulled before, else from the Hugging Face cache (no request), else pulled
-// (pull.ts). The one entry point of serve, run, LLM and Engine.
+// A model reference (ref.ts) -> the files to load: a path as it is; a store name through its manifest, else (a name
+// without a slash) pulled from Ollama's registry as `ollama run` does (ollama-registry.ts); a hub reference from the
+// store when pulled before, else from the Hugging Face cache (no request), else pulled (pull.ts). The one entry point
+// of serve, run, LLM and Engine.
 // Invariant: throws a ModelRefError / HubError / DownloadError naming the reference and the problem; never
 // returns a path whose file is missing.
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { hubConfig, type HubConfig } from './hub-client.js';
 import type { Progress } from './download.js';
+import { HubError } from './hub-client.js';
+import { pullOllama } from './ollama-registry.js';
 import { pullHub } from './pull.js';
 import { ModelRefError, parseModelRef } from './ref.js';
 import { hubKey, localKey, userStore, type ModelStore, type Manifest } from './store.js';
@@ -45,7 +48,15 @@ export async function resolveModel(ref: string, opts: ResolveOptions = {}): Prom
     const m = store.read(localKey(r.namespace, r.name, r.tag));
     if (m && store.complete(m)) return fromManifest(store, m);
     if (!r.hubRepo) {
-      throw new ModelRefError(`model '${ref}' is not in the store (${store.home}); pull it, create it from a Modelfile, or give a .gguf path`);
+      const missing = (why: string): ModelRefError =>
+        new ModelRefError(`model '${ref}' is not in the store (${store.home})${why}; pull it, create it from a Modelfile, or give a .gguf path`);
+      if (opts.pull === false) throw missing('');
+      try {
+        return fromManifest(store, await pullOllama(store, r.namespace, r.name, r.tag, { env: opts.env, onProgress: opts.onProgress, signal: opts.signal }));
+      } catch (e) {
+        if (e instanceof HubError && (e.code === 'not_found' || e.code === 'network')) throw missing(` nor in Ollama's registry (${e.message})`);
+        throw e;
+      }
     }
   }
   const repo = r.kind === 'hub' ? r.repo : r.hubRepo!;
