@@ -41,6 +41,7 @@ const ROUTES: Call[] = [
   { method: 'POST', url: '/v1/responses', payload: { model: 'm', input: 'hi', max_output_tokens: 2, temperature: 0, store: false } },
   { method: 'GET', url: '/v1/responses/resp_unknown' },
   { method: 'DELETE', url: '/v1/responses/resp_unknown' },
+  { method: 'POST', url: '/v1/responses/resp_unknown/cancel' },
   { method: 'POST', url: '/api/embed', payload: { model: 'm', input: 'hello world' } },
   { method: 'POST', url: '/api/embeddings', payload: { model: 'm', prompt: 'hello world' } },
   { method: 'GET', url: '/metrics' },
