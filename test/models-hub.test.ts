@@ -95,6 +95,18 @@ t.test('concurrent pulls of the same file share one download', async (t) => {
   t.equal(a.model, b.model);
   t.equal(b.model, c.model);
   t.equal(gets('Tiny-Q8_0.gguf').length - from, 1, 'one GET for three pulls');
+  // one caller leaving (its client went away) cancels its own wait only; the last one leaving stops the download
+  const other = freshStore();
+  const quit = new AbortController();
+  const gone = resolveModel('hf.co/org/Tiny-GGUF:Q8_0', { store: other, hub: cfg, env: noCache, signal: quit.signal });
+  const stays = resolveModel('hf.co/org/Tiny-GGUF:Q8_0', { store: other, hub: cfg, env: noCache });
+  setTimeout(() => quit.abort(), 300);
+  await t.rejects(gone, { name: 'DownloadError', code: 'interrupted' });
+  t.equal((await stays).model, a.model.replace(store.home, other.home), 'the other pull finished the shared download');
+  const alone = new AbortController();
+  const lone = pullHub(freshStore(), 'org/Tiny-GGUF', 'Q8_0', { cfg, env: noCache, signal: alone.signal });
+  setTimeout(() => alone.abort(), 300);
+  await t.rejects(lone, { name: 'DownloadError', code: 'interrupted', message: /cancelled \(resumable/ }, 'its only caller leaving stops it');
 });
 
 t.test('files in the Hugging Face cache are used with no request', async (t) => {
@@ -128,7 +140,7 @@ t.test('unknown repository or quantization, network failure, full disk: clear er
   await t.rejects(resolveModel('hf.co/org/Tiny-GGUF', { store, hub: { ...cfg, endpoint: 'http://127.0.0.1:1' }, env: noCache }), { code: 'network', message: /could not reach/ });
   await t.rejects(pullHub(store, 'org/Tiny-GGUF', null, { cfg, env: noCache, freeBytes: () => 1000 }), { name: 'DownloadError', code: 'disk_full', message: /not enough disk space/ });
   await t.rejects(resolveModel('unknownname', { store, hub: cfg, env: { ...noCache, OLLAMA_REGISTRY: 'http://127.0.0.1:1' } }),
-    { name: 'ModelRefError', message: /not in the store .* nor in Ollama's registry \(could not reach/ });
+    { name: 'ModelRefError', message: /not in the store .*, and Ollama's registry: could not reach/ });
   await t.rejects(resolveModel('unknownname', { store, hub: cfg, env: noCache, pull: false }), { name: 'ModelRefError', message: /not in the store/ });
   t.same(store.list(), []);
   t.same(existsSync(store.blobs) ? readdirSync(store.blobs) : [], []);

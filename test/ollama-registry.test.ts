@@ -15,8 +15,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { main as pullMain } from '../lib/cli/models/pull.js';
 import { DownloadError } from '../lib/models/download.js';
-import { HubError } from '../lib/models/hub-client.js';
-import { pullOllama } from '../lib/models/ollama-registry.js';
+import { ollamaRegistry, pullOllama } from '../lib/models/ollama-registry.js';
 import { resolveModel } from '../lib/models/resolve.js';
 import { localKey, ModelStore } from '../lib/models/store.js';
 import { buildApp } from '../lib/server/app.js';
@@ -96,11 +95,14 @@ t.test('a name not in the store resolves by pulling it from the registry (as oll
   t.equal(r.model, store.blobPath(`sha256-${sha(gguf)}`));
   t.equal(r.manifest?.system, 'You are terse.');
   await t.rejects(resolveModel('nope', { store, env }), { name: 'ModelRefError', message: /'nope' is not in the store .* nor in Ollama's registry \(nope:latest was not found/ });
+  await t.rejects(resolveModel('corrupt', { store, env }), DownloadError, 'found, then a failed download: that failure, not "not in the registry"');
+  t.same([ollamaRegistry({}), ollamaRegistry({ OLLAMA_REGISTRY: 'myreg.local:5000' }), ollamaRegistry({ OLLAMA_REGISTRY: 'http://h:1/' })],
+    ['https://registry.ollama.ai', 'https://myreg.local:5000', 'http://h:1'], 'OLLAMA_REGISTRY as a URL or a host[:port] (https)');
 });
 
 t.test('unknown names, corrupted blobs and layers: clear errors, nothing written', async (t) => {
   const store = freshStore();
-  await t.rejects(pullOllama(store, null, 'nope', 'latest', { env }), { constructor: HubError, code: 'not_found',
+  await t.rejects(pullOllama(store, null, 'nope', 'latest', { env }), { name: 'HubError', code: 'not_found',
     message: /nope:latest was not found in Ollama's registry \(127\.0\.0\.1:\d+\); check the name and tag/ });
   await t.rejects(pullOllama(store, 'someone', 'tiny', 'latest', { env }), { code: 'not_found', message: /^someone\/tiny:latest was not found/ });
   await t.rejects(pullOllama(store, null, 'corrupt', 'latest', { env }), DownloadError);

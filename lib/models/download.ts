@@ -1,9 +1,10 @@
 // One hub file into the store as a verified blob: downloaded to blobs/sha256-<hex>-partial, resumed with an HTTP
 // range request after a dropped connection (or in a later run), checked against the expected size and sha256
 // (the LFS oid the hub lists, which is also its X-Linked-Etag), then renamed to blobs/sha256-<hex>.
-// Coalescing: one download per blob in a process (later callers await the first), and across processes a lock
-// file (blobs/sha256-<hex>.lock, holding the owner's pid) that other processes wait on; a lock whose owner is gone
-// is taken over.
+// Coalescing: one download per blob in a process (later callers await the first; a caller's signal cancels its own
+// wait, and the download stops only when every caller has cancelled), and across processes a lock file
+// (blobs/sha256-<hex>.lock, holding the owner's pid) that other processes wait on; a lock whose owner is gone is
+// taken over.
 // Invariants: a blob name appears only for verified bytes; a corrupt download is deleted, never renamed; a write
 // failure (a full disk) leaves at most the -partial file, and the error says how much space was needed.
 import { createHash } from 'node:crypto';
@@ -31,18 +32,57 @@ export class DownloadError extends Error {
   }
 }
 
-const inFlight = new Map<string, Promise<string>>();
+/** One blob's download in this process and how many callers still wait for it. */
+interface Shared {
+  promise: Promise<string>;
+  controller: AbortController; // aborted when the last waiter cancels
+  waiters: number;
+}
+const inFlight = new Map<string, Shared>();
 
 /** Ensures blobs/<digest> holds the file at `url` (size bytes, sha256 `sha`); returns the blob path. */
 export function ensureBlob(blobsDir: string, url: string, file: string, size: number, sha: string, opts: DownloadOptions): Promise<string> {
   const blob = join(blobsDir, `sha256-${sha}`);
   if (existsSync(blob)) return Promise.resolve(blob);
-  let p = inFlight.get(blob);
-  if (!p) {
-    p = withLock(blob, () => download(blob, url, file, size, sha, opts), opts.signal).finally(() => inFlight.delete(blob));
-    inFlight.set(blob, p);
+  let s = inFlight.get(blob);
+  if (!s) {
+    const controller = new AbortController();
+    const promise = withLock(blob, () => download(blob, url, file, size, sha, { ...opts, signal: controller.signal }), controller.signal)
+      .finally(() => inFlight.delete(blob));
+    promise.catch(() => {}); // every waiter may have left: then nobody handles its rejection
+    s = { promise, controller, waiters: 0 };
+    inFlight.set(blob, s);
   }
-  return p;
+  return waitFor(s, file, opts.signal);
+}
+
+/** A caller's wait for a shared download: its own signal rejects it at once; the last one to leave stops the download. */
+function waitFor(s: Shared, file: string, signal?: AbortSignal): Promise<string> {
+  s.waiters++;
+  let left = false;
+  const leave = (): void => {
+    if (left) return;
+    left = true;
+    s.waiters--;
+  };
+  return new Promise<string>((resolve, reject) => {
+    const onAbort = (): void => {
+      leave();
+      if (s.waiters === 0) s.controller.abort();
+      reject(new DownloadError('interrupted', `the download of ${file} was cancelled (resumable: run the pull again)`));
+    };
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    s.promise.then((v) => {
+      leave();
+      signal?.removeEventListener('abort', onAbort);
+      resolve(v);
+    }, (e: unknown) => {
+      leave();
+      signal?.removeEventListener('abort', onAbort);
+      reject(e);
+    });
+  });
 }
 
 function pidAlive(pid: number): boolean {

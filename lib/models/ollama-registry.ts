@@ -1,13 +1,15 @@
-// Pulling a model by its Ollama name ('llama3.2', 'llama3.2:1b', 'user/model:tag') from Ollama's registry, as
+// Pulling a model by its Ollama name ('llama3.2', 'llama3.2:1b'; the callers send names with a namespace to the
+// Hugging Face hub, as ref.ts reads 'org/repo') from Ollama's registry, as
 // `ollama pull` does: GET <registry>/v2/<namespace>/<name>/manifests/<tag> (an OCI image manifest, namespace
 // 'library' for bare names), then each layer's blob from /v2/<namespace>/<name>/blobs/sha256:<hex> (redirects
 // followed): the model, projector and adapter layers become verified blobs of the store; the template, system,
 // params, messages and license layers (small JSON or text, sha256-checked too) become the manifest's settings, as
-// ollama-store.ts reads them from Ollama's own store. OLLAMA_REGISTRY sets the registry's URL (default
-// https://registry.ollama.ai; tests point it at a local server).
+// ollama-store.ts reads them from Ollama's own store. OLLAMA_REGISTRY sets the registry (a URL, or a host[:port] as
+// Ollama writes them, read as https; default https://registry.ollama.ai; tests point it at a local server).
 // Invariant: the manifest is written only after every layer is verified, so a failed pull leaves the store as it was
 // (apart from a resumable -partial file); every failure is a HubError (not_found, network, http, bad_response) or a
-// DownloadError naming the model.
+// DownloadError naming the model; the failures of reading the manifest (the name unknown, the registry unreachable)
+// are RegistryManifestErrors, so callers can tell them from a download's.
 import { createHash } from 'node:crypto';
 import { ensureBlob, type Progress } from './download.js';
 import { HubError, hubFetch, type HubConfig } from './hub-client.js';
@@ -22,10 +24,14 @@ export interface OllamaPullOptions {
   freeBytes?: (dir: string) => number;
 }
 
-/** The registry's base URL: OLLAMA_REGISTRY, else Ollama's own. */
+/** The registry's base URL: OLLAMA_REGISTRY (https:// when it names no scheme), else Ollama's own. */
 export function ollamaRegistry(env: NodeJS.ProcessEnv = process.env): string {
-  return (env.OLLAMA_REGISTRY?.trim() || 'https://registry.ollama.ai').replace(/\/+$/, '');
+  const v = env.OLLAMA_REGISTRY?.trim() || 'https://registry.ollama.ai';
+  return (v.includes('://') ? v : `https://${v}`).replace(/\/+$/, '');
 }
+
+/** The manifest could not be had: the name is not in the registry (not_found), or the registry is unreachable. */
+export class RegistryManifestError extends HubError {}
 
 interface Layer { mediaType: string; digest: string; size: number }
 
@@ -52,10 +58,18 @@ export async function pullOllama(store: ModelStore, namespace: string | null, na
   const shown = `${ns === 'library' ? '' : `${ns}/`}${name}:${tag}`;
   const cfg: HubConfig = { endpoint: base, token: null, timeoutMs: 30_000 };
   const repo = `${base}/v2/${ns}/${name}`;
-  const res = await hubFetch(`${repo}/manifests/${encodeURIComponent(tag)}`, cfg, {
-    headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' }, signal: opts.signal,
-  });
-  if (res.status === 404) throw new HubError('not_found', `${shown} was not found in Ollama's registry (${new URL(base).host}); check the name and tag`);
+  // the request's own signal and the per-request timeout (hubFetch applies it only without a signal)
+  const signal = (): AbortSignal => AbortSignal.any([AbortSignal.timeout(cfg.timeoutMs), ...(opts.signal ? [opts.signal] : [])]);
+  let res: Response;
+  try {
+    res = await hubFetch(`${repo}/manifests/${encodeURIComponent(tag)}`, cfg, {
+      headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' }, signal: signal(),
+    });
+  } catch (e) {
+    if (e instanceof HubError) throw new RegistryManifestError(e.code, `Ollama's registry: ${e.message}`);
+    throw e;
+  }
+  if (res.status === 404) throw new RegistryManifestError('not_found', `${shown} was not found in Ollama's registry (${new URL(base).host}); check the name and tag`);
   if (!res.ok) throw new HubError('http', `${shown}: Ollama's registry answered HTTP ${res.status}`);
   let body: unknown;
   try {
@@ -78,7 +92,7 @@ export async function pullOllama(store: ModelStore, namespace: string | null, na
   };
   const text = async (l: Layer): Promise<string> => {
     if (l.size > 1 << 20) throw new HubError('bad_response', `${shown}: its ${l.mediaType.slice(LAYER.length)} layer is ${l.size} bytes (at most 1 MiB)`);
-    const r = await hubFetch(`${repo}/blobs/${l.digest}`, cfg, { signal: opts.signal });
+    const r = await hubFetch(`${repo}/blobs/${l.digest}`, cfg, { signal: signal() });
     if (!r.ok) throw new HubError('http', `${shown}: Ollama's registry answered HTTP ${r.status} for its ${l.mediaType.slice(LAYER.length)} layer`);
     const bytes = Buffer.from(await r.arrayBuffer());
     if (createHash('sha256').update(bytes).digest('hex') !== hex(l)) {

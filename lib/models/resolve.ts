@@ -8,8 +8,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { hubConfig, type HubConfig } from './hub-client.js';
 import type { Progress } from './download.js';
-import { HubError } from './hub-client.js';
-import { pullOllama } from './ollama-registry.js';
+import { pullOllama, RegistryManifestError } from './ollama-registry.js';
 import { pullHub } from './pull.js';
 import { ModelRefError, parseModelRef } from './ref.js';
 import { hubKey, localKey, userStore, type ModelStore, type Manifest } from './store.js';
@@ -54,7 +53,9 @@ export async function resolveModel(ref: string, opts: ResolveOptions = {}): Prom
       try {
         return fromManifest(store, await pullOllama(store, r.namespace, r.name, r.tag, { env: opts.env, onProgress: opts.onProgress, signal: opts.signal }));
       } catch (e) {
-        if (e instanceof HubError && (e.code === 'not_found' || e.code === 'network')) throw missing(` nor in Ollama's registry (${e.message})`);
+        if (e instanceof RegistryManifestError) {
+          throw missing(e.code === 'not_found' ? ` nor in Ollama's registry (${e.message})` : `, and ${e.message}`);
+        }
         throw e;
       }
     }

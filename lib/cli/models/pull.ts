@@ -1,6 +1,6 @@
 // `spindle pull <ref>`: a hub reference (hf.co/org/repo[:quant], org/repo[:quant]) or an Ollama name (llama3.2,
-// llama3.2:1b: Ollama's registry) into the store, with progress; a model already there is verified present and left
-// alone.
+// llama3.2:1b: Ollama's registry) into the store, with progress; a hub model already there is verified present and
+// left alone; a registry name reads its manifest again (a changed model is pulled), its blobs only when missing.
 import { parseArgs } from 'node:util';
 import { pullOllama } from '../../models/ollama-registry.js';
 import { pullHub } from '../../models/pull.js';
