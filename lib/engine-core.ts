@@ -300,6 +300,7 @@ export class EngineCore {
   #flushes: { resolve: (r: CacheFlushResult) => void; reject: (e: Error) => void }[] = []; // flushCache calls in flight, in order
   #defaultLora = -1; // the index of the Modelfile ADAPTER a request without one runs with (-1: none)
   #closing: Promise<void> | undefined;
+  readonly #resolving = new AbortController(); // close() stops a pull still resolving the model reference
   #closed = false;
   #seedState: number | null; // options.seed's generator (mulberry32), which seeds requests that bring none
   #sampling: GgufSampling | undefined; // modelSampling()'s, read once
@@ -362,8 +363,8 @@ export class EngineCore {
       start(options.model, null, null); // a file: loads at once (the native loader names a missing or bad file)
       return;
     }
-    // A store name or hub reference: resolved (pulled if needed) first, then loaded.
-    resolveModel(options.model).then((r) => {
+    // A store name or hub reference: resolved (pulled if needed) first, then loaded; close() cancels a pull.
+    resolveModel(options.model, { signal: this.#resolving.signal }).then((r) => {
       if (this.#closing) {
         rejectReady(new Error('the engine was closed before the model finished loading'));
         return;
@@ -682,6 +683,7 @@ export class EngineCore {
 
   /** Stops the engine: aborts (or with drain, finishes) pending requests, then joins the engine thread. */
   close(drain = false): Promise<void> {
+    this.#resolving.abort();
     this.#closing ??= this.#native ? this.#native.close({ drain }) : Promise.resolve();
     return this.#closing;
   }

@@ -18,6 +18,7 @@ import { DownloadError } from '../lib/models/download.js';
 import { ollamaRegistry, pullOllama } from '../lib/models/ollama-registry.js';
 import { resolveModel } from '../lib/models/resolve.js';
 import { localKey, ModelStore } from '../lib/models/store.js';
+import { LLM } from '../lib/llm.js';
 import { buildApp } from '../lib/server/app.js';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { fixtureModel } from './helpers/fixtures.js';
@@ -36,7 +37,9 @@ const models: Record<string, ReturnType<typeof layersOf>> = {
   'library/tiny:other': layersOf({ model: gguf }),
   'library/corrupt:latest': layersOf({ model: randomBytes(20_000) }),  // its own bytes: the server corrupts them
   'library/badtext:latest': layersOf({ model: gguf, template: Buffer.from('x') }),
+  'library/slow:latest': layersOf({ model: randomBytes(2_000_000) }),  // its CDN blob trickles
 };
+const slowDigest = models['library/slow:latest'][0].digest;
 const corruptDigest = models['library/corrupt:latest'][0].digest;
 const badTextDigest = models['library/badtext:latest'][1].digest;
 const log: string[] = [];
@@ -48,7 +51,18 @@ const server = createServer((req, res) => {
   if (cdn) {
     let b = blobOf(cdn[1])!;
     if (cdn[1] === corruptDigest) b = Buffer.concat([b.subarray(0, 100), Buffer.from([b[100] ^ 1]), b.subarray(101)]);
-    res.writeHead(200, { 'content-length': b.length }).end(b);
+    res.writeHead(200, { 'content-length': b.length });
+    if (cdn[1] !== slowDigest) return void res.end(b);
+    let at = 0; // 20 KB every 20 ms: 2 s for the whole blob
+    const tick = setInterval(() => {
+      if (res.destroyed || at >= b.length) {
+        clearInterval(tick);
+        if (!res.destroyed) res.end();
+        return;
+      }
+      res.write(b.subarray(at, at + 20_000));
+      at += 20_000;
+    }, 20);
     return;
   }
   if (!m) return void res.writeHead(404).end();
@@ -156,4 +170,28 @@ t.test('POST /api/pull with an Ollama name (runner mode): NDJSON progress with t
   const missing = await app.inject({ method: 'POST', url: '/api/pull', payload: { model: 'nope', stream: false } });
   t.equal(missing.statusCode, 404);
   t.match(missing.json(), { error: /pull: nope:latest was not found in Ollama's registry/ });
+});
+
+t.test('LLM({ model: name }) pulls the name before loading; close() during the pull cancels it', async (t) => {
+  const home = mkdtempSync(join(tmpdir(), 'spindle-ollama-llm-'));
+  const saved = { home: process.env.SPINDLE_HOME, reg: process.env.OLLAMA_REGISTRY };
+  process.env.SPINDLE_HOME = home;
+  process.env.OLLAMA_REGISTRY = REGISTRY;
+  t.teardown(() => {
+    process.env.SPINDLE_HOME = saved.home;
+    process.env.OLLAMA_REGISTRY = saved.reg;
+    if (saved.home === undefined) delete process.env.SPINDLE_HOME;
+    if (saved.reg === undefined) delete process.env.OLLAMA_REGISTRY;
+  });
+  const llm = new LLM({ model: 'slow', threads: 1 });
+  const ready = llm.ready().then(() => null, (e: Error) => e);
+  while (!log.includes(`GET /cdn/${slowDigest}`)) await new Promise((r) => setTimeout(r, 10));
+  await llm.close();
+  const err = await ready;
+  t.match(err, { name: 'DownloadError', code: 'interrupted', message: /was cancelled/ }, 'the pull stopped with the engine');
+  t.equal(new ModelStore(home).read(localKey(null, 'slow', 'latest')), null, 'nothing written');
+  const tiny = new LLM({ model: 'tiny', threads: 1, maxModelLen: 64 });
+  t.teardown(() => tiny.close());
+  const [out] = await tiny.generate('Hi', { temperature: 0, maxTokens: 2, ignoreEos: true });
+  t.equal(out.outputs[0].tokenIds.length, 2, 'a name the store lacks: pulled, loaded, generating');
 });
