@@ -40,7 +40,10 @@ t.test('references parse as paths, hub references and names; bad names are refus
   t.match(parseModelRef('huggingface.co/org/repo'), { kind: 'hub', quant: null });
   t.match(parseModelRef('org/repo:Q8_0'), { kind: 'name', hubRepo: 'org/repo', tag: 'Q8_0', explicitTag: true });
   t.match(parseModelRef('mymodel'), { kind: 'name', namespace: null, name: 'mymodel', tag: 'latest' });
-  for (const bad of ['bad name', 'a/b/c', 'x:bad tag', 'hf.co/onlyorg', '-leading', 'a..b']) {
+  t.same(parseModelRef('registry.ollama.ai/library/llama3.2:1b'), { kind: 'name', namespace: null, name: 'llama3.2', tag: '1b', hubRepo: null, explicitTag: true });
+  t.same(parseModelRef('ollama.com/someone/model'), { kind: 'name', namespace: 'someone', name: 'model', tag: 'latest', hubRepo: null, explicitTag: false },
+    "an Ollama registry name with a namespace: never a hub reference");
+  for (const bad of ['bad name', 'a/b/c', 'x:bad tag', 'hf.co/onlyorg', '-leading', 'a..b', 'registry.ollama.ai/a/b/c']) {
     t.throws(() => parseModelRef(bad), ModelRefError, bad);
   }
 });

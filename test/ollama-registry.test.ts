@@ -142,6 +142,9 @@ t.test('`spindle pull tiny` pulls from the registry; org/repo names stay hub ref
   t.equal(await pullMain(['tiny'], { stdout: sink, stderr: sink }), 0);
   t.match(out, /success: tiny:latest \(model\.gguf, from Ollama's registry\)/);
   t.match(new ModelStore(home).read(localKey(null, 'tiny', 'latest')), { system: 'You are terse.' });
+  out = '';
+  t.equal(await pullMain(['registry.ollama.ai/library/tiny:other'], { stdout: sink, stderr: sink }), 0, 'the registry named in full');
+  t.match(out, /success: tiny:other/);
 });
 
 t.test('POST /api/pull with an Ollama name (runner mode): NDJSON progress with the digest, then the model serves', async (t) => {

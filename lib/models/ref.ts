@@ -2,7 +2,9 @@
 //   a GGUF path ('./m.gguf', '/abs/m.gguf', anything ending in .gguf or naming an existing file);
 //   a hub reference 'hf.co/<org>/<repo>[:<quant>]' (also 'huggingface.co/...');
 //   a name '<name>[:<tag>]' or '<namespace>/<name>[:<tag>]' from the local store, where '<org>/<repo>[:<quant>]'
-//   not in the store is a hub reference (as Ollama resolves 'hf.co' names and llama.cpp's -hf takes 'org/repo').
+//   not in the store is a hub reference (as Ollama resolves 'hf.co' names and llama.cpp's -hf takes 'org/repo');
+//   'registry.ollama.ai/[<namespace>/]<name>[:<tag>]' (also 'ollama.com/...') is an Ollama registry name, namespaced
+//   or not (never a hub reference).
 // Invariant: parseModelRef never touches the network; it throws a ModelRefError naming the rule a bad
 // reference breaks (Ollama's name and tag rules).
 import { existsSync, statSync } from 'node:fs';
@@ -49,6 +51,15 @@ export function parseModelRef(ref: string): ModelRef {
   if (typeof ref !== 'string' || ref.trim() === '') throw new ModelRefError('a model reference must be a non-empty string');
   const s = ref.trim();
   if (looksLikePath(s)) return { kind: 'path', path: s };
+  const registry = /^(?:https?:\/\/)?(?:registry\.ollama\.ai|(?:www\.)?ollama\.com)\/(.+)$/i.exec(s);
+  if (registry) {
+    const { base, tag } = splitTag(registry[1], ref);
+    const parts = base.split('/');
+    if (parts.length > 2) throw new ModelRefError(`'${ref}': an Ollama registry name is registry.ollama.ai/[<namespace>/]<name>[:<tag>]`);
+    parts.forEach((p, i) => checkPart(parts.length === 2 && i === 0 ? 'namespace' : 'name', p, ref));
+    const [namespace, name] = parts.length === 2 ? parts : ['library', parts[0]];
+    return { kind: 'name', namespace: namespace.toLowerCase() === 'library' ? null : namespace, name, tag: tag ?? 'latest', hubRepo: null, explicitTag: tag !== null };
+  }
   const hub = /^(?:https?:\/\/)?(?:hf\.co|huggingface\.co)\/(.+)$/i.exec(s);
   if (hub) {
     const { base, tag } = splitTag(hub[1], ref);
