@@ -89,7 +89,8 @@ t.test('pull by Ollama name: the model as a verified blob (through the redirect)
   const store = freshStore();
   const files: string[] = [];
   const m = await pullOllama(store, null, 'tiny', 'latest', { env, onFiles: (fs) => fs.forEach((f) => files.push(`${f.file} ${f.sha256}`)) });
-  t.same(files, [`model.gguf ${sha(gguf)}`]);
+  t.same(files.slice(0, 1), [`model.gguf ${sha(gguf)}`]);
+  t.equal(files.length, 6, 'the model, then the template, system, params and two license layers');
   t.match(m, { name: 'tiny:latest', template: TEMPLATE, system: 'You are terse.', parameters: { temperature: 0.25, stop: ['<|user|>'] },
     license: ['LICENSE A', 'POLICY B'], mmproj: null, source: /^ollama:127\.0\.0\.1:\d+\/library\/tiny:latest$/ });
   t.same(m.model, { digest: `sha256-${sha(gguf)}`, size: gguf.length, file: 'model.gguf' });
@@ -162,6 +163,12 @@ t.test('POST /api/pull with an Ollama name (runner mode): NDJSON progress with t
   t.ok(lines.some((l) => l.digest === `sha256:${sha(gguf)}` && l.status === `pulling ${sha(gguf).slice(0, 12)}` && l.completed === gguf.length),
     'a progress line names the model layer by digest');
   t.same(lines.at(-1), { status: 'success' });
+  const layerLines = lines.filter((l) => typeof l.digest === 'string' && l.completed === l.total).map((l) => l.digest);
+  t.equal(new Set(layerLines).size, 6, 'every layer (the model, the template, system, params and two licenses): a complete line with its digest');
+  const again = await app.inject({ method: 'POST', url: '/api/pull', payload: { model: 'tiny' } });
+  const againDigests = new Set(again.body.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => typeof l.digest === 'string' && l.completed === l.total).map((l) => l.digest));
+  t.ok(againDigests.has(`sha256:${sha(gguf)}`), 'pulled again: the model already there still gets its line, complete');
   const tags = (await app.inject({ method: 'GET', url: '/api/tags' })).json() as { models: { name: string }[] };
   t.ok(tags.models.some((m) => m.name === 'tiny:latest'));
   const show = (await app.inject({ method: 'POST', url: '/api/show', payload: { model: 'tiny' } })).json() as Record<string, unknown>;

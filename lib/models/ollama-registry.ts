@@ -11,6 +11,7 @@
 // DownloadError naming the model; the failures of reading the manifest (the name unknown, the registry unreachable)
 // are RegistryManifestErrors, so callers can tell them from a download's.
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { ensureBlob, type Progress } from './download.js';
 import { HubError, hubFetch, type HubConfig } from './hub-client.js';
 import { localKey, ModelStore, type Manifest, type ManifestFile } from './store.js';
@@ -18,7 +19,8 @@ import { localKey, ModelStore, type Manifest, type ManifestFile } from './store.
 export interface OllamaPullOptions {
   env?: NodeJS.ProcessEnv;
   onProgress?: Progress;
-  /** Called once the manifest is read: the files about to be pulled (display name, sha256), for progress lines. */
+  /** Called once the manifest is read: every layer about to be pulled (display name, sha256), for progress lines;
+   * each gets onProgress events, a layer already in the store (or a small text one) one 'done' event. */
   onFiles?: (files: { file: string; sha256: string }[]) => void;
   signal?: AbortSignal;
   freeBytes?: (dir: string) => number;
@@ -82,12 +84,18 @@ export async function pullOllama(store: ModelStore, namespace: string | null, na
   if (of('model').length !== 1) throw new HubError('bad_response', `${shown}: the registry's manifest has ${of('model').length} model layers (one is needed)`);
   const hex = (l: Layer): string => l.digest.slice('sha256:'.length);
   const blobLayers = Object.keys(BLOBS).flatMap((k) => of(k).slice(0, 1).map((l) => ({ kind: k, layer: l })));
-  opts.onFiles?.(blobLayers.map(({ kind, layer }) => ({ file: BLOBS[kind], sha256: hex(layer) })));
+  const textLayers = layers.filter((l) => ['template', 'system', 'params', 'messages'].some((k) => l === of(k)[0]) ||
+    l.mediaType === LAYER + 'license');
+  const textName = (l: Layer): string => `${l.mediaType.slice(LAYER.length)} ${hex(l).slice(0, 12)}`;
+  opts.onFiles?.([...blobLayers.map(({ kind, layer }) => ({ file: BLOBS[kind], sha256: hex(layer) })),
+    ...textLayers.map((l) => ({ file: textName(l), sha256: hex(l) }))]);
   const blob = async (kind: string): Promise<ManifestFile | null> => {
     const l = of(kind)[0];
     if (!l) return null;
+    const had = existsSync(store.blobPath(`sha256-${hex(l)}`));
     await ensureBlob(store.blobs, `${repo}/blobs/${l.digest}`, BLOBS[kind], l.size, hex(l),
       { cfg, onProgress: opts.onProgress, signal: opts.signal, freeBytes: opts.freeBytes });
+    if (had) opts.onProgress?.({ file: BLOBS[kind], done: l.size, total: l.size, phase: 'done' });
     return { digest: `sha256-${hex(l)}`, size: l.size, file: BLOBS[kind] };
   };
   const text = async (l: Layer): Promise<string> => {
@@ -98,6 +106,7 @@ export async function pullOllama(store: ModelStore, namespace: string | null, na
     if (createHash('sha256').update(bytes).digest('hex') !== hex(l)) {
       throw new HubError('bad_response', `${shown}: its ${l.mediaType.slice(LAYER.length)} layer does not match its sha256 digest`);
     }
+    opts.onProgress?.({ file: textName(l), done: l.size, total: l.size, phase: 'done' });
     return bytes.toString('utf8');
   };
   const json = async (kind: string): Promise<unknown> => {
