@@ -12,30 +12,18 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_features.h"
 #include "harness.h"
+#include "kv_store_pair.h"
 
 using namespace spindle;
+using kv_store_test::shape;
 
 namespace {
-
-struct shape {
-  int32_t n_head, n_head_kv, dk, dv;
-  int64_t n_past, n_tokens;
-};
 
 // Random q / K / V (K / V rows padded past n_head_kv * head_dim); q scaled up so some softmax rows are sharp.
 struct attn_data {
   attention_params p;
   std::vector<float> q, k, v;
-  attn_data(const shape& s, uint32_t seed) {
-    p.n_head = s.n_head;
-    p.n_head_kv = s.n_head_kv;
-    p.head_dim_k = s.dk;
-    p.head_dim_v = s.dv;
-    p.n_past = s.n_past;
-    p.n_tokens = s.n_tokens;
-    p.k_row_stride = (int64_t)s.n_head_kv * s.dk + 3;
-    p.v_row_stride = (int64_t)s.n_head_kv * s.dv + 5;
-    p.scale = 1.0f / std::sqrt((float)s.dk);
+  attn_data(const shape& s, uint32_t seed) : p(kv_store_test::params_of(s, 3, 5)) {
     std::mt19937 g(seed);
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
     const int64_t n_pos = s.n_past + s.n_tokens;

@@ -1,4 +1,5 @@
-// Shared by the K / V store type tests (attention_kv16_test.cpp, attention_kvq8_test.cpp): attention shapes, a paged
+// Shared by the K / V store type tests (attention_kv16_test.cpp, attention_kvq8_test.cpp; the shapes and their
+// parameters by attention_tiled_test.cpp too): attention shapes, a paged
 // store of a type written through store_kv beside the f32 store of the values it holds, and the per-item kernel
 // check (a kernel over the typed rows == the same kernel over the f32 rows, bitwise). stored_value reads a store
 // with plain arithmetic (fp16.h's conversions; q8_0's scale x int8), sharing nothing with the kernels' readers.
