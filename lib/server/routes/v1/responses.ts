@@ -154,22 +154,29 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       return done;
     };
 
+    /** The request's deltas into `assembler` up to the finishing one: the finished response (null if none came). */
+    const generate = async (assembler: OutputAssembler, onDelta?: () => void): Promise<Record<string, unknown> | null> => {
+      const outputIds: number[] = [];
+      for await (const d of job.deltas(r)) {
+        onDelta?.();
+        outputIds.push(...d.tokenIds);
+        assembler.push(d.text);
+        if (d.finishReason !== null) {
+          assembler.finish(d.finishReason !== 'stop');
+          return finished(assembler, d.finishReason, outputIds);
+        }
+      }
+      return null;
+    };
+
     if (background) {
       // answered now; generated on, the output so far visible to GET, until it ends (stored whatever the end)
       const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
-      const outputIds: number[] = [];
       let status = 'queued';
       const work = (async (): Promise<Record<string, unknown>> => {
         try {
-          for await (const d of job.deltas(r)) {
-            status = 'in_progress';
-            outputIds.push(...d.tokenIds);
-            assembler.push(d.text);
-            if (d.finishReason !== null) {
-              assembler.finish(d.finishReason !== 'stop');
-              return finished(assembler, d.finishReason, outputIds);
-            }
-          }
+          const done = await generate(assembler, () => { status = 'in_progress'; });
+          if (done) return done;
           throw new Error('the generation ended without a finish reason');
         } catch (e) {
           const err = toApiError(e);
@@ -213,20 +220,12 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     let seq = 0;
     const emit: Emit = (type, fields) => sse.event(type, { type, sequence_number: seq++, ...fields });
     const assembler = new OutputAssembler(tools?.parser ?? null, emit, reasoning);
-    const outputIds: number[] = [];
     try {
       if (storeIt) active.set(id, { snapshot: () => response('in_progress', structuredClone(assembler.items)), cancel: null });
       emit('response.created', { response: response('in_progress', []) });
       emit('response.in_progress', { response: response('in_progress', []) });
-      for await (const d of job.deltas(r)) {
-        outputIds.push(...d.tokenIds);
-        assembler.push(d.text);
-        if (d.finishReason !== null) {
-          assembler.finish(d.finishReason !== 'stop');
-          const done = finished(assembler, d.finishReason, outputIds);
-          emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
-        }
-      }
+      const done = await generate(assembler);
+      if (done) emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
     } catch (e) {
       job.abort();
       const err = toApiError(e);
