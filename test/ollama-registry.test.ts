@@ -5,7 +5,7 @@
 // (resolveModel, as `ollama run`); an unknown name is not_found, a corrupted
 // model blob or text layer fails verification with the store unchanged; `spindle pull llama3.2`, and POST /api/pull
 // in runner mode (NDJSON progress with the layers' digests), then the model serves with its Modelfile settings.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -85,6 +85,19 @@ const REGISTRY = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 const env = { OLLAMA_REGISTRY: REGISTRY };
 const freshStore = () => new ModelStore(mkdtempSync(join(tmpdir(), 'spindle-ollama-pull-')));
 
+/** SPINDLE_HOME = home and OLLAMA_REGISTRY = the local registry for one test (what the CLI and LLM read), restored after. */
+function useStoreAndRegistry(t: Test, home: string): void {
+  const saved = { SPINDLE_HOME: process.env.SPINDLE_HOME, OLLAMA_REGISTRY: process.env.OLLAMA_REGISTRY };
+  process.env.SPINDLE_HOME = home;
+  process.env.OLLAMA_REGISTRY = REGISTRY;
+  t.teardown(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+}
+
 t.test('pull by Ollama name: the model as a verified blob (through the redirect), the other layers as settings', async (t) => {
   const store = freshStore();
   const files: string[] = [];
@@ -127,17 +140,9 @@ t.test('unknown names, corrupted blobs and layers: clear errors, nothing written
   await t.rejects(pullOllama(store, null, 'tiny', 'latest', { env: { OLLAMA_REGISTRY: 'http://127.0.0.1:1' } }), { code: 'network' });
 });
 
-t.test('`spindle pull tiny` pulls from the registry; org/repo names stay hub references', async (t) => {
+t.test('`spindle pull tiny` and `spindle pull registry.ollama.ai/library/tiny:other` pull from the registry', async (t) => {
   const home = mkdtempSync(join(tmpdir(), 'spindle-ollama-cli-'));
-  const saved = { home: process.env.SPINDLE_HOME, reg: process.env.OLLAMA_REGISTRY };
-  process.env.SPINDLE_HOME = home;
-  process.env.OLLAMA_REGISTRY = REGISTRY;
-  t.teardown(() => {
-    process.env.SPINDLE_HOME = saved.home;
-    process.env.OLLAMA_REGISTRY = saved.reg;
-    if (saved.home === undefined) delete process.env.SPINDLE_HOME;
-    if (saved.reg === undefined) delete process.env.OLLAMA_REGISTRY;
-  });
+  useStoreAndRegistry(t, home);
   let out = '';
   const sink = new Writable({ write(c, _e, cb) { out += String(c); cb(); } });
   t.equal(await pullMain(['tiny'], { stdout: sink, stderr: sink }), 0);
@@ -184,15 +189,7 @@ t.test('POST /api/pull with an Ollama name (runner mode): NDJSON progress with t
 
 t.test('LLM({ model: name }) pulls the name before loading; close() during the pull cancels it', async (t) => {
   const home = mkdtempSync(join(tmpdir(), 'spindle-ollama-llm-'));
-  const saved = { home: process.env.SPINDLE_HOME, reg: process.env.OLLAMA_REGISTRY };
-  process.env.SPINDLE_HOME = home;
-  process.env.OLLAMA_REGISTRY = REGISTRY;
-  t.teardown(() => {
-    process.env.SPINDLE_HOME = saved.home;
-    process.env.OLLAMA_REGISTRY = saved.reg;
-    if (saved.home === undefined) delete process.env.SPINDLE_HOME;
-    if (saved.reg === undefined) delete process.env.OLLAMA_REGISTRY;
-  });
+  useStoreAndRegistry(t, home);
   const llm = new LLM({ model: 'slow', threads: 1 });
   const ready = llm.ready().then(() => null, (e: Error) => e);
   while (!log.includes(`GET /cdn/${slowDigest}`)) await new Promise((r) => setTimeout(r, 10));
