@@ -50,6 +50,26 @@ inline int64_t kv_bytes(kv_type t, int64_t n) {
   }
   return 4 * n;
 }
+// The API's name of a K / V store type (--dtype / kvCacheDtype spelling: float32, float16, bfloat16, q8_0), and back
+// (false for another name, e.g. "auto").
+inline const char* kv_type_name(kv_type t) {
+  switch (t) {
+    case kv_type::f16: return "float16";
+    case kv_type::bf16: return "bfloat16";
+    case kv_type::q8_0: return "q8_0";
+    case kv_type::f32: break;
+  }
+  return "float32";
+}
+inline bool kv_type_of_name(const std::string& name, kv_type* t) {
+  for (kv_type k : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0}) {
+    if (name == kv_type_name(k)) {
+      *t = k;
+      return true;
+    }
+  }
+  return false;
+}
 // Floats of backend memory that n values of type t take (alloc_f32 sizes a store by this).
 inline int64_t kv_store_floats(kv_type t, int64_t n) { return (kv_bytes(t, n) + 3) / 4; }
 

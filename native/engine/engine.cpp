@@ -108,10 +108,7 @@ static model_info describe(const model& m, int32_t max_model_len) {
   info.n_embd = hp.n_embd;
   info.max_model_len = max_model_len;
   info.device = m.device_name();
-  info.kv_dtype = m.kv_dtype() == kv_type::f16    ? "float16"
-                  : m.kv_dtype() == kv_type::bf16 ? "bfloat16"
-                  : m.kv_dtype() == kv_type::q8_0 ? "q8_0"
-                                                  : "float32";
+  info.kv_dtype = kv_type_name(m.kv_dtype());
   return info;
 }
 

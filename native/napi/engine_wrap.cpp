@@ -93,25 +93,15 @@ engine_wrap::engine_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<engi
     auto* boxed = new engine_event(std::move(ev));
     if (tsfn.NonBlockingCall(boxed) != napi_ok) delete boxed;  // only while the environment shuts down
   };
-  const int threads = opts.threads;
-  const std::string device = opts.device;
-  // --dtype float16 / bfloat16: 16-bit K / V stores where the backend has them; auto: the device's default
-  // (model::want_kv_dtype_auto: float16 on the CPU and on a GPU)
-  const kv_type kv = opts.dtype == "float16"    ? kv_type::f16
-                    : opts.dtype == "bfloat16" ? kv_type::bf16
-                    : opts.dtype == "q8_0"     ? kv_type::q8_0
-                                               : kv_type::f32;
-  const bool kv_auto = opts.dtype == "auto", step_graphs = !opts.enforce_eager;
-  auto loader_of = [threads, device, kv, kv_auto, step_graphs](std::string file) {
-    return [file, threads, device, kv, kv_auto, step_graphs]() -> std::shared_ptr<model> {
-      model_options mo;
-      mo.threads = threads;
-      mo.device = device;
-      mo.kv = kv;
-      mo.kv_auto = kv_auto;
-      mo.step_graphs = step_graphs;
-      return std::shared_ptr<model>(model::load(file, mo));
-    };
+  // the model's and the draft's load options; dtype: the K / V store type (kv_type_name's), or auto: the device's
+  // default (model::want_kv_dtype_auto: float16 on the CPU and on a GPU)
+  model_options mo;
+  mo.threads = opts.threads;
+  mo.device = opts.device;
+  mo.kv_auto = !kv_type_of_name(opts.dtype, &mo.kv);
+  mo.step_graphs = !opts.enforce_eager;
+  auto loader_of = [mo](std::string file) {
+    return [file, mo]() -> std::shared_ptr<model> { return std::shared_ptr<model>(model::load(file, mo)); };
   };
   engine_options eo = opts.engine;
   if (!opts.draft_model.empty()) eo.draft_loader = loader_of(opts.draft_model);
