@@ -75,3 +75,15 @@ export function parseModelRef(ref: string): ModelRef {
   const [namespace, name] = parts.length === 2 ? parts : [null, parts[0]];
   return { kind: 'name', namespace, name, tag: tag ?? 'latest', hubRepo: parts.length === 2 ? base : null, explicitTag: tag !== null };
 }
+
+/** What a reference pulls: a hub repository and quantization, or an Ollama registry name. */
+export type PullTarget =
+  | { kind: 'hub'; repo: string; quant: string | null }
+  | { kind: 'ollama'; namespace: string | null; name: string; tag: string };
+
+/** The pull a (non-path) reference names: hub references and '<org>/<repo>' names the hub, other names the registry. */
+export function pullTargetOf(r: Exclude<ModelRef, { kind: 'path' }>): PullTarget {
+  if (r.kind === 'hub') return { kind: 'hub', repo: r.repo, quant: r.quant };
+  if (r.hubRepo) return { kind: 'hub', repo: r.hubRepo, quant: r.explicitTag ? r.tag : null };
+  return { kind: 'ollama', namespace: r.namespace, name: r.name, tag: r.tag };
+}

@@ -10,7 +10,7 @@ import { hubConfig, type HubConfig } from './hub-client.js';
 import type { Progress } from './download.js';
 import { pullOllama, RegistryManifestError } from './ollama-registry.js';
 import { pullHub } from './pull.js';
-import { ModelRefError, parseModelRef } from './ref.js';
+import { ModelRefError, parseModelRef, pullTargetOf } from './ref.js';
 import { hubKey, localKey, userStore, type ModelStore, type Manifest } from './store.js';
 
 export interface ResolvedModel {
@@ -46,22 +46,22 @@ export async function resolveModel(ref: string, opts: ResolveOptions = {}): Prom
   if (r.kind === 'name') {
     const m = store.read(localKey(r.namespace, r.name, r.tag));
     if (m && store.complete(m)) return fromManifest(store, m);
-    if (!r.hubRepo) {
-      const missing = (why: string): ModelRefError =>
-        new ModelRefError(`model '${ref}' is not in the store (${store.home})${why}; pull it, create it from a Modelfile, or give a .gguf path`);
-      if (opts.pull === false) throw missing('');
-      try {
-        return fromManifest(store, await pullOllama(store, r.namespace, r.name, r.tag, { env: opts.env, onProgress: opts.onProgress, signal: opts.signal }));
-      } catch (e) {
-        if (e instanceof RegistryManifestError) {
-          throw missing(e.code === 'not_found' ? ` nor in Ollama's registry (${e.message})` : `, and ${e.message}`);
-        }
-        throw e;
+  }
+  const target = pullTargetOf(r);
+  if (target.kind === 'ollama') {
+    const missing = (why: string): ModelRefError =>
+      new ModelRefError(`model '${ref}' is not in the store (${store.home})${why}; pull it, create it from a Modelfile, or give a .gguf path`);
+    if (opts.pull === false) throw missing('');
+    try {
+      return fromManifest(store, await pullOllama(store, target.namespace, target.name, target.tag, { env: opts.env, onProgress: opts.onProgress, signal: opts.signal }));
+    } catch (e) {
+      if (e instanceof RegistryManifestError) {
+        throw missing(e.code === 'not_found' ? ` nor in Ollama's registry (${e.message})` : `, and ${e.message}`);
       }
+      throw e;
     }
   }
-  const repo = r.kind === 'hub' ? r.repo : r.hubRepo!;
-  const quant = r.kind === 'hub' ? r.quant : r.explicitTag ? r.tag : null;
+  const { repo, quant } = target;
   const pulled = store.read(hubKey(repo, quant));
   if (pulled && store.complete(pulled)) return fromManifest(store, pulled);
   if (opts.pull === false) throw new ModelRefError(`model '${ref}' has not been pulled (spindle pull ${ref})`);

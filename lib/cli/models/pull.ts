@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { pullOllama } from '../../models/ollama-registry.js';
 import { pullHub } from '../../models/pull.js';
 import { hubConfig } from '../../models/hub-client.js';
-import { ModelRefError, parseModelRef } from '../../models/ref.js';
+import { ModelRefError, parseModelRef, pullTargetOf } from '../../models/ref.js';
 import type { CommandIo } from '../io.js';
 import { openStore, reportError } from './common.js';
 import { progressPrinter } from './progress.js';
@@ -30,15 +30,12 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
   try {
     const r = parseModelRef(positionals[0]);
     if (r.kind === 'path') throw new ModelRefError(`'${positionals[0]}' is a file path; pull takes a hub reference (hf.co/<org>/<repo>[:<quant>])`);
-    if (r.kind === 'name' && !r.hubRepo) {
-      const m = await pullOllama(openStore(), r.namespace, r.name, r.tag, { onProgress: progressPrinter(io) });
-      io.stdout.write(`success: ${m.name} (${m.model.file}${m.mmproj ? ` + ${m.mmproj.file}` : ''}, from Ollama's registry)\n`);
-      return 0;
-    }
-    const repo = r.kind === 'hub' ? r.repo : r.hubRepo!;
-    const quant = r.kind === 'hub' ? r.quant : r.explicitTag ? r.tag : null;
-    const m = await pullHub(openStore(), repo, quant, { cfg: hubConfig(), onProgress: progressPrinter(io) });
-    io.stdout.write(`success: ${m.name} (${m.model.file}${m.mmproj ? ` + ${m.mmproj.file}` : ''})\n`);
+    const target = pullTargetOf(r);
+    const m = target.kind === 'ollama'
+      ? await pullOllama(openStore(), target.namespace, target.name, target.tag, { onProgress: progressPrinter(io) })
+      : await pullHub(openStore(), target.repo, target.quant, { cfg: hubConfig(), onProgress: progressPrinter(io) });
+    const from = target.kind === 'ollama' ? ", from Ollama's registry" : '';
+    io.stdout.write(`success: ${m.name} (${m.model.file}${m.mmproj ? ` + ${m.mmproj.file}` : ''}${from})\n`);
     return 0;
   } catch (e) {
     return reportError(e, io, 'pull');

@@ -11,15 +11,13 @@ import { DownloadError, type Progress } from '../../../models/download.js';
 import { HubError, hubConfig, listRepoFiles } from '../../../models/hub-client.js';
 import { pullOllama } from '../../../models/ollama-registry.js';
 import { pullHub } from '../../../models/pull.js';
-import { ModelRefError, parseModelRef } from '../../../models/ref.js';
+import { ModelRefError, parseModelRef, pullTargetOf, type PullTarget } from '../../../models/ref.js';
 import type { ModelStore } from '../../../models/store.js';
 import { ApiError, badRequest } from '../../api-error.js';
 import { SseStream } from '../../sse.js';
 import { ollamaPullSchema } from './schemas.js';
 
 const PROGRESS_EVERY_MS = 100;
-
-type PullTarget = { kind: 'hub'; repo: string; quant: string | null } | { kind: 'ollama'; namespace: string | null; name: string; tag: string };
 
 /** The hub repository and quantization, or the Ollama name, a pull names; or a 400. */
 function pullTarget(name: string): PullTarget {
@@ -30,9 +28,7 @@ function pullTarget(name: string): PullTarget {
     if (e instanceof ModelRefError) throw badRequest(`model: ${e.message}`, 'model');
     throw e;
   }
-  if (r.kind === 'hub') return { kind: 'hub', repo: r.repo, quant: r.quant };
-  if (r.kind === 'name' && r.hubRepo) return { kind: 'hub', repo: r.hubRepo, quant: r.explicitTag ? r.tag : null };
-  if (r.kind === 'name') return { kind: 'ollama', namespace: r.namespace, name: r.name, tag: r.tag };
+  if (r.kind !== 'path') return pullTargetOf(r);
   throw badRequest(`model: '${name}' is a file path; this server pulls GGUF models from the Hugging Face hub ` +
     "(hf.co/<org>/<repo>[:<quant>] or <org>/<repo>[:<quant>]) and Ollama's registry (<name>[:<tag>])", 'model', 'invalid_value');
 }
