@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { ensureBlob, type Progress } from './download.js';
 import { HubError, hubFetch, type HubConfig } from './hub-client.js';
+import { LAYER, ollamaSettings } from './ollama-store.js';
 import { localKey, ModelStore, type Manifest, type ManifestFile } from './store.js';
 
 export interface OllamaPullOptions {
@@ -37,7 +38,6 @@ export class RegistryManifestError extends HubError {}
 
 interface Layer { mediaType: string; digest: string; size: number }
 
-const LAYER = 'application/vnd.ollama.image.';
 const BLOBS: Record<string, string> = { model: 'model.gguf', projector: 'mmproj.gguf', adapter: 'adapter.gguf' };
 
 function layersOf(body: unknown, what: string): Layer[] {
@@ -84,8 +84,8 @@ export async function pullOllama(store: ModelStore, namespace: string | null, na
   if (of('model').length !== 1) throw new HubError('bad_response', `${shown}: the registry's manifest has ${of('model').length} model layers (one is needed)`);
   const hex = (l: Layer): string => l.digest.slice('sha256:'.length);
   const blobLayers = Object.keys(BLOBS).flatMap((k) => of(k).slice(0, 1).map((l) => ({ kind: k, layer: l })));
-  const textLayers = layers.filter((l) => ['template', 'system', 'params', 'messages'].some((k) => l === of(k)[0]) ||
-    l.mediaType === LAYER + 'license');
+  const textLayers = [...['template', 'system', 'params', 'messages'].map((k) => of(k)[0]), ...of('license')]
+    .filter((l): l is Layer => l !== undefined);
   const textName = (l: Layer): string => `${l.mediaType.slice(LAYER.length)} ${hex(l).slice(0, 12)}`;
   opts.onFiles?.([...blobLayers.map(({ kind, layer }) => ({ file: BLOBS[kind], sha256: hex(layer) })),
     ...textLayers.map((l) => ({ file: textName(l), sha256: hex(l) }))]);
@@ -119,20 +119,15 @@ export async function pullOllama(store: ModelStore, namespace: string | null, na
       throw new HubError('bad_response', `${shown}: its ${kind} layer is not JSON`);
     }
   };
-  const template = of('template')[0] ? await text(of('template')[0]) : null;
-  const system = of('system')[0] ? await text(of('system')[0]) : null;
-  const params = await json('params');
-  const messages = await json('messages');
-  const license = await Promise.all(of('license').map(text));
+  const textOf = async (kind: string): Promise<string | null> => (of(kind)[0] ? text(of(kind)[0]) : null);
+  const settings = ollamaSettings(await textOf('template'), await textOf('system'), await json('params'), await json('messages'),
+    await Promise.all(of('license').map(text)));
   const model = (await blob('model'))!;
   const mmproj = await blob('projector');
   const adapter = await blob('adapter');
   const manifest: Manifest = {
     schemaVersion: 1, name: shown, createdAt: new Date().toISOString(), source: `ollama:${new URL(base).host}/${ns}/${name}:${tag}`,
-    model, mmproj, ...(adapter ? { adapter } : {}), template, system,
-    ...(params && typeof params === 'object' && !Array.isArray(params) ? { parameters: params as Manifest['parameters'] } : {}),
-    ...(Array.isArray(messages) ? { messages: messages as Manifest['messages'] } : {}),
-    ...(license.length > 0 ? { license } : {}),
+    model, mmproj, ...(adapter ? { adapter } : {}), ...settings,
   };
   store.write(localKey(ns === 'library' ? null : ns, name, tag), manifest);
   return manifest;

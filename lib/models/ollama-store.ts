@@ -17,7 +17,19 @@ export function ollamaModelsDir(env: NodeJS.ProcessEnv = process.env): string | 
   return v ? v : null;
 }
 
-const LAYER = 'application/vnd.ollama.image.';
+/** The media type prefix of an Ollama model's layers (…model, …template, …params, …). */
+export const LAYER = 'application/vnd.ollama.image.';
+
+/** A manifest's settings from an Ollama model's text layers: params kept when a JSON object, messages when an array. */
+export function ollamaSettings(template: string | null, system: string | null, params: unknown, messages: unknown,
+  license: string[]): Pick<Manifest, 'template' | 'system' | 'parameters' | 'messages' | 'license'> {
+  return {
+    template, system,
+    ...(params && typeof params === 'object' && !Array.isArray(params) ? { parameters: params as Manifest['parameters'] } : {}),
+    ...(Array.isArray(messages) ? { messages: messages as Manifest['messages'] } : {}),
+    ...(license.length > 0 ? { license } : {}),
+  };
+}
 // Our key's host -> Ollama's manifest host directories (hub names pulled as hf.co/... or huggingface.co/...)
 const HOSTS: Record<StoreKey['host'], readonly string[]> = { local: ['registry.ollama.ai'], 'hf.co': ['hf.co', 'huggingface.co'] };
 
@@ -95,11 +107,7 @@ function readAt(dir: string, path: string, parts: [string, string, string, strin
     model,
     mmproj: asFile(layer('projector'), 'mmproj.gguf'),
     adapter: asFile(layer('adapter'), 'adapter.gguf'),
-    template: text('template'),
-    system: text('system'),
-    ...(params && typeof params === 'object' && !Array.isArray(params) ? { parameters: params as Manifest['parameters'] } : {}),
-    ...(Array.isArray(messages) ? { messages: messages as Manifest['messages'] } : {}),
-    ...(licenses.length > 0 ? { license: licenses } : {}),
+    ...ollamaSettings(text('template'), text('system'), params, messages, licenses),
   };
 }
 
