@@ -25,10 +25,7 @@ void attention_paged_check(const paged_attention_params& p) {
   if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16 && a.kv != kv_type::q8_0) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
   }
-  if (a.kv == kv_type::q8_0 && (a.head_dim_k % 32 != 0 || a.head_dim_v % 32 != 0 || a.k_row_stride % 32 != 0 ||
-                                a.v_row_stride % 32 != 0)) {
-    throw error("attention_paged: a q8_0 K / V store needs head dims and row strides that are multiples of 32");
-  }
+  attention_kv_blocks_check(a, "attention_paged");
   if (a.k_row_stride < (int64_t)a.n_head_kv * a.head_dim_k || a.v_row_stride < (int64_t)a.n_head_kv * a.head_dim_v) {
     throw error("attention_paged: row stride smaller than a KV row");
   }
@@ -46,6 +43,13 @@ void attention_paged_check(const paged_attention_params& p) {
       throw error("attention_paged: block id " + std::to_string(p.block_table[i]) + " out of range [0, " +
                   std::to_string(p.n_blocks) + ")");
     }
+  }
+}
+
+void attention_kv_blocks_check(const attention_params& a, const char* who) {
+  if (a.kv == kv_type::q8_0 && (a.head_dim_k % 32 != 0 || a.head_dim_v % 32 != 0 || a.k_row_stride % 32 != 0 ||
+                                a.v_row_stride % 32 != 0)) {
+    throw error(std::string(who) + ": a q8_0 K / V store needs head dims and row strides that are multiples of 32");
   }
 }
 

@@ -16,6 +16,7 @@
 #endif
 
 #include "backend/cpu/attention_bidir.h"
+#include "backend/cpu/attention_paged.h"
 #include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
@@ -276,10 +277,7 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     throw error("attention: invalid head counts or token range");
   }
   if (!p.causal && p.kv != kv_type::f32) throw error("attention: non-causal attention reads float32 K / V only");
-  if (p.kv == kv_type::q8_0 && (p.head_dim_k % 32 != 0 || p.head_dim_v % 32 != 0 || p.k_row_stride % 32 != 0 ||
-                                p.v_row_stride % 32 != 0)) {
-    throw error("attention: a q8_0 K / V store needs head dims and row strides that are multiples of 32");
-  }
+  attention_kv_blocks_check(p, "attention");
   if (avx2_) {
     attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
     return;
