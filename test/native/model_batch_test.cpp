@@ -91,6 +91,23 @@ std::vector<std::vector<float>> batched(model& m, kv_cache& kv, const std::vecto
   return out;
 }
 
+// A cache type's logits against the f32 cache's, 40 tokens each alone: max |dlogit| and the f32 logits' scale
+// (max |logit|), printed.
+struct logit_drift {
+  double d, scale;
+};
+logit_drift drift_from_f32(model& typed, model& f32, const char* what) {
+  const auto toks = seq_tokens(40, typed.hparams().n_vocab, 9);
+  const auto a = alone(typed, toks), b = alone(f32, toks);
+  logit_drift r{0, 0};
+  for (size_t i = 0; i < a.size(); ++i) {
+    r.d = std::max(r.d, (double)std::fabs(a[i] - b[i]));
+    r.scale = std::max(r.scale, (double)std::fabs(b[i]));
+  }
+  std::printf("  kv %s: max |dlogit| %.3g of logit scale %.3g\n", what, r.d, r.scale);
+  return r;
+}
+
 void check_batch_equals_alone(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32, int head_dim = 0) {
   auto l = load_arch(arch, type, kv, head_dim);
   model& m = *l->m;
@@ -287,18 +304,10 @@ TEST_CASE("model forward_batch: 16-bit KV caches (f16, bf16) keep batch invarian
     auto_kv.threads = 1;
     auto_kv.kv_auto = true;
     CHECK(model::load(l16->path, auto_kv)->kv_dtype() == kv_type::f16);
-    const auto toks = seq_tokens(40, l16->m->hparams().n_vocab, 9);
-    const auto a = alone(*l16->m, toks), b = alone(*l32->m, toks);
-    double d = 0, scale = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      d = std::max(d, (double)std::fabs(a[i] - b[i]));
-      scale = std::max(scale, (double)std::fabs(b[i]));
-    }
+    const logit_drift r = drift_from_f32(*l16->m, *l32->m, kv == kv_type::f16 ? "f16" : "bf16");
     // K / V rounded to 2^-11 (f16) / 2^-8 (bf16) relative: the logits move by about that much of their scale
-    const double tol = (kv == kv_type::f16 ? 2e-3 : 2e-2) * scale;
-    std::printf("  kv %s: max |dlogit| %.3g of logit scale %.3g\n", kv == kv_type::f16 ? "f16" : "bf16", d, scale);
-    CHECK(d < tol);
-    CHECK(d > 0);  // the cache really is 16-bit
+    CHECK(r.d < (kv == kv_type::f16 ? 2e-3 : 2e-2) * r.scale);
+    CHECK(r.d > 0);  // the cache really is 16-bit
   }
 }
 
@@ -308,17 +317,10 @@ TEST_CASE("model forward_batch: a q8_0 KV cache keeps batch invariance, near the
   auto q8 = load_arch("llama", ggml_type::F32, kv_type::q8_0, 32);
   auto f32 = load_arch("llama", ggml_type::F32, kv_type::f32, 32);
   CHECK(q8->m->kv_dtype() == kv_type::q8_0);
-  const auto toks = seq_tokens(40, q8->m->hparams().n_vocab, 9);
-  const auto a = alone(*q8->m, toks), b = alone(*f32->m, toks);
-  double d = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, (double)std::fabs(a[i] - b[i]));
-    scale = std::max(scale, (double)std::fabs(b[i]));
-  }
+  const logit_drift r = drift_from_f32(*q8->m, *f32->m, "q8_0");
   // each K / V value within half a step (amax / 254) of its block: about bf16's relative error
-  std::printf("  kv q8_0: max |dlogit| %.3g of logit scale %.3g\n", d, scale);
-  CHECK(d < 2e-2 * scale);
-  CHECK(d > 0);  // the cache really is quantized
+  CHECK(r.d < 2e-2 * r.scale);
+  CHECK(r.d > 0);  // the cache really is quantized
   CHECK(load_arch("llama", ggml_type::F32, kv_type::q8_0)->m->kv_dtype() == kv_type::f16);  // head dim 8
   CHECK(load_arch("llama", ggml_type::F32, kv_type::q8_0, 48)->m->kv_dtype() == kv_type::f16);
 }
