@@ -170,6 +170,15 @@ t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU and on t
   t.teardown(() => q8.close());
   await q8.ready();
   t.equal(q8.modelInfo.kvCacheDtype, 'float16', 'q8_0 with head dim 16: float16');
+  // fp8 (vLLM's / SGLang's kv_cache_dtype fp8, fp8_e4m3, fp8_e5m2): a byte per value, any head dim; it generates
+  for (const [asked, want] of [['fp8', 'fp8_e4m3'], ['fp8_e5m2', 'fp8_e5m2']] as const) {
+    const f8 = new LLM({ model: path, maxModelLen: 64, threads: 2, device: 'cpu', kvCacheDtype: asked });
+    t.teardown(() => f8.close());
+    await f8.ready();
+    t.equal(f8.modelInfo.kvCacheDtype, want, `kvCacheDtype ${asked}: ${want}`);
+    const [o] = await f8.generate('Hello', { temperature: 0, maxTokens: 4, ignoreEos: true });
+    t.equal(o.outputs[0].tokenIds.length, 4, `${want} cache: it generates`);
+  }
   t.throws(() => new LLM({ model: path, dtype: 'q8_0' as never }), /dtype must be one of auto, float16, half, bfloat16, float32 \(got q8_0\)/,
     'q8_0 is a cache type (kvCacheDtype), not a dtype');
   // enforceEager (vLLM's enforce_eager): CUDA step graphs off for this engine; the CPU has none, the same tokens

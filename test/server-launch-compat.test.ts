@@ -96,7 +96,9 @@ t.test('values Spindle cannot honour are refused by name, with what is allowed',
   for (const [args, want] of refused) t.throws(() => parse(['m.gguf', ...args]), want, args.join(' '));
   // values the engine options check (the same messages as LLM / Engine give): exit 2 from the command
   const engineOf = (args: string[]) => normalizeEngineOptions({ ...parse(['m.gguf', ...args]).engine, model: 'm.gguf' }, 'spindle serve');
-  t.throws(() => engineOf(['--kv-cache-dtype', 'fp8']), /kvCacheDtype must be one of auto, float16, half, bfloat16, float32, fp16, bf16, q8_0 \(got fp8; fp8 caches are not supported\)/);
+  t.throws(() => engineOf(['--kv-cache-dtype', 'fp8_inc']), /kvCacheDtype must be one of auto, float16, half, bfloat16, float32, fp16, bf16, q8_0, fp8, fp8_e4m3, fp8_e5m2 \(got fp8_inc\)/);
+  t.equal(engineOf(['--kv-cache-dtype', 'fp8']).kvCacheDtype, 'fp8_e4m3', "vLLM's fp8 is e4m3");
+  t.equal(engineOf(['--kv-cache-dtype', 'FP8_E5M2']).kvCacheDtype, 'fp8_e5m2');
   t.throws(() => engineOf(['--seed', '4294967296']), /seed must be an integer in \[0, 4294967295\]/);
   t.throws(() => engineOf(['--chat-template', '{% if %}']), /chatTemplate: the chat template does not parse/);
   t.throws(() => new LLM({ model: path, chatTemplate: '{% for %}' }), /the chat template does not parse/, 'LLM checks it at construction');

@@ -88,10 +88,11 @@ Flags (vLLM spelling first, SGLang alias after):
                                       on a GPU and on the CPU; auto is float16 (llama.cpp's default;
                                       a line says which at startup);
                                       activations are float32, weights keep their GGUF type
-  --kv-cache-dtype auto|float16|bfloat16|float32|q8_0   the KV cache type alone (fp16 / bf16 too;
-                                      auto: as --dtype says); q8_0 (llama.cpp's, 34 bytes per 32 values) on
-                                      the CPU for head dims that are multiples of 32, else float16; fp8 is
-                                      refused
+  --kv-cache-dtype auto|float16|bfloat16|float32|q8_0|fp8|fp8_e4m3|fp8_e5m2
+                                      the KV cache type alone (fp16 / bf16 too; auto: as --dtype says);
+                                      q8_0 (llama.cpp's, 34 bytes per 32 values) on the CPU for head dims
+                                      that are multiples of 32, else float16; fp8 (= fp8_e4m3) and
+                                      fp8_e5m2: a byte per value (vLLM's / SGLang's, scale 1)
   --pooling mean|cls|last             how /v1/embeddings and /api/embed pool the hidden states (llama.cpp's
                                       --pooling; default: the model file's pooling type, else last)
   --threads N                         engine threads (default ${availableParallelism()})

@@ -36,33 +36,39 @@ struct rope_params {
 };
 
 // Element type of a K / V store: f32, a 16-bit type that halves the cache (a value is rounded to nearest even
-// when stored), or q8_0 (llama.cpp's block_q8_0: 32 values as an f16 scale and 32 int8, 34 bytes; a value is
-// quantized when stored). Attention reads the stored values back exactly (f32 of the 16-bit value, scale x int8)
-// and computes in f32. Strides and offsets count values; q8_0 rows and heads are whole blocks (multiples of 32).
-enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3 };
+// when stored), an 8-bit float (fp8 e4m3 / e5m2, vLLM's and SGLang's fp8 caches at scale 1: rounded to nearest
+// even, saturating; cpu/fp8.h), or q8_0 (llama.cpp's block_q8_0: 32 values as an f16 scale and 32 int8, 34 bytes;
+// a value is quantized when stored). Attention reads the stored values back exactly (f32 of the 16- or 8-bit value,
+// scale x int8) and computes in f32. Strides and offsets count values; q8_0 rows and heads are whole blocks
+// (multiples of 32).
+enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5 };
 // Bytes that n values of type t take (for q8_0 n is a multiple of 32: whole blocks).
 inline int64_t kv_bytes(kv_type t, int64_t n) {
   switch (t) {
     case kv_type::f16:
     case kv_type::bf16: return 2 * n;
+    case kv_type::fp8_e4m3:
+    case kv_type::fp8_e5m2: return n;
     case kv_type::q8_0: return n / 32 * 34;
     case kv_type::f32: break;
   }
   return 4 * n;
 }
-// The API's name of a K / V store type (--dtype / kvCacheDtype spelling: float32, float16, bfloat16, q8_0), and back
-// (false for another name, e.g. "auto").
+// The API's name of a K / V store type (--dtype / kvCacheDtype spelling: float32, float16, bfloat16, q8_0,
+// fp8_e4m3, fp8_e5m2), and back (false for another name, e.g. "auto").
 inline const char* kv_type_name(kv_type t) {
   switch (t) {
     case kv_type::f16: return "float16";
     case kv_type::bf16: return "bfloat16";
     case kv_type::q8_0: return "q8_0";
+    case kv_type::fp8_e4m3: return "fp8_e4m3";
+    case kv_type::fp8_e5m2: return "fp8_e5m2";
     case kv_type::f32: break;
   }
   return "float32";
 }
 inline bool kv_type_of_name(const std::string& name, kv_type* t) {
-  for (kv_type k : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0}) {
+  for (kv_type k : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0, kv_type::fp8_e4m3, kv_type::fp8_e5m2}) {
     if (name == kv_type_name(k)) {
       *t = k;
       return true;
@@ -112,7 +118,7 @@ class backend {
   // True for the weight types matmul and get_rows accept.
   virtual bool supports_type(ggml_type type) const = 0;
   // True for the K / V store types store_kv, rope_store_kv and the paged attention ops take (f32 everywhere; the CPU
-  // and CUDA backends take f16 and bf16 too, the CPU q8_0).
+  // and CUDA backends take f16, bf16, fp8_e4m3 and fp8_e5m2 too, the CPU q8_0).
   virtual bool supports_kv(kv_type t) const { return t == kv_type::f32; }
   // Free and total bytes of the device memory the backend allocates from; false when it has no such limit
   // of its own (CPU: host memory).

@@ -125,13 +125,14 @@ class model {
   // The element type of the K / V cache new_kv_cache makes: f32 unless want_kv_dtype asked for another type the
   // backend stores (model::load does, from model_options::kv).
   kv_type kv_dtype() const { return kv_; }
-  // q8_0 where the backend has q8_0 stores and the head dims are whole blocks (multiples of 32), else float16 as
-  // llama.cpp's default; a type the backend lacks, f32.
+  // The type asked for where the backend stores it (q8_0 also needs head dims of whole blocks, multiples of 32);
+  // an 8-bit type (q8_0, fp8) that cannot be had falls back to float16, llama.cpp's default; a type the backend
+  // lacks otherwise, f32.
   void want_kv_dtype(kv_type wanted) {
     backend* be = compute_backend();
-    if (wanted == kv_type::q8_0) {
+    if (wanted == kv_type::q8_0 || wanted == kv_type::fp8_e4m3 || wanted == kv_type::fp8_e5m2) {
       const model_hparams& hp = hparams();
-      const bool blocks = hp.head_dim_k % 32 == 0 && hp.head_dim_v % 32 == 0;
+      const bool blocks = wanted != kv_type::q8_0 || (hp.head_dim_k % 32 == 0 && hp.head_dim_v % 32 == 0);
       if (be == nullptr || !be->supports_kv(wanted) || !blocks) wanted = kv_type::f16;
     }
     kv_ = be != nullptr && be->supports_kv(wanted) ? wanted : kv_type::f32;

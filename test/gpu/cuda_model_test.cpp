@@ -67,7 +67,8 @@ double tolerance(ggml_type t) {
   }
 }
 
-// Compares the two backends' logits (the GPU's KV cache of type kv: its rounding adds kv_tol); prints the figures.
+// Compares the two backends' logits (the GPU's KV cache of type kv, the CPU's of type cpu_kv: the GPU cache's rounding
+// adds kv_tol); prints the figures.
 // routed (MoE models with quantized weights): the two backends quantize activations differently (about 2% of a
 // logit's scale), and a token whose k-th and next expert scores lie closer than that may take another expert on
 // one backend, moving that position's logits by far more than the weight type's tolerance (the lfm2moe fixture's
@@ -75,8 +76,8 @@ double tolerance(ggml_type t) {
 // there the tolerance holds for the median position, beside greedy agreement at every decided position; f32
 // weights route bit for bit and keep the max.
 void compare(const std::string& what, ggml_type type, const std::string& path, kv_type kv = kv_type::f32,
-             double kv_tol = 0, bool routed = false) {
-  auto cpu = load_on(path, "cpu");
+             double kv_tol = 0, bool routed = false, kv_type cpu_kv = kv_type::f32) {
+  auto cpu = load_on(path, "cpu", cpu_kv);
   auto gpu = load_on(path, "cuda", kv);
   CHECK(gpu->kv_dtype() == kv);
   const int64_t V = cpu->hparams().n_vocab;
@@ -535,6 +536,31 @@ TEST_CASE("cuda models: 16-bit KV caches (f16, bf16) vs the CPU's float32 one; b
       batch_invariance(d.path, kv);
       file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
       compare(kv == kv_type::f16 ? "lfm2 kv16" : "lfm2 bf16", t, l.path, kv, kv_tol);
+      batch_invariance(l.path, kv);
+    }
+  }
+}
+
+// What a cache type moves the CPU's logits from its float32 cache's (max |typed - f32| / max |f32|, compare's prompt).
+double cpu_drift(const std::string& path, kv_type kv) {
+  auto typed = load_on(path, "cpu", kv), f32 = load_on(path, "cpu");
+  const std::vector<int32_t> toks = prompt(24, (int)typed->hparams().n_vocab, 1);
+  return max_rel(all_logits(*typed, toks), all_logits(*f32, toks));
+}
+
+// fp8 KV caches (vLLM's --kv-cache-dtype fp8 / fp8_e5m2): the GPU against the CPU's cache of the same type. Both
+// round each value to the same code (the op test checks the bits), but a value the two backends compute slightly
+// differently can land on the neighbouring code (a step is 2^-3 / 2^-2 relative), so the tolerance adds what the
+// type itself moves the CPU's logits from float32; batch invariance holds as with every store (bitwise).
+TEST_CASE("cuda models: fp8 KV caches (e4m3, e5m2) vs the CPU's fp8 cache; batch invariance with them") {
+  REQUIRE_GPU();
+  for (const kv_type kv : {kv_type::fp8_e4m3, kv_type::fp8_e5m2}) {
+    for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
+      file d(model_test::build(dense_spec("llama", t)), "llama");
+      compare(std::string("llama ") + kv_type_name(kv), t, d.path, kv, cpu_drift(d.path, kv), false, kv);
+      batch_invariance(d.path, kv);
+      file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
+      compare(std::string("lfm2 ") + kv_type_name(kv), t, l.path, kv, cpu_drift(l.path, kv), false, kv);
       batch_invariance(l.path, kv);
     }
   }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backend/cpu/fp16.h"
+#include "backend/cpu/fp8.h"
 #include "gpu_test_util.h"
 #include "kernels_util.h"
 
@@ -38,30 +39,57 @@ attention_params attention_shape(int64_t n_tokens, int64_t n_past, int32_t n_hea
   return p;
 }
 
-// x as a store of type kv keeps it: rounded to nearest even (f32: as it is).
+// The bits a store of type kv keeps for v (16-bit and fp8 types: rounded to nearest even, fp8 saturating; the CPU's
+// conversions, fp16.h / fp8.h), and their value.
+uint16_t kv_bits(float v, kv_type kv) {
+  switch (kv) {
+    case kv_type::f16: return f32_to_fp16(v);
+    case kv_type::bf16: return f32_to_bf16(v);
+    case kv_type::fp8_e4m3: return f32_to_fp8_e4m3(v);
+    case kv_type::fp8_e5m2: return f32_to_fp8_e5m2(v);
+    default: return 0;
+  }
+}
+float kv_value(uint16_t bits, kv_type kv) {
+  switch (kv) {
+    case kv_type::f16: return fp16_to_f32(bits);
+    case kv_type::bf16: return bf16_to_f32(bits);
+    case kv_type::fp8_e4m3: return fp8_e4m3_to_f32((uint8_t)bits);
+    case kv_type::fp8_e5m2: return fp8_e5m2_to_f32((uint8_t)bits);
+    default: return 0;
+  }
+}
+
+// x as a store of type kv keeps it (f32: as it is).
 std::vector<float> kv_rounded(const std::vector<float>& x, kv_type kv) {
   std::vector<float> r(x);
-  if (kv == kv_type::f16) for (float& v : r) v = fp16_to_f32(f32_to_fp16(v));
-  if (kv == kv_type::bf16) for (float& v : r) v = bf16_to_f32(f32_to_bf16(v));
+  if (kv != kv_type::f32) for (float& v : r) v = kv_value(kv_bits(v, kv), kv);
   return r;
 }
 
-// x stored as kv elements (the bits a 16-bit store holds, packed two to a float slot; f32: x).
+// x stored as kv elements (the bits a 16-bit or fp8 store holds, packed into float slots; f32: x).
 std::vector<float> kv_store_of(const std::vector<float>& x, kv_type kv) {
   if (kv == kv_type::f32) return x;
-  std::vector<uint16_t> h(x.size());
-  for (size_t i = 0; i < x.size(); ++i) h[i] = kv == kv_type::f16 ? f32_to_fp16(x[i]) : f32_to_bf16(x[i]);
   std::vector<float> out((size_t)kv_store_floats(kv, (int64_t)x.size()));
-  std::memcpy(out.data(), h.data(), h.size() * sizeof(uint16_t));
+  unsigned char* b = reinterpret_cast<unsigned char*>(out.data());
+  const int64_t width = kv_bytes(kv, 1);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint16_t h = kv_bits(x[i], kv);
+    std::memcpy(b + i * width, &h, (size_t)width);  // little-endian: an fp8 code is the low byte
+  }
   return out;
 }
 
-const char* kv_name(kv_type kv) { return kv == kv_type::f16 ? "f16" : kv == kv_type::bf16 ? "bf16" : "f32"; }
+const char* kv_name(kv_type kv) { return kv_type_name(kv); }
 
-// Attention over 16-bit stores against the CPU's f32 attention over the stored values, relative to the output's
-// scale: f32 stores 1e-5 (three tf32 products), f16 2e-5 and bf16 2e-4 (q and the probabilities in hi + lo parts of
-// the type: 2^-20 / 2^-15 of them; the host emulation of the split measured 1e-5 / 3e-5 of a sum's scale).
-double attention_tolerance(kv_type kv) { return kv == kv_type::f16 ? 2e-5 : kv == kv_type::bf16 ? 2e-4 : 1e-5; }
+// Attention over 16-bit and fp8 stores against the CPU's f32 attention over the stored values, relative to the
+// output's scale: f32 stores 1e-5 (three tf32 products), f16 and fp8 (computed as f16) 2e-5 and bf16 2e-4 (q and the
+// probabilities in hi + lo parts of the type: 2^-20 / 2^-15 of them; the host emulation of the split measured 1e-5 /
+// 3e-5 of a sum's scale).
+double attention_tolerance(kv_type kv) { return kv == kv_type::bf16 ? 2e-4 : kv == kv_type::f32 ? 1e-5 : 2e-5; }
+
+// Every store type of the CUDA backend.
+const kv_type k_kv_types[] = {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::fp8_e4m3, kv_type::fp8_e5m2};
 
 }  // namespace
 
@@ -298,21 +326,17 @@ TEST_CASE("cuda attention_paged_batch: one launch for many sequences == each alo
   }
 }
 
-TEST_CASE("cuda 16-bit K / V stores: store_kv rounds to nearest even, attention is f32 attention over the stored values, batched == alone") {
+TEST_CASE("cuda 16-bit and fp8 K / V stores: store_kv rounds to nearest even, attention is f32 attention over the stored values, batched == alone") {
   REQUIRE_GPU();
   pair be;
   std::mt19937 rng(14);
-  for (const kv_type kv : {kv_type::f16, kv_type::bf16}) {
+  for (const kv_type kv : {kv_type::f16, kv_type::bf16, kv_type::fp8_e4m3, kv_type::fp8_e5m2}) {
     for (const int32_t hd : {64, 128}) {
       const int32_t bs = 16, n_blocks = 64, heads = 8, kvh = 2;
       const int64_t width = kvh * hd, rows = (int64_t)n_blocks * bs;
       const std::vector<float> kf = randn((size_t)(rows * width), rng), vf = randn((size_t)(rows * width), rng);
-      // the f32 store holds the values rounded as the 16-bit one keeps them
-      std::vector<float> kr(kf.size()), vr(vf.size());
-      for (size_t i = 0; i < kf.size(); ++i) {
-        kr[i] = kv == kv_type::f16 ? fp16_to_f32(f32_to_fp16(kf[i])) : bf16_to_f32(f32_to_bf16(kf[i]));
-        vr[i] = kv == kv_type::f16 ? fp16_to_f32(f32_to_fp16(vf[i])) : bf16_to_f32(f32_to_bf16(vf[i]));
-      }
+      // the f32 store holds the values rounded as the typed one keeps them
+      const std::vector<float> kr = kv_rounded(kf, kv), vr = kv_rounded(vf, kv);
       buf k32(*be.gpu, kr), v32(*be.gpu, vr), knew(*be.gpu, kf), vnew(*be.gpu, vf);
       buf k16(*be.gpu, kv_store_floats(kv, rows * width)), v16(*be.gpu, kv_store_floats(kv, rows * width));
       std::vector<int64_t> slot((size_t)rows);
@@ -320,13 +344,9 @@ TEST_CASE("cuda 16-bit K / V stores: store_kv rounds to nearest even, attention 
       be.gpu->store_kv(k16.p(), v16.p(), slot.data(), knew.p(), vnew.p(), rows, width, width, kv);
       // the store's bits: each value rounded to nearest even
       const std::vector<float> raw = k16.get();
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(raw.data());
-      bool rounded = true;
-      for (size_t i = 0; i < kf.size(); ++i) {
-        rounded = rounded && h[i] == (kv == kv_type::f16 ? f32_to_fp16(kf[i]) : f32_to_bf16(kf[i]));
-      }
-      CHECK(rounded);
-      // the CPU's 16-bit store of the same rows holds the same bits
+      const std::vector<float> want = kv_store_of(kf, kv);
+      CHECK(std::memcmp(raw.data(), want.data(), (size_t)kv_bytes(kv, rows * width)) == 0);
+      // the CPU's store of the same rows holds the same bits
       std::vector<float> ck((size_t)kv_store_floats(kv, rows * width)), cv(ck.size());
       be.cpu->store_kv(ck.data(), cv.data(), slot.data(), kf.data(), vf.data(), rows, width, width, kv);
       CHECK(ck.size() == raw.size() && std::memcmp(ck.data(), raw.data(), ck.size() * sizeof(float)) == 0);
@@ -527,8 +547,8 @@ TEST_CASE("cuda attention: decode blocks of 1, 2, 4 warps give the bits of 8-war
   bool same = true;
   // 1 to 8 splits of 32 positions (1, 2, 4, 8 warps), past one and two chunks (merged in the kernel); head dims 64
   // (1..8 warps) and 128 (2, 4); query-head groups of 4 and 1
-  // (f32, f16 and bf16 stores)
-  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16})
+  // (every store type)
+  for (const kv_type kv : k_kv_types)
     for (const int32_t hd : {64, 128})
       for (const int32_t kvh : {8, 32})
         for (const int64_t n_kv : {5, 32, 33, 64, 100, 200, 256, 300, 700}) {
@@ -553,8 +573,8 @@ TEST_CASE("cuda attention: a prompt in one launch has the bits of each row alone
   pair be;
   std::mt19937 rng(37);
   struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; bool causal; };
-  // f32, f16 and bf16 stores (the CPU computes over the stored values)
-  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16})
+  // every store type (the CPU computes over the stored values)
+  for (const kv_type kv : k_kv_types)
     // whole and partial tiles; query-head groups of 4, 7 (14 of a tile's 16 rows), 1 (16 query rows per tile), 2,
     // 16 and 32 (two tiles side by side); head dims 64, 40 (padded), 128 and 96; one chunk of positions and several
     // (chunk partials merged: past 256 and 512 positions), past positions before the prompt, causal and not

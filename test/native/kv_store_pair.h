@@ -1,8 +1,9 @@
-// Shared by the K / V store type tests (attention_kv16_test.cpp, attention_kvq8_test.cpp; the shapes and their
-// parameters by attention_tiled_test.cpp too): attention shapes, a paged
-// store of a type written through store_kv beside the f32 store of the values it holds, and the per-item kernel
-// check (a kernel over the typed rows == the same kernel over the f32 rows, bitwise). stored_value reads a store
-// with plain arithmetic (fp16.h's conversions; q8_0's scale x int8), sharing nothing with the kernels' readers.
+// Shared by the K / V store type tests (attention_kv16_test.cpp, attention_kvq8_test.cpp, attention_kvfp8_test.cpp;
+// the shapes and their parameters by attention_tiled_test.cpp too): attention shapes, a paged store of a type
+// written through store_kv beside the f32 store of the values it holds, and the per-item kernel check (a kernel
+// over the typed rows == the same kernel over the f32 rows, bitwise). stored_value reads a store with plain
+// arithmetic (fp16.h's conversions; fp8 codes by their definition; q8_0's scale x int8), sharing nothing with the
+// kernels' readers.
 #pragma once
 #include <cmath>
 #include <cstring>
@@ -39,11 +40,21 @@ inline attention_params params_of(const shape& s, int64_t k_pad = 0, int64_t v_p
   return a;
 }
 
+// The value of a finite 8-bit float code by its definition: m mantissa bits, exponent bias b (exponent field 0:
+// subnormal, mantissa x 2^(1-b-m)).
+inline float fp8_by_definition(uint8_t x, int m, int b) {
+  const int e = (x & 0x7f) >> m, man = x & ((1 << m) - 1);
+  const float v = e == 0 ? std::ldexp((float)man, 1 - b - m) : std::ldexp((float)((1 << m) + man), e - b - m);
+  return x & 0x80 ? -v : v;
+}
+
 // Value i of a store of type t, as f32.
 inline float stored_value(const std::vector<float>& store, kv_type t, int64_t i) {
   const unsigned char* bytes = reinterpret_cast<const unsigned char*>(store.data());
   uint16_t h;
   switch (t) {
+    case kv_type::fp8_e4m3: return fp8_by_definition(bytes[i], 3, 7);
+    case kv_type::fp8_e5m2: return fp8_by_definition(bytes[i], 2, 15);
     case kv_type::f16: std::memcpy(&h, bytes + 2 * i, 2); return fp16_to_f32(h);
     case kv_type::bf16: std::memcpy(&h, bytes + 2 * i, 2); return bf16_to_f32(h);
     case kv_type::q8_0: std::memcpy(&h, bytes + i / 32 * 34, 2); return fp16_to_f32(h) * (float)(int8_t)bytes[i / 32 * 34 + 2 + i % 32];

@@ -9,7 +9,7 @@
 
 namespace spindle {
 
-// Row accessors with the row form and element type (float, kv_f16, kv_bf16, kv_q8) fixed at compile time (no
+// Row accessors with the row form and element type (float, kv_f16, kv_bf16, kv_fp8_*, kv_q8) fixed at compile time (no
 // per-row branch): contiguous cache rows at base + j * stride, or rows anywhere through a table of row starts
 // (paged store read in place). They give kv_elem<E>::ptr (a pointer to the row's first value); base, stride and
 // offset here count storage units of E (values, or q8_0 blocks).
@@ -36,7 +36,7 @@ table_rows<E> table_of(const kv_rows& r) {
 }
 
 #if SPINDLE_HAVE_X86_KERNELS
-// 8 consecutive K / V elements widened to f32 (exact: F16C's vcvtph2ps, or bfloat16 bits shifted up).
+// 8 consecutive K / V elements widened to f32 (exact: F16C's vcvtph2ps, bfloat16 bits shifted up, fp8 through halves).
 SPINDLE_AVX2 static inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 SPINDLE_AVX2 static inline __m256 load8(const kv_f16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -44,6 +44,21 @@ SPINDLE_AVX2 static inline __m256 load8(const kv_f16* p) {
 SPINDLE_AVX2 static inline __m256 load8(const kv_bf16* p) {
   const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+// 8 e4m3 values: each byte made the binary16 bits of its value / 256 (fp8_e4m3_as_fp16_div256: the magnitude under
+// the half's sign, NaN codes a half NaN), widened by vcvtph2ps, times 256 (exact).
+SPINDLE_AVX2 static inline __m256 load8(const kv_fp8_e4m3* p) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
+  const __m128i nan = _mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7e00));
+  const __m128i h = _mm_or_si128(_mm_or_si128(_mm_slli_epi16(mag, 7), sign), nan);
+  return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+}
+// 8 e5m2 values: each byte is the high byte of a half.
+SPINDLE_AVX2 static inline __m256 load8(const kv_fp8_e5m2* p) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_cvtph_ps(_mm_slli_epi16(b, 8));
 }
 // 8 values of a q8_0 row from value p.i (a multiple of 8: they share a block): d x int8, each product exact.
 SPINDLE_AVX2 static inline __m256 load8(kv_q8_ptr p) {

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/fp16.h"
+#include "backend/cpu/fp8.h"
 #include "common/checked_math.h"
 #include "common/error.h"
 
@@ -22,7 +23,8 @@ void attention_paged_check(const paged_attention_params& p) {
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
   }
-  if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16 && a.kv != kv_type::q8_0) {
+  if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16 && a.kv != kv_type::q8_0 &&
+      a.kv != kv_type::fp8_e4m3 && a.kv != kv_type::fp8_e5m2) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
   }
   attention_kv_blocks_check(a, "attention_paged");
@@ -64,6 +66,8 @@ double kv_at(const float* store, kv_type t, int64_t i) {
   switch (t) {
     case kv_type::f16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
     case kv_type::bf16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
+    case kv_type::fp8_e4m3: return fp8_e4m3_to_f32(reinterpret_cast<const uint8_t*>(store)[i]);
+    case kv_type::fp8_e5m2: return fp8_e5m2_to_f32(reinterpret_cast<const uint8_t*>(store)[i]);
     case kv_type::q8_0: {
       const unsigned char* b = reinterpret_cast<const unsigned char*>(store) + i / 32 * 34;
       uint16_t d;

@@ -272,12 +272,9 @@ SPINDLE_AVX2 void attention_tile_avx2(const attention_params& p, const attention
   float* acc[k_attention_tile_max_queries];
   for (int32_t i = 0; i < nq; ++i) acc[i] = item_scratch + (int64_t)i * 8 * p.head_dim_v;
   float* vp = item_scratch + (int64_t)nq * 8 * p.head_dim_v;  // [k_block * head_dim_v]
-  switch (k.type) {
-    case kv_type::f32: return scores_then_outputs<float>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
-    case kv_type::f16: return scores_then_outputs<kv_f16>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
-    case kv_type::bf16: return scores_then_outputs<kv_bf16>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
-    case kv_type::q8_0: return scores_then_outputs<kv_q8>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
-  }
+  with_kv_elem(k.type, [&](auto e) {
+    scores_then_outputs<decltype(e)>(p, qs, nkv, (int32_t)nq, k, v, ps, acc, vp, outs);
+  });
 }
 
 #else  // no x86 kernels: never called (cpu_level_supported(avx2) is false); the per-item kernel query by query

@@ -23,7 +23,7 @@ class cpu_backend final : public backend {
   const char* name() const override { return "cpu"; }
   int n_threads() const override { return pool_.size(); }
   bool supports_type(ggml_type type) const override;
-  bool supports_kv(kv_type) const override { return true; }  // f32, f16, bf16 and q8_0 K / V stores (kv_store.cpp)
+  bool supports_kv(kv_type) const override { return true; }  // f32, f16, bf16, fp8 and q8_0 K / V stores (kv_store.cpp)
 
   float* alloc_f32(int64_t n) override;
   void free_f32(float* p) override;

@@ -1,6 +1,7 @@
 // The CPU's K / V stores: float32, 16-bit (IEEE half, bfloat16) at half the memory and half the bytes each
-// attention step reads, or q8_0 (34 bytes per 32 values). Invariant: a stored 16-bit element is its f32 value
-// rounded to nearest even (fp16.h, the same bits as F16C's vcvtps2ph and ggml's conversions); a q8_0 block is
+// attention step reads, 8-bit floats (fp8 e4m3 / e5m2) at a quarter, or q8_0 (34 bytes per 32 values). Invariant: a
+// stored 16-bit element is its f32 value rounded to nearest even (fp16.h, the same bits as F16C's vcvtps2ph and
+// ggml's conversions); an fp8 one is rounded to nearest even and saturated (fp8.h, CUDA's SATFINITE); a q8_0 block is
 // quantize_row_q8_0 of its 32 values (quants.h: llama.cpp's x86 quantizer, d = amax / 127 stored as f16, q =
 // round-half-even(x * (127 / amax))); the attention kernels read both back exactly, so such a cache computes exactly what an f32 cache
 // holding the stored values computes.
@@ -8,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/fp16.h"
+#include "backend/cpu/fp8.h"
 #include "backend/cpu/quants.h"
 #include "backend/cpu/quants_avx2.h"
 #include "common/error.h"
@@ -28,12 +30,12 @@ void store_rows_q8(float* store, const int64_t* rows, const float* src, int64_t 
   }
 }
 
-// Row rows[i] (row i when rows is null) of a 16-bit store = row i of src, width elements a row.
-template <uint16_t (*Round)(float)>
-void store_rows_16(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width) {
-  uint16_t* dst = reinterpret_cast<uint16_t*>(store);
+// Row rows[i] (row i when rows is null) of a 16- or 8-bit store = row i of src rounded, width elements a row.
+template <class T, T (*Round)(float)>
+void store_rows_rounded(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width) {
+  T* dst = reinterpret_cast<T*>(store);
   for (int64_t i = 0; i < n; ++i) {
-    uint16_t* d = dst + (rows ? rows[i] : i) * width;
+    T* d = dst + (rows ? rows[i] : i) * width;
     const float* s = src + i * width;
     for (int64_t e = 0; e < width; ++e) d[e] = Round(s[e]);
   }
@@ -49,12 +51,20 @@ void cpu_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, 
       copy_rows(v_store, rows, v_new, nullptr, n, v_dim);
       return;
     case kv_type::f16:
-      store_rows_16<f32_to_fp16>(k_store, rows, k_new, n, k_dim);
-      store_rows_16<f32_to_fp16>(v_store, rows, v_new, n, v_dim);
+      store_rows_rounded<uint16_t, f32_to_fp16>(k_store, rows, k_new, n, k_dim);
+      store_rows_rounded<uint16_t, f32_to_fp16>(v_store, rows, v_new, n, v_dim);
       return;
     case kv_type::bf16:
-      store_rows_16<f32_to_bf16>(k_store, rows, k_new, n, k_dim);
-      store_rows_16<f32_to_bf16>(v_store, rows, v_new, n, v_dim);
+      store_rows_rounded<uint16_t, f32_to_bf16>(k_store, rows, k_new, n, k_dim);
+      store_rows_rounded<uint16_t, f32_to_bf16>(v_store, rows, v_new, n, v_dim);
+      return;
+    case kv_type::fp8_e4m3:
+      store_rows_rounded<uint8_t, f32_to_fp8_e4m3>(k_store, rows, k_new, n, k_dim);
+      store_rows_rounded<uint8_t, f32_to_fp8_e4m3>(v_store, rows, v_new, n, v_dim);
+      return;
+    case kv_type::fp8_e5m2:
+      store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(k_store, rows, k_new, n, k_dim);
+      store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(v_store, rows, v_new, n, v_dim);
       return;
     case kv_type::q8_0:
       store_rows_q8(k_store, rows, k_new, n, k_dim, avx2_);

@@ -125,7 +125,7 @@ void ops_add(const float* a, const float* b, float* y, int64_t n) {
 
 namespace {
 
-// f32 rows are read in place; a 16-bit row is widened into `wide` first (exact), so the sums are the f32 ones.
+// f32 rows are read in place; another row is widened into `wide` first (exact), so the sums are the f32 ones.
 template <class E>
 const float* widened_row(const kv_rows& r, int64_t j, int32_t n, std::vector<float>& wide) {
   const auto x = r.row_as<E>(j);
@@ -156,12 +156,9 @@ void attention_head_rows(const float* q, const kv_rows& k, const kv_rows& v, int
 
 void ops_attention_head_kv(const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t head_dim_k,
                            int32_t head_dim_v, float scale, float* scores, float* out) {
-  switch (k.type) {
-    case kv_type::f32: return attention_head_rows<float>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
-    case kv_type::f16: return attention_head_rows<kv_f16>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
-    case kv_type::bf16: return attention_head_rows<kv_bf16>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
-    case kv_type::q8_0: return attention_head_rows<kv_q8>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
-  }
+  with_kv_elem(k.type, [&](auto e) {
+    attention_head_rows<decltype(e)>(q, k, v, n_kv, head_dim_k, head_dim_v, scale, scores, out);
+  });
 }
 
 void ops_attention_head(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride,

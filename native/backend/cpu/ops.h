@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/fp16.h"
+#include "backend/cpu/fp8.h"
 #include "backend/cpu/quants.h"
 
 namespace spindle {
@@ -60,6 +61,15 @@ struct kv_bf16 {
 inline float kv_to_f32(float x) { return x; }
 inline float kv_to_f32(kv_f16 x) { return fp16_to_f32(x.bits); }
 inline float kv_to_f32(kv_bf16 x) { return bf16_to_f32(x.bits); }
+// 8-bit float K / V elements (kv_type fp8_e4m3 / fp8_e5m2, fp8.h): the byte as stored, widened exactly.
+struct kv_fp8_e4m3 {
+  uint8_t bits;
+};
+struct kv_fp8_e5m2 {
+  uint8_t bits;
+};
+inline float kv_to_f32(kv_fp8_e4m3 x) { return fp8_e4m3_to_f32(x.bits); }
+inline float kv_to_f32(kv_fp8_e5m2 x) { return fp8_e5m2_to_f32(x.bits); }
 
 // A block of a q8_0 K / V store (kv_type q8_0): llama.cpp's block_q8_0 (quants.h), value i = f16 d x qs[i] (exact
 // in f32), made by quantize_row_q8_0 (the activations' quantizer, as llama.cpp's x86 one).
@@ -92,9 +102,24 @@ struct kv_elem<kv_q8> {
   static ptr at(const kv_q8* unit) { return {unit, 0}; }
 };
 
+// The C++ element type of a K / V store type, for code that instantiates a kernel per type: with_kv_elem(t, f)
+// calls f(E{}) with E float, kv_f16, kv_bf16, kv_q8, kv_fp8_e4m3 or kv_fp8_e5m2, and returns what f returns.
+template <class F>
+decltype(auto) with_kv_elem(kv_type t, F&& f) {
+  switch (t) {
+    case kv_type::f16: return f(kv_f16{});
+    case kv_type::bf16: return f(kv_bf16{});
+    case kv_type::q8_0: return f(kv_q8{});
+    case kv_type::fp8_e4m3: return f(kv_fp8_e4m3{});
+    case kv_type::fp8_e5m2: return f(kv_fp8_e5m2{});
+    case kv_type::f32: break;
+  }
+  return f(float{});
+}
+
 // Where position j's K (or V) head starts: base + j * stride + offset (a contiguous cache) or, when table is set,
 // table[j] + offset (a paged store read in place; table[j] = the start of position j's row). Values of `type`
-// (float, kv_f16, kv_bf16 or kv_q8 blocks): stride and offset count values (whole blocks for q8_0).
+// (float, kv_f16, kv_bf16, kv_fp8_* or kv_q8 blocks): stride and offset count values (whole blocks for q8_0).
 struct kv_rows {
   const void* base = nullptr;
   int64_t stride = 0;

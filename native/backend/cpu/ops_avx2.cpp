@@ -139,20 +139,11 @@ SPINDLE_AVX2 static void kqv_rows_avx2(const float* p, Rows v, int64_t n_kv, int
 
 SPINDLE_AVX2 static void kqv_avx2(const float* p, const kv_rows& v, int64_t n_kv, int32_t head_dim_v, float* tail,
                                   float* out) {
-  switch (v.type) {
-    case kv_type::f32:
-      if (v.table) return kqv_rows_avx2(p, table_of<float>(v), n_kv, head_dim_v, tail, out);
-      return kqv_rows_avx2(p, strided_of<float>(v), n_kv, head_dim_v, tail, out);
-    case kv_type::f16:
-      if (v.table) return kqv_rows_avx2(p, table_of<kv_f16>(v), n_kv, head_dim_v, tail, out);
-      return kqv_rows_avx2(p, strided_of<kv_f16>(v), n_kv, head_dim_v, tail, out);
-    case kv_type::bf16:
-      if (v.table) return kqv_rows_avx2(p, table_of<kv_bf16>(v), n_kv, head_dim_v, tail, out);
-      return kqv_rows_avx2(p, strided_of<kv_bf16>(v), n_kv, head_dim_v, tail, out);
-    case kv_type::q8_0:
-      if (v.table) return kqv_rows_avx2(p, table_of<kv_q8>(v), n_kv, head_dim_v, tail, out);
-      return kqv_rows_avx2(p, strided_of<kv_q8>(v), n_kv, head_dim_v, tail, out);
-  }
+  with_kv_elem(v.type, [&](auto e) {
+    using E = decltype(e);
+    if (v.table) kqv_rows_avx2(p, table_of<E>(v), n_kv, head_dim_v, tail, out);
+    else kqv_rows_avx2(p, strided_of<E>(v), n_kv, head_dim_v, tail, out);
+  });
 }
 
 // ops_dot_f32_avx2(a, b, n) for n % 32 == 0 with a's values widened from their type (P: kv_elem<E>::ptr; the
@@ -191,20 +182,11 @@ SPINDLE_AVX2 static void qk_dots32_rows_avx2(const float* q, Rows k, int64_t n_k
 
 SPINDLE_AVX2 static void qk_dots32_avx2(const float* q, const kv_rows& k, int64_t n_kv, int32_t n, float scale,
                                         float* p) {
-  switch (k.type) {
-    case kv_type::f32:
-      if (k.table) return qk_dots32_rows_avx2(q, table_of<float>(k), n_kv, n, scale, p);
-      return qk_dots32_rows_avx2(q, strided_of<float>(k), n_kv, n, scale, p);
-    case kv_type::f16:
-      if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_f16>(k), n_kv, n, scale, p);
-      return qk_dots32_rows_avx2(q, strided_of<kv_f16>(k), n_kv, n, scale, p);
-    case kv_type::bf16:
-      if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_bf16>(k), n_kv, n, scale, p);
-      return qk_dots32_rows_avx2(q, strided_of<kv_bf16>(k), n_kv, n, scale, p);
-    case kv_type::q8_0:
-      if (k.table) return qk_dots32_rows_avx2(q, table_of<kv_q8>(k), n_kv, n, scale, p);
-      return qk_dots32_rows_avx2(q, strided_of<kv_q8>(k), n_kv, n, scale, p);
-  }
+  with_kv_elem(k.type, [&](auto e) {
+    using E = decltype(e);
+    if (k.table) qk_dots32_rows_avx2(q, table_of<E>(k), n_kv, n, scale, p);
+    else qk_dots32_rows_avx2(q, strided_of<E>(k), n_kv, n, scale, p);
+  });
 }
 
 // One K row as f32 for the dims the 32-wide kernels do not cover: f32 rows in place, the others widened into wide
@@ -219,9 +201,7 @@ SPINDLE_AVX2 static void widen_row(P x, int32_t n, float* out) {
 SPINDLE_AVX2 static const float* k_row_f32(const kv_rows& k, int64_t j, int32_t n, std::vector<float>& wide) {
   if (k.type == kv_type::f32) return k.row_as<float>(j);
   if (wide.size() < (size_t)n) wide.resize((size_t)n);
-  if (k.type == kv_type::f16) widen_row(k.row_as<kv_f16>(j), n, wide.data());
-  else if (k.type == kv_type::q8_0) widen_row(k.row_as<kv_q8>(j), n, wide.data());
-  else widen_row(k.row_as<kv_bf16>(j), n, wide.data());
+  with_kv_elem(k.type, [&](auto e) { widen_row(k.row_as<decltype(e)>(j), n, wide.data()); });
   return wide.data();
 }
 

@@ -240,7 +240,7 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   // head dims up to 128: the tensor-core kernels (prompts: warps own row tiles; decode: warps own splits; the same
   // bits either way); wider heads: the per-row kernel
   const bool mma = attention_mma_takes(p.head_dim_k, p.head_dim_v);
-  if (p.kv != kv_type::f32 && !mma) throw error("cuda attention: 16-bit K / V stores need head dims of at most 128");
+  if (p.kv != kv_type::f32 && !mma) throw error("cuda attention: 16-bit and fp8 K / V stores need head dims of at most 128");
   for (int64_t s = 1; s < n_seqs; ++s) {
     if (seqs[s].attn.kv != p.kv) throw error("cuda attention: the sequences of a launch share one K / V store type");
   }

@@ -43,7 +43,7 @@ struct attn_args {
   int32_t n_split_max;    // gridDim.z: partials per (query row, head) at most
   int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
   int32_t part_span;      // positions per partial (k_split for attention_kernel, k_mma_chunk for the mma kernels)
-  int32_t kv_elem;        // the K / V stores' element type (kv_type: 0 f32, 1 f16, 2 bf16); strides in elements
+  int32_t kv_elem;        // the K / V stores' element type (kv_type: f32, f16, bf16, fp8_*); strides in elements
   int32_t pad_;           // no padding bytes (launch.cuh)
 };
 static_assert(sizeof(attn_args) == 13 * sizeof(void*) + 2 * 8 + 14 * 4, "attn_args has padding");

@@ -1,7 +1,8 @@
 // Tensor-core attention for head dims up to 128, prompt and decode rows alike. f32 K / V stores: mma.sync m16n8k8
 // with tf32 inputs, each multiply done as three, a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi with a = a_hi + a_lo in
 // tf32 parts (truncated: split_tf32), so scores and weighted sums keep about f32 precision; f16 / bf16 stores:
-// mma.sync m16n8k16 over the stored values with q and the probabilities in hi + lo parts (attention_mma_split.cuh).
+// mma.sync m16n8k16 over the stored values with q and the probabilities in hi + lo parts (attention_mma_split.cuh);
+// fp8 stores (e4m3, e5m2): the f16 code over their values widened to halves as they are read (exact; kv_element.cuh).
 // One arithmetic for every (query row, head) of a store type:
 //   - positions are cut into splits of k_mma_split = 32 aligned at position 0; split_partial() gives a split's
 //     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile;
@@ -127,7 +128,7 @@ struct split_rows {
   }
 };
 
-// The K / V store rows of one split a lane reads from global memory (elements E: float or the 16-bit bits):
+// The K / V store rows of one split a lane reads from global memory (elements E: float, or a 16-bit or fp8 type):
 // the head's rows, their strides and dims, and the lane's split_rows. kv_global and kv_global16 read them.
 template <typename E>
 struct kv_store_rows {
@@ -157,25 +158,20 @@ struct kv_global : kv_store_rows<float> {
   }
 };
 
-// Four 16-bit values p[d .. d + 4) of a row of n (zeros past n) as two words; vec: p aligned to 4 values and n a
-// multiple of 4.
-__device__ __forceinline__ uint2 load4_16(const uint16_t* p, int d, int n, bool vec) {
-  if (vec && d + 4 <= n) return *reinterpret_cast<const uint2*>(p + d);
-  const uint32_t u0 = d < n ? p[d] : 0u, u1 = d + 1 < n ? p[d + 1] : 0u;  // 0: +0 in either type
-  const uint32_t u2 = d + 2 < n ? p[d + 2] : 0u, u3 = d + 3 < n ? p[d + 3] : 0u;
-  return make_uint2(u0 | u1 << 16, u2 | u3 << 16);
-}
-
-// kv_shared16's values read from a 16-bit store (the split shape, and the rows shape of heads over 64 dims).
-struct kv_global16 : kv_store_rows<uint16_t> {
-  using kv_store_rows::kv_store_rows;
+// kv_shared16's values read from a 16-bit or fp8 store of T (the split shape, and the rows shape of heads over 64
+// dims): load4_kv16 widens fp8 values to halves as it reads.
+template <typename T>
+struct kv_global16 : kv_store_rows<T> {
+  using kv_store_rows<T>::kv_store_rows;
   __device__ __forceinline__ uint2 k4(int j, int d) const {
-    return rows.krow[j] >= 0 ? load4_16(kb + rows.krow[j] * ks, d, hd_k, vec) : make_uint2(0, 0);
+    const int32_t r = this->rows.krow[j];
+    return r >= 0 ? load4_kv16(this->kb + r * this->ks, d, this->hd_k, this->vec) : make_uint2(0, 0);
   }
   __device__ __forceinline__ uint4 v8(int j, int e, int d) const {
-    const int32_t r = rows.vrow[2 * j + e];
+    const int32_t r = this->rows.vrow[2 * j + e];
     if (r < 0) return make_uint4(0, 0, 0, 0);
-    const uint2 x = load4_16(vb + r * vs, d, hd_v, vec), y = load4_16(vb + r * vs, d + 4, hd_v, vec);
+    const T* row = this->vb + r * this->vs;
+    const uint2 x = load4_kv16(row, d, this->hd_v, this->vec), y = load4_kv16(row, d + 4, this->hd_v, this->vec);
     return make_uint4(x.x, x.y, y.x, y.y);
   }
 };
@@ -301,10 +297,11 @@ __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* ti
 
 // One split's K and V rows (32 positions from j0, zeros past n_kv_max and past the head dims) for the rows shape's
 // shared copy: thread x of 128 holds four values x + 128 i (i < HD / 8), K rows first, then V rows, HD / 4 per row:
-// floats of an f32 store in kv_shared's layout, or (H16) the 16-bit values of a 16-bit store, two to a word, in
-// kv_shared16's (the shared arrays are the kernel's float arrays, reinterpreted).
-template <int HD, bool H16>
+// floats of an f32 store (T float) in kv_shared's layout, or the 16-bit values of a 16-bit store (fp8 ones widened
+// to halves), two to a word, in kv_shared16's (the shared arrays are the kernel's float arrays, reinterpreted).
+template <int HD, typename T>
 struct kv_stage {
+  static constexpr bool H16 = !std::is_same<T, float>::value;
   using four = std::conditional_t<H16, uint2, float4>;
   static constexpr int n = HD / 8;
   four r[n];
@@ -318,8 +315,8 @@ struct kv_stage {
       if (pos < bt.n_kv_max) {
         const int64_t row = kv_row(bt.table, a.block_size, pos);
         if constexpr (H16) {
-          r[i] = is_v ? load4_16((const uint16_t*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
-                      : load4_16((const uint16_t*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
+          r[i] = is_v ? load4_kv16((const T*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
+                      : load4_kv16((const T*)a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
         } else {
           r[i] = is_v ? load4_kv(a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
                       : load4_kv(a.k + row * a.k_stride + (int64_t)bt.kvh * a.hd_k, d, a.hd_k, vec);
@@ -362,13 +359,14 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= bt.n_kv_max) return;  // uniform over the block
   const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w, seq) && chunk_start < w.n_kv_max;
-  constexpr bool h16 = sizeof(T) == 2;
+  constexpr bool h16 = !std::is_same<T, float>::value;  // a 16-bit or fp8 store: the 16-bit tensor-core code
+  using MT = kv_mma_t<T>;
   static_assert(q16_words<HD>() <= 16 * (HD + 16), "a 16-bit store's split q fits the f32 q rows");
   __shared__ __align__(16) float sm_q[k_mma_warps][16 * (HD + 16)];
   __shared__ __align__(16) float sm_k[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::k_stride : 32 * kv_shared<HD>::k_stride];
   __shared__ __align__(16) float sm_v[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::v_stride : 32 * kv_shared<HD>::v_stride];
   const uint32_t* q16 = reinterpret_cast<const uint32_t*>(sm_q[warp]);
-  if (active) load_q<HD, T>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
+  if (active) load_q<HD, MT>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
   __syncwarp();
   row_info ri[2] = {};
   int64_t n_kv[2] = {0, 0};
@@ -381,7 +379,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   float M[2], L[2], O[ND][4];
   const int n_splits = splits_reached(bt.n_kv_max, chunk_start);
   const int warp_splits = active ? splits_reached(w.n_kv_max, chunk_start) : 0;
-  kv_stage<staged ? HD : 8, h16> next;
+  kv_stage<staged ? HD : 8, T> next;
   if constexpr (staged) next.load(a, bt, chunk_start, vec);
   for (int s = 0; s < n_splits; ++s) {
     const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
@@ -395,9 +393,9 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     float m[2], l[2], o[ND][4];
     if constexpr (h16 && staged) {
       const kv_shared16<HD> kv{reinterpret_cast<const uint32_t*>(sm_k), reinterpret_cast<const uint32_t*>(sm_v), g, t};
-      split_partial16<HD, T>(a.scale, kv, q16, n_kv, j0, g, t, m, l, o);
+      split_partial16<HD, MT>(a.scale, kv, q16, n_kv, j0, g, t, m, l, o);
     } else if constexpr (h16) {
-      split_partial16<HD, T>(a.scale, kv_global16(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
+      split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
     } else if constexpr (staged) {
       split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], n_kv, j0, g, t, m, l, o);
     } else {
@@ -501,10 +499,11 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
   const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
-  constexpr bool h16 = sizeof(T) == 2;
+  constexpr bool h16 = !std::is_same<T, float>::value;  // a 16-bit or fp8 store: the 16-bit tensor-core code
+  using MT = kv_mma_t<T>;
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
   const uint32_t* q16 = reinterpret_cast<const uint32_t*>(sm_q);
-  load_q<HD, T>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
+  load_q<HD, MT>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();
   const row_info ri[2] = {tile_row(a, w, g, seq), tile_row(a, w, g + 8, seq)};
   const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
@@ -519,7 +518,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     if (s < n_splits) {
       float m[2], l[2], o[ND][4];
       const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
-      if constexpr (h16) split_partial16<HD, T>(a.scale, kv_global16(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
+      if constexpr (h16) split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
       else split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {

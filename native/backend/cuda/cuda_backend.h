@@ -60,7 +60,10 @@ class cuda_backend final : public backend {
   const char* name() const override { return "cuda"; }
   int n_threads() const override { return 1; }
   bool supports_type(ggml_type type) const override;
-  bool supports_kv(kv_type t) const override { return t != kv_type::q8_0; }  // f32, f16, bf16 stores
+  bool supports_kv(kv_type t) const override {  // f32, f16, bf16 and fp8 stores (no q8_0)
+    return t == kv_type::f32 || t == kv_type::f16 || t == kv_type::bf16 || t == kv_type::fp8_e4m3 ||
+           t == kv_type::fp8_e5m2;
+  }
   bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override;
 
   float* alloc_f32(int64_t n) override;

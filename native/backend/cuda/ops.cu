@@ -174,11 +174,6 @@ __global__ void argmax_slices_kernel(const float* x, int64_t stride, int64_t n, 
   argmax_slice_block(x, stride, n, slice, part, done, out, sv, si, &last);
 }
 
-// One K / V value as a store of element type T holds it (16-bit types: rounded to nearest even).
-__device__ __forceinline__ void put_kv(float* p, float v) { *p = v; }
-__device__ __forceinline__ void put_kv(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void put_kv(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-
 // copy_rows of K (blockIdx.z 0) and V (1) rows into their cache slots in one launch, stores of element type T.
 template <typename T>
 __global__ void store_kv_kernel(T* k_store, T* v_store, const int64_t* rows, const float* k_new, const float* v_new,
