@@ -15,9 +15,9 @@
 // Usage: node bench/cpu-compare.mjs [--models llama1b-q4_k_m,llama1b-q8_0,qwen3-0.6b-q8_0] [--threads 2]
 //        [--pp 512] [--tg 128] [--seqs 16] [--reps 3] [--json out.json] [--markdown BENCHMARKS.md]
 //        [--skip-batch] [--generate-only] [--depth 8] [--dtype auto|float16|bfloat16|float32]
-//        [--kv-cache-dtype q8_0|fp8_e4m3|fp8_e5m2]
-// --dtype is Spindle's KV cache type (llama.cpp keeps its default, an F16 KV cache). --kv-cache-dtype q8_0 gives both
-// a q8_0 cache (llama.cpp's -ctk q8_0 -ctv q8_0, with the flash attention its quantized V cache needs); an fp8 type
+//        [--kv-cache-dtype q8_0|q4_0|fp8_e4m3|fp8_e5m2]
+// --dtype is Spindle's KV cache type (llama.cpp keeps its default, an F16 KV cache). --kv-cache-dtype q8_0 / q4_0
+// gives both that cache (llama.cpp's -ctk / -ctv, with the flash attention its quantized V cache needs); an fp8 type
 // is Spindle's alone (llama.cpp has no fp8 cache: it keeps F16).
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -97,8 +97,9 @@ async function spindleRun(path) {
 
 // ---- llama.cpp through node-llama-cpp ----
 let llamaInstance;
-const llamaKvCache = args['kv-cache-dtype'] === 'q8_0'
-  ? { flashAttention: true, experimentalKvCacheKeyType: 'Q8_0', experimentalKvCacheValueType: 'Q8_0' }
+const llamaBlockType = { q8_0: 'Q8_0', q4_0: 'Q4_0' }[args['kv-cache-dtype']];
+const llamaKvCache = llamaBlockType
+  ? { flashAttention: true, experimentalKvCacheKeyType: llamaBlockType, experimentalKvCacheValueType: llamaBlockType }
   : { flashAttention: false };
 async function llamaCppRun(path) {
   llamaInstance ??= await getLlama({ gpu: false, build: 'never', logLevel: 'error' });

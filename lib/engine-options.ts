@@ -9,8 +9,8 @@
 // it is the fraction of available memory for the KV cache (default 0.25, at most 2 GiB). dtype is accepted as vLLM
 // spells it (auto, float16 or its alias half, bfloat16, float32): the KV cache's type (float16 / bfloat16: half the
 // memory per token), on the CPU and on a GPU; auto is float16 on both; kvCacheDtype
-// sets the cache's type alone, and also takes llama.cpp's / Ollama's q8_0 (34 bytes per 32 values: CPU caches of head
-// dims that are multiples of 32; float16 elsewhere) and vLLM's / SGLang's fp8 (fp8 = fp8_e4m3, fp8_e5m2: a byte per
+// sets the cache's type alone, and also takes llama.cpp's / Ollama's q8_0 and q4_0 (34 / 18 bytes per 32 values: CPU
+// caches of head dims that are multiples of 32; float16 elsewhere) and vLLM's / SGLang's fp8 (fp8 = fp8_e4m3, fp8_e5m2: a byte per
 // value at scale 1, as vLLM stores without calibrated scales). Activations are float32 (weights keep their GGUF types). Ranges and defaults (maxNumSeqs 256, chunked
 // prefill on, a prompt taking up to a step's whole budget as in vLLM V1; -1 turns it off) are the engine's own,
 // read from the addon's limits table, so every layer agrees.
@@ -23,8 +23,8 @@ export const DTYPES: readonly string[] = ['auto', 'float16', 'half', 'bfloat16',
 // kv_cache_dtype's short names (vLLM's fp16, SGLang's bf16, vLLM's fp8: e4m3, as on its CUDA backend).
 const KV_ALIASES: Record<string, KvCacheDtype> = { fp16: 'float16', bf16: 'bfloat16', fp8: 'fp8_e4m3' };
 export type Dtype = 'auto' | 'float16' | 'bfloat16' | 'float32';
-/** The KV cache's types: dtype's, llama.cpp's / Ollama's q8_0, vLLM's / SGLang's fp8 ones. */
-export type KvCacheDtype = Dtype | 'q8_0' | 'fp8_e4m3' | 'fp8_e5m2';
+/** The KV cache's types: dtype's, llama.cpp's / Ollama's q8_0 and q4_0, vLLM's / SGLang's fp8 ones. */
+export type KvCacheDtype = Dtype | 'q8_0' | 'q4_0' | 'fp8_e4m3' | 'fp8_e5m2';
 
 export interface EngineOptionsInput {
   model?: string;
@@ -92,8 +92,8 @@ export interface EngineOptionsInput {
   sampling_defaults?: 'model' | 'openai';
 }
 
-/** The KV cache types kvCacheDtype takes ('auto': as dtype says): dtype's, vLLM's / SGLang's short names, q8_0, fp8's. */
-export const KV_CACHE_DTYPES: readonly string[] = [...DTYPES, 'fp16', 'bf16', 'q8_0', 'fp8', 'fp8_e4m3', 'fp8_e5m2'];
+/** The KV cache types kvCacheDtype takes ('auto': as dtype says): dtype's, vLLM's / SGLang's short names, q8_0, q4_0, fp8's. */
+export const KV_CACHE_DTYPES: readonly string[] = [...DTYPES, 'fp16', 'bf16', 'q8_0', 'q4_0', 'fp8', 'fp8_e4m3', 'fp8_e5m2'];
 
 /** A LoRA adapter: { name, path, scale? } (vLLM's { name, path, base_model_name } too), 'name=path', or a path (its own name, SGLang's). */
 export type LoraModuleInput = string | { name: string; path: string; scale?: number; base_model_name?: string; baseModelName?: string };
@@ -234,7 +234,7 @@ function check(key: Key, name: string, v: unknown): EngineOptions[Key] {
     case 'kvCacheDtype': {
       const t = v === 'half' ? 'float16' : key === 'kvCacheDtype' && typeof v === 'string' ? KV_ALIASES[v] ?? v : v;
       if (t === 'auto' || t === 'float16' || t === 'bfloat16' || t === 'float32') return t;
-      if (key === 'kvCacheDtype' && (t === 'q8_0' || t === 'fp8_e4m3' || t === 'fp8_e5m2')) return t;
+      if (key === 'kvCacheDtype' && (t === 'q8_0' || t === 'q4_0' || t === 'fp8_e4m3' || t === 'fp8_e5m2')) return t;
       if (key === 'dtype') throw new RangeError(`${name} must be one of ${DTYPES.join(', ')} (got ${String(v)})`);
       throw new RangeError(`${name} must be one of ${KV_CACHE_DTYPES.join(', ')} (got ${String(v)})`);
     }

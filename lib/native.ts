@@ -47,7 +47,7 @@ export interface NativeModelInfo {
   eogTokens: string[];
   chatTemplate: string | null;
   device: 'cpu' | 'cuda' | null; // the backend the loaded model runs on; null from inspect() (nothing loaded)
-  kvCacheDtype: 'float32' | 'float16' | 'bfloat16' | 'q8_0' | 'fp8_e4m3' | 'fp8_e5m2' | null; // its KV cache's element type (--dtype); null from inspect()
+  kvCacheDtype: 'float32' | 'float16' | 'bfloat16' | 'q8_0' | 'q4_0' | 'fp8_e4m3' | 'fp8_e5m2' | null; // its KV cache's element type (--dtype); null from inspect()
   mmproj: string | null; // the loaded vision projector; null: the model takes no images
   pooling: 'none' | 'mean' | 'cls' | 'last' | 'rank' | null; // the file's {arch}.pooling_type; null: unsaid
   // A reranker's classifier head (cls.output.weight, dequantized): nOut rows of nEmbd weights, their biases, the
@@ -180,8 +180,8 @@ export interface NativeEngineOptions {
   kvCacheMemory?: number;
   device?: 'auto' | 'cpu' | 'cuda'; // absent: 'auto' (CUDA when usable, else the CPU)
   // the KV cache: 16-bit K / V stores ('float16', 'bfloat16'; CPU and CUDA), 8-bit floats ('fp8_e4m3', 'fp8_e5m2';
-  // CPU and CUDA), q8_0 (CPU, head dims multiples of 32, else float16), float32
-  dtype?: 'auto' | 'float16' | 'bfloat16' | 'float32' | 'q8_0' | 'fp8_e4m3' | 'fp8_e5m2'; // the KV cache's type (kvCacheType)
+  // CPU and CUDA), q8_0 / q4_0 (CPU, head dims multiples of 32, else float16), float32
+  dtype?: 'auto' | 'float16' | 'bfloat16' | 'float32' | 'q8_0' | 'q4_0' | 'fp8_e4m3' | 'fp8_e5m2'; // the KV cache's type (kvCacheType)
   enforceEager?: boolean; // no CUDA step graphs (model_options::step_graphs false)
   mmproj?: string; // the vision projector (mmproj GGUF) to load beside the model; absent: text only
   enablePrefixCaching?: boolean; // automatic prefix caching (default true)

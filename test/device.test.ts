@@ -170,6 +170,10 @@ t.test('dtype: float16 / bfloat16 keep the KV cache in 16 bits on a GPU and on t
   t.teardown(() => q8.close());
   await q8.ready();
   t.equal(q8.modelInfo.kvCacheDtype, 'float16', 'q8_0 with head dim 16: float16');
+  const q4 = new LLM({ model: path, maxModelLen: 64, threads: 2, device: 'cpu', kvCacheDtype: 'q4_0' });
+  t.teardown(() => q4.close());
+  await q4.ready();
+  t.equal(q4.modelInfo.kvCacheDtype, 'float16', 'q4_0 with head dim 16: float16');
   // fp8 (vLLM's / SGLang's kv_cache_dtype fp8, fp8_e4m3, fp8_e5m2): a byte per value, any head dim; it generates
   for (const [asked, want] of [['fp8', 'fp8_e4m3'], ['fp8_e5m2', 'fp8_e5m2']] as const) {
     const f8 = new LLM({ model: path, maxModelLen: 64, threads: 2, device: 'cpu', kvCacheDtype: asked });

@@ -35,6 +35,11 @@ const F16_TOLERANCE = 2e-2;
 // its own by 1.41e-1 (flash attention, F32 as the reference); Spindle's q8_0 against llama.cpp's 1.32e-1. The test
 // holds Spindle's deviation to 1.5x llama.cpp's (or this floor), and the two q8_0 caches to this plus llama.cpp's own.
 const Q8_TOLERANCE = 5e-2;
+// The q4_0 cache's: a value within a step (the block's largest magnitude / 8) of its block, 16x q8_0's half step,
+// moves this small fixture's logprobs by about 6 (measured 5.95 from Spindle's float32 cache, llama.cpp's q4_0 cache
+// 6.05 from its own), while the two q4_0 caches agree to 0.374 (they hold the same blocks; llama.cpp's attention also
+// rounds q and the probabilities): the test holds that agreement to 0.75, on its own.
+const Q4_TOLERANCE = 0.75;
 
 /** log-softmax of llama.cpp's logits (node-llama-cpp's map of them) at token `id`. */
 function logSoftmaxAt(logits: Map<Token, number>, id: number): number {
@@ -105,51 +110,58 @@ t.test("the CPU's default float16 KV cache against llama.cpp's default F16 cache
   }
 });
 
-t.test("a q8_0 KV cache (kvCacheDtype, llama.cpp's -ctk / -ctv q8_0) against llama.cpp's q8_0 cache and float32: within a stated tolerance", async (t) => {
-  // head dim 32: whole q8_0 blocks. Both store K / V as llama.cpp's x86 quantize_row_q8_0 makes them; llama.cpp's
-  // flash attention (which its quantized V cache needs) also quantizes q to q8_0 and rounds the probabilities to
-  // half, where Spindle multiplies the stored values in float32.
-  const q8Path = await fixtureModel({ nEmbd: 128, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 12, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
-  const q8 = new LLM({ model: q8Path, maxModelLen: 256, threads: 2, kvCacheDtype: 'q8_0' });
-  const f32 = new LLM({ model: q8Path, maxModelLen: 256, threads: 2, dtype: 'float32' });
-  t.teardown(() => Promise.all([q8.close(), f32.close()]));
-  await Promise.all([q8.ready(), f32.ready()]);
-  if (q8.modelInfo.device !== 'cpu') {
-    t.equal(q8.modelInfo.kvCacheDtype, 'float16', 'a GPU has no q8_0 cache: float16');
-    return;
-  }
-  t.equal(q8.modelInfo.kvCacheDtype, 'q8_0');
-  const [out] = await q8.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
-  const [ref32] = await f32.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
-  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
-  const model = await llama.loadModel({ modelPath: q8Path });
-  const logprobsOf = async (kv: 'Q8_0' | 'F32'): Promise<number[]> => {
-    const ctx = await model.createContext({ contextSize: 128, batchSize: 128, threads: 1, flashAttention: true,
-      experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv });
+// q8_0 and q4_0 caches against llama.cpp's caches of the same type (flash attention, which its quantized V cache
+// needs) and against float32: each moves Spindle's logprobs no more than 1.5x what it moves llama.cpp's (or the
+// type's floor), and the two caches of a type agree within that floor (q8_0: plus llama.cpp's own deviation, which
+// is as large as their distance; q4_0's is 16x their distance).
+for (const [kv, floor] of [['q8_0', Q8_TOLERANCE], ['q4_0', Q4_TOLERANCE]] as const) {
+  t.test(`a ${kv} KV cache (kvCacheDtype, llama.cpp's -ctk / -ctv ${kv}) against llama.cpp's ${kv} cache and float32: within a stated tolerance`, async (t) => {
+    // head dim 32: whole blocks. Both store K / V as llama.cpp's CPU quantizers make them (x86 quantize_row_q8_0,
+    // quantize_row_q4_0_ref); llama.cpp's flash attention also quantizes q to q8_0 and rounds the probabilities to
+    // half, where Spindle multiplies the stored values in float32.
+    const blockPath = await fixtureModel({ nEmbd: 128, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 12, arch: 'qwen3', tokenizer: 'qwen3', tiedEmbeddings: true });
+    const typed = new LLM({ model: blockPath, maxModelLen: 256, threads: 2, kvCacheDtype: kv });
+    const f32 = new LLM({ model: blockPath, maxModelLen: 256, threads: 2, dtype: 'float32' });
+    t.teardown(() => Promise.all([typed.close(), f32.close()]));
+    await Promise.all([typed.ready(), f32.ready()]);
+    if (typed.modelInfo.device !== 'cpu') {
+      t.equal(typed.modelInfo.kvCacheDtype, 'float16', `a GPU has no ${kv} cache: float16`);
+      return;
+    }
+    t.equal(typed.modelInfo.kvCacheDtype, kv);
+    const [out] = await typed.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+    const [ref32] = await f32.generate({ promptTokenIds: ids }, { promptLogprobs: 1, maxTokens: 1, temperature: 0 });
+    const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' } as Parameters<typeof getLlama>[0]);
+    const model = await llama.loadModel({ modelPath: blockPath });
+    const logprobsOf = async (type: 'Q8_0' | 'Q4_0' | 'F32'): Promise<number[]> => {
+      const ctx = await model.createContext({ contextSize: 128, batchSize: 128, threads: 1, flashAttention: true,
+        experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type });
+      try {
+        const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
+        return ids.map((id, p) => (p === 0 ? 0 : logSoftmaxAt(res[p - 1]!.next.logits!, id)));
+      } finally {
+        await ctx.dispose();
+      }
+    };
     try {
-      const res = await ctx.getSequence().controlledEvaluate(ids.map((tok) => [tok as Token, { generateNext: { logits: true } }]));
-      return ids.map((id, p) => (p === 0 ? 0 : logSoftmaxAt(res[p - 1]!.next.logits!, id)));
+      const [llamaTyped, llamaF32] = [await logprobsOf(kv === 'q8_0' ? 'Q8_0' : 'Q4_0'), await logprobsOf('F32')];
+      let vsLlama = 0, vsF32 = 0, llamaOwn = 0;
+      for (let p = 1; p < ids.length; ++p) {
+        const mine = out.promptLogprobs![p]![ids[p]].logprob;
+        vsLlama = Math.max(vsLlama, Math.abs(mine - llamaTyped[p]));
+        vsF32 = Math.max(vsF32, Math.abs(mine - ref32.promptLogprobs![p]![ids[p]].logprob));
+        llamaOwn = Math.max(llamaOwn, Math.abs(llamaTyped[p] - llamaF32[p]));
+      }
+      t.comment(`${kv} against float32: Spindle ${vsF32.toExponential(2)}, llama.cpp ${llamaOwn.toExponential(2)}; Spindle against llama.cpp (both ${kv}) ${vsLlama.toExponential(2)}`);
+      t.ok(vsF32 > 0, `the cache really is ${kv}`);
+      t.ok(vsF32 <= Math.max(floor, 1.5 * llamaOwn), `${kv} moves Spindle's logprobs (${vsF32.toExponential(2)}) no more than 1.5x what it moves llama.cpp's (${llamaOwn.toExponential(2)}), or ${floor}`);
+      const bound = kv === 'q8_0' ? floor + llamaOwn : floor;
+      t.ok(vsLlama <= bound, `against llama.cpp's ${kv} cache: ${vsLlama.toExponential(2)} (<= ${bound.toExponential(2)})`);
     } finally {
-      await ctx.dispose();
+      await model.dispose();
     }
-  };
-  try {
-    const [llamaQ8, llamaF32] = [await logprobsOf('Q8_0'), await logprobsOf('F32')];
-    let vsLlama = 0, vsF32 = 0, llamaOwn = 0;
-    for (let p = 1; p < ids.length; ++p) {
-      const mine = out.promptLogprobs![p]![ids[p]].logprob;
-      vsLlama = Math.max(vsLlama, Math.abs(mine - llamaQ8[p]));
-      vsF32 = Math.max(vsF32, Math.abs(mine - ref32.promptLogprobs![p]![ids[p]].logprob));
-      llamaOwn = Math.max(llamaOwn, Math.abs(llamaQ8[p] - llamaF32[p]));
-    }
-    t.comment(`q8_0 against float32: Spindle ${vsF32.toExponential(2)}, llama.cpp ${llamaOwn.toExponential(2)}; Spindle against llama.cpp (both q8_0) ${vsLlama.toExponential(2)}`);
-    t.ok(vsF32 > 0, 'the cache really is q8_0');
-    t.ok(vsF32 <= Math.max(Q8_TOLERANCE, 1.5 * llamaOwn), `q8_0 moves Spindle's logprobs (${vsF32.toExponential(2)}) no more than 1.5x what it moves llama.cpp's (${llamaOwn.toExponential(2)}), or ${Q8_TOLERANCE}`);
-    t.ok(vsLlama <= Q8_TOLERANCE + llamaOwn, `against llama.cpp's q8_0 cache: ${vsLlama.toExponential(2)} (<= ${Q8_TOLERANCE} + llama.cpp's own q8_0 deviation)`);
-  } finally {
-    await model.dispose();
-  }
-});
+  });
+}
 
 const app = await buildApp({ engine: normalizeEngineOptions({ model: path, maxModelLen: 256, threads: 2, dtype: 'float32' }, 'serve'), servedModelNames: ['m'] });
 await app.listen({ host: '127.0.0.1', port: 0 });

@@ -130,11 +130,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Attention over each K / V store type the backend keeps (f32; f16 and bf16 on a GPU).
-  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16}) {
+  // Attention over each K / V store type the backend keeps (f32; f16, bf16 and fp8 on a GPU; the block types on the
+  // CPU).
+  for (const kv_type kv : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::fp8_e4m3, kv_type::fp8_e5m2,
+                           kv_type::q8_0, kv_type::q4_0}) {
     if (!be->supports_kv(kv)) continue;
-    const char* kv_name = kv == kv_type::f16 ? "f16" : kv == kv_type::bf16 ? "bf16" : "f32";
-    const double kv_elem_bytes = kv == kv_type::f32 ? 4.0 : 2.0;
+    const char* kv_name = kv_type_name(kv);
+    const double kv_elem_bytes = (double)kv_bytes(kv, 32) / 32;
     // Decode attention: one query row per sequence, n_seqs sequences of n_ctx positions (llama-1B heads).
     std::printf("attention_paged_batch, %s K / V, one query per sequence (32 q heads, 8 kv heads, dim 64, block 16):\n",
                 kv_name);

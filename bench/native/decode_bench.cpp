@@ -170,14 +170,15 @@ int main(int argc, char** argv) {
   const int reps = std::max(1, argc > 6 ? std::atoi(argv[6]) : 3);
   opt.device = argc > 7 ? argv[7] : "cpu";
   const char* kv = std::getenv("SPINDLE_BENCH_KV");
-  opt.kv = kv && std::string(kv) == "f16" ? kv_type::f16 : kv && std::string(kv) == "bf16" ? kv_type::bf16 : kv_type::f32;
+  // SPINDLE_BENCH_KV: f16, bf16 or any kv_type_name (float16, fp8_e4m3, q8_0, ...); else f32
+  const std::string kv_name = kv ? kv : "";
+  if (!kv_type_of_name(kv_name, &opt.kv)) opt.kv = kv_name == "f16" ? kv_type::f16 : kv_name == "bf16" ? kv_type::bf16 : kv_type::f32;
   try {
     auto m = model::load(argv[1], opt);
     double t = now_s();
     time_prompt(*m, 8);  // warm-up: first matmuls pack the weights (CPU), load kernels (GPU)
     time_decode(*m, 2);
-    std::printf("warm-up (packs weights) %.2f s; KV cache %s\n", now_s() - t,
-                m->kv_dtype() == kv_type::f16 ? "f16" : m->kv_dtype() == kv_type::bf16 ? "bf16" : "f32");
+    std::printf("warm-up (packs weights) %.2f s; KV cache %s\n", now_s() - t, kv_type_name(m->kv_dtype()));
     const char* only = std::getenv("SPINDLE_BENCH_ONLY");
     const bool batch_only = only && std::string(only) == "batch";
     double pp = 1e30, tg = 1e30, bt = 1e30, bt_greedy = 1e30, tg_argmax = 0, tg_greedy = 1e30;

@@ -88,11 +88,11 @@ Flags (vLLM spelling first, SGLang alias after):
                                       on a GPU and on the CPU; auto is float16 (llama.cpp's default;
                                       a line says which at startup);
                                       activations are float32, weights keep their GGUF type
-  --kv-cache-dtype auto|float16|bfloat16|float32|q8_0|fp8|fp8_e4m3|fp8_e5m2
+  --kv-cache-dtype auto|float16|bfloat16|float32|q8_0|q4_0|fp8|fp8_e4m3|fp8_e5m2
                                       the KV cache type alone (fp16 / bf16 too; auto: as --dtype says);
-                                      q8_0 (llama.cpp's, 34 bytes per 32 values) on the CPU for head dims
-                                      that are multiples of 32, else float16; fp8 (= fp8_e4m3) and
-                                      fp8_e5m2: a byte per value (vLLM's / SGLang's, scale 1)
+                                      q8_0 / q4_0 (llama.cpp's, 34 / 18 bytes per 32 values) on the CPU for
+                                      head dims that are multiples of 32, else float16; fp8 (= fp8_e4m3)
+                                      and fp8_e5m2: a byte per value (vLLM's / SGLang's, scale 1)
   --pooling mean|cls|last             how /v1/embeddings and /api/embed pool the hidden states (llama.cpp's
                                       --pooling; default: the model file's pooling type, else last)
   --threads N                         engine threads (default ${availableParallelism()})
@@ -158,8 +158,8 @@ Environment (a flag on the command line wins over its variable; a variable wins 
   Runner mode also reads Ollama's server variables where the flags are absent: OLLAMA_HOST (when SPINDLE_HOST is
   not set), OLLAMA_KEEP_ALIVE, OLLAMA_MAX_LOADED_MODELS, OLLAMA_NUM_PARALLEL (--max-num-seqs), OLLAMA_MAX_QUEUE,
   OLLAMA_CONTEXT_LENGTH (--max-model-len, capped at each model's trained context), OLLAMA_ORIGINS (--cors-origins,
-  plus Ollama's default origins), OLLAMA_KV_CACHE_TYPE (f16, q8_0; q4_0 is not implemented: q8_0 with a warning;
-  q8_0 is float16 on a GPU and for head dims that are not multiples of 32)
+  plus Ollama's default origins), OLLAMA_KV_CACHE_TYPE (f16, q8_0, q4_0; q8_0 and q4_0 are float16 on a GPU and
+  for head dims that are not multiples of 32)
 `;
 
 class FlagError extends Error {}

@@ -3,7 +3,7 @@
 // Invariant: every flag here either does what it does there (--chat-template, --seed, --kv-cache-dtype,
 // --generation-config / --sampling-defaults, --enforce-eager, --log-level, --disable-log-requests, --allowed-origins), or is accepted only where it can mean
 // nothing but what Spindle does anyway (a startup note says so when the flag asks for something), or is refused
-// with the values that are allowed (tensor parallelism over several GPUs, fp8 caches, another quantization
+// with the values that are allowed (tensor parallelism over several GPUs, fp8_inc / fp4 caches, another quantization
 // method): none is silently dropped while asking for something else.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { EngineOptionsInput } from '../engine-options.js';

@@ -9,8 +9,8 @@
 //   OLLAMA_ORIGINS            --cors-origins: its origins (patterns with * wildcards, as Ollama's) plus Ollama's own
 //                             defaults (localhost / 127.0.0.1 / 0.0.0.0 on any port, app://, file://, tauri://,
 //                             vscode-webview://)
-//   OLLAMA_KV_CACHE_TYPE      --kv-cache-dtype: float16 for f16, q8_0 for q8_0 (on a GPU float16), and q8_0 for
-//                             q4_0 (not implemented: a warning says the cache is q8_0 instead)
+//   OLLAMA_KV_CACHE_TYPE      --kv-cache-dtype: float16 for f16, q8_0 for q8_0, q4_0 for q4_0 (the two block types
+//                             on the CPU; float16 on a GPU, as for head dims that are not multiples of 32)
 // Invariant: a variable is used only in runner mode and only where its flag (any spelling) is absent; a bad value is
 // an error naming the variable (Ollama would fall back to its default; a deployment's typo is better seen); every
 // variable used is listed in a startup line.
@@ -76,8 +76,7 @@ export function ollamaEnv(v: Values, env: NodeJS.ProcessEnv): OllamaEnv {
     if (name === 'OLLAMA_KV_CACHE_TYPE') {
       const t = value.toLowerCase();
       if (t !== 'f16' && t !== 'q8_0' && t !== 'q4_0') throw new Error(`${name} must be f16, q8_0 or q4_0 (got '${value}')`);
-      if (t === 'q4_0') notes.push(`${name}=${value}: q4_0 K / V caches are not implemented; the KV cache is q8_0 instead (34 bytes per 32 values; float16 on a GPU or for head dims that are not multiples of 32)`);
-      use = t === 'f16' ? 'float16' : 'q8_0';
+      use = t === 'f16' ? 'float16' : t;
     }
     values[flag] = use;
     applied.push(`${name}=${value}`);

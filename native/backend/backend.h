@@ -37,12 +37,15 @@ struct rope_params {
 
 // Element type of a K / V store: f32, a 16-bit type that halves the cache (a value is rounded to nearest even
 // when stored), an 8-bit float (fp8 e4m3 / e5m2, vLLM's and SGLang's fp8 caches at scale 1: rounded to nearest
-// even, saturating; cpu/fp8.h), or q8_0 (llama.cpp's block_q8_0: 32 values as an f16 scale and 32 int8, 34 bytes;
-// a value is quantized when stored). Attention reads the stored values back exactly (f32 of the 16- or 8-bit value,
-// scale x int8) and computes in f32. Strides and offsets count values; q8_0 rows and heads are whole blocks
-// (multiples of 32).
-enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5 };
-// Bytes that n values of type t take (for q8_0 n is a multiple of 32: whole blocks).
+// even, saturating; cpu/fp8.h), q8_0 (llama.cpp's block_q8_0: 32 values as an f16 scale and 32 int8, 34 bytes) or
+// q4_0 (llama.cpp's block_q4_0: 32 values as an f16 scale and 32 4-bit values, 18 bytes); a value of those two is
+// quantized when stored. Attention reads the stored values back exactly (f32 of the 16- or 8-bit value, scale x
+// integer) and computes in f32. Strides and offsets count values; q8_0 / q4_0 rows and heads are whole blocks
+// (multiples of 32: kv_blocked).
+enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5, q4_0 = 6 };
+// True for the block types (q8_0, q4_0), whose rows and heads are whole 32-value blocks.
+inline bool kv_blocked(kv_type t) { return t == kv_type::q8_0 || t == kv_type::q4_0; }
+// Bytes that n values of type t take (for q8_0 / q4_0 n is a multiple of 32: whole blocks).
 inline int64_t kv_bytes(kv_type t, int64_t n) {
   switch (t) {
     case kv_type::f16:
@@ -50,17 +53,19 @@ inline int64_t kv_bytes(kv_type t, int64_t n) {
     case kv_type::fp8_e4m3:
     case kv_type::fp8_e5m2: return n;
     case kv_type::q8_0: return n / 32 * 34;
+    case kv_type::q4_0: return n / 32 * 18;
     case kv_type::f32: break;
   }
   return 4 * n;
 }
-// The API's name of a K / V store type (--dtype / kvCacheDtype spelling: float32, float16, bfloat16, q8_0,
+// The API's name of a K / V store type (--dtype / kvCacheDtype spelling: float32, float16, bfloat16, q8_0, q4_0,
 // fp8_e4m3, fp8_e5m2), and back (false for another name, e.g. "auto").
 inline const char* kv_type_name(kv_type t) {
   switch (t) {
     case kv_type::f16: return "float16";
     case kv_type::bf16: return "bfloat16";
     case kv_type::q8_0: return "q8_0";
+    case kv_type::q4_0: return "q4_0";
     case kv_type::fp8_e4m3: return "fp8_e4m3";
     case kv_type::fp8_e5m2: return "fp8_e5m2";
     case kv_type::f32: break;
@@ -68,7 +73,8 @@ inline const char* kv_type_name(kv_type t) {
   return "float32";
 }
 inline bool kv_type_of_name(const std::string& name, kv_type* t) {
-  for (kv_type k : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0, kv_type::fp8_e4m3, kv_type::fp8_e5m2}) {
+  for (kv_type k : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0, kv_type::q4_0, kv_type::fp8_e4m3,
+                    kv_type::fp8_e5m2}) {
     if (name == kv_type_name(k)) {
       *t = k;
       return true;
@@ -118,8 +124,15 @@ class backend {
   // True for the weight types matmul and get_rows accept.
   virtual bool supports_type(ggml_type type) const = 0;
   // True for the K / V store types store_kv, rope_store_kv and the paged attention ops take (f32 everywhere; the CPU
-  // and CUDA backends take f16, bf16, fp8_e4m3 and fp8_e5m2 too, the CPU q8_0).
+  // and CUDA backends take f16, bf16, fp8_e4m3 and fp8_e5m2 too, the CPU q8_0 and q4_0).
   virtual bool supports_kv(kv_type t) const { return t == kv_type::f32; }
+  // True when the attention ops take a store of type t for heads of these dims: supports_kv, and the backend's own
+  // rules (the CPU's block types need multiples of 32; CUDA's 16-bit and fp8 attention, head dims of at most 128).
+  virtual bool supports_kv_heads(kv_type t, int32_t head_dim_k, int32_t head_dim_v) const {
+    (void)head_dim_k;
+    (void)head_dim_v;
+    return supports_kv(t);
+  }
   // Free and total bytes of the device memory the backend allocates from; false when it has no such limit
   // of its own (CPU: host memory).
   virtual bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const { return false; }

@@ -125,17 +125,18 @@ class model {
   // The element type of the K / V cache new_kv_cache makes: f32 unless want_kv_dtype asked for another type the
   // backend stores (model::load does, from model_options::kv).
   kv_type kv_dtype() const { return kv_; }
-  // The type asked for where the backend stores it (q8_0 also needs head dims of whole blocks, multiples of 32);
-  // an 8-bit type (q8_0, fp8) that cannot be had falls back to float16, llama.cpp's default; a type the backend
-  // lacks otherwise, f32.
+  // The type asked for where the backend's attention takes it for this model's heads (backend::supports_kv_heads:
+  // the CPU's q8_0 / q4_0 need head dims of whole blocks, CUDA's 16-bit and fp8 stores heads of at most 128); a type
+  // smaller than 16 bits (q8_0, q4_0, fp8) that cannot be had falls back to float16, llama.cpp's default; a type
+  // that cannot be had otherwise, f32.
   void want_kv_dtype(kv_type wanted) {
     backend* be = compute_backend();
-    if (wanted == kv_type::q8_0 || wanted == kv_type::fp8_e4m3 || wanted == kv_type::fp8_e5m2) {
-      const model_hparams& hp = hparams();
-      const bool blocks = wanted != kv_type::q8_0 || (hp.head_dim_k % 32 == 0 && hp.head_dim_v % 32 == 0);
-      if (be == nullptr || !be->supports_kv(wanted) || !blocks) wanted = kv_type::f16;
+    const model_hparams& hp = hparams();
+    const auto takes = [&](kv_type t) { return be != nullptr && be->supports_kv_heads(t, hp.head_dim_k, hp.head_dim_v); };
+    if ((kv_blocked(wanted) || wanted == kv_type::fp8_e4m3 || wanted == kv_type::fp8_e5m2) && !takes(wanted)) {
+      wanted = kv_type::f16;
     }
-    kv_ = be != nullptr && be->supports_kv(wanted) ? wanted : kv_type::f32;
+    kv_ = takes(wanted) ? wanted : kv_type::f32;
   }
   // --dtype auto: float16 K / V on every device (llama.cpp's and Ollama's default: half the memory per token, and
   // attention reads half the bytes: on the CPU decode at depth 3840 ran 19% faster; on an H200 greedy TPOT 0.957 vs

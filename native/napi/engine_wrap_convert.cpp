@@ -286,7 +286,8 @@ native_engine_options parse_engine_options(const Napi::Value& v) {
   static const char* const devices[] = {"auto", "cpu", "cuda", nullptr};
   out.device = choice_field(o, "device", "auto", devices);
   // the KV cache's
-  static const char* const dtypes[] = {"auto", "float16", "bfloat16", "float32", "q8_0", "fp8_e4m3", "fp8_e5m2", nullptr};
+  static const char* const dtypes[] = {"auto",     "float16",  "bfloat16", "float32", "q8_0",
+                                       "q4_0",     "fp8_e4m3", "fp8_e5m2", nullptr};
   out.dtype = choice_field(o, "dtype", "auto", dtypes);
   out.enforce_eager = bool_field(o, "enforceEager", false);
   return out;

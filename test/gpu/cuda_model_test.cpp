@@ -566,15 +566,32 @@ TEST_CASE("cuda models: fp8 KV caches (e4m3, e5m2) vs the CPU's fp8 cache; batch
   }
 }
 
-TEST_CASE("cuda models: a q8_0 KV cache (the CPU's) asked on a GPU is float16; --dtype auto is float16 there") {
+TEST_CASE("cuda models: a q8_0 or q4_0 KV cache (the CPU's) asked on a GPU is float16; --dtype auto is float16 there; float32 for heads over 128") {
   REQUIRE_GPU();
-  file d(model_test::build(dense_spec("llama", ggml_type::F32)), "llama");  // head dim 64: whole q8_0 blocks
-  CHECK(load_on(d.path, "cuda", kv_type::q8_0)->kv_dtype() == kv_type::f16);
-  CHECK(load_on(d.path, "cpu", kv_type::q8_0)->kv_dtype() == kv_type::q8_0);
+  file d(model_test::build(dense_spec("llama", ggml_type::F32)), "llama");  // head dim 64: whole blocks
+  for (const kv_type kv : {kv_type::q8_0, kv_type::q4_0}) {
+    CHECK(load_on(d.path, "cuda", kv)->kv_dtype() == kv_type::f16);
+    CHECK(load_on(d.path, "cpu", kv)->kv_dtype() == kv);
+  }
   model_options o;
   o.device = "cuda";
   o.kv_auto = true;
   CHECK(model::load(d.path, o)->kv_dtype() == kv_type::f16);
+  // heads over 128 dims: the 16-bit and fp8 attention cannot take them, so every type (auto included) is float32
+  // there, and the model runs instead of failing its first step
+  model_test::spec ws = dense_spec("llama", ggml_type::F32);
+  ws.n_embd = 512;
+  ws.n_head = 2;
+  ws.n_head_kv = 1;  // head dim 256
+  file w(model_test::build(ws), "wide");
+  for (const kv_type kv : {kv_type::f16, kv_type::fp8_e4m3, kv_type::q8_0}) {
+    auto m = load_on(w.path, "cuda", kv);
+    CHECK(m->kv_dtype() == kv_type::f32);
+  }
+  auto wide_auto = model::load(w.path, o);
+  CHECK(wide_auto->kv_dtype() == kv_type::f32);
+  const std::vector<float> lw = all_logits(*wide_auto, prompt(12, (int)wide_auto->hparams().n_vocab, 3));
+  CHECK(std::all_of(lw.begin(), lw.end(), [](float v) { return std::isfinite(v); }));
 }
 
 TEST_CASE("cuda models: lfm2 prefix-cache checkpoints and speculative rollback continue with recomputation's logits, bitwise") {

@@ -1,9 +1,9 @@
-// Shared by the K / V store type tests (attention_kv16_test.cpp, attention_kvq8_test.cpp, attention_kvfp8_test.cpp;
-// the shapes and their parameters by attention_tiled_test.cpp too): attention shapes, a paged store of a type
-// written through store_kv beside the f32 store of the values it holds, and the per-item kernel check (a kernel
-// over the typed rows == the same kernel over the f32 rows, bitwise). stored_value reads a store with plain
-// arithmetic (fp16.h's conversions; fp8 codes by their definition; q8_0's scale x int8), sharing nothing with the
-// kernels' readers.
+// Shared by the K / V store type tests (attention_kv16_test.cpp, attention_kvq8_test.cpp, attention_kvq4_test.cpp,
+// attention_kvfp8_test.cpp; the shapes and their parameters by attention_tiled_test.cpp too): attention shapes, a
+// paged store of a type written through store_kv beside the f32 store of the values it holds, and the per-item kernel
+// check (a kernel over the typed rows == the same kernel over the f32 rows, bitwise). stored_value reads a store
+// with plain arithmetic (fp16.h's conversions; fp8 codes by their definition; q8_0's scale x int8, q4_0's scale x
+// (nibble - 8)), sharing nothing with the kernels' readers.
 #pragma once
 #include <cmath>
 #include <cstring>
@@ -58,6 +58,12 @@ inline float stored_value(const std::vector<float>& store, kv_type t, int64_t i)
     case kv_type::f16: std::memcpy(&h, bytes + 2 * i, 2); return fp16_to_f32(h);
     case kv_type::bf16: std::memcpy(&h, bytes + 2 * i, 2); return bf16_to_f32(h);
     case kv_type::q8_0: std::memcpy(&h, bytes + i / 32 * 34, 2); return fp16_to_f32(h) * (float)(int8_t)bytes[i / 32 * 34 + 2 + i % 32];
+    case kv_type::q4_0: {
+      // value j of a block: the low nibble of byte j for j < 16, the high nibble of byte j - 16 after; minus 8
+      std::memcpy(&h, bytes + i / 32 * 18, 2);
+      const int j = (int)(i % 32), byte = bytes[i / 32 * 18 + 2 + j % 16];
+      return fp16_to_f32(h) * (float)((j < 16 ? byte % 16 : byte / 16) - 8);
+    }
     case kv_type::f32: break;
   }
   return store[(size_t)i];

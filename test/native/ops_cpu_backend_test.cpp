@@ -178,10 +178,18 @@ TEST_CASE("cpu backend: F32 get_rows and matmul, memory helpers, id checks") {
   CHECK_THROWS_WITH(be.alloc_f32(-1), "negative");
 }
 
-TEST_CASE("cpu backend: K / V stores of every type (f32, f16, bf16); 16-bit ones take half the floats") {
+TEST_CASE("cpu backend: K / V stores of every type; 16-bit ones take half the floats, fp8 a quarter, blocks 34 / 18 bytes per 32") {
   auto be = make_cpu_backend(1);
-  CHECK(be->supports_kv(kv_type::f32) && be->supports_kv(kv_type::f16) && be->supports_kv(kv_type::bf16));
+  for (const kv_type t : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::fp8_e4m3, kv_type::fp8_e5m2,
+                          kv_type::q8_0, kv_type::q4_0}) {
+    CHECK(be->supports_kv(t));
+    kv_type back;
+    CHECK(kv_type_of_name(kv_type_name(t), &back) && back == t);
+  }
   CHECK_EQ(kv_store_floats(kv_type::f32, 7), 7);
   CHECK_EQ(kv_store_floats(kv_type::f16, 7), 4);
   CHECK_EQ(kv_store_floats(kv_type::bf16, 8), 4);
+  CHECK_EQ(kv_store_floats(kv_type::fp8_e4m3, 9), 3);
+  CHECK_EQ(kv_store_floats(kv_type::q8_0, 64), 17);
+  CHECK_EQ(kv_store_floats(kv_type::q4_0, 64), 9);
 }

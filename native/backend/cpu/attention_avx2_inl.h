@@ -9,10 +9,10 @@
 
 namespace spindle {
 
-// Row accessors with the row form and element type (float, kv_f16, kv_bf16, kv_fp8_*, kv_q8) fixed at compile time (no
+// Row accessors with the row form and element type (float, kv_f16, kv_bf16, kv_fp8_*, kv_q8, kv_q4) fixed at compile time (no
 // per-row branch): contiguous cache rows at base + j * stride, or rows anywhere through a table of row starts
 // (paged store read in place). They give kv_elem<E>::ptr (a pointer to the row's first value); base, stride and
-// offset here count storage units of E (values, or q8_0 blocks).
+// offset here count storage units of E (values, or q8_0 / q4_0 blocks).
 template <class E>
 struct strided_rows {
   const E* base;
@@ -67,6 +67,17 @@ SPINDLE_AVX2 static inline __m256 load8(kv_q8_ptr p) {
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(blk.d)));
 }
 
+// 8 values of a q4_0 row from value p.i (a multiple of 8: they share a block and a nibble half): d x (q - 8), each
+// product exact. Values 0..15 of a block are the low nibbles of qs[0..16), values 16..31 the high ones.
+SPINDLE_AVX2 static inline __m256 load8(kv_q4_ptr p) {
+  const kv_q4& blk = p.b[p.i / 32];
+  const int j = (int)(p.i % 32);
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + (j & 15)));
+  const __m128i nib = _mm_and_si128(j < 16 ? bytes : _mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+  const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(nib), _mm256_set1_epi32(8));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(blk.d)));
+}
+
 // Hardware prefetch of one row of n values of E, a cache line at a time.
 template <class E>
 SPINDLE_AVX2 static inline void prefetch_bytes(const E* r, int64_t bytes) {
@@ -80,6 +91,9 @@ SPINDLE_AVX2 static inline void prefetch_elems(const E* r, int32_t n) {
 }
 SPINDLE_AVX2 static inline void prefetch_elems(kv_q8_ptr r, int32_t n) {
   prefetch_bytes(r.b + r.i / 32, kv_bytes(kv_type::q8_0, n));
+}
+SPINDLE_AVX2 static inline void prefetch_elems(kv_q4_ptr r, int32_t n) {
+  prefetch_bytes(r.b + r.i / 32, kv_bytes(kv_type::q4_0, n));
 }
 
 // ggml_vec_dot_f32's sum of one 32-multiple-long row: 4 accumulators over 32-float steps, then

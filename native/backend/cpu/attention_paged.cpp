@@ -24,7 +24,7 @@ void attention_paged_check(const paged_attention_params& p) {
     throw error("attention_paged: invalid head counts or token range");
   }
   if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16 && a.kv != kv_type::q8_0 &&
-      a.kv != kv_type::fp8_e4m3 && a.kv != kv_type::fp8_e5m2) {
+      a.kv != kv_type::q4_0 && a.kv != kv_type::fp8_e4m3 && a.kv != kv_type::fp8_e5m2) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
   }
   attention_kv_blocks_check(a, "attention_paged");
@@ -49,9 +49,10 @@ void attention_paged_check(const paged_attention_params& p) {
 }
 
 void attention_kv_blocks_check(const attention_params& a, const char* who) {
-  if (a.kv == kv_type::q8_0 && (a.head_dim_k % 32 != 0 || a.head_dim_v % 32 != 0 || a.k_row_stride % 32 != 0 ||
-                                a.v_row_stride % 32 != 0)) {
-    throw error(std::string(who) + ": a q8_0 K / V store needs head dims and row strides that are multiples of 32");
+  if (kv_blocked(a.kv) && (a.head_dim_k % 32 != 0 || a.head_dim_v % 32 != 0 || a.k_row_stride % 32 != 0 ||
+                           a.v_row_stride % 32 != 0)) {
+    throw error(std::string(who) + ": a " + kv_type_name(a.kv) +
+                " K / V store needs head dims and row strides that are multiples of 32");
   }
 }
 
@@ -61,7 +62,8 @@ int64_t attention_paged_row(const paged_attention_params& p, int64_t pos) {
 
 namespace {
 
-// Value i of a K / V store of type t, widened to f32 (q8_0: block i / 32's f16 scale times its int8 i % 32).
+// Value i of a K / V store of type t, widened to f32 (q8_0: block i / 32's f16 scale times its int8 i % 32; q4_0:
+// times its nibble i % 32 less 8).
 double kv_at(const float* store, kv_type t, int64_t i) {
   switch (t) {
     case kv_type::f16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(store)[i]);
@@ -73,6 +75,13 @@ double kv_at(const float* store, kv_type t, int64_t i) {
       uint16_t d;
       std::memcpy(&d, b, 2);
       return (double)fp16_to_f32(d) * (double)(int8_t)b[2 + i % 32];
+    }
+    case kv_type::q4_0: {
+      const unsigned char* b = reinterpret_cast<const unsigned char*>(store) + i / 32 * 18;
+      uint16_t d;
+      std::memcpy(&d, b, 2);
+      const int j = (int)(i % 32), q = j < 16 ? b[2 + j] & 0x0f : b[2 + j - 16] >> 4;
+      return (double)fp16_to_f32(d) * (double)(q - 8);
     }
     case kv_type::f32: break;
   }

@@ -14,8 +14,8 @@ namespace spindle {
 // block ids in [0, n_blocks).
 void attention_paged_check(const paged_attention_params& p);
 
-// Throws spindle::error (prefixed `who`) when a q8_0 store's head dims or row strides are not whole 32-value blocks
-// (the kernels address q8_0 rows by block); other store types have no such rule.
+// Throws spindle::error (prefixed `who`) when a q8_0 / q4_0 store's head dims or row strides are not whole 32-value
+// blocks (the kernels address those rows by block); other store types have no such rule.
 void attention_kv_blocks_check(const attention_params& a, const char* who);
 
 // Store row of position pos (p checked by attention_paged_check).

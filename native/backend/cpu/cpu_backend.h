@@ -23,7 +23,10 @@ class cpu_backend final : public backend {
   const char* name() const override { return "cpu"; }
   int n_threads() const override { return pool_.size(); }
   bool supports_type(ggml_type type) const override;
-  bool supports_kv(kv_type) const override { return true; }  // f32, f16, bf16, fp8 and q8_0 K / V stores (kv_store.cpp)
+  bool supports_kv(kv_type) const override { return true; }  // f32, f16, bf16, fp8, q8_0 and q4_0 K / V stores (kv_store.cpp)
+  bool supports_kv_heads(kv_type t, int32_t head_dim_k, int32_t head_dim_v) const override {  // blocks: whole heads
+    return !kv_blocked(t) || (head_dim_k % 32 == 0 && head_dim_v % 32 == 0);
+  }
 
   float* alloc_f32(int64_t n) override;
   void free_f32(float* p) override;
@@ -56,7 +59,8 @@ class cpu_backend final : public backend {
   void gelu(const float* x, float* y, int64_t n) override;
   void gelu_quick(const float* x, float* y, int64_t n) override;
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
-  // Rows into f32 stores as copies, into 16-bit ones rounded to nearest even, into q8_0 ones quantized (kv_store.cpp).
+  // Rows into f32 stores as copies, into 16-bit and fp8 ones rounded to nearest even, into q8_0 / q4_0 ones quantized
+  // (kv_store.cpp).
   void store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new, const float* v_new, int64_t n,
                 int64_t k_dim, int64_t v_dim, kv_type kv) override;
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,

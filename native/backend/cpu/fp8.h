@@ -22,8 +22,12 @@ inline uint8_t round_magnitude(uint32_t a, int m, int b, uint8_t max) {
   const uint32_t min_normal = (uint32_t)(127 + 1 - b) << 23;  // f32 bits of 2^(1-b)
   uint32_t code;
   if (a < min_normal) {
-    // a / 2^(1-b-m) is exact (a power-of-two scale) and nearbyint rounds ties to even; 2^m is the first normal code
-    code = (uint32_t)std::nearbyint(f32_from_bits(a) * std::ldexp(1.0f, b - 1 + m));
+    // v = a / 2^(1-b-m) is exact (a power-of-two scale), in [0, 2^m]; rounded to nearest, ties to even, whatever
+    // the floating-point environment's mode; 2^m is the first normal code
+    const float v = f32_from_bits(a) * std::ldexp(1.0f, b - 1 + m);
+    code = (uint32_t)v;
+    const float frac = v - (float)code;  // exact
+    if (frac > 0.5f || (frac == 0.5f && (code & 1))) ++code;
   } else {
     const uint32_t drop = 23 - (uint32_t)m;                      // f32 mantissa bits below the kept ones
     const uint32_t exp = (a >> 23) - 127 + (uint32_t)b;          // biased 8-bit-float exponent, >= 1

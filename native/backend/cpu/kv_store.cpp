@@ -1,10 +1,11 @@
 // The CPU's K / V stores: float32, 16-bit (IEEE half, bfloat16) at half the memory and half the bytes each
-// attention step reads, 8-bit floats (fp8 e4m3 / e5m2) at a quarter, or q8_0 (34 bytes per 32 values). Invariant: a
-// stored 16-bit element is its f32 value rounded to nearest even (fp16.h, the same bits as F16C's vcvtps2ph and
-// ggml's conversions); an fp8 one is rounded to nearest even and saturated (fp8.h, CUDA's SATFINITE); a q8_0 block is
-// quantize_row_q8_0 of its 32 values (quants.h: llama.cpp's x86 quantizer, d = amax / 127 stored as f16, q =
-// round-half-even(x * (127 / amax))); the attention kernels read both back exactly, so such a cache computes exactly what an f32 cache
-// holding the stored values computes.
+// attention step reads, 8-bit floats (fp8 e4m3 / e5m2) at a quarter, q8_0 (34 bytes per 32 values) or q4_0 (18).
+// Invariant: a stored 16-bit element is its f32 value rounded to nearest even (fp16.h, the same bits as F16C's
+// vcvtps2ph and ggml's conversions); an fp8 one is rounded to nearest even and saturated (fp8.h, CUDA's SATFINITE); a
+// q8_0 block is quantize_row_q8_0 of its 32 values (quants.h: llama.cpp's x86 quantizer, d = amax / 127 stored as
+// f16, q = round-half-even(x * (127 / amax))), a q4_0 block quantize_row_q4_0 of them (llama.cpp's reference
+// quantizer, which its CPU cache uses); the attention kernels read them all back exactly, so such a cache computes
+// exactly what an f32 cache holding the stored values computes.
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
@@ -18,16 +19,17 @@ namespace spindle {
 
 namespace {
 
-// Row rows[i] (row i when rows is null) of a q8_0 store = row i of src quantized, width values (whole blocks) a row;
-// the AVX2 quantizer gives the scalar one's bits (quants_avx2.h).
-void store_rows_q8(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width, bool avx2) {
-  if (width % 32 != 0) throw error("store_kv: a q8_0 K / V row needs a multiple of 32 values, got " + std::to_string(width));
-  block_q8_0* dst = reinterpret_cast<block_q8_0*>(store);
-  for (int64_t i = 0; i < n; ++i) {
-    block_q8_0* row = dst + (rows ? rows[i] : i) * (width / 32);
-    if (avx2) quantize_row_q8_0_avx2(src + i * width, row, width);
-    else quantize_row_q8_0(src + i * width, row, width);
+// Row rows[i] (row i when rows is null) of a q8_0 or q4_0 store (blocks B) = row i of src quantized by quantize,
+// width values (whole blocks) a row.
+template <class B>
+void store_rows_blocks(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width, kv_type t,
+                       void (*quantize)(const float*, B*, int64_t)) {
+  if (width % 32 != 0) {
+    throw error(std::string("store_kv: a ") + kv_type_name(t) + " K / V row needs a multiple of 32 values, got " +
+                std::to_string(width));
   }
+  B* dst = reinterpret_cast<B*>(store);
+  for (int64_t i = 0; i < n; ++i) quantize(src + i * width, dst + (rows ? rows[i] : i) * (width / 32), width);
 }
 
 // Row rows[i] (row i when rows is null) of a 16- or 8-bit store = row i of src rounded, width elements a row.
@@ -66,9 +68,16 @@ void cpu_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, 
       store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(k_store, rows, k_new, n, k_dim);
       store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(v_store, rows, v_new, n, v_dim);
       return;
-    case kv_type::q8_0:
-      store_rows_q8(k_store, rows, k_new, n, k_dim, avx2_);
-      store_rows_q8(v_store, rows, v_new, n, v_dim, avx2_);
+    case kv_type::q8_0: {
+      // the AVX2 quantizer gives the scalar one's bits (quants_avx2.h)
+      void (*q8)(const float*, block_q8_0*, int64_t) = avx2_ ? quantize_row_q8_0_avx2 : quantize_row_q8_0;
+      store_rows_blocks(k_store, rows, k_new, n, k_dim, kv, q8);
+      store_rows_blocks(v_store, rows, v_new, n, v_dim, kv, q8);
+      return;
+    }
+    case kv_type::q4_0:
+      store_rows_blocks<block_q4_0>(k_store, rows, k_new, n, k_dim, kv, quantize_row_q4_0);
+      store_rows_blocks<block_q4_0>(v_store, rows, v_new, n, v_dim, kv, quantize_row_q4_0);
       return;
   }
 }

@@ -87,8 +87,26 @@ struct kv_q8_ptr {
   }
 };
 
-// How a row of element type E is addressed: a pointer to its first value (const E*, or kv_q8_ptr for q8_0), and
-// values per storage unit (strides and offsets count values; a q8_0 row advances a block per 32).
+// A block of a q4_0 K / V store (kv_type q4_0): llama.cpp's block_q4_0 (quants.h), value i = f16 d x (q_i - 8) with
+// q_i the low nibble of qs[i] for i < 16, the high nibble of qs[i - 16] after (exact in f32), made by
+// quantize_row_q4_0 (llama.cpp's quantize_row_q4_0_ref, which its CPU KV cache stores with).
+using kv_q4 = block_q4_0;
+static_assert(sizeof(kv_q4) == 18, "block_q4_0 is 18 bytes");
+// A value of a q4_0 row as a pointer to it, as kv_q8_ptr.
+struct kv_q4_ptr {
+  const kv_q4* b;
+  int64_t i;
+  kv_q4_ptr operator+(int64_t n) const { return {b, i + n}; }
+  float operator[](int64_t n) const {
+    const kv_q4& blk = b[(i + n) / 32];
+    const int j = (int)((i + n) % 32);
+    const int q = j < 16 ? blk.qs[j] & 0x0f : blk.qs[j - 16] >> 4;
+    return fp16_to_f32(blk.d) * (float)(q - 8);
+  }
+};
+
+// How a row of element type E is addressed: a pointer to its first value (const E*, or kv_q8_ptr / kv_q4_ptr for
+// q8_0 / q4_0), and values per storage unit (strides and offsets count values; a block row advances a block per 32).
 template <class E>
 struct kv_elem {
   using ptr = const E*;
@@ -101,15 +119,22 @@ struct kv_elem<kv_q8> {
   static constexpr int64_t per_unit = 32;
   static ptr at(const kv_q8* unit) { return {unit, 0}; }
 };
+template <>
+struct kv_elem<kv_q4> {
+  using ptr = kv_q4_ptr;
+  static constexpr int64_t per_unit = 32;
+  static ptr at(const kv_q4* unit) { return {unit, 0}; }
+};
 
 // The C++ element type of a K / V store type, for code that instantiates a kernel per type: with_kv_elem(t, f)
-// calls f(E{}) with E float, kv_f16, kv_bf16, kv_q8, kv_fp8_e4m3 or kv_fp8_e5m2, and returns what f returns.
+// calls f(E{}) with E float, kv_f16, kv_bf16, kv_q8, kv_q4, kv_fp8_e4m3 or kv_fp8_e5m2, and returns what f returns.
 template <class F>
 decltype(auto) with_kv_elem(kv_type t, F&& f) {
   switch (t) {
     case kv_type::f16: return f(kv_f16{});
     case kv_type::bf16: return f(kv_bf16{});
     case kv_type::q8_0: return f(kv_q8{});
+    case kv_type::q4_0: return f(kv_q4{});
     case kv_type::fp8_e4m3: return f(kv_fp8_e4m3{});
     case kv_type::fp8_e5m2: return f(kv_fp8_e5m2{});
     case kv_type::f32: break;
@@ -119,7 +144,8 @@ decltype(auto) with_kv_elem(kv_type t, F&& f) {
 
 // Where position j's K (or V) head starts: base + j * stride + offset (a contiguous cache) or, when table is set,
 // table[j] + offset (a paged store read in place; table[j] = the start of position j's row). Values of `type`
-// (float, kv_f16, kv_bf16, kv_fp8_* or kv_q8 blocks): stride and offset count values (whole blocks for q8_0).
+// (float, kv_f16, kv_bf16, kv_fp8_*, or kv_q8 / kv_q4 blocks): stride and offset count values (whole blocks for the
+// block types).
 struct kv_rows {
   const void* base = nullptr;
   int64_t stride = 0;

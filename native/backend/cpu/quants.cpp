@@ -3,6 +3,7 @@
 // single implementation (this one), so every feature level feeds the kernels the same bytes.
 #include "backend/cpu/quants.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -93,6 +94,31 @@ void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n) {
     for (int j = 0; j < QK8_0; ++j) {
       const int q = round_nearest_even(xb[j] * id);
       y[b].qs[j] = (int8_t)(q > 127 ? 127 : (q < -128 ? -128 : q));
+    }
+  }
+}
+
+// As ggml's quantize_row_q4_0_ref (which llama.cpp's CPU backend stores a q4_0 KV cache with): d = (the signed value
+// of largest magnitude, first one wins) / -8 stored as fp16, q = min(15, trunc(x * (1 / d) + 8.5)) with the f32 d.
+// A NaN value (no meaning in a block) is stored as 8 (zero) instead of ggml's undefined cast.
+void quantize_row_q4_0(const float* x, block_q4_0* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK4_0; ++b) {
+    const float* xb = x + b * QK4_0;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < QK4_0; ++j) {
+      if (amax < std::fabs(xb[j])) {
+        amax = std::fabs(xb[j]);
+        max = xb[j];
+      }
+    }
+    const float d = max / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = f32_to_fp16(d);
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      const float x0 = xb[j] * id + 8.5f, x1 = xb[j + QK4_0 / 2] * id + 8.5f;
+      // x * id is in [-8, 8] (|x| <= |max|), so x + 8.5 is in [0.5, 16.5] and the cast truncates to 0..16
+      const int q0 = x0 == x0 ? std::min(15, (int)x0) : 8, q1 = x1 == x1 ? std::min(15, (int)x1) : 8;
+      y[b].qs[j] = (uint8_t)(q0 | q1 << 4);
     }
   }
 }

@@ -74,6 +74,7 @@ void dequantize_row_q6_K(const block_q6_K* x, float* y, int64_t n);
 
 // Activation conversions (one token's row of n values).
 void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n);  // n % 32 == 0
+void quantize_row_q4_0(const float* x, block_q4_0* y, int64_t n);  // n % 32 == 0 (the KV cache's)
 void quantize_row_q8_K(const float* x, block_q8_K* y, int64_t n);  // n % 256 == 0
 void convert_row_f16(const float* x, uint16_t* y, int64_t n);
 void convert_row_bf16(const float* x, uint16_t* y, int64_t n);

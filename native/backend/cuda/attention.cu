@@ -217,6 +217,10 @@ uint32_t next_pow2(uint32_t v) {
 
 }  // namespace
 
+bool cuda_backend::supports_kv_heads(kv_type t, int32_t head_dim_k, int32_t head_dim_v) const {
+  return supports_kv(t) && (t == kv_type::f32 || attention_mma_takes(head_dim_k, head_dim_v));
+}
+
 // One launch over every query row of every sequence: metadata [tok_seq | n_past | first | tables] staged as one
 // int32 array. Each sequence's table gets the same stride and the split grid the same depth, both rounded up to
 // powers of two, so a decode step's launch keeps its shape (and its step graph) while sequences grow.
@@ -240,7 +244,9 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   // head dims up to 128: the tensor-core kernels (prompts: warps own row tiles; decode: warps own splits; the same
   // bits either way); wider heads: the per-row kernel
   const bool mma = attention_mma_takes(p.head_dim_k, p.head_dim_v);
-  if (p.kv != kv_type::f32 && !mma) throw error("cuda attention: 16-bit and fp8 K / V stores need head dims of at most 128");
+  if (!supports_kv_heads(p.kv, p.head_dim_k, p.head_dim_v)) {
+    throw error("cuda attention: 16-bit and fp8 K / V stores need head dims of at most 128");
+  }
   for (int64_t s = 1; s < n_seqs; ++s) {
     if (seqs[s].attn.kv != p.kv) throw error("cuda attention: the sequences of a launch share one K / V store type");
   }

@@ -64,6 +64,8 @@ class cuda_backend final : public backend {
     return t == kv_type::f32 || t == kv_type::f16 || t == kv_type::bf16 || t == kv_type::fp8_e4m3 ||
            t == kv_type::fp8_e5m2;
   }
+  // 16-bit and fp8 stores: the tensor-core attention's head dims (at most 128); f32 any (attention.cu)
+  bool supports_kv_heads(kv_type t, int32_t head_dim_k, int32_t head_dim_v) const override;
   bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override;
 
   float* alloc_f32(int64_t n) override;

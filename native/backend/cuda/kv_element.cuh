@@ -56,10 +56,19 @@ __device__ __forceinline__ void put_kv(kv_e5m2* p, float v) {
   p->bits = (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
 }
 
-// Two fp8 bytes (x0 in the low byte) as two halves' bits, x0's in the low half (exact).
+// Two fp8 bytes (x0 in the low byte) as two halves' bits, x0's in the low half (exact). e4m3: each byte's magnitude
+// shifted under the half's sign reads as the value / 256 (the exponent field then has bias 15 instead of 7,
+// subnormals included; NaN codes made a half NaN), times 256 in half arithmetic (exact: a power of two, no
+// overflow, subnormal halves kept); the CPU's fp8_e4m3_as_fp16_div256 and load8 build the same bits. Branch-free
+// on every architecture (CUDA's own conversion is one instruction from sm_89 but ~70 with a loop before it).
+__device__ __forceinline__ uint32_t e4m3_as_half_div256(uint32_t b) {
+  const uint32_t h = (b & 0x80u) << 8 | (b & 0x7fu) << 7;
+  return (b & 0x7fu) == 0x7fu ? h | 0x7e00u : h;
+}
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint16_t x, kv_e4m3) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)x, __NV_E4M3);
-  return (uint32_t)h.x | (uint32_t)h.y << 16;
+  const uint32_t w = e4m3_as_half_div256(x & 0xffu) | e4m3_as_half_div256((uint32_t)x >> 8) << 16;
+  const __half2 h = __hmul2(*reinterpret_cast<const __half2*>(&w), __float2half2_rn(256.0f));
+  return *reinterpret_cast<const uint32_t*>(&h);
 }
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint16_t x, kv_e5m2) {
   return (uint32_t)(x & 0xff) << 8 | (uint32_t)(x >> 8) << 24;
