@@ -4,8 +4,8 @@
 // OpenAI's order with increasing sequence numbers and assemble to the non-streamed output, previous_response_id
 // continues the stored conversation (and store: false keeps none), function tools give function_call items whose
 // arguments validate (streamed: arguments deltas), a function_call_output continues the turn, text.format
-// json_schema constrains the text, background responses (queued at once, polled, cancelled) and GET of one still
-// streaming, and what this server does not take is a 400 naming it; then the Vercel AI
+// json_schema constrains the text, background responses (queued at once, polled, cancelled; streamed, the stream
+// resumed after starting_after) and GET of one still streaming, and what this server does not take is a 400 naming it; then the Vercel AI
 // SDK's OpenAI provider (@ai-sdk/openai, which speaks the Responses API by default): text, stream, a tool loop.
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
@@ -165,7 +165,6 @@ t.test('what this server does not take is a 400 naming it', async (t) => {
   await t.rejects(client.responses.create({ model: MODEL, input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] as never }),
     { status: 400, message: /input\[0\]\.content\[0\]: content part type "input_file" is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true, store: false }), { status: 400, message: /background: a background response is stored/ });
-  await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true, stream: true }), { status: 400, message: /background: streaming a background response is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', reasoning: { effort: 'high' } }), { status: 400, message: /reasoning/ });
 });
 
@@ -246,8 +245,63 @@ t.test('GET shows a foreground response while it streams (in_progress, its items
   t.ok(checked);
   t.equal((await client.responses.retrieve(id)).status, 'incomplete', 'stored when done');
   const resumed = await fetch(`${baseURL}/responses/${id}?stream=true`);
-  t.equal(resumed.status, 400, 'resuming as a stream is refused by name');
-  t.match(await resumed.json(), { error: { message: /stream: resuming a response as a stream is not supported/ } });
+  t.equal(resumed.status, 400, 'a foreground response keeps no events to stream again');
+  t.match(await resumed.json(), { error: { message: /stream: response 'resp_[0-9a-f]+' was not created with background: true and stream: true/ } });
+});
+
+type StreamEvent = OpenAI.Responses.ResponseStreamEvent;
+
+t.test('background with stream: its events as they come; a client that left resumes after starting_after; the stream again after the end', async (t) => {
+  const input = 'Spin a streamed yarn.';
+  const stream = await client.responses.create({ model: MODEL, input, background: true, stream: true, ...greedy, max_output_tokens: 24 });
+  const first: StreamEvent[] = [];
+  for await (const e of stream) {
+    first.push(e);
+    if (e.type === 'response.output_text.delta' && first.filter((x) => x.type === 'response.output_text.delta').length === 3) break;  // the client goes
+  }
+  t.same(first.slice(0, 3).map((e) => [e.type, (e as { response?: { status: string } }).response?.status]),
+    [['response.created', 'queued'], ['response.queued', 'queued'], ['response.in_progress', 'in_progress']], 'created and queued, then in_progress');
+  t.same(first.map((e) => e.sequence_number), first.map((_, i) => i), 'numbered from 0');
+  const id = (first[0] as OpenAI.Responses.ResponseCreatedEvent).response.id;
+  t.equal((first[0] as OpenAI.Responses.ResponseCreatedEvent).response.background, true);
+  // the response went on without the client: resume after the last event seen
+  const last = first[first.length - 1].sequence_number;
+  const rest: StreamEvent[] = [];
+  for await (const e of await client.responses.retrieve(id, { stream: true, starting_after: last })) rest.push(e);
+  t.same(rest.map((e) => e.sequence_number), rest.map((_, i) => last + 1 + i), 'the events after starting_after, none missed or repeated');
+  const end = rest[rest.length - 1];
+  t.ok(end.type === 'response.completed' || end.type === 'response.incomplete', `ends with ${end.type}`);
+  const final = (end as OpenAI.Responses.ResponseCompletedEvent).response;
+  const text = [...first, ...rest].filter((e) => e.type === 'response.output_text.delta').map((e) => (e as OpenAI.Responses.ResponseTextDeltaEvent).delta).join('');
+  const fg = await client.responses.create({ model: MODEL, input, ...greedy, max_output_tokens: 24 });
+  t.equal(text, fg.output_text, 'the deltas spell the greedy text a foreground request gets');
+  t.same(final.output, (await client.responses.retrieve(id)).output, 'the terminal event holds the stored response');
+  // after the end: the whole stream again, or from any point
+  const again: StreamEvent[] = [];
+  for await (const e of await client.responses.retrieve(id, { stream: true })) again.push(e);
+  t.same(again, [...first, ...rest], 'GET ?stream=true after the end: every event, the same');
+  const tail = await fetch(`${baseURL}/responses/${id}?stream=true&starting_after=${again.length - 2}`);
+  t.match(await tail.text(), /^event: response\.(completed|incomplete)\ndata: /, 'starting_after the next to last: the last event alone');
+  const bad = await fetch(`${baseURL}/responses/${id}?stream=true&starting_after=-3`);
+  t.equal(bad.status, 400);
+  t.match(await bad.json(), { error: { message: /starting_after must be a non-negative integer/, param: 'starting_after' } });
+  t.equal((await fetch(`${baseURL}/responses/resp_0?stream=true`)).status, 404);
+});
+
+t.test('background with stream: cancel ends the stream (no terminal event, as OpenAI has none for it); stored cancelled', async (t) => {
+  const stream = await client.responses.create({ model: MODEL, input: 'Keep streaming.', background: true, stream: true,
+    temperature: 0, max_output_tokens: 3000, ignore_eos: true } as never) as unknown as AsyncIterable<StreamEvent>;
+  const seen: StreamEvent[] = [];
+  let cancelled: OpenAI.Responses.Response | null = null;
+  for await (const e of stream) {
+    seen.push(e);
+    if (e.type === 'response.output_text.delta' && !cancelled) cancelled = await client.responses.cancel((seen[0] as OpenAI.Responses.ResponseCreatedEvent).response.id);
+  }
+  t.equal(cancelled!.status, 'cancelled');
+  t.notOk(seen.some((e) => /^response\.(completed|incomplete|failed)$/.test(e.type)), 'no terminal response event');
+  t.equal(seen[seen.length - 1].type, 'response.output_item.done', 'the open item closed, then the stream ended');
+  t.equal((seen[seen.length - 1] as OpenAI.Responses.ResponseOutputItemDoneEvent).item.status, 'incomplete');
+  t.equal((await client.responses.retrieve(cancelled!.id)).status, 'cancelled');
 });
 
 t.test('the store is bounded by count and by bytes: the oldest go first, their items too', async (t) => {

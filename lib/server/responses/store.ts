@@ -4,12 +4,15 @@
 // 404 naming the id).
 // Invariant: a stored entry holds the response object as sent and the whole conversation up to and including
 // its output (chat messages), so a continuation never re-reads earlier responses; its output items can be
-// named by id (`item_reference` input items) while it is stored.
+// named by id (`item_reference` input items) while it is stored; a streamed background response keeps its events
+// (counted in the bytes) to be streamed again.
 import type { ChatMessage } from '../../chat/template.js';
+import type { ResponseEventLog } from './events.js';
 
 export interface StoredResponse {
   response: Record<string, unknown>;
   conversation: ChatMessage[]; // instructions excluded (OpenAI: they do not carry over), input, then the output
+  events?: ResponseEventLog; // a streamed background response's events (GET ?stream=true)
 }
 
 export class ResponseStore {
@@ -36,7 +39,7 @@ export class ResponseStore {
 
   put(id: string, entry: StoredResponse): void {
     this.delete(id);
-    const size = JSON.stringify(entry.response).length + JSON.stringify(entry.conversation).length;
+    const size = JSON.stringify(entry.response).length + JSON.stringify(entry.conversation).length + (entry.events?.bytes ?? 0);
     this.#entries.set(id, entry);
     this.#sizes.set(id, size);
     this.#bytes += size;

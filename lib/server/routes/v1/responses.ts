@@ -6,7 +6,9 @@
 // (reasoning.effort: its chat template variables, as the chat route's reasoning_effort). `background: true` answers
 // at once with the response `queued` and generates on, whether or not the client stays (OpenAI's background mode):
 // GET /v1/responses/{id} polls it (in_progress with the output so far, then its final status), POST
-// /v1/responses/{id}/cancel stops it (`cancelled`). GET returns a stored response, or one still being generated
+// /v1/responses/{id}/cancel stops it (`cancelled`); with `stream: true` it answers with its events as they come, and
+// GET /v1/responses/{id}?stream=true&starting_after=N sends them again after event N, then on live (a client that
+// lost its stream resumes it). GET returns a stored response, or one still being generated
 // (in_progress), DELETE forgets a stored one; `item_reference` input items name output items of stored responses.
 // Runner mode: `model` names a store model, as in the chat route (a background response keeps it loaded).
 // Invariants: the prompt is the chat route's for the same messages (same template, tools, Modelfile); stored
@@ -14,7 +16,7 @@
 // stored however it ends, a foreground one unless aborted); a streamed response's
 // items equal the non-streamed ones (responses/output.ts); a failure after the stream started is one `error`
 // event.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ChatMessage } from '../../../chat/template.js';
 import { ApiError, badRequest, toApiError } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
@@ -26,6 +28,7 @@ import { SseStream } from '../../sse.js';
 import { chatTools, useToolGrammar } from '../../tool-calls.js';
 import { constrainAfterReasoning, reasoningParserOf, reasoningTokenCount, requestReasoning, thinkingKwargs } from '../../reasoning.js';
 import { chatToolChoiceOf, chatToolsOf, inputItems, itemsToMessages, responseFormatOf } from '../../responses/input.js';
+import { ResponseEventLog } from '../../responses/events.js';
 import { OutputAssembler, responseId, type Emit, type Item } from '../../responses/output.js';
 import { ResponseStore } from '../../responses/store.js';
 
@@ -50,9 +53,6 @@ function refuseUnsupported(body: ResponsesBody): void {
   if (body.background === true && body.store === false) {
     throw badRequest('background: a background response is stored (to be polled with GET /v1/responses/{id}); store: false cannot be used with it', 'background');
   }
-  if (body.background === true && body.stream === true) {
-    throw badRequest('background: streaming a background response is not supported; poll GET /v1/responses/{id} instead', 'background', 'unsupported_parameter');
-  }
   if (body.conversation != null) throw badRequest('conversation: the Conversations API is not supported; use previous_response_id', 'conversation', 'unsupported_parameter');
   if (body.prompt != null) throw badRequest('prompt: stored prompt templates are not supported', 'prompt', 'unsupported_parameter');
   if (body.n != null && body.n !== 1) throw badRequest('n: a response has one output; send n requests for more', 'n');
@@ -64,10 +64,27 @@ function outputMessages(items: readonly Item[]): ChatMessage[] {
   return itemsToMessages(items.map((i) => (i.type === 'message' ? { type: 'message', role: 'assistant', content: i.content } : i)), 'output');
 }
 
-/** A response still being generated: what GET shows of it, and (background ones) how to cancel it. */
+/** A response still being generated: what GET shows of it, (background ones) how to cancel it, (streamed background ones) its events. */
 interface ActiveResponse {
   snapshot(): Record<string, unknown>;
   cancel: (() => Promise<Record<string, unknown>>) | null;
+  events: ResponseEventLog | null;
+}
+
+/** Streams `log`'s events after sequence number `after` to the client (named SSE events), until the log ends or the client goes. */
+async function streamEvents(reply: FastifyReply, log: ResponseEventLog, after: number): Promise<void> {
+  const gone = new AbortController();
+  reply.raw.once('close', () => gone.abort());
+  const sse = new SseStream(reply);
+  for await (const e of log.after(after, gone.signal)) sse.event(e.type, e.data);
+  sse.end(false);
+}
+
+/** GET's starting_after: absent -1 (every event), else a sequence number. */
+function startingAfterOf(value: string | undefined): number {
+  if (value === undefined) return -1;
+  if (!/^\d{1,15}$/.test(value)) throw badRequest(`starting_after must be a non-negative integer, an event's sequence_number (got ${JSON.stringify(value)})`, 'starting_after');
+  return Number(value);
 }
 
 const notFound = (id: string): ApiError => new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
@@ -128,6 +145,8 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     if (!background) job.bindToReply(reply);
     const r = job.requests[0];
     let cancelled = false;
+    // a streamed background response's events (background with stream: true), kept with it for GET ?stream=true
+    const events = background && body.stream === true ? new ResponseEventLog() : null;
 
     /**
      * The finished response object: completed, incomplete (max_output_tokens), cancelled (a background response's
@@ -150,7 +169,9 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
           output_tokens: usage.completion_tokens, output_tokens_details: { reasoning_tokens: reasoningTokens }, total_tokens: usage.total_tokens,
         },
       });
-      if (storeIt && (!aborted || background)) store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)] });
+      if (storeIt && (!aborted || background)) {
+        store.put(id, { response: done, conversation: [...conversation, ...outputMessages(assembler.items)], events: events ?? undefined });
+      }
       return done;
     };
 
@@ -170,13 +191,27 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     };
 
     if (background) {
-      // answered now; generated on, the output so far visible to GET, until it ends (stored whatever the end)
-      const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
+      // answered now (streamed: the events as they come, from response.created / response.queued on); generated
+      // on, the output so far visible to GET, until it ends (stored whatever the end)
+      const emit: Emit | null = events ? (type, fields) => { events.push(type, fields); } : null;
+      const assembler = new OutputAssembler(tools?.parser ?? null, emit, reasoning);
       let status = 'queued';
+      emit?.('response.created', { response: response('queued', []) });
+      emit?.('response.queued', { response: response('queued', []) });
+      const started = (): void => {
+        if (status !== 'queued') return;
+        status = 'in_progress';
+        emit?.('response.in_progress', { response: response('in_progress', []) });
+      };
+      // the terminal event of a streamed one (a cancelled response has none in OpenAI's events: its stream just ends)
+      const ended = (done: Record<string, unknown>): Record<string, unknown> => {
+        if (done.status !== 'cancelled') emit?.(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
+        return done;
+      };
       const work = (async (): Promise<Record<string, unknown>> => {
         try {
-          const done = await generate(assembler, () => { status = 'in_progress'; });
-          if (done) return done;
+          const done = await generate(assembler, started);
+          if (done) return ended(done);
           throw new Error('the generation ended without a finish reason');
         } catch (e) {
           const err = toApiError(e);
@@ -184,9 +219,10 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
             assembler.finish(true);  // held-back text flushed, the open item closed (incomplete)
           } catch { /* the items stay as they were */ }
           const failed = response('failed', assembler.items, { error: { code: err.code ?? 'server_error', message: err.message } });
-          store.put(id, { response: failed, conversation: [...conversation, ...outputMessages(assembler.items)] });
-          return failed;
+          store.put(id, { response: failed, conversation: [...conversation, ...outputMessages(assembler.items)], events: events ?? undefined });
+          return ended(failed);
         } finally {
+          events?.end();
           active.delete(id);
         }
       })();
@@ -197,15 +233,17 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
           job.abort();
           return work;
         },
+        events,
       });
       void work.catch(() => {});  // it never rejects (failures are stored); kept from being an unhandled rejection
       use.hold(work);
+      if (events) return streamEvents(reply, events, -1);  // the client may leave: the response goes on
       return response('queued', []);
     }
 
     if (body.stream !== true) {
       try {
-        if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null });
+        if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null, events: null });
         const [result] = await job.results();
         const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
         assembler.push(result.text);
@@ -221,7 +259,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     const emit: Emit = (type, fields) => sse.event(type, { type, sequence_number: seq++, ...fields });
     const assembler = new OutputAssembler(tools?.parser ?? null, emit, reasoning);
     try {
-      if (storeIt) active.set(id, { snapshot: () => response('in_progress', structuredClone(assembler.items)), cancel: null });
+      if (storeIt) active.set(id, { snapshot: () => response('in_progress', structuredClone(assembler.items)), cancel: null, events: null });
       emit('response.created', { response: response('in_progress', []) });
       emit('response.in_progress', { response: response('in_progress', []) });
       const done = await generate(assembler);
@@ -236,10 +274,17 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     sse.end(false);
   });
 
-  app.get('/v1/responses/:id', async (request) => {
+  app.get('/v1/responses/:id', async (request, reply) => {
     const { id } = request.params as { id: string };
-    const { stream } = request.query as { stream?: string };
-    if (stream === 'true') throw badRequest('stream: resuming a response as a stream is not supported; GET it without stream', 'stream', 'unsupported_parameter');
+    const { stream, starting_after: startingAfter } = request.query as { stream?: string; starting_after?: string };
+    if (stream === 'true') {
+      // a streamed background response's events again, after starting_after, then live until it ends
+      const after = startingAfterOf(startingAfter);
+      if (!active.has(id) && !store.get(id)) throw notFound(id);
+      const events = active.get(id)?.events ?? store.get(id)?.events;
+      if (!events) throw badRequest(`stream: response '${id}' was not created with background: true and stream: true, so its events were not kept; GET it without stream`, 'stream');
+      return streamEvents(reply, events, after);
+    }
     const running = active.get(id);
     if (running) return running.snapshot();
     const entry = store.get(id);
