@@ -270,8 +270,8 @@ static uint64_t gpu_kv_budget(double fraction, uint64_t free_bytes, uint64_t tot
   return uint64_t(limit - used);
 }
 
-// KV bytes per token of a model's attention layers (its K / V element type: 4 bytes a value, 2 for 16-bit stores,
-// 34 per 32 for q8_0).
+// KV bytes per token of a model's attention layers (its K / V element type: 4 bytes a value, 2 for 16-bit stores, 1
+// for fp8, 34 / 18 per 32 for q8_0 / q4_0: kv_bytes).
 static uint64_t kv_bytes_per_token(const model& m) {
   const model_hparams& hp = m.hparams();
   const uint64_t values = block_manager_bytes_per_token(hp.n_layer_kv > 0 ? hp.n_layer_kv : hp.n_layer, hp.n_head_kv,

@@ -49,6 +49,12 @@ export class ResponseStore {
     }
   }
 
+  /** Counts a stored entry's size again (a streamed response's events that came after put). */
+  refresh(id: string): void {
+    const entry = this.#entries.get(id);
+    if (entry) this.put(id, entry);
+  }
+
   delete(id: string): boolean {
     const entry = this.#entries.get(id);
     if (!entry) return false;

@@ -100,7 +100,8 @@ void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n) {
 
 // As ggml's quantize_row_q4_0_ref (which llama.cpp's CPU backend stores a q4_0 KV cache with): d = (the signed value
 // of largest magnitude, first one wins) / -8 stored as fp16, q = min(15, trunc(x * (1 / d) + 8.5)) with the f32 d.
-// A NaN value (no meaning in a block) is stored as 8 (zero) instead of ggml's undefined cast.
+// A value whose x / d is not finite (NaN, infinities, a block so small that 1 / d overflows) is stored as 8 (zero)
+// instead of ggml's undefined cast.
 void quantize_row_q4_0(const float* x, block_q4_0* y, int64_t n) {
   for (int64_t b = 0; b < n / QK4_0; ++b) {
     const float* xb = x + b * QK4_0;
@@ -116,8 +117,9 @@ void quantize_row_q4_0(const float* x, block_q4_0* y, int64_t n) {
     y[b].d = f32_to_fp16(d);
     for (int j = 0; j < QK4_0 / 2; ++j) {
       const float x0 = xb[j] * id + 8.5f, x1 = xb[j + QK4_0 / 2] * id + 8.5f;
-      // x * id is in [-8, 8] (|x| <= |max|), so x + 8.5 is in [0.5, 16.5] and the cast truncates to 0..16
-      const int q0 = x0 == x0 ? std::min(15, (int)x0) : 8, q1 = x1 == x1 ? std::min(15, (int)x1) : 8;
+      // with a finite 1 / d, x * id is in [-8, 8] (|x| <= |max|), so x + 8.5 is in [0.5, 16.5] and the cast truncates
+      // to 0..16; a block whose 1 / d overflows (|max| below ~2.4e-38: d is 0 in f16) or holds NaN / inf is stored as 8
+      const int q0 = std::isfinite(x0) ? std::min(15, (int)x0) : 8, q1 = std::isfinite(x1) ? std::min(15, (int)x1) : 8;
       y[b].qs[j] = (uint8_t)(q0 | q1 << 4);
     }
   }

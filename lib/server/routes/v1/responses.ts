@@ -74,7 +74,8 @@ interface ActiveResponse {
 /** Streams `log`'s events after sequence number `after` to the client (named SSE events), until the log ends or the client goes. */
 async function streamEvents(reply: FastifyReply, log: ResponseEventLog, after: number): Promise<void> {
   const gone = new AbortController();
-  reply.raw.once('close', () => gone.abort());
+  if (reply.raw.destroyed) gone.abort();  // left before this ran
+  else reply.raw.once('close', () => gone.abort());
   const sse = new SseStream(reply);
   for await (const e of log.after(after, gone.signal)) sse.event(e.type, e.data);
   sse.end(false);
@@ -176,10 +177,10 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     };
 
     /** The request's deltas into `assembler` up to the finishing one: the finished response (null if none came). */
-    const generate = async (assembler: OutputAssembler, onDelta?: () => void): Promise<Record<string, unknown> | null> => {
+    const generate = async (assembler: OutputAssembler, onTokens?: () => void): Promise<Record<string, unknown> | null> => {
       const outputIds: number[] = [];
       for await (const d of job.deltas(r)) {
-        onDelta?.();
+        if (d.tokenIds.length > 0) onTokens?.();  // not an abort's empty last delta
         outputIds.push(...d.tokenIds);
         assembler.push(d.text);
         if (d.finishReason !== null) {
@@ -203,9 +204,11 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
         status = 'in_progress';
         emit?.('response.in_progress', { response: response('in_progress', []) });
       };
-      // the terminal event of a streamed one (a cancelled response has none in OpenAI's events: its stream just ends)
+      // the terminal event of a streamed one (a cancelled response has none in OpenAI's events: its stream just ends),
+      // then the stored entry counted again with it
       const ended = (done: Record<string, unknown>): Record<string, unknown> => {
         if (done.status !== 'cancelled') emit?.(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
+        if (events) store.refresh(id);
         return done;
       };
       const work = (async (): Promise<Record<string, unknown>> => {
