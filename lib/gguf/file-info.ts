@@ -3,16 +3,18 @@
 // the Ollama routes (/api/tags, /api/show) and bench/cpu-compare.mjs.
 // Invariant: every length read from the file is checked against the file size before it is used, so a
 // truncated or hostile file gives a ModelFileError naming the problem, never a crash or a huge allocation;
-// only the header is read (a chunk at a time), never the tensor data.
+// only the header is read (a chunk at a time), never the tensor data. A split model (split.ts) is read from its
+// first file: the counts, bytes and tensors are all its files' together.
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { ModelFileError } from './model-file-error.js';
+import { splitSiblings } from './split.js';
 
-export class ModelFileError extends Error {
-  override name = 'ModelFileError';
-}
+export { ModelFileError };
 
 export interface ModelFileInfo {
   path: string;
-  fileBytes: number; // bytes, the whole file
+  fileBytes: number; // bytes, the whole file (a split model: all its files)
+  files: string[]; // the model's files: [path], or a split model's, first to last
   arch: string;
   type: string | null; // general.type: 'model', 'adapter' (a LoRA adapter), ...; null when absent
   name: string | null; // general.name
@@ -25,7 +27,7 @@ export interface ModelFileInfo {
   weightBytes: number; // bytes of the tensor data section (file size minus the aligned header)
   ctxTrain: number | null; // {arch}.context_length
   tokenTypes: Int32Array | null; // tokenizer.ggml.token_type, [n_vocab]; null when absent
-  tensors: TensorExtent[]; // in file order
+  tensors: TensorExtent[]; // in file order (a split model: file by file)
   expertCount: number | null; // {arch}.expert_count (MoE)
   expertUsedCount: number | null; // {arch}.expert_used_count (MoE)
   sampling: GgufSampling; // general.sampling.*: the model maker's recommended sampling ({} when absent)
@@ -49,7 +51,7 @@ export interface GgufSampling {
 
 export interface TensorExtent {
   name: string;
-  offset: number; // bytes, from the start of the tensor data section
+  offset: number; // bytes, from the start of the tensor data section of its file
   bytes: number; // bytes up to the next tensor's data (or the end of the file), alignment padding included
 }
 
@@ -92,6 +94,7 @@ class Cursor {
     return 0;
   }
 
+  u16(what: string): number { const at = this.#need(2, what); this.pos += 2; return this.#buf.readUInt16LE(at); }
   u32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readUInt32LE(at); }
   i32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readInt32LE(at); }
   f32(what: string): number { const at = this.#need(4, what); this.pos += 4; return this.#buf.readFloatLE(at); }
@@ -129,7 +132,7 @@ class Cursor {
 
 // gguf_type -> bytes of one scalar (0: not a fixed-size scalar)
 const SCALAR_BYTES = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8];
-const T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9, T_UINT64 = 10, T_INT64 = 11, T_FLOAT64 = 12;
+const T_UINT16 = 2, T_UINT32 = 4, T_INT32 = 5, T_FLOAT32 = 6, T_STRING = 8, T_ARRAY = 9, T_UINT64 = 10, T_INT64 = 11, T_FLOAT64 = 12;
 
 type Value = number | string | Int32Array | null; // null: a value this reader does not keep
 
@@ -159,6 +162,7 @@ function readValue(c: Cursor, type: number, key: string, keep: boolean): Value {
   }
   const bytes = type < SCALAR_BYTES.length ? SCALAR_BYTES[type] : 0;
   if (bytes === 0) throw new ModelFileError(`${key}: unknown value type ${type}`);
+  if (type === T_UINT16) return c.u16(key);
   if (type === T_UINT32) return c.u32(key);
   if (type === T_INT32) return c.i32(key);
   if (keep && type === T_FLOAT32) return c.f32(key);
@@ -169,7 +173,7 @@ function readValue(c: Cursor, type: number, key: string, keep: boolean): Value {
 }
 
 const KEPT = new Set(['general.architecture', 'general.type', 'general.name', 'general.license', 'general.size_label', 'general.file_type', 'general.alignment',
-  'tokenizer.ggml.token_type']);
+  'tokenizer.ggml.token_type', 'split.no', 'split.count']);
 const keep = (key: string) => KEPT.has(key) || key.endsWith('.context_length') || key.startsWith('general.sampling.');
 
 // general.sampling.* key -> GgufSampling field (integers for top_k / penalty_last_n, finite numbers for the rest).
@@ -199,7 +203,7 @@ function shortestF32(v: number): number {
   return v;
 }
 
-function readHeader(c: Cursor, path: string): ModelFileInfo {
+function readHeader(c: Cursor, path: string): ModelFileInfo & { splitNo: number; splitCount: number } {
   if (c.size < 24 || c.u32('magic') !== 0x46554747) throw new ModelFileError('not a GGUF file (bad magic)');
   const version = c.u32('version');
   if (version < 2 || version > 3) throw new ModelFileError(`unsupported GGUF version ${version}`);
@@ -237,7 +241,7 @@ function readHeader(c: Cursor, path: string): ModelFileInfo {
     t.bytes = Math.max(0, (i + 1 < byOffset.length ? byOffset[i + 1].offset : weightBytes) - t.offset);
   });
   return {
-    path, fileBytes: c.size, arch, type: str('general.type'), name: str('general.name'), license: str('general.license'), sizeLabel: str('general.size_label'),
+    path, fileBytes: c.size, files: [path], splitNo: num('split.no') ?? 0, splitCount: num('split.count') ?? 1, arch, type: str('general.type'), name: str('general.name'), license: str('general.license'), sizeLabel: str('general.size_label'),
     fileType: ftype, fileTypeName: ftype === null ? null : fileTypeName(ftype), nParams, nTensors,
     weightBytes, ctxTrain: num(`${arch}.context_length`),
     tokenTypes: tokenTypes instanceof Int32Array ? tokenTypes : null, tensors,
@@ -262,8 +266,35 @@ export function decodeBytesPerToken(info: ModelFileInfo): number {
   return bytes;
 }
 
-/** Reads the header of the GGUF file at `path`; throws ModelFileError (missing file, not GGUF, truncated). */
+/**
+ * Reads the header of the GGUF file at `path` (a split model's first file: every file's); throws ModelFileError
+ * (missing file, not GGUF, truncated, a split file other than the first, a missing or foreign split file).
+ */
 export function readModelFileInfo(path: string): ModelFileInfo {
+  const first = readOneFile(path);
+  const files = splitSiblings(path, first.splitNo, first.splitCount);
+  if (files.length === 1) return first;
+  const out: ModelFileInfo = { ...first, files, tensors: [...first.tensors] };
+  for (let k = 1; k < files.length; k++) {
+    let part: ReturnType<typeof readOneFile>;
+    try {
+      part = readOneFile(files[k]);
+    } catch (e) {
+      throw new ModelFileError(`${files[k]}: ${(e as Error).message}`);
+    }
+    if (part.splitNo !== k || part.splitCount !== files.length) {
+      throw new ModelFileError(`${files[k]}: split.no / split.count say ${part.splitNo + 1} of ${part.splitCount}, where its name says ${k + 1} of ${files.length}`);
+    }
+    out.fileBytes += part.fileBytes;
+    out.nParams += part.nParams;
+    out.nTensors += part.nTensors;
+    out.weightBytes += part.weightBytes;
+    out.tensors.push(...part.tensors);
+  }
+  return out;
+}
+
+function readOneFile(path: string): ModelFileInfo & { splitNo: number; splitCount: number } {
   let fd: number;
   try {
     fd = openSync(path, 'r');

@@ -23,7 +23,10 @@ function walk(dir: string, prefix = ''): string[] {
   return out;
 }
 
-export function findInHfCache(repo: string, quant: string | null, env: NodeJS.ProcessEnv = process.env): { model: HubFile & { abs: string }; mmproj: (HubFile & { abs: string }) | null; commit: string } | null {
+type CachedFile = HubFile & { abs: string };
+
+/** The files of `repo`'s model in the cache (a split model's every file, side by side in its snapshot), or null. */
+export function findInHfCache(repo: string, quant: string | null, env: NodeJS.ProcessEnv = process.env): { model: CachedFile; parts: CachedFile[]; mmproj: CachedFile | null; commit: string } | null {
   try {
     const base = join(hfCacheDir(env), `models--${repo.replace('/', '--')}`);
     const refMain = join(base, 'refs', 'main');
@@ -41,7 +44,7 @@ export function findInHfCache(repo: string, quant: string | null, env: NodeJS.Pr
         continue;
       }
       const abs = (f: HubFile) => ({ ...f, abs: join(dir, f.path) });
-      return { model: abs(picked.model), mmproj: picked.mmproj ? abs(picked.mmproj) : null, commit };
+      return { model: abs(picked.model), parts: picked.parts.map(abs), mmproj: picked.mmproj ? abs(picked.mmproj) : null, commit };
     }
   } catch {
     // no cache, or not this repository

@@ -1,7 +1,10 @@
 // Which files of a hub repository a reference means: the GGUF of the asked quantization (case-insensitive,
 // Q4_K_M when none is given, as llama.cpp's -hf and Ollama's hf.co pulls default), and the repository's mmproj
-// when it has one (F16 preferred, as llama.cpp picks). Split GGUFs (-00001-of-0000N) are refused by name.
-// Invariant: an unknown quantization is a HubError listing the quantizations the repository has.
+// when it has one (F16 preferred, as llama.cpp picks). A model split into files (llama.cpp's -00001-of-0000N.gguf
+// naming) is its first file plus the others, in order (`parts`); a whole file is preferred when both exist.
+// Invariant: an unknown quantization is a HubError listing the quantizations the repository has; a split model
+// missing one of its files is a HubError naming it.
+import { SPLIT_FILE, splitPath } from '../gguf/split.js';
 import { HubError, type HubFile } from './hub-client.js';
 
 export const DEFAULT_QUANT = 'Q4_K_M';
@@ -17,7 +20,14 @@ export function quantOf(path: string): string | null {
 
 const isMmproj = (p: string) => /(^|\/)mmproj[^/]*\.gguf$/i.test(p) || /mmproj/i.test(p.split('/').pop() ?? '');
 
-export function selectFiles(repo: string, files: HubFile[], quant: string | null): { model: HubFile; mmproj: HubFile | null } {
+/** The files a reference means: the model (a split model's first file), a split model's other files, the mmproj. */
+export interface Selected {
+  model: HubFile;
+  parts: HubFile[]; // a split model's files 2..N, in order; [] for a whole file
+  mmproj: HubFile | null;
+}
+
+export function selectFiles(repo: string, files: HubFile[], quant: string | null): Selected {
   const ggufs = files.filter((f) => /\.gguf$/i.test(f.path));
   const models = ggufs.filter((f) => !isMmproj(f.path));
   if (models.length === 0) throw new HubError('no_file', `hf.co/${repo} has no GGUF model files`);
@@ -25,13 +35,29 @@ export function selectFiles(repo: string, files: HubFile[], quant: string | null
   const matches = models.filter((f) => quantOf(f.path) === want || (f.path.split('/').pop() ?? '').toUpperCase().includes(`-${want}.GGUF`));
   const available = [...new Set(models.map((f) => quantOf(f.path)).filter((q): q is string => q !== null))].sort();
   if (matches.length === 0) {
-    if (quant === null && models.length === 1) return { model: models[0], mmproj: pickMmproj(ggufs) };
+    if (quant === null && models.length === 1) return { model: models[0], parts: [], mmproj: pickMmproj(ggufs) };
     throw new HubError('no_file', `hf.co/${repo} has no ${want} GGUF; it has: ${available.length ? available.join(', ') : models.map((f) => f.path).join(', ')}`);
   }
-  const single = matches.filter((f) => !/-\d{5}-of-\d{5}\.gguf$/i.test(f.path));
-  if (single.length === 0) throw new HubError('no_file', `hf.co/${repo}: the ${want} model is split into several files (${matches[0].path}, ...), which is not supported yet`);
+  const single = matches.filter((f) => !SPLIT_FILE.test(f.path));
+  if (single.length === 0) return { ...splitModel(repo, matches), mmproj: pickMmproj(ggufs) };
   single.sort((a, b) => a.path.length - b.path.length || a.path.localeCompare(b.path));
-  return { model: single[0], mmproj: pickMmproj(ggufs) };
+  return { model: single[0], parts: [], mmproj: pickMmproj(ggufs) };
+}
+
+/** The split model among `matches` (all split files; the shortest name's set when there are several): every file. */
+function splitModel(repo: string, matches: HubFile[]): { model: HubFile; parts: HubFile[] } {
+  const firsts = matches.filter((f) => SPLIT_FILE.exec(f.path)?.[2] === '00001')
+    .sort((a, b) => a.path.length - b.path.length || a.path.localeCompare(b.path));
+  if (firsts.length === 0) throw new HubError('no_file', `hf.co/${repo}: ${matches[0].path} is a file of a split model whose first file (-00001-of-...) the repository lacks`);
+  const [, prefix, , count] = SPLIT_FILE.exec(firsts[0].path)!;
+  const byPath = new Map(matches.map((f) => [f.path, f]));
+  const all = Array.from({ length: Number(count) }, (_, k) => {
+    const path = splitPath(prefix, k, Number(count));
+    const f = byPath.get(path);
+    if (!f) throw new HubError('no_file', `hf.co/${repo}: the split model ${firsts[0].path} lacks its file ${path}`);
+    return f;
+  });
+  return { model: all[0], parts: all.slice(1) };
 }
 
 function pickMmproj(ggufs: HubFile[]): HubFile | null {

@@ -19,6 +19,9 @@ export interface PullOptions {
   useHfCache?: boolean; // default true
 }
 
+/** A split model's other files as the manifest holds them (absent for a whole file). */
+const partsOf = (parts: ManifestFile[]): { parts?: ManifestFile[] } => (parts.length ? { parts } : {});
+
 export async function pullHub(store: ModelStore, repo: string, quant: string | null, opts: PullOptions): Promise<Manifest> {
   const now = new Date().toISOString();
   const writeFor = (m: Manifest, q: string | null): Manifest => {
@@ -33,7 +36,8 @@ export async function pullHub(store: ModelStore, repo: string, quant: string | n
       const ext = (f: HubFile & { abs: string }): ManifestFile => ({ path: f.abs, size: statSync(f.abs).size, file: f.path });
       return writeFor({
         schemaVersion: 1, name: `hf.co/${repo}:${quant?.toUpperCase() ?? 'latest'}`, createdAt: now,
-        source: `hf.co/${repo}@${hit.commit} (Hugging Face cache)`, model: ext(hit.model), mmproj: hit.mmproj ? ext(hit.mmproj) : null,
+        source: `hf.co/${repo}@${hit.commit} (Hugging Face cache)`, model: ext(hit.model), ...partsOf(hit.parts.map(ext)),
+        mmproj: hit.mmproj ? ext(hit.mmproj) : null,
       }, quant);
     }
   }
@@ -45,9 +49,11 @@ export async function pullHub(store: ModelStore, repo: string, quant: string | n
     return { digest: `sha256-${f.sha256}`, size: f.size, file: f.path };
   };
   const model = await blob(picked.model);
+  const parts: ManifestFile[] = [];
+  for (const p of picked.parts) parts.push(await blob(p));
   const mmproj = picked.mmproj ? await blob(picked.mmproj) : null;
   return writeFor({
     schemaVersion: 1, name: `hf.co/${repo}:${quant?.toUpperCase() ?? 'latest'}`, createdAt: now,
-    source: `hf.co/${repo}@${picked.model.path}`, model, mmproj,
+    source: `hf.co/${repo}@${picked.model.path}`, model, ...partsOf(parts), mmproj,
   }, quant);
 }

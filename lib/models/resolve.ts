@@ -31,7 +31,7 @@ export interface ResolveOptions {
 }
 
 function fromManifest(store: ModelStore, m: Manifest): ResolvedModel {
-  return { model: store.filePath(m.model), mmproj: m.mmproj ? store.filePath(m.mmproj) : null,
+  return { model: store.modelPath(m), mmproj: m.mmproj ? store.filePath(m.mmproj) : null,
     adapter: m.adapter ? store.filePath(m.adapter) : null, name: m.name, manifest: m };
 }
 

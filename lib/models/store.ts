@@ -5,12 +5,14 @@
 // ('library' is the namespace of names without one). Keys are lower case: names and tags are case-insensitive.
 // With OLLAMA_MODELS set, Ollama's own store is read beside this one (ollama-store.ts): its names the store lacks
 // are listed and served in place, read-only (remove() refuses them; prune() never looks there).
+// A split model's files (llama.cpp's <name>-0000k-of-0000N.gguf) are blobs like any other; modelPath() gives the
+// loaders a directory of links named as the files (models/split/<first file's digest>/), where they find each other.
 // Invariants: a manifest or blob appears only complete (written to a temporary name, then renamed); a blob is
 // named by the sha256 of its bytes; removing a name removes only the blobs no other manifest uses; two
 // processes may read and write the store at once (the last manifest write of a name wins, whole).
 import { randomBytes } from 'node:crypto';
 import { createHash } from 'node:crypto';
-import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { files, subdirs } from './dir-entries.js';
@@ -21,6 +23,11 @@ export function userStore(env: NodeJS.ProcessEnv = process.env): ModelStore {
   return new ModelStore(spindleHome(env), ollamaModelsDir(env));
 }
 
+/** Every file of a manifest: the model (a split model's files in order), the mmproj, the adapter. */
+export function manifestFiles(m: Manifest): ManifestFile[] {
+  return [m.model, ...(m.parts ?? []), m.mmproj, m.adapter ?? null].filter((f): f is ManifestFile => f !== null);
+}
+
 /** A file of a model: a blob of the store, or (files found in the Hugging Face cache) a path used in place. */
 export type ManifestFile = { digest: string; size: number; file: string } | { path: string; size: number; file: string };
 
@@ -29,7 +36,8 @@ export interface Manifest {
   name: string; // as shown: 'hf.co/org/repo:Q4_K_M', 'mymodel:latest'
   createdAt: string;
   source: string; // where it came from: 'hf.co/org/repo@<file>', a path, or 'FROM <ref>' of a Modelfile
-  model: ManifestFile;
+  model: ManifestFile; // a split model: its first file
+  parts?: ManifestFile[]; // a split model's files 2..N, in order (absent: a whole file)
   mmproj: ManifestFile | null;
   adapter?: ManifestFile | null; // a Modelfile's ADAPTER: a LoRA adapter (llama.cpp's GGUF format) every request runs with
   // Modelfile settings (create); absent: the model file's own
@@ -90,6 +98,32 @@ export class ModelStore {
     return 'digest' in f ? this.blobPath(f.digest) : f.path;
   }
 
+  /**
+   * The path to load a manifest's model from: its file, or for a split model of blobs the first of the links in
+   * models/split/<first file's digest>/ named as its files (made here when missing), so that the loader finds the
+   * others beside it (files of the Hugging Face cache sit side by side under their names already).
+   */
+  modelPath(m: Manifest): string {
+    if (!m.parts?.length || !('digest' in m.model)) return this.filePath(m.model);
+    const dir = join(this.home, 'models', 'split', m.model.digest);
+    mkdirSync(dir, { recursive: true });
+    for (const f of [m.model, ...m.parts]) {
+      const link = join(dir, basename(f.file));
+      const target = this.filePath(f);
+      let current: string | null = null;
+      try {
+        current = readlinkSync(link);
+      } catch {
+        // not there yet
+      }
+      if (current === target) continue;
+      const tmp = `${link}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+      symlinkSync(target, tmp);
+      renameSync(tmp, link);  // whole, whoever else makes it too
+    }
+    return join(dir, basename(m.model.file));
+  }
+
   #manifestPath(k: StoreKey): string {
     return join(this.manifests, k.host, k.namespace.toLowerCase(), k.name.toLowerCase(), k.tag.toLowerCase());
   }
@@ -110,7 +144,7 @@ export class ModelStore {
 
   /** Whether every file of `m` is present (blobs complete, external paths still there). */
   complete(m: Manifest): boolean {
-    return [m.model, m.mmproj, m.adapter ?? null].every((f) => f === null || existsSync(this.filePath(f)));
+    return manifestFiles(m).every((f) => existsSync(this.filePath(f)));
   }
 
   write(k: StoreKey, m: Manifest): void {
@@ -124,7 +158,7 @@ export class ModelStore {
   /** Every manifest (the store's own, then Ollama's names the store lacks): its key, content and files' bytes. */
   list(): { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] {
     const out: { key: StoreKey; manifest: Manifest; size: number; modifiedAt: Date }[] = [];
-    const sizeOf = (m: Manifest) => m.model.size + (m.mmproj?.size ?? 0) + (m.adapter?.size ?? 0);
+    const sizeOf = (m: Manifest) => manifestFiles(m).reduce((n, f) => n + f.size, 0);
     for (const host of ['hf.co', 'local'] as const) {
       for (const namespace of subdirs(join(this.manifests, host))) {
         for (const name of subdirs(join(this.manifests, host, namespace))) {
@@ -178,8 +212,7 @@ export class ModelStore {
     const blobs = resolve(this.blobs);
     const used = new Set<string>();
     for (const { manifest } of this.list()) {
-      for (const f of [manifest.model, manifest.mmproj, manifest.adapter]) {
-        if (!f) continue;
+      for (const f of manifestFiles(manifest)) {
         if ('digest' in f) used.add(f.digest);
         else if (resolve(dirname(f.path)) === blobs) used.add(basename(f.path));
       }
@@ -195,6 +228,7 @@ export class ModelStore {
   prune(tmpAgeMs = 24 * 3600_000): { blobs: number; bytes: number; tmp: number } {
     const out = { blobs: 0, bytes: 0, tmp: 0 };
     const used = this.#usedDigests();
+    this.#pruneSplitLinks(used);
     let entries: string[];
     try {
       entries = readdirSync(this.blobs);
@@ -235,10 +269,19 @@ export class ModelStore {
     }
     rmSync(this.#manifestPath(k), { force: true });
     const used = this.#usedDigests();
-    for (const f of [m.model, m.mmproj, m.adapter]) {
-      if (f && 'digest' in f && !used.has(f.digest)) rmSync(this.blobPath(f.digest), { force: true });
+    for (const f of manifestFiles(m)) {
+      if ('digest' in f && !used.has(f.digest)) rmSync(this.blobPath(f.digest), { force: true });
     }
+    this.#pruneSplitLinks(used);
     return true;
+  }
+
+  /** Removes the split models' link directories (modelPath) whose first file no manifest uses any more. */
+  #pruneSplitLinks(used: Set<string>): void {
+    const dir = join(this.home, 'models', 'split');
+    for (const name of subdirs(dir)) {
+      if (!used.has(name)) rmSync(join(dir, name), { recursive: true, force: true });
+    }
   }
 }
 

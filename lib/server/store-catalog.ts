@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { storeKeys } from '../cli/models/common.js';
 import { ModelRefError, parseModelRef } from '../models/ref.js';
-import type { Manifest, ManifestFile, ModelStore, StoreKey } from '../models/store.js';
+import { manifestFiles, type Manifest, type ManifestFile, type ModelStore, type StoreKey } from '../models/store.js';
 import { ApiError } from './api-error.js';
 
 export interface StoreModel {
@@ -32,10 +32,10 @@ function digestOf(f: ManifestFile): string {
 
 export function storeModel(store: ModelStore, key: StoreKey, manifest: Manifest): StoreModel {
   return {
-    name: manifest.name, key, manifest, file: store.filePath(manifest.model),
+    name: manifest.name, key, manifest, file: store.modelPath(manifest),
     mmproj: manifest.mmproj ? store.filePath(manifest.mmproj) : null,
     adapter: manifest.adapter ? store.filePath(manifest.adapter) : null,
-    size: manifest.model.size + (manifest.mmproj?.size ?? 0) + (manifest.adapter?.size ?? 0), digest: digestOf(manifest.model),
+    size: manifestFiles(manifest).reduce((n, f) => n + f.size, 0), digest: digestOf(manifest.model),
   };
 }
 

@@ -53,6 +53,12 @@ std::string errno_text(int e) { return std::error_code(e, std::generic_category(
 }  // namespace
 
 std::unique_ptr<gguf_file> gguf_file::open(const std::string& path) {
+  std::unique_ptr<gguf_file> f = open_one(path);
+  f->join_shards();
+  return f;
+}
+
+std::unique_ptr<gguf_file> gguf_file::open_one(const std::string& path) {
   // O_NONBLOCK: a FIFO named as a model must not block the opening thread (it is refused just below)
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw error(path + ": cannot open: " + errno_text(errno));

@@ -1,7 +1,10 @@
-// A GGUF file (v2 or v3) mapped read-only: metadata key/values and the tensor table.
-// Invariant: once open() returns, every tensor's [data, data + n_bytes) lies inside the mapping, and every
-// count, size and offset that came from the file was checked (common/checked_math.h) before use.
-// The mapping lives as long as the gguf_file; tensor data pointers are valid until it is destroyed.
+// A GGUF file (v2 or v3) mapped read-only: metadata key/values and the tensor table. A split model (llama.cpp's
+// gguf-split: `split.count` files named <prefix>-00001-of-0000N.gguf ...) opens from its first file: the others are
+// found beside it by name and mapped too, their tensors joined to the table (gguf_split.cpp); the metadata is the
+// first file's.
+// Invariant: once open() returns, every tensor's [data, data + n_bytes) lies inside a mapping the object owns, and
+// every count, size and offset that came from the files was checked (common/checked_math.h) before use.
+// The mappings live as long as the gguf_file; tensor data pointers are valid until it is destroyed.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -52,7 +55,8 @@ struct gguf_tensor {
 
 class gguf_file {
  public:
-  // Maps and validates `path`. Throws spindle::error with a message naming the path and the problem.
+  // Maps and validates `path` (and, for a split model's first file, the other files). Throws spindle::error with a
+  // message naming the path and the problem.
   static std::unique_ptr<gguf_file> open(const std::string& path);
   // Parses an in-memory image (not copied; must outlive the object). Used by tests.
   static std::unique_ptr<gguf_file> from_memory(const uint8_t* data, uint64_t size, const std::string& name);
@@ -83,6 +87,8 @@ class gguf_file {
 
   const std::vector<gguf_tensor>& tensors() const { return tensors_; }
   const gguf_tensor* find_tensor(std::string_view name) const;  // nullptr if absent
+  // Files of the model: 1, or a split model's split.count.
+  size_t n_files() const { return 1 + shards_.size(); }
 
  private:
   gguf_file() = default;
@@ -97,6 +103,9 @@ class gguf_file {
   // Lookup indexes; the views point into kvs_[i].key / tensors_[i].name, which never move after parsing.
   std::unordered_map<std::string_view, size_t> kv_index_;
   std::unordered_map<std::string_view, size_t> tensor_index_;
+  std::vector<std::unique_ptr<gguf_file>> shards_;  // a split model's files 2..N (their mappings; tensors moved here)
+  static std::unique_ptr<gguf_file> open_one(const std::string& path);
+  void join_shards();  // gguf_split.cpp
   friend struct gguf_parser;
 };
 

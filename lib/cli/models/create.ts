@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { decodeModelfile, parseModelfile } from '../../modelfile/index.js';
 import { parseModelRef, ModelRefError } from '../../models/ref.js';
 import { resolveModel } from '../../models/resolve.js';
-import { localKey, type Manifest } from '../../models/store.js';
+import { localKey, type Manifest, type ManifestFile } from '../../models/store.js';
 import { findMmproj } from '../../vision/find-mmproj.js';
 import { loadNative } from '../../native.js';
 import { readModelFileInfo } from '../../gguf/file-info.js';
@@ -77,11 +77,21 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     const fromRef = parseModelRef(mf.from);
     let base: Partial<Manifest> = {};
     let model, mmproj;
+    let parts: ManifestFile[] = [];
     if (fromRef.kind === 'path') {
       const file = isAbsolute(fromRef.path) ? fromRef.path : join(dirname(path), fromRef.path);
       if (adapterFile !== null) checkAdapterArch(adapterFile, file);
       io.stderr.write(`importing ${file}\n`);
-      model = await store.importFile(file, file.split(/[\\/]/).pop()!);
+      // a split model's every file (its first named in FROM), each a blob under its own name
+      let files: string[];
+      try {
+        files = readModelFileInfo(file).files;
+      } catch (e) {
+        throw new ModelRefError(`FROM ${file}: ${(e as Error).message}`);
+      }
+      const [first, ...rest] = files;
+      model = await store.importFile(first, first.split(/[\\/]/).pop()!);
+      for (const p of rest) parts.push(await store.importFile(p, p.split(/[\\/]/).pop()!));
       const beside = findMmproj(file, () => loadNative().NativeEngine.inspect(file).info.nEmbd).path;
       mmproj = beside ? await store.importFile(beside, beside.split(/[\\/]/).pop()!) : null;
     } else {
@@ -89,6 +99,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
       if (adapterFile !== null) checkAdapterArch(adapterFile, r.model);
       base = r.manifest ?? {};
       model = r.manifest!.model;
+      parts = r.manifest!.parts ?? [];
       mmproj = r.manifest!.mmproj;
     }
     let adapter = base.adapter ?? null;
@@ -99,7 +110,7 @@ export async function main(argv: string[], io: CommandIo = { stdout: process.std
     }
     const name = `${target.namespace ? `${target.namespace}/` : ''}${target.name}:${target.tag}`;
     const manifest: Manifest = {
-      schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${mf.from}`, model, mmproj, adapter,
+      schemaVersion: 1, name, createdAt: new Date().toISOString(), source: `FROM ${mf.from}`, model, ...(parts.length ? { parts } : {}), mmproj, adapter,
       template: mf.template ?? base.template ?? null,
       system: mf.system ?? base.system ?? null,
       parameters: { ...(base.parameters ?? {}), ...mf.parameters } as Manifest['parameters'],

@@ -190,7 +190,7 @@ function manifestOf(store: ModelStore, body: CreateBody, name: string): Manifest
   const license = typeof body.license === 'string' ? [body.license] : body.license?.length ? body.license : mf?.license.length ? mf.license : base.license ?? [];
   return {
     schemaVersion: 1, name, createdAt: new Date().toISOString(), source: up.model ? `uploaded ${up.model.file}` : `FROM ${from}`,
-    model, mmproj: up.model ? up.mmproj : base.mmproj ?? null, adapter: up.adapter ?? base.adapter ?? null,
+    model, ...(up.model || !base.parts ? {} : { parts: base.parts }), mmproj: up.model ? up.mmproj : base.mmproj ?? null, adapter: up.adapter ?? base.adapter ?? null,
     template: body.template ?? mf?.template ?? base.template ?? null,
     system: body.system ?? mf?.system ?? base.system ?? null,
     parameters: { ...(base.parameters ?? {}), ...(mf?.parameters as Parameters | undefined), ...checkParameters(body.parameters ?? {}) },
