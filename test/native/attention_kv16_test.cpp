@@ -6,22 +6,12 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/cpu_features.h"
 #include "kv_store_pair.h"
 
 using namespace spindle;
 using namespace kv_store_test;
 
 namespace {
-
-const shape k_shapes[] = {
-    {32, 8, 64, 64, 0, 40},     // llama-1B-like prompt
-    {32, 8, 64, 64, 300, 1},    // decode over more than one V block (256 positions)
-    {16, 8, 128, 128, 17, 9},   // qwen3-like chunk after a prefix
-    {4, 2, 96, 40, 7, 23},      // dv % 16 != 0 (8-dim chunks)
-    {4, 2, 40, 20, 5, 11},      // dims the tiled kernels leave to the per-item kernel's fallbacks
-    {4, 1, 36, 12, 2, 3},       // dv % 8 != 0: the per-item kernel's scalar tail
-};
 
 uint16_t round16(kv_type t, float x) { return t == kv_type::f16 ? f32_to_fp16(x) : f32_to_bf16(x); }
 
@@ -56,37 +46,21 @@ TEST_CASE("kv16: store_kv rounds each value to nearest even into its row; f32 ro
 }
 
 TEST_CASE("kv16: paged attention over a 16-bit store equals the f32 store of the same values bitwise") {
-  cpu_backend one(1), two(2);
-  uint32_t seed = 1;
-  for (kv_type t : {kv_type::f16, kv_type::bf16}) {
-    for (const shape& s : k_shapes) check_paged(one, two, paged_pair(one, s, t, seed++), s);
-  }
+  check_paged_all(kv_type::f16, k_any_dim_shapes, 1);
+  check_paged_all(kv_type::bf16, k_any_dim_shapes, 7);
 }
 
 TEST_CASE("kv16: the per-item kernels (portable and AVX2) read 16-bit rows as the f32 rows of the same values") {
-  uint32_t seed = 50;
-  cpu_backend be(1);
-  for (kv_type t : {kv_type::f16, kv_type::bf16}) {
-    for (const shape& s : k_shapes) {
-      const paged_pair pp(be, s, t, seed++);
-      check_per_item(pp, [](const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t dk, int32_t dv,
-                            float scale, float* scratch, float* out) {
-        ops_attention_head_kv(q, k, v, n_kv, dk, dv, scale, scratch, out);
-      });
-      if (cpu_level_supported(cpu_level::avx2)) check_per_item(pp, ops_attention_head_kv_avx2);
-    }
-  }
+  check_per_item_all(kv_type::f16, k_any_dim_shapes, 50);
+  check_per_item_all(kv_type::bf16, k_any_dim_shapes, 56);
 }
 
 TEST_CASE("kv16: attention() over a contiguous 16-bit cache (padded, odd row strides) equals the f32 cache of its values") {
   const shape shapes[] = {{32, 8, 64, 64, 600, 1}, {16, 8, 128, 128, 0, 37}, {4, 2, 40, 20, 5, 11}, {4, 1, 36, 12, 2, 3},
                           {8, 2, 80, 80, 300, 1}};
-  cpu_backend one(1), two(2);
-  uint32_t seed = 90;
-  for (kv_type t : {kv_type::f16, kv_type::bf16}) {
-    // odd strides: 16-bit rows start at any 2-byte boundary
-    for (const shape& s : shapes) check_contiguous(one, two, s, t, 3, 5, seed++);
-  }
+  // odd strides: 16-bit rows start at any 2-byte boundary
+  check_contiguous_all(kv_type::f16, shapes, 3, 5, 90);
+  check_contiguous_all(kv_type::bf16, shapes, 3, 5, 95);
 }
 
 TEST_CASE("kv16: non-causal attention (an encoder's) refuses a 16-bit cache by name") {

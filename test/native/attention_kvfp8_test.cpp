@@ -49,15 +49,6 @@ uint8_t nearest_code(const format& f, float x) {
   return best | sign;
 }
 
-const shape k_shapes[] = {
-    {32, 8, 64, 64, 0, 40},    // llama-1B-like prompt
-    {32, 8, 64, 64, 300, 1},   // decode over more than one V block
-    {16, 8, 128, 128, 17, 9},  // qwen3-like chunk after a prefix
-    {4, 2, 96, 40, 7, 23},     // dv % 16 != 0
-    {4, 2, 40, 20, 5, 11},     // dims the tiled kernels leave to the per-item kernel's fallbacks
-    {4, 1, 36, 12, 2, 3},      // dv % 8 != 0: the per-item kernel's scalar tail
-};
-
 #if SPINDLE_HAVE_X86_KERNELS
 template <class E>
 SPINDLE_AVX2 void widen8(const E* p, float* out) {
@@ -175,34 +166,18 @@ TEST_CASE("kvfp8: store_kv writes each value's code into its row") {
 }
 
 TEST_CASE("kvfp8: paged attention over an fp8 store equals the f32 store of its values bitwise") {
-  cpu_backend one(1), two(2);
-  uint32_t seed = 300;
-  for (const format& f : k_formats) {
-    for (const shape& s : k_shapes) check_paged(one, two, paged_pair(one, s, f.type, seed++), s);
-  }
+  check_paged_all(kv_type::fp8_e4m3, k_any_dim_shapes, 300);
+  check_paged_all(kv_type::fp8_e5m2, k_any_dim_shapes, 310);
 }
 
 TEST_CASE("kvfp8: the per-item kernels (portable and AVX2) read fp8 rows as the f32 rows of their values") {
-  uint32_t seed = 350;
-  cpu_backend be(1);
-  for (const format& f : k_formats) {
-    for (const shape& s : k_shapes) {
-      const paged_pair pp(be, s, f.type, seed++);
-      check_per_item(pp, [](const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t dk, int32_t dv,
-                            float scale, float* scratch, float* out) {
-        ops_attention_head_kv(q, k, v, n_kv, dk, dv, scale, scratch, out);
-      });
-      if (cpu_level_supported(cpu_level::avx2)) check_per_item(pp, ops_attention_head_kv_avx2);
-    }
-  }
+  check_per_item_all(kv_type::fp8_e4m3, k_any_dim_shapes, 350);
+  check_per_item_all(kv_type::fp8_e5m2, k_any_dim_shapes, 360);
 }
 
 TEST_CASE("kvfp8: attention() over a contiguous fp8 cache (odd row strides) equals the f32 cache of its values") {
   const shape shapes[] = {{32, 8, 64, 64, 600, 1}, {16, 8, 128, 128, 0, 37}, {4, 2, 40, 20, 5, 11}, {4, 1, 36, 12, 2, 3}};
-  cpu_backend one(1), two(2);
-  uint32_t seed = 390;
-  for (const format& f : k_formats) {
-    // odd strides: rows start at any byte
-    for (const shape& s : shapes) check_contiguous(one, two, s, f.type, 3, 5, seed++);
-  }
+  // odd strides: rows start at any byte
+  check_contiguous_all(kv_type::fp8_e4m3, shapes, 3, 5, 390);
+  check_contiguous_all(kv_type::fp8_e5m2, shapes, 3, 5, 395);
 }

@@ -9,21 +9,12 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/cpu_features.h"
 #include "kv_store_pair.h"
 
 using namespace spindle;
 using namespace kv_store_test;
 
 namespace {
-
-const shape k_shapes[] = {
-    {32, 8, 64, 64, 0, 40},     // llama-1B-like prompt
-    {32, 8, 64, 64, 300, 1},    // decode over more than one V block (256 positions)
-    {16, 8, 128, 128, 17, 9},   // qwen3-like chunk after a prefix
-    {4, 2, 96, 32, 7, 23},      // dv 32: one 32-wide V chunk
-    {4, 1, 32, 64, 2, 3},       // MQA, dk 32
-};
 
 // Value j of a q4_0 block, by the layout's definition.
 float q4_value(const kv_q4& b, int j) {
@@ -92,41 +83,16 @@ TEST_CASE("kvq4: store_kv writes quantize_row_q4_0's blocks (llama.cpp's referen
 }
 
 TEST_CASE("kvq4: paged attention over a q4_0 store equals the f32 store of its values bitwise") {
-  cpu_backend one(1), two(2);
-  uint32_t seed = 1;
-  for (const shape& s : k_shapes) check_paged(one, two, paged_pair(one, s, kv_type::q4_0, seed++), s);
+  check_paged_all(kv_type::q4_0, k_block_shapes, 1);
 }
 
 TEST_CASE("kvq4: the per-item kernels (portable and AVX2) read q4_0 rows as the f32 rows of their values") {
-  uint32_t seed = 50;
-  cpu_backend be(1);
-  for (const shape& s : k_shapes) {
-    const paged_pair pp(be, s, kv_type::q4_0, seed++);
-    check_per_item(pp, [](const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t dk, int32_t dv,
-                          float scale, float* scratch, float* out) {
-      ops_attention_head_kv(q, k, v, n_kv, dk, dv, scale, scratch, out);
-    });
-    if (cpu_level_supported(cpu_level::avx2)) check_per_item(pp, ops_attention_head_kv_avx2);
-  }
+  check_per_item_all(kv_type::q4_0, k_block_shapes, 50);
 }
 
 TEST_CASE("kvq4: attention() over a contiguous q4_0 cache (padded rows) equals the f32 cache of its values") {
   const shape shapes[] = {{32, 8, 64, 64, 600, 1}, {16, 8, 128, 128, 0, 37}, {4, 2, 96, 32, 5, 11}};
-  cpu_backend one(1), two(2);
-  uint32_t seed = 90;
-  for (const shape& s : shapes) check_contiguous(one, two, s, kv_type::q4_0, 32, 64, seed++);  // padded by whole blocks
+  check_contiguous_all(kv_type::q4_0, shapes, 32, 64, 90);  // padded by whole blocks
 }
 
-TEST_CASE("kvq4: a paged q4_0 store needs whole blocks per head and row") {
-  cpu_backend be(1);
-  paged_attention_params p;
-  p.attn = params_of({4, 2, 40, 40, 0, 1});
-  p.attn.kv = kv_type::q4_0;
-  int32_t table[1] = {0};
-  p.block_table = table;
-  p.n_table = 1;
-  p.block_size = 16;
-  p.n_blocks = 1;
-  std::vector<float> q(160), kv(1024), out(160);
-  CHECK_THROWS_WITH(be.attention_paged(p, q.data(), kv.data(), kv.data(), out.data()), "a q4_0 K / V store needs head dims");
-}
+TEST_CASE("kvq4: a paged q4_0 store needs whole blocks per head and row") { check_whole_blocks_refused(kv_type::q4_0); }

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/attention_paged.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/fp16.h"
 #include "backend/cpu/ops.h"
 #include "harness.h"
@@ -192,6 +193,68 @@ inline void check_contiguous(cpu_backend& one, cpu_backend& two, const shape& s,
     be->attention(at, q.data(), kt.data(), vt.data(), got.data());
     CHECK(same_bits(got, want));
   }
+}
+
+// Shapes for store types of any head dim (16-bit, fp8): the fast kernels' and their fallbacks'.
+inline const shape k_any_dim_shapes[] = {
+    {32, 8, 64, 64, 0, 40},    // llama-1B-like prompt
+    {32, 8, 64, 64, 300, 1},   // decode over more than one V block (256 positions)
+    {16, 8, 128, 128, 17, 9},  // qwen3-like chunk after a prefix
+    {4, 2, 96, 40, 7, 23},     // dv % 16 != 0 (8-dim chunks)
+    {4, 2, 40, 20, 5, 11},     // dims the tiled kernels leave to the per-item kernel's fallbacks
+    {4, 1, 36, 12, 2, 3},      // dv % 8 != 0: the per-item kernel's scalar tail
+};
+// Shapes for the block types (q8_0, q4_0): head dims of whole 32-value blocks.
+inline const shape k_block_shapes[] = {
+    {32, 8, 64, 64, 0, 40},    // llama-1B-like prompt
+    {32, 8, 64, 64, 300, 1},   // decode over more than one V block (256 positions)
+    {16, 8, 128, 128, 17, 9},  // qwen3-like chunk after a prefix
+    {4, 2, 96, 32, 7, 23},     // dv 32: one 32-wide V chunk
+    {4, 1, 32, 64, 2, 3},      // MQA, dk 32
+};
+
+// check_paged over a store of type t for every shape (seeds counting up from `seed`).
+template <class Shapes>
+void check_paged_all(kv_type t, const Shapes& shapes, uint32_t seed) {
+  cpu_backend one(1), two(2);
+  for (const shape& s : shapes) check_paged(one, two, paged_pair(one, s, t, seed++), s);
+}
+
+// check_per_item with the portable per-item kernel and (where the CPU has AVX2) the AVX2 one, for every shape.
+template <class Shapes>
+void check_per_item_all(kv_type t, const Shapes& shapes, uint32_t seed) {
+  cpu_backend be(1);
+  for (const shape& s : shapes) {
+    const paged_pair pp(be, s, t, seed++);
+    check_per_item(pp, [](const float* q, const kv_rows& k, const kv_rows& v, int64_t n_kv, int32_t dk, int32_t dv,
+                          float scale, float* scratch, float* out) {
+      ops_attention_head_kv(q, k, v, n_kv, dk, dv, scale, scratch, out);
+    });
+    if (cpu_level_supported(cpu_level::avx2)) check_per_item(pp, ops_attention_head_kv_avx2);
+  }
+}
+
+// check_contiguous for every shape, rows padded by k_pad / v_pad values.
+template <class Shapes>
+void check_contiguous_all(kv_type t, const Shapes& shapes, int64_t k_pad, int64_t v_pad, uint32_t seed) {
+  cpu_backend one(1), two(2);
+  for (const shape& s : shapes) check_contiguous(one, two, s, t, k_pad, v_pad, seed++);
+}
+
+// A paged store of block type t refuses heads that are not whole blocks, naming the type.
+inline void check_whole_blocks_refused(kv_type t) {
+  cpu_backend be(1);
+  paged_attention_params p;
+  p.attn = params_of({4, 2, 40, 40, 0, 1});
+  p.attn.kv = t;
+  int32_t table[1] = {0};
+  p.block_table = table;
+  p.n_table = 1;
+  p.block_size = 16;
+  p.n_blocks = 1;
+  std::vector<float> q(160), kv(1024), out(160);
+  CHECK_THROWS_WITH(be.attention_paged(p, q.data(), kv.data(), kv.data(), out.data()),
+                    std::string("a ") + kv_type_name(t) + " K / V store needs head dims and row strides that are multiples of 32");
 }
 
 }  // namespace kv_store_test

@@ -40,25 +40,26 @@ inline uint8_t round_magnitude(uint32_t a, int m, int b, uint8_t max) {
 
 }  // namespace fp8_detail
 
-// f32 -> e4m3 (round to nearest even, saturating at +-448, NaN -> 0x7f).
-inline uint8_t f32_to_fp8_e4m3(float f) {
+namespace fp8_detail {
+
+// f32 -> an 8-bit float with m mantissa bits and exponent bias b: NaN the canonical 0x7f; |f| at or above the
+// largest finite value (f32 bits sat, code max) or infinite, that value; else rounded (round_magnitude), signed.
+inline uint8_t from_f32(float f, int m, int b, uint32_t sat, uint8_t max) {
   const uint32_t u = f32_bits(f);
   const uint8_t sign = (uint8_t)((u >> 24) & 0x80);
   const uint32_t a = u & 0x7fffffff;
   if (a > 0x7f800000) return 0x7f;
-  if (a >= 0x43e00000) return sign | 0x7e;  // >= 448 (infinity included): the largest finite
-  return sign | fp8_detail::round_magnitude(a, 3, 7, 0x7e);
+  if (a >= sat) return sign | max;
+  return sign | round_magnitude(a, m, b, max);
 }
 
-// f32 -> e5m2 (round to nearest even, saturating at +-57344, NaN -> 0x7f).
-inline uint8_t f32_to_fp8_e5m2(float f) {
-  const uint32_t u = f32_bits(f);
-  const uint8_t sign = (uint8_t)((u >> 24) & 0x80);
-  const uint32_t a = u & 0x7fffffff;
-  if (a > 0x7f800000) return 0x7f;
-  if (a >= 0x47600000) return sign | 0x7b;  // >= 57344 (infinity included): the largest finite
-  return sign | fp8_detail::round_magnitude(a, 2, 15, 0x7b);
-}
+}  // namespace fp8_detail
+
+// f32 -> e4m3 (round to nearest even, saturating at +-448 = f32 bits 0x43e00000, NaN -> 0x7f).
+inline uint8_t f32_to_fp8_e4m3(float f) { return fp8_detail::from_f32(f, 3, 7, 0x43e00000, 0x7e); }
+
+// f32 -> e5m2 (round to nearest even, saturating at +-57344 = f32 bits 0x47600000, NaN -> 0x7f).
+inline uint8_t f32_to_fp8_e5m2(float f) { return fp8_detail::from_f32(f, 2, 15, 0x47600000, 0x7b); }
 
 // e4m3 as the binary16 bits whose value is the e4m3 value / 256: the magnitude shifted under the half's sign (its
 // exponent field then reads with bias 15 instead of 7, subnormals included), NaN codes made a half NaN. The SIMD

@@ -47,38 +47,31 @@ void store_rows_rounded(float* store, const int64_t* rows, const float* src, int
 
 void cpu_backend::store_kv(float* k_store, float* v_store, const int64_t* rows, const float* k_new,
                            const float* v_new, int64_t n, int64_t k_dim, int64_t v_dim, kv_type kv) {
+  // one store writer, applied to K and to V
+  const auto both = [&](auto store_rows) {
+    store_rows(k_store, k_new, k_dim);
+    store_rows(v_store, v_new, v_dim);
+  };
   switch (kv) {
     case kv_type::f32:
-      copy_rows(k_store, rows, k_new, nullptr, n, k_dim);
-      copy_rows(v_store, rows, v_new, nullptr, n, v_dim);
-      return;
+      return both([&](float* st, const float* src, int64_t w) { copy_rows(st, rows, src, nullptr, n, w); });
     case kv_type::f16:
-      store_rows_rounded<uint16_t, f32_to_fp16>(k_store, rows, k_new, n, k_dim);
-      store_rows_rounded<uint16_t, f32_to_fp16>(v_store, rows, v_new, n, v_dim);
-      return;
+      return both([&](float* st, const float* src, int64_t w) { store_rows_rounded<uint16_t, f32_to_fp16>(st, rows, src, n, w); });
     case kv_type::bf16:
-      store_rows_rounded<uint16_t, f32_to_bf16>(k_store, rows, k_new, n, k_dim);
-      store_rows_rounded<uint16_t, f32_to_bf16>(v_store, rows, v_new, n, v_dim);
-      return;
+      return both([&](float* st, const float* src, int64_t w) { store_rows_rounded<uint16_t, f32_to_bf16>(st, rows, src, n, w); });
     case kv_type::fp8_e4m3:
-      store_rows_rounded<uint8_t, f32_to_fp8_e4m3>(k_store, rows, k_new, n, k_dim);
-      store_rows_rounded<uint8_t, f32_to_fp8_e4m3>(v_store, rows, v_new, n, v_dim);
-      return;
+      return both([&](float* st, const float* src, int64_t w) { store_rows_rounded<uint8_t, f32_to_fp8_e4m3>(st, rows, src, n, w); });
     case kv_type::fp8_e5m2:
-      store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(k_store, rows, k_new, n, k_dim);
-      store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(v_store, rows, v_new, n, v_dim);
-      return;
+      return both([&](float* st, const float* src, int64_t w) { store_rows_rounded<uint8_t, f32_to_fp8_e5m2>(st, rows, src, n, w); });
     case kv_type::q8_0: {
       // the AVX2 quantizer gives the scalar one's bits (quants_avx2.h)
       void (*q8)(const float*, block_q8_0*, int64_t) = avx2_ ? quantize_row_q8_0_avx2 : quantize_row_q8_0;
-      store_rows_blocks(k_store, rows, k_new, n, k_dim, kv, q8);
-      store_rows_blocks(v_store, rows, v_new, n, v_dim, kv, q8);
-      return;
+      return both([&](float* st, const float* src, int64_t w) { store_rows_blocks(st, rows, src, n, w, kv, q8); });
     }
     case kv_type::q4_0:
-      store_rows_blocks<block_q4_0>(k_store, rows, k_new, n, k_dim, kv, quantize_row_q4_0);
-      store_rows_blocks<block_q4_0>(v_store, rows, v_new, n, v_dim, kv, quantize_row_q4_0);
-      return;
+      return both([&](float* st, const float* src, int64_t w) {
+        store_rows_blocks<block_q4_0>(st, rows, src, n, w, kv, quantize_row_q4_0);
+      });
   }
 }
 
