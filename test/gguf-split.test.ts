@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Token } from 'node-llama-cpp';
 import { LLM } from '../lib/llm.js';
@@ -76,7 +76,8 @@ t.test('a hub repository whose quantization is split: every file pulled, the mod
     ...parts.map((p) => ({ path: `Q8_0/${basename(p).replace('tiny-llama', 'Split')}`, bytes: readFileSync(p) })),
   ] }]]));
   t.teardown(() => hub.close());
-  const store = new ModelStore(mkdtempSync(join(tmpdir(), 'spindle-store-')));
+  // a relative SPINDLE_HOME: the links still point at the blobs
+  const store = new ModelStore(relative(process.cwd(), mkdtempSync(join(tmpdir(), 'spindle-store-'))));
   const env = { HF_HUB_CACHE: mkdtempSync(join(tmpdir(), 'spindle-nocache-')) };
   const r = await resolveModel('hf.co/org/Split-GGUF:Q8_0', { store, hub: { endpoint: hub.url, token: null, timeoutMs: 5000 }, env });
   t.equal(r.manifest!.parts!.length, 2, 'the other two files are parts of the manifest');

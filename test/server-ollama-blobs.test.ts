@@ -7,11 +7,12 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { normalizeEngineOptions } from '../lib/engine-options.js';
-import { ModelStore } from '../lib/models/store.js';
+import { ModelStore, localKey } from '../lib/models/store.js';
 import { buildApp } from '../lib/server/app.js';
 import { fixtureModel } from './helpers/fixtures.js';
+import { splitGguf } from './helpers/split-gguf.js';
 import { resolveSpec, tensorPlan, tokenizerGguf, writeLoraAdapter } from './tooling/fixtures/index.js';
 
 const SPEC = { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 64, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 128, weights: 'F32', seed: 41, tiedEmbeddings: true } as const;
@@ -94,6 +95,24 @@ t.test('create from uploads: refusals name the field', async (t) => {
     t.equal(r.status, 400, JSON.stringify(body).slice(0, 80));
     t.match(r.text, re);
   }
+});
+
+t.test('create FROM a split store model plus an uploaded adapter: the split model read through its links; it generates', async (t) => {
+  const parts = splitGguf(modelPath, join(dir, 'split-model'), 2);
+  const [first, ...rest] = await Promise.all(parts.map((p) => store.importFile(p, basename(p))));
+  store.write(localKey(null, 'splitbase', 'latest'), { schemaVersion: 1, name: 'splitbase:latest', createdAt: new Date().toISOString(),
+    source: 'test', model: first, parts: rest, mmproj: null });
+  const adapterBytes = readFileSync(adapterPath);
+  await upload(digestOf(adapterBytes), adapterBytes);
+  const created = await post('/api/create', { model: 'split-adapted', from: 'splitbase', adapters: { 'adapter.gguf': digestOf(adapterBytes) }, stream: false });
+  t.equal(created.status, 200, created.text);
+  const a = await post('/api/generate', { model: 'split-adapted', prompt: 'Hello', raw: true, stream: false, options: { num_predict: 4, temperature: 0 } });
+  const b = await post('/api/generate', { model: 'adapted', prompt: 'Hello', raw: true, stream: false, options: { num_predict: 4, temperature: 0 } });
+  t.equal(a.status, 200, a.text);
+  t.equal(JSON.parse(a.text).response, JSON.parse(b.text).response, 'the same as the whole model with the same adapter');
+  const tags = JSON.parse((await (await fetch(`${base}/api/tags`)).text()) as string) as { models: { name: string; size: number }[] };
+  t.equal(tags.models.find((m) => m.name === 'split-adapted:latest')?.size, parts.reduce((n, p) => n + readFileSync(p).length, 0) + adapterBytes.length,
+    'its size: every file of the model, and the adapter');
 });
 
 t.test("prune (at a runner's start, as Ollama's): unused blobs and stale temporary files go, the models' stay", async (t) => {

@@ -6,8 +6,8 @@
 // ModelFileError naming the problem; names follow llama_split_path exactly.
 import { ModelFileError } from './model-file-error.js';
 
-/** A split file name: prefix, 1-based number, count (5 digits each, as llama.cpp formats them). */
-export const SPLIT_FILE = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/;
+/** A split file name: prefix, 1-based number, count (5 digits each, as llama.cpp formats them; .gguf in any case). */
+export const SPLIT_FILE = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i;
 
 /** llama_split_path: the name of file `no` (0-based) of `count`. */
 export function splitPath(prefix: string, no: number, count: number): string {

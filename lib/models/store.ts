@@ -6,7 +6,8 @@
 // With OLLAMA_MODELS set, Ollama's own store is read beside this one (ollama-store.ts): its names the store lacks
 // are listed and served in place, read-only (remove() refuses them; prune() never looks there).
 // A split model's files (llama.cpp's <name>-0000k-of-0000N.gguf) are blobs like any other; modelPath() gives the
-// loaders a directory of links named as the files (models/split/<first file's digest>/), where they find each other.
+// loaders a directory of links named as the files (models/split/<hash of the files' digests>/), where they find each
+// other.
 // Invariants: a manifest or blob appears only complete (written to a temporary name, then renamed); a blob is
 // named by the sha256 of its bytes; removing a name removes only the blobs no other manifest uses; two
 // processes may read and write the store at once (the last manifest write of a name wins, whole).
@@ -15,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
+import { SPLIT_FILE, splitPath } from '../gguf/split.js';
 import { files, subdirs } from './dir-entries.js';
 import { listOllama, ollamaModelsDir, readOllama } from './ollama-store.js';
 
@@ -100,28 +102,24 @@ export class ModelStore {
 
   /**
    * The path to load a manifest's model from: its file, or for a split model of blobs the first of the links in
-   * models/split/<first file's digest>/ named as its files (made here when missing), so that the loader finds the
-   * others beside it (files of the Hugging Face cache sit side by side under their names already).
+   * models/split/<key>/ (key: the hash of its files' digests) named as llama.cpp's loader derives them from the first
+   * (<name>-0000k-of-0000N.gguf), made here when missing, so that the loader finds the others beside it (files of the
+   * Hugging Face cache sit side by side under their names already). A store it cannot write leaves the links
+   * missing: the loader then names the one it cannot open.
    */
   modelPath(m: Manifest): string {
     if (!m.parts?.length || !('digest' in m.model)) return this.filePath(m.model);
-    const dir = join(this.home, 'models', 'split', m.model.digest);
-    mkdirSync(dir, { recursive: true });
-    for (const f of [m.model, ...m.parts]) {
-      const link = join(dir, basename(f.file));
-      const target = this.filePath(f);
-      let current: string | null = null;
-      try {
-        current = readlinkSync(link);
-      } catch {
-        // not there yet
-      }
-      if (current === target) continue;
-      const tmp = `${link}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-      symlinkSync(target, tmp);
-      renameSync(tmp, link);  // whole, whoever else makes it too
+    const files = [m.model, ...m.parts];
+    const dir = join(this.home, 'models', 'split', splitKey(m)!);
+    const first = SPLIT_FILE.exec(basename(m.model.file));
+    const names = files.map((f, k) => (first ? splitPath(first[1], k, files.length) : basename(f.file)));
+    try {
+      mkdirSync(dir, { recursive: true });
+      files.forEach((f, k) => linkTo(resolve(this.filePath(f)), join(dir, names[k])));
+    } catch {
+      // read-only store
     }
-    return join(dir, basename(m.model.file));
+    return join(dir, names[0]);
   }
 
   #manifestPath(k: StoreKey): string {
@@ -228,7 +226,7 @@ export class ModelStore {
   prune(tmpAgeMs = 24 * 3600_000): { blobs: number; bytes: number; tmp: number } {
     const out = { blobs: 0, bytes: 0, tmp: 0 };
     const used = this.#usedDigests();
-    this.#pruneSplitLinks(used);
+    this.#pruneSplitLinks();
     let entries: string[];
     try {
       entries = readdirSync(this.blobs);
@@ -272,17 +270,37 @@ export class ModelStore {
     for (const f of manifestFiles(m)) {
       if ('digest' in f && !used.has(f.digest)) rmSync(this.blobPath(f.digest), { force: true });
     }
-    this.#pruneSplitLinks(used);
+    this.#pruneSplitLinks();
     return true;
   }
 
-  /** Removes the split models' link directories (modelPath) whose first file no manifest uses any more. */
-  #pruneSplitLinks(used: Set<string>): void {
+  /** Removes the split models' link directories (modelPath) no manifest has any more. */
+  #pruneSplitLinks(): void {
+    const keys = new Set(this.list().map((e) => splitKey(e.manifest)));
     const dir = join(this.home, 'models', 'split');
     for (const name of subdirs(dir)) {
-      if (!used.has(name)) rmSync(join(dir, name), { recursive: true, force: true });
+      if (!keys.has(name)) rmSync(join(dir, name), { recursive: true, force: true });
     }
   }
+}
+
+/** A split model's link directory name (modelPath): the hash of its files' digests; null for other models. */
+function splitKey(m: Manifest): string | null {
+  if (!m.parts?.length) return null;
+  const digests = [m.model, ...m.parts].map((f) => ('digest' in f ? f.digest : f.path));
+  return `sha256-${createHash('sha256').update(digests.join('\n')).digest('hex')}`;
+}
+
+/** A symlink at `link` to `target`, replaced whole (a temporary name, then renamed) unless it is there already. */
+function linkTo(target: string, link: string): void {
+  try {
+    if (readlinkSync(link) === target) return;
+  } catch {
+    // not there yet
+  }
+  const tmp = `${link}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  symlinkSync(target, tmp);
+  renameSync(tmp, link);
 }
 
 function keyString(k: StoreKey): string {

@@ -66,8 +66,9 @@ export function fileFacts(path: string): FileFacts {
   let f = cache.get(key);
   if (!f) {
     let native: NativeModelInfo | undefined;
+    const info = readModelFileInfo(path);
     f = {
-      info: readModelFileInfo(path), size: st.size, modifiedAt: st.mtime,
+      info, size: info.fileBytes, modifiedAt: st.mtime,  // a split model: every file's bytes
       model: () => (native ??= loadNative().NativeEngine.inspect(path).info),
     };
     if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value!);

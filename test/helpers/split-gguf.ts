@@ -1,6 +1,6 @@
 // Splits a GGUF file the way llama.cpp's gguf-split does: <prefix>-0000k-of-0000N.gguf, the first file holding
-// every metadata key plus split.no / split.count / split.tensors.count, the others only split.no / split.count
-// (and general.alignment when the model has one), the tensors dealt out in order, their bytes copied unchanged.
+// every metadata key, each file split.no / split.count / split.tensors.count (and nothing else: the other files
+// align their data at the default 32 bytes), the tensors dealt out in order, their bytes copied unchanged.
 // For tests of split loading (Spindle's and llama.cpp's own, which reads these files too).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ggmlTensorBytes, type GgmlType } from '../../lib/gguf/constants.js';
@@ -68,8 +68,9 @@ export function splitGguf(src: string, prefix: string, n: number): string[] {
     };
     const u16v = (v: number) => { const b = Buffer.alloc(2); b.writeUInt16LE(v); return b; };
     const i32v = (v: number) => { const b = Buffer.alloc(4); b.writeInt32LE(v); return b; };
-    const myKvs = [...(k === 0 ? kvs : alignmentKv ? [alignmentKv] : []), kv('split.no', 2, u16v(k)), kv('split.count', 2, u16v(n)),
-      ...(k === 0 ? [kv('split.tensors.count', 5, i32v(tensors.length))] : [])];
+    const myKvs = [...(k === 0 ? kvs : []), kv('split.no', 2, u16v(k)), kv('split.count', 2, u16v(n)),
+      kv('split.tensors.count', 5, i32v(tensors.length))];
+    const align = k === 0 ? alignment : 32;
     const header = Buffer.alloc(24);
     header.writeUInt32LE(0x46554747, 0);
     header.writeUInt32LE(version, 4);
@@ -82,14 +83,14 @@ export function splitGguf(src: string, prefix: string, n: number): string[] {
       const info = Buffer.from(t.info);
       info.writeBigUInt64LE(BigInt(offset), info.length - 8);  // the offset is the info's last field
       infos.push(info);
-      const padded = Math.ceil(t.bytes / alignment) * alignment;
+      const padded = Math.ceil(t.bytes / align) * align;
       const bytes = Buffer.alloc(padded);
       buf.copy(bytes, 0, dataStart + t.offset, dataStart + t.offset + t.bytes);
       data.push(bytes);
       offset += padded;
     }
     const head = Buffer.concat([header, ...myKvs, ...infos]);
-    const pad = Buffer.alloc(Math.ceil(head.length / alignment) * alignment - head.length);
+    const pad = Buffer.alloc(Math.ceil(head.length / align) * align - head.length);
     const path = splitPath(prefix, k, n);
     writeFileSync(path, Buffer.concat([head, pad, ...data]));
     paths.push(path);

@@ -183,7 +183,8 @@ function manifestOf(store: ModelStore, body: CreateBody, name: string): Manifest
   const model = up.model ?? base.model!;
   if (up.adapter) {
     if (base.adapter) throw badRequest(`adapters: FROM ${from} has a LoRA adapter already; a model takes one`, 'adapters');
-    const arch = up.arch ?? readModelFileInfo(store.filePath(model)).arch;
+    // the model as it loads (a split store model: through its named links)
+    const arch = up.arch ?? readModelFileInfo(up.model ? store.filePath(model) : store.modelPath({ ...base, model } as Manifest)).arch;
     if (up.adapterArch !== arch) throw badRequest(`adapters: the LoRA adapter was made for architecture '${up.adapterArch}', the model is '${arch}'`, 'adapters');
   }
   const messages = body.messages?.length ? checkMessages(body.messages) : mf?.messages.length ? mf.messages : base.messages ?? [];

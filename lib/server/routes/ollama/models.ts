@@ -33,7 +33,8 @@ export function modelFacts(engine: ServerEngine): Promise<ModelFacts> {
       const path = engine.core.modelPath;
       const st = await stat(path);
       const digest = createHash('sha256').update(`${path}\0${st.size}\0${st.mtimeMs}`).digest('hex');
-      return { file: readModelFileInfo(path), size: st.size, modifiedAt: st.mtime.toISOString(), digest };
+      const file = readModelFileInfo(path);  // a split model: every file's bytes in fileBytes
+      return { file, size: file.fileBytes, modifiedAt: st.mtime.toISOString(), digest };
     })();
     p.catch(() => facts.delete(engine));
     facts.set(engine, p);
