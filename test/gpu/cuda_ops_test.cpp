@@ -394,6 +394,44 @@ TEST_CASE("cuda 16-bit and fp8 K / V stores: store_kv rounds to nearest even, at
   }
 }
 
+// fp8 stores at their edges: every code's value, the midpoints between neighbouring codes and a float either side,
+// subnormals, values past the largest finite one, infinities, NaN, -0: the GPU's conversion (CUDA's SATFINITE one)
+// writes the bits the CPU's fp8.h writes (the attention tests read ordinary values back).
+TEST_CASE("cuda fp8 K / V stores at the edges: store_kv gives the CPU's bits for every code, midpoint, overflow and NaN") {
+  REQUIRE_GPU();
+  pair be;
+  for (const kv_type kv : {kv_type::fp8_e4m3, kv_type::fp8_e5m2}) {
+    std::vector<float> x = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 1e-30f, -1e-30f};
+    for (int c = 0; c < 256; ++c) {
+      const float v = kv_value((uint16_t)c, kv);
+      if (!std::isfinite(v)) continue;
+      const float next = kv_value((uint16_t)((c & 0x80) | ((c & 0x7f) + 1)), kv);
+      x.push_back(v);
+      if (std::isfinite(next) && (c & 0x7f) < 0x7f) {
+        const float mid = (float)(((double)v + (double)next) / 2);
+        for (float m : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) x.push_back(m);
+      }
+    }
+    while (x.size() % 64 != 0) x.push_back(1.0f);  // whole rows of 64
+    const int64_t width = 64, rows = (int64_t)x.size() / width;
+    std::vector<int64_t> slot((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) slot[(size_t)r] = r;
+    buf src(*be.gpu, x), ks(*be.gpu, kv_store_floats(kv, rows * width)), vs(*be.gpu, kv_store_floats(kv, rows * width));
+    be.gpu->store_kv(ks.p(), vs.p(), slot.data(), src.p(), src.p(), rows, width, width, kv);
+    std::vector<float> ck((size_t)kv_store_floats(kv, rows * width)), cv(ck.size());
+    be.cpu->store_kv(ck.data(), cv.data(), slot.data(), x.data(), x.data(), rows, width, width, kv);
+    const std::vector<float> got = ks.get();
+    const uint8_t* g = reinterpret_cast<const uint8_t*>(got.data());
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(ck.data());
+    int differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (g[i] != c[i] && differ++ < 5) std::printf("  %s: %a stored as 0x%02x on the GPU, 0x%02x on the CPU\n", kv_name(kv), x[i], g[i], c[i]);
+    }
+    std::printf("  %s: %zu values at the edges, %d stored differently\n", kv_name(kv), x.size(), differ);
+    CHECK_EQ(differ, 0);
+  }
+}
+
 // The ViT encoder's ops. Tolerances against the CPU (relative to the output's scale): layer_norm 1e-5 (the GPU sums
 // in f32 block reductions, the CPU in double), gelu / gelu_quick 2e-6 (CUDA's expf vs ggml's vectorized one, both
 // about 1 ulp), non-causal attention 1e-5 as the causal one.
