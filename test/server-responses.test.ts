@@ -166,6 +166,13 @@ t.test('what this server does not take is a 400 naming it', async (t) => {
     { status: 400, message: /input\[0\]\.content\[0\]: content part type "input_file" is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true, store: false }), { status: 400, message: /background: a background response is stored/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', reasoning: { effort: 'high' } }), { status: 400, message: /reasoning/ });
+  // include: what there is nothing to add for is accepted (Codex sends reasoning.encrypted_content); logprobs are not here
+  const inc = await client.responses.create({ model: MODEL, input: 'x', ...greedy, max_output_tokens: 2, include: ['reasoning.encrypted_content'] });
+  t.equal(inc.status, 'incomplete', 'include reasoning.encrypted_content: answered');
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', include: ['message.output_text.logprobs'] }),
+    { status: 400, message: /include: message\.output_text\.logprobs: output logprobs are not available on \/v1\/responses/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', include: ['bogus'] as never }), { status: 400, message: /include\[0\]: "bogus" is not one of reasoning\.encrypted_content/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', top_logprobs: 3 }), { status: 400, message: /top_logprobs: output logprobs are not available/ });
 });
 
 /** A response without the client's own output_text (the `openai` client adds it to create / retrieve, not cancel). */

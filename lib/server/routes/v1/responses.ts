@@ -47,9 +47,31 @@ interface ResponsesBody extends Record<string, unknown> {
   metadata?: Record<string, string> | null;
   reasoning?: { effort?: string | null } | null;
   background?: boolean | null;
+  include?: unknown;
+  top_logprobs?: number | null;
 }
 
+// `include` values with nothing to add here: encrypted reasoning (reasoning items carry their text; clients that
+// send it with store: false, as Codex does, send the items back and they are accepted), and the outputs of tools this
+// server has no items of.
+const INCLUDE_NOTHING_TO_ADD = ['reasoning.encrypted_content', 'message.input_image.image_url', 'computer_call_output.output.image_url',
+  'file_search_call.results', 'web_search_call.results', 'web_search_call.action.sources', 'code_interpreter_call.outputs'];
+
 function refuseUnsupported(body: ResponsesBody): void {
+  if (body.include != null) {
+    if (!Array.isArray(body.include)) throw badRequest('include must be an array of strings', 'include');
+    body.include.forEach((v, i) => {
+      if (v === 'message.output_text.logprobs') {
+        throw badRequest('include: message.output_text.logprobs: output logprobs are not available on /v1/responses (use /v1/chat/completions with logprobs)', 'include', 'unsupported_parameter');
+      }
+      if (typeof v !== 'string' || !INCLUDE_NOTHING_TO_ADD.includes(v)) {
+        throw badRequest(`include[${i}]: ${JSON.stringify(v)} is not one of ${INCLUDE_NOTHING_TO_ADD.join(', ')}`, 'include');
+      }
+    });
+  }
+  if (body.top_logprobs != null && body.top_logprobs !== 0) {
+    throw badRequest('top_logprobs: output logprobs are not available on /v1/responses (use /v1/chat/completions with logprobs)', 'top_logprobs', 'unsupported_parameter');
+  }
   if (body.background === true && body.store === false) {
     throw badRequest('background: a background response is stored (to be polled with GET /v1/responses/{id}); store: false cannot be used with it', 'background');
   }
