@@ -43,8 +43,13 @@ struct rope_params {
 // integer) and computes in f32. Strides and offsets count values; q8_0 / q4_0 rows and heads are whole blocks
 // (multiples of 32: kv_blocked).
 enum class kv_type : int32_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, fp8_e4m3 = 4, fp8_e5m2 = 5, q4_0 = 6 };
+// Every K / V store type.
+inline constexpr kv_type k_kv_types[] = {kv_type::f32,  kv_type::f16,      kv_type::bf16,    kv_type::q8_0,
+                                         kv_type::q4_0, kv_type::fp8_e4m3, kv_type::fp8_e5m2};
 // True for the block types (q8_0, q4_0), whose rows and heads are whole 32-value blocks.
 inline bool kv_blocked(kv_type t) { return t == kv_type::q8_0 || t == kv_type::q4_0; }
+// True when n values (a head dim, a row stride, a row) are whole units of t: always, or whole 32-value blocks.
+inline bool kv_whole_blocks(kv_type t, int64_t n) { return !kv_blocked(t) || n % 32 == 0; }
 // Bytes that n values of type t take (for q8_0 / q4_0 n is a multiple of 32: whole blocks).
 inline int64_t kv_bytes(kv_type t, int64_t n) {
   switch (t) {
@@ -73,8 +78,7 @@ inline const char* kv_type_name(kv_type t) {
   return "float32";
 }
 inline bool kv_type_of_name(const std::string& name, kv_type* t) {
-  for (kv_type k : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0, kv_type::q4_0, kv_type::fp8_e4m3,
-                    kv_type::fp8_e5m2}) {
+  for (kv_type k : k_kv_types) {
     if (name == kv_type_name(k)) {
       *t = k;
       return true;

@@ -89,7 +89,7 @@ const char* kv_name(kv_type kv) { return kv_type_name(kv); }
 double attention_tolerance(kv_type kv) { return kv == kv_type::bf16 ? 2e-4 : kv == kv_type::f32 ? 1e-5 : 2e-5; }
 
 // Every store type of the CUDA backend.
-const kv_type k_kv_types[] = {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::fp8_e4m3, kv_type::fp8_e5m2};
+const kv_type k_cuda_kv_types[] = {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::fp8_e4m3, kv_type::fp8_e5m2};
 
 }  // namespace
 
@@ -586,7 +586,7 @@ TEST_CASE("cuda attention: decode blocks of 1, 2, 4 warps give the bits of 8-war
   // 1 to 8 splits of 32 positions (1, 2, 4, 8 warps), past one and two chunks (merged in the kernel); head dims 64
   // (1..8 warps) and 128 (2, 4); query-head groups of 4 and 1
   // (every store type)
-  for (const kv_type kv : k_kv_types)
+  for (const kv_type kv : k_cuda_kv_types)
     for (const int32_t hd : {64, 128})
       for (const int32_t kvh : {8, 32})
         for (const int64_t n_kv : {5, 32, 33, 64, 100, 200, 256, 300, 700}) {
@@ -612,7 +612,7 @@ TEST_CASE("cuda attention: a prompt in one launch has the bits of each row alone
   std::mt19937 rng(37);
   struct shape { int64_t n_tokens, n_past; int32_t n_head, n_head_kv, hd; bool causal; };
   // every store type (the CPU computes over the stored values)
-  for (const kv_type kv : k_kv_types)
+  for (const kv_type kv : k_cuda_kv_types)
     // whole and partial tiles; query-head groups of 4, 7 (14 of a tile's 16 rows), 1 (16 query rows per tile), 2,
     // 16 and 32 (two tiles side by side); head dims 64, 40 (padded), 128 and 96; one chunk of positions and several
     // (chunk partials merged: past 256 and 512 positions), past positions before the prompt, causal and not

@@ -4,6 +4,7 @@
 #include "backend/cpu/attention_paged.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -23,8 +24,7 @@ void attention_paged_check(const paged_attention_params& p) {
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
   }
-  if (a.kv != kv_type::f32 && a.kv != kv_type::f16 && a.kv != kv_type::bf16 && a.kv != kv_type::q8_0 &&
-      a.kv != kv_type::q4_0 && a.kv != kv_type::fp8_e4m3 && a.kv != kv_type::fp8_e5m2) {
+  if (std::find(std::begin(k_kv_types), std::end(k_kv_types), a.kv) == std::end(k_kv_types)) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
   }
   attention_kv_blocks_check(a, "attention_paged");
@@ -49,8 +49,8 @@ void attention_paged_check(const paged_attention_params& p) {
 }
 
 void attention_kv_blocks_check(const attention_params& a, const char* who) {
-  if (kv_blocked(a.kv) && (a.head_dim_k % 32 != 0 || a.head_dim_v % 32 != 0 || a.k_row_stride % 32 != 0 ||
-                           a.v_row_stride % 32 != 0)) {
+  if (!kv_whole_blocks(a.kv, a.head_dim_k) || !kv_whole_blocks(a.kv, a.head_dim_v) ||
+      !kv_whole_blocks(a.kv, a.k_row_stride) || !kv_whole_blocks(a.kv, a.v_row_stride)) {
     throw error(std::string(who) + ": a " + kv_type_name(a.kv) +
                 " K / V store needs head dims and row strides that are multiples of 32");
   }

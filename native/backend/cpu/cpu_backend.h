@@ -25,7 +25,7 @@ class cpu_backend final : public backend {
   bool supports_type(ggml_type type) const override;
   bool supports_kv(kv_type) const override { return true; }  // f32, f16, bf16, fp8, q8_0 and q4_0 K / V stores (kv_store.cpp)
   bool supports_kv_heads(kv_type t, int32_t head_dim_k, int32_t head_dim_v) const override {  // blocks: whole heads
-    return !kv_blocked(t) || (head_dim_k % 32 == 0 && head_dim_v % 32 == 0);
+    return kv_whole_blocks(t, head_dim_k) && kv_whole_blocks(t, head_dim_v);
   }
 
   float* alloc_f32(int64_t n) override;

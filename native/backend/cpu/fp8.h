@@ -38,10 +38,6 @@ inline uint8_t round_magnitude(uint32_t a, int m, int b, uint8_t max) {
   return code > max ? max : (uint8_t)code;
 }
 
-}  // namespace fp8_detail
-
-namespace fp8_detail {
-
 // f32 -> an 8-bit float with m mantissa bits and exponent bias b: NaN the canonical 0x7f; |f| at or above the
 // largest finite value (f32 bits sat, code max) or infinite, that value; else rounded (round_magnitude), signed.
 inline uint8_t from_f32(float f, int m, int b, uint32_t sat, uint8_t max) {

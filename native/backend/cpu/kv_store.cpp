@@ -24,7 +24,7 @@ namespace {
 template <class B>
 void store_rows_blocks(float* store, const int64_t* rows, const float* src, int64_t n, int64_t width, kv_type t,
                        void (*quantize)(const float*, B*, int64_t)) {
-  if (width % 32 != 0) {
+  if (!kv_whole_blocks(t, width)) {
     throw error(std::string("store_kv: a ") + kv_type_name(t) + " K / V row needs a multiple of 32 values, got " +
                 std::to_string(width));
   }
