@@ -14,6 +14,7 @@ import type { Token } from 'node-llama-cpp';
 import { LLM } from '../lib/llm.js';
 import { readModelFileInfo } from '../lib/gguf/file-info.js';
 import { resolveModel } from '../lib/models/resolve.js';
+import { selectFiles } from '../lib/models/hub-select.js';
 import { ModelStore, hubKey, localKey } from '../lib/models/store.js';
 import { fixtureModel, referenceLlama } from './helpers/fixtures.js';
 import { startHubServer } from './helpers/hub-server.js';
@@ -114,4 +115,12 @@ t.test('spindle create FROM a split file imports every file; the model runs by n
     err = String((e as { stderr: string }).stderr);
   }
   t.match(err, /this is file 2 of a model split into 3 files: load the first one/, 'FROM another file than the first: refused, naming the first');
+});
+
+t.test('hub file selection: a split set named .GGUF is found whole; a set missing a file is an error naming it', async (t) => {
+  const f = (path: string) => ({ path, size: 1, sha256: null });
+  const upper = selectFiles('org/r', [f('M-Q8_0-00001-of-00002.GGUF'), f('M-Q8_0-00002-of-00002.GGUF')], 'Q8_0');
+  t.same([upper.model.path, ...upper.parts.map((p) => p.path)], ['M-Q8_0-00001-of-00002.GGUF', 'M-Q8_0-00002-of-00002.GGUF']);
+  t.throws(() => selectFiles('org/r', [f('M-Q8_0-00001-of-00003.gguf'), f('M-Q8_0-00003-of-00003.gguf')], 'Q8_0'),
+    /the split model M-Q8_0-00001-of-00003\.gguf lacks its file M-Q8_0-00002-of-00003\.gguf/);
 });

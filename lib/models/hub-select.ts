@@ -50,10 +50,11 @@ function splitModel(repo: string, matches: HubFile[]): { model: HubFile; parts: 
     .sort((a, b) => a.path.length - b.path.length || a.path.localeCompare(b.path));
   if (firsts.length === 0) throw new HubError('no_file', `hf.co/${repo}: ${matches[0].path} is a file of a split model whose first file (-00001-of-...) the repository lacks`);
   const [, prefix, , count] = SPLIT_FILE.exec(firsts[0].path)!;
-  const byPath = new Map(matches.map((f) => [f.path, f]));
+  // splitPath writes `.gguf`; a repository may name its files `.GGUF`
+  const byPath = new Map(matches.map((f) => [f.path.toLowerCase(), f]));
   const all = Array.from({ length: Number(count) }, (_, k) => {
     const path = splitPath(prefix, k, Number(count));
-    const f = byPath.get(path);
+    const f = byPath.get(path.toLowerCase());
     if (!f) throw new HubError('no_file', `hf.co/${repo}: the split model ${firsts[0].path} lacks its file ${path}`);
     return f;
   });
