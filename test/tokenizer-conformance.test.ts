@@ -1,5 +1,6 @@
-// Tokenizer conformance against llama.cpp (node-llama-cpp, vocab-only load of the same GGUF) for the three
-// fixture tokenizer families: identical token ids for ~100 hand-picked strings and a few hundred seeded random
+// Tokenizer conformance against llama.cpp (node-llama-cpp, vocab-only load of the same GGUF) for the four
+// fixture tokenizer families (gemma3: SentencePiece with no space prefix, user-defined whitespace runs and
+// HTML tags, byte fallback): identical token ids for ~100 hand-picked strings and a few hundred seeded random
 // ones (parseSpecial on/off, with/without BOS), identical detokenization (special on/off), identical EOG set
 // and per-token text for the whole vocabulary, exact round trips where llama.cpp's decode has no clean-up,
 // and the JS binding's argument validation.
@@ -9,23 +10,25 @@ import { getLlama, LlamaLogLevel, type LlamaModel, type Token } from 'node-llama
 import { loadNative, type NativeTokenizer } from '../lib/native.js';
 import { fixtureModel, type PresetName } from './helpers/fixtures.js';
 
-type Family = 'llama3' | 'qwen3' | 'llama2';
+type Family = 'llama3' | 'qwen3' | 'llama2' | 'gemma3';
 const FAMILIES: { family: Family; preset: PresetName; exactRoundTrip: boolean }[] = [
   { family: 'llama3', preset: 'llama3Vocab', exactRoundTrip: false }, // llama.cpp cleans " ," " 's" on decode
   { family: 'qwen3', preset: 'qwen3Vocab', exactRoundTrip: true },
   { family: 'llama2', preset: 'llama2Vocab', exactRoundTrip: true },
+  { family: 'gemma3', preset: 'gemma3Vocab', exactRoundTrip: true },
 ];
 
 const SPECIALS = [
   '<|begin_of_text|>', '<|end_of_text|>', '<|eot_id|>', '<|start_header_id|>', '<|end_header_id|>',
   '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<think>', '</think>', '<tool_call>', '<s>', '</s>', '<unk>',
+  '<bos>', '<eos>', '<pad>', '<mask>', '<start_of_turn>', '<end_of_turn>', '<start_of_image>', '<unused0>', '<b>', '</td>',
 ];
 
 const STRINGS: string[] = [
   // ASCII, spaces, tabs, newlines
   'Hello world', 'hello', 'Hello, world!', ' Hello', '  Hello', '   leading spaces', 'trailing spaces   ',
   'a  b   c    d', 'tab\there', '\t\tdouble tab', 'line1\nline2', 'line1\r\nline2\r\n', '\n\n\nthree newlines',
-  ' \n \n ', '   ', ' ', '\t', '\n', 'x', 'mixed \t \n whitespace\t\n', 'end with newline\n', 'a\u00a0b nbsp',
+  ' \n \n ', '   ', ' ', '\t', '\n', 'x', '', 'mixed \t \n whitespace\t\n', 'end with newline\n', 'a\u00a0b nbsp',
   'ideographic\u3000space', 'line\u2028separator', '\u0085next line',
   // contractions, case
   "I'm", "DON'T", "you're we've they'll he'd it's", "I'M YOU'RE WE'VE", "'s 't 're", "O'Neil's", "rock 'n' roll",
@@ -51,6 +54,12 @@ const STRINGS: string[] = [
   '<|begin_of_text|>', '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
   '<s>[INST] hi [/INST]', '<s> hi </s>', 'a</s>b', '<unk>', '<think>\nreasoning\n</think>\nanswer',
   '<|endoftext|>', 'x<|im_end|>y', '<|im_start|><|im_start|>', '< |im_start| >', '<|im_start', 'im_start|>',
+  // Gemma: turn markers, user-defined whitespace runs (up to 31) and HTML tags, image markers, unused ids
+  '<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n', '<start_of_turn>', ' <end_of_turn> ',
+  'x<end_of_turn>y', '<eos>', '<pad><mask>[multimodal]', '<unused0><unused99>', '<start_of_image><end_of_image>',
+  '<table><tr><td>a</td></tr></table>', '<b>bold</b> <i>it</i> <code>x</code>', '<h1>Title</h1>\n<p>text</p>',
+  ' '.repeat(31), ' '.repeat(40) + 'x', '\n'.repeat(31), '\n'.repeat(45), '\t'.repeat(33), 'a \t\n \t\n b',
+  '  \n\n  \t\t  ', 'x' + ' '.repeat(5) + 'y' + '\n'.repeat(3) + 'z', '\u2581already escaped \u2581\u2581',
 ];
 
 // Seeded random strings mixing the categories above (and random code points from stable blocks).
@@ -147,7 +156,8 @@ for (const { family, preset, exactRoundTrip } of FAMILIES) {
     t.same(random.bad, [], `300 random strings, ${random.count} comparisons`);
 
     if (exactRoundTrip) {
-      const broken = STRINGS.filter((s) => p.tok.decode(p.tok.encode(s, false, false), false) !== s);
+      // (SentencePiece reads a literal U+2581 as its escaped space, so that text comes back as ' ')
+      const broken = STRINGS.filter((s) => !s.includes('\u2581') && p.tok.decode(p.tok.encode(s, false, false), false) !== s);
       t.same(broken, [], 'decode(encode(s)) === s');
     }
 

@@ -19,7 +19,7 @@ const tiny = { nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 2, nFf: 768 } as const;
 const llama2Dims = { arch: 'llama', tokenizer: 'llama2', ...tiny, nHeadKv: 4, seed: 4 } as const;
 
 /**
- * Named fixture models. Dimensions are tiny; the vocabulary (128k / 152k / 32k rows) dominates the size.
+ * Named fixture models. Dimensions are tiny; the vocabulary (128k / 152k / 32k / 262k rows) dominates the size.
  * Families that tie embeddings in their small models (Llama 3.2 1B, Qwen3 0.6B, Qwen2.5 0.5B) tie here too.
  */
 export const PRESETS = {
@@ -43,6 +43,8 @@ export const PRESETS = {
   llama3Vocab: { arch: 'llama', tokenizer: 'llama3', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 1, vocabOnly: true },
   qwen3Vocab: { arch: 'qwen3', tokenizer: 'qwen3', weights: 'F16', ...tiny, headDim: 128, tiedEmbeddings: true, seed: 2, vocabOnly: true },
   llama2Vocab: { ...llama2Dims, weights: 'F16', vocabOnly: true },
+  /** Gemma 3's SentencePiece vocabulary (262144 tokens, no space prefix) under the llama architecture's keys */
+  gemma3Vocab: { arch: 'llama', tokenizer: 'gemma3', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 5, vocabOnly: true },
 } as const satisfies Record<string, ModelSpec>;
 
 export type PresetName = keyof typeof PRESETS;
