@@ -104,13 +104,17 @@ struct attention_params {
   int64_t v_row_stride = 0;  // elements (of kv) between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
   float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
   bool causal = true;        // false: bidirectional, every query attends to every cache row
+  // Sliding-window attention (causal only; gemma3's local layers): > 0: the query at position P attends positions
+  // [max(0, P - window + 1), P], the window positions up to and including its own (llama.cpp's LLAMA_SWA_TYPE_STANDARD
+  // masks key position j when P - j >= window); 0: all of [0, P].
+  int32_t window = 0;
   kv_type kv = kv_type::f32; // the element type of the K / V cache (strides in its elements)
 };
 
 // Attention of n_tokens query rows of one sequence against a paged KV store: position p lives in row
 // block_table[p / block_size] * block_size + p % block_size of the store (row strides as in attention_params).
-// Query row i sits at position n_past + i and attends to positions 0..n_past + i (all n_past + n_tokens
-// positions when attn.causal is false). Same result, bit for bit, as attention() over the same rows laid out
+// Query row i sits at position n_past + i and attends to positions 0..n_past + i (the last attn.window of them under
+// a sliding window; all n_past + n_tokens positions when attn.causal is false). Same result, bit for bit, as attention() over the same rows laid out
 // contiguously.
 struct paged_attention_params {
   attention_params attn;                 // n_tokens, n_past, heads, strides, scale
@@ -208,6 +212,9 @@ class backend {
   virtual void gelu(const float* x, float* y, int64_t n) = 0;
   // y = x * sigmoid(1.702 x) elementwise, n elements (y may alias x)
   virtual void gelu_quick(const float* x, float* y, int64_t n) = 0;
+  // y = gelu(gate) * up elementwise (gelu's tanh form above; the gated FFN of gemma3, llama.cpp's geglu), n elements
+  // (y may alias gate or up)
+  virtual void geglu(const float* gate, const float* up, float* y, int64_t n) = 0;
   // x[r, :] = softmax(x[r, :] * scale) in place.   x: [n_rows, n]
   virtual void softmax(float* x, int64_t n_rows, int64_t n, float scale) = 0;
   // q: [n_tokens, n_head * head_dim_k], k_cache: [positions, k_row_stride], v_cache: [positions, v_row_stride]

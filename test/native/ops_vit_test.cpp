@@ -185,6 +185,45 @@ TEST_CASE("vit ops: gelu (tanh form) and gelu_quick within 3e-6 of a double form
   for (double v = -5.0; v <= 12.0; v += 0.01) CHECK(std::fabs(gelu_ref(v) - gelu_tanh_ref(v)) <= 1e-12 * (std::fabs(v) + 1));
 }
 
+// geglu (gemma3's gated FFN): gelu(gate) * up, each element the gelu op's bits times up in one f32 multiply, so within
+// the gelu bound (3e-6, plus the product's rounding) of the double formula; any split, 1 or 2 threads, y aliasing
+// gate or up.
+TEST_CASE("ops: geglu is gelu(gate) * up with gelu's bits, within 3e-6 of a double formula, in place either way") {
+  auto be = make_cpu_backend(2), be1 = make_cpu_backend(1);
+  const std::vector<float> gate = gelu_inputs();
+  const int64_t n = (int64_t)gate.size();
+  std::vector<float> up((size_t)n);
+  for (int64_t i = 0; i < n; ++i) up[i] = 0.5f + (float)((i * 7919) % 1000) * 1e-3f * (i % 2 ? 1.0f : -1.0f);
+  std::vector<float> g((size_t)n), want((size_t)n), y((size_t)n), y1((size_t)n);
+  be->gelu(gate.data(), g.data(), n);
+  for (int64_t i = 0; i < n; ++i) want[i] = g[i] * up[i];
+  be->geglu(gate.data(), up.data(), y.data(), n);
+  CHECK(same_bits(y.data(), want.data(), y.size()));
+  be1->geglu(gate.data(), up.data(), y1.data(), n);
+  CHECK(same_bits(y1.data(), want.data(), y1.size()));
+  std::vector<float> in_gate = gate, in_up = up;
+  be->geglu(in_gate.data(), up.data(), in_gate.data(), n);
+  be->geglu(gate.data(), in_up.data(), in_up.data(), n);
+  CHECK(same_bits(in_gate.data(), want.data(), want.size()));
+  CHECK(same_bits(in_up.data(), want.data(), want.size()));
+  for (int64_t off : {1, 3, 5, 8, 300}) {  // any start and length
+    std::vector<float> part(517);
+    be->geglu(gate.data() + 1000 + off, up.data() + 1000 + off, part.data(), 517);
+    CHECK(same_bits(part.data(), want.data() + 1000 + off, part.size()));
+  }
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = gelu_ref((double)gate[i]) * (double)up[i];
+    if (std::fabs(r) > 3.4e38) {  // past f32's range: the f32 product is infinite
+      CHECK(std::isinf(y[i]));
+      continue;
+    }
+    m = std::max(m, std::fabs(y[i] - r) / (std::fabs(r) + 1e-6));
+  }
+  std::printf("  geglu: max relative error %.3g\n", m);
+  CHECK(m <= 3.2e-6);
+}
+
 // ---- non-causal attention ----
 
 namespace {

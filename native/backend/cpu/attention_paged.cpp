@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/fp16.h"
 #include "backend/cpu/fp8.h"
+#include "backend/cpu/ops.h"
 #include "common/checked_math.h"
 #include "common/error.h"
 
@@ -23,6 +24,10 @@ void attention_paged_check(const paged_attention_params& p) {
   if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.n_tokens < 0 || a.n_past < 0 ||
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
+  }
+  if (a.window < 0 || (a.window > 0 && !a.causal)) {
+    throw error("attention_paged: a sliding window must be >= 0 and needs causal attention, got " +
+                std::to_string(a.window));
   }
   if (std::find(std::begin(k_kv_types), std::end(k_kv_types), a.kv) == std::end(k_kv_types)) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
@@ -97,12 +102,14 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
   const int32_t group = a.n_head / a.n_head_kv;
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     const int64_t n_kv = a.causal ? a.n_past + t + 1 : a.n_past + a.n_tokens;
+    // the window's first key (0 without one), counted out here rather than through attention_first_pos
+    const int64_t j0 = a.causal && a.window > 0 ? std::max<int64_t>(0, n_kv - a.window) : 0;
     for (int32_t h = 0; h < a.n_head; ++h) {
       const int32_t hkv = h / group;
       const float* qh = q + (t * a.n_head + h) * (int64_t)a.head_dim_k;
       std::vector<double> s((size_t)n_kv);
       double mx = -INFINITY;
-      for (int64_t j = 0; j < n_kv; ++j) {
+      for (int64_t j = j0; j < n_kv; ++j) {
         const int64_t kj = attention_paged_row(p, j) * a.k_row_stride + (int64_t)hkv * a.head_dim_k;
         double d = 0;
         for (int32_t i = 0; i < a.head_dim_k; ++i) d += (double)qh[i] * kv_at(k_store, a.kv, kj + i);
@@ -110,11 +117,11 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
         mx = std::max(mx, s[j]);
       }
       double sum = 0;
-      for (int64_t j = 0; j < n_kv; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int64_t j = j0; j < n_kv; ++j) sum += (s[j] = std::exp(s[j] - mx));
       float* oh = out + (t * a.n_head + h) * (int64_t)a.head_dim_v;
       for (int32_t d = 0; d < a.head_dim_v; ++d) {
         double acc = 0;
-        for (int64_t j = 0; j < n_kv; ++j) {
+        for (int64_t j = j0; j < n_kv; ++j) {
           acc += s[j] * kv_at(v_store, a.kv, attention_paged_row(p, j) * a.v_row_stride + (int64_t)hkv * a.head_dim_v + d);
         }
         oh[d] = (float)(acc / sum);
@@ -128,19 +135,25 @@ void cpu_backend::attention_paged(const paged_attention_params& p, const float* 
   attention_paged_check(p);
   const int64_t n_pos = p.attn.n_past + p.attn.n_tokens;
   if (n_pos == 0) return;
-  // Row starts of every position in the store: the kernels read K / V in place (no copy of the cache).
+  // Under a sliding window no query reads below the first query's first key: the rows start there, and the call
+  // runs as one whose cache starts at that position (same keys per query, so the same bits).
+  attention_params a = p.attn;
+  const int64_t first = a.causal ? attention_first_pos(a, a.n_past) : 0;
+  a.n_past -= first;
+  // Row starts of every position read: the kernels read K / V in place (no copy of the cache).
   thread_local std::vector<const void*> k_rows, v_rows;  // per calling thread: engines may run concurrently
-  if ((int64_t)k_rows.size() < n_pos) k_rows.resize((size_t)n_pos), v_rows.resize((size_t)n_pos);
-  const int64_t k_row_bytes = kv_bytes(p.attn.kv, p.attn.k_row_stride);
-  const int64_t v_row_bytes = kv_bytes(p.attn.kv, p.attn.v_row_stride);
+  const int64_t n_read = n_pos - first;
+  if ((int64_t)k_rows.size() < n_read) k_rows.resize((size_t)n_read), v_rows.resize((size_t)n_read);
+  const int64_t k_row_bytes = kv_bytes(a.kv, a.k_row_stride);
+  const int64_t v_row_bytes = kv_bytes(a.kv, a.v_row_stride);
   const char* k_bytes = reinterpret_cast<const char*>(k_store);
   const char* v_bytes = reinterpret_cast<const char*>(v_store);
-  for (int64_t pos = 0; pos < n_pos; ++pos) {
+  for (int64_t pos = first; pos < n_pos; ++pos) {
     const int64_t row = attention_paged_row(p, pos);
-    k_rows[pos] = k_bytes + row * k_row_bytes;
-    v_rows[pos] = v_bytes + row * v_row_bytes;
+    k_rows[pos - first] = k_bytes + row * k_row_bytes;
+    v_rows[pos - first] = v_bytes + row * v_row_bytes;
   }
-  attention_rows(p.attn, q, nullptr, k_rows.data(), nullptr, v_rows.data(), out);
+  attention_rows(a, q, nullptr, k_rows.data(), nullptr, v_rows.data(), out);
 }
 
 }  // namespace spindle

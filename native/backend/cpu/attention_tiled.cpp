@@ -30,7 +30,8 @@ attention_tiling attention_make_tiling(const attention_params& p) {
   const int64_t n_pad = round8(p.n_past + p.n_tokens);
   // non-causal tiles (attention_bidir.h) read every K / V row for each tile: as many queries as a tile holds
   const int32_t target = p.causal ? k_target_queries : k_attention_tile_max_queries;
-  int64_t n_t = std::max<int64_t>(1, target / tl.n_h);
+  // a sliding window gives each token its own first key: one token per tile (cpu_backend::attention_tiles)
+  int64_t n_t = p.window > 0 ? 1 : std::max<int64_t>(1, target / tl.n_h);
   n_t = std::min<int64_t>(n_t, std::max<int64_t>(1, k_max_score_floats / (tl.n_h * n_pad)));
   tl.n_t = std::max<int64_t>(1, std::min(n_t, p.n_tokens));
   tl.n_token_blocks = (p.n_tokens + tl.n_t - 1) / tl.n_t;

@@ -248,6 +248,21 @@ void cpu_backend::gelu(const float* x, float* y, int64_t n) {
   });
 }
 
+// gelu(gate) a chunk at a time into a stack buffer, then times up: y may alias gate or up. Each element's bits depend
+// on its gate and up values only (as for gelu), so any split gives the same result.
+void cpu_backend::geglu(const float* gate, const float* up, float* y, int64_t n) {
+  parallel_range(pool_, (n + 7) / 8, k_min_parallel_elements / 8, [&](int64_t gb, int64_t ge) {
+    constexpr int64_t k_chunk = 256;
+    float g[k_chunk];
+    for (int64_t s = gb * 8, e = std::min(n, ge * 8); s < e; s += k_chunk) {
+      const int64_t m = std::min(k_chunk, e - s);
+      if (avx2_) ops_gelu_avx2(gate + s, g, m);
+      else ops_gelu_vec(gate + s, g, m);
+      for (int64_t i = 0; i < m; ++i) y[s + i] = g[i] * up[s + i];
+    }
+  });
+}
+
 void cpu_backend::gelu_quick(const float* x, float* y, int64_t n) {
   parallel_range(pool_, (n + 7) / 8, k_min_parallel_elements / 8, [&](int64_t gb, int64_t ge) {
     const int64_t s = gb * 8, e = std::min(n, ge * 8);
@@ -277,6 +292,9 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     throw error("attention: invalid head counts or token range");
   }
   if (!p.causal && p.kv != kv_type::f32) throw error("attention: non-causal attention reads float32 K / V only");
+  if (p.window < 0 || (p.window > 0 && !p.causal)) {
+    throw error("attention: a sliding window must be >= 0 and needs causal attention, got " + std::to_string(p.window));
+  }
   attention_kv_blocks_check(p, "attention");
   if (avx2_) {
     attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
@@ -294,10 +312,12 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
     float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
     const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
-    const kv_rows k{k_base, p.k_row_stride, k_table, k_off, p.kv};
-    const kv_rows v{v_base, p.v_row_stride, v_table, v_off, p.kv};
+    // keys [first, n_kv): all of them, the causal prefix, or its last `window` positions
     const int64_t n_kv = p.causal ? p.n_past + t + 1 : n_kv_max;
-    ops_attention_head_kv(qh, k, v, n_kv, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
+    const int64_t first = p.causal ? attention_first_pos(p, n_kv - 1) : 0;
+    const kv_rows k = kv_rows{k_base, p.k_row_stride, k_table, k_off, p.kv}.from(first);
+    const kv_rows v = kv_rows{v_base, p.v_row_stride, v_table, v_off, p.kv}.from(first);
+    ops_attention_head_kv(qh, k, v, n_kv - first, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
   };
   // Items go out in small chunks from a shared counter: later queries attend to more positions (causal), so
   // equal contiguous ranges would leave the last thread most of the work. Which thread runs an item never
@@ -335,8 +355,18 @@ void cpu_backend::attention_tiles(const attention_params& p, const float* q, con
       const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
       const kv_rows k{k_base, p.k_row_stride, k_table, k_off, p.kv};
       const kv_rows v{v_base, p.v_row_stride, v_table, v_off, p.kv};
-      if (p.causal) attention_tile_avx2(p, tile, q, k, v, ts, out);
-      else attention_bidir_tile_avx2(p, tile, q, k, v, ts, out);
+      if (!p.causal) {
+        attention_bidir_tile_avx2(p, tile, q, k, v, ts, out);
+      } else if (p.window > 0) {
+        // a windowed tile holds one token (attention_make_tiling): its keys [first, P] as a causal call whose cache
+        // starts at `first` (n_past shifted alike), so the tile kernel's bits are the per-item kernel's over them
+        const int64_t first = attention_first_pos(p, p.n_past + tile.t0);
+        attention_params shifted = p;
+        shifted.n_past = p.n_past - first;
+        attention_tile_avx2(shifted, tile, q, k.from(first), v.from(first), ts, out);
+      } else {
+        attention_tile_avx2(p, tile, q, k, v, ts, out);
+      }
     }
   };
   if (n_tiles < 2 || pool_.size() == 1) work(0, 1);

@@ -58,6 +58,7 @@ class cpu_backend final : public backend {
   void swiglu(const float* gate, const float* up, float* y, int64_t n) override;
   void gelu(const float* x, float* y, int64_t n) override;
   void gelu_quick(const float* x, float* y, int64_t n) override;
+  void geglu(const float* gate, const float* up, float* y, int64_t n) override;
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;
   // Rows into f32 stores as copies, into 16-bit and fp8 ones rounded to nearest even, into q8_0 / q4_0 ones quantized
   // (kv_store.cpp).

@@ -158,7 +158,20 @@ struct kv_rows {
     return kv_elem<E>::at((table ? static_cast<const E*>(table[j]) : static_cast<const E*>(base) + j * (stride / u)) +
                           offset / u);
   }
+  // The same rows seen from position `first` on: row j of the result is row first + j of this.
+  kv_rows from(int64_t first) const {
+    kv_rows r = *this;
+    if (table) r.table = table + first;
+    else r.base = static_cast<const char*>(base) + kv_bytes(type, first * stride);
+    return r;
+  }
 };
+
+// The first key position a causal query at position pos attends: 0, or pos - window + 1 under a sliding window
+// (attention_params::window).
+inline int64_t attention_first_pos(const attention_params& p, int64_t pos) {
+  return p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+}
 
 // One query head against positions [0, n_kv) of its KV head:
 // out[d] = sum_j softmax_j(scale * q.k_j) * v_j[d].   q: [head_dim_k], k_j = k + j * k_stride,

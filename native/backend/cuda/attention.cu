@@ -1,5 +1,7 @@
 // Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
-// bidirectional attention: every query of a sequence attends to all of its positions). Head dims up to 128 go to
+// bidirectional attention: every query of a sequence attends to all of its positions), with or without a sliding
+// window (causal only: a query attends its last `window` positions [lo, n_kv); the positions below lo are never
+// read, and the splits are those of [lo, n_kv), still aligned at position 0). Head dims up to 128 go to
 // the tensor-core kernels (attention_mma.cu); this file holds the launch, the merge of partials (prompts; decode
 // merges in its last block and may quantize its output for the o projection: attention_mma.cu), and the per-row
 // kernel for wider heads.
@@ -10,7 +12,7 @@
 // the weighted V sum. The block merges its warps in order (0..3); a query row whose positions need more than one
 // split writes (max, sum, weighted V) per split and a second kernel merges the splits in order.
 // Invariant: a (query row, head) output depends only on its query row, its own positions' K/V rows and its
-// number of positions (which fixes its splits), never on the rest of the launch: batch-invariant and deterministic.
+// positions [lo, n_kv) (which fix its splits), never on the rest of the launch: batch-invariant and deterministic.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -38,8 +40,8 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
   const int kvh = blockIdx.y / hgroups, h0 = kvh * group_heads + (blockIdx.y % hgroups) * HG;
   const int nh = min(HG, kvh * group_heads + group_heads - h0);  // query heads of this block
   const int32_t seq = a.tok_seq[i];
-  const int64_t n_kv = n_kv_of(a, i, seq);
-  const int64_t n_split = (n_kv + k_split - 1) / k_split, split = blockIdx.z;
+  const int64_t n_kv = n_kv_of(a, i, seq), lo = kv_lo_of(a, n_kv);
+  const int64_t n_split = spans_of(lo, n_kv, k_split), split = blockIdx.z;  // split: the row's partial index
   if (split >= n_split) return;
   const int32_t* table = a.tables ? a.tables + (int64_t)seq * a.table_stride : nullptr;
 
@@ -55,9 +57,10 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
       acc[h][r] = 0.0f;
     }
   }
+  // this warp's positions [j0, j1): its share of the split, from the window's start on
   const int64_t per_warp = k_split / k_attn_warps;
-  const int64_t j0 = split * k_split + warp * per_warp;
-  const int64_t j1 = min(j0 + per_warp, n_kv);
+  const int64_t w0 = (lo / k_split + split) * k_split + warp * per_warp;
+  const int64_t j0 = max(w0, lo), j1 = min(w0 + per_warp, n_kv);
   const float* kbase = a.k + (int64_t)kvh * a.hd_k;
   const float* vbase = a.v + (int64_t)kvh * a.hd_v;
   for (int64_t jb = j0; jb < j1; jb += k_group) {
@@ -155,7 +158,7 @@ __global__ void attention_merge_kernel(attn_args a) {
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t n_kv = n_kv_of(a, i, a.tok_seq[i]);
-  const int64_t n_split = (n_kv + a.part_span - 1) / a.part_span;
+  const int64_t n_split = spans_of(kv_lo_of(a, n_kv), n_kv, a.part_span);
   if (n_split <= 1) return;
   const int64_t oh = i * a.n_head + h;
   const float* pr = a.part + oh * a.n_split_max * (a.hd_v + 2);
@@ -172,6 +175,10 @@ void check_attention(const attention_params& p) {
                 std::to_string(k_max_head_dim) + ")");
   }
   if (p.n_past + p.n_tokens > 0x7fffffff || p.n_head > 65535) throw error("cuda attention: too many positions or heads");
+  if (p.window < 0 || (p.window > 0 && !p.causal)) {
+    throw error("cuda attention: a sliding window must be >= 0 and needs causal attention, got " +
+                std::to_string(p.window));
+  }
 }
 
 // Blocks of the table that positions [0, end) use; throws when the table does not cover them.
@@ -192,7 +199,7 @@ int64_t check_table(const paged_attention_params& p) {
 bool same_shape(const attention_params& a, const attention_params& b) {
   return a.n_head == b.n_head && a.n_head_kv == b.n_head_kv && a.head_dim_k == b.head_dim_k &&
          a.head_dim_v == b.head_dim_v && a.k_row_stride == b.k_row_stride && a.v_row_stride == b.v_row_stride &&
-         a.scale == b.scale && a.causal == b.causal;
+         a.scale == b.scale && a.causal == b.causal && a.window == b.window;
 }
 
 // Query heads per block for a head dim (the accumulators of HG heads x DPL dims per lane stay in registers; head
@@ -230,8 +237,8 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   for (int64_t s = 0; s < n_seqs; ++s) {
     check_attention(seqs[s].attn);
     if (!same_shape(seqs[s].attn, seqs[0].attn) || (paged && seqs[s].block_size != seqs[0].block_size)) {
-      throw error("attention_paged_batch: every sequence must have the same heads, dims, strides, block size and "
-                  "causality");
+      throw error("attention_paged_batch: every sequence must have the same heads, dims, strides, block size, "
+                  "causality and window");
     }
     n_tok += seqs[s].attn.n_tokens;
     max_kv = std::max<int64_t>(max_kv, seqs[s].attn.n_past + seqs[s].attn.n_tokens);
@@ -250,13 +257,18 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   for (int64_t s = 1; s < n_seqs; ++s) {
     if (seqs[s].attn.kv != p.kv) throw error("cuda attention: the sequences of a launch share one K / V store type");
   }
-  const int64_t span = mma ? k_mma_chunk : k_split;
-  const int64_t n_split_max = next_pow2((uint32_t)((max_kv + span - 1) / span));
-  if (n_split_max > 65535) throw error("cuda attention: too many positions");
-  if ((n_tok + 2 * n_seqs + n_seqs * stride) > 0x7fffffff) throw error("cuda attention: block tables too large");
   const mma_layout lay = attention_mma_layout(p.n_head, p.n_head_kv);
   const bool rows_shape = n_tok >= 2 * lay.rq * n_seqs;
   const int64_t tile_rows = rows_shape ? 4 * lay.rq : lay.rq;
+  // Partials per row at most (grid z): the spans a block's positions touch, counted from its first row's first span.
+  // Without a window all of [0, max_kv); with one, a tile's rows (consecutive positions: mma tiles of tile_rows
+  // query rows, the per-row kernel's single rows) reach at most window + rows - 1 positions, anywhere.
+  const int64_t span = mma ? k_mma_chunk : k_split;
+  const int64_t reach = p.window > 0 ? std::min<int64_t>(max_kv, p.window + (mma ? tile_rows : 1) - 1) : max_kv;
+  const int64_t n_split_max =
+      next_pow2((uint32_t)std::min<int64_t>((max_kv + span - 1) / span, (reach + span - 2) / span + 1));
+  if (n_split_max > 65535) throw error("cuda attention: too many positions");
+  if ((n_tok + 2 * n_seqs + n_seqs * stride) > 0x7fffffff) throw error("cuda attention: block tables too large");
   int64_t n_tiles = 0;
   if (mma) {
     for (int64_t s = 0; s < n_seqs; ++s) n_tiles += (seqs[s].attn.n_tokens + tile_rows - 1) / tile_rows;
@@ -304,7 +316,7 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   const int64_t rule_blocks = attn_fewer_warps_ == attn_warps::never          ? 0
                               : attn_fewer_warps_ == attn_warps::every_launch ? INT64_MAX
                                                                               : n_tiles * p.n_head_kv * lay.hgroups;
-  const int decode_warps = mma && !rows_shape ? attention_mma_decode_warps(hd, max_kv, rule_blocks, sm_count_) : 0;
+  const int decode_warps = mma && !rows_shape ? attention_mma_decode_warps(hd, reach, rule_blocks, sm_count_) : 0;
   const bool quantize_out = fused_ && mma && !rows_shape && (n_split_max == 1 || merge_in_kernel) &&
                             std::max(p.head_dim_k, p.head_dim_v) <= 64 && next_fmt_ == act_format::q8_256 &&
                             (lay.gh * p.head_dim_v) % 256 == 0 && (p.n_head / p.n_head_kv) % lay.gh == 0;
@@ -313,7 +325,7 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
                  merge_in_kernel ? attn_done() : nullptr, (int8_t*)qa.qx, (float*)qa.dx, (int32_t*)qa.bx,
                  p.k_row_stride, p.v_row_stride, (int32_t)stride, paged ? seqs[0].block_size : 1, p.n_head,
                  p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, (int32_t)n_seqs, (int32_t)n_tok,
-                 (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span, (int32_t)p.kv, 0};
+                 (int32_t)n_split_max, p.causal ? 1 : 0, (int32_t)span, (int32_t)p.kv, p.window};
   if (mma) launch_attention_mma(*this, args, d + meta_base, n_tiles, rows_shape, lay, decode_warps);
   else if (hd <= 256) launch_attention<8>(*this, args);
   else launch_attention<16>(*this, args);

@@ -1,6 +1,6 @@
 // What the attention kernels share (attention.cu: one block per query row, any head dim; attention_mma.cu:
-// tensor cores, head dims up to 128): the launch arguments, the per-row split constants, and the position -> K/V
-// row mapping.
+// tensor cores, head dims up to 128): the launch arguments, the per-row split constants, the position -> K/V
+// row mapping, and a row's positions: [kv_lo_of, n_kv_of), all of [0, n_kv_of) without a sliding window.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -24,7 +24,9 @@ struct attn_args {
   const float* k;
   const float* v;
   float* out;
-  float* part;  // [n_tok, n_head, n_split_max, hd_v + 2] partials of part_span positions (max, sum, weighted V)
+  // [n_tok, n_head, n_split_max, hd_v + 2] partials (max, sum, weighted V) of part_span positions each, spans aligned
+  // at position 0: partial s of a row covers span kv_lo / part_span + s (its first span is its window's)
+  float* part;
   const int32_t* tok_seq;
   const int32_t* n_past;
   const int32_t* first;
@@ -44,7 +46,8 @@ struct attn_args {
   int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
   int32_t part_span;      // positions per partial (k_split for attention_kernel, k_mma_chunk for the mma kernels)
   int32_t kv_elem;        // the K / V stores' element type (kv_type: f32, f16, bf16, fp8_*); strides in elements
-  int32_t pad_;           // no padding bytes (launch.cuh)
+  int32_t window;         // sliding window (attention_params::window, causal only): > 0: each row attends its last
+                          // `window` positions (kv_lo_of); 0: all of them
 };
 static_assert(sizeof(attn_args) == 13 * sizeof(void*) + 2 * 8 + 14 * 4, "attn_args has padding");
 
@@ -65,10 +68,22 @@ __device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_si
   return (int64_t)table[b] * block_size + (int64_t)(p - b * bs);
 }
 
-// Positions query row i attends to.
+// One past the last position query row i attends to (its number of positions, without a window).
 __device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_t seq) {
   const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
   return (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
+}
+
+// First position a row attending n_kv positions (n_kv_of) attends: its sliding window's start (llama.cpp's standard
+// SWA masks key j of the query at position n_kv - 1 when n_kv - 1 - j >= window), 0 without a window. Windows are
+// causal only (attention_launch checks), so a row's positions end at its own.
+__device__ __forceinline__ int64_t kv_lo_of(const attn_args& a, int64_t n_kv) {
+  return a.window > 0 && n_kv > a.window ? n_kv - a.window : 0;
+}
+
+// Spans of `span` positions, aligned at position 0, that positions [lo, n_kv) touch: a row's partials.
+__host__ __device__ __forceinline__ int64_t spans_of(int64_t lo, int64_t n_kv, int64_t span) {
+  return n_kv <= lo ? 0 : (n_kv - 1) / span - lo / span + 1;
 }
 
 // Merge of the n_split > 1 partials pr (a.part of one (query row, head)) in split order: the largest max, then

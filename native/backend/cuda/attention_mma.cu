@@ -3,18 +3,24 @@
 // tf32 parts (truncated: split_tf32), so scores and weighted sums keep about f32 precision; f16 / bf16 stores:
 // mma.sync m16n8k16 over the stored values with q and the probabilities in hi + lo parts (attention_mma_split.cuh);
 // fp8 stores (e4m3, e5m2): the f16 code over their values widened to halves as they are read (exact; kv_element.cuh).
-// One arithmetic for every (query row, head) of a store type:
+// One arithmetic for every (query row, head) of a store type, whose positions are [lo, n_kv) (lo: its sliding
+// window's start, kv_lo_of; 0 without a window):
 //   - positions are cut into splits of k_mma_split = 32 aligned at position 0; split_partial() gives a split's
-//     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile;
-//   - a chunk's splits (k_mma_chunk = 256 positions) are folded in split order by fold() (online softmax);
-//   - a row with one chunk writes o / l; the chunks of a longer row go to attention_merge_kernel (attention.cu).
+//     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile, each row's positions
+//     outside [lo, n_kv) masked;
+//   - a chunk's splits (k_mma_chunk = 256 positions) holding any of the row's positions are folded in split order
+//     by fold() (online softmax from an empty state: fold's comment);
+//   - a row whose positions lie in one chunk writes o / l; the chunks of a longer row (from the one holding lo) go
+//     to attention_merge_kernel (attention.cu).
+// A block starts at the split holding its tile's first window start (grid z counts chunks from the chunk holding
+// it), and no K / V row below that start is read: a window over a long context reads only the window.
 // Two launch shapes run those steps: `rows` (prompts: each warp owns a tile of 16 (query row, head) rows and
 // walks the chunk's splits) and `splits` (decode: a block owns one tile, its W warps take different splits,
 // folded in order through shared memory; W = 8, or in launches of many blocks as many as a chunk has splits, so
 // short contexts leave no warp idle; with args.done, the last block of a tile merges its chunks, so decode needs
 // no attention_merge_kernel launch).
-// Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its number of
-// positions, never on the launch shape or on the other rows of the launch (batch invariance).
+// Invariant: a (query row, head) output depends only on its q row, its positions' K/V rows and its positions
+// [lo, n_kv), never on the launch shape or on the other rows of the launch (batch invariance).
 // Fragment layouts of the tf32 code (PTX m16n8k8 .tf32, lane = 4 g + t): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
 // B b0 (k t, n g), b1 (k t + 4, n g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
 #include <algorithm>
@@ -74,12 +80,15 @@ struct warp_tile {
   int nq, h0, nh, gh, kvh;
   const int32_t* table;  // the sequence's block table, or null (contiguous)
   int64_t n_kv_max;      // positions of the tile's last query row (the most)
+  // The window start of the tile's first query row (the least; 0 without a window): a window's rows are causal, at
+  // consecutive positions.
+  __device__ __forceinline__ int64_t kv_lo(const attn_args& a) const { return kv_lo_of(a, n_kv_max - (nq - 1)); }
 };
 
 struct row_info {
   bool ok;
   int64_t oh;    // (query row, head) index: output row
-  int64_t n_kv;  // positions the row attends to
+  int64_t n_kv;  // one past the last position the row attends to (the first: kv_lo_of)
 };
 
 __device__ __forceinline__ row_info tile_row(const attn_args& a, const warp_tile& w, int r, int32_t seq) {
@@ -109,20 +118,22 @@ __device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, i
   }
 }
 
-// This lane's K / V store rows of one split (-1 past the tile's positions): K keys 8j + g at krow[j], V keys
-// 8j + 2t + e at vrow[2j + e] (split_partial's and split_partial16's fragments).
+// This lane's K / V store rows of one split (-1 outside the tile's positions [kv_lo, n_kv_max): never read): K keys
+// 8j + g at krow[j], V keys 8j + 2t + e at vrow[2j + e] (split_partial's and split_partial16's fragments).
 struct split_rows {
   int32_t krow[4];
   int32_t vrow[8];
   __device__ __forceinline__ split_rows(const attn_args& a, const warp_tile& w, int64_t j0, int g, int t) {
+    // the tile's positions as keys of the split: [lo, hi)
+    const int lo = (int)max(w.kv_lo(a) - j0, (int64_t)0), hi = (int)min(w.n_kv_max - j0, (int64_t)k_mma_split);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int64_t pk = j0 + 8 * j + g;
-      krow[j] = pk < w.n_kv_max ? (int32_t)kv_row(w.table, a.block_size, pk) : -1;
+      const int uk = 8 * j + g;
+      krow[j] = uk >= lo && uk < hi ? (int32_t)kv_row(w.table, a.block_size, j0 + uk) : -1;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int64_t pv = j0 + 8 * j + 2 * t + e;
-        vrow[2 * j + e] = pv < w.n_kv_max ? (int32_t)kv_row(w.table, a.block_size, pv) : -1;
+        const int uv = 8 * j + 2 * t + e;
+        vrow[2 * j + e] = uv >= lo && uv < hi ? (int32_t)kv_row(w.table, a.block_size, j0 + uv) : -1;
       }
     }
   }
@@ -144,7 +155,7 @@ struct kv_store_rows {
 };
 
 // K / V rows of one split as split_partial reads them, four floats from dim d of key u (0..31 within the split),
-// zeros past the head dims and past the tile's positions: kv_global reads the f32 store (the split shape: a warp
+// zeros past the head dims and outside the tile's positions: kv_global reads the f32 store (the split shape: a warp
 // per split), kv_shared the block's copy in shared memory (the rows shape: four warps on the same split). The
 // values are the same either way, so the bits are.
 struct kv_global : kv_store_rows<float> {
@@ -193,7 +204,7 @@ struct kv_shared {
 
 // One split (positions j0 .. j0 + 32) of a warp tile: m[r], l[r] of rows g (r = 0) and g + 8 (r = 1), o[nd][e] the
 // weighted V sums (not divided by l) of row g (e 0, 1) / g + 8 (e 2, 3) at dims (HD / 8) (2t + e % 2) + nd.
-// Positions >= n_kv of a row are masked.
+// Positions of a row outside [kv_lo_of, n_kv) are masked (split_softmax).
 // q: the tile's rows in shared memory (load_q). A fragments: k-step 2i takes dims 16i + 4t (slot t) and 16i + 4t + 1
 // (slot t + 4), k-step 2i + 1 the next two, so a lane reads 4 contiguous dims of q and of a K row per two k-steps.
 template <int HD, typename KV>
@@ -219,7 +230,7 @@ __device__ __forceinline__ void split_partial(const attn_args& a, const KV& kv, 
       mma_3xtf32(s[j], ah1, al1, kx.z, kx.w);
     }
   }
-  split_softmax(a.scale, s, n_kv, j0, t, m, l);
+  split_softmax(a.scale, s, n_kv, j0, t, m, l, a.window);
   // weighted V: k-step j takes keys 8j + 2t (slot t) and 8j + 2t + 1 (slot t + 4): the score registers as they are
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
@@ -240,7 +251,10 @@ __device__ __forceinline__ void split_partial(const attn_args& a, const KV& kv, 
 }
 
 // Folds a split's (m, l, o) into a row's running (M, L, O), the same expression wherever it runs (registers of
-// the rows shape, shared memory of the splits shape): the weights of both sides from the new maximum.
+// the rows shape, shared memory of the splits shape): the weights of both sides from the new maximum. A row's (M, L,
+// O) in a chunk starts empty, (-inf, 0, 0), and folds in its splits holding any of its positions in order (the first
+// fold gives the split's (m, l, o) exactly, but o = -0 becomes +0); a split holding none (m = -inf: below the row's
+// window or past its last position) is skipped. So M stays -inf in a chunk holding none of the row's positions.
 struct fold_weights {
   float mx, a, b;
 };
@@ -252,20 +266,28 @@ __device__ __forceinline__ float fold_value(float acc, float x, const fold_weigh
   return __fmaf_rn(acc, f.a, __fmul_rn(x, f.b));
 }
 
-// Splits of a chunk a row reaches.
+// Splits of a chunk a row reaches (the chunk's first ones, up to the one holding position n_kv - 1).
 __device__ __forceinline__ int splits_reached(int64_t n_kv, int64_t chunk_start) {
   const int64_t n = (n_kv - chunk_start + k_mma_split - 1) / k_mma_split;
   return n <= 0 ? 0 : n >= k_splits_per_chunk ? k_splits_per_chunk : (int)n;
 }
 
-// Writes a row's chunk result: o / l when the row has one chunk, else (max, sum, o) for attention_merge_kernel.
-__device__ __forceinline__ void write_result(const attn_args& a, int64_t oh, int64_t n_kv, int64_t chunk, int d,
-                                             float M, float L, float O) {
+// The first of the chunk's splits (index within the chunk at chunk_start) that holds a position >= lo: 0 when lo lies
+// before the chunk.
+__device__ __forceinline__ int first_split(int64_t lo, int64_t chunk_start) {
+  return lo <= chunk_start ? 0 : (int)((lo - chunk_start) / k_mma_split);
+}
+
+// Writes a row's chunk result: o / l when the row's positions lie in one chunk, else (max, sum, o) for
+// attention_merge_kernel as the row's partial chunk - (its first chunk).
+__device__ __forceinline__ void write_result(const attn_args& a, const row_info& ri, int64_t chunk, int d, float M,
+                                             float L, float O) {
   if (d >= a.hd_v) return;
-  if (n_kv <= k_mma_chunk) {
-    a.out[oh * a.hd_v + d] = __fdiv_rn(O, L);
+  const int64_t lo = kv_lo_of(a, ri.n_kv);
+  if (spans_of(lo, ri.n_kv, k_mma_chunk) == 1) {
+    a.out[ri.oh * a.hd_v + d] = __fdiv_rn(O, L);
   } else {
-    float* pr = a.part + (oh * a.n_split_max + chunk) * (a.hd_v + 2);
+    float* pr = a.part + (ri.oh * a.n_split_max + chunk - lo / k_mma_chunk) * (a.hd_v + 2);
     if (d == 0) {
       pr[0] = M;
       pr[1] = L;
@@ -295,10 +317,11 @@ __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* ti
   return true;
 }
 
-// One split's K and V rows (32 positions from j0, zeros past n_kv_max and past the head dims) for the rows shape's
-// shared copy: thread x of 128 holds four values x + 128 i (i < HD / 8), K rows first, then V rows, HD / 4 per row:
-// floats of an f32 store (T float) in kv_shared's layout, or the 16-bit values of a 16-bit store (fp8 ones widened
-// to halves), two to a word, in kv_shared16's (the shared arrays are the kernel's float arrays, reinterpreted).
+// One split's K and V rows (32 positions from j0, zeros outside [kv_lo, n_kv_max), which are not read, and past the
+// head dims) for the rows shape's shared copy: thread x of 128 holds four values x + 128 i (i < HD / 8), K rows
+// first, then V rows, HD / 4 per row: floats of an f32 store (T float) in kv_shared's layout, or the 16-bit values
+// of a 16-bit store (fp8 ones widened to halves), two to a word, in kv_shared16's (the shared arrays are the
+// kernel's float arrays, reinterpreted).
 template <int HD, typename T>
 struct kv_stage {
   static constexpr bool H16 = !std::is_same<T, float>::value;
@@ -306,13 +329,14 @@ struct kv_stage {
   static constexpr int n = HD / 8;
   four r[n];
   __device__ __forceinline__ void load(const attn_args& a, const warp_tile& bt, int64_t j0, bool vec) {
+    const int64_t lo = bt.kv_lo(a);
 #pragma unroll
     for (int i = 0; i < n; ++i) {
       const int e = threadIdx.x + k_mma_warps * k_warp * i, is_v = e >= 32 * HD / 4, u = (e % (32 * HD / 4)) / (HD / 4);
       const int d = 4 * (e % (HD / 4));
       const int64_t pos = j0 + u;
       r[i] = four{};
-      if (pos < bt.n_kv_max) {
+      if (pos >= lo && pos < bt.n_kv_max) {
         const int64_t row = kv_row(bt.table, a.block_size, pos);
         if constexpr (H16) {
           r[i] = is_v ? load4_kv16((const T*)a.v + row * a.v_stride + (int64_t)bt.kvh * a.hd_v, d, a.hd_v, vec)
@@ -342,9 +366,10 @@ struct kv_stage {
 };
 
 // Prompts: warp w owns query rows [w rq, (w + 1) rq) of the block's tile (16 (row, head) rows), walks the chunk's
-// splits in order and folds them in registers. Head dims up to 64: the block copies each split's K / V rows into
-// shared memory once for its four warps (the next split's rows load into registers while the warps compute);
-// wider heads (shared memory too small for both copies): each warp reads the store.
+// splits in order (from the one holding its first row's window start) and folds them in registers. Head dims up to
+// 64: the block copies each split's K / V rows into shared memory once for its four warps (the next split's rows
+// load into registers while the warps compute); wider heads (shared memory too small for both copies): each warp
+// reads the store.
 template <int HD, typename T>
 __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attention_mma_rows(attn_args a,
                                                                                              const int32_t* tiles,
@@ -356,9 +381,10 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   warp_tile bt, w;  // the block's whole tile, this warp's rows
   int32_t seq;
   setup_tile(a, tiles, 0x7fffffff, gh, 0, bt, seq);
-  const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
+  const int64_t chunk = bt.kv_lo(a) / k_mma_chunk + blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= bt.n_kv_max) return;  // uniform over the block
-  const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w, seq) && chunk_start < w.n_kv_max;
+  const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w, seq) && chunk_start < w.n_kv_max &&
+                      w.kv_lo(a) < chunk_start + k_mma_chunk;
   constexpr bool h16 = !std::is_same<T, float>::value;  // a 16-bit or fp8 store: the 16-bit tensor-core code
   using MT = kv_mma_t<T>;
   static_assert(q16_words<HD>() <= 16 * (HD + 16), "a 16-bit store's split q fits the f32 q rows");
@@ -376,12 +402,15 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     n_kv[0] = ri[0].ok ? ri[0].n_kv : 0;
     n_kv[1] = ri[1].ok ? ri[1].n_kv : 0;
   }
-  float M[2], L[2], O[ND][4];
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f}, O[ND][4] = {};  // empty (fold's comment)
+  // splits [s0, n_splits) of the chunk for the block, [warp_s0, warp_splits) for this warp's rows
+  const int s0 = first_split(bt.kv_lo(a), chunk_start);
   const int n_splits = splits_reached(bt.n_kv_max, chunk_start);
+  const int warp_s0 = active ? first_split(w.kv_lo(a), chunk_start) : 0;
   const int warp_splits = active ? splits_reached(w.n_kv_max, chunk_start) : 0;
   kv_stage<staged ? HD : 8, T> next;
-  if constexpr (staged) next.load(a, bt, chunk_start, vec);
-  for (int s = 0; s < n_splits; ++s) {
+  if constexpr (staged) next.load(a, bt, chunk_start + (int64_t)s0 * k_mma_split, vec);
+  for (int s = s0; s < n_splits; ++s) {
     const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
     if constexpr (staged) {
       __syncthreads();  // every warp is done with the previous split's copy
@@ -389,13 +418,13 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
       __syncthreads();
       if (s + 1 < n_splits) next.load(a, bt, j0 + k_mma_split, vec);
     }
-    if (s >= warp_splits) continue;
+    if (s < warp_s0 || s >= warp_splits) continue;
     float m[2], l[2], o[ND][4];
     if constexpr (h16 && staged) {
       const kv_shared16<HD> kv{reinterpret_cast<const uint32_t*>(sm_k), reinterpret_cast<const uint32_t*>(sm_v), g, t};
-      split_partial16<HD, MT>(a.scale, kv, q16, n_kv, j0, g, t, m, l, o);
+      split_partial16<HD, MT>(a.scale, kv, q16, n_kv, j0, g, t, m, l, o, a.window);
     } else if constexpr (h16) {
-      split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
+      split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o, a.window);
     } else if constexpr (staged) {
       split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], n_kv, j0, g, t, m, l, o);
     } else {
@@ -403,12 +432,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      if (s == 0) {
-        M[r] = m[r];
-        L[r] = l[r];
-#pragma unroll
-        for (int nd = 0; nd < ND; ++nd) O[nd][2 * r] = o[nd][2 * r], O[nd][2 * r + 1] = o[nd][2 * r + 1];
-      } else if (j0 < n_kv[r]) {
+      if (m[r] != -INFINITY) {  // the split holds some of the row's positions
         const fold_weights f = fold(M[r], m[r]);
         L[r] = fold_value(L[r], l[r], f);
 #pragma unroll
@@ -423,17 +447,18 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   if (!active) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (!ri[r].ok || n_kv[r] <= chunk_start) continue;
+    if (!ri[r].ok || M[r] == -INFINITY) continue;  // no position in this chunk
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) write_result(a, ri[r].oh, n_kv[r], chunk, ND * (2 * t + e) + nd, M[r], L[r], O[nd][2 * r + e]);
+      for (int e = 0; e < 2; ++e) write_result(a, ri[r], chunk, ND * (2 * t + e) + nd, M[r], L[r], O[nd][2 * r + e]);
     }
   }
 }
 
-// Decode: the block owns one tile of rq query rows; its W warps take splits w, w + W, .. of the chunk, and the
-// block folds each group of W in split order through shared memory (thread: row tid / TPR, dims tid % TPR + TPR k).
+// Decode: the block owns one tile of rq query rows; its W warps take splits s0 + w, s0 + w + W, .. of the chunk (s0:
+// the split holding the tile's window start in its first chunk, else 0), and the block folds each group of W in
+// split order through shared memory (thread: row tid / TPR, dims tid % TPR + TPR k).
 // W: a chunk's 8 splits at once where shared memory allows; fewer for launches of many blocks whose rows have
 // fewer splits (attention_mma_decode_warps; the fold's registers bound W from below: 2 for 128 dims).
 template <int HD>
@@ -465,21 +490,21 @@ __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp
   }
 }
 
-// Decode with several chunks: each block counts itself done; the last of the tile's chunks to finish merges its
-// rows' partials (attention_merge_kernel's arithmetic) and returns true, the others false. The counter goes back
-// to 0 for the next launch.
+// Decode with several chunks: each block counts itself done; the last of the tile's chunks (those of its positions
+// [kv_lo, n_kv_max)) to finish merges its rows' partials (attention_merge_kernel's arithmetic) and returns true, the
+// others false. The counter goes back to 0 for the next launch.
 template <int W>
 __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& w, int32_t seq) {
   if (!a.done) return false;  // attention_merge_kernel merges
   __shared__ int last;
-  const int chunks = (int)((w.n_kv_max + k_mma_chunk - 1) / k_mma_chunk);
+  const int chunks = (int)spans_of(w.kv_lo(a), w.n_kv_max, k_mma_chunk);
   if (!last_block_done(a.done + (int64_t)blockIdx.x * gridDim.y + blockIdx.y, chunks, &last)) return false;
   // thread x takes (row, dim) pairs x, x + blockDim.x, ..: the valid rows come first (decode: one query row's
   // heads, a pair per thread)
   for (int e = threadIdx.x; e < 16 * a.hd_v; e += W * k_warp) {
     const row_info ri = tile_row(a, w, e / a.hd_v, seq);
-    if (!ri.ok || ri.n_kv <= k_mma_chunk) continue;
-    const int64_t n_split = (ri.n_kv + k_mma_chunk - 1) / k_mma_chunk;
+    const int64_t n_split = ri.ok ? spans_of(kv_lo_of(a, ri.n_kv), ri.n_kv, k_mma_chunk) : 0;
+    if (n_split <= 1) continue;
     const float* pr = a.part + ri.oh * a.n_split_max * (a.hd_v + 2);
     a.out[ri.oh * a.hd_v + e % a.hd_v] = merge_dim(a, pr, n_split, merge_max(a, pr, n_split), e % a.hd_v);
   }
@@ -497,7 +522,8 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   warp_tile w;
   int32_t seq;
   if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
-  const int64_t chunk = blockIdx.z, chunk_start = chunk * k_mma_chunk;
+  // chunks from the one holding the tile's window start: none below it is launched work or read
+  const int64_t chunk = w.kv_lo(a) / k_mma_chunk + blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
   constexpr bool h16 = !std::is_same<T, float>::value;  // a 16-bit or fp8 store: the 16-bit tensor-core code
   using MT = kv_mma_t<T>;
@@ -509,16 +535,16 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
   // the folding thread's row
   const int fr = threadIdx.x / TPR, fc = threadIdx.x % TPR;
-  const row_info fri = tile_row(a, w, fr, seq);
-  const int64_t f_n_kv = fri.ok ? fri.n_kv : 0;
-  float M = 0.0f, L = 0.0f, O[NF];
+  float M = -INFINITY, L = 0.0f, O[NF] = {};  // empty (fold's comment)
+  // the chunk's splits [s0, n_splits): from the one holding the tile's window start
+  const int s0 = first_split(w.kv_lo(a), chunk_start);
   const int n_splits = splits_reached(w.n_kv_max, chunk_start);
-  for (int base = 0; base < n_splits; base += W) {
+  for (int base = s0; base < n_splits; base += W) {
     const int s = base + warp;
     if (s < n_splits) {
       float m[2], l[2], o[ND][4];
       const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
-      if constexpr (h16) split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o);
+      if constexpr (h16) split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o, a.window);
       else split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -535,14 +561,8 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     }
     __syncthreads();
     for (int u = 0; u < W && base + u < n_splits; ++u) {
-      const int64_t j0 = chunk_start + (int64_t)(base + u) * k_mma_split;
       const float m = sm_m[u][fr], l = sm_l[u][fr];
-      if (base + u == 0) {
-        M = m;
-        L = l;
-#pragma unroll
-        for (int k = 0; k < NF; ++k) O[k] = sm_o[u][fr][fc + TPR * k];
-      } else if (j0 < f_n_kv) {
+      if (m != -INFINITY) {  // the split holds some of the row's positions
         const fold_weights f = fold(M, m);
         L = fold_value(L, l, f);
 #pragma unroll
@@ -552,11 +572,12 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     }
     __syncthreads();
   }
-  if (fri.ok && f_n_kv > chunk_start) {
+  const row_info fri = tile_row(a, w, fr, seq);
+  if (fri.ok && M != -INFINITY) {  // the row has positions in this chunk
 #pragma unroll
-    for (int k = 0; k < NF; ++k) write_result(a, fri.oh, f_n_kv, chunk, fc + TPR * k, M, L, O[k]);
+    for (int k = 0; k < NF; ++k) write_result(a, fri, chunk, fc + TPR * k, M, L, O[k]);
   }
-  if (w.n_kv_max > k_mma_chunk && !merge_last<W>(a, w, seq)) return;  // uniform over the block
+  if (spans_of(w.kv_lo(a), w.n_kv_max, k_mma_chunk) > 1 && !merge_last<W>(a, w, seq)) return;  // uniform over the block
   if (a.out_q) quantize_tile_out<W>(a, w);
 }
 

@@ -110,6 +110,7 @@ class cuda_backend final : public backend {
                                                                                                     // matmul.cu
   void gelu(const float* x, float* y, int64_t n) override;                                          // ops.cu
   void gelu_quick(const float* x, float* y, int64_t n) override;                                    // ops.cu
+  void geglu(const float* gate, const float* up, float* y, int64_t n) override;                     // ops.cu
   void sigmoid(float* x, int64_t n) override;                                                       // ops.cu
   void softmax(float* x, int64_t n_rows, int64_t n, float scale) override;                          // ops.cu
   void attention(const attention_params& p, const float* q, const float* k_cache, const float* v_cache,

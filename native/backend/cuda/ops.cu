@@ -210,15 +210,24 @@ __global__ void layer_norm_kernel(const float* x, const float* w, const float* b
   }
 }
 
-// gelu (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) x (1 + 0.044715 x^2): the CPU's ops_gelu.
+// gelu (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) x (1 + 0.044715 x^2): the CPU's ops_gelu. gelu_kernel and
+// geglu_kernel both compute it here, so geglu's gelu has gelu's bits.
+__device__ __forceinline__ float gelu_value(float v) {
+  const float u = 0.79788456080286535588f * v * (1.0f + 0.044715f * v * v);
+  return v / (1.0f + expf(-2.0f * u));
+}
+
 __global__ void gelu_kernel(const float* x, float* y, int64_t n) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    const float v = x[i];
-    const float u = 0.79788456080286535588f * v * (1.0f + 0.044715f * v * v);
-    y[i] = v / (1.0f + expf(-2.0f * u));
-  }
+  if (i < n) y[i] = gelu_value(x[i]);
+}
+
+// geglu = gelu(gate) * up (the gelu rounded first, then one multiply).
+__global__ void geglu_kernel(const float* gate, const float* up, float* y, int64_t n) {
+  pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __fmul_rn(gelu_value(gate[i]), up[i]);
 }
 
 // gelu_quick = x / (1 + exp(-1.702 x)).
@@ -412,6 +421,11 @@ void cuda_backend::layer_norm(const float* x, const float* w, const float* b, fl
 void cuda_backend::gelu(const float* x, float* y, int64_t n) {
   if (n <= 0) return;
   launch("gelu", gelu_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), x, y, n);
+}
+
+void cuda_backend::geglu(const float* gate, const float* up, float* y, int64_t n) {
+  if (n <= 0) return;
+  launch("geglu", geglu_kernel, dim3(grid_for(n, k_threads)), dim3(k_threads), gate, up, y, n);
 }
 
 void cuda_backend::gelu_quick(const float* x, float* y, int64_t n) {
