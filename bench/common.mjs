@@ -15,7 +15,11 @@ const qwen06b = { arch: 'qwen3', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 28, nH
 // LFM2 tokenizer package exists here). A small Qwen3-MoE shape: 16 experts of width 768, 4 per token.
 const lfm2_12b = { arch: 'lfm2', tokenizer: 'llama3', nEmbd: 2048, nLayer: 16, nHead: 32, nHeadKv: 8, nFf: 8192, attentionLayers: [2, 5, 8, 10, 12, 14], shortConvLCache: 3, ropeFreqBase: 1e6, tiedEmbeddings: true, seed: 13 };
 const qwen3moeSmall = { arch: 'qwen3moe', tokenizer: 'qwen3', nEmbd: 1024, nLayer: 16, nHead: 16, nHeadKv: 4, headDim: 128, nFf: 3072, nExpert: 16, nExpertUsed: 4, nFfExp: 768, tiedEmbeddings: false, seed: 14 };
+// Gemma 3 1B's shape (google/gemma-3-1b-it config.json): 26 layers, 4 heads of 256 over one KV head, a 512-position
+// sliding window on five layers of six, its own 262144-token vocabulary.
+const gemma3_1b = { arch: 'gemma3', tokenizer: 'gemma3', nEmbd: 1152, nLayer: 26, nHead: 4, nHeadKv: 1, headDim: 256, nFf: 6912, slidingWindow: 512, seed: 16 };
 export const MODELS = {
+  'gemma3-1b-q4_k_m': { ...gemma3_1b, weights: 'Q4_K_M' },
   'lfm2-1.2b-q4_k_m': { ...lfm2_12b, weights: 'Q4_K_M' },
   'qwen3moe-small-q4_k_m': { ...qwen3moeSmall, weights: 'Q4_K_M' },
   'llama1b-q4_k_m': { ...llama1b, weights: 'Q4_K_M' },

@@ -85,8 +85,10 @@ void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_siz
   }
 }
 
-void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n) {
+void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n,
+                      const float* token_scale) {
   be.get_rows(tok_embd, s.tokens.data(), n, s.x.data());
+  if (token_scale) be.scale_rows(s.x.data(), token_scale, n, tok_embd.n_in);  // before the image rows go in
   if (s.embd_rows.empty()) return;
   const int64_t m = (int64_t)s.embd_rows.size(), width = tok_embd.n_in;
   s.embd_host.resize(size_t(m * width));

@@ -24,8 +24,10 @@ void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* 
 void fill_batch_rows(const std::vector<batch_sequence>& batch, int32_t block_size, dense_scratch& s);
 
 // x [n, n_embd] = the input row of every token: its vocabulary embedding, or (image placeholders,
-// k_embedding_token) the row its sequence's embd supplies (filled by fill_batch_rows).
-void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n);
+// k_embedding_token) the row its sequence's embd supplies (filled by fill_batch_rows). token_scale: host [n], the
+// vocabulary rows' factors (gemma3's sqrt(n_embd)), applied before the image rows go in; null: none.
+void batch_input_rows(backend& be, const backend_weight& tok_embd, dense_scratch& s, int64_t n,
+                      const float* token_scale = nullptr);
 
 // A forward pass's step graph (backend::graph_begin / graph_end): opened for a decode-like batch (key != 0),
 // ended before the logits are read back, dropped (graph_abort) if the pass throws before that.

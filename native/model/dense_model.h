@@ -1,4 +1,4 @@
-// The dense decoder-only transformer shared by llama, qwen2 and qwen3 (and qwen3moe, whose FFN is the MoE
+// The dense decoder-only transformer shared by llama, qwen2, qwen3 and gemma3 (and qwen3moe, whose FFN is the MoE
 // block of moe_ffn.h): weights, the per-architecture tensor table entry points, and the model class whose
 // forward pass runs the common block on a backend.
 // Invariant: a dense_model holds every tensor its forward reads, checked by tensor_table at load; forward() and
@@ -25,7 +25,9 @@ struct dense_layer {
   backend_buffer q_norm, k_norm;             // optional per-head RMSNorm weights (qwen3), [hd]
   backend_weight wo;                         // [n_head * hd, n_embd]
   backend_buffer bo;                         // optional, [n_embd]
+  backend_buffer attn_post_norm;             // optional (gemma3): RMSNorm weights of the attention output, [n_embd]
   backend_buffer ffn_norm;                   // [n_embd]
+  backend_buffer ffn_post_norm;              // optional (gemma3): RMSNorm weights of the FFN output, [n_embd]
   backend_weight ffn_gate, ffn_up;           // [n_embd, n_ff]
   backend_weight ffn_down;                   // [n_ff, n_embd]
   moe_layer_weights moe;                     // present(): the MoE block replaces ffn_gate / ffn_up / ffn_down
@@ -48,6 +50,7 @@ struct dense_layout {
   bool out_bias = false;   // optional output.bias allowed
   bool attn_out_bias = false;  // optional attn_output.bias allowed
   bool rope_freqs = false;     // optional rope_freqs.weight allowed
+  bool post_norms = false;     // post_attention_norm / post_ffw_norm required (gemma3)
   const moe_config* moe = nullptr;  // non-null: every layer's FFN is a MoE block of this config
 };
 
@@ -63,6 +66,10 @@ dense_weights load_llama_weights(tensor_table& table, const model_hparams& hp);
 dense_weights load_qwen2_weights(tensor_table& table, const model_hparams& hp);
 dense_weights load_qwen3_weights(tensor_table& table, const model_hparams& hp);
 dense_weights load_qwen3moe_weights(tensor_table& table, const model_hparams& hp);  // model_qwen3moe.cpp
+dense_weights load_gemma3_weights(tensor_table& table, const model_hparams& hp);    // model_gemma3.cpp
+// gemma3's own hyperparameters (sliding window, its layers and rope, attention scale, embedding scale, geglu) on top
+// of load_hparams' (model_gemma3.cpp).
+void load_gemma3_hparams(const gguf_file& file, model_hparams& hp);
 
 // Activations of one forward call, allocated once per call size (grown, never per layer).
 struct dense_scratch {
@@ -74,6 +81,7 @@ struct dense_scratch {
   backend_buffer attn;                 // [n, n_head * hd]
   backend_buffer gate, up;             // [n, n_ff]
   backend_buffer logits;               // [n, n_vocab]
+  std::vector<float> embd_scale;       // host [n] sqrt(n_embd) per row (hparams embd_scale), for scale_rows
   std::vector<int32_t> pos;            // host [n]
   std::vector<int32_t> tokens;         // host [n] every token of the batch, concatenated
   std::vector<int64_t> kv_rows;        // host [n] cache row of each token (block_table slot)

@@ -19,8 +19,9 @@ namespace {
 
 struct arch_entry {
   const char* name;
-  bool rope_neox;  // llama.cpp's llama_model_rope_type: NORM for llama, NEOX for qwen2 / qwen3
+  bool rope_neox;  // llama.cpp's llama_model_rope_type: NORM for llama, NEOX for qwen2 / qwen3 / gemma3
   dense_weights (*load)(tensor_table&, const model_hparams&);
+  void (*arch_hparams)(const gguf_file&, model_hparams&) = nullptr;  // the architecture's own keys, if any
 };
 
 const arch_entry k_archs[] = {
@@ -28,6 +29,7 @@ const arch_entry k_archs[] = {
     {"qwen2", true, load_qwen2_weights},
     {"qwen3", true, load_qwen3_weights},
     {"qwen3moe", true, load_qwen3moe_weights},
+    {"gemma3", true, load_gemma3_weights, load_gemma3_hparams},
 };
 
 const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
@@ -35,7 +37,7 @@ const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
     if (arch == e.name) return e;
   }
   throw error(file.path() + ": unsupported architecture '" + arch +
-              "' (supported: llama, qwen2, qwen3, qwen3moe, lfm2, lfm2moe)");
+              "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, lfm2, lfm2moe)");
 }
 
 }  // namespace
@@ -51,6 +53,7 @@ std::unique_ptr<model> model::load(const std::string& path, const model_options&
   const arch_entry& entry = find_arch(*file, arch);
   std::unique_ptr<tokenizer> vocab = tokenizer::from_gguf(*file);
   model_hparams hp = load_hparams(*file, arch, vocab->n_vocab(), entry.rope_neox);
+  if (entry.arch_hparams) entry.arch_hparams(*file, hp);
   std::unique_ptr<backend> be = make_backend_for_file(*file, options.device, options.threads);
   tensor_table table(*file, *be, arch);
   dense_weights w = entry.load(table, hp);

@@ -38,6 +38,16 @@ struct model_hparams {
   int32_t n_rot = 0;              // rope.dimension_count (default head_dim_k; must equal it for these archs)
   float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear scaling; 1 when absent or type "none")
   int32_t n_layer_kv = 0;  // layers that keep K/V (the attention layers of a hybrid model); 0 = all n_layer
+  // gemma3 (model_gemma3.cpp); the defaults are every other architecture's:
+  bool embd_scale = false;   // token embeddings (not image rows) times sqrt(n_embd) before the first layer
+  float attn_scale = 0.0f;   // q.k scale; 0: 1 / sqrt(head_dim_k)
+  bool ffn_gelu = false;     // gated FFN gelu(gate) * up (geglu) instead of silu(gate) * up
+  int32_t swa_window = 0;    // sliding window (attention_params::window) of the layers swa_layers marks; 0: none
+  std::vector<uint8_t> swa_layers;  // [n_layer] 1: a sliding-window layer, with the rope below; empty: none
+  float rope_freq_base_swa = 10000.0f;  // the sliding-window layers' rope (llama.cpp's rope_freq_base_train_swa)
+  float rope_freq_scale_swa = 1.0f;
+  // Whether layer il attends through the sliding window.
+  bool is_swa(int il) const { return swa_window > 0 && il < (int)swa_layers.size() && swa_layers[(size_t)il] != 0; }
 };
 
 struct model_options {

@@ -1,9 +1,11 @@
 // One transformer block of the dense architectures, on the backend:
 //   [x += cur, the previous layer's FFN output;]  cur = rms_norm(x) * attn_norm;  q, k, v = cur @ Wq, Wk, Wv
-//   (+ biases);  [qwen3: per-head rms_norm of q, k]  rope(q, k);  k, v -> block slots;  attn = paged causal
-//   attention per sequence;  x += attn @ Wo (+ bo);  cur = rms_norm(x) * ffn_norm;
-//   cur = (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [qwen3moe: cur = moe(cur)], left for the next layer to add
-//   (forward_batch adds the last layer's). The residual adds and the norms after them are one fused op each.
+//   (+ biases);  [qwen3, gemma3: per-head rms_norm of q, k]  rope(q, k);  k, v -> block slots;  attn = paged causal
+//   attention per sequence [gemma3's sliding-window layers: over the window, with their own rope];
+//   x += attn @ Wo (+ bo) [gemma3: rms_norm(attn @ Wo) * post_attention_norm];  cur = rms_norm(x) * ffn_norm;
+//   cur = (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [gemma3: gelu for silu, then rms_norm(cur) * post_ffw_norm;
+//   qwen3moe: cur = moe(cur)], left for the next layer to add (forward_batch adds the last layer's). The residual
+//   adds and the norms after them are one fused op each.
 // Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
 // Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
 // a sequence's query at position p sees its own positions [0, p] and nothing of other sequences.
@@ -37,10 +39,11 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   if (l.q_norm.data()) be.rms_norm(q, l.q_norm.data(), q, n * hp_.n_head, hd, hp_.rms_eps);
   if (l.k_norm.data()) be.rms_norm(k_new, l.k_norm.data(), k_new, n * hp_.n_head_kv, hd, hp_.rms_eps);
 
+  const bool swa = hp_.is_swa(il);  // a sliding-window layer: its window and its own rope
   rope_params rp;
   rp.n_rot = hp_.n_rot;
-  rp.freq_base = hp_.rope_freq_base;
-  rp.freq_scale = hp_.rope_freq_scale;
+  rp.freq_base = swa ? hp_.rope_freq_base_swa : hp_.rope_freq_base;
+  rp.freq_scale = swa ? hp_.rope_freq_scale_swa : hp_.rope_freq_scale;
   rp.neox = hp_.rope_neox;
   rp.freq_factors = w_.rope_freqs.data();
   float* k_store = kv.k[il].data();  // [n_blocks * block_size, k_dim]
@@ -56,7 +59,8 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   ap.head_dim_v = hp_.head_dim_v;
   ap.k_row_stride = k_dim;
   ap.v_row_stride = v_dim;
-  ap.scale = 1.0f / std::sqrt((float)hd);
+  ap.scale = hp_.attn_scale > 0.0f ? hp_.attn_scale : 1.0f / std::sqrt((float)hd);
+  ap.window = swa ? hp_.swa_window : 0;
   ap.kv = kv_dtype();
   std::vector<paged_attention_params>& seqs = scratch_.attn_seqs;  // attention per sequence over its own blocks
   seqs.clear();
@@ -75,6 +79,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
 
   scratch_.lora.matmul(be, l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);
+  if (l.attn_post_norm.data()) be.rms_norm(cur, l.attn_post_norm.data(), cur, n, n_embd, hp_.rms_eps);
   be.add_rms_norm(x, cur, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);  // x += attention output; norm
   if (l.moe.present()) {
     moe_.forward(be, w_.moe, l.moe, cur, n, n_embd, cur);  // in place: [n, n_embd]
@@ -86,7 +91,13 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   const backend_weight* gate_up[2] = {&l.ffn_gate, &l.ffn_up};
   float* const gate_up_out[2] = {gate, up};
   scratch_.lora.matmul_group(be, gate_up, gate_up_out, 2, cur, n);
-  scratch_.lora.swiglu_matmul(be, l.ffn_down, gate, up, n, cur);
+  if (hp_.ffn_gelu) {
+    be.geglu(gate, up, gate, n * hp_.n_ff);
+    scratch_.lora.matmul(be, l.ffn_down, gate, n, cur);
+  } else {
+    scratch_.lora.swiglu_matmul(be, l.ffn_down, gate, up, n, cur);
+  }
+  if (l.ffn_post_norm.data()) be.rms_norm(cur, l.ffn_post_norm.data(), cur, n, n_embd, hp_.rms_eps);
 }
 
 }  // namespace spindle

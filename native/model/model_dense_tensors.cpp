@@ -1,5 +1,5 @@
 // The tensor table shared by the dense architectures (llama-model.cpp's create_tensor calls for LLAMA, QWEN2,
-// QWEN3, and QWEN3MOE with its experts), parameterized by dense_layout. Invariant: every tensor forward() reads is present after this returns.
+// QWEN3, GEMMA3, and QWEN3MOE with its experts), parameterized by dense_layout. Invariant: every tensor forward() reads is present after this returns.
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/dense_model.h"
@@ -31,6 +31,10 @@ dense_layer load_layer(tensor_table& t, const model_hparams& hp, const dense_lay
   l.wo = t.matrix(tensor_table::blk(il, "attn_output.weight"), lay.n_embd_q, n_embd, true);
   if (lay.attn_out_bias) l.bo = t.vector(tensor_table::blk(il, "attn_output.bias"), n_embd, false);
   l.ffn_norm = t.vector(tensor_table::blk(il, "ffn_norm.weight"), n_embd, true);
+  if (lay.post_norms) {
+    l.attn_post_norm = t.vector(tensor_table::blk(il, "post_attention_norm.weight"), n_embd, true);
+    l.ffn_post_norm = t.vector(tensor_table::blk(il, "post_ffw_norm.weight"), n_embd, true);
+  }
   if (lay.moe) {
     l.moe = load_moe_layer(t, il, n_embd, *lay.moe, false);
     return l;
