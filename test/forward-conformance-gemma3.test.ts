@@ -21,8 +21,8 @@ import { fixtureModel } from './helpers/fixtures.js';
 
 type Weights = 'F32' | 'Q4_K_M';
 const GEMMA3 = { arch: 'gemma3', tokenizer: 'gemma3', nLayer: 6, nHead: 4, nHeadKv: 1, seed: 11 } as const;
-/** The fixtures (test/batch-invariance-gemma3.test.ts uses the first one). Head dims of 64 and Gemma 3's 256. */
-export const GEMMA3_SPECS: { label: string; weights: Weights; spec: ModelSpec }[] = [
+/** The fixtures: head dims of 64 and Gemma 3's 256. */
+const GEMMA3_SPECS: { label: string; weights: Weights; spec: ModelSpec }[] = [
   { label: 'gemma3 (window 8, head dim 64)', weights: 'F32', spec: { ...GEMMA3, weights: 'F32', nEmbd: 64, nFf: 128, headDim: 64, slidingWindow: 8 } },
   {
     label: 'gemma3 (window 16, head dim 256)', weights: 'Q4_K_M',

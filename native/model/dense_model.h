@@ -22,7 +22,7 @@ struct dense_layer {
   backend_buffer attn_norm;                  // [n_embd]
   backend_weight wq, wk, wv;                 // [n_embd, n_head * hd], [n_embd, n_head_kv * hd] x2
   backend_buffer bq, bk, bv;                 // optional biases, [n_head * hd], [n_head_kv * hd] x2
-  backend_buffer q_norm, k_norm;             // optional per-head RMSNorm weights (qwen3), [hd]
+  backend_buffer q_norm, k_norm;             // optional per-head RMSNorm weights (qwen3, gemma3), [hd]
   backend_weight wo;                         // [n_head * hd, n_embd]
   backend_buffer bo;                         // optional, [n_embd]
   backend_buffer attn_post_norm;             // optional (gemma3): RMSNorm weights of the attention output, [n_embd]

@@ -8,7 +8,8 @@
 //   adds and the norms after them are one fused op each.
 // Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
 // Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
-// a sequence's query at position p sees its own positions [0, p] and nothing of other sequences.
+// a sequence's query at position p sees its own positions [0, p] (a sliding layer: [p - window + 1, p]) and nothing
+// of other sequences.
 #include <cmath>
 #include <vector>
 

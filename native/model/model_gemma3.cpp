@@ -30,6 +30,12 @@ void load_gemma3_hparams(const gguf_file& f, model_hparams& hp) {
   const std::string a = hp.arch + ".";
   hp.embd_scale = true;
   hp.ffn_gelu = true;
+  // Ollama's own gemma3 conversion names its ropes rope.global / rope.local.freq_base (and carries its vision tower
+  // in the same file): read as this file's keys it would silently get the wrong rope, so it is refused
+  if (f.find(a + "rope.global.freq_base") != nullptr && f.find(a + "rope.freq_base") == nullptr) {
+    throw error(f.path() + ": a gemma3 file with '" + a + "rope.global.freq_base' (Ollama's own conversion) is not "
+                "supported; use a GGUF converted by llama.cpp (e.g. from hf.co/ggml-org/gemma-3-1b-it-GGUF)");
+  }
   const double softcap = f.get_f64_or(a + "final_logit_softcapping", 0.0);
   if (softcap != 0.0) {
     throw error(f.path() + ": key '" + a + "final_logit_softcapping' = " + std::to_string(softcap) +
@@ -51,7 +57,7 @@ void load_gemma3_hparams(const gguf_file& f, model_hparams& hp) {
   } else if (kv->type == gguf_value_type::ARRAY) {
     if (kv->array_size() != (uint64_t)hp.n_layer ||
         (kv->array_type != gguf_value_type::BOOL && kv->array_type != gguf_value_type::INT32 &&
-         kv->array_type != gguf_value_type::UINT8 && kv->array_type != gguf_value_type::INT8)) {
+         kv->array_type != gguf_value_type::UINT32)) {  // the element types llama.cpp's get_arr takes
       throw error(f.path() + ": key '" + k_pattern + "' must be a number or an array of " + std::to_string(hp.n_layer) +
                   " bools (one per layer)");
     }

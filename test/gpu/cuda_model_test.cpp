@@ -1,6 +1,6 @@
 // Whole models on the CUDA backend against the CPU backend: teacher-forced logits of every position (the same
-// token sequence on both), for the dense (llama, qwen2, qwen3), hybrid (lfm2) and MoE (qwen3moe, lfm2moe) test models in
-// every weight type, and batch invariance on the GPU (sequences prefilled in chunks and batched with others
+// token sequence on both), for the dense (llama, qwen2, qwen3, gemma3), hybrid (lfm2) and MoE (qwen3moe, lfm2moe) test
+// models in every weight type, and batch invariance on the GPU (sequences prefilled in chunks and batched with others
 // == each alone, bit for bit). Tolerances, relative to the largest |logit| of the CPU run:
 //   F32 2e-5; F16 2e-3, BF16 2e-2 (the CPU rounds activations to f16 / bf16 as llama.cpp does, the GPU keeps
 //   f32: one bf16 ulp is 4e-3); every quantized type 6e-2 (the CPU quantizes activations to llama.cpp's
@@ -8,6 +8,7 @@
 //   matmul error is at most twice the CPU's, so most of this is the CPU's own error through the layers),
 // and the greedy token must agree wherever the CPU's top two logits are further apart than that tolerance.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -49,12 +50,17 @@ std::vector<int32_t> prompt(int n, int n_vocab, int salt) {
   return t;
 }
 
-std::vector<float> all_logits(model& m, const std::vector<int32_t>& tokens) {
-  const int64_t V = m.hparams().n_vocab;
-  std::vector<float> out(tokens.size() * V);
-  auto seq = m.new_sequence((int64_t)tokens.size());
-  m.forward(*seq, tokens.data(), 7, out.data(), true);  // a chunk, then the rest
-  m.forward(*seq, tokens.data() + 7, (int64_t)tokens.size() - 7, out.data() + 7 * V, true);
+// Logits of every position [n, n_vocab]: a 7-token chunk, the rest up to decode_from as one chunk, then one token
+// per call (decode steps) from decode_from on.
+std::vector<float> all_logits(model& m, const std::vector<int32_t>& tokens, int decode_from = INT32_MAX) {
+  const int64_t V = m.hparams().n_vocab, n = (int64_t)tokens.size(), chunk_end = std::min<int64_t>(n, decode_from);
+  std::vector<float> out(n * V);
+  auto seq = m.new_sequence(n);
+  m.forward(*seq, tokens.data(), 7, out.data(), true);
+  if (chunk_end > 7) m.forward(*seq, tokens.data() + 7, chunk_end - 7, out.data() + 7 * V, true);
+  for (int64_t t = std::max<int64_t>(chunk_end, 7); t < n; ++t) {
+    m.forward(*seq, tokens.data() + t, 1, out.data() + t * V, true);
+  }
   return out;
 }
 
@@ -68,7 +74,7 @@ double tolerance(ggml_type t) {
 }
 
 // Compares the two backends' logits (the GPU's KV cache of type kv, the CPU's of type cpu_kv: the GPU cache's rounding
-// adds kv_tol); prints the figures.
+// adds kv_tol) over n_tokens positions (all_logits: decode steps from decode_from on); prints the figures.
 // routed (MoE models with quantized weights): the two backends quantize activations differently (about 2% of a
 // logit's scale), and a token whose k-th and next expert scores lie closer than that may take another expert on
 // one backend, moving that position's logits by far more than the weight type's tolerance (the lfm2moe fixture's
@@ -76,13 +82,14 @@ double tolerance(ggml_type t) {
 // there the tolerance holds for the median position, beside greedy agreement at every decided position; f32
 // weights route bit for bit and keep the max.
 void compare(const std::string& what, ggml_type type, const std::string& path, kv_type kv = kv_type::f32,
-             double kv_tol = 0, bool routed = false, kv_type cpu_kv = kv_type::f32) {
+             double kv_tol = 0, bool routed = false, kv_type cpu_kv = kv_type::f32, int n_tokens = 24,
+             int decode_from = INT32_MAX) {
   auto cpu = load_on(path, "cpu", cpu_kv);
   auto gpu = load_on(path, "cuda", kv);
   CHECK(gpu->kv_dtype() == kv);
   const int64_t V = cpu->hparams().n_vocab;
-  const std::vector<int32_t> toks = prompt(24, (int)V, 1);
-  const std::vector<float> lc = all_logits(*cpu, toks), lg = all_logits(*gpu, toks);
+  const std::vector<int32_t> toks = prompt(n_tokens, (int)V, 1);
+  const std::vector<float> lc = all_logits(*cpu, toks, decode_from), lg = all_logits(*gpu, toks, decode_from);
   const double tol = tolerance(type) + kv_tol, rel = max_rel(lg, lc);
   int agree = 0, decided = 0;
   double scale = 0;
@@ -138,6 +145,21 @@ model_test::spec dense_spec(const std::string& arch, ggml_type t) {
   s.qkv_bias = arch == "qwen2";
   s.weight_type = t;
   s.seed = 21;
+  return s;
+}
+
+// gemma3: dense_spec's widths in 6 layers (the default pattern: layer 5 global, the others sliding) with a window
+// of `window` positions (8: compare's 24 positions, batch_invariance's 5 .. 12 and decode_run's up to 60 see it
+// slide), tied output, rope.freq_base 1e6 scaled by 8 on the global layer; head dim 64 (4 / 2 heads: the tensor-core
+// attention kernels) or 256 (key_length; q is 1024 wide: the per-row kernel, with an f32 KV cache on the GPU).
+model_test::spec gemma3_spec(ggml_type t, int head_dim, int window = 8) {
+  model_test::spec s = dense_spec("gemma3", t);
+  s.n_layer = 6;
+  s.head_dim = head_dim;
+  s.sliding_window = window;
+  s.tied = true;
+  s.rope_base = 1e6f;
+  s.rope_scale = 8.0f;
   return s;
 }
 
@@ -336,6 +358,8 @@ TEST_CASE("cuda models: step graphs replay decode steps with the bits of op-by-o
   check(m.path, "q4_K qwen3moe x8", 8);
   file lm(lfm2_test::build(lfm2moe_spec(ggml_type::Q4_K)), "lfm2moe");  // sigmoid gating and a selection bias
   check(lm.path, "q4_K lfm2moe");
+  file g(model_test::build(gemma3_spec(ggml_type::Q4_K, 64)), "gemma3");  // windowed layers: their window slides
+  check(g.path, "q4_K gemma3");
 }
 
 TEST_CASE("cuda models: model_options step_graphs = false (enforceEager) runs that model's steps op by op, same bits") {
@@ -359,6 +383,27 @@ TEST_CASE("cuda models: dense llama / qwen2 / qwen3 logits vs the CPU backend, e
       const model_test::spec s = dense_spec(arch, t);
       file f(model_test::build(s), arch);
       compare(arch, t, f.path);
+    }
+  }
+}
+
+// gemma3: sliding-window layers (window 8 of 24 positions), their own rope, q / k norms, post norms, geglu, embeddings
+// times sqrt(n_embd), every weight type at head dims 64 and 256; then 300 positions with a window of 40 (the windows
+// of positions 256 .. 294 straddle the tensor-core kernels' 256-position chunks, every window two or more of the
+// per-row kernel's 32-position splits), positions 280 .. 299 as decode steps (the split-K decode kernel). The weight
+// types' tolerances are the dense models': the CPU's own error against a double reference on the dequantized
+// weights measured at most 3.3e-2 of the logit scale on these models (q3_K, head dim 64; dense_spec's llama: 2.5e-2).
+TEST_CASE("cuda models: gemma3 logits vs the CPU backend (sliding-window layers), head dims 64 and 256") {
+  REQUIRE_GPU();
+  for (int hd : {64, 256}) {
+    const std::string what = "gemma3/" + std::to_string(hd);
+    for (ggml_type t : all_types()) {
+      file f(model_test::build(gemma3_spec(t, hd)), "gemma3");
+      compare(what, t, f.path);
+    }
+    for (ggml_type t : {ggml_type::F32, ggml_type::Q4_K}) {
+      file f(model_test::build(gemma3_spec(t, hd, 40)), "gemma3-long");
+      compare(what + " long", t, f.path, kv_type::f32, 0, false, kv_type::f32, 300, 280);
     }
   }
 }
@@ -477,6 +522,10 @@ TEST_CASE("cuda models: batch invariance (chunked, batched == alone, bitwise)") 
     batch_invariance(m.path);
     file lm(lfm2_test::build(lfm2moe_spec(t)), "lfm2moe");
     batch_invariance(lm.path);
+    for (int hd : {64, 256}) {  // windows of 8 over sequences of 5 .. 12 in blocks of 4
+      file g(model_test::build(gemma3_spec(t, hd)), "gemma3");
+      batch_invariance(g.path);
+    }
   }
 }
 
@@ -537,6 +586,9 @@ TEST_CASE("cuda models: 16-bit KV caches (f16, bf16) vs the CPU's float32 one; b
       file l(lfm2_test::build(lfm2_spec(t)), "lfm2");
       compare(kv == kv_type::f16 ? "lfm2 kv16" : "lfm2 bf16", t, l.path, kv, kv_tol);
       batch_invariance(l.path, kv);
+      file g(model_test::build(gemma3_spec(t, 64)), "gemma3");  // 16-bit stores: heads of at most 128
+      compare(kv == kv_type::f16 ? "gemma3 kv16" : "gemma3 bf16", t, g.path, kv, kv_tol);
+      batch_invariance(g.path, kv);
     }
   }
 }

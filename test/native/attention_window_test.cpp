@@ -45,7 +45,7 @@ std::vector<float> one_query_over_its_window(cpu_backend& be, const paged_pair& 
 
 TEST_CASE("attention window: each query equals causal attention over its window alone, on every path and store type") {
   cpu_backend one(1), two(2);
-  for (kv_type t : {kv_type::f32, kv_type::f16, kv_type::q8_0}) {
+  for (kv_type t : {kv_type::f32, kv_type::f16, kv_type::bf16, kv_type::q8_0, kv_type::q4_0, kv_type::fp8_e4m3}) {
     for (const window_case& c : k_cases) {
       const shape& s = c.s;
       paged_pair pp(two, s, t, 7u + (uint32_t)c.window);

@@ -23,13 +23,15 @@ struct loaded_model {
   ~loaded_model() { std::error_code ec; std::filesystem::remove(path, ec); }
 };
 
-// head_dim: 0 keeps the fixture's (8); a q8_0 cache needs whole blocks of 32 (n_embd = 4 heads x head_dim).
+// head_dim: 0 keeps the fixture's (8; gemma3's 16); a q8_0 cache needs whole blocks of 32 (n_embd = 4 heads x
+// head_dim; gemma3: key_length). gemma3: model_test::gemma3_spec (window 5 on 7 of 8 layers).
 std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32,
                                         int head_dim = 0) {
-  model_test::spec s;
+  model_test::spec s = arch == "gemma3" ? model_test::gemma3_spec() : model_test::spec{};
   s.arch = arch;
   s.weight_type = type;
-  if (head_dim > 0) s.n_embd = s.n_head * head_dim;
+  if (head_dim > 0 && arch == "gemma3") s.head_dim = head_dim;
+  else if (head_dim > 0) s.n_embd = s.n_head * head_dim;
   const model_test::built b = model_test::build(s);
   auto l = std::make_unique<loaded_model>();
   l->path = model_test::write_temp(b, s.arch + "-batch");
@@ -132,9 +134,12 @@ void check_batch_equals_alone(const std::string& arch, ggml_type type, kv_type k
 
 }  // namespace
 
-TEST_CASE("model forward_batch: mixed sequences equal each alone, bitwise (llama F32, qwen2 F16)") {
+TEST_CASE("model forward_batch: mixed sequences equal each alone, bitwise (llama F32, qwen2 F16, gemma3 F32 / F16)") {
   check_batch_equals_alone("llama", ggml_type::F32);
   check_batch_equals_alone("qwen2", ggml_type::F16);
+  // gemma3: windows of 5 over sequences of up to 13 tokens in blocks of 4: the window's start moves through blocks
+  check_batch_equals_alone("gemma3", ggml_type::F32);
+  check_batch_equals_alone("gemma3", ggml_type::F16);
 }
 
 TEST_CASE("model forward_batch: last-token logits only, and decode steps after a prefill") {
@@ -296,6 +301,7 @@ TEST_CASE("model forward_batch: 16-bit KV caches (f16, bf16) keep batch invarian
   for (kv_type kv : {kv_type::f16, kv_type::bf16}) {
     check_batch_equals_alone("llama", ggml_type::F32, kv);
     check_batch_equals_alone("qwen2", ggml_type::F16, kv);
+    check_batch_equals_alone("gemma3", ggml_type::F32, kv);
     auto l16 = load_arch("llama", ggml_type::F32, kv);
     auto l32 = load_arch("llama", ggml_type::F32);
     CHECK(l16->m->kv_dtype() == kv);
@@ -317,6 +323,7 @@ TEST_CASE("model forward_batch: q8_0 and q4_0 KV caches keep batch invariance, n
   for (const auto& [kv, tol] : {std::pair{kv_type::q8_0, 2e-2}, std::pair{kv_type::q4_0, 0.36}}) {
     check_batch_equals_alone("llama", ggml_type::F32, kv, 32);
     check_batch_equals_alone("qwen2", ggml_type::F16, kv, 64);
+    check_batch_equals_alone("gemma3", ggml_type::F32, kv, 32);
     auto typed = load_arch("llama", ggml_type::F32, kv, 32);
     auto f32 = load_arch("llama", ggml_type::F32, kv_type::f32, 32);
     CHECK(typed->m->kv_dtype() == kv);
@@ -332,6 +339,7 @@ TEST_CASE("model forward_batch: fp8 KV caches (e4m3, e5m2) keep batch invariance
   for (kv_type kv : {kv_type::fp8_e4m3, kv_type::fp8_e5m2}) {
     check_batch_equals_alone("llama", ggml_type::F32, kv);
     check_batch_equals_alone("qwen2", ggml_type::F16, kv);
+    check_batch_equals_alone("gemma3", ggml_type::F32, kv);
     auto l8 = load_arch("llama", ggml_type::F32, kv);
     auto l32 = load_arch("llama", ggml_type::F32);
     CHECK(l8->m->kv_dtype() == kv);

@@ -2,6 +2,7 @@
 // the batch-invariance promise: a token's logits are bitwise the same however the prompt is split into calls
 // and whatever the thread count.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -50,17 +51,37 @@ std::vector<float> run_all(model& m, const std::vector<int32_t>& tokens, const s
   return out;
 }
 
-void check_against_reference(model_test::spec s, double tol) {
+// model::forward's logits of n_tokens tokens against the reference; returns max |logit diff| (printed).
+double check_against_reference(model_test::spec s, double tol, int n_tokens = 9) {
   const model_test::built b = model_test::build(s);
   auto l = load_spec(s, b, 2);
-  const std::vector<int32_t> tokens = some_tokens(9, b.n_vocab);
-  const std::vector<float> ours = run_all(*l->m, tokens, {9});
+  const std::vector<int32_t> tokens = some_tokens(n_tokens, b.n_vocab);
+  const std::vector<float> ours = run_all(*l->m, tokens, {n_tokens});
   const auto ref = model_test::reference_forward(b, s, tokens);
   double spread = 0;  // logits must not be degenerate for the comparison to mean anything
-  for (size_t v = 1; v < ref[8].size(); ++v) spread = std::max(spread, std::fabs(ref[8][v] - ref[8][0]));
+  for (size_t v = 1; v < ref.back().size(); ++v) spread = std::max(spread, std::fabs(ref.back()[v] - ref.back()[0]));
   CHECK(spread > 0.1);
   const double d = model_test::max_logit_diff(ours, ref);
+  std::printf("  %s %s: max |logit diff| %.2e (tol %.0e)\n", s.arch.c_str(),
+              ggml_type_info((uint32_t)s.weight_type)->name, d, tol);
   if (!(d <= tol)) harness::fail(__FILE__, __LINE__, s.arch + ": max |logit diff| " + std::to_string(d));
+  return d;
+}
+
+// gemma3 over 20 tokens (several windows: the specs' are 4 or 5 positions): model::forward vs the reference within
+// tol, and the reference with the window ignored at least 100 x tol away from it, so the comparison depends on it.
+void check_gemma3(const model_test::spec& s, double tol) {
+  check_against_reference(s, tol, 20);
+  if (s.sliding_window <= 0) return;
+  const model_test::built b = model_test::build(s);
+  const std::vector<int32_t> tokens = some_tokens(20, b.n_vocab);
+  const auto with = model_test::reference_forward(b, s, tokens);
+  const auto without = model_test::reference_forward(b, s, tokens, false);
+  double moved = 0;
+  for (size_t t = 0; t < with.size(); ++t)
+    for (size_t v = 0; v < with[t].size(); ++v) moved = std::max(moved, std::fabs(with[t][v] - without[t][v]));
+  std::printf("    the window moves the reference's logits by %.2e\n", moved);
+  CHECK(moved > 100 * tol);
 }
 
 }  // namespace
@@ -90,6 +111,40 @@ TEST_CASE("model forward: F16 weights match the reference on the rounded weights
   model_test::spec s;
   s.weight_type = ggml_type::F16;
   check_against_reference(s, 2e-2);  // activations are rounded to f16 before each dot, as llama.cpp does
+}
+
+TEST_CASE("model forward: gemma3 F32 matches the reference (default pattern: 7 of 8 layers slide, window 5, 20 tokens)") {
+  check_gemma3(model_test::gemma3_spec(), 2e-4);
+}
+
+TEST_CASE("model forward: gemma3 F32 with the pattern as a bool array and rope.freq_base_swa matches the reference") {
+  model_test::spec s = model_test::gemma3_spec();
+  s.n_layer = 6;
+  s.swa_layers = {1, 0, 1, 1, 0, 1};
+  s.rope_base_swa = 50000.0f;
+  s.sliding_window = 4;
+  check_gemma3(s, 2e-4);
+}
+
+TEST_CASE("model forward: gemma3 F32 with every layer sliding (pattern 0), and with no window, matches the reference") {
+  model_test::spec s = model_test::gemma3_spec();
+  s.n_layer = 3;
+  s.swa_pattern = 0;
+  check_gemma3(s, 2e-4);
+  s.sliding_window = 0;  // no attention.sliding_window key: every layer global (rope.freq_base, scaled)
+  check_gemma3(s, 2e-4);
+}
+
+TEST_CASE("model forward: gemma3 of 62 layers (the 27B's q.k scale, 1 / sqrt(n_embd / n_head)) matches the reference") {
+  model_test::spec s = model_test::gemma3_spec();
+  s.n_layer = 62;  // head dim 16, n_embd / n_head 8
+  check_against_reference(s, 2e-4);
+}
+
+TEST_CASE("model forward: gemma3 F16 weights match the reference on the rounded weights") {
+  model_test::spec s = model_test::gemma3_spec();
+  s.weight_type = ggml_type::F16;
+  check_gemma3(s, 2e-2);
 }
 
 TEST_CASE("model forward: logits are batch- and thread-invariant (bitwise)") {
@@ -134,4 +189,17 @@ TEST_CASE("model forward: invalid calls throw and leave the sequence unchanged")
   sequence_state foreign;
   foreign.max_tokens = 4;
   CHECK_THROWS_WITH(m.forward(foreign, five.data(), 1, logits.data(), false), "new_sequence");
+}
+
+TEST_CASE("model forward: gemma3 logits are chunk- and thread-invariant across the window (bitwise)") {
+  const model_test::spec s = model_test::gemma3_spec();
+  const model_test::built b = model_test::build(s);
+  auto one = load_spec(s, b, 1);
+  auto three = load_spec(s, b, 3);
+  const std::vector<int32_t> tokens = some_tokens(20, b.n_vocab);
+  const std::vector<float> whole = run_all(*one->m, tokens, {20});
+  CHECK(whole == run_all(*three->m, tokens, {20}));
+  CHECK(whole == run_all(*three->m, tokens, std::vector<int>(20, 1)));  // decode one by one
+  CHECK(whole == run_all(*one->m, tokens, {5, 2, 4, 1, 8}));
+  CHECK(whole == run_all(*three->m, tokens, {3, 7, 10}));
 }

@@ -1,4 +1,4 @@
-// Builds small random-weight GGUF models (llama / qwen2 / qwen3) in memory for the native model tests, with a
+// Builds small random-weight GGUF models (llama / qwen2 / qwen3 / gemma3) in memory for the native model tests, with a
 // minimal SentencePiece vocabulary, and keeps the f32 values the file holds for a reference forward.
 // Invariant: spec.weight_type F32 stores the host weights exactly; F16 / BF16 store them rounded, and `host` holds
 // the rounded values, so a reference built from `host` sees exactly what the model file says.
@@ -35,9 +35,33 @@ struct spec {
   ggml_type weight_type = ggml_type::F32;  // of the 2-D matrices; 1-D tensors are always F32
   uint32_t seed = 1;
   int64_t block_count_override = -1;        // written instead of n_layer when >= 0
+  // Written by write_more_kvs (build() and moe_test's call it after write_kvs):
+  int head_dim = 0;          // > 0: attention.key_length = value_length = head_dim (q: n_head * head_dim wide)
+  float rope_scale = 0.0f;   // > 0: rope.scaling.type linear, rope.scaling.factor (positions / factor; gemma3: the
+                             // global layers only)
+  // gemma3 (arch "gemma3"; ignored otherwise): a sliding window on the layers the pattern marks
+  int sliding_window = 0;           // > 0: attention.sliding_window (positions); 0: not written, no window
+  int64_t swa_pattern = -1;         // >= 0: attention.sliding_window_pattern as a number n (layer il slides unless
+                                    // il % n == n - 1; 0: every layer); -1: not written (llama.cpp's default 6)
+  std::vector<uint8_t> swa_layers;  // non-empty: the pattern as a bool array instead, one per layer (1: sliding)
+  float rope_base_swa = 0.0f;       // > 0: rope.freq_base_swa, the sliding layers' rope base; 0: not written (10000)
+  // More keys after all of the above (n_extra_kvs of them), for load-error tests (a bad type, a refused key).
+  std::function<void(gguf_test::writer&)> extra_kvs;
+  uint64_t n_extra_kvs = 0;
   // Edits applied to the tensor list before writing (drop / reshape / retype a tensor).
   std::function<void(std::vector<gguf_test::tensor_spec>&)> edit_tensors;
 };
+
+// Dims per attention head: spec.head_dim, else n_embd / n_head.
+inline int head_dim(const spec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
+
+// Whether layer il of a gemma3 spec attends through the sliding window (llama.cpp's set_swa_pattern / the array).
+inline bool is_swa_layer(const spec& s, int il) {
+  if (s.arch != "gemma3" || s.sliding_window <= 0) return false;
+  if (!s.swa_layers.empty()) return (size_t)il < s.swa_layers.size() && s.swa_layers[(size_t)il] != 0;
+  const int64_t n = s.swa_pattern >= 0 ? s.swa_pattern : 6;
+  return n == 0 || il % n < n - 1;
+}
 
 struct tensor_data {
   std::vector<int64_t> ne;
@@ -95,8 +119,45 @@ inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std
 }
 constexpr uint64_t k_n_kv = 9 + k_n_vocab_kv;  // keys written by write_kvs
 
+// The keys build() writes after write_kvs' (head_dim, rope_scale, gemma3's window keys, then extra_kvs); returns
+// how many.
+inline uint64_t write_more_kvs(gguf_test::writer& w, const spec& s) {
+  const std::string a = s.arch;
+  uint64_t n = 0;
+  if (s.head_dim > 0) {
+    w.kv<uint32_t>(a + ".attention.key_length", gguf_value_type::UINT32, (uint32_t)s.head_dim);
+    w.kv<uint32_t>(a + ".attention.value_length", gguf_value_type::UINT32, (uint32_t)s.head_dim);
+    n += 2;
+  }
+  if (s.rope_scale > 0.0f) {
+    w.kv_str(a + ".rope.scaling.type", "linear");
+    w.kv<float>(a + ".rope.scaling.factor", gguf_value_type::FLOAT32, s.rope_scale);
+    n += 2;
+  }
+  if (a == "gemma3" && s.sliding_window > 0) {
+    w.kv<uint32_t>(a + ".attention.sliding_window", gguf_value_type::UINT32, (uint32_t)s.sliding_window);
+    ++n;
+  }
+  if (a == "gemma3" && !s.swa_layers.empty()) {
+    w.arr_of<uint8_t>(a + ".attention.sliding_window_pattern", gguf_value_type::BOOL, s.swa_layers);
+    ++n;
+  } else if (a == "gemma3" && s.swa_pattern >= 0) {
+    w.kv<uint32_t>(a + ".attention.sliding_window_pattern", gguf_value_type::UINT32, (uint32_t)s.swa_pattern);
+    ++n;
+  }
+  if (a == "gemma3" && s.rope_base_swa > 0.0f) {
+    w.kv<float>(a + ".rope.freq_base_swa", gguf_value_type::FLOAT32, s.rope_base_swa);
+    ++n;
+  }
+  if (s.extra_kvs) s.extra_kvs(w);
+  return n + s.n_extra_kvs;
+}
+
+// llama.cpp's tensors of the architecture; gemma3: q / k norms and post_attention_norm / post_ffw_norm besides
+// llama's (attn_q [n_embd, n_head * head_dim]).
 inline std::vector<gguf_test::tensor_spec> tensor_list(const spec& s, int n_vocab) {
-  const int64_t hd = s.n_embd / s.n_head, e = s.n_embd, q = hd * s.n_head, kv = hd * s.n_head_kv;
+  const int64_t hd = head_dim(s), e = s.n_embd, q = hd * s.n_head, kv = hd * s.n_head_kv;
+  const bool gemma3 = s.arch == "gemma3";
   const ggml_type W = s.weight_type, F = ggml_type::F32;
   std::vector<gguf_test::tensor_spec> t = {{"token_embd.weight", {e, n_vocab}, W}, {"output_norm.weight", {e}, F}};
   if (!s.tied) t.push_back({"output.weight", {e, n_vocab}, W});
@@ -111,15 +172,17 @@ inline std::vector<gguf_test::tensor_spec> tensor_list(const spec& s, int n_voca
       t.push_back({b + "attn_k.bias", {kv}, F});
       t.push_back({b + "attn_v.bias", {kv}, F});
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || gemma3) {
       t.push_back({b + "attn_q_norm.weight", {hd}, F});
       t.push_back({b + "attn_k_norm.weight", {hd}, F});
     }
     t.push_back({b + "attn_output.weight", {q, e}, W});
+    if (gemma3) t.push_back({b + "post_attention_norm.weight", {e}, F});
     t.push_back({b + "ffn_norm.weight", {e}, F});
     t.push_back({b + "ffn_gate.weight", {e, s.n_ff}, W});
     t.push_back({b + "ffn_up.weight", {e, s.n_ff}, W});
     t.push_back({b + "ffn_down.weight", {s.n_ff, e}, W});
+    if (gemma3) t.push_back({b + "post_ffw_norm.weight", {e}, F});
   }
   return t;
 }
@@ -197,7 +260,23 @@ inline built build(const spec& s) {
   const std::vector<std::string> toks = vocab_tokens(s);
   gguf_test::writer kvs;
   write_kvs(kvs, s, toks);
-  return build_file(tensor_list(s, (int)toks.size()), s.edit_tensors, s.seed, kvs, k_n_kv, (int)toks.size());
+  const uint64_t n_more = write_more_kvs(kvs, s);
+  return build_file(tensor_list(s, (int)toks.size()), s.edit_tensors, s.seed, kvs, k_n_kv + n_more, (int)toks.size());
+}
+
+// The gemma3 test model: 8 layers (the default pattern: layer 5 global, the others sliding with window 5), head dim
+// 16 (key_length: q is 64 wide over n_embd 32), GQA 4 / 2, tied output, rope.freq_base 1e6 with linear scaling 8
+// on the global layer (as Gemma 3 4B and up).
+inline spec gemma3_spec() {
+  spec s;
+  s.arch = "gemma3";
+  s.n_layer = 8;
+  s.head_dim = 16;
+  s.tied = true;
+  s.rope_base = 1000000.0f;
+  s.rope_scale = 8.0f;
+  s.sliding_window = 5;
+  return s;
 }
 
 // Writes the file to a unique temp path and returns it.

@@ -40,12 +40,13 @@ inline model_test::built build_qwen3moe(moe_spec m) {
   const uint64_t n_moe_kv = (m.n_expert >= 0) + (m.n_used >= 0) + (m.n_ff_exp >= 0);
   gguf_test::writer kvs;
   model_test::write_kvs(kvs, s, toks);
+  const uint64_t n_more = model_test::write_more_kvs(kvs, s);  // head_dim, rope_scale, extra_kvs when set
   if (m.n_expert >= 0) kvs.kv<uint32_t>("qwen3moe.expert_count", gguf_value_type::UINT32, (uint32_t)m.n_expert);
   if (m.n_used >= 0) kvs.kv<uint32_t>("qwen3moe.expert_used_count", gguf_value_type::UINT32, (uint32_t)m.n_used);
   if (m.n_ff_exp >= 0) {
     kvs.kv<uint32_t>("qwen3moe.expert_feed_forward_length", gguf_value_type::UINT32, (uint32_t)m.n_ff_exp);
   }
-  return model_test::build_file(std::move(ts), s.edit_tensors, s.seed, kvs, model_test::k_n_kv + n_moe_kv,
+  return model_test::build_file(std::move(ts), s.edit_tensors, s.seed, kvs, model_test::k_n_kv + n_more + n_moe_kv,
                                 (int)toks.size());
 }
 

@@ -296,6 +296,12 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     throw error("attention: a sliding window must be >= 0 and needs causal attention, got " + std::to_string(p.window));
   }
   attention_kv_blocks_check(p, "attention");
+  if (p.window > 0 && p.n_past + p.n_tokens <= p.window) {  // every query's window starts at 0: no window (same bits,
+    attention_params all = p;                               // and the tiles may hold many tokens again)
+    all.window = 0;
+    attention_rows(all, q, k_base, k_table, v_base, v_table, out);
+    return;
+  }
   if (avx2_) {
     attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
     return;

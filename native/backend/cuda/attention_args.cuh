@@ -81,6 +81,12 @@ __device__ __forceinline__ int64_t kv_lo_of(const attn_args& a, int64_t n_kv) {
   return a.window > 0 && n_kv > a.window ? n_kv - a.window : 0;
 }
 
+// Whether positions [j0, j0 + span) hold some of a row's positions [kv_lo_of, n_kv): decided by position, never by a
+// split's max, so a row whose scores are all NaN still folds its splits and writes NaN (as the CPU does).
+__device__ __forceinline__ bool row_reaches(const attn_args& a, int64_t n_kv, int64_t j0, int64_t span) {
+  return j0 < n_kv && j0 + span > kv_lo_of(a, n_kv);
+}
+
 // Spans of `span` positions, aligned at position 0, that positions [lo, n_kv) touch: a row's partials.
 __host__ __device__ __forceinline__ int64_t spans_of(int64_t lo, int64_t n_kv, int64_t span) {
   return n_kv <= lo ? 0 : (n_kv - 1) / span - lo / span + 1;

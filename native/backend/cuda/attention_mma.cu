@@ -432,7 +432,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      if (m[r] != -INFINITY) {  // the split holds some of the row's positions
+      if (row_reaches(a, n_kv[r], j0, k_mma_split)) {  // the split holds some of the row's positions
         const fold_weights f = fold(M[r], m[r]);
         L[r] = fold_value(L[r], l[r], f);
 #pragma unroll
@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   if (!active) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (!ri[r].ok || M[r] == -INFINITY) continue;  // no position in this chunk
+    if (!ri[r].ok || !row_reaches(a, ri[r].n_kv, chunk_start, k_mma_chunk)) continue;  // no position in this chunk
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) {
 #pragma unroll
@@ -535,6 +535,8 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
   // the folding thread's row
   const int fr = threadIdx.x / TPR, fc = threadIdx.x % TPR;
+  const row_info fri = tile_row(a, w, fr, seq);
+  const int64_t fr_n_kv = fri.ok ? fri.n_kv : 0;
   float M = -INFINITY, L = 0.0f, O[NF] = {};  // empty (fold's comment)
   // the chunk's splits [s0, n_splits): from the one holding the tile's window start
   const int s0 = first_split(w.kv_lo(a), chunk_start);
@@ -562,7 +564,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     __syncthreads();
     for (int u = 0; u < W && base + u < n_splits; ++u) {
       const float m = sm_m[u][fr], l = sm_l[u][fr];
-      if (m != -INFINITY) {  // the split holds some of the row's positions
+      if (row_reaches(a, fr_n_kv, chunk_start + (int64_t)(base + u) * k_mma_split, k_mma_split)) {  // the row's split
         const fold_weights f = fold(M, m);
         L = fold_value(L, l, f);
 #pragma unroll
@@ -572,8 +574,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     }
     __syncthreads();
   }
-  const row_info fri = tile_row(a, w, fr, seq);
-  if (fri.ok && M != -INFINITY) {  // the row has positions in this chunk
+  if (fri.ok && row_reaches(a, fri.n_kv, chunk_start, k_mma_chunk)) {  // the row has positions in this chunk
 #pragma unroll
     for (int k = 0; k < NF; ++k) write_result(a, fri, chunk, fc + TPR * k, M, L, O[k]);
   }
