@@ -12,10 +12,13 @@
 // relative input error up to 2^-11), Spindle computes gelu in f32 (the geglu op's 3e-6 bound); the tolerances
 // below are those of that difference.
 import t from 'tap';
-import { getLlama, JinjaTemplateChatWrapper, LlamaChatSession, LlamaLogLevel, type ChatHistoryItem } from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, type ChatHistoryItem } from 'node-llama-cpp';
 import { LLM } from '../lib/index.js';
 import type { ModelSpec } from './tooling/fixtures/index.js';
-import { compareLogits, conformanceTier, llamaCppReference, type Comparison } from './helpers/conformance.js';
+import {
+  checkComparison, checkTokenization, compareLogits, conformanceTier, conformanceTable, llamaChatPromptTokens, llamaCppReference,
+  type TableRow, type Tolerance,
+} from './helpers/conformance.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
@@ -38,7 +41,7 @@ const N_GENERATE = 32;
 // Stated tolerances (both tiers: the gelu table above). Measured on an AVX-512 machine: F32 max |logit diff| 2.5e-2
 // (3.1e-3 with llama.cpp's f16 gelu table put in for the experiment), Q4_K_M 0.83 with 44 of 46 argmaxes equal (the
 // two others at llama.cpp top-1 gaps of 0.08 and 0.26); every greedy token of F32 reproduced. Bounds with margin.
-const TOLERANCE: Record<Weights, { maxDiff: number; minAgreement: number; why: string }> = {
+const TOLERANCE: Record<Weights, Tolerance> = {
   F32: { maxDiff: 0.05, minAgreement: 1, why: "llama.cpp's f16-table gelu (2^-11 relative on its input) against f32 gelu" },
   Q4_K_M: { maxDiff: 1.5, minAgreement: 0.9, why: 'the gelu table, and q8 activation roundings it flips before each matmul' },
 };
@@ -47,41 +50,29 @@ const HISTORY: ChatHistoryItem[] = [
   { type: 'system', text: 'You are terse.' }, { type: 'user', text: 'Hi there' }, { type: 'model', response: ['Hello!'] },
 ];
 
-interface Row extends Comparison { label: string; weights: Weights; tokenization: string; chatPrompt: string }
+
 
 t.test('gemma3 conformance with llama.cpp: tokenization, chat prompt, teacher-forced logits', async (t) => {
   const addon = debugAddon();
   const level = addon.debugCpuLevel();
   t.comment(`tier: ${conformanceTier(level)} (Spindle kernel level ${level}); gemma3 is compared with stated bounds on every tier`);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
-  const rows: Row[] = [];
+  const rows: TableRow[] = [];
   for (const { label, weights, spec } of GEMMA3_SPECS) {
     const name = `${label} ${weights}`;
     const path = await fixtureModel(spec);
     const ref = await llamaCppReference(llama, path, PROMPT, N_GENERATE);
-    let row: Row;
+    let row: TableRow;
     try {
       const tok = addon.Tokenizer.fromFile(path);
-      let same = 0;
-      for (const s of STRINGS) {
-        for (const special of [false, true]) {
-          const ok = JSON.stringify(Array.from(tok.encode(s, false, special))) === JSON.stringify(Array.from(ref.model.tokenize(s, special)));
-          t.ok(ok, `${name}: tokenization of ${JSON.stringify(s)} (special ${special})`);
-          same += ok ? 1 : 0;
-        }
-      }
+      const tokenization = checkTokenization(t, name, (s, a, sp) => tok.encode(s, a, sp), ref.model, STRINGS);
       t.ok(ref.tokens.length > 2 * (spec.slidingWindow ?? 0), `${name}: the sequence (${ref.tokens.length}) is several windows long`);
       const ours = addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 });
       const nVocab = ours.length / ref.tokens.length;
       t.ok(Number.isInteger(nVocab) && ours.every(Number.isFinite), `${name}: finite logits`);
       const c = compareLogits(ref.tokens, ref.nPrompt, ours, nVocab, await ref.teacher(ours, nVocab));
-      row = { ...c, label, weights, tokenization: `${same}/${STRINGS.length * 2}`, chatPrompt: '' };
-      const tol = TOLERANCE[weights];
-      t.ok(c.compared >= ref.tokens.length / 2, `${name}: most positions are not near-ties (${c.compared}/${c.positions})`);
-      t.ok(c.agree >= Math.ceil(tol.minAgreement * c.compared),
-        `${name}: argmax agreement ${c.agree}/${c.compared} >= ${tol.minAgreement * 100}%`);
-      t.ok(c.maxDiff <= tol.maxDiff, `${name}: max |logit diff| ${c.maxDiff} <= ${tol.maxDiff} (${tol.why})`);
-      t.ok(new Set(ref.tokens.slice(ref.nPrompt)).size >= 8, `${name}: llama.cpp's greedy output is varied`);
+      row = { ...c, label, weights, tokenization, chatPrompt: '' };
+      checkComparison(t, name, c, ref.tokens, ref.nPrompt, TOLERANCE[weights]);
     } finally {
       await ref.dispose();
     }
@@ -91,26 +82,12 @@ t.test('gemma3 conformance with llama.cpp: tokenization, chat prompt, teacher-fo
     const [chat] = await llm.chat([{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Hi there' },
       { role: 'assistant', content: 'Hello!' }, { role: 'user', content: 'Bye' }], { temperature: 0, maxTokens: 1 });
     await llm.close();
-    const model = await llama.loadModel({ modelPath: path });
-    const context = await model.createContext({ contextSize: 512, flashAttention: false, threads: 1 });
-    const sequence = context.getSequence();
-    const template = model.fileInfo.metadata.tokenizer.chat_template;
-    if (typeof template !== 'string') throw new Error(`${name}: the fixture has no chat template`);
-    const session = new LlamaChatSession({ contextSequence: sequence, chatWrapper: new JinjaTemplateChatWrapper({ template }) });
-    session.setChatHistory(HISTORY);
-    await session.prompt('Bye', { maxTokens: 1 });
-    const evaluated = [...sequence.contextTokens] as number[];
-    t.same(chat.promptTokenIds, evaluated, `${name}: identical chat prompt tokens (${session.chatWrapper.wrapperName} wrapper)`);
-    row.chatPrompt = JSON.stringify(chat.promptTokenIds) === JSON.stringify(evaluated) ? `identical (${evaluated.length} tokens)` : 'DIFFERENT';
-    await context.dispose();
-    await model.dispose();
+    const evaluated = await llamaChatPromptTokens(llama, path, HISTORY, 'Bye', true);
+    t.same(chat.promptTokenIds, evaluated.tokens, `${name}: identical chat prompt tokens (${evaluated.wrapper} wrapper)`);
+    row.chatPrompt = JSON.stringify(chat.promptTokenIds) === JSON.stringify(evaluated.tokens)
+      ? `identical (${evaluated.tokens.length} tokens)` : 'DIFFERENT';
     rows.push(row);
   }
-  const head = '| model | weights | tokenization | chat prompt | argmax agree (non-tie) | greedy tokens reproduced | ' +
-    'bit-identical positions | max |Δlogit| | divergences (llama.cpp top1-top2 gap) |';
-  const lines = rows.map((r) => `| ${r.label} | ${r.weights} | ${r.tokenization} | ${r.chatPrompt} | ${r.agree}/${r.compared} | ` +
-    `${r.greedy}/${N_GENERATE} | ${r.identical}/${r.positions} | ${r.maxDiff.toExponential(2)} | ` +
-    `${r.divergences.length ? r.divergences.map((d) => `pos ${d.pos}: ${d.llamaGap.toFixed(4)}`).join('; ') : 'none'} |`);
-  t.comment(`Spindle vs llama.cpp (gemma3), Spindle kernels ${level}\n${[head, '|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')}`);
+  t.comment(`Spindle vs llama.cpp (gemma3), Spindle kernels ${level}\n${conformanceTable(rows, N_GENERATE)}`);
   await llama.dispose();
 });

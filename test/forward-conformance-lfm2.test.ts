@@ -14,10 +14,13 @@
 // lfm2moe: 16 experts, top 4, layer 0 dense (leading_dense_block_count 1), the rest MoE.
 // Tiers (test/helpers/conformance.ts): exact = every compared logit bit-identical; approximate = stated bounds.
 import t from 'tap';
-import { getLlama, LlamaChatSession, LlamaLogLevel, type ChatHistoryItem } from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, type ChatHistoryItem } from 'node-llama-cpp';
 import { LLM } from '../lib/index.js';
 import type { ModelSpec } from './tooling/fixtures/index.js';
-import { compareLogits, conformanceTier, llamaCppReference, type Comparison, type Tier } from './helpers/conformance.js';
+import {
+  checkComparison, checkTokenization, compareLogits, conformanceTier, conformanceTable, llamaChatPromptTokens, llamaCppReference,
+  type TableRow, type Tier, type Tolerance,
+} from './helpers/conformance.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
@@ -46,7 +49,7 @@ const N_GENERATE = 32;
 // choice can flip where two router scores are within rounding of each other).
 type Kind = 'lfm2' | 'lfm2moe';
 const EXACT = { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence, short convolution and experts included' };
-const TOLERANCE: Record<Tier, Record<Kind, Record<Weights, { maxDiff: number; minAgreement: number; why: string }>>> = {
+const TOLERANCE: Record<Tier, Record<Kind, Record<Weights, Tolerance>>> = {
   exact: { lfm2: { F32: EXACT, Q4_K_M: EXACT }, lfm2moe: { F32: EXACT, Q4_K_M: EXACT } },
   approximate: {
     lfm2: {
@@ -64,7 +67,7 @@ const HISTORY: ChatHistoryItem[] = [
   { type: 'system', text: 'You are terse.' }, { type: 'user', text: 'Hi there' }, { type: 'model', response: ['Hello!'] },
 ];
 
-interface Row extends Comparison { label: string; weights: Weights; tokenization: string; chatPrompt: string }
+
 
 t.test('lfm2 conformance with llama.cpp: tokenization, chat prompt, teacher-forced logits', async (t) => {
   const addon = debugAddon();
@@ -72,33 +75,21 @@ t.test('lfm2 conformance with llama.cpp: tokenization, chat prompt, teacher-forc
   const tier = conformanceTier(level);
   t.comment(`tier: ${tier} (Spindle kernel level ${level})`);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
-  const rows: Row[] = [];
+  const rows: TableRow[] = [];
   for (const { label, weights, spec } of LFM2_SPECS) {
     const name = `${label} ${weights}`;
     const path = await fixtureModel(spec);
     const ref = await llamaCppReference(llama, path, PROMPT, N_GENERATE);
-    let row: Row;
+    let row: TableRow;
     try {
       const tok = addon.Tokenizer.fromFile(path);
-      let same = 0;
-      for (const s of STRINGS) {
-        for (const special of [false, true]) {
-          const ok = JSON.stringify(Array.from(tok.encode(s, false, special))) === JSON.stringify(Array.from(ref.model.tokenize(s, special)));
-          t.ok(ok, `${name}: tokenization of ${JSON.stringify(s)} (special ${special})`);
-          same += ok ? 1 : 0;
-        }
-      }
+      const tokenization = checkTokenization(t, name, (s, a, sp) => tok.encode(s, a, sp), ref.model, STRINGS);
       const ours = addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 });
       const nVocab = ours.length / ref.tokens.length;
       t.ok(Number.isInteger(nVocab) && ours.every(Number.isFinite), `${name}: finite logits`);
       const c = compareLogits(ref.tokens, ref.nPrompt, ours, nVocab, await ref.teacher(ours, nVocab));
-      row = { ...c, label, weights, tokenization: `${same}/${STRINGS.length * 2}`, chatPrompt: '' };
-      const tol = TOLERANCE[tier][spec.arch as Kind][weights];
-      t.ok(c.compared >= ref.tokens.length / 2, `${name}: most positions are not near-ties (${c.compared}/${c.positions})`);
-      t.ok(c.agree >= Math.ceil(tol.minAgreement * c.compared),
-        `${name}: argmax agreement ${c.agree}/${c.compared} >= ${tol.minAgreement * 100}% (${tier})`);
-      t.ok(c.maxDiff <= tol.maxDiff, `${name}: max |logit diff| ${c.maxDiff} <= ${tol.maxDiff} (${tier}: ${tol.why})`);
-      t.ok(new Set(ref.tokens.slice(ref.nPrompt)).size >= 8, `${name}: llama.cpp's greedy output is varied`);
+      row = { ...c, label, weights, tokenization, chatPrompt: '' };
+      checkComparison(t, name, c, ref.tokens, ref.nPrompt, TOLERANCE[tier][spec.arch as Kind][weights], tier);
     } finally {
       await ref.dispose();
     }
@@ -108,24 +99,12 @@ t.test('lfm2 conformance with llama.cpp: tokenization, chat prompt, teacher-forc
     const [chat] = await llm.chat([{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Hi there' },
       { role: 'assistant', content: 'Hello!' }, { role: 'user', content: 'Bye' }], { temperature: 0, maxTokens: 1 });
     await llm.close();
-    const model = await llama.loadModel({ modelPath: path });
-    const context = await model.createContext({ contextSize: 512, flashAttention: false, threads: 1 });
-    const sequence = context.getSequence();
-    const session = new LlamaChatSession({ contextSequence: sequence });
-    session.setChatHistory(HISTORY);
-    await session.prompt('Bye', { maxTokens: 1 });
-    const evaluated = [...sequence.contextTokens] as number[];
-    t.same(chat.promptTokenIds, evaluated, `${name}: identical chat prompt tokens (${session.chatWrapper.wrapperName} wrapper)`);
-    row.chatPrompt = JSON.stringify(chat.promptTokenIds) === JSON.stringify(evaluated) ? `identical (${evaluated.length} tokens)` : 'DIFFERENT';
-    await context.dispose();
-    await model.dispose();
+    const evaluated = await llamaChatPromptTokens(llama, path, HISTORY, 'Bye');
+    t.same(chat.promptTokenIds, evaluated.tokens, `${name}: identical chat prompt tokens (${evaluated.wrapper} wrapper)`);
+    row.chatPrompt = JSON.stringify(chat.promptTokenIds) === JSON.stringify(evaluated.tokens)
+      ? `identical (${evaluated.tokens.length} tokens)` : 'DIFFERENT';
     rows.push(row);
   }
-  const head = '| model | weights | tokenization | chat prompt | argmax agree (non-tie) | greedy tokens reproduced | ' +
-    'bit-identical positions | max |Δlogit| | divergences (llama.cpp top1-top2 gap) |';
-  const lines = rows.map((r) => `| ${r.label} | ${r.weights} | ${r.tokenization} | ${r.chatPrompt} | ${r.agree}/${r.compared} | ` +
-    `${r.greedy}/${N_GENERATE} | ${r.identical}/${r.positions} | ${r.maxDiff.toExponential(2)} | ` +
-    `${r.divergences.length ? r.divergences.map((d) => `pos ${d.pos}: ${d.llamaGap.toFixed(4)}`).join('; ') : 'none'} |`);
-  t.comment(`Spindle vs llama.cpp, tier ${tier}, Spindle kernels ${level}\n${[head, '|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')}`);
+  t.comment(`Spindle vs llama.cpp, tier ${tier}, Spindle kernels ${level}\n${conformanceTable(rows, N_GENERATE)}`);
   await llama.dispose();
 });

@@ -17,7 +17,9 @@ import t from 'tap';
 import { getLlama, LlamaChatSession, type ChatHistoryItem } from 'node-llama-cpp';
 import { LLM } from '../lib/index.js';
 import type { ModelSpec } from './tooling/fixtures/index.js';
-import { compareLogits, conformanceTier, llamaCppReference, type Tier } from './helpers/conformance.js';
+import {
+  checkComparison, checkTokenization, compareLogits, conformanceTier, llamaCppReference, type Tier, type Tolerance,
+} from './helpers/conformance.js';
 import { debugAddon, type MoeScores } from './helpers/debug-addon.js';
 import { fixtureModel } from './helpers/fixtures.js';
 
@@ -36,7 +38,7 @@ const N_GENERATE = 32;
 
 // Stated tolerances. Approximate: measured with SPINDLE_CPU_FEATURES=scalar against the haswell build plus
 // margin; a flipped expert changes a token's FFN output outright, so the quantized rate is lower than dense.
-const TOLERANCE: Record<Tier, Record<Weights, { maxDiff: number; minAgreement: number; why: string }>> = {
+const TOLERANCE: Record<Tier, Record<Weights, Tolerance>> = {
   exact: {
     F32: { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence, experts included' },
     Q4_K_M: { maxDiff: 0, minAgreement: 1, why: 'same IEEE operation sequence, experts included' },
@@ -99,15 +101,7 @@ t.test('qwen3moe conformance with llama.cpp: tokenization, chat prompt, teacher-
       identical: 0, maxDiff: 0, divergences: [], minRouterMargin: Infinity };
     try {
       const tok = addon.Tokenizer.fromFile(path);
-      let same = 0;
-      for (const s of STRINGS) {
-        for (const special of [false, true]) {
-          const ok = JSON.stringify(Array.from(tok.encode(s, false, special))) === JSON.stringify(Array.from(ref.model.tokenize(s, special)));
-          t.ok(ok, `${weights}: tokenization of ${JSON.stringify(s)} (special ${special})`);
-          same += ok ? 1 : 0;
-        }
-      }
-      row.tokenization = `${same}/${STRINGS.length * 2}`;
+      row.tokenization = checkTokenization(t, weights, (s, a, sp) => tok.encode(s, a, sp), ref.model, STRINGS);
 
       const ours = await timed('spindle', () => addon.debugForward(path, Int32Array.from(ref.tokens), { threads: 2 }));
       const nVocab = ours.length / ref.tokens.length;
@@ -120,12 +114,7 @@ t.test('qwen3moe conformance with llama.cpp: tokenization, chat prompt, teacher-
       row.divergences = c.divergences.map((d) =>
         `pos ${d.pos}: llama.cpp gap ${d.llamaGap.toFixed(4)}, router margin ${routerMargin(scores, ref.tokens.length, d.pos).toExponential(2)}`);
 
-      const tol = TOLERANCE[tier][weights];
-      t.ok(row.compared >= ref.tokens.length / 2, `${weights}: most positions are not near-ties (${row.compared}/${row.positions})`);
-      t.ok(row.agree >= Math.ceil(tol.minAgreement * row.compared),
-        `${weights}: argmax agreement ${row.agree}/${row.compared} >= ${tol.minAgreement * 100}% (${tier})`);
-      t.ok(row.maxDiff <= tol.maxDiff, `${weights}: max |logit diff| ${row.maxDiff} <= ${tol.maxDiff} (${tier}: ${tol.why})`);
-      t.ok(new Set(ref.tokens.slice(ref.nPrompt)).size >= 8, `${weights}: llama.cpp's greedy output is varied`);
+      checkComparison(t, weights, c, ref.tokens, ref.nPrompt, TOLERANCE[tier][weights], tier);
 
       // chat prompt: what llm.chat feeds the model == what a LlamaChatSession evaluates
       const t0 = performance.now();

@@ -4,7 +4,8 @@
 // (see its header for the tiers and for why the teacher batch is padded to a multiple of 4 tokens).
 // Units: raw logits throughout (no softmax anywhere).
 import { readFileSync } from 'node:fs';
-import type { Llama, LlamaModel, Token } from 'node-llama-cpp';
+import { JinjaTemplateChatWrapper, LlamaChatSession, type ChatHistoryItem, type Llama, type LlamaModel, type Token } from 'node-llama-cpp';
+import type { Test } from 'tap';
 
 export type Tier = 'exact' | 'approximate';
 
@@ -130,4 +131,69 @@ export function compareLogits(tokens: number[], nPrompt: number, ours: Float32Ar
     if (ourArgmax === entries[0][0]) c.agree++;
   }
   return c;
+}
+
+/** Asserts our tokenizer gives llama.cpp's ids for every string, special tokens parsed and not; returns "same/total".
+ *  encode: Spindle's (text, addSpecial, parseSpecial) -> ids. */
+export function checkTokenization(t: Test, name: string, encode: (s: string, addSpecial: boolean, special: boolean) => ArrayLike<number>,
+  model: LlamaModel, strings: string[]): string {
+  let same = 0;
+  for (const s of strings) {
+    for (const special of [false, true]) {
+      const ok = JSON.stringify(Array.from(encode(s, false, special))) === JSON.stringify(Array.from(model.tokenize(s, special)));
+      t.ok(ok, `${name}: tokenization of ${JSON.stringify(s)} (special ${special})`);
+      same += ok ? 1 : 0;
+    }
+  }
+  return `${same}/${strings.length * 2}`;
+}
+
+export interface Tolerance { maxDiff: number; minAgreement: number; why: string }
+
+/** The comparison's assertions: most positions are not near-ties, argmax agreement and max |logit diff| within the
+ *  tolerance, and llama.cpp's greedy continuation (after nPrompt of tokens) varied enough to mean something. */
+export function checkComparison(t: Test, name: string, c: Comparison, tokens: number[], nPrompt: number, tol: Tolerance,
+  tier?: Tier): void {
+  const on = tier ? ` (${tier})` : '';
+  t.ok(c.compared >= tokens.length / 2, `${name}: most positions are not near-ties (${c.compared}/${c.positions})`);
+  t.ok(c.agree >= Math.ceil(tol.minAgreement * c.compared),
+    `${name}: argmax agreement ${c.agree}/${c.compared} >= ${tol.minAgreement * 100}%${on}`);
+  t.ok(c.maxDiff <= tol.maxDiff, `${name}: max |logit diff| ${c.maxDiff} <= ${tol.maxDiff} (${tier ? `${tier}: ` : ''}${tol.why})`);
+  t.ok(new Set(tokens.slice(nPrompt)).size >= 8, `${name}: llama.cpp's greedy output is varied`);
+}
+
+/** The tokens a LlamaChatSession evaluates for `history` then the user's `prompt` (one token generated), with
+ *  node-llama-cpp's own chat wrapper for the model, or the file's Jinja chat template when `jinja`. */
+export async function llamaChatPromptTokens(llama: Llama, path: string, history: ChatHistoryItem[], prompt: string,
+  jinja = false): Promise<{ tokens: number[]; wrapper: string }> {
+  const model = await llama.loadModel({ modelPath: path });
+  try {
+    const context = await model.createContext({ contextSize: 512, flashAttention: false, threads: 1 });
+    const sequence = context.getSequence();
+    const template = model.fileInfo.metadata.tokenizer.chat_template;
+    if (jinja && typeof template !== 'string') throw new Error(`${path}: the file has no chat template`);
+    const session = new LlamaChatSession(jinja
+      ? { contextSequence: sequence, chatWrapper: new JinjaTemplateChatWrapper({ template: template as string }) }
+      : { contextSequence: sequence });
+    session.setChatHistory(history);
+    await session.prompt(prompt, { maxTokens: 1 });
+    const result = { tokens: [...sequence.contextTokens] as number[], wrapper: session.chatWrapper.wrapperName };
+    await context.dispose();
+    return result;
+  } finally {
+    await model.dispose();
+  }
+}
+
+/** One row of a conformance table: a model's comparison and what its tokenization and chat prompt gave. */
+export interface TableRow extends Comparison { label: string; weights: string; tokenization: string; chatPrompt: string }
+
+/** The Markdown table of the rows (nGenerate: llama.cpp's greedy tokens per row). */
+export function conformanceTable(rows: TableRow[], nGenerate: number): string {
+  const head = '| model | weights | tokenization | chat prompt | argmax agree (non-tie) | greedy tokens reproduced | ' +
+    'bit-identical positions | max |Δlogit| | divergences (llama.cpp top1-top2 gap) |';
+  const lines = rows.map((r) => `| ${r.label} | ${r.weights} | ${r.tokenization} | ${r.chatPrompt} | ${r.agree}/${r.compared} | ` +
+    `${r.greedy}/${nGenerate} | ${r.identical}/${r.positions} | ${r.maxDiff.toExponential(2)} | ` +
+    `${r.divergences.length ? r.divergences.map((d) => `pos ${d.pos}: ${d.llamaGap.toFixed(4)}`).join('; ') : 'none'} |`);
+  return [head, '|---|---|---|---|---|---|---|---|---|', ...lines].join('\n');
 }
