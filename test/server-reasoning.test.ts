@@ -175,6 +175,18 @@ t.test('responses: a reasoning item before the message; its events; reasoning_to
     'response.output_item.added', 'response.content_part.added', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
     'response.completed'], 'OpenAI\'s event order, reasoning item first');
   t.same(done?.output.map((i) => ({ ...i, id: '' })), r.output.map((i) => ({ ...i, id: '' })), 'streamed items = non-streamed');
+  // output logprobs: the message's tokens only (the reasoning item carries none), streamed as non-streamed
+  const withLp = await client.responses.create({ model: 'scripted', input: 'Say hello.', temperature: 0, max_output_tokens: 32,
+    include: ['message.output_text.logprobs'] });
+  const lps = (withLp.output[1] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+  t.equal(lps.logprobs!.map((e) => e.token).join('').trim(), 'Hello world!', "the message part's logprobs are its tokens, none of the reasoning's");
+  t.ok(lps.logprobs!.every((e) => e.logprob <= 0 && e.logprob > -0.1), 'a scripted model: each token near certain');
+  let streamedLp: unknown[] = [];
+  for await (const e of await client.responses.create({ model: 'scripted', input: 'Say hello.', temperature: 0, max_output_tokens: 32,
+    include: ['message.output_text.logprobs'], stream: true })) {
+    if (e.type === 'response.output_text.done') streamedLp = e.logprobs;
+  }
+  t.same(streamedLp, lps.logprobs, 'streamed: the same entries');
   const none = await client.responses.create({ model: 'scripted', input: 'Say hello.', temperature: 0, max_output_tokens: 32, reasoning: { effort: 'none' } });
   t.same([none.output.length, none.output_text, none.reasoning?.effort], [1, 'Hello world!', 'none'], "effort 'none' turns thinking off");
   const next = await client.responses.create({ model: 'scripted', input: [{ type: 'item_reference', id: r.output[0].id } as never,

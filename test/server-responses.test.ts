@@ -166,13 +166,45 @@ t.test('what this server does not take is a 400 naming it', async (t) => {
     { status: 400, message: /input\[0\]\.content\[0\]: content part type "input_file" is not supported/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', background: true, store: false }), { status: 400, message: /background: a background response is stored/ });
   await t.rejects(client.responses.create({ model: MODEL, input: 'x', reasoning: { effort: 'high' } }), { status: 400, message: /reasoning/ });
-  // include: what there is nothing to add for is accepted (Codex sends reasoning.encrypted_content); logprobs are not here
+  // include: what there is nothing to add for is accepted (Codex sends reasoning.encrypted_content)
   const inc = await client.responses.create({ model: MODEL, input: 'x', ...greedy, max_output_tokens: 2, include: ['reasoning.encrypted_content'] });
   t.equal(inc.status, 'incomplete', 'include reasoning.encrypted_content: answered');
-  await t.rejects(client.responses.create({ model: MODEL, input: 'x', include: ['message.output_text.logprobs'] }),
-    { status: 400, message: /include: message\.output_text\.logprobs: output logprobs are not available on \/v1\/responses/ });
-  await t.rejects(client.responses.create({ model: MODEL, input: 'x', include: ['bogus'] as never }), { status: 400, message: /include\[0\]: "bogus" is not one of reasoning\.encrypted_content/ });
-  await t.rejects(client.responses.create({ model: MODEL, input: 'x', top_logprobs: 3 }), { status: 400, message: /top_logprobs: output logprobs are not available/ });
+  t.same((inc.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0], { type: 'output_text', text: inc.output_text, annotations: [], logprobs: [] },
+    'no logprobs asked for: none');
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', include: ['bogus'] as never }),
+    { status: 400, message: /include\[0\]: "bogus" is not one of message\.output_text\.logprobs, reasoning\.encrypted_content/ });
+  await t.rejects(client.responses.create({ model: MODEL, input: 'x', top_logprobs: 21 }), { status: 400, message: /top_logprobs/ });
+});
+
+t.test('output logprobs (include message.output_text.logprobs, top_logprobs): the chat route\'s, on the part and its deltas', async (t) => {
+  const input = 'Tell me about spindles.';
+  const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: input }], temperature: 0,
+    max_tokens: 12, logprobs: true, top_logprobs: 3 });
+  const want = chat.choices[0].logprobs!.content!;
+  t.equal(want.length, 12);
+  const r = await client.responses.create({ model: MODEL, input, ...greedy, include: ['message.output_text.logprobs'], top_logprobs: 3 });
+  const part = (r.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+  t.same(part.logprobs, want, 'one entry per output token (token, logprob, bytes, 3 top_logprobs), as chat completions gives them');
+  t.equal(part.logprobs!.map((e) => e.token).join(''), part.text, 'the tokens spell the text');
+  const topOnly = await client.responses.create({ model: MODEL, input, ...greedy, top_logprobs: 2 });
+  const topPart = (topOnly.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+  t.same(topPart.logprobs!.map((e) => e.top_logprobs.length), Array(12).fill(2), 'top_logprobs alone asks for them too (as vLLM reads it)');
+  const justInclude = await client.responses.create({ model: MODEL, input, ...greedy, include: ['message.output_text.logprobs'] });
+  const justPart = (justInclude.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+  t.same(justPart.logprobs!.map((e) => [e.token, e.logprob, e.top_logprobs.length]), want.map((e) => [e.token, e.logprob, 0]),
+    'include alone: the sampled tokens\' logprobs, no alternatives');
+  // streamed: each output_text delta carries its tokens'; together (and the done event's) the part's
+  const stream = await client.responses.create({ model: MODEL, input, ...greedy, include: ['message.output_text.logprobs'], top_logprobs: 3, stream: true });
+  const deltas: unknown[] = [];
+  let done: unknown = null, final: OpenAI.Responses.Response | null = null;
+  for await (const e of stream) {
+    if (e.type === 'response.output_text.delta') deltas.push(...e.logprobs);
+    if (e.type === 'response.output_text.done') done = e.logprobs;
+    if (e.type === 'response.incomplete') final = e.response;
+  }
+  t.same(deltas, want, 'the deltas\' logprobs are the tokens\'');
+  t.same(done, want, 'output_text.done carries them all');
+  t.same(((final!.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).logprobs, want);
 });
 
 /** A response without the client's own output_text (the `openai` client adds it to create / retrieve, not cancel). */

@@ -37,6 +37,9 @@ export class ReasoningStream {
   /** Whether the output has been in a reasoning block (so far). */
   get reasoned(): boolean { return this.#sawReasoning; }
 
+  /** Whether the output is in a reasoning block now (text pushed now is reasoning, or its end tag). */
+  get reasoning(): boolean { return this.#state === 'reasoning' || this.#state === 'reasoning-lead'; }
+
   push(text: string): ReasoningPiece[] {
     this.#buf += text;
     const out: ReasoningPiece[] = [];

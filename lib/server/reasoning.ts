@@ -54,6 +54,9 @@ export class OutputSplitter {
   /** Whether the output has been in a reasoning block (so far). */
   get reasoned(): boolean { return this.#reasoning?.reasoned ?? false; }
 
+  /** Whether the output is in a reasoning block now. */
+  get reasoning(): boolean { return this.#reasoning?.reasoning ?? false; }
+
   push(text: string): OutputEvent[] {
     return this.#reasoning ? this.#split(this.#reasoning.push(text)) : this.#answer(text);
   }

@@ -144,6 +144,8 @@ export const responsesSchema = {
     stream: nullable({ type: 'boolean' }),
     background: nullable({ type: 'boolean' }),
     max_output_tokens: integer(1, INT32_MAX),
+    top_logprobs: integer(0, maxLogprobs()),
+    include: nullable({ type: 'array', maxItems: 64 }),
     tools: nullable({ type: 'array', maxItems: 1024, items: { type: 'object' } }),
     parallel_tool_calls: nullable({ type: 'boolean' }),
     text: nullable({ type: 'object' }),

@@ -7,6 +7,7 @@
 // items are exactly the non-streamed ones; every item that was added is done before the response ends, and a
 // response always has at least one item (an empty message when the model said nothing, or only whitespace).
 import type { ToolCallParser } from '../../tools/index.js';
+import type { ChatTokenLogprob } from '../logprobs.js';
 import { OutputSplitter, type OutputEvent, type RequestReasoning } from '../reasoning.js';
 import { randomHex } from '../generation.js';
 
@@ -24,6 +25,9 @@ export class OutputAssembler {
   #open: Item | null = null; // the item being built (last of items)
   #pending = ''; // whitespace before any message text (dropped when a call follows, as around tool calls)
   #calls = 0;
+  // Logprobs of tokens whose text has not reached an item yet (held back by the splitter, or whitespace before a
+  // message); the message text they turn into takes them, reasoning or a tool call drops them.
+  #logprobs: ChatTokenLogprob[] = [];
 
   constructor(parser: ToolCallParser | null, emit: Emit | null, reasoning: RequestReasoning | null = null) {
     this.#output = new OutputSplitter(reasoning, parser);
@@ -36,8 +40,23 @@ export class OutputAssembler {
   /** Function calls made so far. */
   get calls(): number { return this.#calls; }
 
-  push(text: string): void {
-    if (text.length > 0) this.#events(this.#output.push(text));
+  /**
+   * The next piece of the model's text; `logprobs`: its tokens' (when the request asked for them). A piece's tokens
+   * go to the message text it adds to (its output_text part's `logprobs` and its delta event's), whatever else the
+   * piece holds; a piece that adds only reasoning or tool-call text, or that starts in a reasoning block and adds no
+   * answer (the end tag), drops them (those items carry none); a piece held back waits for the next.
+   */
+  push(text: string, logprobs?: readonly ChatTokenLogprob[]): void {
+    if (text.length === 0) {
+      if (logprobs) this.#logprobs.push(...logprobs);
+      return;
+    }
+    const inReasoning = this.#output.reasoning;  // a piece that starts inside a reasoning block and adds no answer
+    const events = this.#output.push(text);       // text is reasoning (its end tag included)
+    const answers = events.some((e) => e.type === 'content');
+    if (logprobs && (answers || !inReasoning)) this.#logprobs.push(...logprobs);
+    if (events.length > 0 && !answers) this.#logprobs = [];
+    this.#events(events);
   }
 
   /**
@@ -74,7 +93,10 @@ export class OutputAssembler {
     }
     const part = (this.#open!.content as Item[])[0];
     part.text = (part.text as string) + text;
-    this.#emit?.('response.output_text.delta', { item_id: this.#open!.id, output_index: this.#index(), content_index: 0, delta: text, logprobs: [] });
+    const logprobs = this.#logprobs;
+    this.#logprobs = [];
+    (part.logprobs as ChatTokenLogprob[]).push(...logprobs);
+    this.#emit?.('response.output_text.delta', { item_id: this.#open!.id, output_index: this.#index(), content_index: 0, delta: text, logprobs });
   }
 
   #reason(text: string): void {
@@ -107,6 +129,7 @@ export class OutputAssembler {
   #openCall(name: string): void {
     this.#close();
     this.#pending = '';
+    this.#logprobs = [];
     this.#calls++;
     const item: Item = { id: responseId('fc'), type: 'function_call', status: 'in_progress', call_id: responseId('call'), name, arguments: '' };
     this.items.push(item);
@@ -128,7 +151,7 @@ export class OutputAssembler {
     const index = this.#index();
     if (item.type === 'message') {
       const part = (item.content as Item[])[0];
-      this.#emit?.('response.output_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] });
+      this.#emit?.('response.output_text.done', { item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: part.logprobs });
       this.#emit?.('response.content_part.done', { item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
     } else if (item.type === 'reasoning') {
       const part = (item.content as Item[])[0];

@@ -20,6 +20,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ChatMessage } from '../../../chat/template.js';
 import { ApiError, badRequest, toApiError } from '../../api-error.js';
 import { chatPrompt } from '../../chat-prompt.js';
+import { chatLogprobs } from '../../logprobs.js';
 import { cacheSaltOf, checkModel, checkPrompt, Job, jobUsage, samplingFrom } from '../../generation.js';
 import { openAiDefaults, useModel } from '../../model-use.js';
 import { responseFormatSampling } from '../../response-format.js';
@@ -57,20 +58,24 @@ interface ResponsesBody extends Record<string, unknown> {
 const INCLUDE_NOTHING_TO_ADD = ['reasoning.encrypted_content', 'message.input_image.image_url', 'computer_call_output.output.image_url',
   'file_search_call.results', 'web_search_call.results', 'web_search_call.action.sources', 'code_interpreter_call.outputs'];
 
+// The output text's token logprobs (each output_text part's and output_text delta's `logprobs`).
+const INCLUDE_LOGPROBS = 'message.output_text.logprobs';
+
+/** The top alternatives per output token asked for: null (no logprobs) unless include asks for them or top_logprobs
+ *  is above 0 (as vLLM reads it); top_logprobs (0..20, the schema checks) alternatives each. */
+function outputLogprobsOf(body: ResponsesBody): number | null {
+  const included = Array.isArray(body.include) && body.include.includes(INCLUDE_LOGPROBS);
+  return included || (body.top_logprobs ?? 0) > 0 ? body.top_logprobs ?? 0 : null;
+}
+
 function refuseUnsupported(body: ResponsesBody): void {
   if (body.include != null) {
     if (!Array.isArray(body.include)) throw badRequest('include must be an array of strings', 'include');
     body.include.forEach((v, i) => {
-      if (v === 'message.output_text.logprobs') {
-        throw badRequest('include: message.output_text.logprobs: output logprobs are not available on /v1/responses (use /v1/chat/completions with logprobs)', 'include', 'unsupported_parameter');
-      }
-      if (typeof v !== 'string' || !INCLUDE_NOTHING_TO_ADD.includes(v)) {
-        throw badRequest(`include[${i}]: ${JSON.stringify(v)} is not one of ${INCLUDE_NOTHING_TO_ADD.join(', ')}`, 'include');
+      if (typeof v !== 'string' || !(v === INCLUDE_LOGPROBS || INCLUDE_NOTHING_TO_ADD.includes(v))) {
+        throw badRequest(`include[${i}]: ${JSON.stringify(v)} is not one of ${[INCLUDE_LOGPROBS, ...INCLUDE_NOTHING_TO_ADD].join(', ')}`, 'include');
       }
     });
-  }
-  if (body.top_logprobs != null && body.top_logprobs !== 0) {
-    throw badRequest('top_logprobs: output logprobs are not available on /v1/responses (use /v1/chat/completions with logprobs)', 'top_logprobs', 'unsupported_parameter');
   }
   if (body.background === true && body.store === false) {
     throw badRequest('background: a background response is stored (to be polled with GET /v1/responses/{id}); store: false cannot be used with it', 'background');
@@ -136,8 +141,10 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     const conversation = [...(previous?.conversation ?? []), ...input];
     const messages: ChatMessage[] = [...(body.instructions ? [{ role: 'system' as const, content: body.instructions }] : []), ...conversation];
 
-    const params = samplingFrom({ ...body, max_tokens: body.max_output_tokens }, responseFormatSampling(responseFormatOf(body.text)),
-      openAiDefaults(use));
+    const topLogprobs = outputLogprobsOf(body);
+    const params = samplingFrom({ ...body, max_tokens: body.max_output_tokens }, {
+      ...(topLogprobs !== null ? { logprobs: topLogprobs } : {}), ...responseFormatSampling(responseFormatOf(body.text)),
+    }, openAiDefaults(use));
     const template = use.model?.manifest.template ?? info.chatTemplate;
     const tools = chatTools(engine, template, chatToolsOf(body.tools),
       chatToolChoiceOf(body.tool_choice), body.parallel_tool_calls);
@@ -204,7 +211,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       for await (const d of job.deltas(r)) {
         if (d.tokenIds.length > 0) onTokens?.();  // not an abort's empty last delta
         outputIds.push(...d.tokenIds);
-        assembler.push(d.text);
+        assembler.push(d.text, topLogprobs !== null ? chatLogprobs(d.logprobs, tokenizer).content : undefined);
         if (d.finishReason !== null) {
           assembler.finish(d.finishReason !== 'stop');
           return finished(assembler, d.finishReason, outputIds);
@@ -269,11 +276,10 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
     if (body.stream !== true) {
       try {
         if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null, events: null });
-        const [result] = await job.results();
-        const assembler = new OutputAssembler(tools?.parser ?? null, null, reasoning);
-        assembler.push(result.text);
-        assembler.finish(result.finishReason !== 'stop');
-        return finished(assembler, result.finishReason, result.tokenIds);
+        // the deltas the streamed path takes, so the items (and which tokens' logprobs a message holds) are the same
+        const done = await generate(new OutputAssembler(tools?.parser ?? null, null, reasoning));
+        if (!done) throw new Error('the generation ended without a finish reason');
+        return done;
       } finally {
         active.delete(id);
       }
