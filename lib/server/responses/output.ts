@@ -3,8 +3,8 @@
 // item holding one `output_text` part for plain text, one `function_call` item per tool call the tool-call parser
 // finds; and, when streaming, the events that build them (response.output_item.added, content_part.added,
 // reasoning_text.delta / done, output_text.delta / done, function_call_arguments.delta / done, output_item.done).
-// Invariant: the non-streamed path feeds the whole text through the same assembler, so a streamed response's
-// items are exactly the non-streamed ones; every item that was added is done before the response ends, and a
+// Invariant: the non-streamed path feeds the same deltas through the same assembler, so a streamed response's
+// items (and their logprobs) are exactly the non-streamed ones; every item that was added is done before the response ends, and a
 // response always has at least one item (an empty message when the model said nothing, or only whitespace).
 import type { ToolCallParser } from '../../tools/index.js';
 import type { ChatTokenLogprob } from '../logprobs.js';
