@@ -37,8 +37,10 @@ export class ReasoningStream {
   /** Whether the output has been in a reasoning block (so far). */
   get reasoned(): boolean { return this.#sawReasoning; }
 
-  /** Whether the output is in a reasoning block now (text pushed now is reasoning, or its end tag). */
-  get reasoning(): boolean { return this.#state === 'reasoning' || this.#state === 'reasoning-lead'; }
+  /** Whether the answer is still to come: in a reasoning block, or in the whitespace dropped after its end tag. */
+  get beforeAnswer(): boolean {
+    return this.#state === 'reasoning' || this.#state === 'reasoning-lead' || this.#state === 'content-lead';
+  }
 
   push(text: string): ReasoningPiece[] {
     this.#buf += text;

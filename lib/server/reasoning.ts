@@ -54,8 +54,8 @@ export class OutputSplitter {
   /** Whether the output has been in a reasoning block (so far). */
   get reasoned(): boolean { return this.#reasoning?.reasoned ?? false; }
 
-  /** Whether the output is in a reasoning block now. */
-  get reasoning(): boolean { return this.#reasoning?.reasoning ?? false; }
+  /** Whether the answer is still to come (ReasoningStream.beforeAnswer; false without a reasoning parser). */
+  get beforeAnswer(): boolean { return this.#reasoning?.beforeAnswer ?? false; }
 
   push(text: string): OutputEvent[] {
     return this.#reasoning ? this.#split(this.#reasoning.push(text)) : this.#answer(text);

@@ -43,19 +43,16 @@ export class OutputAssembler {
   /**
    * The next piece of the model's text; `logprobs`: its tokens' (when the request asked for them). A piece's tokens
    * go to the message text it adds to (its output_text part's `logprobs` and its delta event's), whatever else the
-   * piece holds; a piece that adds only reasoning or tool-call text, or that starts in a reasoning block and adds no
-   * answer (the end tag), drops them (those items carry none); a piece held back waits for the next.
+   * piece holds; a piece that adds only reasoning or tool-call text, or none while the answer is still to come (a
+   * reasoning block's tags, the whitespace after it), drops them and those waiting (those items carry none); a piece
+   * held back otherwise waits for the text it turns into.
    */
   push(text: string, logprobs?: readonly ChatTokenLogprob[]): void {
-    if (text.length === 0) {
-      if (logprobs) this.#logprobs.push(...logprobs);
-      return;
-    }
-    const inReasoning = this.#output.reasoning;  // a piece that starts inside a reasoning block and adds no answer
-    const events = this.#output.push(text);       // text is reasoning (its end tag included)
-    const answers = events.some((e) => e.type === 'content');
-    if (logprobs && (answers || !inReasoning)) this.#logprobs.push(...logprobs);
-    if (events.length > 0 && !answers) this.#logprobs = [];
+    const events = text.length > 0 ? this.#output.push(text) : [];
+    if (logprobs) this.#logprobs.push(...logprobs);
+    // no answer text from this piece, and either other items' text or the answer still to come (a reasoning block,
+    // its tags, the whitespace after it): what waits is not the message's
+    if (!events.some((e) => e.type === 'content') && (events.length > 0 || this.#output.beforeAnswer)) this.#logprobs = [];
     this.#events(events);
   }
 
@@ -123,7 +120,8 @@ export class OutputAssembler {
     this.#emit?.('response.output_item.added', { output_index: this.#index(), item: structuredClone(item) });
     const part = { type: 'output_text', text: '', annotations: [], logprobs: [] };
     (item.content as Item[]).push(part);
-    this.#emit?.('response.content_part.added', { item_id: item.id, output_index: this.#index(), content_index: 0, part: { ...part } });
+    // a copy of its own (an event log keeps the object: the part's logprobs grow after)
+    this.#emit?.('response.content_part.added', { item_id: item.id, output_index: this.#index(), content_index: 0, part: structuredClone(part) });
   }
 
   #openCall(name: string): void {

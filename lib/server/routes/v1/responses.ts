@@ -61,11 +61,11 @@ const INCLUDE_NOTHING_TO_ADD = ['reasoning.encrypted_content', 'message.input_im
 // The output text's token logprobs (each output_text part's and output_text delta's `logprobs`).
 const INCLUDE_LOGPROBS = 'message.output_text.logprobs';
 
-/** The top alternatives per output token asked for: null (no logprobs) unless include asks for them or top_logprobs
- *  is above 0 (as vLLM reads it); top_logprobs (0..20, the schema checks) alternatives each. */
+/** The top alternatives per output token asked for: null (no logprobs) unless include asks for them, as vLLM reads it;
+ *  top_logprobs (0..20, the schema checks) alternatives each. */
 function outputLogprobsOf(body: ResponsesBody): number | null {
   const included = Array.isArray(body.include) && body.include.includes(INCLUDE_LOGPROBS);
-  return included || (body.top_logprobs ?? 0) > 0 ? body.top_logprobs ?? 0 : null;
+  return included ? body.top_logprobs ?? 0 : null;
 }
 
 function refuseUnsupported(body: ResponsesBody): void {
@@ -167,7 +167,8 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, model, output,
       parallel_tool_calls: body.parallel_tool_calls ?? true, previous_response_id: body.previous_response_id ?? null,
       reasoning: { effort, summary: null }, store: storeIt, temperature: params.temperature, text: body.text ?? { format: { type: 'text' } },
-      tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: params.topP, truncation: 'disabled', usage: null,
+      tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_logprobs: body.top_logprobs ?? 0, top_p: params.topP,
+      truncation: 'disabled', usage: null,
       user: body.user ?? null, metadata: body.metadata ?? {}, ...extra,
     });
     if (background && reply.raw.destroyed) throw badRequest('the client closed the connection before the background response was queued');
@@ -205,8 +206,8 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       return done;
     };
 
-    /** The request's deltas into `assembler` up to the finishing one: the finished response (null if none came). */
-    const generate = async (assembler: OutputAssembler, onTokens?: () => void): Promise<Record<string, unknown> | null> => {
+    /** The request's deltas into `assembler` up to the finishing one: the finished response. */
+    const generate = async (assembler: OutputAssembler, onTokens?: () => void): Promise<Record<string, unknown>> => {
       const outputIds: number[] = [];
       for await (const d of job.deltas(r)) {
         if (d.tokenIds.length > 0) onTokens?.();  // not an abort's empty last delta
@@ -217,7 +218,9 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
           return finished(assembler, d.finishReason, outputIds);
         }
       }
-      return null;
+      // the deltas ended without a finish (the engine never does this today): as an abort
+      assembler.finish(true);
+      return finished(assembler, 'abort', outputIds);
     };
 
     if (background) {
@@ -242,9 +245,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       };
       const work = (async (): Promise<Record<string, unknown>> => {
         try {
-          const done = await generate(assembler, started);
-          if (done) return ended(done);
-          throw new Error('the generation ended without a finish reason');
+          return ended(await generate(assembler, started));
         } catch (e) {
           const err = toApiError(e);
           try {
@@ -277,9 +278,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       try {
         if (storeIt) active.set(id, { snapshot: () => response('in_progress', []), cancel: null, events: null });
         // the deltas the streamed path takes, so the items (and which tokens' logprobs a message holds) are the same
-        const done = await generate(new OutputAssembler(tools?.parser ?? null, null, reasoning));
-        if (!done) throw new Error('the generation ended without a finish reason');
-        return done;
+        return await generate(new OutputAssembler(tools?.parser ?? null, null, reasoning));
       } finally {
         active.delete(id);
       }
@@ -294,7 +293,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       emit('response.created', { response: response('in_progress', []) });
       emit('response.in_progress', { response: response('in_progress', []) });
       const done = await generate(assembler);
-      if (done) emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
+      emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
     } catch (e) {
       job.abort();
       const err = toApiError(e);
