@@ -31,8 +31,8 @@ void load_gemma3_hparams(const gguf_file& f, model_hparams& hp) {
   hp.embd_scale = true;
   hp.ffn_gelu = true;
   // Ollama's own gemma3 conversion names its ropes rope.global / rope.local.freq_base (and carries its vision tower
-  // in the same file): read as this file's keys it would silently get the wrong rope, so it is refused
-  if (f.find(a + "rope.global.freq_base") != nullptr && f.find(a + "rope.freq_base") == nullptr) {
+  // in the same file): read as llama.cpp's keys it would silently get the wrong rope, so it is refused
+  if (f.find(a + "rope.global.freq_base") != nullptr) {
     throw error(f.path() + ": a gemma3 file with '" + a + "rope.global.freq_base' (Ollama's own conversion) is not "
                 "supported; use a GGUF converted by llama.cpp (e.g. from hf.co/ggml-org/gemma-3-1b-it-GGUF)");
   }

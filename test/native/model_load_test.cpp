@@ -175,6 +175,10 @@ TEST_CASE("model load: gemma3 refuses logit soft-capping, a bad window or patter
                       w.kv<float>("gemma3.final_logit_softcapping", gguf_value_type::FLOAT32, 30.0f);
                     })),
                     "soft-capping is not supported");
+  CHECK_THROWS_WITH(load_built(with_kv([](gguf_test::writer& w) {  // Ollama's own conversion
+                      w.kv<float>("gemma3.rope.global.freq_base", gguf_value_type::FLOAT32, 1e6f);
+                    })),
+                    "'gemma3.rope.global.freq_base' (Ollama's own conversion) is not supported");
   load_built(with_kv([](gguf_test::writer& w) {  // 0: none, as llama.cpp reads it
     w.kv<float>("gemma3.final_logit_softcapping", gguf_value_type::FLOAT32, 0.0f);
   }));
