@@ -59,10 +59,10 @@ TEST_CASE("block_manager: drop_cached forgets the free cached blocks and keeps t
 }
 
 TEST_CASE("engine: a prefix-cache flush makes the next prompt compute again; refused while requests run") {
-  model_test::temp_llama f("llama-cache-flush", 256);
+  model_test::temp_llama f("llama-cache-flush", 4096);
   engine_test::outputs outs;
   engine_options o;
-  o.max_model_len = 256;
+  o.max_model_len = 4096;
   o.block_size = 8;
   engine e([&] { return f.load(); }, o, outs.sink());
   REQUIRE(outs.wait_ready());
@@ -80,12 +80,15 @@ TEST_CASE("engine: a prefix-cache flush makes the next prompt compute again; ref
   CHECK(after.front().cached_tokens == 0);
   CHECK(tokens_of(after) == tokens_of(first));
   CHECK(tokens_of(hit) == tokens_of(first));
-  // a long request keeps the engine busy: the flush after it is refused, naming why, and changes nothing
-  const uint64_t busy = e.submit(greedy(prompt, 150));
+  // a long request keeps the engine busy (4000 tokens: seconds, so the flush cannot miss it however the threads are
+  // scheduled; a 150-token one once finished first on a loaded CI machine): the flush is refused, naming why, and
+  // changes nothing; the request is then aborted rather than waited for
+  const uint64_t busy = e.submit(greedy(prompt, 4000));
   e.flush_prefix_cache();
   const auto refused = outs.wait_flush(2);
   CHECK_EQ(refused.first, std::string("the prefix cache was not flushed: 1 request is running or waiting"));
   CHECK_EQ(refused.second, 0);
+  e.abort(busy);
   outs.wait(busy);
   CHECK(e.stats().kv_blocks_cached > 0);
 }
