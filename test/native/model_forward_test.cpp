@@ -51,6 +51,16 @@ std::vector<float> run_all(model& m, const std::vector<int32_t>& tokens, const s
   return out;
 }
 
+// The logits of `tokens` in one call on `one` (1 thread), checked bitwise equal to `three` (3 threads) in one call and a
+// token at a time, and to `one` in `chunks`; returns them.
+std::vector<float> invariant_logits(model& one, model& three, const std::vector<int32_t>& tokens, const std::vector<int>& chunks) {
+  const std::vector<float> whole = run_all(one, tokens, {(int)tokens.size()});
+  CHECK(whole == run_all(three, tokens, {(int)tokens.size()}));
+  CHECK(whole == run_all(three, tokens, std::vector<int>(tokens.size(), 1)));
+  CHECK(whole == run_all(one, tokens, chunks));
+  return whole;
+}
+
 // model::forward's logits of n_tokens tokens against the reference; returns max |logit diff| (printed).
 double check_against_reference(model_test::spec s, double tol, int n_tokens = 9) {
   const model_test::built b = model_test::build(s);
@@ -154,10 +164,7 @@ TEST_CASE("model forward: logits are batch- and thread-invariant (bitwise)") {
   auto one = load_spec(s, b, 1);
   auto three = load_spec(s, b, 3);
   const std::vector<int32_t> tokens = some_tokens(12, b.n_vocab);
-  const std::vector<float> whole = run_all(*one->m, tokens, {12});
-  CHECK(whole == run_all(*three->m, tokens, {12}));
-  CHECK(whole == run_all(*three->m, tokens, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}));
-  CHECK(whole == run_all(*one->m, tokens, {5, 2, 4, 1}));
+  const std::vector<float> whole = invariant_logits(*one->m, *three->m, tokens, {5, 2, 4, 1});
   // last-token-only output equals the last row of all_logits
   const int64_t V = b.n_vocab;
   auto seq = three->m->new_sequence(16);
@@ -197,9 +204,6 @@ TEST_CASE("model forward: gemma3 logits are chunk- and thread-invariant across t
   auto one = load_spec(s, b, 1);
   auto three = load_spec(s, b, 3);
   const std::vector<int32_t> tokens = some_tokens(20, b.n_vocab);
-  const std::vector<float> whole = run_all(*one->m, tokens, {20});
-  CHECK(whole == run_all(*three->m, tokens, {20}));
-  CHECK(whole == run_all(*three->m, tokens, std::vector<int>(20, 1)));  // decode one by one
-  CHECK(whole == run_all(*one->m, tokens, {5, 2, 4, 1, 8}));
+  const std::vector<float> whole = invariant_logits(*one->m, *three->m, tokens, {5, 2, 4, 1, 8});
   CHECK(whole == run_all(*three->m, tokens, {3, 7, 10}));
 }
