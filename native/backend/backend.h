@@ -91,8 +91,9 @@ inline int64_t kv_store_floats(kv_type t, int64_t n) { return (kv_bytes(t, n) + 
 
 // Attention of n_tokens query rows of one sequence against its KV cache. Causal (the default): query row i sits
 // at position n_past + i and attends to cache rows 0..n_past + i (its own K/V must already be in the cache).
-// Non-causal (causal = false, a ViT encoder): every query row attends to all n_past + n_tokens cache rows.
-// Query head h uses KV head h / (n_head / n_head_kv) (GQA / MQA).
+// Non-causal (causal = false: a ViT encoder, or an image span of gemma3's prompt, whose rows see each other): every
+// query row attends to all n_past + n_tokens cache rows. A sliding window (window) then drops the keys too far
+// below each row's own position. Query head h uses KV head h / (n_head / n_head_kv) (GQA / MQA).
 struct attention_params {
   int64_t n_tokens = 0;
   int64_t n_past = 0;
@@ -103,19 +104,21 @@ struct attention_params {
   int64_t k_row_stride = 0;  // elements (of kv) between consecutive positions in the K cache (>= n_head_kv * head_dim_k)
   int64_t v_row_stride = 0;  // elements (of kv) between consecutive positions in the V cache (>= n_head_kv * head_dim_v)
   float scale = 1.0f;        // applied to q.k before the softmax (1/sqrt(head_dim_k))
-  bool causal = true;        // false: bidirectional, every query attends to every cache row
-  // Sliding-window attention (causal only; gemma3's local layers): > 0: the query at position P attends positions
-  // [max(0, P - window + 1), P], the window positions up to and including its own (llama.cpp's LLAMA_SWA_TYPE_STANDARD
-  // masks key position j when P - j >= window); 0: all of [0, P].
+  bool causal = true;        // false: bidirectional, every query attends to every cache row (of its window)
+  // Sliding-window attention (gemma3's local layers): > 0: the query at position P = n_past + i attends key
+  // position j only when P - j < window (llama.cpp's LLAMA_SWA_TYPE_STANDARD masks j when P - j >= window), so
+  // causal: [max(0, P - window + 1), P], the window positions up to and including its own; non-causal (llama.cpp's
+  // standard SWA with its causal mask off): [max(0, P - window + 1), n_past + n_tokens), its window's start to the
+  // last row. 0: no window ([0, P] causal, [0, n_past + n_tokens) not).
   int32_t window = 0;
   kv_type kv = kv_type::f32; // the element type of the K / V cache (strides in its elements)
 };
 
 // Attention of n_tokens query rows of one sequence against a paged KV store: position p lives in row
 // block_table[p / block_size] * block_size + p % block_size of the store (row strides as in attention_params).
-// Query row i sits at position n_past + i and attends to positions 0..n_past + i (the last attn.window of them under
-// a sliding window; all n_past + n_tokens positions when attn.causal is false). Same result, bit for bit, as attention() over the same rows laid out
-// contiguously.
+// Query row i sits at position P = n_past + i and attends to positions 0..P (all n_past + n_tokens positions when
+// attn.causal is false), those with P - j < attn.window only under a sliding window (attention_params::window).
+// Same result, bit for bit, as attention() over the same rows laid out contiguously.
 struct paged_attention_params {
   attention_params attn;                 // n_tokens, n_past, heads, strides, scale
   const int32_t* block_table = nullptr;  // host [n_table]; covers n_past + n_tokens positions
@@ -226,8 +229,12 @@ class backend {
   virtual void attention_paged(const paged_attention_params& p, const float* q, const float* k_store,
                                const float* v_store, float* out) = 0;
   // attention_paged for each of n_seqs sequences, whose query and output rows follow each other in order:
-  // sequence s reads q rows and writes out rows [sum of the earlier n_tokens, + seqs[s].attn.n_tokens). The
-  // default makes one attention_paged call per sequence; a GPU backend launches once for all of them.
+  // sequence s reads q rows and writes out rows [sum of the earlier n_tokens, + seqs[s].attn.n_tokens), with the
+  // bits of its own attention_paged call. Sequences may differ in causal and window (a prompt chunk cut into causal
+  // segments and the non-causal segment of an image span, each an item at its own n_past); a backend may require
+  // the same heads, dims, strides, scale, store type and block size of all of them (CUDA does). The default makes
+  // one attention_paged call per sequence; a GPU backend launches once for all of them (CUDA: once per run of
+  // consecutive sequences with the same causal and window).
   virtual void attention_paged_batch(const paged_attention_params* seqs, int64_t n_seqs, const float* q,
                                      const float* k_store, const float* v_store, float* out) {
     int64_t at = 0;

@@ -1,5 +1,6 @@
 // CUDA row ops against the CPU backend (the reference): norms, softmax, rope, elementwise ops, attention
-// (contiguous and paged, causal and not, sliding windows against the CPU's attention_paged_ref), LFM2's short
+// (contiguous and paged, causal and not, sliding windows on both against the CPU's attention_paged_ref, batches that
+// mix causal and non-causal segments), LFM2's short
 // convolution, the ViT encoder's layer_norm / GELU and gemma3's GEGLU. Tolerances are relative to the output's scale
 // and stated per op; batch invariance (a row's bits alone == inside a larger call) is checked where an op
 // reduces across a row.
@@ -600,8 +601,14 @@ TEST_CASE("cuda non-causal attention: ViT shapes, contiguous and paged, batch-in
     const std::vector<float> o2 = go2.get();
     CHECK(same_bits(o2.data(), og.data() + (s.n_tokens - m) * q_row, (size_t)(m * q_row)));
     CHECK(same_bits(o2.data() + m * q_row, og.data(), og.size()));
+    // a causal item, then the non-causal one (two launches): each has its own call's bits
     two[0].attn.causal = true;
-    CHECK_THROWS_WITH(be.gpu->attention_paged_batch(two, 2, gq2.p(), gks.p(), gvs.p(), go2.p()), "causality");
+    be.gpu->attention_paged_batch(two, 2, gq2.p(), gks.p(), gvs.p(), go2.p());
+    const std::vector<float> o3 = go2.get();
+    buf goc(*be.gpu, m * q_row);
+    be.gpu->attention_paged(two[0], gq2.p(), gks.p(), gvs.p(), goc.p());
+    CHECK(same_bits(o3.data(), goc.get().data(), (size_t)(m * q_row)));
+    CHECK(same_bits(o3.data() + m * q_row, og.data(), og.size()));
   }
 }
 
@@ -1108,7 +1115,7 @@ TEST_CASE("cuda sliding-window attention: decode steps replayed from a step grap
   CHECK(same);
 }
 
-TEST_CASE("cuda sliding-window attention: a negative window, a window on non-causal attention, or mixed windows in a batch throw") {
+TEST_CASE("cuda attention: a negative window, or a batch of sequences with different heads or scales, throws") {
   REQUIRE_GPU();
   pair be;
   std::mt19937 rng(54);
@@ -1118,12 +1125,138 @@ TEST_CASE("cuda sliding-window attention: a negative window, a window on non-cau
   paged_attention_params pp = st.seq(0, a);
   pp.attn.window = -1;
   CHECK_THROWS_WITH(be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p()), "sliding window");
-  pp.attn.window = 8;
   pp.attn.causal = false;
-  CHECK_THROWS_WITH(be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p()), "needs causal");
+  CHECK_THROWS_WITH(be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p()), "sliding window");
+  // different windows and causality share a batch (launches of their own); different scales do not, and a bad
+  // sequence after a good one fails the call before any launch
   paged_attention_params two[2] = {st.seq(0, a), st.seq(1, a)};
   two[1].attn.window = 8;
-  CHECK_THROWS_WITH(be.gpu->attention_paged_batch(two, 2, gq.p(), gk.p(), gv.p(), go.p()), "window");
+  two[1].attn.causal = false;
+  be.gpu->attention_paged_batch(two, 2, gq.p(), gk.p(), gv.p(), go.p());
+  two[1].attn.scale *= 2.0f;
+  CHECK_THROWS_WITH(be.gpu->attention_paged_batch(two, 2, gq.p(), gk.p(), gv.p(), go.p()), "same heads");
+}
+
+// Non-causal attention with and without a sliding window (gemma3's image spans: the row at P attends positions
+// [max(0, P - window + 1), n_past + n_tokens)) against the CPU's plain reference attention_paged_ref, every store
+// type and each kernel: the tensor-core rows shape (a span of many rows), the split shape (one row over a long
+// context), the per-row kernel (256-dim heads, f32 stores). Positions below the first row's window hold NaN: a
+// kernel that read one would put NaN into its output.
+TEST_CASE("cuda non-causal attention: with and without a window, every store type, as the CPU reference; nothing below a window is read") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(55);
+  struct shape { int64_t n_past, n_tokens; };
+  // a span from position 0; a span after 200 positions (windows crossing the 256-position chunk boundary); a
+  // one-row span deep in a context (several chunks, merged); a span past 2 chunks
+  const shape shapes[] = {{0, 100}, {200, 120}, {700, 1}, {530, 64}};
+  // one position, under a block (16), across blocks, across chunks (256), past every context; none
+  const int32_t windows[] = {1, 7, 40, 300, 1 << 20, 0};
+  bool ok = true;
+  for (const kv_type kv : k_cuda_kv_types)
+    for (const int32_t hd : {64, 128, 256}) {
+      if (hd > 128 && kv != kv_type::f32) continue;  // wider heads: f32 stores only (the per-row kernel)
+      for (const shape s : shapes)
+        for (const int32_t window : windows) {
+          attention_params p = attention_shape(s.n_tokens, s.n_past, 8, 2, hd, 8, 8);
+          p.causal = false;
+          p.window = window;
+          const int64_t n_pos = s.n_past + s.n_tokens, q_row = 8 * (int64_t)hd;
+          window_store st({n_pos}, {window_start(s.n_past, window)}, 2, hd, kv, rng);  // rows as attention_shape's
+          const paged_attention_params pp = st.seq(0, p);
+          const std::vector<float> q = randn((size_t)(s.n_tokens * q_row), rng), ks = kv_store_of(st.k, kv),
+                                   vs = kv_store_of(st.v, kv);
+          buf gq(*be.gpu, q), gk(*be.gpu, ks), gv(*be.gpu, vs), go(*be.gpu, s.n_tokens * q_row);
+          be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());
+          std::vector<float> ref((size_t)(s.n_tokens * q_row));
+          attention_paged_ref(pp, q.data(), ks.data(), vs.data(), ref.data());
+          const double err = max_rel(go.get(), ref);
+          if (!(err <= attention_tolerance(kv))) {
+            std::printf("  %s store, hd %d, %lld non-causal rows after %lld, window %d: max rel err vs the reference "
+                        "%.2e\n", kv_name(kv), hd, (long long)s.n_tokens, (long long)s.n_past, window, err);
+            ok = false;
+          }
+        }
+    }
+  CHECK(ok);
+}
+
+// A prompt chunk with an image span as the engine batches it (sequence 0: causal rows, the span's non-causal rows at
+// n_past = their start, causal rows again) beside other sequences' decode rows, in one attention_paged_batch call
+// (one launch per run of equal causality): every item has the bits of its own call; the chunk's causal rows those of
+// one causal call over the whole chunk; the span's rows the CPU reference's values (within attention_tolerance). With
+// and without a window, every store type, each kernel.
+TEST_CASE("cuda attention_paged_batch: causal and non-causal segments mixed with decode rows == each alone, as the CPU reference") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(56);
+  const int32_t heads = 8, kvh = 2;
+  bool ok = true;
+  for (const kv_type kv : k_cuda_kv_types)
+    for (const int32_t hd : {64, 128, 256}) {
+      if (hd > 128 && kv != kv_type::f32) continue;
+      const int64_t q_row = (int64_t)heads * hd;
+      for (const int32_t window : {0, 7, 40}) {
+        // sequence 0: a chunk of 80 rows after 30 positions, cut at rows 7 and 71 (a 64-row image span);
+        // sequences 1, 2: decode rows
+        const int64_t chunk_past = 30, chunk_rows = 80, cut[4] = {0, 7, 71, 80};
+        const std::vector<int64_t> n_pos = {chunk_past + chunk_rows, 601, 38};
+        window_store st(n_pos, {0, 0, 0}, kvh, hd, kv, rng);
+        const attention_params a = attention_shape(1, 0, heads, kvh, hd, 8, 8);  // the store's rows
+        std::vector<paged_attention_params> items;
+        for (int g = 0; g < 3; ++g) {
+          attention_params x = a;
+          x.n_past = chunk_past + cut[g];
+          x.n_tokens = cut[g + 1] - cut[g];
+          x.causal = g != 1;
+          x.window = window;
+          items.push_back(st.seq(0, x));
+        }
+        for (size_t s = 1; s < n_pos.size(); ++s) {
+          attention_params x = a;
+          x.n_past = n_pos[s] - 1;
+          x.window = window;
+          items.push_back(st.seq(s, x));
+        }
+        const int64_t n_q = chunk_rows + 2;
+        const std::vector<float> q = randn((size_t)(n_q * q_row), rng), ks = kv_store_of(st.k, kv),
+                                 vs = kv_store_of(st.v, kv);
+        buf gq(*be.gpu, q), gk(*be.gpu, ks), gv(*be.gpu, vs), go(*be.gpu, n_q * q_row);
+        be.gpu->attention_paged_batch(items.data(), (int64_t)items.size(), gq.p(), gk.p(), gv.p(), go.p());
+        const std::vector<float> all = go.get();
+        bool alone = true, reference = true;
+        int64_t at = 0;
+        for (const paged_attention_params& it : items) {
+          const int64_t n = it.attn.n_tokens * q_row;
+          buf one(*be.gpu, n);
+          be.gpu->attention_paged(it, gq.p() + at, gk.p(), gv.p(), one.p());
+          alone = alone && same_bits(one.get().data(), all.data() + at, (size_t)n);
+          std::vector<float> ref((size_t)n);
+          attention_paged_ref(it, q.data() + at, ks.data(), vs.data(), ref.data());
+          const std::vector<float> got(all.begin() + at, all.begin() + at + n);
+          reference = reference && max_rel(got, ref) <= attention_tolerance(kv);
+          at += n;
+        }
+        // the chunk as one causal call: its causal segments' rows
+        attention_params c = a;
+        c.n_past = chunk_past;
+        c.n_tokens = chunk_rows;
+        c.window = window;
+        buf gc(*be.gpu, chunk_rows * q_row);
+        be.gpu->attention_paged(st.seq(0, c), gq.p(), gk.p(), gv.p(), gc.p());
+        const std::vector<float> causal = gc.get();
+        const bool causal_rows = same_bits(causal.data(), all.data(), (size_t)(cut[1] * q_row)) &&
+                                 same_bits(causal.data() + cut[2] * q_row, all.data() + cut[2] * q_row,
+                                           (size_t)((cut[3] - cut[2]) * q_row));
+        if (!(alone && reference && causal_rows)) {
+          std::printf("  %s store, hd %d, window %d: items alone %s, reference %s, causal rows %s\n", kv_name(kv), hd,
+                      window, alone ? "same bits" : "DIFFER", reference ? "within tolerance" : "OUTSIDE",
+                      causal_rows ? "same bits" : "DIFFER");
+          ok = false;
+        }
+      }
+    }
+  CHECK(ok);
 }
 
 // gemma3's GEGLU: the gelu op's value (the same expression, so the same bits) times up, rounded once; within 2e-6 of

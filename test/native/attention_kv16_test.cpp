@@ -62,16 +62,3 @@ TEST_CASE("kv16: attention() over a contiguous 16-bit cache (padded, odd row str
   check_contiguous_all(kv_type::f16, shapes, 3, 5, 90);
   check_contiguous_all(kv_type::bf16, shapes, 3, 5, 95);
 }
-
-TEST_CASE("kv16: non-causal attention (an encoder's) refuses a 16-bit cache by name") {
-  cpu_backend be(1);
-  attention_params a;
-  a.n_head = a.n_head_kv = 1;
-  a.head_dim_k = a.head_dim_v = 8;
-  a.k_row_stride = a.v_row_stride = 8;
-  a.n_tokens = 2;
-  a.causal = false;
-  a.kv = kv_type::f16;
-  std::vector<float> q(16), kv(16), out(16);
-  CHECK_THROWS_WITH(be.attention(a, q.data(), kv.data(), kv.data(), out.data()), "float32");
-}

@@ -25,10 +25,7 @@ void attention_paged_check(const paged_attention_params& p) {
       a.head_dim_k <= 0 || a.head_dim_v <= 0) {
     throw error("attention_paged: invalid head counts or token range");
   }
-  if (a.window < 0 || (a.window > 0 && !a.causal)) {
-    throw error("attention_paged: a sliding window must be >= 0 and needs causal attention, got " +
-                std::to_string(a.window));
-  }
+  if (a.window < 0) throw error("attention_paged: a sliding window must be >= 0, got " + std::to_string(a.window));
   if (std::find(std::begin(k_kv_types), std::end(k_kv_types), a.kv) == std::end(k_kv_types)) {
     throw error("attention_paged: unknown K / V store type " + std::to_string((int)a.kv));
   }
@@ -101,9 +98,10 @@ void attention_paged_ref(const paged_attention_params& p, const float* q, const 
   const attention_params& a = p.attn;
   const int32_t group = a.n_head / a.n_head_kv;
   for (int64_t t = 0; t < a.n_tokens; ++t) {
-    const int64_t n_kv = a.causal ? a.n_past + t + 1 : a.n_past + a.n_tokens;
-    // the window's first key (0 without one), counted out here rather than through attention_first_pos
-    const int64_t j0 = a.causal && a.window > 0 ? std::max<int64_t>(0, n_kv - a.window) : 0;
+    const int64_t pos = a.n_past + t, n_kv = a.causal ? pos + 1 : a.n_past + a.n_tokens;
+    // the window's first key: the least j with pos - j < window (0 without one), counted out here rather than
+    // through attention_first_pos
+    const int64_t j0 = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
     for (int32_t h = 0; h < a.n_head; ++h) {
       const int32_t hkv = h / group;
       const float* qh = q + (t * a.n_head + h) * (int64_t)a.head_dim_k;
@@ -135,10 +133,11 @@ void cpu_backend::attention_paged(const paged_attention_params& p, const float* 
   attention_paged_check(p);
   const int64_t n_pos = p.attn.n_past + p.attn.n_tokens;
   if (n_pos == 0) return;
-  // Under a sliding window no query reads below the first query's first key: the rows start there, and the call
-  // runs as one whose cache starts at that position (same keys per query, so the same bits).
+  // Under a sliding window no query reads below the first query's first key (causal or not: a later query's window
+  // starts later): the rows start there, and the call runs as one whose cache starts at that position (same keys
+  // per query, so the same bits).
   attention_params a = p.attn;
-  const int64_t first = a.causal ? attention_first_pos(a, a.n_past) : 0;
+  const int64_t first = attention_first_pos(a, a.n_past);
   a.n_past -= first;
   // Row starts of every position read: the kernels read K / V in place (no copy of the cache).
   thread_local std::vector<const void*> k_rows, v_rows;  // per calling thread: engines may run concurrently

@@ -22,9 +22,9 @@ void attention_kv_blocks_check(const attention_params& a, const char* who);
 int64_t attention_paged_row(const paged_attention_params& p, int64_t pos);
 
 // Plain reference (scalar loops, double accumulation): out[t, h, :] = sum_j softmax_j(scale * q[t, h] . k_j) v_j
-// over positions j in [0, n_past + t] (its last p.attn.window of them under a sliding window; every position
-// j < n_past + n_tokens when p.attn.causal is false), K / V
-// elements of p.attn.kv (16-bit ones widened exactly). For tests of the fast path.
+// over positions j in [0, P] for the query at P = n_past + t (every j < n_past + n_tokens when p.attn.causal is
+// false), only those with P - j < window under a sliding window (p.attn.window > 0), K / V elements of p.attn.kv
+// (16-bit ones widened exactly). For tests of the fast path.
 void attention_paged_ref(const paged_attention_params& p, const float* q, const float* k_store,
                          const float* v_store, float* out);
 

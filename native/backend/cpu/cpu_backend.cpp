@@ -291,10 +291,7 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
   if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_tokens < 0 || p.n_past < 0) {
     throw error("attention: invalid head counts or token range");
   }
-  if (!p.causal && p.kv != kv_type::f32) throw error("attention: non-causal attention reads float32 K / V only");
-  if (p.window < 0 || (p.window > 0 && !p.causal)) {
-    throw error("attention: a sliding window must be >= 0 and needs causal attention, got " + std::to_string(p.window));
-  }
+  if (p.window < 0) throw error("attention: a sliding window must be >= 0, got " + std::to_string(p.window));
   attention_kv_blocks_check(p, "attention");
   if (p.window > 0 && p.n_past + p.n_tokens <= p.window) {  // every query's window starts at 0: no window (same bits,
     attention_params all = p;                               // and the tiles may hold many tokens again)
@@ -302,7 +299,10 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     attention_rows(all, q, k_base, k_table, v_base, v_table, out);
     return;
   }
-  if (avx2_) {
+  // The AVX2 tiles take causal calls (any store type, any window) and non-causal ones over f32 K / V without a
+  // window (the bidirectional tiles: a ViT encoder's); the other non-causal calls (typed stores, windows: gemma3's
+  // image spans) go item by item below, through the per-item AVX2 kernel where the tiles would use it.
+  if (avx2_ && (p.causal || (p.kv == kv_type::f32 && p.window == 0))) {
     attention_tiles(p, q, k_base, k_table, v_base, v_table, out);
     return;
   }
@@ -318,12 +318,15 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
     const float* qh = q + (t * p.n_head + h) * (int64_t)p.head_dim_k;
     float* oh = out + (t * p.n_head + h) * (int64_t)p.head_dim_v;
     const int64_t k_off = (int64_t)hkv * p.head_dim_k, v_off = (int64_t)hkv * p.head_dim_v;
-    // keys [first, n_kv): all of them, the causal prefix, or its last `window` positions
-    const int64_t n_kv = p.causal ? p.n_past + t + 1 : n_kv_max;
-    const int64_t first = p.causal ? attention_first_pos(p, n_kv - 1) : 0;
+    // keys [first, n_kv): up to the query's own position (causal) or to the call's last one (not), from its
+    // window's start (0 without a window)
+    const int64_t pos = p.n_past + t;
+    const int64_t n_kv = p.causal ? pos + 1 : n_kv_max;
+    const int64_t first = attention_first_pos(p, pos);
     const kv_rows k = kv_rows{k_base, p.k_row_stride, k_table, k_off, p.kv}.from(first);
     const kv_rows v = kv_rows{v_base, p.v_row_stride, v_table, v_off, p.kv}.from(first);
-    ops_attention_head_kv(qh, k, v, n_kv - first, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
+    if (avx2_) ops_attention_head_kv_avx2(qh, k, v, n_kv - first, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
+    else ops_attention_head_kv(qh, k, v, n_kv - first, p.head_dim_k, p.head_dim_v, p.scale, scores, oh);
   };
   // Items go out in small chunks from a shared counter: later queries attend to more positions (causal), so
   // equal contiguous ranges would leave the last thread most of the work. Which thread runs an item never
@@ -341,8 +344,8 @@ void cpu_backend::attention_rows(const attention_params& p, const float* q, cons
 
 // The AVX2 path: tiles of (consecutive tokens x query heads of one KV head) so K / V rows are fetched once per
 // tile; tiles go out one at a time from a shared counter, costliest (last tokens) first, so the threads finish
-// together. Causal tiles' outputs are bitwise the per-item kernel's, non-causal ones follow attention_bidir.h's
-// fixed order, whichever thread runs them.
+// together. Causal tiles' outputs are bitwise the per-item kernel's, non-causal ones (f32 K / V without a window:
+// attention_rows sends no other) follow attention_bidir.h's fixed order, whichever thread runs them.
 void cpu_backend::attention_tiles(const attention_params& p, const float* q, const void* k_base,
                                   const void* const* k_table, const void* v_base, const void* const* v_table,
                                   float* out) {

@@ -85,8 +85,8 @@ class cpu_backend final : public backend {
   void attention_tiles(const attention_params& p, const float* q, const void* k_base, const void* const* k_table,
                        const void* v_base, const void* const* v_table, float* out);
   thread_pool pool_;
-  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels, layer_norm / gelu / non-causal attention
-  // the AVX2 ones of their own (cpu_active_level() >= avx2)
+  // rope / attention / swiglu use the llama.cpp-identical AVX2 kernels, layer_norm / gelu / non-causal attention over
+  // f32 K / V without a window the AVX2 ones of their own (cpu_active_level() >= avx2)
   bool avx2_;
   std::vector<float> scratch_;
   // Packed copies of the weights matmul has seen (made at a weight's first matmul, kept until destruction),

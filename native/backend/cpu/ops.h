@@ -167,8 +167,8 @@ struct kv_rows {
   }
 };
 
-// The first key position a causal query at position pos attends: 0, or pos - window + 1 under a sliding window
-// (attention_params::window).
+// The first key position a query at position pos attends, causal or not: 0, or pos - window + 1 under a sliding
+// window (attention_params::window).
 inline int64_t attention_first_pos(const attention_params& p, int64_t pos) {
   return p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
 }

@@ -1,7 +1,9 @@
-// Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's
-// bidirectional attention: every query of a sequence attends to all of its positions), with or without a sliding
-// window (causal only: a query attends its last `window` positions [lo, n_kv); the positions below lo are never
-// read, and the splits are those of [lo, n_kv), still aligned at position 0). Head dims up to 128 go to
+// Attention of the CUDA backend over a contiguous or paged K/V store (see backend.h), causal or not (a ViT's or an
+// image span's bidirectional attention: every query of a sequence attends to all of its positions), with or without
+// a sliding window (the query at P attends positions [lo, n_kv) with lo = P - window + 1 or 0, n_kv = P + 1 causal,
+// the sequence's n_past + n_tokens not; the positions below lo are never read, and the splits are those of
+// [lo, n_kv), still aligned at position 0). A launch takes sequences of one causality and window:
+// attention_paged_batch launches once per run of consecutive sequences that share them. Head dims up to 128 go to
 // the tensor-core kernels (attention_mma.cu); this file holds the launch, the merge of partials (prompts; decode
 // merges in its last block and may quantize its output for the o projection: attention_mma.cu), and the per-row
 // kernel for wider heads.
@@ -40,7 +42,7 @@ __global__ void __launch_bounds__(k_attn_warps * k_warp) attention_kernel(attn_a
   const int kvh = blockIdx.y / hgroups, h0 = kvh * group_heads + (blockIdx.y % hgroups) * HG;
   const int nh = min(HG, kvh * group_heads + group_heads - h0);  // query heads of this block
   const int32_t seq = a.tok_seq[i];
-  const int64_t n_kv = n_kv_of(a, i, seq), lo = kv_lo_of(a, n_kv);
+  const int64_t n_kv = n_kv_of(a, i, seq), lo = kv_lo_at(a, row_pos(a, i, seq));
   const int64_t n_split = spans_of(lo, n_kv, k_split), split = blockIdx.z;  // split: the row's partial index
   if (split >= n_split) return;
   const int32_t* table = a.tables ? a.tables + (int64_t)seq * a.table_stride : nullptr;
@@ -157,8 +159,9 @@ __global__ void attention_merge_kernel(attn_args a) {
   pdl_begin();  // programmatic dependent launch: wait for the previous kernel, let the next start launching
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
-  const int64_t n_kv = n_kv_of(a, i, a.tok_seq[i]);
-  const int64_t n_split = spans_of(kv_lo_of(a, n_kv), n_kv, a.part_span);
+  const int32_t seq = a.tok_seq[i];
+  const int64_t n_kv = n_kv_of(a, i, seq);
+  const int64_t n_split = spans_of(kv_lo_at(a, row_pos(a, i, seq)), n_kv, a.part_span);
   if (n_split <= 1) return;
   const int64_t oh = i * a.n_head + h;
   const float* pr = a.part + oh * a.n_split_max * (a.hd_v + 2);
@@ -175,10 +178,7 @@ void check_attention(const attention_params& p) {
                 std::to_string(k_max_head_dim) + ")");
   }
   if (p.n_past + p.n_tokens > 0x7fffffff || p.n_head > 65535) throw error("cuda attention: too many positions or heads");
-  if (p.window < 0 || (p.window > 0 && !p.causal)) {
-    throw error("cuda attention: a sliding window must be >= 0 and needs causal attention, got " +
-                std::to_string(p.window));
-  }
+  if (p.window < 0) throw error("cuda attention: a sliding window must be >= 0, got " + std::to_string(p.window));
 }
 
 // Blocks of the table that positions [0, end) use; throws when the table does not cover them.
@@ -199,7 +199,44 @@ int64_t check_table(const paged_attention_params& p) {
 bool same_shape(const attention_params& a, const attention_params& b) {
   return a.n_head == b.n_head && a.n_head_kv == b.n_head_kv && a.head_dim_k == b.head_dim_k &&
          a.head_dim_v == b.head_dim_v && a.k_row_stride == b.k_row_stride && a.v_row_stride == b.v_row_stride &&
-         a.scale == b.scale && a.causal == b.causal && a.window == b.window;
+         a.scale == b.scale;
+}
+
+// Whether two sequences' rows attend alike (attn_args::causal and ::window are the launch's).
+bool same_mode(const attention_params& a, const attention_params& b) {
+  return a.causal == b.causal && a.window == b.window;
+}
+
+// Throws unless every sequence is a valid attention with the first one's heads, dims, strides, scale, K / V store
+// type and (paged) block size, over a table that covers its positions. Returns the most table blocks one uses.
+int64_t check_batch(const paged_attention_params* seqs, int64_t n_seqs, bool paged) {
+  int64_t max_blocks = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    check_attention(seqs[s].attn);
+    if (!same_shape(seqs[s].attn, seqs[0].attn) || (paged && seqs[s].block_size != seqs[0].block_size)) {
+      throw error("attention_paged_batch: every sequence must have the same heads, dims, strides, scale and block "
+                  "size");
+    }
+    if (seqs[s].attn.kv != seqs[0].attn.kv) {
+      throw error("cuda attention: the sequences of a launch share one K / V store type");
+    }
+    if (paged) max_blocks = std::max<int64_t>(max_blocks, check_table(seqs[s]));
+  }
+  return max_blocks;
+}
+
+// The most positions the rows of one block (a tile of `rows` query rows of one sequence, at consecutive positions,
+// from its first row's window start to its last row's end) reach, over the sequences of a launch: all of the
+// longest context without a window; with one, window + rows - 1 for causal rows, window + n_tokens - 1 for
+// non-causal ones (every row ends at its sequence's end, the first starts at its window's start).
+int64_t positions_reached(const paged_attention_params* seqs, int64_t n_seqs, int64_t rows) {
+  int64_t max_kv = 0, most = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const attention_params& a = seqs[s].attn;
+    max_kv = std::max<int64_t>(max_kv, a.n_past + a.n_tokens);
+    if (a.window > 0) most = std::max<int64_t>(most, a.window + (a.causal ? rows : a.n_tokens) - 1);
+  }
+  return seqs[0].attn.window > 0 ? std::min(max_kv, most) : max_kv;
 }
 
 // Query heads per block for a head dim (the accumulators of HG heads x DPL dims per lane stay in registers; head
@@ -228,21 +265,20 @@ bool cuda_backend::supports_kv_heads(kv_type t, int32_t head_dim_k, int32_t head
   return supports_kv(t) && (t == kv_type::f32 || attention_mma_takes(head_dim_k, head_dim_v));
 }
 
-// One launch over every query row of every sequence: metadata [tok_seq | n_past | first | tables] staged as one
-// int32 array. Each sequence's table gets the same stride and the split grid the same depth, both rounded up to
-// powers of two, so a decode step's launch keeps its shape (and its step graph) while sequences grow.
+// One launch over every query row of every sequence (all of one causality and window): metadata [tok_seq | n_past |
+// first | tables] staged as one int32 array. Each sequence's table gets the same stride and the split grid the same
+// depth, both rounded up to powers of two, so a decode step's launch keeps its shape (and its step graph) while
+// sequences grow.
 void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t n_seqs, bool paged, const float* q,
                                     const float* k, const float* v, float* out) {
-  int64_t n_tok = 0, max_blocks = 0, max_kv = 0;
+  const int64_t max_blocks = check_batch(seqs, n_seqs, paged);
+  int64_t n_tok = 0, max_kv = 0;
   for (int64_t s = 0; s < n_seqs; ++s) {
-    check_attention(seqs[s].attn);
-    if (!same_shape(seqs[s].attn, seqs[0].attn) || (paged && seqs[s].block_size != seqs[0].block_size)) {
-      throw error("attention_paged_batch: every sequence must have the same heads, dims, strides, block size, "
-                  "causality and window");
+    if (!same_mode(seqs[s].attn, seqs[0].attn)) {
+      throw error("cuda attention: the sequences of a launch share one causality and window");
     }
     n_tok += seqs[s].attn.n_tokens;
     max_kv = std::max<int64_t>(max_kv, seqs[s].attn.n_past + seqs[s].attn.n_tokens);
-    if (paged) max_blocks = std::max<int64_t>(max_blocks, check_table(seqs[s]));
   }
   if (n_tok == 0) return;
   if (n_tok > 0x7fffffff || n_seqs > 0x7fffffff) throw error("cuda attention: too many tokens");
@@ -254,17 +290,14 @@ void cuda_backend::attention_launch(const paged_attention_params* seqs, int64_t 
   if (!supports_kv_heads(p.kv, p.head_dim_k, p.head_dim_v)) {
     throw error("cuda attention: 16-bit and fp8 K / V stores need head dims of at most 128");
   }
-  for (int64_t s = 1; s < n_seqs; ++s) {
-    if (seqs[s].attn.kv != p.kv) throw error("cuda attention: the sequences of a launch share one K / V store type");
-  }
   const mma_layout lay = attention_mma_layout(p.n_head, p.n_head_kv);
   const bool rows_shape = n_tok >= 2 * lay.rq * n_seqs;
   const int64_t tile_rows = rows_shape ? 4 * lay.rq : lay.rq;
   // Partials per row at most (grid z): the spans a block's positions touch, counted from its first row's first span.
-  // Without a window all of [0, max_kv); with one, a tile's rows (consecutive positions: mma tiles of tile_rows
-  // query rows, the per-row kernel's single rows) reach at most window + rows - 1 positions, anywhere.
+  // Without a window all of [0, max_kv); with one, the positions_reached by a tile's rows (mma tiles of tile_rows
+  // query rows, the per-row kernel's single rows), anywhere.
   const int64_t span = mma ? k_mma_chunk : k_split;
-  const int64_t reach = p.window > 0 ? std::min<int64_t>(max_kv, p.window + (mma ? tile_rows : 1) - 1) : max_kv;
+  const int64_t reach = positions_reached(seqs, n_seqs, mma ? tile_rows : 1);
   const int64_t n_split_max =
       next_pow2((uint32_t)std::min<int64_t>((max_kv + span - 1) / span, (reach + span - 2) / span + 1));
   if (n_split_max > 65535) throw error("cuda attention: too many positions");
@@ -347,9 +380,22 @@ void cuda_backend::attention_paged(const paged_attention_params& p, const float*
   attention_launch(&p, 1, true, q, k_store, v_store, out);
 }
 
+// One launch per run of consecutive sequences with the same causality and window (a prompt chunk with an image span:
+// its causal segment, the span's non-causal one, the next causal one; a decode step: one run). A row's bits do not
+// depend on the launch it is in (attention_mma.cu, the per-row kernel), so they are those of its own call.
 void cuda_backend::attention_paged_batch(const paged_attention_params* seqs, int64_t n_seqs, const float* q,
                                          const float* k_store, const float* v_store, float* out) {
-  if (n_seqs > 0) attention_launch(seqs, n_seqs, true, q, k_store, v_store, out);
+  if (n_seqs <= 0) return;
+  check_batch(seqs, n_seqs, true);  // the whole batch before its first launch
+  const attention_params& a = seqs[0].attn;
+  const int64_t q_row = (int64_t)a.n_head * a.head_dim_k, out_row = (int64_t)a.n_head * a.head_dim_v;
+  int64_t row = 0;  // the run's first query row
+  for (int64_t b = 0, e = 0; b < n_seqs; b = e) {
+    int64_t rows = 0;
+    for (e = b; e < n_seqs && same_mode(seqs[e].attn, seqs[b].attn); ++e) rows += seqs[e].attn.n_tokens;
+    attention_launch(seqs + b, e - b, true, q + row * q_row, k_store, v_store, out + row * out_row);
+    row += rows;
+  }
 }
 
 }  // namespace spindle

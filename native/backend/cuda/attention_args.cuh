@@ -1,6 +1,7 @@
 // What the attention kernels share (attention.cu: one block per query row, any head dim; attention_mma.cu:
 // tensor cores, head dims up to 128): the launch arguments, the per-row split constants, the position -> K/V
-// row mapping, and a row's positions: [kv_lo_of, n_kv_of), all of [0, n_kv_of) without a sliding window.
+// row mapping, and a row's positions: [kv_lo_at(its position), n_kv_of), all of [0, n_kv_of) without a sliding
+// window.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -43,11 +44,12 @@ struct attn_args {
   float scale;
   int32_t n_seqs, n_tok;  // sequences and query rows of the launch (a sequence's rows end where the next's start)
   int32_t n_split_max;    // gridDim.z: partials per (query row, head) at most
-  int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence
+  int32_t causal;         // 0: every query attends to all n_past + n_tokens positions of its sequence (from its
+                          // window's start): every sequence of a launch alike
   int32_t part_span;      // positions per partial (k_split for attention_kernel, k_mma_chunk for the mma kernels)
   int32_t kv_elem;        // the K / V stores' element type (kv_type: f32, f16, bf16, fp8_*); strides in elements
-  int32_t window;         // sliding window (attention_params::window, causal only): > 0: each row attends its last
-                          // `window` positions (kv_lo_of); 0: all of them
+  int32_t window;         // sliding window (attention_params::window): > 0: the row at position P attends no position
+                          // below P - window + 1 (kv_lo_at), causal or not; 0: none below 0
 };
 static_assert(sizeof(attn_args) == 13 * sizeof(void*) + 2 * 8 + 14 * 4, "attn_args has padding");
 
@@ -68,23 +70,29 @@ __device__ __forceinline__ int64_t kv_row(const int32_t* table, int32_t block_si
   return (int64_t)table[b] * block_size + (int64_t)(p - b * bs);
 }
 
-// One past the last position query row i attends to (its number of positions, without a window).
+// One past the last position query row i attends to (its number of positions, without a window): its own
+// position + 1 (causal), or its sequence's last position + 1.
 __device__ __forceinline__ int64_t n_kv_of(const attn_args& a, int64_t i, int32_t seq) {
   const int64_t end = seq + 1 < a.n_seqs ? a.first[seq + 1] : a.n_tok;  // one past the sequence's last query row
   return (int64_t)a.n_past[seq] + (a.causal ? i - a.first[seq] + 1 : end - a.first[seq]);
 }
 
-// First position a row attending n_kv positions (n_kv_of) attends: its sliding window's start (llama.cpp's standard
-// SWA masks key j of the query at position n_kv - 1 when n_kv - 1 - j >= window), 0 without a window. Windows are
-// causal only (attention_launch checks), so a row's positions end at its own.
-__device__ __forceinline__ int64_t kv_lo_of(const attn_args& a, int64_t n_kv) {
-  return a.window > 0 && n_kv > a.window ? n_kv - a.window : 0;
+// Position of query row i of sequence seq: n_past + its index among the sequence's rows.
+__device__ __forceinline__ int64_t row_pos(const attn_args& a, int64_t i, int32_t seq) {
+  return (int64_t)a.n_past[seq] + (i - a.first[seq]);
 }
 
-// Whether positions [j0, j0 + span) hold some of a row's positions [kv_lo_of, n_kv): decided by position, never by a
+// First position the row at position pos attends: its sliding window's start (llama.cpp's standard SWA masks key j
+// of the query at pos when pos - j >= window; causal or not), 0 without a window. Rows of a sequence at later
+// positions start no earlier.
+__device__ __forceinline__ int64_t kv_lo_at(const attn_args& a, int64_t pos) {
+  return a.window > 0 && pos >= a.window ? pos - a.window + 1 : 0;
+}
+
+// Whether positions [j0, j0 + span) hold some of a row's positions [lo, n_kv): decided by position, never by a
 // split's max, so a row whose scores are all NaN still folds its splits and writes NaN (as the CPU does).
-__device__ __forceinline__ bool row_reaches(const attn_args& a, int64_t n_kv, int64_t j0, int64_t span) {
-  return j0 < n_kv && j0 + span > kv_lo_of(a, n_kv);
+__device__ __forceinline__ bool row_reaches(int64_t lo, int64_t n_kv, int64_t j0, int64_t span) {
+  return j0 < n_kv && j0 + span > lo;
 }
 
 // Spans of `span` positions, aligned at position 0, that positions [lo, n_kv) touch: a row's partials.

@@ -4,7 +4,8 @@
 // mma.sync m16n8k16 over the stored values with q and the probabilities in hi + lo parts (attention_mma_split.cuh);
 // fp8 stores (e4m3, e5m2): the f16 code over their values widened to halves as they are read (exact; kv_element.cuh).
 // One arithmetic for every (query row, head) of a store type, whose positions are [lo, n_kv) (lo: its sliding
-// window's start, kv_lo_of; 0 without a window):
+// window's start, kv_lo_at; 0 without a window; n_kv: one past its own position, or past its sequence's last one
+// when not causal):
 //   - positions are cut into splits of k_mma_split = 32 aligned at position 0; split_partial() gives a split's
 //     (max m, probability sum l, unnormalized weighted V o) for the 16 rows of a warp tile, each row's positions
 //     outside [lo, n_kv) masked;
@@ -80,24 +81,32 @@ struct warp_tile {
   int nq, h0, nh, gh, kvh;
   const int32_t* table;  // the sequence's block table, or null (contiguous)
   int64_t n_kv_max;      // positions of the tile's last query row (the most)
-  // The window start of the tile's first query row (the least; 0 without a window): a window's rows are causal, at
-  // consecutive positions.
-  __device__ __forceinline__ int64_t kv_lo(const attn_args& a) const { return kv_lo_of(a, n_kv_max - (nq - 1)); }
+  int64_t pos0;          // position of the tile's first query row
+  // The window start of the tile's first query row (the least; 0 without a window): the tile's rows are one
+  // sequence's, at consecutive positions.
+  __device__ __forceinline__ int64_t kv_lo(const attn_args& a) const { return kv_lo_at(a, pos0); }
 };
 
+// A row of a warp tile, which attends positions [lo(a), n_kv(a)): from its window's start to its own position
+// (causal) or to its sequence's last one (the tile's last row's). Kept as its position + 1 in 32 bits (one value per
+// row, its positions derived where they are needed: the kernels' registers stay near the causal-only code's); a
+// padding row (not ok) attends none.
 struct row_info {
   bool ok;
-  int64_t oh;    // (query row, head) index: output row
-  int64_t n_kv;  // one past the last position the row attends to (the first: kv_lo_of)
+  int64_t oh;   // (query row, head) index: output row
+  int32_t p1;   // the row's position + 1 (0: padding; positions stay below 2^31: attention_launch checks)
+  int32_t end;  // one past the tile's last row's last position (warp_tile::n_kv_max)
+  __device__ __forceinline__ int64_t lo(const attn_args& a) const { return p1 > 0 ? kv_lo_at(a, p1 - 1) : 0; }
+  __device__ __forceinline__ int64_t n_kv(const attn_args& a) const { return p1 <= 0 ? 0 : a.causal ? p1 : end; }
 };
 
-__device__ __forceinline__ row_info tile_row(const attn_args& a, const warp_tile& w, int r, int32_t seq) {
-  row_info ri{false, 0, 0};
+__device__ __forceinline__ row_info tile_row(const attn_args& a, const warp_tile& w, int r) {
+  row_info ri{false, 0, 0, (int32_t)w.n_kv_max};
   const int qi = r / w.gh, h = r % w.gh;
   if (qi < w.nq && h < w.nh) {
     ri.ok = true;
     ri.oh = (w.i0 + qi) * a.n_head + w.h0 + h;
-    ri.n_kv = n_kv_of(a, w.i0 + qi, seq);
+    ri.p1 = (int32_t)(w.pos0 + qi + 1);
   }
   return ri;
 }
@@ -107,11 +116,11 @@ __device__ __forceinline__ row_info tile_row(const attn_args& a, const warp_tile
 // reads of rows g and g + 1 on different banks); for 16-bit stores (T) split into hi / lo parts of T in
 // q16_store4's layout, in the same shared array.
 template <int HD, typename T>
-__device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, int32_t seq, int x, int n, bool vec,
+__device__ __forceinline__ void load_q(const attn_args& a, const warp_tile& w, int x, int n, bool vec,
                                        float* qs) {
   for (int e = x; e < 16 * HD / 4; e += n) {
     const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
-    const row_info ri = tile_row(a, w, r, seq);
+    const row_info ri = tile_row(a, w, r);
     const float4 v = ri.ok ? load4_kv(a.q + ri.oh * a.hd_k, d, a.hd_k, vec) : make_float4(0, 0, 0, 0);
     if constexpr (sizeof(T) == 2) q16_store4<HD, T>(reinterpret_cast<uint32_t*>(qs), r, d, v.x, v.y, v.z, v.w);
     else *reinterpret_cast<float4*>(qs + r * (HD + 16) + d) = v;
@@ -204,13 +213,13 @@ struct kv_shared {
 
 // One split (positions j0 .. j0 + 32) of a warp tile: m[r], l[r] of rows g (r = 0) and g + 8 (r = 1), o[nd][e] the
 // weighted V sums (not divided by l) of row g (e 0, 1) / g + 8 (e 2, 3) at dims (HD / 8) (2t + e % 2) + nd.
-// Positions of a row outside [kv_lo_of, n_kv) are masked (split_softmax).
+// Positions of a row outside [kv_lo, n_kv) are masked (split_softmax).
 // q: the tile's rows in shared memory (load_q). A fragments: k-step 2i takes dims 16i + 4t (slot t) and 16i + 4t + 1
 // (slot t + 4), k-step 2i + 1 the next two, so a lane reads 4 contiguous dims of q and of a K row per two k-steps.
 template <int HD, typename KV>
 __device__ __forceinline__ void split_partial(const attn_args& a, const KV& kv, const float* qs,
-                                              const int64_t (&n_kv)[2], int64_t j0, int g, int t, float (&m)[2],
-                                              float (&l)[2], float (&o)[HD / 8][4]) {
+                                              const int64_t (&kv_lo)[2], const int64_t (&n_kv)[2], int64_t j0, int g,
+                                              int t, float (&m)[2], float (&l)[2], float (&o)[HD / 8][4]) {
   constexpr int ND = HD / 8;  // V n-tiles; column g of n-tile nd is dim ND g + nd (a lane reads ND contiguous dims)
   // scores: s[j][e], key 8j + 2t + e % 2 of row g / g + 8
   float s[4][4];
@@ -230,7 +239,7 @@ __device__ __forceinline__ void split_partial(const attn_args& a, const KV& kv, 
       mma_3xtf32(s[j], ah1, al1, kx.z, kx.w);
     }
   }
-  split_softmax(a.scale, s, n_kv, j0, t, m, l, a.window);
+  split_softmax(a.scale, s, kv_lo, n_kv, j0, t, m, l);
   // weighted V: k-step j takes keys 8j + 2t (slot t) and 8j + 2t + 1 (slot t + 4): the score registers as they are
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
@@ -283,8 +292,8 @@ __device__ __forceinline__ int first_split(int64_t lo, int64_t chunk_start) {
 __device__ __forceinline__ void write_result(const attn_args& a, const row_info& ri, int64_t chunk, int d, float M,
                                              float L, float O) {
   if (d >= a.hd_v) return;
-  const int64_t lo = kv_lo_of(a, ri.n_kv);
-  if (spans_of(lo, ri.n_kv, k_mma_chunk) == 1) {
+  const int64_t lo = ri.lo(a);
+  if (spans_of(lo, ri.n_kv(a), k_mma_chunk) == 1) {
     a.out[ri.oh * a.hd_v + d] = __fdiv_rn(O, L);
   } else {
     float* pr = a.part + (ri.oh * a.n_split_max + chunk - lo / k_mma_chunk) * (a.hd_v + 2);
@@ -299,7 +308,7 @@ __device__ __forceinline__ void write_result(const attn_args& a, const row_info&
 // The launch's tile of this block and warp: tiles[2 blockIdx.x ..] = (first query row, query rows); the warp takes
 // query rows [first_q, first_q + rq) of it. blockIdx.y = KV head x head group.
 __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* tiles, int rq, int gh, int first_q,
-                                           warp_tile& w, int32_t& seq) {
+                                           warp_tile& w) {
   const int64_t i0 = tiles[2 * blockIdx.x];
   const int n = tiles[2 * blockIdx.x + 1];
   if (first_q >= n) return false;
@@ -311,9 +320,10 @@ __device__ __forceinline__ bool setup_tile(const attn_args& a, const int32_t* ti
   w.gh = gh;
   w.i0 = i0 + first_q;
   w.nq = min(rq, n - first_q);
-  seq = a.tok_seq[w.i0];
+  const int32_t seq = a.tok_seq[w.i0];
   w.table = a.tables ? a.tables + (int64_t)seq * a.table_stride : nullptr;
   w.n_kv_max = n_kv_of(a, w.i0 + w.nq - 1, seq);
+  w.pos0 = row_pos(a, w.i0, seq);
   return true;
 }
 
@@ -379,11 +389,10 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   constexpr int ND = HD / 8;
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, t = lane % 4;
   warp_tile bt, w;  // the block's whole tile, this warp's rows
-  int32_t seq;
-  setup_tile(a, tiles, 0x7fffffff, gh, 0, bt, seq);
+  setup_tile(a, tiles, 0x7fffffff, gh, 0, bt);
   const int64_t chunk = bt.kv_lo(a) / k_mma_chunk + blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= bt.n_kv_max) return;  // uniform over the block
-  const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w, seq) && chunk_start < w.n_kv_max &&
+  const bool active = setup_tile(a, tiles, rq, gh, warp * rq, w) && chunk_start < w.n_kv_max &&
                       w.kv_lo(a) < chunk_start + k_mma_chunk;
   constexpr bool h16 = !std::is_same<T, float>::value;  // a 16-bit or fp8 store: the 16-bit tensor-core code
   using MT = kv_mma_t<T>;
@@ -392,16 +401,14 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   __shared__ __align__(16) float sm_k[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::k_stride : 32 * kv_shared<HD>::k_stride];
   __shared__ __align__(16) float sm_v[!staged ? 1 : h16 ? 32 * kv_shared16<HD>::v_stride : 32 * kv_shared<HD>::v_stride];
   const uint32_t* q16 = reinterpret_cast<const uint32_t*>(sm_q[warp]);
-  if (active) load_q<HD, MT>(a, w, seq, lane, k_warp, vec, sm_q[warp]);
+  if (active) load_q<HD, MT>(a, w, lane, k_warp, vec, sm_q[warp]);
   __syncwarp();
-  row_info ri[2] = {};
-  int64_t n_kv[2] = {0, 0};
+  row_info ri[2] = {};  // rows g, g + 8 (an inactive warp's: padding)
   if (active) {
-    ri[0] = tile_row(a, w, g, seq);
-    ri[1] = tile_row(a, w, g + 8, seq);
-    n_kv[0] = ri[0].ok ? ri[0].n_kv : 0;
-    n_kv[1] = ri[1].ok ? ri[1].n_kv : 0;
+    ri[0] = tile_row(a, w, g);
+    ri[1] = tile_row(a, w, g + 8);
   }
+  const int64_t kv_lo[2] = {ri[0].lo(a), ri[1].lo(a)}, n_kv[2] = {ri[0].n_kv(a), ri[1].n_kv(a)};  // [kv_lo, n_kv)
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f}, O[ND][4] = {};  // empty (fold's comment)
   // splits [s0, n_splits) of the chunk for the block, [warp_s0, warp_splits) for this warp's rows
   const int s0 = first_split(bt.kv_lo(a), chunk_start);
@@ -422,17 +429,17 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
     float m[2], l[2], o[ND][4];
     if constexpr (h16 && staged) {
       const kv_shared16<HD> kv{reinterpret_cast<const uint32_t*>(sm_k), reinterpret_cast<const uint32_t*>(sm_v), g, t};
-      split_partial16<HD, MT>(a.scale, kv, q16, n_kv, j0, g, t, m, l, o, a.window);
+      split_partial16<HD, MT>(a.scale, kv, q16, kv_lo, n_kv, j0, g, t, m, l, o);
     } else if constexpr (h16) {
-      split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o, a.window);
+      split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, kv_lo, n_kv, j0, g, t, m, l, o);
     } else if constexpr (staged) {
-      split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], n_kv, j0, g, t, m, l, o);
+      split_partial<HD>(a, kv_shared<HD>{sm_k, sm_v, g, t}, sm_q[warp], kv_lo, n_kv, j0, g, t, m, l, o);
     } else {
-      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q[warp], n_kv, j0, g, t, m, l, o);
+      split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q[warp], kv_lo, n_kv, j0, g, t, m, l, o);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      if (row_reaches(a, n_kv[r], j0, k_mma_split)) {  // the split holds some of the row's positions
+      if (row_reaches(kv_lo[r], n_kv[r], j0, k_mma_split)) {  // the split holds some of the row's positions
         const fold_weights f = fold(M[r], m[r]);
         L[r] = fold_value(L[r], l[r], f);
 #pragma unroll
@@ -447,7 +454,7 @@ __global__ void __launch_bounds__(k_mma_warps * k_warp, HD <= 64 ? 3 : 1) attent
   if (!active) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (!ri[r].ok || !row_reaches(a, ri[r].n_kv, chunk_start, k_mma_chunk)) continue;  // no position in this chunk
+    if (!ri[r].ok || !row_reaches(ri[r].lo(a), ri[r].n_kv(a), chunk_start, k_mma_chunk)) continue;  // none in this chunk
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) {
 #pragma unroll
@@ -494,7 +501,7 @@ __device__ __forceinline__ void quantize_tile_out(const attn_args& a, const warp
 // [kv_lo, n_kv_max)) to finish merges its rows' partials (attention_merge_kernel's arithmetic) and returns true, the
 // others false. The counter goes back to 0 for the next launch.
 template <int W>
-__device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& w, int32_t seq) {
+__device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& w) {
   if (!a.done) return false;  // attention_merge_kernel merges
   __shared__ int last;
   const int chunks = (int)spans_of(w.kv_lo(a), w.n_kv_max, k_mma_chunk);
@@ -502,8 +509,8 @@ __device__ __forceinline__ bool merge_last(const attn_args& a, const warp_tile& 
   // thread x takes (row, dim) pairs x, x + blockDim.x, ..: the valid rows come first (decode: one query row's
   // heads, a pair per thread)
   for (int e = threadIdx.x; e < 16 * a.hd_v; e += W * k_warp) {
-    const row_info ri = tile_row(a, w, e / a.hd_v, seq);
-    const int64_t n_split = ri.ok ? spans_of(kv_lo_of(a, ri.n_kv), ri.n_kv, k_mma_chunk) : 0;
+    const row_info ri = tile_row(a, w, e / a.hd_v);
+    const int64_t n_split = ri.ok ? spans_of(ri.lo(a), ri.n_kv(a), k_mma_chunk) : 0;
     if (n_split <= 1) continue;
     const float* pr = a.part + ri.oh * a.n_split_max * (a.hd_v + 2);
     a.out[ri.oh * a.hd_v + e % a.hd_v] = merge_dim(a, pr, n_split, merge_max(a, pr, n_split), e % a.hd_v);
@@ -520,8 +527,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   __shared__ float sm_m[W][16], sm_l[W][16];
   const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, t = lane % 4;
   warp_tile w;
-  int32_t seq;
-  if (!setup_tile(a, tiles, rq, gh, 0, w, seq)) return;  // uniform over the block
+  if (!setup_tile(a, tiles, rq, gh, 0, w)) return;  // uniform over the block
   // chunks from the one holding the tile's window start: none below it is launched work or read
   const int64_t chunk = w.kv_lo(a) / k_mma_chunk + blockIdx.z, chunk_start = chunk * k_mma_chunk;
   if (chunk_start >= w.n_kv_max) return;
@@ -529,14 +535,13 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
   using MT = kv_mma_t<T>;
   __shared__ __align__(16) float sm_q[16 * (HD + 16)];
   const uint32_t* q16 = reinterpret_cast<const uint32_t*>(sm_q);
-  load_q<HD, MT>(a, w, seq, threadIdx.x, W * k_warp, vec, sm_q);
+  load_q<HD, MT>(a, w, threadIdx.x, W * k_warp, vec, sm_q);
   __syncthreads();
-  const row_info ri[2] = {tile_row(a, w, g, seq), tile_row(a, w, g + 8, seq)};
-  const int64_t n_kv[2] = {ri[0].ok ? ri[0].n_kv : 0, ri[1].ok ? ri[1].n_kv : 0};
+  const row_info ri[2] = {tile_row(a, w, g), tile_row(a, w, g + 8)};
+  const int64_t kv_lo[2] = {ri[0].lo(a), ri[1].lo(a)}, n_kv[2] = {ri[0].n_kv(a), ri[1].n_kv(a)};  // rows g, g + 8
   // the folding thread's row
   const int fr = threadIdx.x / TPR, fc = threadIdx.x % TPR;
-  const row_info fri = tile_row(a, w, fr, seq);
-  const int64_t fr_n_kv = fri.ok ? fri.n_kv : 0;
+  const row_info fri = tile_row(a, w, fr);
   float M = -INFINITY, L = 0.0f, O[NF] = {};  // empty (fold's comment)
   // the chunk's splits [s0, n_splits): from the one holding the tile's window start
   const int s0 = first_split(w.kv_lo(a), chunk_start);
@@ -546,8 +551,8 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     if (s < n_splits) {
       float m[2], l[2], o[ND][4];
       const int64_t j0 = chunk_start + (int64_t)s * k_mma_split;
-      if constexpr (h16) split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, n_kv, j0, g, t, m, l, o, a.window);
-      else split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, n_kv, j0, g, t, m, l, o);
+      if constexpr (h16) split_partial16<HD, MT>(a.scale, kv_global16<T>(a, w, j0, g, t, vec), q16, kv_lo, n_kv, j0, g, t, m, l, o);
+      else split_partial<HD>(a, kv_global(a, w, j0, g, t, vec), sm_q, kv_lo, n_kv, j0, g, t, m, l, o);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         if (t == 0) {
@@ -564,7 +569,7 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     __syncthreads();
     for (int u = 0; u < W && base + u < n_splits; ++u) {
       const float m = sm_m[u][fr], l = sm_l[u][fr];
-      if (row_reaches(a, fr_n_kv, chunk_start + (int64_t)(base + u) * k_mma_split, k_mma_split)) {  // the row's split
+      if (row_reaches(fri.lo(a), fri.n_kv(a), chunk_start + (int64_t)(base + u) * k_mma_split, k_mma_split)) {  // its split
         const fold_weights f = fold(M, m);
         L = fold_value(L, l, f);
 #pragma unroll
@@ -574,11 +579,11 @@ __global__ void __launch_bounds__(W * k_warp, HD <= 64 ? 16 / W : 1) attention_m
     }
     __syncthreads();
   }
-  if (fri.ok && row_reaches(a, fri.n_kv, chunk_start, k_mma_chunk)) {  // the row has positions in this chunk
+  if (fri.ok && row_reaches(fri.lo(a), fri.n_kv(a), chunk_start, k_mma_chunk)) {  // the row has positions here
 #pragma unroll
     for (int k = 0; k < NF; ++k) write_result(a, fri, chunk, fc + TPR * k, M, L, O[k]);
   }
-  if (spans_of(w.kv_lo(a), w.n_kv_max, k_mma_chunk) > 1 && !merge_last<W>(a, w, seq)) return;  // uniform over the block
+  if (spans_of(w.kv_lo(a), w.n_kv_max, k_mma_chunk) > 1 && !merge_last<W>(a, w)) return;  // uniform over the block
   if (a.out_q) quantize_tile_out<W>(a, w);
 }
 

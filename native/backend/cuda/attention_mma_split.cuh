@@ -1,5 +1,5 @@
 // One split (32 positions) of a warp tile of the tensor-core attention (attention_mma.cu): the split's softmax
-// (a row's positions outside its sliding window, or past its own, masked before it), which both store types share,
+// (a row's positions outside [its window's start, its last position] masked before it), which both store types share,
 // and the split over f16 / bf16 K / V stores on 16-bit tensor cores.
 //   - f32 stores: attention_mma.cu's split_partial (three tf32 products per multiply).
 //   - 16-bit stores: split_partial16 below, mma m16n8k16 with f32 accumulators (mma_f16.cuh). The K / V values are
@@ -23,15 +23,15 @@
 namespace spindle {
 
 // The split's softmax, in place on the scores of rows g (r = 0) and g + 8 (r = 1): s scaled, masked (-inf) outside
-// the row's positions: past n_kv[r], and with a sliding window (window > 0) at n_kv[r] - window and below (the
-// query at position n_kv - 1 attends its last `window` positions); exp(s - max); m[r], l[r] the row's max and
-// probability sum over the split's 32 keys (8 per lane, then the lane quad in a fixed order).
-__device__ __forceinline__ void split_softmax(float scale, float (&s)[4][4], const int64_t (&n_kv)[2], int64_t j0,
-                                              int t, float (&m)[2], float (&l)[2], int32_t window) {
+// the row's positions [kv_lo[r], n_kv[r]) (kv_lo: its sliding window's start, 0 without one); exp(s - max); m[r],
+// l[r] the row's max and probability sum over the split's 32 keys (8 per lane, then the lane quad in a fixed order).
+__device__ __forceinline__ void split_softmax(float scale, float (&s)[4][4], const int64_t (&kv_lo)[2],
+                                              const int64_t (&n_kv)[2], int64_t j0, int t, float (&m)[2],
+                                              float (&l)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     // the row's positions relative to this lane's first key j0 + 2t: [lo, hi)
-    const int64_t p0 = j0 + 2 * t, hi = n_kv[r] - p0, lo = window > 0 ? hi - window : -p0;
+    const int64_t p0 = j0 + 2 * t, hi = n_kv[r] - p0, lo = kv_lo[r] - p0;
     float mx = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -111,12 +111,12 @@ __device__ __forceinline__ uint32_t v_pair(const uint4& x, const uint4& y, int q
 }
 
 // One split (positions j0 .. j0 + 32) of a warp tile over 16-bit stores of type T: m, l, o as split_softmax and the
-// header say (window: the sliding window, 0 for none). qs: the tile's q rows (q16_store4 layout); kv: k4 / v8 as
+// header say (rows g / g + 8 attend [kv_lo, n_kv)). qs: the tile's q rows (q16_store4 layout); kv: k4 / v8 as
 // kv_shared16 (any source of the same values).
 template <int HD, typename T, typename KV>
 __device__ __forceinline__ void split_partial16(float scale, const KV& kv, const uint32_t* qs,
-                                                const int64_t (&n_kv)[2], int64_t j0, int g, int t, float (&m)[2],
-                                                float (&l)[2], float (&o)[HD / 8][4], int32_t window = 0) {
+                                                const int64_t (&kv_lo)[2], const int64_t (&n_kv)[2], int64_t j0, int g,
+                                                int t, float (&m)[2], float (&l)[2], float (&o)[HD / 8][4]) {
   constexpr int ND = HD / 8, S = q16_stride<HD>();
   float s[4][4];
 #pragma unroll
@@ -135,7 +135,7 @@ __device__ __forceinline__ void split_partial16(float scale, const KV& kv, const
       mma_k16_f32<T>(s[j], ah, k.x, k.y);
     }
   }
-  split_softmax(scale, s, n_kv, j0, t, m, l, window);
+  split_softmax(scale, s, kv_lo, n_kv, j0, t, m, l);
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
 #pragma unroll
