@@ -251,6 +251,7 @@ export interface NativeMmprojInfo {
   patchSize: number;
   scaleFactor: number;
   posGrid: number;
+  imageSize: number; // gemma3: the fixed input side in pixels
   projHidden: number;
   nEmbdOut: number;
   useGelu: boolean;

@@ -81,7 +81,7 @@ t.test('against current llama.cpp (goldens from its mtmd path)', async (t) => {
       t.same(ours, g.layout, `the same prompt layout (${g.layout.filter((x) => x === -1).length} image embeddings)`);
 
       const ref = new Float32Array(Uint8Array.from(readFileSync(join(goldens, `mtmd-lfm2-vl-tiny-${w}x${h}.embd.f32`))).buffer);
-      const mine = debugAddon().lfm2EncodeImage(fx.mmproj, patternRgb(w, h, goldenSeed(w, h)), w, h, 2);
+      const mine = debugAddon().encodeImage(fx.mmproj, patternRgb(w, h, goldenSeed(w, h)), w, h, 2);
       t.equal(mine.length, ref.length, 'as many embedding values');
       let scale = 0, worst = 0;
       for (let i = 0; i < ref.length; i++) {

@@ -40,13 +40,22 @@ void validate_request_images(const request& r, const vision_model* vision) {
       throw error(at + "position " + std::to_string(im.position) +
                   " is outside the prompt or not before the next image's (images must be in prompt order)");
     }
-    int64_t placeholders = 0;
-    for (int64_t p = im.position; p < end; ++p) placeholders += r.prompt[size_t(p)] == k_embedding_token;
-    const lfm2_image_plan plan = vision->plan(px.width, px.height);
+    int64_t placeholders = 0, first = -1, last = -1;
+    for (int64_t p = im.position; p < end; ++p) {
+      if (r.prompt[size_t(p)] != k_embedding_token) continue;
+      placeholders++;
+      if (first < 0) first = p;
+      last = p;
+    }
+    const image_plan plan = vision->plan(px.width, px.height);
     if (placeholders != plan.embeddings) {
       throw error(at + "a " + std::to_string(px.width) + "x" + std::to_string(px.height) + " image has " +
                   std::to_string(plan.embeddings) + " embeddings, but the prompt holds " + std::to_string(placeholders) +
                   " placeholders (-1) for it (the engine's imageLayout gives the positions an image takes)");
+    }
+    if (vision->bidirectional() && last - first + 1 != placeholders) {
+      throw error(at + "its placeholders (-1) must be one run: this model's image embeddings attend to each other, "
+                  "positions " + std::to_string(first) + " to " + std::to_string(last) + " hold other tokens too");
     }
   }
 }
@@ -68,6 +77,7 @@ request_images::request_images(std::vector<request_image> images, const std::vec
       s.end = p + 1;
       row_at_[size_t(p)] = rows++;
     }
+    spans_.insert(spans_.end(), {s.begin, s.end});
     s.image = std::move(im);
     slots_.push_back(std::move(s));
   }

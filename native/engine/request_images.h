@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "vision/lfm2_plan.h"
+#include "vision/image_plan.h"
 
 namespace spindle {
 
@@ -17,7 +17,7 @@ class vision_model;
 
 // Throws spindle::error naming the image and the problem: images without a vision model, a bad size, a
 // position outside the prompt or out of order, a placeholder count that is not the image's embedding count, or a
-// placeholder before the first image.
+// placeholder before the first image; for a bidirectional vision model, an image whose placeholders are not one run.
 void validate_request_images(const request& r, const vision_model* vision);
 
 class request_images {
@@ -29,11 +29,14 @@ class request_images {
   // first placeholder in that range (null when there is none). Encodes the images the range reaches first.
   const float* chunk_embd(int32_t first_pos, int32_t n);
   int64_t encoded_images() const { return n_encoded_; }
+  // [begin, end) of each image's placeholders, in prompt order (flattened pairs): the bidirectional spans of a
+  // vision model whose image embeddings attend both ways (validate_request_images: then each is one run).
+  const std::vector<int32_t>& spans() const { return spans_; }
 
  private:
   struct slot {
     request_image image;  // pixels dropped once encoded
-    lfm2_image_plan plan;
+    image_plan plan;
     int32_t begin = 0, end = 0;  // its placeholders lie in [begin, end)
     int32_t first_row = 0;  // its first embedding row
     bool encoded = false;
@@ -42,6 +45,7 @@ class request_images {
   std::vector<slot> slots_;
   std::vector<int32_t> row_at_;  // [prompt length]: embedding row of each placeholder, -1 elsewhere
   std::vector<float> embd_;      // [total embeddings, n_embd]
+  std::vector<int32_t> spans_;   // [2 * images]: each slot's begin, end
   int64_t n_encoded_ = 0;
 };
 

@@ -30,6 +30,9 @@ struct sched_sequence {
   // Chain hashes (block_manager::chain_hash from cache_salt) of the prompt's full blocks a later sequence could
   // take from the cache (up to an image placeholder); empty when prefix caching is off
   std::vector<uint64_t> prompt_block_hashes;
+  // [begin, end) pairs of prompt positions no chunk may end inside (bidirectional image embeddings: each span's
+  // queries must see its last row); sorted, disjoint, each at most max_num_batched_tokens long
+  std::vector<int32_t> whole_spans;
   sched_status status = sched_status::waiting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }

@@ -43,8 +43,21 @@ scheduler::scheduler(scheduler_config config, block_manager blocks)
 }
 
 void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache, bool scores_prompt,
-                    uint64_t cache_salt) {
+                    uint64_t cache_salt, std::vector<int32_t> whole_spans) {
   if (seqs_.count(id) != 0) throw error("scheduler: " + seq_name(id) + " already exists");
+  const int32_t step_limit = scores_prompt ? std::min(config_.max_num_batched_tokens, k_max_scored_rows)
+                                           : config_.max_num_batched_tokens;
+  for (size_t k = 0; k < whole_spans.size(); k += 2) {
+    const int32_t b = whole_spans[k], e = k + 1 < whole_spans.size() ? whole_spans[k + 1] : -1;
+    if (b < 0 || e <= b || e > int32_t(prompt.size()) || (k > 0 && b < whole_spans[k - 1])) {
+      throw error("scheduler: the whole spans of " + seq_name(id) + " must be sorted [begin, end) pairs inside the prompt");
+    }
+    if (e - b > step_limit) {
+      throw error("an image's " + std::to_string(e - b) + " embeddings attend to each other, so they go through the model "
+                  "in one step, but a step takes at most " + std::to_string(step_limit) +
+                  (scores_prompt ? " prompt tokens with prompt logprobs" : " tokens (max_num_batched_tokens)"));
+    }
+  }
   if (prompt.empty()) throw error("scheduler: " + seq_name(id) + " has an empty prompt");
   if (prompt.size() > size_t(config_.max_model_len)) {
     throw error("scheduler: the prompt of " + seq_name(id) + " has " + std::to_string(prompt.size()) +
@@ -58,6 +71,7 @@ void scheduler::add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_ca
   s->use_prefix_cache = use_prefix_cache;
   s->scores_prompt = scores_prompt;
   s->cache_salt = cache_salt;
+  s->whole_spans = std::move(whole_spans);
   if (blocks_.prefix_caching()) s->prompt_block_hashes = blocks_.chain_hashes(s->token_ids.data(), s->num_prompt_tokens, cache_salt);
   waiting_.push_back(s.get());
   seqs_.emplace(id, std::move(s));
@@ -118,7 +132,8 @@ void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool dec
     }
     int32_t n = prefill_chunk(*s, budget);
     const bool scoring = s->scoring();
-    if (scoring) n = std::min(n, scored_rows_left_);
+    const int32_t limit = std::min(budget, scoring ? scored_rows_left_ : INT32_MAX);
+    n = whole_span_chunk(*s, s->num_computed_tokens, std::min(n, limit), limit);
     if (n == 0) continue;
     if (reserve_or_preempt(*s, n, out, budget)) {
       push_chunk(out, budget, *s, n, is_decode);
@@ -188,7 +203,8 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
       continue;
     }
     const bool scoring = s->scoring();
-    const int32_t n = std::min(chunk_of(s->num_tokens() - hit, budget), scoring ? scored_rows_left_ : INT32_MAX);
+    const int32_t limit = std::min(budget, scoring ? scored_rows_left_ : INT32_MAX);
+    const int32_t n = whole_span_chunk(*s, hit, std::min(chunk_of(s->num_tokens() - hit, budget), limit), limit);
     if (n == 0 || !blocks_.can_allocate_shared(shared, int64_t(hit) + n)) break;
     if (held_blocks > 0 && blocks_.num_free_blocks() - blocks_.blocks_for_tokens(int64_t(hit) + n) < held_blocks) break;
     s->state_slot = slots_.acquire(s->id);  // one is free: running_.size() < max_num_seqs slots
@@ -221,6 +237,18 @@ int32_t scheduler::prefill_chunk(const sched_sequence& s, int32_t budget) const 
 int32_t scheduler::chunk_of(int32_t remaining, int32_t budget) const {
   if (config_.chunked_prefill_size < 0) return remaining <= budget ? remaining : 0;
   return std::min({remaining, config_.chunked_prefill_size, budget});
+}
+
+int32_t scheduler::whole_span_chunk(const sched_sequence& s, int32_t start, int32_t n, int32_t limit) const {
+  const int32_t end = start + n;
+  for (size_t k = 0; n > 0 && k + 1 < s.whole_spans.size(); k += 2) {
+    const int32_t b = s.whole_spans[k], e = s.whole_spans[k + 1];
+    if (e <= start || e <= end) continue;  // behind the chunk, or ends inside it
+    if (b >= end) break;                   // this span and the later ones start after the chunk
+    if (b > start) return b - start;       // stop before the span
+    return e - start <= limit ? e - start : 0;  // the chunk starts inside it: all of the rest, or not this step
+  }
+  return n;
 }
 
 bool scheduler::can_reserve(const sched_sequence& s, int32_t n_slots) const {

@@ -115,9 +115,10 @@ class scheduler {
   // use_prefix_cache false: the sequence never starts from a cached prefix (its blocks are still committed).
   // scores_prompt: the sequence wants a logits row at every prompt position (prompt logprobs); such chunks take at
   // most k_max_scored_rows tokens of a step together (their rows are [tokens, vocabulary] floats on the host).
-  // cache_salt: the prefix-cache namespace (sched_sequence::cache_salt).
+  // cache_salt: the prefix-cache namespace (sched_sequence::cache_salt). whole_spans: sched_sequence::whole_spans
+  // (throws when one is not sorted, disjoint and inside the prompt, or too long for one step).
   void add(uint64_t id, std::vector<int32_t> prompt, bool use_prefix_cache = true, bool scores_prompt = false,
-           uint64_t cache_salt = 0);
+           uint64_t cache_salt = 0, std::vector<int32_t> whole_spans = {});
   static constexpr int32_t k_max_scored_rows = 256;
   // Removes a waiting or running sequence and frees its blocks; false when the id is unknown. Safe between
   // schedule() and postprocess(): the sequence's chunks are then skipped.
@@ -157,6 +158,9 @@ class scheduler {
   int32_t prefill_chunk(const sched_sequence& s, int32_t budget) const;  // 0: does not fit this step
   int32_t scored_rows_left_ = 0;  // of k_max_scored_rows, in the step being scheduled
   int32_t chunk_of(int32_t remaining, int32_t budget) const;             // prefill_chunk of `remaining` tokens
+  // n (a chunk of s from `start`) cut so it does not end inside a whole span, or grown to the end of the span it
+  // would end in when that span starts at or before `start` and the grown chunk is within `limit` (else 0)
+  int32_t whole_span_chunk(const sched_sequence& s, int32_t start, int32_t n, int32_t limit) const;
   bool can_reserve(const sched_sequence& s, int32_t n_slots) const;
   void reserve(const sched_sequence& s, int32_t n_slots);
   bool reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget);

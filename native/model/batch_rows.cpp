@@ -38,6 +38,17 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
                     " out of range [0, " + std::to_string(n_vocab) + ")");
       }
     }
+    if (b.n_bidir_spans < 0 || (b.n_bidir_spans > 0 && !b.bidir_spans)) throw error(at + "bad bidirectional span list");
+    for (int32_t k = 0; k < b.n_bidir_spans; ++k) {
+      const int32_t sb = b.bidir_spans[2 * k], se = b.bidir_spans[2 * k + 1];
+      if (sb < 0 || se <= sb || (k > 0 && sb < b.bidir_spans[2 * k - 1])) {
+        throw error(at + "bidirectional spans must be sorted, disjoint and non-empty");
+      }
+      if (sb < end && se > b.first_pos && se > end) {
+        throw error(at + "bidirectional span [" + std::to_string(sb) + ", " + std::to_string(se) + ") does not end in the chunk [" +
+                    std::to_string(b.first_pos) + ", " + std::to_string(end) + "): its queries could not see its last rows");
+      }
+    }
     if (b.sample != nullptr && b.argmax == nullptr) throw error(at + "sample specs need an argmax (ids) buffer");
     if (b.hidden != nullptr && b.argmax != nullptr) throw error(at + "hidden rows take no argmax or sample");
     for (int32_t r = 0; b.sample != nullptr && r < b.n_logits; ++r) {
@@ -205,6 +216,28 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
     row += run_rows;
     i = end;
   }
+}
+
+void append_attention_calls(std::vector<paged_attention_params>& out, const paged_attention_params& base,
+                            const batch_sequence& b) {
+  const int32_t end = b.first_pos + b.n_tokens;
+  int32_t at = b.first_pos;  // the first row not yet in a call
+  const auto call = [&](int32_t n, bool causal) {
+    if (n <= 0) return;
+    paged_attention_params pp = base;
+    pp.attn.n_tokens = n;
+    pp.attn.n_past = at;
+    pp.attn.causal = causal;
+    out.push_back(pp);
+    at += n;
+  };
+  for (int32_t k = 0; k < b.n_bidir_spans; ++k) {
+    const int32_t sb = b.bidir_spans[2 * k], se = b.bidir_spans[2 * k + 1];
+    if (se <= at || sb >= end) continue;  // outside this chunk (check_batch_sequences: a span it reaches ends in it)
+    call(sb - at, true);
+    call(se - at, false);
+  }
+  call(end - at, true);
 }
 
 }  // namespace spindle

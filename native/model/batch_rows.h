@@ -17,6 +17,13 @@ namespace spindle {
 int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t n_blocks, int32_t block_size,
                               int32_t n_vocab);
 
+// Appends the attention calls of one sequence's rows to `out`: one causal call (base with b's n_tokens and
+// first_pos), or, around bidirectional spans (batch_sequence::bidir_spans), consecutive calls over its rows in order:
+// causal runs, and each span's rows as a non-causal call whose n_past is the span's first row in this chunk (so they
+// see every position up to the span's end). base: heads, strides, scale, window, store; its table and block fields.
+void append_attention_calls(std::vector<paged_attention_params>& out, const paged_attention_params& base,
+                            const batch_sequence& b);
+
 // Throws when some sequence wants logits rows (not only their argmax) and the buffer is null.
 void check_logits_buffer(const std::vector<batch_sequence>& batch, const float* logits);
 

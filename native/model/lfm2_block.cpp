@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/batch_rows.h"
 #include "model/lfm2_model.h"
 
 namespace spindle {
@@ -145,11 +146,9 @@ void lfm2_model::run_attention(const lfm2_layer& l, const std::vector<batch_sequ
   std::vector<paged_attention_params>& seqs = scratch_.attn_seqs;  // attention per sequence over its own blocks
   seqs.clear();
   for (const batch_sequence& b : batch) {
-    pp.attn.n_tokens = b.n_tokens;
-    pp.attn.n_past = b.first_pos;
     pp.block_table = b.block_table;
     pp.n_table = b.n_table;
-    seqs.push_back(pp);
+    append_attention_calls(seqs, pp, b);
   }
   be.attention_paged_batch(seqs.data(), (int64_t)seqs.size(), q, k_store, v_store, scratch_.attn.data());
   scratch_.lora.matmul(be, d.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]

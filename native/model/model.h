@@ -109,6 +109,12 @@ struct batch_sequence {
   // A LoRA adapter (model/lora.h) of this model applied to this sequence's rows; null: the base model. A batch
   // may mix adapters (each row gets its own sequence's).
   const lora_adapter* lora = nullptr;
+  // Bidirectional spans (gemma3's image embeddings): host [2 * n_bidir_spans], [begin, end) position pairs, sorted
+  // and disjoint. The queries of a span attend every position of it (and, like any query, those before it, within a
+  // sliding window); the rest stays causal. A span this chunk reaches must end inside it (the scheduler never splits
+  // one); it may begin before first_pos (its earlier rows are in the cache). Null: causal throughout.
+  const int32_t* bidir_spans = nullptr;
+  int32_t n_bidir_spans = 0;
 };
 
 // The id that marks a position whose input embedding comes from batch_sequence::embd (an image placeholder).

@@ -1,18 +1,20 @@
 // One transformer block of the dense architectures, on the backend:
 //   [x += cur, the previous layer's FFN output;]  cur = rms_norm(x) * attn_norm;  q, k, v = cur @ Wq, Wk, Wv
 //   (+ biases);  [qwen3, gemma3: per-head rms_norm of q, k]  rope(q, k);  k, v -> block slots;  attn = paged causal
-//   attention per sequence [gemma3's sliding-window layers: over the window, with their own rope];
+//   attention per sequence [gemma3's sliding-window layers: over the window, with their own rope; gemma3's image
+//   embeddings: non-causal among themselves];
 //   x += attn @ Wo (+ bo) [gemma3: rms_norm(attn @ Wo) * post_attention_norm];  cur = rms_norm(x) * ffn_norm;
 //   cur = (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [gemma3: gelu for silu, then rms_norm(cur) * post_ffw_norm;
 //   qwen3moe: cur = moe(cur)], left for the next layer to add (forward_batch adds the last layer's). The residual
 //   adds and the norms after them are one fused op each.
 // Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
 // Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
-// a sequence's query at position p sees its own positions [0, p] (a sliding layer: [p - window + 1, p]) and nothing
-// of other sequences.
+// a sequence's query at position p sees its own positions [0, p] (a sliding layer: [p - window + 1, p]; a query of a
+// bidirectional span: up to the span's end) and nothing of other sequences.
 #include <cmath>
 #include <vector>
 
+#include "model/batch_rows.h"
 #include "model/dense_model.h"
 
 namespace spindle {
@@ -68,13 +70,11 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   for (const batch_sequence& b : batch) {
     paged_attention_params pp;
     pp.attn = ap;
-    pp.attn.n_tokens = b.n_tokens;
-    pp.attn.n_past = b.first_pos;
     pp.block_table = b.block_table;
     pp.n_table = b.n_table;
     pp.block_size = kv.block_size_;
     pp.n_blocks = kv.n_blocks_;
-    seqs.push_back(pp);
+    append_attention_calls(seqs, pp, b);  // one call, or several around bidirectional spans (image embeddings)
   }
   be.attention_paged_batch(seqs.data(), (int64_t)seqs.size(), q, k_store, v_store, scratch_.attn.data());
 

@@ -7,9 +7,10 @@
 #include "gguf/gguf_file.h"
 #include "backend/backend.h"
 #include "common/error.h"
-#include "vision/lfm2_encoder.h"
-#include "vision/lfm2_encoder_ref.h"
+#include "vision/siglip_encoder.h"
+#include "vision/siglip_encoder_ref.h"
 #include "vision/lfm2_plan.h"
+#include "vision/vision_model.h"
 
 #include <cmath>
 #include "vision/mmproj.h"
@@ -33,6 +34,7 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
     o.Set("patchSize", hp.patch_size);
     o.Set("scaleFactor", hp.scale_factor);
     o.Set("posGrid", hp.pos_grid);
+    o.Set("imageSize", hp.image_size);
     o.Set("projHidden", hp.proj_hidden);
     o.Set("nEmbdOut", hp.n_embd_out);
     o.Set("useGelu", hp.use_gelu);
@@ -48,9 +50,9 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
 }
 
 // (test builds only: SPINDLE_TEST_HOOKS) mmprojEncodeReference(path, pixels: Float32Array planar [3][h][w] normalized, width, height): Float32Array
-// [tokens * nEmbdOut]: the plain-loop encoder (native/vision/lfm2_encoder_ref.h), for conformance tests.
+// [tokens * nEmbdOut]: the plain-loop encoder (native/vision/siglip_encoder_ref.h), for conformance tests.
 // (test builds only) mmprojEncode(path, pixels, width, height, threads?): the same through the backend encoder
-// (native/vision/lfm2_encoder.h) on the CPU backend.
+// (native/vision/siglip_encoder.h) on the CPU backend.
 [[maybe_unused]] Napi::Value mmproj_encode_impl(const Napi::CallbackInfo& info, bool reference) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsString() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber()) {
@@ -66,11 +68,11 @@ Napi::Value mmproj_info(const Napi::CallbackInfo& info) {
     const int w = info[2].As<Napi::Number>().Int32Value(), h = info[3].As<Napi::Number>().Int32Value();
     std::vector<float> e;
     if (reference) {
-      e = lfm2_encode_reference(m, pixels, w, h);
+      e = siglip_encode_reference(m, pixels, w, h);
     } else {
       const int threads = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().Int32Value() : 0;
       auto be = make_cpu_backend(threads);
-      lfm2_encoder enc(m, *be);
+      siglip_encoder enc(m, *be);
       const int align = int(m.hp.patch_size * m.hp.scale_factor);
       if (w <= 0 || h <= 0 || w % align || h % align) throw error("image entry is not a multiple of the patch grid");
       if (pixels.size() != size_t(3) * size_t(w) * size_t(h)) throw error("pixel count does not match the size");
@@ -116,7 +118,7 @@ Napi::Value lfm2_image_plan_js(const Napi::CallbackInfo& info) {
   if (!(w >= 1 && w <= 1e6 && h >= 1 && h <= 1e6) || w != std::floor(w) || h != std::floor(h)) {
     throw Napi::RangeError::New(env, "image size must be positive integers up to 1000000 (got " + std::to_string(w) + "x" + std::to_string(h) + ")");
   }
-  lfm2_image_plan plan;
+  image_plan plan;
   int size_w = 0, size_h = 0, grid_cols = 0, grid_rows = 0;
   try {
     plan = plan_lfm2_image(int(w), int(h), p);
@@ -142,9 +144,9 @@ Napi::Value lfm2_image_plan_js(const Napi::CallbackInfo& info) {
   o.Set("positions", plan.positions);
   Napi::Array crops = Napi::Array::New(env, plan.crops.size());
   for (uint32_t i = 0; i < plan.crops.size(); ++i) {
-    const lfm2_crop& c = plan.crops[i];
+    const image_crop& c = plan.crops[i];
     Napi::Object e = Napi::Object::New(env);
-    e.Set("source", c.source == lfm2_crop::kind::tile ? "tile" : c.source == lfm2_crop::kind::thumbnail ? "thumbnail" : "image");
+    e.Set("source", c.source == image_crop::kind::tile ? "tile" : c.source == image_crop::kind::thumbnail ? "thumbnail" : "image");
     e.Set("width", c.width);
     e.Set("height", c.height);
     e.Set("tokens", c.tokens);
@@ -157,12 +159,13 @@ Napi::Value lfm2_image_plan_js(const Napi::CallbackInfo& info) {
   return o;
 }
 
-// (test builds only) lfm2EncodeImage(mmprojPath, rgb: Uint8Array [h][w][3], width, height, threads?): Float32Array
-// [embeddings * nEmbdOut]: a whole image as the engine encodes it (plan, crops, normalization, backend encoder).
-[[maybe_unused]] Napi::Value lfm2_encode_image_js(const Napi::CallbackInfo& info) {
+// (test builds only) encodeImage(mmprojPath, rgb: Uint8Array [h][w][3], width, height, threads?): Float32Array
+// [embeddings * nEmbdOut]: a whole image as the engine encodes it (the projector's plan with the default limits,
+// crops, normalization, backend encoder).
+[[maybe_unused]] Napi::Value encode_image_js(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsString() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsNumber()) {
-    throw Napi::TypeError::New(env, "lfm2EncodeImage(path: string, rgb: Uint8Array, width: number, height: number, threads?: number)");
+    throw Napi::TypeError::New(env, "encodeImage(path: string, rgb: Uint8Array, width: number, height: number, threads?: number)");
   }
   Napi::Uint8Array rgb = info[1].As<Napi::Uint8Array>();
   try {
@@ -180,8 +183,8 @@ Napi::Value lfm2_image_plan_js(const Napi::CallbackInfo& info) {
     p.scale_factor = int(m.hp.scale_factor);
     const int threads = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().Int32Value() : 0;
     auto be = make_cpu_backend(threads);
-    lfm2_encoder enc(m, *be);
-    const std::vector<float> e = lfm2_encode_image(enc, m.hp, img, plan_lfm2_image(img.width, img.height, p));
+    siglip_encoder enc(m, *be);
+    const std::vector<float> e = siglip_encode_image(enc, m.hp, img, plan_image(m.hp, p, img.width, img.height));
     Napi::Float32Array out = Napi::Float32Array::New(env, e.size());
     std::copy(e.begin(), e.end(), out.Data());
     return out;
@@ -201,7 +204,7 @@ void register_vision(Napi::Env env, Napi::Object exports) {
 #if SPINDLE_TEST_HOOKS
   exports.Set("mmprojEncodeReference", Napi::Function::New(env, mmproj_encode_reference, "mmprojEncodeReference"));
   exports.Set("mmprojEncode", Napi::Function::New(env, mmproj_encode, "mmprojEncode"));
-  exports.Set("lfm2EncodeImage", Napi::Function::New(env, lfm2_encode_image_js, "lfm2EncodeImage"));
+  exports.Set("encodeImage", Napi::Function::New(env, encode_image_js, "encodeImage"));
 #endif
 }
 

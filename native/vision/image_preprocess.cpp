@@ -1,16 +1,17 @@
-// LFM2-VL crop pixels (see lfm2_preprocess.h).
-#include "vision/lfm2_preprocess.h"
+// Crop pixels of an image plan (see image_preprocess.h).
+#include "vision/image_preprocess.h"
 
 #include "common/error.h"
 
 namespace spindle {
 
-lfm2_cropper::lfm2_cropper(const rgb_image& image, const lfm2_image_plan& plan) : image_(image), plan_(plan) {}
+image_cropper::image_cropper(const rgb_image& image, const image_plan& plan) : image_(image), plan_(plan) {}
 
-rgb_image lfm2_cropper::crop(size_t i) {
+rgb_image image_cropper::crop(size_t i) {
   if (i >= plan_.crops.size()) throw error("image crop index out of range");
-  const lfm2_crop& c = plan_.crops[i];
-  if (c.source != lfm2_crop::kind::tile) return resize_bilinear(image_, c.width, c.height);
+  const image_crop& c = plan_.crops[i];
+  if (c.source == image_crop::kind::letterbox) return resize_letterbox(image_, c.width, c.height);
+  if (c.source != image_crop::kind::tile) return resize_bilinear(image_, c.width, c.height);
   if (refined_.data.empty()) refined_ = resize_letterbox(image_, plan_.refined_width, plan_.refined_height);
   return spindle::crop(refined_, c.tile_col * c.width, c.tile_row * c.height, c.width, c.height);
 }

@@ -1,6 +1,7 @@
-// The pixels of each crop of an LFM2-VL image plan, as llama.cpp's mtmd makes them (docs/design/lfm2-vl.md
-// 4.2-4.7): a plain image or thumbnail is the original stretched (Pillow bilinear) to its size; tiles are
-// 512x512 blocks of the original letterboxed (aspect kept, black bars centred) into the tile grid.
+// The pixels of each crop of an image plan, as llama.cpp's mtmd makes them (docs/design/lfm2-vl.md 4.2-4.7 for
+// LFM2-VL): a plain image or thumbnail is the original stretched (Pillow bilinear) to its size; tiles are
+// 512x512 blocks of the original letterboxed (aspect kept, black bars centred) into the tile grid; a letterbox
+// crop (Gemma 3) is the whole original letterboxed into the crop's size.
 // Invariant: every crop comes out at exactly the plan's size; normalization is v = (u8 / 255 - mean) / std in
 // float, planar [3][height][width].
 #pragma once
@@ -8,19 +9,19 @@
 #include <vector>
 
 #include "vision/image_resize.h"
-#include "vision/lfm2_plan.h"
+#include "vision/image_plan.h"
 
 namespace spindle {
 
 // Makes the crops of `plan` from `image` in plan order (the refined image is built once for all tiles).
-class lfm2_cropper {
+class image_cropper {
  public:
-  lfm2_cropper(const rgb_image& image, const lfm2_image_plan& plan);
+  image_cropper(const rgb_image& image, const image_plan& plan);
   rgb_image crop(size_t i);  // i < plan.crops.size()
 
  private:
   const rgb_image& image_;
-  const lfm2_image_plan& plan_;
+  const image_plan& plan_;
   rgb_image refined_;  // tiled plans only, made by the first tile
 };
 

@@ -70,9 +70,9 @@ void lfm2_tile_grid(int w, int h, const lfm2_vision_params& p, int* cols, int* r
 
 namespace {
 
-lfm2_crop make_crop(int width, int height, const lfm2_vision_params& p, lfm2_crop::kind source, std::string marker) {
+image_crop make_crop(int width, int height, const lfm2_vision_params& p, image_crop::kind source, std::string marker) {
   const int align = p.patch_size * p.scale_factor;
-  lfm2_crop c;
+  image_crop c;
   c.source = source;
   c.width = width;
   c.height = height;
@@ -83,15 +83,15 @@ lfm2_crop make_crop(int width, int height, const lfm2_vision_params& p, lfm2_cro
 
 }  // namespace
 
-lfm2_image_plan plan_lfm2_image(int w, int h, const lfm2_vision_params& p) {
+image_plan plan_lfm2_image(int w, int h, const lfm2_vision_params& p) {
   if (w <= 0 || h <= 0) {
     throw error("image size must be positive (got " + std::to_string(w) + "x" + std::to_string(h) + ")");
   }
-  lfm2_image_plan plan;
+  image_plan plan;
   int sw = 0, sh = 0;
   lfm2_image_size(w, h, p, &sw, &sh);
   if (!lfm2_should_tile(w, h, p)) {
-    plan.crops.push_back(make_crop(sw, sh, p, lfm2_crop::kind::image, ""));
+    plan.crops.push_back(make_crop(sw, sh, p, image_crop::kind::image, ""));
   } else {
     plan.tiled = true;
     lfm2_tile_grid(w, h, p, &plan.cols, &plan.rows);
@@ -99,16 +99,16 @@ lfm2_image_plan plan_lfm2_image(int w, int h, const lfm2_vision_params& p) {
     plan.refined_height = plan.rows * p.tile_size;
     for (int r = 0; r < plan.rows; ++r)
       for (int c = 0; c < plan.cols; ++c) {
-        lfm2_crop t = make_crop(p.tile_size, p.tile_size, p, lfm2_crop::kind::tile,
+        image_crop t = make_crop(p.tile_size, p.tile_size, p, image_crop::kind::tile,
                                 "<|img_row_" + std::to_string(r + 1) + "_col_" + std::to_string(c + 1) + "|>");
         t.tile_row = r;
         t.tile_col = c;
         plan.crops.push_back(std::move(t));
       }
-    plan.crops.push_back(make_crop(sw, sh, p, lfm2_crop::kind::thumbnail, "<|img_thumbnail|>"));
+    plan.crops.push_back(make_crop(sw, sh, p, image_crop::kind::thumbnail, "<|img_thumbnail|>"));
   }
   plan.positions = 2;  // <|image_start|>, <|image_end|>
-  for (const lfm2_crop& c : plan.crops) {
+  for (const image_crop& c : plan.crops) {
     plan.embeddings += c.tokens;
     plan.positions += c.tokens + (c.marker.empty() ? 0 : 1);
   }

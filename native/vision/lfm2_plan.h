@@ -7,8 +7,8 @@
 // patch_size * scale_factor, so tokens = (width / (P*s)) * (height / (P*s)).
 #pragma once
 #include <cstdint>
-#include <string>
-#include <vector>
+
+#include "vision/image_plan.h"
 
 namespace spindle {
 
@@ -24,24 +24,6 @@ struct lfm2_vision_params {
   int64_t max_pixels() const { return int64_t(max_tokens) * patch_size * patch_size * scale_factor * scale_factor; }
 };
 
-struct lfm2_crop {
-  enum class kind : uint8_t { image, tile, thumbnail };
-  kind source = kind::image;
-  int width = 0, height = 0;  // pixels fed to the encoder
-  int tokens = 0;             // embeddings after pixel unshuffle
-  int tile_row = -1, tile_col = -1;  // tiles: the crop at (col * tile_size, row * tile_size) of the refined image
-  std::string marker;         // the marker token text before its embeddings ("" for a plain image)
-};
-
-struct lfm2_image_plan {
-  bool tiled = false;
-  int cols = 0, rows = 0;     // tile grid (tiled only)
-  int refined_width = 0, refined_height = 0;  // tiled: the original letterboxed into cols*tile x rows*tile
-  std::vector<lfm2_crop> crops;  // encoder order = prompt order (tiles row-major, then the thumbnail)
-  int embeddings = 0;            // sum of crops' tokens
-  int positions = 0;             // markers (one token each, incl. image_start / image_end) + embeddings
-};
-
 // llama.cpp's calc_size_preserved_ratio (float, align P*s): the single-image or thumbnail size.
 void lfm2_image_size(int w, int h, const lfm2_vision_params& p, int* out_w, int* out_h);
 // llama.cpp's should_tile: the image, rounded to the alignment in double, is over twice the pixel budget.
@@ -49,6 +31,6 @@ bool lfm2_should_tile(int w, int h, const lfm2_vision_params& p);
 // The tile grid whose aspect ratio is closest to the image's; never 1x1.
 void lfm2_tile_grid(int w, int h, const lfm2_vision_params& p, int* cols, int* rows);
 // The whole plan for a w x h image. Throws spindle::error on a non-positive size.
-lfm2_image_plan plan_lfm2_image(int w, int h, const lfm2_vision_params& p);
+image_plan plan_lfm2_image(int w, int h, const lfm2_vision_params& p);
 
 }  // namespace spindle

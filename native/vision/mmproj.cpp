@@ -1,5 +1,5 @@
 // mmproj loading and checks (see mmproj.h). Keys and tensor names are llama.cpp's (clip-impl.h TN_*,
-// clip.cpp load_hparams / load_tensors for PROJECTOR_TYPE_LFM2).
+// clip.cpp load_hparams / load_tensors for PROJECTOR_TYPE_LFM2 and PROJECTOR_TYPE_GEMMA3).
 // Invariant: every failure names the file, and the key or tensor with what was expected and found.
 #include "vision/mmproj.h"
 
@@ -56,6 +56,9 @@ struct reader {
   }
 };
 
+void load_lfm2_projector(const reader& r, mmproj_model& m);
+void load_gemma3_projector(const reader& r, mmproj_model& m);
+
 }  // namespace
 
 mmproj_model load_mmproj(const gguf_file& file, uint32_t text_n_embd) {
@@ -64,7 +67,9 @@ mmproj_model load_mmproj(const gguf_file& file, uint32_t text_n_embd) {
   mmproj_hparams& hp = m.hp;
   if (!file.get_bool_or("clip.has_vision_encoder", false)) r.fail("'clip.has_vision_encoder' is not true: no vision encoder");
   hp.projector = file.get_string_or("clip.projector_type", file.get_string_or("clip.vision.projector_type", ""));
-  if (hp.projector != "lfm2") r.fail("projector type '" + hp.projector + "' is not supported (supported: lfm2)");
+  if (hp.projector != "lfm2" && hp.projector != "gemma3") {
+    r.fail("projector type '" + hp.projector + "' is not supported (supported: lfm2, gemma3)");
+  }
   hp.n_embd = r.u32("clip.vision.embedding_length");
   hp.n_head = r.u32("clip.vision.attention.head_count");
   hp.n_ff = r.u32("clip.vision.feed_forward_length");
@@ -73,8 +78,9 @@ mmproj_model load_mmproj(const gguf_file& file, uint32_t text_n_embd) {
   hp.image_size = r.u32("clip.vision.image_size");
   if (!file.find("clip.vision.attention.layer_norm_epsilon")) r.fail("missing key 'clip.vision.attention.layer_norm_epsilon'");
   hp.eps = float(file.get_f64("clip.vision.attention.layer_norm_epsilon"));
-  hp.scale_factor = r.u32_or("clip.vision.projector.scale_factor", 0);
-  if (hp.scale_factor < 2) {
+  hp.scale_factor = r.u32_or("clip.vision.projector.scale_factor", hp.gemma3() ? 4 : 0);
+  if (hp.gemma3() && hp.scale_factor == 0) r.fail("'clip.vision.projector.scale_factor' must be at least 1 (got 0)");
+  if (!hp.gemma3() && hp.scale_factor < 2) {
     r.fail("'clip.vision.projector.scale_factor' must be at least 2 for the lfm2 projector (" +
            std::string(hp.scale_factor ? "got " + std::to_string(hp.scale_factor) : "missing") + ")");
   }
@@ -84,12 +90,12 @@ mmproj_model load_mmproj(const gguf_file& file, uint32_t text_n_embd) {
   if (hp.n_layer == 0 || hp.n_ff == 0) r.fail("block_count and feed_forward_length must be positive");
   if (hp.patch_size == 0 || hp.patch_size > 65535) r.fail("patch_size must be in [1, 65535]");
   const bool gelu = file.get_bool_or("clip.use_gelu", false), silu = file.get_bool_or("clip.use_silu", false);
-  if (silu) r.fail("'clip.use_silu' is set: the lfm2 vision encoder uses GELU");
+  if (silu) r.fail("'clip.use_silu' is set: the " + hp.projector + " vision encoder uses GELU");
   hp.use_gelu = gelu;
   hp.mean = r.rgb("clip.vision.image_mean");
   hp.stddev = r.rgb("clip.vision.image_std");
 
-  const int64_t D = hp.n_embd, P = hp.patch_size, F = hp.n_ff, S = hp.scale_factor;
+  const int64_t D = hp.n_embd, P = hp.patch_size, F = hp.n_ff;
   m.patch_embd = r.tensor("v.patch_embd.weight", {P, P, 3, D}, true);
   m.patch_embd_b = r.tensor("v.patch_embd.bias", {D}, false);
   const gguf_tensor* pos = file.find_tensor("v.position_embd.weight");
@@ -124,6 +130,24 @@ mmproj_model load_mmproj(const gguf_file& file, uint32_t text_n_embd) {
   }
   m.post_ln = r.tensor("v.post_ln.weight", {D}, false);
   m.post_ln_b = r.tensor("v.post_ln.bias", {D}, false);
+  if (hp.gemma3()) {
+    load_gemma3_projector(r, m);
+  } else {
+    load_lfm2_projector(r, m);
+  }
+  if (text_n_embd > 0 && hp.n_embd_out != text_n_embd) {
+    r.fail("the projector writes " + std::to_string(hp.n_embd_out) + "-wide embeddings but the text model's n_embd is " +
+           std::to_string(text_n_embd) + ": this mmproj belongs to another model");
+  }
+  return m;
+}
+
+namespace {
+
+void load_lfm2_projector(const reader& r, mmproj_model& m) {
+  const gguf_file& file = r.f;
+  mmproj_hparams& hp = m.hp;
+  const int64_t D = hp.n_embd, S = hp.scale_factor;
   const int64_t Dm = D * S * S;
   m.proj_norm = r.tensor("mm.input_norm.weight", {Dm}, false);
   m.proj_norm_b = r.tensor("mm.input_norm.bias", {Dm}, false);
@@ -145,11 +169,32 @@ mmproj_model load_mmproj(const gguf_file& file, uint32_t text_n_embd) {
   m.proj2_b = r.tensor("mm.2.bias", {E}, true);
   hp.proj_hidden = uint32_t(H);
   hp.n_embd_out = uint32_t(E);
-  if (text_n_embd > 0 && uint32_t(E) != text_n_embd) {
-    r.fail("the projector writes " + std::to_string(E) + "-wide embeddings but the text model's n_embd is " +
-           std::to_string(text_n_embd) + ": this mmproj belongs to another model");
-  }
-  return m;
 }
 
+// Gemma 3 (clip_graph_siglip's PROJECTOR_TYPE_GEMMA3): the position grid is used as stored, so the encoder's
+// fixed input (image_size) must cover it exactly, and the pooling kernel must divide it.
+void load_gemma3_projector(const reader& r, mmproj_model& m) {
+  const gguf_file& file = r.f;
+  mmproj_hparams& hp = m.hp;
+  const uint32_t grid = hp.patch_size ? hp.image_size / hp.patch_size : 0;
+  if (hp.image_size == 0 || hp.image_size % hp.patch_size != 0 || grid != hp.pos_grid) {
+    r.fail("'clip.vision.image_size' " + std::to_string(hp.image_size) + " must be patch_size (" +
+           std::to_string(hp.patch_size) + ") times the position grid's side (" + std::to_string(hp.pos_grid) + ")");
+  }
+  if (grid % hp.scale_factor != 0) {
+    r.fail("the pooling kernel 'clip.vision.projector.scale_factor' " + std::to_string(hp.scale_factor) +
+           " does not divide the " + std::to_string(grid) + "-patch side");
+  }
+  const int64_t D = hp.n_embd;
+  m.soft_emb_norm = r.tensor("mm.soft_emb_norm.weight", {D}, true);
+  const gguf_tensor* proj = file.find_tensor("mm.input_projection.weight");
+  if (!proj) r.fail("missing tensor 'mm.input_projection.weight'");
+  if (proj->n_dims != 2 || proj->ne[1] != D) {
+    r.fail("tensor 'mm.input_projection.weight' has shape " + r.shape(*proj) + ", expected [E, " + std::to_string(D) + "]");
+  }
+  m.input_proj = proj;
+  hp.n_embd_out = uint32_t(proj->ne[0]);
+}
+
+}  // namespace
 }  // namespace spindle

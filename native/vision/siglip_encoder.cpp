@@ -1,17 +1,18 @@
-// LFM2-VL encoder on a backend (see lfm2_encoder.h). Shapes: n = patches (gh*gw), D = n_embd, F = n_ff,
-// s = scale_factor, m = n / s^2 merged tokens, Dm = D*s^2, H = projector hidden, E = n_embd_out.
-#include "vision/lfm2_encoder.h"
+// SigLIP encoder on a backend (see siglip_encoder.h). Shapes: n = patches (gh*gw), D = n_embd, F = n_ff,
+// s = scale_factor, m = n / s^2 merged (lfm2) or pooled (gemma3) tokens, Dm = D*s^2, H = projector hidden,
+// E = n_embd_out.
+#include "vision/siglip_encoder.h"
 
 #include <cmath>
 #include <string>
 
 #include "common/error.h"
-#include "vision/lfm2_encoder_ref.h"
-#include "vision/lfm2_preprocess.h"
+#include "vision/siglip_encoder_ref.h"
+#include "vision/image_preprocess.h"
 
 namespace spindle {
 
-lfm2_encoder::lfm2_encoder(const mmproj_model& m, backend& be) : m_(m), be_(be) {
+siglip_encoder::siglip_encoder(const mmproj_model& m, backend& be) : m_(m), be_(be) {
   patch_ = weight(*m.patch_embd);
   patch_b_ = vec(m.patch_embd_b);
   for (const mmproj_layer& L : m.layers) {
@@ -24,22 +25,33 @@ lfm2_encoder::lfm2_encoder(const mmproj_model& m, backend& be) : m_(m), be_(be) 
     layers_.push_back(std::move(l));
   }
   post_ln_ = vec(m.post_ln); post_ln_b_ = vec(m.post_ln_b);
-  proj_norm_ = vec(m.proj_norm); proj_norm_b_ = vec(m.proj_norm_b);
-  proj1_ = weight(*m.proj1); proj1_b_ = vec(m.proj1_b);
-  proj2_ = weight(*m.proj2); proj2_b_ = vec(m.proj2_b);
+  if (m.hp.gemma3()) {
+    soft_emb_norm_ = vec(m.soft_emb_norm);
+    const std::vector<float> stored = tensor_floats(*m.input_proj);  // [D][E]: row i holds input i's weights
+    const int64_t D = m.hp.n_embd, E = m.hp.n_embd_out;
+    input_proj_rows_.resize(size_t(D * E));  // [E][D]: one output's weights per row, as upload_weight takes them
+    for (int64_t i = 0; i < D; ++i)
+      for (int64_t o = 0; o < E; ++o) input_proj_rows_[size_t(o * D + i)] = stored[size_t(i * E + o)];
+    input_proj_ = be_.upload_weight(ggml_type::F32, input_proj_rows_.data(), D, E);
+  } else {
+    proj_norm_ = vec(m.proj_norm); proj_norm_b_ = vec(m.proj_norm_b);
+    proj1_ = weight(*m.proj1); proj1_b_ = vec(m.proj1_b);
+    proj2_ = weight(*m.proj2); proj2_b_ = vec(m.proj2_b);
+  }
   pos_host_ = tensor_floats(*m.pos_embd);
 }
 
-lfm2_encoder::~lfm2_encoder() {
+siglip_encoder::~siglip_encoder() {
   be_.release_weight(patch_);
   for (layer& l : layers_) {
     for (backend_weight* w : {&l.q, &l.k, &l.v, &l.out, &l.up, &l.down}) be_.release_weight(*w);
   }
-  be_.release_weight(proj1_);
-  be_.release_weight(proj2_);
+  for (backend_weight* w : {&proj1_, &proj2_, &input_proj_}) {
+    if (w->data) be_.release_weight(*w);
+  }
 }
 
-backend_weight lfm2_encoder::weight(const gguf_tensor& t) {
+backend_weight siglip_encoder::weight(const gguf_tensor& t) {
   if (!be_.supports_type(t.type)) {
     const ggml_type_traits* info = ggml_type_info(uint32_t(t.type));
     throw error("mmproj tensor '" + t.name + "' has type " + (info ? info->name : "?") + ", which the " +
@@ -51,7 +63,7 @@ backend_weight lfm2_encoder::weight(const gguf_tensor& t) {
   return be_.upload_weight(t.type, t.data, n_in, n_out);
 }
 
-backend_buffer lfm2_encoder::vec(const gguf_tensor* t) {
+backend_buffer siglip_encoder::vec(const gguf_tensor* t) {
   if (!t) return {};
   const std::vector<float> host = tensor_floats(*t);
   backend_buffer b(be_, int64_t(host.size()));
@@ -59,12 +71,12 @@ backend_buffer lfm2_encoder::vec(const gguf_tensor* t) {
   return b;
 }
 
-void lfm2_encoder::linear(const backend_weight& w, const backend_buffer& b, const float* x, int64_t n, float* y) {
+void siglip_encoder::linear(const backend_weight& w, const backend_buffer& b, const float* x, int64_t n, float* y) {
   be_.matmul(w, x, n, y);
   if (b.data()) be_.add_row_vector(y, b.data(), n, w.n_out);
 }
 
-const backend_buffer& lfm2_encoder::pos_table(int gw, int gh) {
+const backend_buffer& siglip_encoder::pos_table(int gw, int gh) {
   auto it = pos_cache_.find({gw, gh});
   if (it != pos_cache_.end()) return it->second;
   const int D = int(m_.hp.n_embd);
@@ -74,7 +86,7 @@ const backend_buffer& lfm2_encoder::pos_table(int gw, int gh) {
   return pos_cache_.emplace(std::make_pair(gw, gh), std::move(b)).first->second;
 }
 
-void lfm2_encoder::reserve(int64_t n) {
+void siglip_encoder::reserve(int64_t n) {
   if (n <= capacity_) return;
   const mmproj_hparams& hp = m_.hp;
   const int64_t D = hp.n_embd, P = hp.patch_size, s2 = int64_t(hp.scale_factor) * hp.scale_factor;
@@ -87,12 +99,12 @@ void lfm2_encoder::reserve(int64_t n) {
   att_ = backend_buffer(be_, n * D);
   ff_ = backend_buffer(be_, n * int64_t(hp.n_ff));
   merged_ = backend_buffer(be_, n * D);
-  hidden_ = backend_buffer(be_, (n / s2) * int64_t(hp.proj_hidden));
+  if (hp.proj_hidden > 0) hidden_ = backend_buffer(be_, (n / s2) * int64_t(hp.proj_hidden));
   emb_ = backend_buffer(be_, (n / s2) * int64_t(hp.n_embd_out));
   capacity_ = n;
 }
 
-void lfm2_encoder::encode(const float* pixels, int width, int height, float* out) {
+void siglip_encoder::encode(const float* pixels, int width, int height, float* out) {
   const mmproj_hparams& hp = m_.hp;
   const int P = int(hp.patch_size), S = int(hp.scale_factor), D = int(hp.n_embd);
   if (width <= 0 || height <= 0 || width % (P * S) || height % (P * S)) {
@@ -100,6 +112,10 @@ void lfm2_encoder::encode(const float* pixels, int width, int height, float* out
                 std::to_string(P * S) + " pixels per side");
   }
   const int gw = width / P, gh = height / P;
+  if (hp.gemma3() && (gw != int(hp.pos_grid) || gh != int(hp.pos_grid))) {
+    throw error("image entry " + std::to_string(width) + "x" + std::to_string(height) + " is not the gemma3 encoder's " +
+                std::to_string(hp.image_size) + "x" + std::to_string(hp.image_size));
+  }
   const int64_t n = int64_t(gw) * gh, K = int64_t(3) * P * P;
   reserve(n);
 
@@ -145,6 +161,16 @@ void lfm2_encoder::encode(const float* pixels, int width, int height, float* out
   }
   if (post_ln_.data()) be_.layer_norm(x, post_ln_.data(), post_ln_b_.data(), x, n, D, hp.eps);
 
+  if (hp.gemma3()) project_gemma3(x, gw, gh);
+  else project_lfm2(x, gw, gh);
+  be_.download(out, emb_.data(), int64_t(gw / S) * (gh / S) * int64_t(hp.n_embd_out));
+  be_.sync();
+}
+
+void siglip_encoder::project_lfm2(float* x, int gw, int gh) {
+  const mmproj_hparams& hp = m_.hp;
+  const int S = int(hp.scale_factor), D = int(hp.n_embd);
+  const int64_t n = int64_t(gw) * gh;
   // Pixel unshuffle: merged token (oy, ox) is the s*s patch rows (oy*s + dy, ox*s + dx), dx fastest.
   const int ow = gw / S, oh = gh / S;
   const int64_t m = int64_t(ow) * oh, Dm = int64_t(D) * S * S;
@@ -160,15 +186,28 @@ void lfm2_encoder::encode(const float* pixels, int width, int height, float* out
   linear(proj1_, proj1_b_, merged_.data(), m, hidden_.data());
   be_.gelu(hidden_.data(), hidden_.data(), m * int64_t(hp.proj_hidden));  // the projector always uses GELU
   linear(proj2_, proj2_b_, hidden_.data(), m, emb_.data());
-  be_.download(out, emb_.data(), m * int64_t(hp.n_embd_out));
-  be_.sync();
 }
 
-std::vector<float> lfm2_encode_image(lfm2_encoder& enc, const mmproj_hparams& hp, const rgb_image& image,
-                                     const lfm2_image_plan& plan) {
+// Average pooling on the host (avg_pool: ggml's float sums in its order; a few MB for Gemma 3's 64x64 patches),
+// then RMSNorm times soft_emb_norm and the projection on the backend.
+void siglip_encoder::project_gemma3(float* x, int gw, int gh) {
+  const mmproj_hparams& hp = m_.hp;
+  const int S = int(hp.scale_factor), D = int(hp.n_embd);
+  const int64_t n = int64_t(gw) * gh, m = int64_t(gw / S) * (gh / S);
+  std::vector<float> patches(size_t(n * D));
+  be_.download(patches.data(), x, n * D);
+  be_.sync();
+  pooled_host_ = avg_pool(patches, gw, gh, D, S);
+  be_.upload(merged_.data(), pooled_host_.data(), m * D);
+  be_.rms_norm(merged_.data(), soft_emb_norm_.data(), merged_.data(), m, D, hp.eps);
+  be_.matmul(input_proj_, merged_.data(), m, emb_.data());
+}
+
+std::vector<float> siglip_encode_image(siglip_encoder& enc, const mmproj_hparams& hp, const rgb_image& image,
+                                     const image_plan& plan) {
   const size_t E = size_t(enc.n_embd_out());
   std::vector<float> out(size_t(plan.embeddings) * E);
-  lfm2_cropper cropper(image, plan);
+  image_cropper cropper(image, plan);
   size_t row = 0;
   for (size_t i = 0; i < plan.crops.size(); ++i) {
     const rgb_image c = cropper.crop(i);

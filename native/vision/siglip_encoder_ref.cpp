@@ -1,7 +1,7 @@
-// Plain-loop LFM2-VL encoder (see lfm2_encoder_ref.h).
+// Plain-loop SigLIP encoder and projectors (see siglip_encoder_ref.h).
 // Invariant: every matrix is applied as y[o] = b[o] + sum_i W[o][i] x[i] with W's GGUF layout [in, out]
 // (ne0 = in, contiguous), so a row of the stored tensor is one output's weights.
-#include "vision/lfm2_encoder_ref.h"
+#include "vision/siglip_encoder_ref.h"
 
 #include <algorithm>
 #include <cmath>
@@ -138,7 +138,31 @@ std::vector<float> pixel_unshuffle(const std::vector<float>& x, int gw, int gh, 
   return out;
 }
 
-std::vector<float> lfm2_encode_reference(const mmproj_model& m, const std::vector<float>& pixels, int width, int height) {
+std::vector<float> avg_pool(const std::vector<float>& x, int gw, int gh, int dim, int s) {
+  const int ow = gw / s, oh = gh / s;
+  std::vector<float> out(size_t(ow) * size_t(oh) * size_t(dim));
+  for (int oy = 0; oy < oh; ++oy)
+    for (int ox = 0; ox < ow; ++ox)
+      for (int d = 0; d < dim; ++d) {
+        float sum = 0;  // float, over ky then kx, then divided: ggml's pool_2d
+        for (int dy = 0; dy < s; ++dy)
+          for (int dx = 0; dx < s; ++dx) sum += x[(size_t(oy * s + dy) * size_t(gw) + size_t(ox * s + dx)) * size_t(dim) + size_t(d)];
+        out[(size_t(oy) * size_t(ow) + size_t(ox)) * size_t(dim) + size_t(d)] = sum / float(s * s);
+      }
+  return out;
+}
+
+void rms_norm_rows(std::vector<float>& x, int dim, const float* w, float eps) {
+  for (size_t r = 0; r < x.size() / size_t(dim); ++r) {
+    float* v = x.data() + r * size_t(dim);
+    double ss = 0;
+    for (int i = 0; i < dim; ++i) ss += double(v[i]) * v[i];
+    const float inv = float(1.0 / std::sqrt(ss / dim + double(eps)));
+    for (int i = 0; i < dim; ++i) v[i] = v[i] * inv * w[i];
+  }
+}
+
+std::vector<float> siglip_encode_reference(const mmproj_model& m, const std::vector<float>& pixels, int width, int height) {
   const mmproj_hparams& hp = m.hp;
   const int P = int(hp.patch_size), S = int(hp.scale_factor), D = int(hp.n_embd);
   if (width <= 0 || height <= 0 || width % (P * S) || height % (P * S)) {
@@ -197,6 +221,21 @@ std::vector<float> lfm2_encode_reference(const mmproj_model& m, const std::vecto
   }
   if (m.post_ln) norm(x, D, m.post_ln, m.post_ln_b, hp.eps);
 
+  if (hp.gemma3()) {  // pool, RMSNorm, then y[o] = sum_i x[i] P[i][o]: the stored [E, D] is input-major
+    std::vector<float> y = avg_pool(x, gw, gh, D, S);
+    const std::vector<float> w = tensor_floats(*m.soft_emb_norm);
+    rms_norm_rows(y, D, w.data(), hp.eps);
+    const std::vector<float> proj = tensor_floats(*m.input_proj);  // [D][E]
+    const int E = int(hp.n_embd_out), rows = int(y.size() / size_t(D));
+    std::vector<float> out(size_t(rows) * size_t(E));
+    for (int r = 0; r < rows; ++r)
+      for (int o = 0; o < E; ++o) {
+        double acc = 0;
+        for (int i = 0; i < D; ++i) acc += double(y[size_t(r) * size_t(D) + size_t(i)]) * proj[size_t(i) * size_t(E) + size_t(o)];
+        out[size_t(r) * size_t(E) + size_t(o)] = float(acc);
+      }
+    return out;
+  }
   std::vector<float> y = pixel_unshuffle(x, gw, gh, D, S);
   const int Dm = D * S * S;
   if (m.proj_norm) norm(y, Dm, m.proj_norm, m.proj_norm_b, 1e-5f);  // eps fixed at 1e-5, as llama.cpp

@@ -1,5 +1,6 @@
-// A vision model ready to serve beside a text model: the mmproj file (LFM2-VL, projector "lfm2"), its encoder on
-// the text model's compute backend, the image plan parameters and the marker token ids of the text vocabulary.
+// A vision model ready to serve beside a text model: the mmproj file (LFM2-VL, projector "lfm2"; Gemma 3, projector
+// "gemma3"), its encoder on the text model's compute backend, the image plan parameters and the marker token ids of
+// the text vocabulary.
 // Invariant: construction either yields a model whose every marker token resolves and whose projector width
 // equals the text model's embedding width, or throws spindle::error naming the file and the problem. plan() and
 // layout() are const and thread-safe; encode() uses scratch buffers (one thread at a time: the engine thread).
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "vision/image_resize.h"
+#include "vision/image_plan.h"
 #include "vision/lfm2_plan.h"
 #include "vision/mmproj.h"
 
@@ -18,13 +20,16 @@ namespace spindle {
 
 class backend;
 class gguf_file;
-class lfm2_encoder;
+class siglip_encoder;
 class tokenizer;
 
 struct vision_options {
-  int min_tokens = 0;  // image_min_tokens; 0 = the projector's default (64)
-  int max_tokens = 0;  // image_max_tokens; 0 = the projector's default (256)
+  int min_tokens = 0;  // image_min_tokens; 0 = the projector's default (lfm2: 64; gemma3 has no other count)
+  int max_tokens = 0;  // image_max_tokens; 0 = the projector's default (lfm2: 256)
 };
+
+// The plan of a w x h image for the projector hp describes (lfm2: p's tiling rules; gemma3: one fixed square).
+image_plan plan_image(const mmproj_hparams& hp, const lfm2_vision_params& p, int width, int height);
 
 class vision_model {
  public:
@@ -38,11 +43,16 @@ class vision_model {
   int32_t n_embd() const { return int32_t(m_.hp.n_embd_out); }
 
   // Throws spindle::error on a non-positive size.
-  lfm2_image_plan plan(int width, int height) const { return plan_lfm2_image(width, height, params_); }
-  // The prompt positions of an image: marker ids, and -1 for each embedding, in prompt order.
-  std::vector<int32_t> layout(const lfm2_image_plan& plan) const;
+  image_plan plan(int width, int height) const;
+  // The prompt positions of an image: marker ids, and -1 for each embedding, in prompt order. gemma3: "\n\n",
+  // <start_of_image>, the embeddings, <end_of_image>, "\n\n" (as Hugging Face's processor and Ollama put them).
+  std::vector<int32_t> layout(const image_plan& plan) const;
+  // True when an image's embeddings attend to each other both ways in the text model (gemma3, as llama.cpp's
+  // mtmd_decode_use_non_causal and Hugging Face's token_type_ids mask): the engine runs each image's run of
+  // embeddings in one step, as one non-causal attention segment.
+  bool bidirectional() const { return m_.hp.gemma3(); }
   // Embeddings of every crop of `image` in prompt order: host [plan.embeddings][n_embd()].
-  std::vector<float> encode(const rgb_image& image, const lfm2_image_plan& plan);
+  std::vector<float> encode(const rgb_image& image, const image_plan& plan);
 
  private:
   int32_t marker_id(const std::string& text) const;
@@ -52,7 +62,7 @@ class vision_model {
   mmproj_model m_;
   lfm2_vision_params params_;
   std::map<std::string, int32_t> markers_;  // marker text -> id
-  std::unique_ptr<lfm2_encoder> encoder_;
+  std::unique_ptr<siglip_encoder> encoder_;
 };
 
 }  // namespace spindle

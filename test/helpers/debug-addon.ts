@@ -25,7 +25,7 @@ export interface DebugAddon extends NativeAddon {
   /** The same through the backend encoder on the CPU backend (threads: 0 = every core). */
   mmprojEncode(path: string, pixels: Float32Array, width: number, height: number, threads?: number): Float32Array;
   /** A whole image (RGB bytes) as the engine encodes it: plan, crops, normalization, backend encoder. */
-  lfm2EncodeImage(path: string, rgb: Uint8Array, width: number, height: number, threads?: number): Float32Array;
+  encodeImage(path: string, rgb: Uint8Array, width: number, height: number, threads?: number): Float32Array;
 }
 
 /** The loaded addon with its test hooks; throws, naming the fix, when the addon was built without them. */

@@ -163,7 +163,7 @@ export interface VisionFixture {
   mmproj: string;
   /** A directory holding just these two files. */
   dir: string;
-  /** LFM2-VL image token text -> id in this model's vocabulary (<image>, <|image_start|>, <|img_row_1_col_1|>, ...). */
+  /** LFM2-VL image token text -> id in this model's vocabulary (<image>, <|image_start|>, <|img_row_1_col_1|>, ...); {} for gemma3. */
   imageTokenIds: Record<string, number>;
 }
 
@@ -214,7 +214,7 @@ export function fixtureVisionModel(spec: VisionFixtureSpec | VisionPresetName): 
     model: join(dir, `${s.name}.gguf`),
     mmproj: join(dir, `mmproj-${s.name}.gguf`),
     dir,
-    imageTokenIds: lfm2VlImageTokenIds(tokenizerGguf(resolveSpec(s.text).tokenizer)),
+    imageTokenIds: resolveSpec(s.text).imageTokens === 'lfm2-vl' ? lfm2VlImageTokenIds(tokenizerGguf(resolveSpec(s.text).tokenizer)) : {},
   });
   const p = (async () => {
     if (touch(dir)) return result();

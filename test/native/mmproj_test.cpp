@@ -1,4 +1,4 @@
-// LFM2-VL mmproj loading: a small generated mmproj (D 8, 2 heads, 2 layers, patch 4, grid 4x4, scale 2) loads
+// mmproj loading (LFM2-VL, and Gemma 3 further down): a small generated mmproj (D 8, 2 heads, 2 layers, patch 4, grid 4x4, scale 2) loads
 // with its hyperparameters and tensors; optional tensors may be absent; every problem llama.cpp would assert or
 // crash on is an error naming the key or tensor (missing scale factor, wrong shape, wrong projector, a
 // position grid that is not square, an output width that does not match the text model).
@@ -22,6 +22,8 @@ struct mmproj_spec {
   std::set<std::string> drop;           // tensors left out
   std::string bad_shape;                // a tensor written with its first dim + 1
   int64_t pos_rows = 16;                // G*G
+  uint32_t image_size = 256;            // gemma3: 16 (4 patches of 4 a side)
+  int64_t pool = 0;                     // gemma3: scale_factor written when > 0 (else the default 4)
 };
 
 built_file make_mmproj(const mmproj_spec& s) {
@@ -43,10 +45,17 @@ built_file make_mmproj(const mmproj_spec& s) {
     add(b + "ffn_down.weight", {F, D}); add(b + "ffn_down.bias", {D});
   }
   add("v.post_ln.weight", {D}); add("v.post_ln.bias", {D});
-  add("mm.input_norm.weight", {D * S * S}); add("mm.input_norm.bias", {D * S * S});
-  add("mm.1.weight", {D * S * S, H}); add("mm.1.bias", {H});
-  add("mm.2.weight", {H, E}); add("mm.2.bias", {E});
-  const uint64_t n_kv = 13 + (s.scale_factor ? 1 : 0);
+  const bool gemma3 = s.projector == "gemma3";
+  if (gemma3) {
+    add("mm.soft_emb_norm.weight", {D});
+    add("mm.input_projection.weight", {E, D});
+  } else {
+    add("mm.input_norm.weight", {D * S * S}); add("mm.input_norm.bias", {D * S * S});
+    add("mm.1.weight", {D * S * S, H}); add("mm.1.bias", {H});
+    add("mm.2.weight", {H, E}); add("mm.2.bias", {E});
+  }
+  const bool write_scale = gemma3 ? s.pool > 0 : s.scale_factor;
+  const uint64_t n_kv = 13 + (write_scale ? 1 : 0);
   return build_file(3, n_kv, [&](writer& w) {
     w.kv_str("general.architecture", "clip");
     w.kv<uint8_t>("clip.has_vision_encoder", gguf_value_type::BOOL, 1);
@@ -56,12 +65,12 @@ built_file make_mmproj(const mmproj_spec& s) {
     w.kv<uint32_t>("clip.vision.feed_forward_length", gguf_value_type::UINT32, uint32_t(F));
     w.kv<uint32_t>("clip.vision.block_count", gguf_value_type::UINT32, uint32_t(L));
     w.kv<uint32_t>("clip.vision.patch_size", gguf_value_type::UINT32, uint32_t(P));
-    w.kv<uint32_t>("clip.vision.image_size", gguf_value_type::UINT32, 256);
+    w.kv<uint32_t>("clip.vision.image_size", gguf_value_type::UINT32, s.image_size);
     w.kv<float>("clip.vision.attention.layer_norm_epsilon", gguf_value_type::FLOAT32, 1e-6f);
     w.kv<uint8_t>("clip.use_gelu", gguf_value_type::BOOL, 1);
     w.arr_of<float>("clip.vision.image_mean", gguf_value_type::FLOAT32, {0.5f, 0.5f, 0.5f});
     w.arr_of<float>("clip.vision.image_std", gguf_value_type::FLOAT32, {0.5f, 0.5f, 0.5f});
-    if (s.scale_factor) w.kv<uint32_t>("clip.vision.projector.scale_factor", gguf_value_type::UINT32, uint32_t(S));
+    if (write_scale) w.kv<uint32_t>("clip.vision.projector.scale_factor", gguf_value_type::UINT32, uint32_t(gemma3 ? s.pool : S));
   }, t);
 }
 
@@ -113,4 +122,33 @@ TEST_CASE("mmproj: problems are errors naming the key or tensor") {
   CHECK(has(load_error(with([](mmproj_spec& s) { s.pos_rows = 15; })), "'v.position_embd.weight' has shape [8, 15]"));
   CHECK(has(load_error({}, 2048), "10-wide embeddings but the text model's n_embd is 2048"));
   CHECK(has(load_error(with([](mmproj_spec& s) { s.scale_factor = false; })), "mmproj mm.gguf"));
+}
+
+TEST_CASE("mmproj: a generated Gemma 3 mmproj loads; its fixed size, pooling and projection are checked") {
+  mmproj_spec g;
+  g.projector = "gemma3";
+  g.image_size = 16;
+  g.pool = 2;
+  built_file b = make_mmproj(g);
+  auto f = gguf_file::from_memory(b.bytes.data(), b.bytes.size(), "mm.gguf");
+  mmproj_model m = load_mmproj(*f, 10);
+  CHECK(m.hp.gemma3() && m.hp.scale_factor == 2 && m.hp.pos_grid == 4 && m.hp.image_size == 16);
+  CHECK(m.hp.n_embd_out == 10 && m.hp.fixed_tokens() == 4);
+  CHECK(m.soft_emb_norm != nullptr && m.input_proj != nullptr && m.proj1 == nullptr && m.proj_norm == nullptr);
+  const auto gem = [&](const std::function<void(mmproj_spec&)>& change) {
+    mmproj_spec s = g;
+    change(s);
+    return s;
+  };
+  // without the key the pooling kernel is 4 (llama.cpp's default): one token of the 4-patch side
+  mmproj_spec d = gem([](mmproj_spec& s) { s.pool = 0; });
+  built_file db = make_mmproj(d);
+  auto df = gguf_file::from_memory(db.bytes.data(), db.bytes.size(), "mm.gguf");
+  CHECK(load_mmproj(*df).hp.scale_factor == 4);
+  CHECK(has(load_error(gem([](mmproj_spec& s) { s.pool = 3; })), "the pooling kernel 'clip.vision.projector.scale_factor' 3 does not divide the 4-patch side"));
+  CHECK(has(load_error(gem([](mmproj_spec& s) { s.image_size = 20; })), "'clip.vision.image_size' 20 must be patch_size (4) times the position grid's side (4)"));
+  CHECK(has(load_error(gem([](mmproj_spec& s) { s.drop = {"mm.soft_emb_norm.weight"}; })), "missing tensor 'mm.soft_emb_norm.weight'"));
+  CHECK(has(load_error(gem([](mmproj_spec& s) { s.drop = {"mm.input_projection.weight"}; })), "missing tensor 'mm.input_projection.weight'"));
+  CHECK(has(load_error(gem([](mmproj_spec& s) { s.bad_shape = "mm.soft_emb_norm.weight"; })), "tensor 'mm.soft_emb_norm.weight' has shape [9], expected [8]"));
+  CHECK(has(load_error(gem([](mmproj_spec& s) {}), 12), "the projector writes 10-wide embeddings but the text model's n_embd is 12"));
 }

@@ -74,9 +74,10 @@ inline double gelu_tanh(double x) {
 }
 
 // logits [n][n_vocab] of tokens at positions 0..n-1. window false: sliding layers attend all of [0, t] (their rope
-// unchanged), to show that a test's result depends on the window.
+// unchanged), to show that a test's result depends on the window. bidir: [begin, end) spans whose queries attend
+// up to the span's end (gemma3's image embeddings; within a sliding layer's window behind them, as llama.cpp masks).
 inline std::vector<dvec> reference_forward(const built& b, const spec& s, const std::vector<int32_t>& tokens,
-                                           bool window = true) {
+                                           bool window = true, const std::vector<std::pair<int, int>>& bidir = {}) {
   const int n = (int)tokens.size(), e = s.n_embd, hd = head_dim(s), group = s.n_head / s.n_head_kv;
   const bool neox = s.arch != "llama", gemma3 = s.arch == "gemma3";
   const tensor_data& embd = *find(b, "token_embd.weight");
@@ -104,19 +105,21 @@ inline std::vector<dvec> reference_forward(const built& b, const spec& s, const 
     }
     for (int t = 0; t < n; ++t) {
       const int j0 = std::max(0, t - span + 1);
+      int last = t;  // the last key position it attends
+      for (const auto& [sb, se] : bidir) last = t >= sb && t < se ? se - 1 : last;
       dvec att((size_t)s.n_head * hd, 0.0);
       for (int h = 0; h < s.n_head; ++h) {
         const int kh = h / group;
-        dvec sc(t + 1 - j0);
+        dvec sc(last + 1 - j0);
         double m = -1e300, tot = 0;
-        for (int j = j0; j <= t; ++j) {
+        for (int j = j0; j <= last; ++j) {
           double d = 0;
           for (int i = 0; i < hd; ++i) d += Q[t][h * hd + i] * K[j][kh * hd + i];
           sc[j - j0] = d * kq_scale;
           m = std::max(m, sc[j - j0]);
         }
         for (auto& v : sc) tot += (v = std::exp(v - m));
-        for (int j = j0; j <= t; ++j)
+        for (int j = j0; j <= last; ++j)
           for (int i = 0; i < hd; ++i) att[h * hd + i] += sc[j - j0] / tot * V[j][kh * hd + i];
       }
       dvec o = mat_vec(*T("attn_output.weight"), att);

@@ -3,8 +3,10 @@
 // scheduler_sim_test.cpp.
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/scheduler.h"
 #include "harness.h"
 
@@ -566,4 +568,45 @@ TEST_CASE("scheduler: drafts leave one budget token for every decode after them"
   CHECK_EQ(out.num_batched_tokens, 6);
   s.postprocess(out, {{1, 5, false, 0}, {2, 5, false, 0}, {3, 5, false, 0}});
   s.check_invariants();
+}
+
+TEST_CASE("scheduler: a chunk never ends inside a whole span (bidirectional image embeddings)") {
+  // chunks of 10, budget 64; the span [14, 30) (16 tokens) of a 40-token prompt
+  scheduler s = make_sched(64, 4, 10, 128, 64);
+  s.add(1, tokens(40), true, false, 0, {14, 30});
+  schedule_output o = run_step(s);  // [0, 10): before the span
+  REQUIRE(o.chunks.size() == 1);
+  CHECK(o.chunks[0].first_pos == 0 && o.chunks[0].n_tokens == 10);
+  o = run_step(s);  // [10, 20) would end inside it: stops at its start
+  CHECK(o.chunks[0].first_pos == 10 && o.chunks[0].n_tokens == 4);
+  o = run_step(s);  // starts at the span: the whole span, past the chunk size
+  CHECK(o.chunks[0].first_pos == 14 && o.chunks[0].n_tokens == 16);
+  o = run_step(s);
+  CHECK(o.chunks[0].first_pos == 30 && o.chunks[0].n_tokens == 10 && o.chunks[0].sample);
+}
+
+TEST_CASE("scheduler: a whole span waits for a step with room, and one longer than a step is refused") {
+  // budget 12: a prompt whose span [0, 12) fills a step; a second sequence's decode leaves it 11 tokens
+  scheduler s = make_sched(12, 4, 4, 128, 64);
+  s.add(1, tokens(3), true, false);
+  run_step(s);  // sequence 1's prompt; it decodes from now on
+  s.add(2, tokens(14, 100), true, false, 0, {0, 12});
+  schedule_output o = run_step(s);  // 1 decodes; 2's span (12) does not fit the 11 left: 2 waits
+  REQUIRE(o.chunks.size() == 1);
+  CHECK(o.chunks[0].seq_id == 1);
+  o = run_step(s, {1});  // 1 still decodes (and finishes): 2 still waits
+  CHECK(o.chunks.size() == 1);
+  o = run_step(s);  // the whole budget: the span in one chunk
+  REQUIRE(o.chunks.size() == 1);
+  CHECK(o.chunks[0].seq_id == 2 && o.chunks[0].first_pos == 0 && o.chunks[0].n_tokens == 12);
+  bool threw = false;
+  try { s.add(3, tokens(20), true, false, 0, {2, 15}); } catch (const spindle::error& e) {
+    threw = std::string(e.what()).find("a step takes at most 12 tokens") != std::string::npos;
+  }
+  CHECK(threw);
+  threw = false;
+  try { s.add(4, tokens(20), true, false, 0, {5, 3}); } catch (const spindle::error& e) {
+    threw = std::string(e.what()).find("sorted [begin, end) pairs inside the prompt") != std::string::npos;
+  }
+  CHECK(threw);
 }

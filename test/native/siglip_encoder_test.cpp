@@ -1,7 +1,8 @@
-// The reference LFM2-VL encoder's parts: position-grid resize (identity at the stored size, PyTorch's bilinear
+// The reference SigLIP encoder's parts: position-grid resize (identity at the stored size, PyTorch's bilinear
 // align_corners=False values on a hand-checked upscale, antialiased shrink weights), pixel unshuffle order,
-// LayerNorm, GELU; and a whole encode on a small generated mmproj (token count, finite values, size errors).
-// Conformance with llama.cpp's encoder on a real-sized fixture is a later step of issue 15.
+// LayerNorm, GELU, Gemma 3's average pooling and RMSNorm; and whole encodes on small generated mmprojs (lfm2 and
+// gemma3: token count, finite values, size errors, the backend encoder against the plain loops). Conformance with
+// llama.cpp's encoders: test/vision-encoder-conformance.test.ts, test/vision-gemma3.test.ts.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,8 +13,8 @@
 #include "gguf_test_writer.h"
 #include "harness.h"
 #include "backend/backend.h"
-#include "vision/lfm2_encoder.h"
-#include "vision/lfm2_encoder_ref.h"
+#include "vision/siglip_encoder.h"
+#include "vision/siglip_encoder_ref.h"
 #include "vision/lfm2_plan.h"
 
 using namespace spindle;
@@ -57,8 +58,10 @@ TEST_CASE("lfm2 encoder: LayerNorm and GELU") {
 namespace {
 
 // A small mmproj (D 8, 2 heads, 2 layers, P 4, G 4, s 2, H 12, E 10) with N(0, 1/sqrt(fan_in)) weights.
-std::vector<uint8_t> small_mmproj() {
+// D 8, 2 heads, 2 layers, patch 4, a 4x4 position grid, s 2, E 10; lfm2: H 12; gemma3: 16x16 pixels, 2x2 tokens.
+std::vector<uint8_t> small_mmproj(const std::string& projector = "lfm2") {
   const int64_t D = 8, F = 16, P = 4, S = 2, H = 12, E = 10;
+  const bool gemma3 = projector == "gemma3";
   std::vector<tensor_spec> t;
   t.push_back({"v.patch_embd.weight", {P, P, 3, D}, ggml_type::F32});
   t.push_back({"v.position_embd.weight", {D, 16}, ggml_type::F32});
@@ -70,13 +73,18 @@ std::vector<uint8_t> small_mmproj() {
     t.push_back({b + "ffn_up.weight", {D, F}, ggml_type::F32});
     t.push_back({b + "ffn_down.weight", {F, D}, ggml_type::F32});
   }
-  t.push_back({"mm.1.weight", {D * S * S, H}, ggml_type::F32});
-  t.push_back({"mm.1.bias", {H}, ggml_type::F32});
-  t.push_back({"mm.2.weight", {H, E}, ggml_type::F32});
-  t.push_back({"mm.2.bias", {E}, ggml_type::F32});
+  if (gemma3) {
+    t.push_back({"mm.soft_emb_norm.weight", {D}, ggml_type::F32});
+    t.push_back({"mm.input_projection.weight", {E, D}, ggml_type::F32});
+  } else {
+    t.push_back({"mm.1.weight", {D * S * S, H}, ggml_type::F32});
+    t.push_back({"mm.1.bias", {H}, ggml_type::F32});
+    t.push_back({"mm.2.weight", {H, E}, ggml_type::F32});
+    t.push_back({"mm.2.bias", {E}, ggml_type::F32});
+  }
   built_file b = build_file(3, 12, [&](writer& w) {
     w.kv<uint8_t>("clip.has_vision_encoder", gguf_value_type::BOOL, 1);
-    w.kv_str("clip.projector_type", "lfm2");
+    w.kv_str("clip.projector_type", projector);
     w.kv<uint32_t>("clip.vision.embedding_length", gguf_value_type::UINT32, uint32_t(D));
     w.kv<uint32_t>("clip.vision.attention.head_count", gguf_value_type::UINT32, 2);
     w.kv<uint32_t>("clip.vision.feed_forward_length", gguf_value_type::UINT32, uint32_t(F));
@@ -91,7 +99,7 @@ std::vector<uint8_t> small_mmproj() {
   std::mt19937 rng(7);
   for (size_t i = 0; i < t.size(); ++i) {
     const size_t n = size_t(b.sizes[i] / 4);
-    const bool gain = t[i].name.find("ln") != std::string::npos;
+    const bool gain = t[i].name.find("ln") != std::string::npos || t[i].name.find("norm") != std::string::npos;
     const float std_ = gain ? 0.0f : 1.0f / std::sqrt(float(t[i].ne[0]));
     std::normal_distribution<float> dist(gain ? 1.0f : 0.0f, std_ > 0 ? std_ : 1e-9f);
     for (size_t k = 0; k < n; ++k) {
@@ -111,15 +119,15 @@ TEST_CASE("lfm2 encoder: a whole encode gives one finite embedding per merged to
   for (auto [w, h] : {std::pair<int, int>{16, 16}, {32, 16}, {8, 24}}) {
     std::vector<float> px(size_t(3 * w * h));
     for (size_t i = 0; i < px.size(); ++i) px[i] = float(int(i * 37 % 255)) / 127.5f - 1.0f;
-    const std::vector<float> e = lfm2_encode_reference(m, px, w, h);
+    const std::vector<float> e = siglip_encode_reference(m, px, w, h);
     REQUIRE(e.size() == size_t((w / 8) * (h / 8) * 10));
     bool finite = true;
     for (float v : e) finite = finite && std::isfinite(v);
     CHECK(finite);
-    CHECK(lfm2_encode_reference(m, px, w, h) == e);  // deterministic
+    CHECK(siglip_encode_reference(m, px, w, h) == e);  // deterministic
   }
   bool threw = false;
-  try { lfm2_encode_reference(m, std::vector<float>(3 * 12 * 16), 12, 16); } catch (const spindle::error& e) {
+  try { siglip_encode_reference(m, std::vector<float>(3 * 12 * 16), 12, 16); } catch (const spindle::error& e) {
     threw = std::string(e.what()).find("not a multiple of 8") != std::string::npos;
   }
   CHECK(threw);
@@ -130,11 +138,11 @@ TEST_CASE("lfm2 encoder: the backend encoder matches the plain loops") {
   auto f = gguf_file::from_memory(bytes.data(), bytes.size(), "small-mmproj.gguf");
   const mmproj_model m = load_mmproj(*f, 10);
   auto be = make_cpu_backend(2);
-  lfm2_encoder enc(m, *be);
+  siglip_encoder enc(m, *be);
   for (auto [w, h] : {std::pair<int, int>{16, 16}, {32, 16}, {8, 24}, {16, 16}}) {  // 16x16 twice: cached pos table
     std::vector<float> px(size_t(3 * w * h));
     for (size_t i = 0; i < px.size(); ++i) px[i] = float(int(i * 53 % 255)) / 127.5f - 1.0f;
-    const std::vector<float> want = lfm2_encode_reference(m, px, w, h);
+    const std::vector<float> want = siglip_encode_reference(m, px, w, h);
     std::vector<float> got(want.size(), NAN);
     enc.encode(px.data(), w, h, got.data());
     float scale = 0, diff = 0;
@@ -153,11 +161,11 @@ TEST_CASE("lfm2 encoder: the backend encoder matches the plain loops") {
 
 TEST_CASE("lfm2 plan: the worked examples of the design doc (llama.cpp's mtmd values)") {
   const lfm2_vision_params p;
-  lfm2_image_plan a = plan_lfm2_image(256, 256, p);
+  image_plan a = plan_lfm2_image(256, 256, p);
   CHECK(!a.tiled);
   REQUIRE(a.crops.size() == 1);
   CHECK(a.crops[0].width == 256 && a.crops[0].tokens == 64 && a.positions == 66);
-  lfm2_image_plan b = plan_lfm2_image(1200, 900, p);
+  image_plan b = plan_lfm2_image(1200, 900, p);
   CHECK(b.tiled && b.cols == 3 && b.rows == 2 && b.refined_width == 1536 && b.refined_height == 1024);
   REQUIRE(b.crops.size() == 7);
   CHECK(b.crops[5].marker == "<|img_row_2_col_3|>" && b.crops[5].tile_row == 1 && b.crops[5].tile_col == 2);
@@ -178,4 +186,49 @@ TEST_CASE("lfm2 plan: the worked examples of the design doc (llama.cpp's mtmd va
   bool threw = false;
   try { plan_lfm2_image(0, 10, p); } catch (const spindle::error&) { threw = true; }
   CHECK(threw);
+}
+
+TEST_CASE("gemma3 encoder: average pooling sums each block in float, rows then columns, and divides by s*s") {
+  // a 4x2 patch grid (gw 4, gh 2) of dim 2, pooled by 2: two tokens, each the mean of its 2x2 block
+  std::vector<float> x(4 * 2 * 2);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  const std::vector<float> y = avg_pool(x, 4, 2, 2, 2);
+  REQUIRE(y.size() == 4);
+  // token 0: patches (0,0) (0,1) (1,0) (1,1) = rows 0, 1, 4, 5; token 1: rows 2, 3, 6, 7
+  CHECK(y[0] == (0.0f + 2 + 8 + 10) / 4 && y[1] == (1.0f + 3 + 9 + 11) / 4);
+  CHECK(y[2] == (4.0f + 6 + 12 + 14) / 4 && y[3] == (5.0f + 7 + 13 + 15) / 4);
+  std::vector<float> r = {3.0f, 4.0f};
+  const float w[2] = {1.0f, 2.0f};
+  rms_norm_rows(r, 2, w, 0.0f);  // rms 3.5355: 0.8485, 1.1314 * 2
+  CHECK(std::abs(r[0] - 0.84852814f) < 1e-6f && std::abs(r[1] - 2.2627417f) < 1e-6f);
+}
+
+TEST_CASE("gemma3 encoder: the backend encoder matches the plain loops; other sizes are refused") {
+  const std::vector<uint8_t> bytes = small_mmproj("gemma3");
+  auto f = gguf_file::from_memory(bytes.data(), bytes.size(), "gemma3-mmproj.gguf");
+  const mmproj_model m = load_mmproj(*f, 10);
+  REQUIRE(m.hp.gemma3());
+  CHECK(m.hp.fixed_tokens() == 4);
+  std::vector<float> px(size_t(3 * 16 * 16));
+  for (size_t i = 0; i < px.size(); ++i) px[i] = float(int(i * 53 % 255)) / 127.5f - 1.0f;
+  const std::vector<float> want = siglip_encode_reference(m, px, 16, 16);
+  REQUIRE(want.size() == size_t(4 * 10));
+  for (int threads : {1, 2}) {
+    auto be = make_cpu_backend(threads);
+    siglip_encoder enc(m, *be);
+    std::vector<float> got(want.size(), NAN);
+    enc.encode(px.data(), 16, 16, got.data());
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      diff = std::max(diff, std::abs(got[i] - want[i]));
+    }
+    CHECK(scale > 0.1f);
+    CHECK(diff <= 1e-4f * scale);  // f32 SIMD sums vs the reference's double sums
+    bool threw = false;
+    try { enc.encode(std::vector<float>(3 * 32 * 32).data(), 32, 32, nullptr); } catch (const spindle::error& e) {
+      threw = std::string(e.what()).find("is not the gemma3 encoder's 16x16") != std::string::npos;
+    }
+    CHECK(threw);
+  }
 }
