@@ -117,6 +117,12 @@ function startingAfterOf(value: string | undefined): number {
 
 const notFound = (id: string): ApiError => new ApiError(404, `Response with id '${id}' not found`, { param: 'response_id', code: 'not_found' });
 
+/** The last event of a streamed response of this (finished) status: completed, incomplete, or failed for anything
+ * else (a cancelled one has none: its stream just ends, as OpenAI's). */
+function terminalEvent(status: unknown): string {
+  return status === 'completed' ? 'response.completed' : status === 'incomplete' ? 'response.incomplete' : 'response.failed';
+}
+
 export default async function responsesRoute(app: FastifyInstance): Promise<void> {
   const store = new ResponseStore();
   const active = new Map<string, ActiveResponse>();
@@ -239,7 +245,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       // the terminal event of a streamed one (a cancelled response has none in OpenAI's events: its stream just ends),
       // then the stored entry counted again with it
       const ended = (done: Record<string, unknown>): Record<string, unknown> => {
-        if (done.status !== 'cancelled') emit?.(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
+        if (done.status !== 'cancelled') emit?.(terminalEvent(done.status), { response: done });
         if (events) store.refresh(id);
         return done;
       };
@@ -293,7 +299,7 @@ export default async function responsesRoute(app: FastifyInstance): Promise<void
       emit('response.created', { response: response('in_progress', []) });
       emit('response.in_progress', { response: response('in_progress', []) });
       const done = await generate(assembler);
-      emit(`response.${done.status === 'completed' ? 'completed' : done.status === 'incomplete' ? 'incomplete' : 'failed'}`, { response: done });
+      emit(terminalEvent(done.status), { response: done });
     } catch (e) {
       job.abort();
       const err = toApiError(e);
