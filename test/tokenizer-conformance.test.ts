@@ -1,5 +1,5 @@
-// Tokenizer conformance against llama.cpp (node-llama-cpp, vocab-only load of the same GGUF) for the four
-// fixture tokenizer families (gemma3: SentencePiece with no space prefix, user-defined whitespace runs and
+// Tokenizer conformance against llama.cpp (node-llama-cpp, vocab-only load of the same GGUF) for the five
+// fixture tokenizer families (mistral_nemo: BPE with the tekken pre-tokenizer's case-split words; gemma3: SentencePiece with no space prefix, user-defined whitespace runs and
 // HTML tags, byte fallback): identical token ids for ~100 hand-picked strings and a few hundred seeded random
 // ones (parseSpecial on/off, with/without BOS), identical detokenization (special on/off), identical EOG set
 // and per-token text for the whole vocabulary, exact round trips where llama.cpp's decode has no clean-up,
@@ -10,18 +10,20 @@ import { getLlama, LlamaLogLevel, type LlamaModel, type Token } from 'node-llama
 import { loadNative, type NativeTokenizer } from '../lib/native.js';
 import { fixtureModel, type PresetName } from './helpers/fixtures.js';
 
-type Family = 'llama3' | 'qwen3' | 'llama2' | 'gemma3';
+type Family = 'llama3' | 'qwen3' | 'llama2' | 'gemma3' | 'mistral_nemo';
 const FAMILIES: { family: Family; preset: PresetName; exactRoundTrip: boolean }[] = [
   { family: 'llama3', preset: 'llama3Vocab', exactRoundTrip: false }, // llama.cpp cleans " ," " 's" on decode
   { family: 'qwen3', preset: 'qwen3Vocab', exactRoundTrip: true },
   { family: 'llama2', preset: 'llama2Vocab', exactRoundTrip: true },
   { family: 'gemma3', preset: 'gemma3Vocab', exactRoundTrip: true },
+  { family: 'mistral_nemo', preset: 'mistralNemoVocab', exactRoundTrip: true }, // tekken: no clean-up on decode
 ];
 
 const SPECIALS = [
   '<|begin_of_text|>', '<|end_of_text|>', '<|eot_id|>', '<|start_header_id|>', '<|end_header_id|>',
   '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<think>', '</think>', '<tool_call>', '<s>', '</s>', '<unk>',
   '<bos>', '<eos>', '<pad>', '<mask>', '<start_of_turn>', '<end_of_turn>', '<start_of_image>', '<unused0>', '<b>', '</td>',
+  '[INST]', '[/INST]', '[TOOL_CALLS]', '[AVAILABLE_TOOLS]', '[SYSTEM_PROMPT]',
 ];
 
 const STRINGS: string[] = [
@@ -60,6 +62,10 @@ const STRINGS: string[] = [
   '<table><tr><td>a</td></tr></table>', '<b>bold</b> <i>it</i> <code>x</code>', '<h1>Title</h1>\n<p>text</p>',
   ' '.repeat(31), ' '.repeat(40) + 'x', '\n'.repeat(31), '\n'.repeat(45), '\t'.repeat(33), 'a \t\n \t\n b',
   '  \n\n  \t\t  ', 'x' + ' '.repeat(5) + 'y' + '\n'.repeat(3) + 'z', '\u2581already escaped \u2581\u2581',
+  // tekken: case-split words (an upper run, then a lower one), letters >= 128 both, single digits, [\r\n/]* after symbols
+  'HELLO world', 'HelloWorld', 'camelCaseABCdef', 'ABCdefGHI', 'ÉCOLE école ÉCole', 'ΣΊΣΥΦΟΣ σίσυφος', 'İstanbul ǅemal',
+  'path/to/file.txt\n/next', 'a+/\n/b', '[INST] What is 2+2? [/INST]', '<s>[INST] hi [/INST] yo</s>', 'x[TOOL_CALLS][{"a":1}]',
+  'Ǆ ǅ ǆ ʰʱ ˢ', 'e\u0301E\u0301 A\u0308b',
 ];
 
 // Seeded random strings mixing the categories above (and random code points from stable blocks).

@@ -122,6 +122,76 @@ void split_llama3(scanner& s, size_t digits_max) {
   }
 }
 
+// tekken's classes over llama.cpp's collapsed text (split_rule::tekken): code points < 128 are themselves (\s is
+// C's isspace), others are whitespace or their category.
+bool tk_space(const scanner& s, size_t p) {
+  const uint32_t c = s.cpt(p);
+  if (c == k_out_of_range) return false;
+  return c < 128 ? (c == ' ' || (c >= '\t' && c <= '\r')) : (unicode::flags(c) & unicode::WHITESPACE) != 0;
+}
+bool tk_letter(const scanner& s, size_t p) { return s.cpt(p) != k_out_of_range && !tk_space(s, p) && is_letter(s.flags(p)); }
+bool tk_number(const scanner& s, size_t p) { return s.cpt(p) != k_out_of_range && !tk_space(s, p) && is_number(s.flags(p)); }
+bool tk_upper(const scanner& s, size_t p) { return tk_letter(s, p) && !(s.cpt(p) >= 'a' && s.cpt(p) <= 'z'); }
+bool tk_lower(const scanner& s, size_t p) { return tk_letter(s, p) && !(s.cpt(p) >= 'A' && s.cpt(p) <= 'Z'); }
+// [^\s\p{L}\p{N}]: anything else in the chunk (punctuation, symbols, marks, controls, unassigned)
+bool tk_other(const scanner& s, size_t p) {
+  return s.cpt(p) != k_out_of_range && !tk_space(s, p) && !tk_letter(s, p) && !tk_number(s, p);
+}
+
+// U*L+ from q with std::regex's backtracking: the longest U* after which an L follows, then L+ greedily; 0: no match.
+size_t tekken_upper_lower(const scanner& s, size_t q) {
+  size_t j = q;
+  while (tk_upper(s, j)) ++j;
+  for (size_t k = j + 1; k-- > q;) {  // U* of length k - q, longest first
+    if (!tk_lower(s, k)) continue;
+    size_t m = k;
+    while (tk_lower(s, m)) ++m;
+    return m;
+  }
+  return 0;
+}
+
+// U+L* from q; 0: no match.
+size_t tekken_upper_run(const scanner& s, size_t q) {
+  if (!tk_upper(s, q)) return 0;
+  size_t m = q;
+  while (tk_upper(s, m)) ++m;
+  while (tk_lower(s, m)) ++m;
+  return m;
+}
+
+void split_tekken(scanner& s) {
+  for (size_t pos = s.ini; pos < s.end;) {
+    const uint32_t c = s.cpt(pos);
+    // [^\r\n\p{L}\p{N}]? (taken when it can be) before either letter alternative
+    const bool prefix = !is_crlf(c) && !tk_letter(s, pos) && !tk_number(s, pos);
+    const size_t q = prefix ? pos + 1 : pos;
+    size_t e = tekken_upper_lower(s, q);
+    if (!e) e = tekken_upper_run(s, q);
+    if (e) { s.emit(e); pos = e; continue; }
+    if (tk_number(s, pos)) { s.emit(pos + 1); pos += 1; continue; }  // \p{N}
+    // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+    if (tk_other(s, pos) || (c == ' ' && tk_other(s, pos + 1))) {
+      pos += (c == ' ');
+      while (tk_other(s, pos)) ++pos;
+      while (s.cpt(pos) == '\r' || s.cpt(pos) == '\n' || s.cpt(pos) == '/') ++pos;
+      s.emit(pos);
+      continue;
+    }
+    // \s*[\r\n]+ | \s+(?!\S) | \s+   (every code point left here is whitespace)
+    size_t n = 0, last_crlf_end = 0;
+    while (tk_space(s, pos + n)) {
+      if (is_crlf(s.cpt(pos + n))) last_crlf_end = pos + n + 1;
+      ++n;
+    }
+    if (last_crlf_end > 0) pos = last_crlf_end;
+    else if (n > 1 && s.cpt(pos + n) != k_out_of_range) pos += n - 1;
+    else if (n > 0) pos += n;
+    else ++pos;
+    s.emit(pos);
+  }
+}
+
 // Membership in a bracket class over the collapsed text: code points < 128 are themselves; others are their
 // category (whitespace first: it collapses to \v, which no class here contains).
 bool collapsed_in(uint32_t c, split_rule rule) {
@@ -188,6 +258,7 @@ std::vector<size_t> split_offsets(const std::vector<uint32_t>& cpts, const std::
         case split_rule::gpt2: split_gpt2(s); break;
         case split_rule::llama3: split_llama3(s, 3); break;
         case split_rule::qwen2: split_llama3(s, 1); break;
+        case split_rule::tekken: split_tekken(s); break;
         default: split_class(s, rule); break;
       }
       start += len;
@@ -243,6 +314,7 @@ const std::vector<pre_family>& families() {
       {{"glm4", "chatglm-bpe"}, {r::llama3}, true, false, false, true},
       {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"}, {r::qwen2}, false, false, false, false},
       {{"megrez", "stablelm2"}, {r::qwen2}, true, false, false, false},
+      {{"tekken"}, {r::tekken}, false, true, true, false},
       {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
         "modern-bert", "mpt", "olmo", "jais", "exaone4"},
        {r::gpt2}, true, false, false, false},

@@ -16,6 +16,11 @@ enum class split_rule : uint8_t {
   gpt2,        // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)  (llama.cpp's custom code)
   llama3,      // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   qwen2,       // as llama3 with \p{N} instead of \p{N}{1,3}
+  // tekken (Mistral Nemo / Small 3), as llama.cpp runs it through std::regex on its collapsed text, where
+  // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] became ((?=\p{L})[^a-z]) and the lowercase class ((?=\p{L})[^A-Z]):
+  // [^\r\n\p{L}\p{N}]?U*L+|[^\r\n\p{L}\p{N}]?U+L*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  // (U: a letter but a-z, L: a letter but A-Z; a letter >= 128 is both, and marks are no letters)
+  tekken,
   punct_run,   // [\p{P}\$\+<=>\^~\|]+   (std::regex over llama.cpp's collapsed text)
   punct_run_backtick,  // [\p{P}\$\+<=>\^~\|`]+
   number_run,     // \p{N}+

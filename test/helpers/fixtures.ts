@@ -45,6 +45,8 @@ export const PRESETS = {
   llama2Vocab: { ...llama2Dims, weights: 'F16', vocabOnly: true },
   /** Gemma 3's SentencePiece vocabulary (262144 tokens, no space prefix) under the llama architecture's keys */
   gemma3Vocab: { arch: 'llama', tokenizer: 'gemma3', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 5, vocabOnly: true },
+  /** Mistral Nemo's tekken tokenizer (BPE, the "tekken" pre-tokenizer), vocabulary only */
+  mistralNemoVocab: { arch: 'llama', tokenizer: 'mistral_nemo', weights: 'F16', ...tiny, tiedEmbeddings: true, seed: 6, vocabOnly: true },
 } as const satisfies Record<string, ModelSpec>;
 
 export type PresetName = keyof typeof PRESETS;

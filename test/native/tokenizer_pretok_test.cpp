@@ -100,3 +100,24 @@ TEST_CASE("tokenizer pretok: unsupported pre-tokenizer names are rejected") {
   CHECK(spindle::tok::pre_tokenizer_for("llama-bpe").ignore_merges);
   CHECK(spindle::tok::pre_tokenizer_for("llama-bpe").force_add_bos);
 }
+
+// tekken as llama.cpp's std::regex runs it on collapsed text (the tokenizer conformance test checks these against
+// llama.cpp itself): an upper run then a lower one, a letter >= 128 counting as both cases (so "ÉCOLE" splits after
+// its first letter: U* backs off to the longest prefix followed by a "lowercase" letter), single digits, no
+// contractions, [\r\n/]* after a symbol run, a mark (no letter) as the prefix of the word after it.
+TEST_CASE("tokenizer pretok: tekken case-split words") {
+  CHECK_SPLIT("tekken", "Hello World", "Hello", " World");
+  CHECK_SPLIT("tekken", "HELLO world", "HELLO", " world");
+  CHECK_SPLIT("tekken", "HelloWorld", "Hello", "World");
+  CHECK_SPLIT("tekken", "camelCaseABCdef", "camel", "Case", "ABCdef");
+  CHECK_SPLIT("tekken", "ÉCOLE école", "É", "COLE", " école");
+  CHECK_SPLIT("tekken", "I'm DON'T", "I", "'m", " DON", "'T");
+  CHECK_SPLIT("tekken", "x1234y", "x", "1", "2", "3", "4", "y");
+  CHECK_SPLIT("tekken", "a+/\n/b", "a", "+/\n/", "b");
+  CHECK_SPLIT("tekken", "e\xcc\x81t", "e", "\xcc\x81t");  // e + combining acute: no letter, so the next word's prefix
+  CHECK_SPLIT("tekken", "a  \n\n b", "a", "  \n\n", " b");
+  CHECK_SPLIT("tekken", "end   ", "end", "   ");
+  CHECK(spindle::tok::pre_tokenizer_for("tekken").ignore_merges);
+  CHECK(spindle::tok::pre_tokenizer_for("tekken").force_add_bos);
+  CHECK(!spindle::tok::pre_tokenizer_for("tekken").clean_spaces);
+}
