@@ -77,6 +77,9 @@ t.test('the layout: "\\n\\n" <start_of_image> 16 embeddings <end_of_image> "\\n\
   const limited = new LLM({ model: fx.model, imageMaxTokens: 64 });
   t.teardown(() => limited.close());
   await t.rejects(limited.ready(), /a gemma3 image is always 16 tokens/, 'image token limits are refused by name (they are lfm2 rules)');
+  const small = new LLM({ model: fx.model, maxNumBatchedTokens: 8 });
+  t.teardown(() => small.close());
+  await t.rejects(small.ready(), /maxNumBatchedTokens 8 is below an image's 16 embeddings/, 'a step budget smaller than an image is refused at load');
 });
 
 t.test('a chat with an image part: Gemma 3\'s template around the image layout', async (t) => {

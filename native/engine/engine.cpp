@@ -374,6 +374,11 @@ bool engine::load() {
     ev.info = describe(*m, max_len);  // throws for a malformed classifier head
     make_cache(*m, max_len, draft.get());
     ev.info.max_num_batched_tokens = sched_->config().max_num_batched_tokens;
+    if (vision && vision->bidirectional() && ev.info.max_num_batched_tokens < vision->hparams().fixed_tokens()) {
+      throw error("maxNumBatchedTokens " + std::to_string(ev.info.max_num_batched_tokens) + " is below an image's " +
+                  std::to_string(vision->hparams().fixed_tokens()) + " embeddings, which attend to each other and so "
+                  "go through the model in one step (" + vision->hparams().projector + " projector); raise it");
+    }
     if (vision) ev.info.mmproj = vision->path();
     std::lock_guard<std::mutex> lock(mu_);
     model_ = std::move(m);

@@ -33,6 +33,9 @@ struct sched_sequence {
   // [begin, end) pairs of prompt positions no chunk may end inside (bidirectional image embeddings: each span's
   // queries must see its last row); sorted, disjoint, each at most max_num_batched_tokens long
   std::vector<int32_t> whole_spans;
+  // A running prefill whose next chunk is a whole span that did not fit a step's budget: the next step schedules
+  // it before the decodes (with the step's whole budget), so other work never starves it
+  bool span_waiting = false;
   sched_status status = sched_status::waiting;
 
   int32_t num_tokens() const { return int32_t(token_ids.size()); }

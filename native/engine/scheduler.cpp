@@ -101,6 +101,7 @@ schedule_output scheduler::schedule() {
   schedule_output out;
   int32_t budget = config_.max_num_batched_tokens;
   scored_rows_left_ = k_max_scored_rows;
+  schedule_span_waiting(out, budget);
   schedule_running(out, budget, /*decodes=*/true);
   schedule_running(out, budget, /*decodes=*/false);
   if (out.preempted.empty()) schedule_waiting(out, budget);
@@ -130,11 +131,16 @@ void scheduler::schedule_running(schedule_output& out, int32_t& budget, bool dec
       schedule_decode(out, budget, *s, --decodes_left);
       continue;
     }
+    if (s->span_waiting || went_first(s->id)) continue;  // scheduled (or not) first this step
     int32_t n = prefill_chunk(*s, budget);
     const bool scoring = s->scoring();
     const int32_t limit = std::min(budget, scoring ? scored_rows_left_ : INT32_MAX);
-    n = whole_span_chunk(*s, s->num_computed_tokens, std::min(n, limit), limit);
-    if (n == 0) continue;
+    const int32_t cut = std::min(n, limit);
+    n = whole_span_chunk(*s, s->num_computed_tokens, cut, limit);
+    if (n == 0) {
+      s->span_waiting = cut > 0;  // a whole span did not fit what this step had left: first in line next step
+      continue;
+    }
     if (reserve_or_preempt(*s, n, out, budget)) {
       push_chunk(out, budget, *s, n, is_decode);
       if (scoring) scored_rows_left_ -= n;
@@ -195,7 +201,7 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     if (blocks_.prefix_caching() && s->use_prefix_cache) {
       shared = blocks_.cached_prefix(s->token_ids.data(), (s->num_tokens() - 1) / blocks_.block_size(), s->cache_salt);
     }
-    const int32_t hit = int32_t(shared.size()) * blocks_.block_size();
+    int32_t hit = int32_t(shared.size()) * blocks_.block_size();
     if (s->num_preemptions == 0 && waits_for_shared_prefix(*s, shared.size())) {
       held_slots += 1;
       held_blocks += blocks_.blocks_for_tokens(chunk_of(s->num_tokens() - hit, INT32_MAX));
@@ -204,7 +210,14 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     }
     const bool scoring = s->scoring();
     const int32_t limit = std::min(budget, scoring ? scored_rows_left_ : INT32_MAX);
-    const int32_t n = whole_span_chunk(*s, hit, std::min(chunk_of(s->num_tokens() - hit, budget), limit), limit);
+    int32_t n = whole_span_chunk(*s, hit, std::min(chunk_of(s->num_tokens() - hit, budget), limit), limit);
+    if (n == 0 && !shared.empty() && chunk_of(s->num_tokens() - hit, budget) > 0) {
+      // the cache ends where an image's embeddings start and they do not fit this step: one cached block less, so
+      // the first chunk is that block (the embeddings then go first in line once it runs), not a queue blocked here
+      shared.pop_back();
+      hit -= blocks_.block_size();
+      n = whole_span_chunk(*s, hit, std::min(chunk_of(s->num_tokens() - hit, budget), limit), limit);
+    }
     if (n == 0 || !blocks_.can_allocate_shared(shared, int64_t(hit) + n)) break;
     if (held_blocks > 0 && blocks_.num_free_blocks() - blocks_.blocks_for_tokens(int64_t(hit) + n) < held_blocks) break;
     s->state_slot = slots_.acquire(s->id);  // one is free: running_.size() < max_num_seqs slots
@@ -246,9 +259,33 @@ int32_t scheduler::whole_span_chunk(const sched_sequence& s, int32_t start, int3
     if (e <= start || e <= end) continue;  // behind the chunk, or ends inside it
     if (b >= end) break;                   // this span and the later ones start after the chunk
     if (b > start) return b - start;       // stop before the span
-    return e - start <= limit ? e - start : 0;  // the chunk starts inside it: all of the rest, or not this step
+    // the chunk starts at the span (never inside: no cached prefix reaches a placeholder's block, and no chunk
+    // ends inside one): all of it, or not this step
+    return e - start <= limit ? e - start : 0;
   }
   return n;
+}
+
+void scheduler::schedule_span_waiting(schedule_output& out, int32_t& budget) {
+  went_first_.clear();
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    sched_sequence* s = running_[i];
+    if (!s->span_waiting) continue;
+    const bool scoring = s->scoring();
+    const int32_t limit = std::min(budget, scoring ? scored_rows_left_ : INT32_MAX);
+    const int32_t n = whole_span_chunk(*s, s->num_computed_tokens, std::min(prefill_chunk(*s, budget), limit), limit);
+    if (n == 0) continue;  // still too big for what is left: stays first in line
+    s->span_waiting = false;
+    went_first_.push_back(s->id);  // its chunk is this one: the prefill pass passes it over
+    if (reserve_or_preempt(*s, n, out, budget)) {
+      push_chunk(out, budget, *s, n, /*is_decode=*/false);
+      if (scoring) scored_rows_left_ -= n;
+    }
+  }
+}
+
+bool scheduler::went_first(uint64_t id) const {
+  return std::find(went_first_.begin(), went_first_.end(), id) != went_first_.end();
 }
 
 bool scheduler::can_reserve(const sched_sequence& s, int32_t n_slots) const {
@@ -287,6 +324,7 @@ void scheduler::preempt_newest(schedule_output& out, int32_t& budget) {
   v->state_slot = -1;
   v->num_computed_tokens = 0;
   v->num_draft_tokens = 0;
+  v->span_waiting = false;
   v->status = sched_status::waiting;
   ++v->num_preemptions;
   ++preemptions_;

@@ -161,6 +161,11 @@ class scheduler {
   // n (a chunk of s from `start`) cut so it does not end inside a whole span, or grown to the end of the span it
   // would end in when that span starts at or before `start` and the grown chunk is within `limit` (else 0)
   int32_t whole_span_chunk(const sched_sequence& s, int32_t start, int32_t n, int32_t limit) const;
+  // The running prefills blocked on a whole span last step (sched_sequence::span_waiting), oldest first, ahead of
+  // everything else in this step.
+  void schedule_span_waiting(schedule_output& out, int32_t& budget);
+  bool went_first(uint64_t id) const;  // scheduled by schedule_span_waiting this step
+  std::vector<uint64_t> went_first_;
   bool can_reserve(const sched_sequence& s, int32_t n_slots) const;
   void reserve(const sched_sequence& s, int32_t n_slots);
   bool reserve_or_preempt(sched_sequence& s, int32_t n_tokens, schedule_output& out, int32_t& budget);

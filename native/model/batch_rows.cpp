@@ -44,9 +44,9 @@ int64_t check_batch_sequences(const std::vector<batch_sequence>& batch, int32_t 
       if (sb < 0 || se <= sb || (k > 0 && sb < b.bidir_spans[2 * k - 1])) {
         throw error(at + "bidirectional spans must be sorted, disjoint and non-empty");
       }
-      if (sb < end && se > b.first_pos && se > end) {
-        throw error(at + "bidirectional span [" + std::to_string(sb) + ", " + std::to_string(se) + ") does not end in the chunk [" +
-                    std::to_string(b.first_pos) + ", " + std::to_string(end) + "): its queries could not see its last rows");
+      if (sb < end && se > b.first_pos && (se > end || sb < b.first_pos)) {
+        throw error(at + "bidirectional span [" + std::to_string(sb) + ", " + std::to_string(se) + ") is not inside the chunk [" +
+                    std::to_string(b.first_pos) + ", " + std::to_string(end) + "): each of its rows must see all the others");
       }
     }
     if (b.sample != nullptr && b.argmax == nullptr) throw error(at + "sample specs need an argmax (ids) buffer");

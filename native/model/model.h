@@ -111,8 +111,8 @@ struct batch_sequence {
   const lora_adapter* lora = nullptr;
   // Bidirectional spans (gemma3's image embeddings): host [2 * n_bidir_spans], [begin, end) position pairs, sorted
   // and disjoint. The queries of a span attend every position of it (and, like any query, those before it, within a
-  // sliding window); the rest stays causal. A span this chunk reaches must end inside it (the scheduler never splits
-  // one); it may begin before first_pos (its earlier rows are in the cache). Null: causal throughout.
+  // sliding window); the rest stays causal. A span this chunk reaches must lie inside it (the scheduler never splits
+  // one: rows computed in an earlier chunk would not have seen the later ones). Null: causal throughout.
   const int32_t* bidir_spans = nullptr;
   int32_t n_bidir_spans = 0;
 };

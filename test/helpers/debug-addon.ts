@@ -20,7 +20,7 @@ export interface DebugAddon extends NativeAddon {
   debugCpuLevel(): string;
   /** Feeds `input` (as UTF-8) to a fresh matcher of `gbnf`: accepted = a prefix of some sentence; complete = a whole one. */
   grammarMatch(gbnf: string, input: string): { accepted: boolean; complete: boolean };
-  /** The plain-loop LFM2-VL encoder on one image entry (planar normalized RGB): [tokens * nEmbdOut]. */
+  /** The plain-loop SigLIP encoder and projector (lfm2 or gemma3) on one image entry (planar normalized RGB): [tokens * nEmbdOut]. */
   mmprojEncodeReference(path: string, pixels: Float32Array, width: number, height: number): Float32Array;
   /** The same through the backend encoder on the CPU backend (threads: 0 = every core). */
   mmprojEncode(path: string, pixels: Float32Array, width: number, height: number, threads?: number): Float32Array;

@@ -144,11 +144,27 @@ TEST_CASE("model bidir: chunk layouts, threads and the batch around a sequence w
   }
 }
 
-TEST_CASE("model bidir: a span that does not end in the chunk that reaches it is refused") {
+TEST_CASE("model bidir: a span not inside the chunk that reaches it is refused") {
   const model_test::spec s = model_test::gemma3_spec();
   const model_test::built b = model_test::build(s);
   auto l = load(s, b, kv_type::f32, 1);
   const std::vector<int32_t> tokens = some_tokens(20, b.n_vocab, 0);
-  CHECK_THROWS_WITH(run(*l->m, {tokens}, {k_spans}, {{8, 20}}), "does not end in the chunk");
+  CHECK_THROWS_WITH(run(*l->m, {tokens}, {k_spans}, {{8, 20}}), "is not inside the chunk [0, 8)");
   CHECK_THROWS_WITH(run(*l->m, {tokens}, {{5, 3}}, {{20}}), "sorted, disjoint and non-empty");
+  // a chunk that starts inside a span (its first rows came from an earlier chunk, which could not see the rest)
+  auto kv = l->m->new_kv_cache(8, 4);
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4};
+  batch_sequence first;
+  first.tokens = tokens.data();
+  first.n_tokens = 5;
+  first.block_table = table.data();
+  first.n_table = 5;
+  l->m->forward_batch({first}, *kv, nullptr);
+  batch_sequence rest = first;
+  rest.tokens = tokens.data() + 5;
+  rest.first_pos = 5;
+  rest.n_tokens = 15;
+  rest.bidir_spans = k_spans.data();
+  rest.n_bidir_spans = 2;
+  CHECK_THROWS_WITH(l->m->forward_batch({rest}, *kv, nullptr), "span [3, 11) is not inside the chunk [5, 20)");
 }

@@ -54,6 +54,8 @@ scheduler caching_sched(int32_t chunk, int32_t max_len, int32_t n_blocks) {
 schedule_output run_step(scheduler& s, const std::set<uint64_t>& finish = {}) {
   schedule_output out = s.schedule();
   s.check_invariants();
+  std::set<uint64_t> ids;  // a step holds each sequence at most once
+  for (const scheduled_chunk& c : out.chunks) CHECK(ids.insert(c.seq_id).second);
   finish_step(s, out, finish);
   return out;
 }
@@ -585,28 +587,85 @@ TEST_CASE("scheduler: a chunk never ends inside a whole span (bidirectional imag
   CHECK(o.chunks[0].first_pos == 30 && o.chunks[0].n_tokens == 10 && o.chunks[0].sample);
 }
 
-TEST_CASE("scheduler: a whole span waits for a step with room, and one longer than a step is refused") {
-  // budget 12: a prompt whose span [0, 12) fills a step; a second sequence's decode leaves it 11 tokens
+TEST_CASE("scheduler: a whole span that does not fit goes first the next step; one longer than a step is refused") {
+  // budget 12: sequence 2's span [0, 12) fills a step; sequence 1's decode leaves 11 the first time
   scheduler s = make_sched(12, 4, 4, 128, 64);
   s.add(1, tokens(3), true, false);
   run_step(s);  // sequence 1's prompt; it decodes from now on
-  s.add(2, tokens(14, 100), true, false, 0, {0, 12});
-  schedule_output o = run_step(s);  // 1 decodes; 2's span (12) does not fit the 11 left: 2 waits
+  s.add(2, tokens(14, 100), true, false, 0, {2, 14});
+  schedule_output o = run_step(s);  // 1 decodes; 2 is admitted with [0, 2), the part before its span
+  REQUIRE(o.chunks.size() == 2);
+  CHECK(o.chunks[1].seq_id == 2 && o.chunks[1].n_tokens == 2);
+  o = run_step(s);  // 1 decodes first; 2's span (12) does not fit the 11 left
   REQUIRE(o.chunks.size() == 1);
   CHECK(o.chunks[0].seq_id == 1);
-  o = run_step(s, {1});  // 1 still decodes (and finishes): 2 still waits
-  CHECK(o.chunks.size() == 1);
-  o = run_step(s);  // the whole budget: the span in one chunk
+  s.add(3, tokens(5, 200), true, false);
+  o = run_step(s);  // 2 goes first, with the whole budget; 1's decode and 3 wait for the next step
   REQUIRE(o.chunks.size() == 1);
-  CHECK(o.chunks[0].seq_id == 2 && o.chunks[0].first_pos == 0 && o.chunks[0].n_tokens == 12);
+  CHECK(o.chunks[0].seq_id == 2 && o.chunks[0].first_pos == 2 && o.chunks[0].n_tokens == 12);
+  o = run_step(s);  // then everyone again: 1 and 2 decode, 3's prompt
+  CHECK(o.chunks.size() == 3);
   bool threw = false;
-  try { s.add(3, tokens(20), true, false, 0, {2, 15}); } catch (const spindle::error& e) {
+  try { s.add(4, tokens(20), true, false, 0, {2, 15}); } catch (const spindle::error& e) {
     threw = std::string(e.what()).find("a step takes at most 12 tokens") != std::string::npos;
   }
   CHECK(threw);
   threw = false;
-  try { s.add(4, tokens(20), true, false, 0, {5, 3}); } catch (const spindle::error& e) {
+  try { s.add(5, tokens(20), true, false, 0, {5, 3}); } catch (const spindle::error& e) {
     threw = std::string(e.what()).find("sorted [begin, end) pairs inside the prompt") != std::string::npos;
   }
   CHECK(threw);
+}
+
+TEST_CASE("scheduler: a sequence that goes first with its span is not scheduled again in the same step") {
+  // budget 40, chunks of 16: sequences 1 and 3 (34 tokens each) leave 8, so sequence 2's span [4, 20) waits a step;
+  // then it goes first, and 1 and 3 finish their prompts with room left that the span would fit again
+  scheduler s = make_sched(40, 4, 16, 128, 64);
+  s.add(1, tokens(34), true, false);
+  s.add(3, tokens(34, 50), true, false);
+  s.add(2, tokens(40, 100), true, false, 0, {4, 20});
+  run_step(s);  // 1: [0, 16); 3: [0, 16); 2: [0, 4)
+  schedule_output o = run_step(s);  // 1 and 3: [16, 32); 2's span does not fit the 8 left
+  REQUIRE(o.chunks.size() == 2);
+  o = run_step(s);  // 2 first: [4, 20); 1 and 3: [32, 34), 20 tokens still left in the step
+  REQUIRE(o.chunks.size() == 3);
+  CHECK(o.chunks[0].seq_id == 2 && o.chunks[0].first_pos == 4 && o.chunks[0].n_tokens == 16);
+  for (int i = 0; i < 6; ++i) run_step(s);  // run_step checks that no step holds a sequence twice
+  const sched_sequence* two = s.find(2);
+  REQUIRE(two != nullptr);
+  CHECK(two->num_computed_tokens >= 16);
+}
+
+TEST_CASE("scheduler: steady decodes and arrivals never starve a sequence waiting at a whole span") {
+  // budget 16, spans of 16: without the first-in-line rule a decode every step kept it waiting for ever
+  scheduler s = make_sched(16, 8, 16, 256, 128);
+  s.add(1, tokens(2), true, false);
+  run_step(s);
+  s.add(2, tokens(40, 300), true, false, 0, {4, 20, 22, 38});
+  uint64_t next = 10;
+  const auto done = [&] { return s.find(2) != nullptr && s.find(2)->num_computed_tokens >= 40; };
+  for (int step = 0; step < 30 && !done(); ++step) {
+    if (step % 3 == 0) s.add(next++, tokens(3, 500 + step), true, false);  // a new short request every few steps
+    run_step(s);
+  }
+  CHECK(done());
+}
+
+TEST_CASE("scheduler: a cached prefix that ends where an image starts gives a block back instead of blocking the queue") {
+  // blocks of 4, budget 64 (caching_sched): a first request caches [0, 16); the second's span [16, 80) of 64 tokens
+  // does not fit beside a decode, so it starts one block earlier, and a request behind it is admitted too
+  scheduler s = caching_sched(64, 256, 128);
+  std::vector<int32_t> prompt = tokens(100);
+  s.add(1, std::vector<int32_t>(prompt.begin(), prompt.begin() + 17), true, false);
+  run_step(s);  // 1: its 17-token prompt, blocks [0, 16) committed; it decodes from now on
+  s.add(2, prompt, true, false, 0, {16, 80});
+  s.add(3, tokens(5, 900), true, false);
+  schedule_output o = run_step(s);
+  bool two = false, three = false;
+  for (const scheduled_chunk& c : o.chunks) {
+    if (c.seq_id == 2) { two = true; CHECK(c.first_pos == 12); CHECK(c.n_tokens == 4); }
+    three = three || c.seq_id == 3;
+  }
+  CHECK(two);
+  CHECK(three);
 }

@@ -47,7 +47,7 @@ TEST_CASE("lfm2 encoder: pixel unshuffle puts top-left, top-right, bottom-left, 
   for (int i = 0; i < 8; ++i) CHECK(y[size_t(8 + i)] == token1[i]);
 }
 
-TEST_CASE("lfm2 encoder: LayerNorm and GELU") {
+TEST_CASE("siglip encoder: LayerNorm and GELU") {
   std::vector<float> v = {1, 2, 3, 4};
   layer_norm_rows(v, 4, nullptr, nullptr, 0.0f);
   CHECK(std::abs(v[0] + 1.3416408f) < 1e-5f);
