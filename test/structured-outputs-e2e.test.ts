@@ -177,7 +177,7 @@ t.test('tools (hermes, detected from the Qwen3 template): 200 requests, required
   await toolRound(t, app, 200, 'hermes');
 });
 
-for (const parser of ['lfm2', 'pythonic', 'llama3_json']) {
+for (const parser of ['lfm2', 'pythonic', 'llama3_json', 'mistral']) {
   t.test(`tools (${parser} call format): required or named`, async (t) => {
     await toolRound(t, await makeApp(parser), 24, parser);
   });

@@ -80,15 +80,15 @@ function renderAssistantTurn(template: string, header: string, end: string): str
 }
 
 t.test('registry', async (t) => {
-  t.same([...TOOL_CALL_PARSER_NAMES].sort(), ['hermes', 'lfm2', 'llama3', 'llama3_json', 'llama4_json', 'pythonic', 'qwen', 'qwen25'].sort());
+  t.same([...TOOL_CALL_PARSER_NAMES].sort(), ['hermes', 'lfm2', 'llama3', 'llama3_json', 'llama4_json', 'mistral', 'pythonic', 'qwen', 'qwen25'].sort());
   t.same(TOOL_CALL_PARSER_ALIASES, {
     hermes: 'hermes', qwen25: 'hermes', qwen: 'hermes', lfm2: 'lfm2', pythonic: 'pythonic',
-    llama3_json: 'llama3_json', llama4_json: 'llama3_json', llama3: 'llama3_json',
+    llama3_json: 'llama3_json', llama4_json: 'llama3_json', llama3: 'llama3_json', mistral: 'mistral',
   });
   for (const name of TOOL_CALL_PARSER_NAMES) t.equal(getToolCallParser(name).name, TOOL_CALL_PARSER_ALIASES[name], name);
   t.equal(getToolCallParser(' Hermes ').name, 'hermes', 'case and surrounding spaces are ignored');
-  t.throws(() => getToolCallParser('mistral'), {
-    message: 'unknown tool call parser "mistral"; known parsers: hermes, qwen25, qwen, lfm2, pythonic, llama3_json, llama4_json, llama3',
+  t.throws(() => getToolCallParser('granite'), {
+    message: 'unknown tool call parser "granite"; known parsers: hermes, qwen25, qwen, lfm2, pythonic, llama3_json, llama4_json, llama3, mistral',
   });
   t.throws(() => getToolCallParser('toString'), /unknown tool call parser/, 'no prototype lookups');
   const p = (n: string) => getToolCallParser(n);
@@ -96,6 +96,7 @@ t.test('registry', async (t) => {
   t.same([p('lfm2').triggers, p('lfm2').triggerAtStartOnly], [['<|tool_call_start|>'], false]);
   t.same([p('pythonic').triggers, p('pythonic').triggerAtStartOnly], [['['], true]);
   t.same([p('llama3_json').triggers, p('llama3_json').triggerAtStartOnly], [['<|python_tag|>', '{'], true]);
+  t.same([p('mistral').triggers, p('mistral').triggerAtStartOnly], [['[TOOL_CALLS]'], false]);
   t.ok(Object.isFrozen(p('hermes')) && Object.isFrozen(p('hermes').triggers), 'parsers are immutable');
 });
 
@@ -116,7 +117,21 @@ t.test('detection', async (t) => {
   t.equal(detectToolCallParser('{{- "<tool_call>" + tc.name + "\\n<arg_key>" + k + "</arg_key>" }}'), null, 'GLM XML calls are not hermes');
   t.equal(detectToolCallParser(packageTemplate('llama3')), null, 'Llama 3 template without tools');
   t.equal(detectToolCallParser("{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"), null, 'plain ChatML');
+  t.equal(detectToolCallParser(packageTemplate('mistral_nemo')), 'mistral', 'Mistral Nemo template (tokenizer-mistral_nemo package)');
+  t.equal(detectToolCallParser('{{- "[TOOL_CALLS]" + tc.name + "[ARGS]" + tc.arguments }}'), null, 'the name[ARGS] form: no grammar for it');
   t.equal(detectToolCallParser(''), null, 'empty');
+});
+
+t.test('round trip: the Mistral Nemo template renders tool calls that mistral parses back', async (t) => {
+  // its template wants 9-character alphanumeric call ids, as Mistral's API makes them
+  const calls = TOOL_CALLS.map((c, i) => ({ ...c, id: `abcdefgh${i}` }));
+  const messages: ChatMessage[] = [{ role: 'user', content: 'Weather in Zürich and Tokyo?' }, { role: 'assistant', content: '', tool_calls: calls }];
+  const prompt = renderChatTemplate(packageTemplate('mistral_nemo'), messages, { addGenerationPrompt: false, tools: TOOLS, bosToken: '<s>', eosToken: '</s>' });
+  const turn = prompt.slice(prompt.indexOf('[/INST]') + '[/INST]'.length, prompt.lastIndexOf('</s>'));
+  t.match(turn, /^\[TOOL_CALLS\]\[\{"name": "get_weather", "arguments": /, 'the documented [TOOL_CALLS] list');
+  const r = getToolCallParser(detectToolCallParser(packageTemplate('mistral_nemo'))!).parse(turn);
+  t.equal(r.content, '');
+  t.same(r.toolCalls, calls.map((c) => ({ name: c.function.name, arguments: JSON.stringify(c.function.arguments) })));
 });
 
 t.test('round trip: Qwen3 template renders tool calls that hermes parses back', async (t) => {

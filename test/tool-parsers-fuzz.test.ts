@@ -29,6 +29,10 @@ const FRAGMENTS: Record<string, string[]> = {
     '<|tool_call_start|>[f(a=1)]<|tool_call_end|>', '[get_weather(city="Paris"', ', unit=\'c\')', 'g()', "'''",
     '{"name": "h", "arguments": {}}', 'x=[1, (2,), {3}]', 'r"\\d"',
   ],
+  mistral: [
+    ...COMMON, '[TOOL_CALLS]', '[TOOL_', 'CALLS]', '[ARGS]', '[AR', '[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}]',
+    '{"name": "g", "arguments": {', 'add[ARGS]{"a": 1}', 'f_2', '"x": "[TOOL_CALLS]"', '}]',
+  ],
   pythonic: [...COMMON, '[f(a=1)]', '[get_weather(city="Paris"', ', unit=\'c\')', 'g()', ']', "'''", 'x=[1, (2,), {3}]', 'r"\\d"'],
   llama3_json: [
     ...COMMON, '<|python_tag|>', '<|python', '{"name": "f", "parameters": {"a": 1}}', '{"name": "g", "parameters": {',
@@ -47,6 +51,9 @@ const STRUCTURED: Record<string, (rnd: () => number) => string> = {
   hermes: (rnd) => some(rnd, JSON_CALLS).map((c) => `${pick(rnd, ['', 'Sure. ', 'ü '])}<tool_call>${ws(rnd)}${c}${ws(rnd)}</tool_call>`).join(ws(rnd)),
   lfm2: (rnd) => some(rnd, [0, 1]).map((json) =>
     `${pick(rnd, ['', 'Ok ', '東京 '])}<|tool_call_start|>[${(json ? some(rnd, JSON_CALLS) : some(rnd, PY_CALLS)).join(', ')}]<|tool_call_end|>`).join(ws(rnd)),
+  mistral: (rnd) => `${pick(rnd, ['', 'Sure. ', '東京 '])}` + (rnd() < 0.5
+    ? `[TOOL_CALLS]${ws(rnd)}[${some(rnd, JSON_CALLS).join(pick(rnd, [', ', ',\n', ',']))}]`
+    : some(rnd, ['add[ARGS]{"a": 1}', 'get_weather[ARGS]{"city": "Zürich 😀", "l": [1, {"n": null}]}', 'g[ARGS]{}']).map((c) => `[TOOL_CALLS]${c}`).join('')),
   pythonic: (rnd) => `${ws(rnd)}[${some(rnd, PY_CALLS).join(pick(rnd, [', ', ',\n', ',']))}]${ws(rnd)}`,
   llama3_json: (rnd) => `${ws(rnd)}${pick(rnd, ['', '<|python_tag|>'])}${some(rnd, JSON_CALLS).map((c) => c.replace('arguments', 'parameters'))
     .join(pick(rnd, ['; ', ';', '\n', ' ; ']))}${pick(rnd, ['', '', ' done', ';'])}`,

@@ -274,6 +274,43 @@ checkExamples('lfm2', [
   },
 ]);
 
+// ---------------------------------------------------------------------------------------------- mistral
+
+const TC = '[TOOL_CALLS]';
+
+checkExamples('mistral', [
+  // vLLM tests/tool_parsers/test_mistral_tool_parser.py (pre-v11 tokenizers: a JSON list after [TOOL_CALLS])
+  {
+    name: 'single call',
+    text: `${TC}[{"name": "add", "arguments":{"a": 3.5, "b": 4}}]`,
+    content: '',
+    calls: [call('add', { a: 3.5, b: 4 })],
+  },
+  {
+    name: 'two calls in the list',
+    text: `${TC}[{"name": "add", "arguments": {"a": 3.5, "b": 4}}, {"name": "get_current_weather", "arguments":{"city": "San Francisco", "state": "CA", "unit": "celsius"}}]`,
+    content: '',
+    calls: [call('add', { a: 3.5, b: 4 }), call('get_current_weather', { city: 'San Francisco', state: 'CA', unit: 'celsius' })],
+  },
+  { name: 'text before the calls', text: `Let me add them. ${TC} [{"name": "add", "arguments": {"a": 1}}]`, content: 'Let me add them. ', calls: [call('add', { a: 1 })] },
+  { name: 'one bare object, no arguments', text: `${TC}{"name": "now"}`, content: '', calls: [call('now', {})] },
+  { name: 'text after the list stays content', text: `${TC}[{"name": "f", "arguments": {}}] done`, content: ' done', calls: [call('f', {})] },
+  // v11+ tokenizers (Mistral Small 3.2, Magistral, Devstral): name[ARGS]{...} after each [TOOL_CALLS]
+  { name: 'name[ARGS]{...}', text: `${TC}add_this_and_that[ARGS]{"a": 3.5, "b": 4}`, content: '', calls: [call('add_this_and_that', { a: 3.5, b: 4 })] },
+  {
+    name: 'two name[ARGS] calls',
+    text: `${TC}add[ARGS]{"a": 1}${TC}multiply[ARGS]{"a": 2, "b": "x[ARGS]"}`,
+    content: '',
+    calls: [call('add', { a: 1 }), call('multiply', { a: 2, b: 'x[ARGS]' })],
+  },
+  contentOnly('no [TOOL_CALLS]: JSON is text', 'No tools needed: [1, 2, 3] and {"name": "x"}.'),
+  contentOnly('a list the output cut short', `${TC}[{"name": "f", "arguments": {"a": 1}`),
+  contentOnly('an element without a name', `${TC}[{"arguments": {"a": 1}}]`),
+  contentOnly('an empty list', `${TC}[]`),
+  contentOnly('[ARGS] then no object', `${TC}f[ARGS][1]`),
+  contentOnly('a name with a space', `${TC}f g[ARGS]{}`),
+]);
+
 // ---------------------------------------------------------------------------------------------- pythonic
 
 checkExamples('pythonic', [

@@ -56,7 +56,8 @@ export function useToolGrammar(params: SamplingParams, tools: ChatTools | null, 
       '(or tool_choice: \'none\')', 'tool_choice');
   }
   params.grammar = tools.grammar;
-  if (tools.parser?.name === 'lfm2') params.skipSpecialTokens = false; // its call delimiters may be control tokens
+  // their call delimiters are (or may be) control tokens: the parser must see them in the text
+  if (tools.parser?.name === 'lfm2' || tools.parser?.name === 'mistral') params.skipSpecialTokens = false;
 }
 
 function callId(): string {

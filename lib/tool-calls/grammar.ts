@@ -60,6 +60,8 @@ const FORMATS: Record<string, CallFormat> = {
   llama3_json: { call: jsonCall('parameters'), open: '', between: '; ', close: '', after: '', triggers: [{ text: '{', atStart: true }] },
   // <|tool_call_start|>[f(a=1), g(b="x")]<|tool_call_end|>
   lfm2: { call: pythonCall, open: '<|tool_call_start|>[', between: ', ', close: ']<|tool_call_end|>', after: '', triggers: [{ text: '<|tool_call_start|>', atStart: false }] },
+  // [TOOL_CALLS][{"name": ..., "arguments": ...}, ...] (Mistral Nemo / Small 3: [TOOL_CALLS] is a control token)
+  mistral: { call: jsonCall('arguments'), open: '[TOOL_CALLS][', between: ', ', close: ']', after: '', triggers: [{ text: '[TOOL_CALLS]', atStart: false }] },
   // [f(a=1), g(b="x")] as the whole output
   pythonic: { call: pythonCall, open: '[', between: ', ', close: ']', after: '', triggers: [{ text: '[', atStart: true }] },
 };

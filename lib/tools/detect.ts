@@ -10,6 +10,9 @@ export function detectToolCallParser(chatTemplate: string): string | null {
     if (t.includes('<function=') || t.includes('<arg_key>')) return null;
     return 'hermes';
   }
+  // Mistral: [TOOL_CALLS] then a JSON list (Nemo, Small 3.0 / 3.1). Templates of the later `name[ARGS]{...}` form
+  // give null: the parser reads that form, but the tool grammar writes the list form only.
+  if (t.includes('[TOOL_CALLS]')) return t.includes('[ARGS]') ? null : 'mistral';
   if (t.includes('<|python_tag|>')) return 'llama3_json';
   // Llama 3.1 / 3.2 JSON tool instructions: `Respond in the format {"name": function name, "parameters": ...}`
   if (/\{\s*\\?"name\\?":\s*function name,\s*\\?"parameters\\?"/.test(t)) return 'llama3_json';

@@ -3,6 +3,7 @@
 import { hermesParser } from './hermes.js';
 import { lfm2Parser } from './lfm2.js';
 import { llama3JsonParser } from './llama3-json.js';
+import { mistralParser } from './mistral.js';
 import { pythonicParser } from './pythonic.js';
 import type { ToolCallParser } from './types.js';
 
@@ -15,6 +16,7 @@ const PARSERS: Record<string, ToolCallParser> = {
   llama3_json: llama3JsonParser,
   llama4_json: llama3JsonParser, // vLLM registers the same parser under both names
   llama3: llama3JsonParser, // SGLang
+  mistral: mistralParser,
 };
 
 /** Every accepted name, canonical names and aliases. */

@@ -1,5 +1,6 @@
-// The stream shared by formats that wrap calls in start/end tags anywhere in the output (hermes, lfm2): a block
-// is start tag, whitespace, the call(s), whitespace, then the end tag or the end of the output.
+// The stream shared by formats that wrap calls in start/end tags anywhere in the output (hermes, lfm2, mistral): a
+// block is start tag, whitespace, the call(s), whitespace, then the end tag or the end of the output (a format
+// without an end tag, mistral's: the block ends right after its calls).
 // Invariant: text that may begin a start tag is held until decided; a malformed block puts its start tag into
 // content and everything after it is read again as text; every split of the output gives the same events.
 import { SinkStream } from './sink-stream.js';
@@ -9,7 +10,7 @@ import type { ParsedToolCall } from './types.js';
 
 export interface BlockFormat {
   start: string;
-  end: string;
+  end: string; // '' for none
   /** Whether bodies are Python-like (single and triple quotes delimit strings), for the scan schedule. */
   python: boolean;
   /** Scans the call(s) of one block from `pos`, the first non-whitespace character after the start tag. */
@@ -92,6 +93,8 @@ export class TaggedStream extends SinkStream {
       this.scanned = { calls: r.value, end: r.end };
     }
     const { calls } = this.scanned;
+    // no end tag (mistral): the block ends with its calls, and what follows is text again, whitespace included
+    if (end === '') return { kind: 'accept', calls, consumed: this.scanned.end };
     const p = skipWs(body, this.scanned.end);
     this.scanned.end = p; // whitespace seen once is not scanned again
     if (body.startsWith(end, p)) return { kind: 'accept', calls, consumed: p + end.length };
