@@ -11,7 +11,7 @@
 //    adds <|img_thumbnail|> before a single image and resamples differently, so logits are compared where the
 //    pixels need no resampling (256x256), on llama.node's own layout given to Spindle as token ids + the image
 //    (vLLM's multi_modal_data with prompt_token_ids). Layouts of tiled images: test/vision-llama-node.test.ts.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +22,7 @@ import { LLM } from '../lib/llm.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureVisionModel } from './helpers/fixtures.js';
 import { MEDIA_MARKER, llamaNodeUnavailable, openLlamaNodeVision } from './helpers/llama-node.js';
+import { compareTop, greedyAgreementNeeded } from './helpers/vision-compare.js';
 import { GOLDEN_IMAGES, goldenSeed, patternRgb } from './helpers/vision-images.js';
 
 const EMBD_TOL = 3e-3; // of the largest |value| of the image's embeddings
@@ -29,7 +30,6 @@ const EMBD_TOL = 3e-3; // of the largest |value| of the image's embeddings
 // image embeddings to ~1.5e-3 of their scale (llama.cpp's f16 pixels and GELU table), which this random-weight
 // model (no trained robustness) carries into the logits after the image.
 const LOGPROB_TOL = 0.08;
-const NEAR_TIE = 0.05; // nats between the top two: the argmax may flip
 const PROMPT = `Describe ${MEDIA_MARKER} briefly.`;
 
 const goldens = fileURLToPath(new URL('./fixtures/vision/', import.meta.url));
@@ -48,27 +48,6 @@ async function png(w: number, h: number): Promise<string> {
   const path = join(dir, `img-${w}x${h}.png`);
   await sharp(patternRgb(w, h, goldenSeed(w, h)), { raw: { width: w, height: h, channels: 3 } }).png().toFile(path);
   return path;
-}
-
-/** Max |a - b| over the reference's top tokens (Spindle's log-probabilities from its top 20). */
-function compareTop(t: Test, lp: Record<number, { logprob: number }>, top: [number, number][], what: string): void {
-  let worst = 0;
-  for (const [id, ref] of top) {
-    if (lp[id] === undefined) continue; // below Spindle's top 20: far down the tail, compared through the rest
-    worst = Math.max(worst, Math.abs(lp[id].logprob - ref));
-  }
-  const present = top.filter(([id]) => lp[id] !== undefined).length;
-  t.ok(present >= Math.min(top.length, 12), `${what}: ${present} of the reference's top ${top.length} in Spindle's top 20`);
-  t.ok(worst <= LOGPROB_TOL, `${what}: log-probabilities within ${LOGPROB_TOL} (max |diff| ${worst.toExponential(2)})`);
-}
-
-/** How many greedy tokens must agree: all of them, or up to the first near-tie in Spindle's own margins. */
-function required(logprobs: Record<number, { logprob: number }>[], n: number): number {
-  const at = logprobs.findIndex((e) => {
-    const v = Object.values(e).map((x) => x.logprob).sort((a, b) => b - a);
-    return v.length > 1 && v[0] - v[1] <= NEAR_TIE;
-  });
-  return at < 0 ? n : Math.min(n, at);
 }
 
 t.test('against current llama.cpp (goldens from its mtmd path)', async (t) => {
@@ -94,11 +73,11 @@ t.test('against current llama.cpp (goldens from its mtmd path)', async (t) => {
       const [out] = await llm.generate({ prompt: PROMPT, multiModalData: { image } }, { temperature: 0, maxTokens: 8, ignoreEos: true, logprobs: 20 });
       t.same(out.promptTokenIds, g.layout, 'the text + image prompt goes through the same layout');
       const lps = out.outputs[0].logprobs!;
-      compareTop(t, lps[0], g.top, 'next token after the image');
+      compareTop(t, lps[0], g.top, 'next token after the image', LOGPROB_TOL, 12);
       const ids = out.outputs[0].tokenIds;
       let agree = 0;
       while (agree < g.greedy.length && ids[agree] === g.greedy[agree]) agree++;
-      const need = required(lps, g.greedy.length);
+      const need = greedyAgreementNeeded(lps, g.greedy.length);
       t.ok(agree >= need, `greedy: ${agree} of ${g.greedy.length} tokens agree (${need} required before a near-tie)`);
     });
   }
@@ -115,11 +94,11 @@ t.test('against llama.node 1.7.15 at run time (256x256: no resampling)', { skip:
   const top = await ln.nextTokenTopK(PROMPT, [image], 8);
   const [out] = await llm.generate({ promptTokenIds: layout, multiModalData: { image } }, { temperature: 0, maxTokens: 8, ignoreEos: true, logprobs: 20 });
   const lps = out.outputs[0].logprobs!;
-  compareTop(t, lps[0], top.filter((x) => x.id !== null).map((x) => [x.id!, x.logprob]), 'next token on llama.node\'s layout');
+  compareTop(t, lps[0], top.filter((x) => x.id !== null).map((x) => [x.id!, x.logprob]), 'next token on llama.node\'s layout', LOGPROB_TOL, 12);
   const g = await ln.greedy(PROMPT, [image], 8);
   const ids = out.outputs[0].tokenIds;
   let agree = 0;
   while (agree < g.tokens.length && ids[agree] === g.tokens[agree]) agree++;
-  const need = required(lps, g.tokens.length);
+  const need = greedyAgreementNeeded(lps, g.tokens.length);
   t.ok(agree >= need, `greedy: ${agree} of ${g.tokens.length} tokens agree (${need} required before a near-tie)`);
 });

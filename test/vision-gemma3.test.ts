@@ -11,7 +11,7 @@
 //    and 1 / 0 of 8 greedy tokens, so the comparison depends on the bidirectional attention;
 //  - chunked prefill never splits the embeddings (a chunk size of 4 gives the bits of a whole prompt), and a batch
 //    of several requests gives each its own answer.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,12 +19,12 @@ import sharp from 'sharp';
 import { LLM } from '../lib/llm.js';
 import { fixtureVisionModel } from './helpers/fixtures.js';
 import { MEDIA_MARKER, llamaNodeUnavailable, openLlamaNodeVision } from './helpers/llama-node.js';
+import { compareTop, greedyAgreementNeeded } from './helpers/vision-compare.js';
 import { patternRgb } from './helpers/vision-images.js';
 
 // nats. The text layers alone agree with llama.cpp to ~2.5e-2 in the logits (forward-conformance-gemma3: its
 // f16-table gelu); the encoder adds llama.cpp's f16 pixels / gelu table differences (~1e-3 of the embeddings' scale).
 const LOGPROB_TOL = 0.08;
-const NEAR_TIE = 0.05; // nats between the top two: the argmax may flip
 const PROMPT = `Describe ${MEDIA_MARKER} briefly.`;
 const N_EMBD_TOKENS = 16;
 
@@ -46,24 +46,6 @@ async function png(w: number, h: number, seed = w + h): Promise<string> {
   const path = join(dir, `img-${w}x${h}-${seed}.png`);
   await sharp(patternRgb(w, h, seed), { raw: { width: w, height: h, channels: 3 } }).png().toFile(path);
   return path;
-}
-
-/** Max |a - b| over the reference's top tokens (Spindle's log-probabilities from its top 20). */
-function compareTop(t: Test, lp: Record<number, { logprob: number }>, top: [number, number][], what: string): void {
-  let worst = 0;
-  for (const [i, ref] of top) if (lp[i] !== undefined) worst = Math.max(worst, Math.abs(lp[i].logprob - ref));
-  const present = top.filter(([i]) => lp[i] !== undefined).length;
-  t.ok(present >= Math.min(top.length, 6), `${what}: ${present} of the reference's top ${top.length} in Spindle's top 20`);
-  t.ok(worst <= LOGPROB_TOL, `${what}: log-probabilities within ${LOGPROB_TOL} (max |diff| ${worst.toExponential(2)})`);
-}
-
-/** How many greedy tokens must agree: all of them, or up to the first near-tie in Spindle's own margins. */
-function required(logprobs: Record<number, { logprob: number }>[], n: number): number {
-  const at = logprobs.findIndex((e) => {
-    const v = Object.values(e).map((x) => x.logprob).sort((a, b) => b - a);
-    return v.length > 1 && v[0] - v[1] <= NEAR_TIE;
-  });
-  return at < 0 ? n : Math.min(n, at);
 }
 
 t.test('the layout: "\\n\\n" <start_of_image> 16 embeddings <end_of_image> "\\n\\n", whatever the size', async (t) => {
@@ -125,12 +107,12 @@ t.test('against llama.node 1.7.15 at run time (64x64: no resampling)', { skip: u
     const top = await ln.nextTokenTopK(PROMPT, [image], 8);
     const [out] = await llm.generate({ promptTokenIds: layout, multiModalData: { image } }, { temperature: 0, maxTokens: 8, ignoreEos: true, logprobs: 20 });
     const lps = out.outputs[0].logprobs!;
-    compareTop(t, lps[0], top.filter((x) => x.id !== null).map((x) => [x.id!, x.logprob]), `seed ${seed}: next token on llama.node's layout`);
+    compareTop(t, lps[0], top.filter((x) => x.id !== null).map((x) => [x.id!, x.logprob]), `seed ${seed}: next token on llama.node's layout`, LOGPROB_TOL, 6);
     const g = await ln.greedy(PROMPT, [image], 8);
     const ids = out.outputs[0].tokenIds;
     let agree = 0;
     while (agree < g.tokens.length && ids[agree] === g.tokens[agree]) agree++;
-    const need = required(lps, g.tokens.length);
+    const need = greedyAgreementNeeded(lps, g.tokens.length);
     t.ok(agree >= need, `seed ${seed}: greedy ${agree} of ${g.tokens.length} tokens agree (${need} required before a near-tie)`);
   }
 });

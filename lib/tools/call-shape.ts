@@ -1,9 +1,10 @@
 // Turns a parsed call (a JSON `{"name", "arguments"|"parameters"}` object or a Python call) into a
 // ParsedToolCall. Invariant: returns null rather than a call whose name is not a non-empty string or whose
 // arguments are not an object, so malformed calls fall back to content.
-import { parseJsonText } from './json-scan.js';
+import { parseJsonText, scanJson } from './json-scan.js';
 import { isJsonObject, stringifyJson, type JsonValue } from './json-value.js';
 import type { PyCall } from './python-scan.js';
+import type { ScanResult } from './scan.js';
 import type { ParsedToolCall } from './types.js';
 
 export interface ObjectCallOptions {
@@ -27,6 +28,21 @@ export function callFromObject(v: JsonValue, opts: ObjectCallOptions): ParsedToo
   if (typeof args === 'string') args = parseJsonText(args);
   if (args === undefined || !isJsonObject(args)) return null;
   return { name, arguments: stringifyJson(args) };
+}
+
+/** A JSON call object, or a non-empty array of them, scanned from `pos` (lfm2's and mistral's JSON forms); an
+ * element that is no call is an error for the whole value. */
+export function scanJsonCalls(text: string, pos: number, opts: ObjectCallOptions): ScanResult<ParsedToolCall[]> {
+  const r = scanJson(text, pos);
+  if (r.status !== 'done') return r;
+  const items = Array.isArray(r.value) ? r.value : [r.value];
+  const calls: ParsedToolCall[] = [];
+  for (const item of items) {
+    const c = callFromObject(item, opts);
+    if (!c) return { status: 'error' };
+    calls.push(c);
+  }
+  return calls.length ? { status: 'done', value: calls, end: r.end } : { status: 'error' };
 }
 
 export function callFromPython(c: PyCall): ParsedToolCall {

@@ -2,9 +2,8 @@
 // Python list of keyword-argument calls, or the JSON variant `[{"name": "f", "arguments": {...}}, ...]`.
 // Invariant: a block holds one non-empty list (or a single bare call / object) whose every element is a valid
 // call, else the whole block stays content; text outside blocks is content.
-import { callFromObject, callFromPython } from './call-shape.js';
+import { callFromPython, scanJsonCalls } from './call-shape.js';
 import { defineParser } from './define-parser.js';
-import { scanJson } from './json-scan.js';
 import { scanPythonCall, scanPythonCallList } from './python-scan.js';
 import { skipWs, type ScanResult } from './scan.js';
 import { TaggedStream, type BlockFormat } from './tagged-stream.js';
@@ -12,31 +11,17 @@ import type { ParsedToolCall } from './types.js';
 
 const ARGS = { argumentKeys: ['arguments', 'parameters'], requireArguments: false } as const;
 
-/** The JSON variant: one call object, or an array of them. */
-function jsonCalls(text: string, pos: number): ScanResult<ParsedToolCall[]> {
-  const r = scanJson(text, pos);
-  if (r.status !== 'done') return r;
-  const items = Array.isArray(r.value) ? r.value : [r.value];
-  const calls: ParsedToolCall[] = [];
-  for (const item of items) {
-    const c = callFromObject(item, ARGS);
-    if (!c) return { status: 'error' };
-    calls.push(c);
-  }
-  return calls.length ? { status: 'done', value: calls, end: r.end } : { status: 'error' };
-}
-
 const LFM2_FORMAT: BlockFormat = {
   start: '<|tool_call_start|>',
   python: true,
   end: '<|tool_call_end|>',
   scanBody(text: string, pos: number): ScanResult<ParsedToolCall[]> {
     const c = text[pos];
-    if (c === '{') return jsonCalls(text, pos);
+    if (c === '{') return scanJsonCalls(text, pos, ARGS);
     if (c === '[') {
       const q = skipWs(text, pos + 1);
       if (q === text.length) return { status: 'incomplete' };
-      if (text[q] === '{') return jsonCalls(text, pos);
+      if (text[q] === '{') return scanJsonCalls(text, pos, ARGS);
       const r = scanPythonCallList(text, pos);
       return r.status === 'done' ? { ...r, value: r.value.map(callFromPython) } : r;
     }

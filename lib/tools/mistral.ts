@@ -4,7 +4,7 @@
 // content.
 // Invariant: a block holds one non-empty list (or one object, or one `name[ARGS]{...}`) whose every element is a
 // valid call, else the whole block stays content; text outside blocks is content.
-import { callFromObject } from './call-shape.js';
+import { scanJsonCalls } from './call-shape.js';
 import { defineParser } from './define-parser.js';
 import { scanJson } from './json-scan.js';
 import { isJsonObject, stringifyJson } from './json-value.js';
@@ -15,20 +15,6 @@ import type { ParsedToolCall } from './types.js';
 const ARGS = { argumentKeys: ['arguments', 'parameters'], requireArguments: false } as const;
 const ARGS_TAG = '[ARGS]';
 const NAME = /^[A-Za-z0-9_.-]$/;
-
-/** `[{...}, ...]` or `{...}`: every element a call. */
-function jsonCalls(text: string, pos: number): ScanResult<ParsedToolCall[]> {
-  const r = scanJson(text, pos);
-  if (r.status !== 'done') return r;
-  const items = Array.isArray(r.value) ? r.value : [r.value];
-  const calls: ParsedToolCall[] = [];
-  for (const item of items) {
-    const c = callFromObject(item, ARGS);
-    if (!c) return { status: 'error' };
-    calls.push(c);
-  }
-  return calls.length ? { status: 'done', value: calls, end: r.end } : { status: 'error' };
-}
 
 /** `name[ARGS]{...}` (v11+ tokenizers): a function name, the tag, then its arguments object. */
 function namedCall(text: string, pos: number): ScanResult<ParsedToolCall[]> {
@@ -49,7 +35,7 @@ const MISTRAL_FORMAT: BlockFormat = {
   end: '', // the calls end the block
   scanBody(text: string, pos: number): ScanResult<ParsedToolCall[]> {
     const c = text[pos];
-    return c === '[' || c === '{' ? jsonCalls(text, pos) : namedCall(text, pos);
+    return c === '[' || c === '{' ? scanJsonCalls(text, pos, ARGS) : namedCall(text, pos);
   },
 };
 

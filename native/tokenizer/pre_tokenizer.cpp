@@ -77,6 +77,21 @@ void split_gpt2(scanner& s) {
   }
 }
 
+// \s*[\r\n]+ | \s+(?!\S) | \s+ (the llama3 / qwen2 / tekken tail). Returns the new position.
+size_t whitespace_llama3(scanner& s, size_t pos) {
+  size_t n = 0, last_crlf_end = 0;
+  while (is_space(s.flags(pos + n))) {
+    if (is_crlf(s.cpt(pos + n))) last_crlf_end = pos + n + 1;
+    ++n;
+  }
+  if (last_crlf_end > 0) pos = last_crlf_end;
+  else if (n > 1 && s.cpt(pos + n) != k_out_of_range) pos += n - 1;
+  else if (n > 0) pos += n;
+  else ++pos;  // no rule matched: the code point is a word by itself
+  s.emit(pos);
+  return pos;
+}
+
 // llama3 (digits_max = 3) and qwen2 (digits_max = 1).
 void split_llama3(scanner& s, size_t digits_max) {
   for (size_t pos = s.ini; pos < s.end;) {
@@ -108,27 +123,13 @@ void split_llama3(scanner& s, size_t digits_max) {
       s.emit(pos);
       continue;
     }
-    // \s*[\r\n]+ | \s+(?!\S) | \s+
-    size_t n = 0, last_crlf_end = 0;
-    while (is_space(s.flags(pos + n))) {
-      if (is_crlf(s.cpt(pos + n))) last_crlf_end = pos + n + 1;
-      ++n;
-    }
-    if (last_crlf_end > 0) pos = last_crlf_end;
-    else if (n > 1 && s.cpt(pos + n) != k_out_of_range) pos += n - 1;
-    else if (n > 0) pos += n;
-    else ++pos;
-    s.emit(pos);
+    pos = whitespace_llama3(s, pos);
   }
 }
 
 // tekken's classes over llama.cpp's collapsed text (split_rule::tekken): code points < 128 are themselves (\s is
-// C's isspace), others are whitespace or their category.
-bool tk_space(const scanner& s, size_t p) {
-  const uint32_t c = s.cpt(p);
-  if (c == k_out_of_range) return false;
-  return c < 128 ? (c == ' ' || (c >= '\t' && c <= '\r')) : (unicode::flags(c) & unicode::WHITESPACE) != 0;
-}
+// C's isspace, the same ASCII set as the whitespace table's), others are whitespace or their category.
+bool tk_space(const scanner& s, size_t p) { return is_space(s.flags(p)); }
 bool tk_letter(const scanner& s, size_t p) { return s.cpt(p) != k_out_of_range && !tk_space(s, p) && is_letter(s.flags(p)); }
 bool tk_number(const scanner& s, size_t p) { return s.cpt(p) != k_out_of_range && !tk_space(s, p) && is_number(s.flags(p)); }
 bool tk_upper(const scanner& s, size_t p) { return tk_letter(s, p) && !(s.cpt(p) >= 'a' && s.cpt(p) <= 'z'); }
@@ -178,17 +179,7 @@ void split_tekken(scanner& s) {
       s.emit(pos);
       continue;
     }
-    // \s*[\r\n]+ | \s+(?!\S) | \s+   (every code point left here is whitespace)
-    size_t n = 0, last_crlf_end = 0;
-    while (tk_space(s, pos + n)) {
-      if (is_crlf(s.cpt(pos + n))) last_crlf_end = pos + n + 1;
-      ++n;
-    }
-    if (last_crlf_end > 0) pos = last_crlf_end;
-    else if (n > 1 && s.cpt(pos + n) != k_out_of_range) pos += n - 1;
-    else if (n > 0) pos += n;
-    else ++pos;
-    s.emit(pos);
+    pos = whitespace_llama3(s, pos);  // every code point left here is whitespace
   }
 }
 

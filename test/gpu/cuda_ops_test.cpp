@@ -926,28 +926,24 @@ TEST_CASE("cuda fused layer ops: add_rms_norm, rope_qk, store_kv, rope_store_kv,
   }
 }
 
-// Sliding-window attention (attention_params::window) against the CPU's plain reference attention_paged_ref (double
-// sums over the stored values, each query over [max(0, P - window + 1), P]): the tensor-core rows shape (prompts),
-// the split-K decode shape (one row over a long context) and the per-row kernel (256-dim heads, f32 stores), every
-// store type, within attention_tolerance. Positions below the first query's window hold NaN: a kernel that read
-// one (even to mask it) would put NaN into its output.
-TEST_CASE("cuda sliding-window attention: prompts and decode rows, every store type, as the CPU reference; nothing below a window is read") {
-  REQUIRE_GPU();
-  pair be;
-  std::mt19937 rng(51);
-  struct shape { int64_t n_past, n_tokens; };
-  // a prompt; a prompt chunk after 200 positions (its rows' windows cross the 256-position chunk boundary); decode
-  // rows deep into a context (up to 8 chunks, merged)
-  const shape shapes[] = {{0, 100}, {200, 120}, {2000, 1}, {700, 1}};
-  // one position, under a block (16), across blocks, across chunks (256), a long window, past every context
-  const int32_t windows[] = {1, 7, 40, 300, 1024, 1 << 20};
+namespace {
+
+struct window_shape { int64_t n_past, n_tokens; };
+
+// attention_paged of every shape x window, every store type and head dims 64 / 128 / 256 (wider heads: f32 stores,
+// the per-row kernel), causal or not, against the CPU's plain reference attention_paged_ref within
+// attention_tolerance; positions below the first row's window hold NaN (window_store), so a kernel that read one
+// (even to mask it) puts NaN into its output. False (after printing the case) on any miss.
+bool windowed_attention_matches_reference(pair& be, std::mt19937& rng, const std::vector<window_shape>& shapes,
+                                          const std::vector<int32_t>& windows, bool causal) {
   bool ok = true;
   for (const kv_type kv : k_cuda_kv_types)
     for (const int32_t hd : {64, 128, 256}) {
-      if (hd > 128 && kv != kv_type::f32) continue;  // wider heads: f32 stores only (the per-row kernel)
-      for (const shape s : shapes)
+      if (hd > 128 && kv != kv_type::f32) continue;
+      for (const window_shape s : shapes)
         for (const int32_t window : windows) {
           attention_params p = attention_shape(s.n_tokens, s.n_past, 8, 2, hd, 8, 8);
+          p.causal = causal;
           p.window = window;
           const int64_t n_pos = s.n_past + s.n_tokens, q_row = 8 * (int64_t)hd;
           window_store st({n_pos}, {window_start(s.n_past, window)}, 2, hd, kv, rng);  // rows as attention_shape's
@@ -960,13 +956,30 @@ TEST_CASE("cuda sliding-window attention: prompts and decode rows, every store t
           attention_paged_ref(pp, q.data(), ks.data(), vs.data(), ref.data());
           const double err = max_rel(go.get(), ref);
           if (!(err <= attention_tolerance(kv))) {
-            std::printf("  %s store, hd %d, %lld rows after %lld, window %d: max rel err vs the reference %.2e\n",
-                        kv_name(kv), hd, (long long)s.n_tokens, (long long)s.n_past, window, err);
+            std::printf("  %s store, hd %d, %lld %s rows after %lld, window %d: max rel err vs the reference %.2e\n",
+                        kv_name(kv), hd, (long long)s.n_tokens, causal ? "causal" : "non-causal", (long long)s.n_past,
+                        window, err);
             ok = false;
           }
         }
     }
-  CHECK(ok);
+  return ok;
+}
+
+}  // namespace
+
+// Sliding-window attention (attention_params::window) against the CPU's plain reference (each query over
+// [max(0, P - window + 1), P]): the tensor-core rows shape (prompts), the split-K decode shape (one row over a long
+// context) and the per-row kernel (256-dim heads, f32 stores), every store type; nothing below a window is read.
+TEST_CASE("cuda sliding-window attention: prompts and decode rows, every store type, as the CPU reference; nothing below a window is read") {
+  REQUIRE_GPU();
+  pair be;
+  std::mt19937 rng(51);
+  // a prompt; a prompt chunk after 200 positions (its rows' windows cross the 256-position chunk boundary); decode
+  // rows deep into a context (up to 8 chunks, merged). Windows: one position, under a block (16), across blocks,
+  // across chunks (256), a long window, past every context.
+  CHECK(windowed_attention_matches_reference(be, rng, {{0, 100}, {200, 120}, {2000, 1}, {700, 1}},
+                                             {1, 7, 40, 300, 1024, 1 << 20}, /*causal=*/true));
 }
 
 // Batch invariance under a window: a prompt's rows in one launch (rows shape) have the bits of each row alone
@@ -1138,47 +1151,18 @@ TEST_CASE("cuda attention: a negative window, or a batch of sequences with diffe
 }
 
 // Non-causal attention with and without a sliding window (gemma3's image spans: the row at P attends positions
-// [max(0, P - window + 1), n_past + n_tokens)) against the CPU's plain reference attention_paged_ref, every store
-// type and each kernel: the tensor-core rows shape (a span of many rows), the split shape (one row over a long
-// context), the per-row kernel (256-dim heads, f32 stores). Positions below the first row's window hold NaN: a
-// kernel that read one would put NaN into its output.
+// [max(0, P - window + 1), n_past + n_tokens)) against the CPU's plain reference, every store type and each kernel:
+// the tensor-core rows shape (a span of many rows), the split shape (one row over a long context), the per-row
+// kernel (256-dim heads, f32 stores); nothing below a window is read.
 TEST_CASE("cuda non-causal attention: with and without a window, every store type, as the CPU reference; nothing below a window is read") {
   REQUIRE_GPU();
   pair be;
   std::mt19937 rng(55);
-  struct shape { int64_t n_past, n_tokens; };
   // a span from position 0; a span after 200 positions (windows crossing the 256-position chunk boundary); a
-  // one-row span deep in a context (several chunks, merged); a span past 2 chunks
-  const shape shapes[] = {{0, 100}, {200, 120}, {700, 1}, {530, 64}};
-  // one position, under a block (16), across blocks, across chunks (256), past every context; none
-  const int32_t windows[] = {1, 7, 40, 300, 1 << 20, 0};
-  bool ok = true;
-  for (const kv_type kv : k_cuda_kv_types)
-    for (const int32_t hd : {64, 128, 256}) {
-      if (hd > 128 && kv != kv_type::f32) continue;  // wider heads: f32 stores only (the per-row kernel)
-      for (const shape s : shapes)
-        for (const int32_t window : windows) {
-          attention_params p = attention_shape(s.n_tokens, s.n_past, 8, 2, hd, 8, 8);
-          p.causal = false;
-          p.window = window;
-          const int64_t n_pos = s.n_past + s.n_tokens, q_row = 8 * (int64_t)hd;
-          window_store st({n_pos}, {window_start(s.n_past, window)}, 2, hd, kv, rng);  // rows as attention_shape's
-          const paged_attention_params pp = st.seq(0, p);
-          const std::vector<float> q = randn((size_t)(s.n_tokens * q_row), rng), ks = kv_store_of(st.k, kv),
-                                   vs = kv_store_of(st.v, kv);
-          buf gq(*be.gpu, q), gk(*be.gpu, ks), gv(*be.gpu, vs), go(*be.gpu, s.n_tokens * q_row);
-          be.gpu->attention_paged(pp, gq.p(), gk.p(), gv.p(), go.p());
-          std::vector<float> ref((size_t)(s.n_tokens * q_row));
-          attention_paged_ref(pp, q.data(), ks.data(), vs.data(), ref.data());
-          const double err = max_rel(go.get(), ref);
-          if (!(err <= attention_tolerance(kv))) {
-            std::printf("  %s store, hd %d, %lld non-causal rows after %lld, window %d: max rel err vs the reference "
-                        "%.2e\n", kv_name(kv), hd, (long long)s.n_tokens, (long long)s.n_past, window, err);
-            ok = false;
-          }
-        }
-    }
-  CHECK(ok);
+  // one-row span deep in a context (several chunks, merged); a span past 2 chunks. Windows: one position, under a
+  // block (16), across blocks, across chunks (256), past every context; none.
+  CHECK(windowed_attention_matches_reference(be, rng, {{0, 100}, {200, 120}, {700, 1}, {530, 64}},
+                                             {1, 7, 40, 300, 1 << 20, 0}, /*causal=*/false));
 }
 
 // A prompt chunk with an image span as the engine batches it (sequence 0: causal rows, the span's non-causal rows at
