@@ -5,6 +5,7 @@
 // imageSources() lists the images in the same order; without one, an image part is refused.
 // Invariant: every failure is a ChatTemplateError whose message names the problem (bad role, unknown content
 // part type, vision input on a text model, a template that does not parse or fails to render).
+import { withMistralToolCallIds } from './mistral-tool-ids.js';
 import { Template } from '@huggingface/jinja';
 
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
@@ -188,7 +189,8 @@ export function renderChatTemplate(template: string, messages: readonly ChatMess
   }
   const context: Record<string, unknown> = {
     ...(options.chatTemplateKwargs ?? {}),
-    messages: normalizeMessages(messages, options.mediaMarker),
+    // Mistral's templates take 9-character alphanumeric tool-call ids only (chat/mistral-tool-ids.ts)
+    messages: normalizeMessages(template.includes('[TOOL_CALLS]') ? withMistralToolCallIds(messages) : messages, options.mediaMarker),
     add_generation_prompt: options.addGenerationPrompt ?? true,
     bos_token: options.bosToken ?? '',
     eos_token: options.eosToken ?? '',

@@ -47,6 +47,7 @@ const pythonCall: CallRule = (b, tool) => {
 interface CallFormat {
   call: CallRule;
   open: string; // text before the call list ('' for none); a lazy grammar's trigger is its start
+  openTail?: string; // GBNF right after `open` (mistral: an optional space, then the list's "[")
   between: string; // between two calls
   close: string;
   after: string; // optional text after the list (GBNF), so a token that runs past the close can still end there
@@ -61,7 +62,8 @@ const FORMATS: Record<string, CallFormat> = {
   // <|tool_call_start|>[f(a=1), g(b="x")]<|tool_call_end|>
   lfm2: { call: pythonCall, open: '<|tool_call_start|>[', between: ', ', close: ']<|tool_call_end|>', after: '', triggers: [{ text: '<|tool_call_start|>', atStart: false }] },
   // [TOOL_CALLS][{"name": ..., "arguments": ...}, ...] (Mistral Nemo / Small 3: [TOOL_CALLS] is a control token)
-  mistral: { call: jsonCall('arguments'), open: '[TOOL_CALLS][', between: ', ', close: ']', after: '', triggers: [{ text: '[TOOL_CALLS]', atStart: false }] },
+  // (Nemo's template writes "[TOOL_CALLS][", Mistral 7B v0.3's and Ollama's "[TOOL_CALLS] [": either)
+  mistral: { call: jsonCall('arguments'), open: '[TOOL_CALLS]', openTail: '" "? "["', between: ', ', close: ']', after: '', triggers: [{ text: '[TOOL_CALLS]', atStart: false }] },
   // [f(a=1), g(b="x")] as the whole output
   pythonic: { call: pythonCall, open: '[', between: ', ', close: ']', after: '', triggers: [{ text: '[', atStart: true }] },
 };
@@ -79,7 +81,7 @@ export function toolCallGrammar(parser: string, req: ToolRequest): OutputGrammar
   const b = new GrammarBuilder();
   const call = b.rule('call', tools.map((t) => f.call(b, t)).join(' | '));
   const calls = req.parallel ? `${call} (${b.literal(f.between)} ${call})*` : call;
-  const open = f.open === '' ? '' : `${b.literal(f.open)} `;
+  const open = (f.open === '' ? '' : `${b.literal(f.open)} `) + (f.openTail ? `${f.openTail} ` : '');
   const close = f.close === '' ? '' : ` ${b.literal(f.close)}`;
   const body = `${open}${calls}${close}${f.after === '' ? '' : ` ${f.after}`}`;
   if (choice.mode === 'auto') return { kind: 'tools', gbnf: b.build(body), triggers: f.triggers };
