@@ -106,6 +106,8 @@ schedule_output scheduler::schedule() {
   schedule_running(out, budget, /*decodes=*/false);
   if (out.preempted.empty()) schedule_waiting(out, budget);
   if (out.chunks.empty()) return out;
+  // decodes first, as the runner expects (a whole span scheduled first took its budget first, not its place)
+  std::stable_partition(out.chunks.begin(), out.chunks.end(), [](const scheduled_chunk& c) { return c.is_decode; });
   out.step = ++step_;
   step_pending_ = true;
   for (const scheduled_chunk& c : out.chunks) {

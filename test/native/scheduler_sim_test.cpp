@@ -4,7 +4,8 @@
 // sequences, a missing recompute or a lost generated token shows up as a wrong slot. Every step also checks
 // the budget, chunk shape and all scheduler / block manager invariants; at the end every block is free. With
 // speculative drafts, decodes carry random drafts (mostly the true next tokens, some wrong), the runner accepts
-// the leading correct ones, and the KV written for rejected drafts must never be read.
+// the leading correct ones, and the KV written for rejected drafts must never be read. With whole spans (image
+// placeholders), no chunk starts or ends inside one and every sequence still finishes.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -33,10 +34,12 @@ struct sim_params {
   int32_t block_size, extra_blocks, budget, max_seqs, chunk, max_len, n_seqs;
   bool caching = false;  // prefix caching on, and prompts that share prefixes
   bool drafts = false;   // speculative drafts on decodes
+  bool spans = false;    // prompts hold whole spans (image placeholders, -1): no chunk may start or end inside one
 };
 
 struct sim_totals {
   uint64_t preemptions = 0, mid_step_aborts = 0, finished = 0, steps = 0, cache_hits = 0, drafted = 0, accepted = 0;
+  uint64_t span_chunks = 0;  // chunks that hold a whole span past the chunk size
 };
 
 int32_t fake_token(uint64_t id, int32_t index) { return int32_t((id * 7919 + uint64_t(index) * 31) % 50000); }
@@ -63,7 +66,7 @@ int32_t chunk_token(const scheduled_chunk& c, int32_t p) {
 }
 
 // Checks the step's shape, then writes its KV and reads back every position each chunk attends to.
-void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<kv_slot>& kv) {
+void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<kv_slot>& kv, sim_totals& totals) {
   const scheduler_config& cfg = s.config();
   CHECK(out.num_batched_tokens <= cfg.max_num_batched_tokens);
   CHECK(int32_t(out.chunks.size()) <= cfg.max_num_seqs);
@@ -82,9 +85,19 @@ void run_fake_model(const scheduler& s, const schedule_output& out, std::vector<
     CHECK_EQ(c.sample, known == q.num_tokens());
     CHECK(c.draft.empty() || c.is_decode);
     CHECK(c.first_pos + c.n_tokens <= cfg.max_model_len);
-    if (cfg.chunked_prefill_size > 0) CHECK(c.n_tokens <= cfg.chunked_prefill_size || c.is_decode);
+    bool whole_span = false;  // exactly one whole span, which may be longer than a chunk
+    for (size_t k = 0; k + 1 < q.whole_spans.size(); k += 2) {
+      whole_span = whole_span || (c.first_pos == q.whole_spans[k] && c.first_pos + c.n_tokens == q.whole_spans[k + 1]);
+    }
+    if (cfg.chunked_prefill_size > 0) CHECK(c.n_tokens <= cfg.chunked_prefill_size || c.is_decode || whole_span);
+    if (whole_span && c.n_tokens > cfg.chunked_prefill_size) ++totals.span_chunks;
     if (cfg.chunked_prefill_size < 0 && !c.is_decode) CHECK_EQ(c.first_pos + c.n_tokens, q.num_tokens());  // the rest
     if (c.is_decode) CHECK(!seen_prefill);
+    for (size_t k = 0; k + 1 < q.whole_spans.size(); k += 2) {
+      const int32_t b = q.whole_spans[k], e = q.whole_spans[k + 1], end = c.first_pos + c.n_tokens;
+      CHECK(!(c.first_pos > b && c.first_pos < e));  // never starts inside a span
+      CHECK(!(end > b && end < e));                   // never ends inside one
+    }
     seen_prefill = seen_prefill || !c.is_decode;
     CHECK(s.blocks().num_tokens(c.seq_id) >= c.first_pos + c.n_tokens);
     uint64_t h = 0;
@@ -140,6 +153,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
     });
   }
   std::map<uint64_t, int32_t> live;  // id -> num_tokens at which it finishes
+  std::map<uint64_t, std::vector<int32_t>> prompts;
   uint64_t next_id = 1;
   int32_t steps = 0;
   while (int32_t(next_id) <= p.n_seqs || s.has_unfinished()) {
@@ -148,7 +162,17 @@ void simulate(const sim_params& p, sim_totals& totals) {
       int32_t len = 1 + int32_t(rng() % uint32_t(p.max_len));
       std::vector<int32_t> prompt;
       for (int32_t i = 0; i < len; ++i) prompt.push_back(sim_token(next_id, i, p.caching));
-      s.add(next_id, prompt);
+      std::vector<int32_t> spans;  // up to 2, each at most the step budget, of -1 tokens (the prefix cache stops there)
+      for (uint32_t n = p.spans ? rng() % 3 : 0, at = 0; n > 0; --n) {
+        const int32_t room = len - int32_t(at), span = 1 + int32_t(rng() % uint32_t(std::min(p.budget, 6)));
+        if (room <= span) break;
+        const int32_t b = int32_t(at) + int32_t(rng() % uint32_t(room - span));
+        spans.insert(spans.end(), {b, b + span});
+        for (int32_t i = b; i < b + span; ++i) prompt[size_t(i)] = -1;
+        at = uint32_t(b + span);
+      }
+      prompts[next_id] = prompt;
+      s.add(next_id, prompt, true, false, 0, spans);
       live[next_id] = len + 1 + int32_t(rng() % uint32_t(p.max_len - len + 1));
     }
     if (rng() % 100 < 3) {
@@ -161,7 +185,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
     s.check_invariants();
     REQUIRE(had_work == !out.empty());
     totals.preemptions += out.preempted.size();
-    run_fake_model(s, out, kv);
+    run_fake_model(s, out, kv, totals);
     uint64_t aborted = 0;
     if (!out.empty() && rng() % 100 < 2) {
       aborted = out.chunks[rng() % out.chunks.size()].seq_id;
@@ -194,7 +218,7 @@ void simulate(const sim_params& p, sim_totals& totals) {
       }
       REQUIRE(q != nullptr);
       CHECK_EQ(q->num_computed_tokens, q->num_tokens() - 1);
-      for (int32_t i = 0; i < q->num_prompt_tokens; ++i) CHECK_EQ(q->token_ids[size_t(i)], sim_token(q->id, i, p.caching));
+      for (int32_t i = 0; i < q->num_prompt_tokens; ++i) CHECK_EQ(q->token_ids[size_t(i)], prompts[q->id][size_t(i)]);
       for (int32_t i = q->num_prompt_tokens; i < q->num_tokens(); ++i) CHECK_EQ(q->token_ids[size_t(i)], fake_token(q->id, i));
     }
     CHECK_EQ(s.blocks().num_free_blocks() + s.blocks().num_used_blocks(), n_blocks);
@@ -231,6 +255,8 @@ TEST_CASE("scheduler: randomized simulation keeps every invariant") {
     simulate(p, totals);
     p.drafts = true;  // and with speculative drafts
     simulate(p, totals);
+    p.spans = true;  // and with whole spans in the prompts
+    simulate(p, totals);
   }
   CHECK(totals.cache_hits > 0);
   // The tiny caches must actually exercise preemption, finishes and aborts inside a step.
@@ -238,10 +264,11 @@ TEST_CASE("scheduler: randomized simulation keeps every invariant") {
   CHECK(totals.mid_step_aborts > 0);
   CHECK(totals.finished > 0);
   CHECK(totals.accepted > 0 && totals.accepted < totals.drafted);
+  CHECK(totals.span_chunks > 0);
   std::printf("  sim: %llu steps, %llu preemptions, %llu finished, %llu mid-step aborts, %llu cached tokens, "
-              "%llu of %llu drafts accepted\n",
+              "%llu of %llu drafts accepted, %llu spans past the chunk size\n",
               (unsigned long long)totals.steps, (unsigned long long)totals.preemptions,
               (unsigned long long)totals.finished, (unsigned long long)totals.mid_step_aborts,
               (unsigned long long)totals.cache_hits, (unsigned long long)totals.accepted,
-              (unsigned long long)totals.drafted);
+              (unsigned long long)totals.drafted, (unsigned long long)totals.span_chunks);
 }
