@@ -10,13 +10,19 @@
 //    nats, every greedy token; with Spindle's image embeddings made causal for the experiment, 0.61 and 1.06 nats
 //    and 1 / 0 of 8 greedy tokens, so the comparison depends on the bidirectional attention;
 //  - chunked prefill never splits the embeddings (a chunk size of 4 gives the bits of a whole prompt), and a batch
-//    of several requests gives each its own answer.
+//    of several requests gives each its own answer;
+//  - the server: the openai client's image_url, Ollama's images on /api/chat and /api/generate.
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import { Ollama } from 'ollama';
 import { LLM } from '../lib/llm.js';
+import { buildApp } from '../lib/server/app.js';
+import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { fixtureVisionModel } from './helpers/fixtures.js';
 import { MEDIA_MARKER, llamaNodeUnavailable, openLlamaNodeVision } from './helpers/llama-node.js';
 import { compareTop, greedyAgreementNeeded } from './helpers/vision-compare.js';
@@ -91,6 +97,26 @@ t.test('chunked prefill keeps the embeddings in one step: the same bits as a who
     t.same(batch[i].outputs[0].logprobs, whole[i].logprobs, `image ${i}: the same logprobs, bit for bit`);
   }
   t.notSame(whole[0].logprobs, whole[2].logprobs, 'different images give different answers');
+});
+
+t.test('through the server: the openai client\'s image_url and Ollama\'s images give the answers LLM.chat gives', async (t) => {
+  const app = await buildApp({ engine: normalizeEngineOptions({ model: fx.model, maxModelLen: 1024, threads: 2 }, 'serve'), servedModelNames: ['g3'] });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const image = await sharp(patternRgb(80, 48, 11), { raw: { width: 80, height: 48, channels: 3 } }).png().toBuffer();
+  const url = `data:image/png;base64,${image.toString('base64')}`;
+  const content = [{ type: 'text' as const, text: 'What is it?' }, { type: 'image_url' as const, image_url: { url } }];
+  const [offline] = await llm.chat([{ role: 'user', content }], { temperature: 0, maxTokens: 4, ignoreEos: true });
+  const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const r = await openai.chat.completions.create({ model: 'g3', messages: [{ role: 'user', content }], temperature: 0, max_tokens: 4 });
+  t.equal(r.choices[0].message.content, offline.outputs[0].text, 'the same greedy answer');
+  t.equal(r.usage?.prompt_tokens, offline.promptTokenIds.length, `usage counts the image's ${N_EMBD_TOKENS + 4} positions`);
+  const ollama = new Ollama({ host: base });
+  const c = await ollama.chat({ model: 'g3', messages: [{ role: 'user', content: 'What is it?', images: [image] }], options: { temperature: 0, num_predict: 4 } });
+  t.ok(c.done && c.prompt_eval_count! > N_EMBD_TOKENS, `/api/chat: ${c.prompt_eval_count} prompt tokens with the image`);
+  const g = await ollama.generate({ model: 'g3', prompt: 'What is it?', images: [image], options: { temperature: 0, num_predict: 4 } });
+  t.ok(g.done && g.prompt_eval_count! > N_EMBD_TOKENS, `/api/generate: ${g.prompt_eval_count} prompt tokens with the image`);
 });
 
 const unavailable = await llamaNodeUnavailable();
