@@ -79,7 +79,7 @@ t.test('each bad file rejects ready() with a message naming the problem', async 
   const archAt = afterString(arch, 'general.architecture') + 4 + 8; // value type u32, length u64
   t.equal(arch.toString('latin1', archAt, archAt + 5), 'llama');
   arch.write('mamba', archAt, 'latin1');
-  t.match(await loadError(write('arch.gguf', arch)), /arch\.gguf: unsupported architecture 'mamba' \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, lfm2, lfm2moe\)/);
+  t.match(await loadError(write('arch.gguf', arch)), /arch\.gguf: unsupported architecture 'mamba' \(supported: llama, qwen2, qwen3, qwen3moe, gemma3, granite, lfm2, lfm2moe\)/);
   const MXFP4 = 39; // a ggml type the GGUF reader knows and no Spindle backend runs
   t.match(await loadError(write('mxfp4.gguf', patchTensor(bytes, 'blk.0.ffn_up.weight', { type: MXFP4 }))),
     /mxfp4\.gguf: tensor 'blk\.0\.ffn_up\.weight' has type mxfp4, which the cpu backend does not support \(supported: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, bf16\)/);

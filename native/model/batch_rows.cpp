@@ -164,6 +164,10 @@ void batch_output_logits(backend& be, const std::vector<batch_sequence>& batch, 
   be.matmul(output, s.cur.data(), n_out, s.logits.data());  // [n_out, n_vocab]
   s.lora.add_delta_logits(be, output, s.cur.data(), s.logits.data());
   if (bias != nullptr && bias->data() != nullptr) be.add_row_vector(s.logits.data(), bias->data(), n_out, hp.n_vocab);
+  if (hp.logit_scale != 0.0f) {  // granite: times 1 / logit_scale, as llama.cpp scales them
+    if ((int64_t)s.logit_scale.size() < n_out) s.logit_scale.assign((size_t)n_out, 1.0f / hp.logit_scale);
+    be.scale_rows(s.logits.data(), s.logit_scale.data(), n_out, hp.n_vocab);
+  }
   graph.end();
   // rows whose sequence wants only its token (greedy or sampled): ids; every other row: the logits (runs of rows
   // at a time)

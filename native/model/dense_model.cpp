@@ -92,7 +92,8 @@ void dense_model::reserve_scratch(int64_t n) {
   s.gate = backend_buffer(*be_, rows(n_ff));
   s.up = backend_buffer(*be_, rows(n_ff));
   s.pos.resize((size_t)n);
-  if (hp_.embd_scale) s.embd_scale.assign((size_t)n, std::sqrt((float)hp_.n_embd));
+  if (hp_.embd_scale != 0.0f) s.embd_scale.assign((size_t)n, hp_.embd_scale);
+  if (hp_.residual_scale != 0.0f) s.residual_scale.assign((size_t)n, hp_.residual_scale);
   s.tokens.resize((size_t)n);
   s.n_embd = hp_.n_embd;
   s.kv_rows.resize((size_t)n);
@@ -111,7 +112,7 @@ void dense_model::forward_batch(const std::vector<batch_sequence>& batch, kv_cac
   step_graph_scope graph(*be_, moe_step_graph_key(step_graph_key(batch, n, scratch_), moe_, *be_, w_.moe, w_.layers,
                                                   [](const dense_layer& l) -> const moe_layer_weights& { return l.moe; },
                                                   n, hp_.n_embd));
-  batch_input_rows(*be_, w_.tok_embd, scratch_, n, hp_.embd_scale ? scratch_.embd_scale.data() : nullptr);
+  batch_input_rows(*be_, w_.tok_embd, scratch_, n, hp_.embd_scale != 0.0f ? scratch_.embd_scale.data() : nullptr);
   for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, batch, *kv, n);
   if (hp_.n_layer > 0) be_->add(scratch_.cur.data(), scratch_.x.data(), scratch_.x.data(), n * hp_.n_embd);  // last FFN
   batch_output_logits(*be_, batch, scratch_, hp_, w_.output_norm, w_.output, &w_.output_b, logits, graph);

@@ -70,6 +70,9 @@ dense_weights load_gemma3_weights(tensor_table& table, const model_hparams& hp);
 // gemma3's own hyperparameters (sliding window, its layers and rope, attention scale, embedding scale, geglu) on top
 // of load_hparams' (model_gemma3.cpp).
 void load_gemma3_hparams(const gguf_file& file, model_hparams& hp);
+// granite's scalars (embedding, attention, residual and logit scales) on top of load_hparams' (model_granite.cpp);
+// its tensors are llama's (load_llama_weights).
+void load_granite_hparams(const gguf_file& file, model_hparams& hp);
 
 // Activations of one forward call, allocated once per call size (grown, never per layer).
 struct dense_scratch {
@@ -81,7 +84,9 @@ struct dense_scratch {
   backend_buffer attn;                 // [n, n_head * hd]
   backend_buffer gate, up;             // [n, n_ff]
   backend_buffer logits;               // [n, n_vocab]
-  std::vector<float> embd_scale;       // host [n] sqrt(n_embd) per row (hparams embd_scale), for scale_rows
+  std::vector<float> embd_scale;       // host [n] hparams embd_scale per row, for scale_rows
+  std::vector<float> residual_scale;   // host [n] hparams residual_scale per row (granite), for scale_rows
+  std::vector<float> logit_scale;      // host [rows] 1 / hparams logit_scale per logits row (granite), for scale_rows
   std::vector<int32_t> pos;            // host [n]
   std::vector<int32_t> tokens;         // host [n] every token of the batch, concatenated
   std::vector<int64_t> kv_rows;        // host [n] cache row of each token (block_table slot)

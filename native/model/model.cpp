@@ -19,7 +19,7 @@ namespace {
 
 struct arch_entry {
   const char* name;
-  bool rope_neox;  // llama.cpp's llama_model_rope_type: NORM for llama, NEOX for qwen2 / qwen3 / gemma3
+  bool rope_neox;  // llama.cpp's llama_model_rope_type: NORM for llama / granite, NEOX for qwen2 / qwen3 / gemma3
   dense_weights (*load)(tensor_table&, const model_hparams&);
   void (*arch_hparams)(const gguf_file&, model_hparams&) = nullptr;  // the architecture's own keys, if any
 };
@@ -30,6 +30,7 @@ const arch_entry k_archs[] = {
     {"qwen3", true, load_qwen3_weights},
     {"qwen3moe", true, load_qwen3moe_weights},
     {"gemma3", true, load_gemma3_weights, load_gemma3_hparams},
+    {"granite", false, load_llama_weights, load_granite_hparams},
 };
 
 const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
@@ -37,7 +38,7 @@ const arch_entry& find_arch(const gguf_file& file, const std::string& arch) {
     if (arch == e.name) return e;
   }
   throw error(file.path() + ": unsupported architecture '" + arch +
-              "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, lfm2, lfm2moe)");
+              "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, granite, lfm2, lfm2moe)");
 }
 
 }  // namespace

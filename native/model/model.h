@@ -38,9 +38,12 @@ struct model_hparams {
   int32_t n_rot = 0;              // rope.dimension_count (default head_dim_k; must equal it for these archs)
   float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear scaling; 1 when absent or type "none")
   int32_t n_layer_kv = 0;  // layers that keep K/V (the attention layers of a hybrid model); 0 = all n_layer
-  // gemma3 (model_gemma3.cpp); the defaults are every other architecture's:
-  bool embd_scale = false;   // token embeddings (not image rows) times sqrt(n_embd) before the first layer
+  // gemma3 (model_gemma3.cpp) and granite (model_granite.cpp); the defaults are every other architecture's:
+  float embd_scale = 0.0f;   // token embeddings (not image rows) times this before the first layer (gemma3:
+                             // sqrt(n_embd); granite: embedding_scale); 0: unscaled
   float attn_scale = 0.0f;   // q.k scale; 0: 1 / sqrt(head_dim_k)
+  float residual_scale = 0.0f;  // granite: each attention and FFN output times this before its residual add; 0: none
+  float logit_scale = 0.0f;     // granite: the logits times 1 / this (llama.cpp's ggml_scale by 1 / logit_scale); 0: none
   bool ffn_gelu = false;     // gated FFN gelu(gate) * up (geglu) instead of silu(gate) * up
   int32_t swa_window = 0;    // sliding window (attention_params::window) of the layers swa_layers marks; 0: none
   std::vector<uint8_t> swa_layers;  // [n_layer] 1: a sliding-window layer, with the rope below; empty: none

@@ -3,9 +3,11 @@
 //   (+ biases);  [qwen3, gemma3: per-head rms_norm of q, k]  rope(q, k);  k, v -> block slots;  attn = paged causal
 //   attention per sequence [gemma3's sliding-window layers: over the window, with their own rope; gemma3's image
 //   embeddings: non-causal among themselves];
-//   x += attn @ Wo (+ bo) [gemma3: rms_norm(attn @ Wo) * post_attention_norm];  cur = rms_norm(x) * ffn_norm;
+//   x += attn @ Wo (+ bo) [gemma3: rms_norm(attn @ Wo) * post_attention_norm; granite: times residual_scale];
+//   cur = rms_norm(x) * ffn_norm;
 //   cur = (silu(cur @ Wgate) * (cur @ Wup)) @ Wdown   [gemma3: gelu for silu, then rms_norm(cur) * post_ffw_norm;
-//   qwen3moe: cur = moe(cur)], left for the next layer to add (forward_batch adds the last layer's). The residual
+//   qwen3moe: cur = moe(cur); granite: times residual_scale], left for the next layer to add (forward_batch adds the
+//   last layer's). The residual
 //   adds and the norms after them are one fused op each.
 // Every op but attention runs once over all n tokens of the batch (rows = tokens, row-wise independent).
 // Invariant: K and V of every new token are in their block slots before any attention runs, so attention of
@@ -81,6 +83,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
   scratch_.lora.matmul(be, l.wo, scratch_.attn.data(), n, cur);  // [n, n_embd]
   if (l.bo.data()) be.add_row_vector(cur, l.bo.data(), n, n_embd);
   if (l.attn_post_norm.data()) be.rms_norm(cur, l.attn_post_norm.data(), cur, n, n_embd, hp_.rms_eps);
+  if (hp_.residual_scale != 0.0f) be.scale_rows(cur, scratch_.residual_scale.data(), n, n_embd);  // granite
   be.add_rms_norm(x, cur, l.ffn_norm.data(), cur, n, n_embd, hp_.rms_eps);  // x += attention output; norm
   if (l.moe.present()) {
     moe_.forward(be, w_.moe, l.moe, cur, n, n_embd, cur);  // in place: [n, n_embd]
@@ -99,6 +102,7 @@ void dense_model::run_layer(int il, const std::vector<batch_sequence>& batch, de
     scratch_.lora.swiglu_matmul(be, l.ffn_down, gate, up, n, cur);
   }
   if (l.ffn_post_norm.data()) be.rms_norm(cur, l.ffn_post_norm.data(), cur, n, n_embd, hp_.rms_eps);
+  if (hp_.residual_scale != 0.0f) be.scale_rows(cur, scratch_.residual_scale.data(), n, n_embd);  // granite
 }
 
 }  // namespace spindle

@@ -28,7 +28,7 @@ std::vector<uint8_t> swa_pattern(int32_t n_layer, int64_t n) {
 
 void load_gemma3_hparams(const gguf_file& f, model_hparams& hp) {
   const std::string a = hp.arch + ".";
-  hp.embd_scale = true;
+  hp.embd_scale = std::sqrt((float)hp.n_embd);
   hp.ffn_gelu = true;
   // Ollama's own gemma3 conversion names its ropes rope.global / rope.local.freq_base (and carries its vision tower
   // in the same file): read as llama.cpp's keys it would silently get the wrong rope, so it is refused

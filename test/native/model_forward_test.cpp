@@ -207,3 +207,40 @@ TEST_CASE("model forward: gemma3 logits are chunk- and thread-invariant across t
   const std::vector<float> whole = invariant_logits(*one->m, *three->m, tokens, {5, 2, 4, 1, 8});
   CHECK(whole == run_all(*three->m, tokens, {3, 7, 10}));
 }
+
+TEST_CASE("model forward: granite F32 (embedding, attention, residual and logit scales) matches the reference") {
+  model_test::spec s;
+  s.arch = "granite";
+  s.embedding_scale = 12.0f;
+  s.residual_scale = 0.22f;
+  s.attention_scale = 0.0625f;
+  s.logit_scale = 8.0f;
+  const double d = check_against_reference(s, 2e-4);
+  // without the scalars the reference moves far (the test depends on each)
+  const model_test::built b = model_test::build(s);
+  const std::vector<int32_t> tokens = some_tokens(12, b.n_vocab);
+  const auto with = model_test::reference_forward(b, s, tokens);
+  for (float model_test::spec::*field : {&model_test::spec::embedding_scale, &model_test::spec::residual_scale,
+                                         &model_test::spec::attention_scale, &model_test::spec::logit_scale}) {
+    model_test::spec plain = s;
+    plain.*field = 0.0f;
+    const auto without = model_test::reference_forward(b, plain, tokens);
+    double moved = 0;
+    for (size_t t = 0; t < with.size(); ++t)
+      for (size_t v = 0; v < with[t].size(); ++v) moved = std::max(moved, std::fabs(with[t][v] - without[t][v]));
+    CHECK(moved > 100 * std::max(d, 1e-6));
+  }
+}
+
+TEST_CASE("model load: granite refuses a missing logit_scale, a bad scalar, rope switched off") {
+  model_test::spec s;
+  s.arch = "granite";
+  CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "missing key 'granite.logit_scale'");
+  s.logit_scale = 8.0f;
+  s.residual_scale = -1.0f;  // not written (<= 0): a bad value goes in through extra_kvs
+  s.extra_kvs = [](gguf_test::writer& w) { w.kv<float>("granite.residual_scale", gguf_value_type::FLOAT32, -0.5f); };
+  s.n_extra_kvs = 1;
+  CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "'granite.residual_scale' = -0.500000 must be a positive finite number");
+  s.extra_kvs = [](gguf_test::writer& w) { w.kv<uint8_t>("granite.rope.scaling.finetuned", gguf_value_type::BOOL, 0); };
+  CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "a granite model without rope is not supported");
+}

@@ -1,4 +1,4 @@
-// A plain double-precision forward pass of the dense architectures (llama, qwen2, qwen3, gemma3) over the f32 values
+// A plain double-precision forward pass of the dense architectures (llama, qwen2, qwen3, gemma3, granite) over the f32 values
 // a test GGUF holds (model_test_gguf.h), written from the formulas, for checking model::forward.
 // gemma3, from llama.cpp's llama_model_gemma3 graph: token embeddings times sqrtf(n_embd) (in f32, as ggml_scale
 // does); per-head RMSNorm of q and k; NEOX rope with the layer's own base and scale (sliding layers:
@@ -79,10 +79,13 @@ inline double gelu_tanh(double x) {
 inline std::vector<dvec> reference_forward(const built& b, const spec& s, const std::vector<int32_t>& tokens,
                                            bool window = true, const std::vector<std::pair<int, int>>& bidir = {}) {
   const int n = (int)tokens.size(), e = s.n_embd, hd = head_dim(s), group = s.n_head / s.n_head_kv;
-  const bool neox = s.arch != "llama", gemma3 = s.arch == "gemma3";
+  const bool neox = s.arch != "llama" && s.arch != "granite", gemma3 = s.arch == "gemma3";  // llama.cpp's rope types
   const tensor_data& embd = *find(b, "token_embd.weight");
-  const float embd_scale = gemma3 ? std::sqrt((float)e) : 1.0f;
-  const double kq_scale = 1.0 / std::sqrt(gemma3 && s.n_layer == 62 ? (double)(e / s.n_head) : (double)hd);
+  const bool granite = s.arch == "granite";
+  const float embd_scale = gemma3 ? std::sqrt((float)e) : granite && s.embedding_scale > 0 ? s.embedding_scale : 1.0f;
+  double kq_scale = 1.0 / std::sqrt(gemma3 && s.n_layer == 62 ? (double)(e / s.n_head) : (double)hd);
+  if (granite && s.attention_scale > 0) kq_scale = s.attention_scale;
+  const double residual = granite && s.residual_scale > 0 ? s.residual_scale : 1.0;  // granite's branch outputs
   std::vector<dvec> x(n, dvec(e));
   for (int t = 0; t < n; ++t)
     for (int i = 0; i < e; ++i) x[t][i] = embd.host[(size_t)tokens[t] * e + i] * embd_scale;  // f32 product
@@ -124,18 +127,22 @@ inline std::vector<dvec> reference_forward(const built& b, const spec& s, const 
       }
       dvec o = mat_vec(*T("attn_output.weight"), att);
       if (const tensor_data* pn = T("post_attention_norm.weight")) o = rms_norm(o, pn->host.data(), 0, e, 1e-6);
-      for (int i = 0; i < e; ++i) x[t][i] += o[i];
+      for (int i = 0; i < e; ++i) x[t][i] += o[i] * residual;
       dvec h = rms_norm(x[t], T("ffn_norm.weight")->host.data(), 0, e, 1e-6);
       dvec g = mat_vec(*T("ffn_gate.weight"), h), u = mat_vec(*T("ffn_up.weight"), h);
       for (size_t i = 0; i < g.size(); ++i) g[i] = (gemma3 ? gelu_tanh(g[i]) : g[i] / (1.0 + std::exp(-g[i]))) * u[i];
       dvec d = mat_vec(*T("ffn_down.weight"), g);
       if (const tensor_data* pn = T("post_ffw_norm.weight")) d = rms_norm(d, pn->host.data(), 0, e, 1e-6);
-      for (int i = 0; i < e; ++i) x[t][i] += d[i];
+      for (int i = 0; i < e; ++i) x[t][i] += d[i] * residual;
     }
   }
   const tensor_data* out = find(b, "output.weight");
   std::vector<dvec> logits(n);
   for (int t = 0; t < n; ++t) logits[t] = mat_vec(out ? *out : embd, rms_norm(x[t], find(b, "output_norm.weight")->host.data(), 0, e, 1e-6));
+  if (granite && s.logit_scale > 0) {
+    for (dvec& row : logits)
+      for (double& v : row) v /= s.logit_scale;
+  }
   return logits;
 }
 

@@ -45,6 +45,8 @@ struct spec {
                                     // il % n == n - 1; 0: every layer); -1: not written (llama.cpp's default 6)
   std::vector<uint8_t> swa_layers;  // non-empty: the pattern as a bool array instead, one per layer (1: sliding)
   float rope_base_swa = 0.0f;       // > 0: rope.freq_base_swa, the sliding layers' rope base; 0: not written (10000)
+  // granite (arch "granite"; ignored otherwise): its scalars, each written when > 0 (logit_scale is required)
+  float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f, logit_scale = 0.0f;
   // More keys after all of the above (n_extra_kvs of them), for load-error tests (a bad type, a refused key).
   std::function<void(gguf_test::writer&)> extra_kvs;
   uint64_t n_extra_kvs = 0;
@@ -119,7 +121,8 @@ inline void write_kvs(gguf_test::writer& w, const spec& s, const std::vector<std
 }
 constexpr uint64_t k_n_kv = 9 + k_n_vocab_kv;  // keys written by write_kvs
 
-// The keys build() writes after write_kvs' (head_dim, rope_scale, gemma3's window keys, then extra_kvs); returns
+// The keys build() writes after write_kvs' (head_dim, rope_scale, gemma3's window keys, granite's scalars, then
+// extra_kvs); returns
 // how many.
 inline uint64_t write_more_kvs(gguf_test::writer& w, const spec& s) {
   const std::string a = s.arch;
@@ -148,6 +151,14 @@ inline uint64_t write_more_kvs(gguf_test::writer& w, const spec& s) {
   if (a == "gemma3" && s.rope_base_swa > 0.0f) {
     w.kv<float>(a + ".rope.freq_base_swa", gguf_value_type::FLOAT32, s.rope_base_swa);
     ++n;
+  }
+  if (a == "granite") {
+    for (const auto& [key, v] : {std::pair<const char*, float>{".logit_scale", s.logit_scale}, {".residual_scale", s.residual_scale},
+                                 {".embedding_scale", s.embedding_scale}, {".attention.scale", s.attention_scale}}) {
+      if (v <= 0.0f) continue;
+      w.kv<float>(a + key, gguf_value_type::FLOAT32, v);
+      ++n;
+    }
   }
   if (s.extra_kvs) s.extra_kvs(w);
   return n + s.n_extra_kvs;
