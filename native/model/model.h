@@ -39,8 +39,9 @@ struct model_hparams {
   float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor (linear scaling; 1 when absent or type "none")
   int32_t n_layer_kv = 0;  // layers that keep K/V (the attention layers of a hybrid model); 0 = all n_layer
   // gemma3 (model_gemma3.cpp) and granite (model_granite.cpp); the defaults are every other architecture's:
-  float embd_scale = 0.0f;   // token embeddings (not image rows) times this before the first layer (gemma3:
-                             // sqrt(n_embd); granite: embedding_scale); 0: unscaled
+  float embd_scale = 0.0f;   // token embeddings times this before the first layer (gemma3: sqrt(n_embd), not its
+                             // image rows, as llama.cpp; granite: embedding_scale, a model no projector pairs with
+                             // here); 0: unscaled
   float attn_scale = 0.0f;   // q.k scale; 0: 1 / sqrt(head_dim_k)
   float residual_scale = 0.0f;  // granite: each attention and FFN output times this before its residual add; 0: none
   float logit_scale = 0.0f;     // granite: the logits times 1 / this (llama.cpp's ggml_scale by 1 / logit_scale); 0: none

@@ -39,6 +39,13 @@ dense_layer load_layer(tensor_table& t, const model_hparams& hp, const dense_lay
     l.moe = load_moe_layer(t, il, n_embd, *lay.moe, false);
     return l;
   }
+  // llama.cpp takes optional FFN biases (llama, granite with mlp_bias); left out here they would change the logits
+  // without a word, so a file with them is refused
+  for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"}) {
+    if (t.has(tensor_table::blk(il, b))) {
+      throw error(t.file().path() + ": tensor '" + tensor_table::blk(il, b) + "': FFN biases are not supported");
+    }
+  }
   l.ffn_gate = t.matrix(tensor_table::blk(il, "ffn_gate.weight"), n_embd, hp.n_ff, true);
   l.ffn_up = t.matrix(tensor_table::blk(il, "ffn_up.weight"), n_embd, hp.n_ff, true);
   l.ffn_down = t.matrix(tensor_table::blk(il, "ffn_down.weight"), hp.n_ff, n_embd, true);

@@ -2,8 +2,9 @@
 // rope, optional attn_output bias and rope_freqs) with four scalars: token embeddings times embedding_scale, q.k
 // times attention.scale (instead of 1 / sqrt(head_dim)), each attention and FFN output times residual_scale before
 // its residual add, and the logits times 1 / logit_scale.
-// Refused by name: rope switched off (rope.scaling.finetuned false: llama.cpp then runs without rope), LongRoPE
-// factors, and Granite Vision's deepstack layers.
+// Refused by name: rope switched off (rope.scaling.finetuned false: llama.cpp then runs without rope) and Granite
+// Vision's deepstack layers (LongRoPE, like every scaling but linear, is refused by load_hparams; FFN biases by the
+// dense tensor loader).
 // Invariant: the hparams returned describe exactly the graph llama.cpp builds for the file, or loading throws.
 #include <cmath>
 #include <string>
@@ -39,9 +40,6 @@ void load_granite_hparams(const gguf_file& f, model_hparams& hp) {
   hp.attn_scale = scale_key(f, a + "attention.scale", false);
   if (!f.get_bool_or(a + "rope.scaling.finetuned", true)) {
     throw error(f.path() + ": key '" + a + "rope.scaling.finetuned' is false: a granite model without rope is not supported");
-  }
-  if (f.find(a + "rope.scaling.type") != nullptr && f.get_string(a + "rope.scaling.type") == "longrope") {
-    throw error(f.path() + ": LongRoPE scaling (rope.scaling.type 'longrope') is not supported");
   }
   if (const gguf_kv* ds = f.find(a + "deepstack_mapping"); ds != nullptr && ds->type == gguf_value_type::ARRAY) {
     for (int64_t v : ds->ints) {

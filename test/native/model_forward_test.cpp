@@ -232,7 +232,7 @@ TEST_CASE("model forward: granite F32 (embedding, attention, residual and logit 
   }
 }
 
-TEST_CASE("model load: granite refuses a missing logit_scale, a bad scalar, rope switched off") {
+TEST_CASE("model load: granite refuses a missing logit_scale, a bad scalar, rope switched off, FFN biases") {
   model_test::spec s;
   s.arch = "granite";
   CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "missing key 'granite.logit_scale'");
@@ -243,4 +243,8 @@ TEST_CASE("model load: granite refuses a missing logit_scale, a bad scalar, rope
   CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "'granite.residual_scale' = -0.500000 must be a positive finite number");
   s.extra_kvs = [](gguf_test::writer& w) { w.kv<uint8_t>("granite.rope.scaling.finetuned", gguf_value_type::BOOL, 0); };
   CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "a granite model without rope is not supported");
+  s.extra_kvs = nullptr;
+  s.n_extra_kvs = 0;
+  s.edit_tensors = [&](std::vector<gguf_test::tensor_spec>& t) { t.push_back({"blk.1.ffn_down.bias", {s.n_embd}, ggml_type::F32}); };
+  CHECK_THROWS_WITH(load_spec(s, model_test::build(s), 1), "tensor 'blk.1.ffn_down.bias': FFN biases are not supported");
 }
