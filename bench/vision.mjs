@@ -18,7 +18,10 @@
 //        /tmp/llama-build/src/libllama.a /tmp/llama-build/ggml/src/libggml.a /tmp/llama-build/ggml/src/libggml-cpu.a \
 //        /tmp/llama-build/ggml/src/libggml-base.a -lpthread -lgomp -o /tmp/llama-mtmd-bench
 // Engines alternate repetition by repetition; the minimum of the repetitions is reported (the machine is shared).
-// Usage: node bench/vision.mjs [--threads 2] [--reps 3] [--size 512] [--llama-mtmd /tmp/llama-mtmd-bench] [--json out.json]
+// --preset gemma3Vision4B: Gemma 3 4B's vision tower (SigLIP at 896 px, 4096 patches pooled to 256 embeddings: any
+// image is letterboxed into the square) before a 2-layer text model of its width.
+// Usage: node bench/vision.mjs [--preset lfm2Vl1_6B|gemma3Vision4B] [--threads 2] [--reps 3] [--size 512]
+//        [--llama-mtmd /tmp/llama-mtmd-bench] [--json out.json]
 // Needs `npm run build` (addon, dist/, dist-tooling/).
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -34,12 +37,13 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
   options: {
     threads: { type: 'string', default: '2' }, reps: { type: 'string', default: '3' }, size: { type: 'string', default: '512' },
-    'llama-mtmd': { type: 'string' }, json: { type: 'string' },
+    'llama-mtmd': { type: 'string' }, json: { type: 'string' }, preset: { type: 'string', default: 'lfm2Vl1_6B' },
   },
 });
 const threads = Number(args.threads), reps = Number(args.reps), size = Number(args.size);
 
-const spec = VISION_PRESETS.lfm2Vl1_6B;
+const spec = VISION_PRESETS[args.preset];
+if (!spec) throw new Error(`--preset must be one of ${Object.keys(VISION_PRESETS).join(', ')}`);
 const key = createHash('sha256').update(generatorFingerprint()).update(JSON.stringify(spec)).digest('hex').slice(0, 12);
 const dir = join(root, 'bench', '.models', `vision-${spec.name}-${key}`);
 if (!existsSync(dir)) {
@@ -96,7 +100,7 @@ await engine.shutdown();
 const min = (xs, k) => Math.min(...xs.map((x) => x[k]));
 const row = (name, xs) => (xs.length === 0 ? null : { name, positions: xs[0].positions, encodeMs: min(xs, 'encode'), ttftMs: min(xs, 'ttft') });
 const rows = [row('spindle', runs.spindle), row('llama.cpp (mtmd, -march=native)', runs.llama)].filter(Boolean);
-console.log(`vision: ${size}x${size} image, ${spec.name} (mmproj D 1152 x 27, F16), ${threads} threads, min of ${reps}`);
+console.log(`vision: ${size}x${size} image, ${spec.name} (mmproj D ${spec.vision.nEmbd} x ${spec.vision.nLayer}, ${spec.vision.weights ?? 'F32'}), ${threads} threads, min of ${reps}`);
 console.log('| engine | positions | encode ms | TTFT ms |');
 console.log('|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.name} | ${r.positions} | ${r.encodeMs.toFixed(1)} | ${r.ttftMs.toFixed(1)} |`);
