@@ -17,21 +17,9 @@ using namespace spindle;
 
 namespace {
 
-struct loaded {
-  std::string path;
-  std::unique_ptr<model> m;
-  ~loaded() { std::error_code ec; std::filesystem::remove(path, ec); }
-};
-
-std::unique_ptr<loaded> load(const lfm2_test::spec& s, const model_test::built& b, int threads = 2,
-                             kv_type kv = kv_type::f32) {
-  auto l = std::make_unique<loaded>();
-  l->path = model_test::write_temp(b, "lfm2");
-  model_options o;
-  o.threads = threads;
-  o.kv = kv;
-  l->m = model::load(l->path, o);
-  return l;
+std::unique_ptr<model_test::loaded_model> load(const lfm2_test::spec& s, const model_test::built& b, int threads = 2,
+                                               kv_type kv = kv_type::f32) {
+  return model_test::load_built(b, "lfm2", threads, kv);
 }
 
 std::vector<int32_t> seq_tokens(int n, int n_vocab, int salt) {

@@ -17,29 +17,16 @@ using namespace spindle;
 
 namespace {
 
-struct loaded_model {
-  std::string path;
-  std::unique_ptr<model> m;
-  ~loaded_model() { std::error_code ec; std::filesystem::remove(path, ec); }
-};
-
 // head_dim: 0 keeps the fixture's (8; gemma3's 16); a q8_0 cache needs whole blocks of 32 (n_embd = 4 heads x
 // head_dim; gemma3: key_length). gemma3: model_test::gemma3_spec (window 5 on 7 of 8 layers).
-std::unique_ptr<loaded_model> load_arch(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32,
+std::unique_ptr<model_test::loaded_model> load_arch(const std::string& arch, ggml_type type, kv_type kv = kv_type::f32,
                                         int head_dim = 0) {
   model_test::spec s = arch == "gemma3" ? model_test::gemma3_spec() : model_test::spec{};
   s.arch = arch;
   s.weight_type = type;
   if (head_dim > 0 && arch == "gemma3") s.head_dim = head_dim;
   else if (head_dim > 0) s.n_embd = s.n_head * head_dim;
-  const model_test::built b = model_test::build(s);
-  auto l = std::make_unique<loaded_model>();
-  l->path = model_test::write_temp(b, s.arch + "-batch");
-  model_options o;
-  o.threads = 2;
-  o.kv = kv;
-  l->m = model::load(l->path, o);
-  return l;
+  return model_test::load_built(model_test::build(s), s.arch + "-batch", 2, kv);
 }
 
 std::vector<int32_t> seq_tokens(int n, int n_vocab, int salt) {

@@ -21,20 +21,8 @@ using namespace spindle;
 
 namespace {
 
-struct loaded {
-  std::string path;
-  std::unique_ptr<model> m;
-  ~loaded() { std::error_code ec; std::filesystem::remove(path, ec); }
-};
-
-std::unique_ptr<loaded> load(const model_test::spec& s, const model_test::built& b, kv_type kv, int threads) {
-  auto l = std::make_unique<loaded>();
-  l->path = model_test::write_temp(b, s.arch + "-bidir");
-  model_options o;
-  o.threads = threads;
-  o.kv = kv;
-  l->m = model::load(l->path, o);
-  return l;
+std::unique_ptr<model_test::loaded_model> load(const model_test::spec& s, const model_test::built& b, kv_type kv, int threads) {
+  return model_test::load_built(b, s.arch + "-bidir", threads, kv);
 }
 
 std::vector<int32_t> some_tokens(int n, int n_vocab, int salt) {

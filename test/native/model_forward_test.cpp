@@ -17,19 +17,8 @@ using namespace spindle;
 
 namespace {
 
-struct loaded {
-  std::string path;
-  std::unique_ptr<model> m;
-  ~loaded() { std::error_code ec; std::filesystem::remove(path, ec); }
-};
-
-std::unique_ptr<loaded> load_spec(const model_test::spec& s, const model_test::built& b, int threads) {
-  auto l = std::make_unique<loaded>();
-  l->path = model_test::write_temp(b, s.arch);
-  model_options o;
-  o.threads = threads;
-  l->m = model::load(l->path, o);
-  return l;
+std::unique_ptr<model_test::loaded_model> load_spec(const model_test::spec& s, const model_test::built& b, int threads) {
+  return model_test::load_built(b, s.arch, threads);
 }
 
 std::vector<int32_t> some_tokens(int n, int n_vocab) {

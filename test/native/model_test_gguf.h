@@ -303,6 +303,28 @@ inline std::string write_temp(const built& b, const std::string& tag) {
   return path;
 }
 
+// A model loaded from a temp file (write_temp) that is removed with the object.
+struct loaded_model {
+  std::string path;
+  std::unique_ptr<spindle::model> m;
+  ~loaded_model() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+// Writes `b` to a temp file (named after `tag`) and loads it on `threads` CPU threads with a `kv` cache.
+inline std::unique_ptr<loaded_model> load_built(const built& b, const std::string& tag, int threads,
+                                                spindle::kv_type kv = spindle::kv_type::f32) {
+  auto l = std::make_unique<loaded_model>();
+  l->path = write_temp(b, tag);
+  spindle::model_options o;
+  o.threads = threads;
+  o.kv = kv;
+  l->m = spindle::model::load(l->path, o);
+  return l;
+}
+
 // A small llama model written to a temp file for engine tests (removed with the object); load() gives a model
 // on `threads` CPU threads.
 struct temp_llama {

@@ -19,19 +19,8 @@ namespace {
 using moe_test::moe_spec;
 using moe_test::build_qwen3moe;
 
-struct loaded {
-  std::string path;
-  std::unique_ptr<model> m;
-  ~loaded() { std::error_code ec; std::filesystem::remove(path, ec); }
-};
-
-std::unique_ptr<loaded> load(const moe_spec& m, int threads = 2) {
-  auto l = std::make_unique<loaded>();
-  l->path = model_test::write_temp(build_qwen3moe(m), "qwen3moe");
-  model_options o;
-  o.threads = threads;
-  l->m = model::load(l->path, o);
-  return l;
+std::unique_ptr<model_test::loaded_model> load(const moe_spec& m, int threads = 2) {
+  return model_test::load_built(build_qwen3moe(m), "qwen3moe", threads);
 }
 
 void load_fails(const moe_spec& m, const char* what) {
