@@ -486,7 +486,7 @@ void engine::start_request(request r, std::vector<request_output>& outs) {
     if (seq->req.params.prompt_logprobs >= 0) seq->prompt_lps.resize(seq->req.prompt.size() - 1);
     const bool scores = pool == pooling_type::none && seq->req.params.prompt_logprobs >= 0;
     std::vector<int32_t> whole_spans;  // image embeddings that attend to each other go through in one step
-    if (seq->images && vision_->bidirectional()) whole_spans = seq->images->spans();
+    if (seq->images) whole_spans = seq->images->spans();
     sched_->add(id, seq->req.prompt, (pool == pooling_type::none || pool == pooling_type::last) && !scores, scores,
                 cache_salt_of(lora_uid, seq->req.cache_salt), std::move(whole_spans));
     seqs_[id] = std::move(seq);

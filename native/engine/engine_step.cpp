@@ -18,7 +18,6 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "model/model.h"
-#include "vision/vision_model.h"
 
 namespace spindle {
 
@@ -76,10 +75,8 @@ void engine::run_forward(const schedule_output& so) {
       const int64_t before = seq.images->encoded_images();
       const auto t0 = std::chrono::steady_clock::now();
       b.embd = seq.images->chunk_embd(c.first_pos, c.n_tokens);
-      if (vision_->bidirectional()) {
-        b.bidir_spans = seq.images->spans().data();
-        b.n_bidir_spans = int32_t(seq.images->spans().size() / 2);
-      }
+      b.bidir_spans = seq.images->spans().data();  // empty for a causal vision model
+      b.n_bidir_spans = int32_t(seq.images->spans().size() / 2);
       if (seq.images->encoded_images() != before) {
         images_encoded_ += uint64_t(seq.images->encoded_images() - before);
         image_encode_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -77,7 +77,7 @@ request_images::request_images(std::vector<request_image> images, const std::vec
       s.end = p + 1;
       row_at_[size_t(p)] = rows++;
     }
-    spans_.insert(spans_.end(), {s.begin, s.end});
+    if (vision.bidirectional()) spans_.insert(spans_.end(), {s.begin, s.end});
     s.image = std::move(im);
     slots_.push_back(std::move(s));
   }

@@ -29,8 +29,9 @@ class request_images {
   // first placeholder in that range (null when there is none). Encodes the images the range reaches first.
   const float* chunk_embd(int32_t first_pos, int32_t n);
   int64_t encoded_images() const { return n_encoded_; }
-  // [begin, end) of each image's placeholders, in prompt order (flattened pairs): the bidirectional spans of a
-  // vision model whose image embeddings attend both ways (validate_request_images: then each is one run).
+  // The bidirectional spans (batch_sequence::bidir_spans, scheduler whole spans) when the vision model's image
+  // embeddings attend both ways: [begin, end) of each image's placeholders in prompt order, flattened pairs
+  // (validate_request_images: then each is one run); empty for a causal vision model.
   const std::vector<int32_t>& spans() const { return spans_; }
 
  private:
@@ -45,7 +46,7 @@ class request_images {
   std::vector<slot> slots_;
   std::vector<int32_t> row_at_;  // [prompt length]: embedding row of each placeholder, -1 elsewhere
   std::vector<float> embd_;      // [total embeddings, n_embd]
-  std::vector<int32_t> spans_;   // [2 * images]: each slot's begin, end
+  std::vector<int32_t> spans_;   // [2 * images] each slot's begin, end (bidirectional models), else empty
   int64_t n_encoded_ = 0;
 };
 

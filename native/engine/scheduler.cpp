@@ -212,13 +212,14 @@ void scheduler::schedule_waiting(schedule_output& out, int32_t& budget) {
     }
     const bool scoring = s->scoring();
     const int32_t limit = std::min(budget, scoring ? scored_rows_left_ : INT32_MAX);
-    int32_t n = whole_span_chunk(*s, hit, std::min(chunk_of(s->num_tokens() - hit, budget), limit), limit);
-    if (n == 0 && !shared.empty() && chunk_of(s->num_tokens() - hit, budget) > 0) {
+    const auto first_chunk = [&] { return std::min(chunk_of(s->num_tokens() - hit, budget), limit); };
+    int32_t n = whole_span_chunk(*s, hit, first_chunk(), limit);
+    if (n == 0 && !shared.empty() && first_chunk() > 0) {
       // the cache ends where an image's embeddings start and they do not fit this step: one cached block less, so
       // the first chunk is that block (the embeddings then go first in line once it runs), not a queue blocked here
       shared.pop_back();
       hit -= blocks_.block_size();
-      n = whole_span_chunk(*s, hit, std::min(chunk_of(s->num_tokens() - hit, budget), limit), limit);
+      n = whole_span_chunk(*s, hit, first_chunk(), limit);
     }
     if (n == 0 || !blocks_.can_allocate_shared(shared, int64_t(hit) + n)) break;
     if (held_blocks > 0 && blocks_.num_free_blocks() - blocks_.blocks_for_tokens(int64_t(hit) + n) < held_blocks) break;
