@@ -5,7 +5,7 @@
 // vLLM does for Mistral tokenizers, the ids are mapped before rendering:
 //  - a 9-character alphanumeric id is kept;
 //  - another string: its last 9 letters or digits (vLLM's truncate_tool_call_ids), or, with fewer than 9 of them, 9
-//    base-36 digits of its FNV-1a hash, so an assistant call and the tool result naming it map alike;
+//    base-36 digits of its SHA-256, so an assistant call and the tool result naming it map alike;
 //  - a missing id: derived from the message and call index; a tool message without tool_call_id answers the next
 //    call of the assistant turn before it that no tool message has answered yet (Ollama's history, in order).
 // Invariant: equal ids map to equal ids; the messages are copied, never changed.
