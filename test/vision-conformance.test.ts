@@ -17,13 +17,12 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import sharp from 'sharp';
 import { LLM } from '../lib/llm.js';
 import { debugAddon } from './helpers/debug-addon.js';
 import { fixtureVisionModel } from './helpers/fixtures.js';
 import { MEDIA_MARKER, llamaNodeUnavailable, openLlamaNodeVision } from './helpers/llama-node.js';
 import { compareTop, greedyAgreementNeeded } from './helpers/vision-compare.js';
-import { GOLDEN_IMAGES, goldenSeed, patternRgb } from './helpers/vision-images.js';
+import { GOLDEN_IMAGES, goldenSeed, patternPngFile, patternRgb } from './helpers/vision-images.js';
 
 const EMBD_TOL = 3e-3; // of the largest |value| of the image's embeddings
 // nats. Measured 1.4e-2 .. 5.3e-2: the text part alone agrees to 1e-3 in the logits (forward-conformance-lfm2), the
@@ -44,11 +43,7 @@ await llm.ready();
 const tok = llm.tokenizer;
 const [before, after] = PROMPT.split(MEDIA_MARKER);
 
-async function png(w: number, h: number): Promise<string> {
-  const path = join(dir, `img-${w}x${h}.png`);
-  await sharp(patternRgb(w, h, goldenSeed(w, h)), { raw: { width: w, height: h, channels: 3 } }).png().toFile(path);
-  return path;
-}
+const png = (w: number, h: number): Promise<string> => patternPngFile(dir, w, h, goldenSeed(w, h));
 
 t.test('against current llama.cpp (goldens from its mtmd path)', async (t) => {
   t.equal(sha(fx.model), manifest.model.sha256, 'the fixture model is the one the goldens were made with (else regenerate them: README.md)');

@@ -16,7 +16,6 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
@@ -26,7 +25,7 @@ import { normalizeEngineOptions } from '../lib/engine-options.js';
 import { fixtureVisionModel } from './helpers/fixtures.js';
 import { MEDIA_MARKER, llamaNodeUnavailable, openLlamaNodeVision } from './helpers/llama-node.js';
 import { compareTop, greedyAgreementNeeded } from './helpers/vision-compare.js';
-import { patternRgb } from './helpers/vision-images.js';
+import { patternPng, patternPngFile } from './helpers/vision-images.js';
 
 // nats. The text layers alone agree with llama.cpp to ~2.5e-2 in the logits (forward-conformance-gemma3: its
 // f16-table gelu); the encoder adds llama.cpp's f16 pixels / gelu table differences (~1e-3 of the embeddings' scale).
@@ -48,11 +47,7 @@ const id = (text: string): number => {
   return ids[0];
 };
 
-async function png(w: number, h: number, seed = w + h): Promise<string> {
-  const path = join(dir, `img-${w}x${h}-${seed}.png`);
-  await sharp(patternRgb(w, h, seed), { raw: { width: w, height: h, channels: 3 } }).png().toFile(path);
-  return path;
-}
+const png = (w: number, h: number, seed = w + h): Promise<string> => patternPngFile(dir, w, h, seed);
 
 t.test('the layout: "\\n\\n" <start_of_image> 16 embeddings <end_of_image> "\\n\\n", whatever the size', async (t) => {
   const canonical = [id('\n\n'), id('<start_of_image>'), ...Array<number>(N_EMBD_TOKENS).fill(-1), id('<end_of_image>'), id('\n\n')];
@@ -71,7 +66,7 @@ t.test('the layout: "\\n\\n" <start_of_image> 16 embeddings <end_of_image> "\\n\
 });
 
 t.test('a chat with an image part: Gemma 3\'s template around the image layout', async (t) => {
-  const png64 = await sharp(patternRgb(48, 80, 7), { raw: { width: 48, height: 80, channels: 3 } }).png().toBuffer();
+  const png64 = await patternPng(48, 80, 7);
   const url = `data:image/png;base64,${png64.toString('base64')}`;
   const [out] = await llm.chat([{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'What is it?' }] }],
     { temperature: 0, maxTokens: 3, ignoreEos: true });
@@ -104,7 +99,7 @@ t.test('through the server: the openai client\'s image_url and Ollama\'s images 
   await app.listen({ host: '127.0.0.1', port: 0 });
   t.teardown(() => app.close());
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  const image = await sharp(patternRgb(80, 48, 11), { raw: { width: 80, height: 48, channels: 3 } }).png().toBuffer();
+  const image = await patternPng(80, 48, 11);
   const url = `data:image/png;base64,${image.toString('base64')}`;
   const content = [{ type: 'text' as const, text: 'What is it?' }, { type: 'image_url' as const, image_url: { url } }];
   const [offline] = await llm.chat([{ role: 'user', content }], { temperature: 0, maxTokens: 4, ignoreEos: true });

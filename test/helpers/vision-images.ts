@@ -1,5 +1,8 @@
 // Deterministic test pictures for the vision tests and the llama.cpp goldens (test/fixtures/vision/README.md):
-// gradients, a checkerboard and a diagonal, distinct per seed, as raw RGB [h][w][3].
+// gradients, a checkerboard and a diagonal, distinct per seed, as raw RGB [h][w][3] (or that image as a PNG).
+import { join } from 'node:path';
+import sharp from 'sharp';
+
 export function patternRgb(w: number, h: number, seed: number): Buffer {
   const px = Buffer.alloc(w * h * 3);
   for (let y = 0; y < h; y++) {
@@ -17,3 +20,15 @@ export function patternRgb(w: number, h: number, seed: number): Buffer {
 /** The golden cases: an image below the minimum token count (upscaled), 256x256 (as is), 800x600 (shrunk), 1200x900 (tiled). */
 export const GOLDEN_IMAGES: readonly [number, number][] = [[40, 30], [256, 256], [800, 600], [1200, 900]];
 export const goldenSeed = (w: number, h: number): number => w + h;
+
+/** patternRgb(w, h, seed) as PNG bytes (lossless: a decoder gets the same pixels back). */
+export function patternPng(w: number, h: number, seed: number): Promise<Buffer> {
+  return sharp(patternRgb(w, h, seed), { raw: { width: w, height: h, channels: 3 } }).png().toBuffer();
+}
+
+/** patternRgb(w, h, seed) written as `dir`/img-WxH-seed.png; returns the path. */
+export async function patternPngFile(dir: string, w: number, h: number, seed: number): Promise<string> {
+  const path = join(dir, `img-${w}x${h}-${seed}.png`);
+  await sharp(patternRgb(w, h, seed), { raw: { width: w, height: h, channels: 3 } }).png().toFile(path);
+  return path;
+}
